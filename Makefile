@@ -1,0 +1,50 @@
+# The two commands of the README:
+#   make book   create the environment and build the HTML book (executes every chapter)
+#   make test   unit tests + doctests, every chapter under nbval, the book built
+#               with warnings as errors, and the built HTML checked in Chromium
+# COMPANION_PROFILE=quick|full selects the profile (default quick).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export COMPANION_PROFILE ?= quick
+export MPLBACKEND ?= Agg
+
+.PHONY: book test env unit notebooks html html-check browser clean
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[book,test]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+book: env
+	$(BIN)/jupyter-book build --all -W -n --keep-going .
+	@echo "book: open _build/html/index.html"
+
+unit: env
+	$(BIN)/python -m pytest -q tests companion --doctest-modules -m "not html"
+
+notebooks: env
+	$(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=3600 -p no:cacheprovider book
+
+html: env
+	rm -rf _build/html _build/.doctrees _build/jupyter_execute
+	$(BIN)/jupyter-book build --all -W -n --keep-going .
+
+html-check: env browser
+	$(BIN)/python -m pytest -q -m html tests/test_html.py
+
+# Headless Chromium renders the built pages for the HTML check (Debian package).
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
+	  || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+test: unit notebooks html html-check
+
+clean:
+	rm -rf _build .cache .pytest_cache

@@ -1,0 +1,161 @@
+"""The claim registry: every checked claim of the book, paper value next to ours.
+
+A chapter's Check cell calls :func:`check` with the measured value and the
+tolerance for the active profile. The result (pass or fail) is recorded
+atomically under ``<cache>/claims/<profile>/<id>.json`` together with the
+package hash, and the call raises ``AssertionError`` on failure, so CI fails
+when a claim stops holding. ``book/scorecard.md`` renders :func:`scorecard`.
+
+>>> r = check("demo.example", 0.49, expected=0.5, tol=0.05, record=False, quiet=True)
+>>> r["passed"]
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from companion import config
+from companion.io import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of a paper, as the book checks it."""
+
+    id: str
+    chapter: str  # docname of the chapter that checks it, e.g. "book/noisy_recall"
+    source: str  # where the paper says it
+    statement: str
+    paper: str  # the paper's value, as the paper gives it
+
+
+_CLAIMS = [
+    Claim("demo.example", "", "", "doctest example (not shown)", "0.5"),
+    Claim("recall.full_noise", "book/noisy_recall", "main paper, Sec. 3 and Fig. 3",
+          "trained on alpha = 0.5, the full model predicts the noise token on clean data with "
+          "probability close to alpha", "≈ 0.5"),
+    Claim("recall.drop_f2_correct", "book/noisy_recall", "main paper, Sec. 3 and Fig. 3",
+          "dropping F2 (rho = 0 on U_in of F2) makes the model predict the correct token "
+          "with high probability", "≈ 0.98"),
+    Claim("recall.drop_f2_gain", "book/noisy_recall", "main paper, Fig. 3",
+          "dropping F2 raises the probability of the correct token over the full model "
+          "(difference)", "≈ 0.98 - 0.5"),
+    Claim("recall.noise_first", "book/noisy_recall", "main paper, Sec. 3, Figs. 3 and 8",
+          "the noise association is learned in the first few steps (noise probability on "
+          "noisy data near 1), before the in-context mechanism", "~5 steps"),
+    Claim("recall.noise_before_icl", "book/noisy_recall", "main paper, Sec. 3",
+          "step at which the noise is first predicted with probability > 0.5 comes before "
+          "the step at which the correct token first is (clean data, F2 dropped)", "noise first"),
+    Claim("recall.f2_margin", "book/noisy_recall", "main paper, Fig. 3 (right)",
+          "the F2 margin of tau over all other tokens for input q becomes positive early",
+          "> 0 within early steps"),
+    Claim("recall.attn_avoids_noise", "book/noisy_recall", "main paper, Fig. 4 (left)",
+          "the second-layer attention from the last position puts more mass on [q, ybar] "
+          "positions than on [q, tau] positions (ratio)", "attends [q, ybar], not [q, tau]"),
+    Claim("recall.prev_token_head", "book/noisy_recall", "main paper, Fig. 7 (left)",
+          "the first-layer attention attends to the previous token (mean mass on s = t - 1)",
+          "previous-token pattern"),
+    Claim("recall.value_recall", "book/noisy_recall", "main paper, Fig. 7 (right)",
+          "W_V^2 maps W_E(i) to W_U(i): fraction of ordinary tokens i whose top logit "
+          "<W_V^2 W_E(i), W_U(j)> is at j = i", "diagonal"),
+    Claim("finetune.noise_fraction", "book/finetune", "main paper, Fig. 8 (right)",
+          "after pre-training on alpha = 0 and fine-tuning on alpha = 0.5, the model predicts "
+          "noise with probability near 0.5 on noisy data", "≈ 0.5"),
+    Claim("finetune.noise_spike", "book/finetune", "main paper, Fig. 8 (right)",
+          "in the first few fine-tuning steps the noise probability rises close to 1",
+          "close to 1 within ~5 steps"),
+    Claim("finetune.pretrain_attends_all", "book/finetune", "main paper, App. B.1",
+          "after pre-training (alpha = 0) the second-layer attention attends to all tokens "
+          "after the trigger: per-position mass on [q, tau] comparable to [q, ybar] "
+          "(ratio)", "attends all tokens after q"),
+    Claim("finetune.attn_avoids_noise", "book/finetune", "main paper, Fig. 4 (right)",
+          "after fine-tuning, the second-layer attention favours [q, ybar] over [q, tau] "
+          "(ratio of mass)", "attends [q, ybar], not [q, tau]"),
+    Claim("finetune.drop_f2_correct", "book/finetune", "main paper, Fig. 3 / App. B.1",
+          "after fine-tuning, dropping F2 makes the model predict the correct token with "
+          "high probability", "high (≈ 0.98 in the noisy schedule)"),
+]
+CLAIMS = {c.id: c for c in _CLAIMS}
+
+
+def _record_path(claim_id: str, profile: str):
+    return config.cache_dir() / "claims" / profile / f"{claim_id}.json"
+
+
+def check(claim_id: str, observed: float, *, expected: float | None = None, tol: float | None = None,
+          above: float | None = None, below: float | None = None, profile: str | None = None,
+          note: str = "", record: bool = True, quiet: bool = False) -> dict:
+    """Compare ``observed`` with the claim's criterion, record it, and assert.
+
+    Give either ``expected`` and ``tol`` (|observed - expected| <= tol), or
+    ``above`` and/or ``below`` (strict bounds).
+
+    Raises:
+        KeyError: unknown claim id.
+        ValueError: no criterion given.
+        AssertionError: the claim does not hold (after recording the failure).
+    """
+    if claim_id not in CLAIMS:
+        raise KeyError(f"unknown claim {claim_id!r}: register it in companion/claims.py")
+    profile = config.get_profile(profile)
+    observed = float(observed)
+    if expected is not None:
+        if tol is None:
+            raise ValueError("give tol with expected")
+        passed = abs(observed - expected) <= tol
+        criterion = f"{expected:g} ± {tol:g}"
+    elif above is not None or below is not None:
+        passed = (above is None or observed > above) and (below is None or observed < below)
+        parts = ([f"> {above:g}"] if above is not None else []) + ([f"< {below:g}"] if below is not None else [])
+        criterion = " and ".join(parts)
+    else:
+        raise ValueError("give expected and tol, or above/below")
+    passed = bool(passed and math.isfinite(observed))
+    result = {"id": claim_id, "observed": observed, "criterion": criterion, "passed": passed,
+              "profile": profile, "note": note, "package": config.package_hash()}
+    if record:
+        atomic_write_text(_record_path(claim_id, profile), json.dumps(result, indent=1))
+    if not quiet:
+        mark = "PASS" if passed else "FAIL"
+        print(f"[{mark}] {claim_id}: expected {criterion}, observed {observed:.4g}"
+              f" (paper: {CLAIMS[claim_id].paper})")
+    if not passed:
+        raise AssertionError(f"claim {claim_id} does not hold: observed {observed:.4g}, "
+                             f"expected {criterion} ({CLAIMS[claim_id].statement})")
+    return result
+
+
+def results(profile: str | None = None) -> list[dict]:
+    """One row per registered claim (except doctest examples), with its recorded result if any."""
+    profile = config.get_profile(profile)
+    current = config.package_hash()
+    rows = []
+    for c in _CLAIMS:
+        if not c.chapter:
+            continue
+        path = _record_path(c.id, profile)
+        rec = json.loads(path.read_text()) if path.is_file() else None
+        rows.append({
+            "claim": c.id, "chapter": c.chapter, "source": c.source, "statement": c.statement,
+            "paper": c.paper,
+            "criterion": rec["criterion"] if rec else "",
+            "ours": f"{rec['observed']:.3g}" if rec else "not run",
+            "profile": profile,
+            "status": ("pass" if rec["passed"] else "FAIL") + ("" if rec["package"] == current else " (stale)")
+            if rec else "not run",
+        })
+    return rows
+
+
+def scorecard(profile: str | None = None):
+    """The scorecard as a pandas-free HTML table (rendered by the scorecard page)."""
+    from html import escape
+
+    rows = results(profile)
+    cols = ["claim", "source", "statement", "paper", "criterion", "ours", "profile", "status"]
+    head = "".join(f"<th>{c}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(r[c]))}</td>" for c in cols) + "</tr>" for r in rows)
+    return f'<table class="table scorecard"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

@@ -1,0 +1,171 @@
+"""Profiles, paths, device choice, seeding and small validation helpers.
+
+Everything that depends on the environment is read here, once:
+
+* ``COMPANION_PROFILE``: ``quick`` (CPU, minutes; what CI runs) or ``full``
+  (the paper's sizes, meant for a GPU).
+* ``COMPANION_DATA_DIR``: a folder holding third-party data laid out as
+  ``tinyshakespeare/input.txt``, ``gsm8k/test.jsonl``, ... (CI points it at
+  ``../shared/data``).
+* ``COMPANION_CACHE_DIR``: where trained runs, downloads and recorded claims
+  are cached (default: ``<repository>/.cache/companion``, git-ignored).
+* ``COMPANION_DEVICE``: ``cpu``, ``cuda``, ``cuda:1``, ... (default: ``cuda``
+  when available, else ``cpu``).
+
+>>> get_profile("quick")
+'quick'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+PROFILES = ("quick", "full")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def get_profile(profile: str | None = None) -> str:
+    """Return the active profile: the argument, else ``$COMPANION_PROFILE``, else quick.
+
+    Raises:
+        ValueError: the profile is not one of ``quick`` or ``full``.
+    """
+    value = profile if profile is not None else os.environ.get("COMPANION_PROFILE", "quick")
+    value = value.strip().lower()
+    if value not in PROFILES:
+        raise ValueError(f"unknown profile {value!r}: allowed profiles are {', '.join(PROFILES)}")
+    return value
+
+
+def get_device(device: str | None = None):
+    """Pick the torch device once: the argument, ``$COMPANION_DEVICE``, else cuda if present."""
+    import torch
+
+    name = device or os.environ.get("COMPANION_DEVICE")
+    if not name:
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available; use 'cpu'")
+    return dev
+
+
+def device_name(device=None) -> str:
+    """A readable name of the device: the GPU model, or the CPU model and thread count."""
+    import platform
+
+    import torch
+
+    device = get_device(device) if not hasattr(device, "type") else device
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU {cpu}, {torch.get_num_threads()} threads"
+
+
+def cache_dir() -> Path:
+    """The cache folder (created on demand)."""
+    path = Path(os.environ.get("COMPANION_CACHE_DIR", REPO_ROOT / ".cache" / "companion"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dirs() -> list[Path]:
+    """Folders searched for third-party data, in order: ``$COMPANION_DATA_DIR``, the cache."""
+    dirs = []
+    env = os.environ.get("COMPANION_DATA_DIR")
+    if env:
+        dirs.append(Path(env))
+    dirs.append(cache_dir() / "downloads")
+    return dirs
+
+
+def committed_data_dir() -> Path:
+    """The repository's ``data/`` folder (small derived data committed with the code)."""
+    return REPO_ROOT / "data"
+
+
+def package_hash() -> str:
+    """A short hash of every ``.py`` file of the package: cached results are keyed by it."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def seed_streams(seed: int, names: Iterable[str]) -> dict[str, np.random.SeedSequence]:
+    """Independent, named random streams derived from one seed.
+
+    The same seed and name always give the same stream, whatever other names
+    are requested.
+
+    >>> a = seed_streams(0, ["data"])["data"].generate_state(1)[0]
+    >>> b = seed_streams(0, ["init", "data"])["data"].generate_state(1)[0]
+    >>> bool(a == b)
+    True
+    """
+    check_int("seed", seed, low=0)
+    out = {}
+    for name in names:
+        key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+        out[name] = np.random.SeedSequence([seed, key])
+    return out
+
+
+def torch_generator(seq: np.random.SeedSequence):
+    """A CPU ``torch.Generator`` seeded from a numpy SeedSequence."""
+    import torch
+
+    g = torch.Generator()
+    g.manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] & ((1 << 63) - 1)))
+    return g
+
+
+# --- validation helpers: every message names the value and the allowed range ---
+
+def check_int(name: str, value, low: int | None = None, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name}={value!r} is out of range: allowed {_range(low, high, True, True)}")
+
+
+def check_float(name: str, value, low: float | None = None, high: float | None = None,
+                low_open: bool = False, high_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    bad = (v != v)
+    if low is not None:
+        bad |= v <= low if low_open else v < low
+    if high is not None:
+        bad |= v >= high if high_open else v > high
+    if bad:
+        raise ValueError(f"{name}={value!r} is out of range: allowed "
+                         f"{_range(low, high, not low_open, not high_open)}")
+
+
+def check_choice(name: str, value, allowed: Iterable) -> None:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}: allowed values are {', '.join(map(repr, allowed))}")
+
+
+def _range(low, high, low_closed: bool, high_closed: bool) -> str:
+    lo = "-inf" if low is None else repr(low)
+    hi = "inf" if high is None else repr(high)
+    return f"{'[' if low_closed and low is not None else '('}{lo}, {hi}{']' if high_closed and high is not None else ')'}"

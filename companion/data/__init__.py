@@ -1,0 +1,1 @@
+"""Task generators and corpus loaders (seeded numpy Generators, vectorised)."""

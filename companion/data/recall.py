@@ -1,0 +1,198 @@
+"""Noisy in-context recall (main paper, Section 3 "Data and task"; Appendix B.4).
+
+Vocabulary: the N = 65 characters of tiny Shakespeare plus, by default, a new
+generic noise token ``tau = N + 1`` (index ``N`` here, ids being 0-based).
+For each sequence:
+
+i.   draw the correct outputs ``ybar_k`` uniformly in [N], one per trigger q_k;
+ii.  draw z_1 ~ pi_u, then z_{t+1} ~ pi_b(. | z_t) unless z_t is a trigger q_k,
+     in which case z_{t+1} = ybar_k with probability 1 - alpha and tau with
+     probability alpha;
+iii. set z_T to a trigger (the only one when K = 1) and draw y = z_{T+1} the
+     same way.
+
+Options that the paper and its public code choose differently:
+
+* ``noise="new"`` (paper): tau is a new token N+1; after tau the chain restarts
+  from pi_u (the paper does not say; tau has no bigram row).
+  ``noise="existing"`` (public code): tau is the existing character ``'!'``.
+* ``triggers``: default the K most frequent characters, i.e. the space for
+  K = 1; this is the public code's choice and also Fig. 9's ``q = 1``.
+* ``loss_on="final"`` (paper): only the prediction of z_{T+1} at position T
+  carries the loss. ``loss_on="triggers"`` (public code): every position
+  holding the second or a later occurrence of a trigger in the sequence.
+
+Generation is vectorised over the batch: one numpy Generator, T steps of
+array operations, no per-token Python work.
+
+>>> task = RecallTask(seq_len=16, alpha=0.5)
+>>> b = task.sample(np.random.default_rng(0), batch=4)
+>>> b.tokens.shape, b.targets.shape, int(b.tokens[0, -1]) == task.triggers[0]
+((4, 17), (4, 16), True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from companion.config import check_choice, check_float, check_int
+from companion.data.shakespeare import CharStats, load_char_stats
+
+NOISE_KINDS = ("new", "existing")
+LOSS_POSITIONS = ("final", "triggers")
+EXISTING_NOISE_CHAR = "!"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of sequences.
+
+    Attributes:
+        tokens: (batch, T + 1) int64, z_1 .. z_{T+1}; inputs are ``tokens[:, :T]``.
+        ybar: (batch, K) the correct output of each trigger.
+        final_ybar: (batch,) the correct output for the final trigger z_T.
+        occurrence: (batch, T) k >= 1 if z_t is the k-th occurrence of its
+            trigger in the sequence, else 0.
+        loss_mask: (batch, T) bool, positions whose next-token prediction
+            carries the loss.
+    """
+
+    tokens: np.ndarray
+    ybar: np.ndarray
+    final_ybar: np.ndarray
+    occurrence: np.ndarray
+    loss_mask: np.ndarray
+
+    @property
+    def inputs(self) -> np.ndarray:  # (batch, T)
+        return self.tokens[:, :-1]
+
+    @property
+    def targets(self) -> np.ndarray:  # (batch, T), next tokens
+        return self.tokens[:, 1:]
+
+
+@dataclass(frozen=True)
+class RecallTask:
+    """The data distribution; validated on construction.
+
+    Args:
+        seq_len: context length T (>= 4).
+        alpha: noise level in [0, 1).
+        triggers: trigger token ids (distinct, in [0, N)); default the
+            ``n_triggers`` most frequent characters.
+        n_triggers: K, used when ``triggers`` is not given.
+        noise: ``"new"`` (token N+1, paper) or ``"existing"`` (``'!'``, public code).
+        loss_on: ``"final"`` (paper) or ``"triggers"`` (public code).
+    """
+
+    seq_len: int = 256
+    alpha: float = 0.5
+    triggers: tuple[int, ...] | None = None
+    n_triggers: int = 1
+    noise: str = "new"
+    loss_on: str = "final"
+    stats: CharStats = field(default_factory=load_char_stats, repr=False, compare=False)
+
+    def __post_init__(self):
+        check_int("seq_len (T)", self.seq_len, low=4)
+        check_float("alpha", self.alpha, 0.0, 1.0, high_open=True)
+        check_choice("noise kind", self.noise, NOISE_KINDS)
+        check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
+        n = self.stats.n
+        if self.triggers is None:
+            check_int("n_triggers", self.n_triggers, low=1, high=n)
+            order = np.argsort(-self.stats.unigram, kind="stable")
+            object.__setattr__(self, "triggers", tuple(int(i) for i in order[: self.n_triggers]))
+        else:
+            trig = tuple(self.triggers)
+            if len(trig) == 0:
+                raise ValueError("triggers is empty: give at least one trigger id")
+            for q in trig:
+                check_int("trigger", q, low=0, high=n - 1)
+            if len(set(trig)) != len(trig):
+                raise ValueError(f"triggers {trig} contain duplicates: each trigger must be distinct")
+            object.__setattr__(self, "triggers", tuple(int(q) for q in trig))
+            object.__setattr__(self, "n_triggers", len(trig))
+        if self.noise_token in self.triggers:
+            raise ValueError(f"trigger {self.noise_token} is the noise token: choose another trigger")
+
+    # --- vocabulary ---
+    @property
+    def n(self) -> int:
+        """N, the number of ordinary tokens."""
+        return self.stats.n
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n + 1 if self.noise == "new" else self.n
+
+    @property
+    def noise_token(self) -> int:
+        return self.n if self.noise == "new" else self.stats.itos.index(EXISTING_NOISE_CHAR)
+
+    def with_alpha(self, alpha: float) -> "RecallTask":
+        return RecallTask(self.seq_len, alpha, self.triggers, self.n_triggers, self.noise,
+                          self.loss_on, self.stats)
+
+    @cached_property
+    def _flat_cdf(self) -> np.ndarray:
+        """Row-offset cumulative transition table for vectorised inverse-CDF sampling."""
+        rows = self.stats.bigram
+        if self.noise == "new":  # after tau, restart from the unigram distribution
+            rows = np.vstack([rows, self.stats.unigram])
+        cdf = np.cumsum(rows, axis=1)
+        cdf[:, -1] = 1.0
+        return (cdf + np.arange(rows.shape[0])[:, None]).ravel()
+
+    # --- sampling ---
+    def sample(self, rng: np.random.Generator, batch: int) -> Batch:
+        """Draw ``batch`` sequences of length T + 1 (a fixed number of draws per batch)."""
+        check_int("batch", batch, low=1)
+        n, T, K = self.n, self.seq_len, self.n_triggers
+        trig = np.asarray(self.triggers)
+        trig_index = np.full(self.vocab_size, -1)
+        trig_index[trig] = np.arange(K)
+        flat = self._flat_cdf
+        rows = np.arange(batch)
+
+        ybar = rng.integers(0, n, size=(batch, K))
+        final_k = rng.integers(0, K, size=batch)
+        u_first = rng.random(batch)
+        u = rng.random((T, batch))  # bigram draws
+        noisy = rng.random((T, batch)) < self.alpha  # noise draws after triggers
+
+        z = np.empty((batch, T + 1), dtype=np.int64)
+        z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), u_first, side="right").clip(max=n - 1)
+        if T == 1:
+            z[:, 0] = trig[final_k]
+        for t in range(T):
+            cur = z[:, t]
+            nxt = np.searchsorted(flat, cur + u[t], side="right") - cur * n
+            k = trig_index[cur]
+            after_trigger = np.where(noisy[t], self.noise_token, ybar[rows, np.maximum(k, 0)])
+            nxt = np.where(k >= 0, after_trigger, nxt)
+            if t + 1 == T - 1:  # z_T is the final trigger
+                nxt = trig[final_k]
+            z[:, t + 1] = nxt
+
+        inputs = z[:, :T]
+        occurrence = np.zeros((batch, T), dtype=np.int64)
+        for q in trig:
+            hit = inputs == q
+            occurrence += hit * np.cumsum(hit, axis=1)
+        if self.loss_on == "final":
+            mask = np.zeros((batch, T), dtype=bool)
+            mask[:, -1] = True
+        else:
+            mask = occurrence >= 2
+        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask)
+
+
+def batches(task: RecallTask, rng: np.random.Generator, batch: int):
+    """An endless stream of batches from one generator."""
+    while True:
+        yield task.sample(rng, batch)

@@ -1,0 +1,1 @@
+"""The papers' experiments as cached, configurable runs."""

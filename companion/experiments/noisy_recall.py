@@ -1,0 +1,252 @@
+"""The core experiment: a two-layer transformer on noisy in-context recall.
+
+Main paper Section 3 (Figs. 3, 4, 7, 8) and Appendix B.1 (pre-train on
+alpha = 0, then fine-tune on alpha > 0). One function, :func:`run`, trains
+and measures along training; the result is cached on disk, keyed by the
+configuration and the package source, so re-running a chapter is cheap.
+
+>>> RecallExperiment.quick().profile, RecallExperiment.full().d
+('quick', 256)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from companion import config, probes
+from companion.config import check_choice, check_float, check_int
+from companion.data.recall import LOSS_POSITIONS, NOISE_KINDS, RecallTask
+from companion.io import atomic_torch_save
+from companion.models import ModelConfig, Transformer
+from companion.train import TrainConfig, train
+
+SCHEDULES = ("noisy", "finetune")
+RHO_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+
+
+@dataclass(frozen=True)
+class RecallExperiment:
+    """Everything that determines a run. Validated before any work.
+
+    ``schedule="noisy"`` trains ``steps`` steps on alpha; ``"finetune"``
+    first trains ``pretrain_steps`` on alpha = 0 (Appendix B.1), then
+    ``steps`` on alpha. Measurements are taken at every step up to
+    ``dense_until`` (of each phase) and every ``eval_every`` steps after.
+    """
+
+    profile: str = "quick"
+    d: int = 256
+    seq_len: int = 256
+    batch: int = 512
+    steps: int = 2000
+    lr: float = 0.03
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    alpha: float = 0.5
+    noise: str = "new"
+    loss_on: str = "final"
+    triggers: tuple[int, ...] | None = None
+    ff: tuple[str, ...] = ("mlp", "mlp")
+    schedule: str = "noisy"
+    pretrain_steps: int = 0
+    rhos: tuple[float, ...] = RHO_GRID
+    truncate: str = "F2.U_in"
+    eval_every: int = 50
+    dense_until: int = 20
+    n_test: int = 512
+    seed: int = 0
+
+    def __post_init__(self):
+        config.get_profile(self.profile)
+        check_int("d", self.d, low=1)
+        check_int("seq_len (T)", self.seq_len, low=4)
+        check_int("batch", self.batch, low=1)
+        check_int("steps", self.steps, low=1)
+        check_float("alpha", self.alpha, 0.0, 1.0, high_open=True)
+        check_choice("noise kind", self.noise, NOISE_KINDS)
+        check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_int("pretrain_steps", self.pretrain_steps, low=1 if self.schedule == "finetune" else 0)
+        for rho in self.rhos:
+            check_float("rho", rho, 0.0, 1.0)
+        check_int("eval_every", self.eval_every, low=1)
+        check_int("dense_until", self.dense_until, low=0)
+        check_int("n_test", self.n_test, low=1)
+        # build the pieces once so that bad values (trigger, ff kind, lr, ...) fail now
+        self.task()
+        self.model_config()
+        self.train_config(self.steps)
+        if self.truncate:
+            Transformer(dataclasses.replace(self.model_config(), d=1, max_len=1)).matrix(self.truncate)
+
+    @classmethod
+    def quick(cls, **overrides) -> "RecallExperiment":
+        """CPU-sized run (minutes on 2 cores); see the chapter for what it checks."""
+        base = dict(profile="quick", d=128, seq_len=32, batch=128, steps=600, lr=0.03,
+                    eval_every=25, dense_until=20, n_test=256)
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def full(cls, **overrides) -> "RecallExperiment":
+        """The paper's sizes: d = T = 256, batch 512, 2000 steps (B.6)."""
+        base = dict(profile="full", d=256, seq_len=256, batch=512, steps=2000, lr=0.03,
+                    eval_every=50, dense_until=20, n_test=2048)
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def for_profile(cls, profile: str | None = None, **overrides) -> "RecallExperiment":
+        return cls.quick(**overrides) if config.get_profile(profile) == "quick" else cls.full(**overrides)
+
+    def task(self, alpha: float | None = None) -> RecallTask:
+        return RecallTask(seq_len=self.seq_len, alpha=self.alpha if alpha is None else alpha,
+                          triggers=self.triggers, noise=self.noise, loss_on=self.loss_on)
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=self.ff)
+
+    def train_config(self, steps: int) -> TrainConfig:
+        return TrainConfig(steps=steps, batch=self.batch, lr=self.lr, momentum=self.momentum,
+                           weight_decay=self.weight_decay)
+
+    def key(self) -> str:
+        """Cache key: the configuration and the package source."""
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True) + config.package_hash()
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+@dataclass
+class RecallRun:
+    """A finished run: its configuration, metric log and final model."""
+
+    exp: RecallExperiment
+    metrics: dict[str, np.ndarray]  # each (n_evals,) or (n_evals, n_rhos)
+    state: dict = field(repr=False)
+    seconds: float = 0.0
+    device: str = "cpu"
+    pretrained_state: dict | None = field(default=None, repr=False)
+
+    def model(self, pretrained: bool = False) -> Transformer:
+        """The final model (or the end of pre-training), on the CPU, in eval mode."""
+        m = Transformer(self.exp.model_config(), seed=self.exp.seed)
+        m.load_state_dict(self.pretrained_state if pretrained else self.state)
+        return m.eval()
+
+    def rho_index(self, rho: float) -> int:
+        """Column of ``rho`` in the sweep metrics (``clean_p_correct[:, j]``, ...)."""
+        j = int(np.argmin(np.abs(np.asarray(self.exp.rhos) - rho)))
+        if abs(self.exp.rhos[j] - rho) > 1e-12:
+            raise ValueError(f"rho={rho} was not measured: the grid is {self.exp.rhos}")
+        return j
+
+    def series(self, key: str, rho: float | None = None, phase: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(steps since the phase started, values) of an evaluated metric in one phase.
+
+        Phase 1 is training on alpha (the only phase of the noisy schedule),
+        phase 0 pre-training on alpha = 0. ``rho`` picks a column of the sweep.
+        """
+        m = self.metrics
+        keep = m["eval_phase"] == phase
+        values = m[key][keep]
+        if rho is not None:
+            values = values[:, self.rho_index(rho)]
+        start = self.exp.pretrain_steps if (phase == 1 and self.exp.schedule == "finetune") else 0
+        return m["eval_step"][keep] - start, values
+
+    def late_mean(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
+        """Mean of a metric over the evaluations in the last ``frac`` of a phase's steps."""
+        steps, values = self.series(key, rho, phase)
+        return float(values[steps >= (1 - frac) * steps.max()].mean())
+
+    def first_step_above(self, key: str, threshold: float, rho: float | None = None, phase: int = 1) -> float:
+        """First evaluated step (since the phase started) where the metric exceeds ``threshold``; inf if never."""
+        steps, values = self.series(key, rho, phase)
+        hit = np.nonzero(values > threshold)[0]
+        return float(steps[hit[0]]) if len(hit) else float("inf")
+
+
+def _eval_schedule(steps: int, every: int, dense_until: int) -> set[int]:
+    return set(range(min(dense_until, steps))) | set(range(0, steps, every))
+
+
+def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bool = True) -> RecallRun:
+    """Train and measure (or load the cached result of) experiment ``exp``."""
+    path = config.cache_dir() / "runs" / f"noisy_recall-{exp.key()}.pt"
+    if use_cache and path.is_file():
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+        return RecallRun(exp, blob["metrics"], blob["state"], blob["seconds"], blob["device"],
+                         blob.get("pretrained_state"))
+    device = config.get_device(device)
+    streams = config.seed_streams(exp.seed, ["train-data", "test-data", "model-init"])
+    task = exp.task()
+    clean = task.with_alpha(0.0)
+    test_rng = np.random.default_rng(streams["test-data"])
+    clean_batch = clean.sample(test_rng, exp.n_test)
+    noisy_batch = task.sample(test_rng, exp.n_test)
+    clean_tokens = torch.as_tensor(clean_batch.inputs, device=device)
+    clean_correct = torch.as_tensor(clean_batch.final_ybar, device=device)
+    noisy_tokens = torch.as_tensor(noisy_batch.inputs, device=device)
+    noisy_correct = torch.as_tensor(noisy_batch.final_ybar, device=device)
+
+    torch.manual_seed(int(streams["model-init"].generate_state(1)[0]))
+    model = Transformer(exp.model_config(), seed=exp.seed).to(device)
+    L = len(model.layers)
+    tau, q = task.noise_token, task.triggers[0]
+
+    def evaluate(step: int) -> dict:
+        row = {}
+        if exp.truncate:
+            sweep = probes.rho_sweep(model, clean_tokens, clean_correct, tau, exp.truncate, exp.rhos)
+            row.update({f"clean_{k}": v for k, v in sweep.items()})
+        full = probes.final_position_metrics(model(clean_tokens, last_only=True), clean_correct, tau)
+        row.update({f"clean_full_{k}": v for k, v in full.items()})
+        noisy = probes.final_position_metrics(model(noisy_tokens, last_only=True), noisy_correct, tau)
+        row.update({f"noisy_{k}": v for k, v in noisy.items()})
+        att = probes.recall_attention(model, noisy_tokens, task.triggers, tau)
+        row.update({f"attn_{k}": v for k, v in att.items() if k != "attn"})
+        if exp.ff[-1] != "none":
+            row[f"margin_F{L}"] = probes.ff_margin(model, L, q, tau)
+        _, row["attn1_prev"] = probes.previous_token_attention(model, noisy_tokens[:64])
+        return row
+
+    data_rng = np.random.default_rng(streams["train-data"])
+    t0 = time.perf_counter()
+    logs, pretrained_state = [], None
+    if exp.schedule == "finetune":
+        pre = train(model, clean, exp.train_config(exp.pretrain_steps), data_rng, evaluate,
+                    _eval_schedule(exp.pretrain_steps, exp.eval_every, exp.dense_until),
+                    progress=progress, desc="pre-train (alpha=0)")
+        logs += [{**r, "phase": 0} for r in pre]
+        pretrained_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    offset = exp.pretrain_steps if exp.schedule == "finetune" else 0
+    main = train(model, task, exp.train_config(exp.steps), data_rng, evaluate,
+                 _eval_schedule(exp.steps, exp.eval_every, exp.dense_until),
+                 progress=progress, desc=f"train (alpha={exp.alpha})", step_offset=offset)
+    logs += [{**r, "phase": 1} for r in main]
+    seconds = time.perf_counter() - t0
+
+    metrics = _collate(logs)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    blob = {"metrics": metrics, "state": state, "seconds": seconds, "device": config.device_name(device),
+            "pretrained_state": pretrained_state, "exp": dataclasses.asdict(exp)}
+    atomic_torch_save(path, blob)
+    return RecallRun(exp, metrics, state, seconds, blob["device"], pretrained_state)
+
+
+def _collate(logs: list[dict]) -> dict[str, np.ndarray]:
+    """Rows -> columns. ``train_*`` columns hold every step; the rest only evaluated steps."""
+    out = {"train_step": np.array([r["step"] for r in logs if "loss" in r]),
+           "train_loss": np.array([r["loss"] for r in logs if "loss" in r]),
+           "train_phase": np.array([r["phase"] for r in logs if "loss" in r])}
+    evals = [r for r in logs if len(r) > 3]
+    if evals:
+        keys = [k for k in evals[0] if k not in ("loss",)]
+        for k in keys:
+            out[k if k not in ("step", "phase") else f"eval_{k}"] = np.array([r[k] for r in evals])
+    return out

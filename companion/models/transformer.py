@@ -1,0 +1,211 @@
+"""The transformer of the main paper's Eq. (1), for any number of layers L.
+
+For l = 1..L (Eq. (1) is L = 2), with x_t^0 = W_E(z_t) + p_t:
+
+    h_t^l   = sum_{s <= t} softmax_s(c * x_t^{l-1 T} W_QK^l x_s^{l-1}) W_V^l x_s^{l-1}
+    x_t^l   = x_t^{l-1} + h_t^l + F_l(x_t^{l-1} + h_t^l)
+    xi_t    = W_U x_t^L
+
+W_E (V x d) and the positions p_t (N(0, 1) entries) and W_U (V x d) are
+fixed at their random initialisation; W_QK^l, W_V^l (d x d) and F_l are
+learnable. W_U and the learnable matrices start uniform in
+[-1/sqrt(fan_in), 1/sqrt(fan_in)] (``torch.nn.Linear``'s default, which the
+public code uses). F_l is one of
+
+* ``"mlp"``: F(u) = U_out ReLU(U_in u), U_in (4d x d), U_out (d x 4d), no biases;
+* ``"linear"``: F(u) = W_F u;
+* ``"none"``: F(u) = 0.
+
+``c`` is 1/sqrt(d) by default, as in the public code (Eq. (1) writes no
+scale; ``attn_scale="none"`` follows the equation literally).
+
+The last layer can be evaluated at the final position only
+(``last_only=True``), which is all the paper's loss needs: keys and values
+still use every position, queries only the last one.
+
+Matrices are addressed by paper names: ``"W_QK^2"``, ``"W_V^1"``,
+``"F2.U_in"``, ``"F2.U_out"``, ``"F1.W_F"`` (layer numbers 1-based).
+
+>>> m = Transformer(ModelConfig(vocab_size=66, d=16, max_len=8))
+>>> m(torch.zeros(3, 8, dtype=torch.long)).shape
+torch.Size([3, 8, 66])
+>>> m(torch.zeros(3, 8, dtype=torch.long), last_only=True).shape
+torch.Size([3, 66])
+>>> tuple(m.matrix("F2.U_in").shape)
+(64, 16)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from companion.config import check_choice, check_int, torch_generator
+
+FF_KINDS = ("mlp", "linear", "none")
+ATTN_SCALES = ("sqrt_d", "none")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and architecture choices; validated on construction."""
+
+    vocab_size: int
+    d: int = 256
+    max_len: int = 256
+    ff: tuple[str, ...] = ("mlp", "mlp")
+    mlp_mult: int = 4
+    attn_scale: str = "sqrt_d"
+
+    def __post_init__(self):
+        check_int("vocab_size", self.vocab_size, low=2)
+        check_int("d", self.d, low=1)
+        check_int("max_len", self.max_len, low=1)
+        check_int("mlp_mult", self.mlp_mult, low=1)
+        object.__setattr__(self, "ff", tuple(self.ff))
+        if len(self.ff) < 1:
+            raise ValueError(f"ff={self.ff!r}: give one feed-forward kind per layer (L >= 1 layers)")
+        for kind in self.ff:
+            check_choice("feed-forward kind", kind, FF_KINDS)
+        check_choice("attn_scale", self.attn_scale, ATTN_SCALES)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.ff)
+
+
+class FeedForward(nn.Module):
+    """F(u) for one of the kinds in :data:`FF_KINDS`; parameters named as in the paper."""
+
+    def __init__(self, kind: str, d: int, mult: int, gen: torch.Generator):
+        super().__init__()
+        self.kind = kind
+        if kind == "mlp":
+            self.U_in = nn.Parameter(_uniform((mult * d, d), gen))
+            self.U_out = nn.Parameter(_uniform((d, mult * d), gen))
+        elif kind == "linear":
+            self.W_F = nn.Parameter(_uniform((d, d), gen))
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:  # (..., d) -> (..., d)
+        if self.kind == "mlp":
+            return torch.relu(u @ self.U_in.T) @ self.U_out.T
+        if self.kind == "linear":
+            return u @ self.W_F.T
+        return torch.zeros_like(u)
+
+
+class Layer(nn.Module):
+    """One attention + feed-forward layer of Eq. (1)."""
+
+    def __init__(self, d: int, ff: str, mult: int, gen: torch.Generator):
+        super().__init__()
+        self.W_QK = nn.Parameter(_uniform((d, d), gen))
+        self.W_V = nn.Parameter(_uniform((d, d), gen))
+        self.ff = FeedForward(ff, d, mult, gen)
+
+
+class Transformer(nn.Module):
+    """L-layer transformer of Eq. (1); see the module docstring."""
+
+    def __init__(self, cfg: ModelConfig, seed: int = 0):
+        super().__init__()
+        self.cfg = cfg
+        gen = torch_generator(_seed_seq(seed, "model-init"))
+        d, V = cfg.d, cfg.vocab_size
+        self.register_buffer("W_E", torch.randn(V, d, generator=gen))  # (V, d), row i = W_E(i)
+        self.register_buffer("P", torch.randn(cfg.max_len, d, generator=gen))  # (T_max, d), p_t
+        self.register_buffer("W_U", _uniform((V, d), gen))  # (V, d), row j = W_U(j)
+        self.layers = nn.ModuleList(Layer(d, kind, cfg.mlp_mult, gen) for kind in cfg.ff)
+        self.scale = 1.0 / math.sqrt(d) if cfg.attn_scale == "sqrt_d" else 1.0
+
+    # --- the forward pass, split into stages so that truncation sweeps can resume mid-way ---
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(batch, T) ids -> (batch, T, d) x_t = W_E(z_t) + p_t."""
+        T = tokens.shape[1]
+        if T > self.cfg.max_len:
+            raise ValueError(f"sequence length {T} exceeds max_len={self.cfg.max_len}")
+        return self.W_E[tokens] + self.P[:T]
+
+    def attend(self, l: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None):
+        """x^{l-1} (batch, T, d) -> u = x^{l-1} + h^l: (batch, T, d), or (batch, d) at the last position."""
+        layer = self.layers[l]
+        query = x[:, -1:] if last_only else x  # (batch, Tq, d)
+        scores = (query @ layer.W_QK) @ x.transpose(1, 2) * self.scale  # (batch, Tq, T)
+        T = x.shape[1]
+        if not last_only:
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            scores = scores.masked_fill(~causal, float("-inf"))
+        attn = torch.softmax(scores, dim=-1)  # (batch, Tq, T)
+        u = query + attn @ (x @ layer.W_V.T)  # (batch, Tq, d)
+        if record is not None:
+            record[f"attn{l + 1}"] = attn.detach()
+        return u[:, 0] if last_only else u
+
+    def feed_forward(self, l: int, u: torch.Tensor) -> torch.Tensor:
+        """u (..., d) -> x^l = u + F_l(u)."""
+        return u + self.layers[l].ff(u)
+
+    def unembed(self, x: torch.Tensor) -> torch.Tensor:
+        """x^L (..., d) -> logits xi (..., V)."""
+        return x @ self.W_U.T
+
+    def forward(self, tokens: torch.Tensor, last_only: bool = False, record: dict | None = None):
+        """Logits (batch, T, V), or (batch, V) for the last position when ``last_only``.
+
+        ``record``, if a dict, receives the attention maps ``attn1``, ``attn2``, ...
+        and the stream ``u{L}`` entering the last feed-forward layer.
+        """
+        x = self.embed(tokens)
+        L = len(self.layers)
+        for l in range(L):
+            final = l == L - 1
+            u = self.attend(l, x, last_only=last_only and final, record=record)
+            if record is not None and final:
+                record[f"u{L}"] = u.detach()
+            x = self.feed_forward(l, u)
+        return self.unembed(x)
+
+    # --- paper names for matrices ---
+    def matrix(self, name: str) -> nn.Parameter:
+        """The parameter called ``name`` in the paper's notation (layers 1-based).
+
+        Raises:
+            ValueError: unknown name, layer out of range, or a matrix the layer lacks.
+        """
+        m = re.fullmatch(r"(W_QK|W_V)\^(\d+)|F(\d+)\.(U_in|U_out|W_F)", name)
+        if not m:
+            raise ValueError(f"unknown matrix name {name!r}: use 'W_QK^l', 'W_V^l', 'Fl.U_in', "
+                             f"'Fl.U_out' or 'Fl.W_F' with l in 1..{len(self.layers)}")
+        l = int(m.group(2) or m.group(3))
+        check_int("layer", l, low=1, high=len(self.layers))
+        layer = self.layers[l - 1]
+        if m.group(1):
+            return getattr(layer, m.group(1))
+        attr = m.group(4)
+        if not hasattr(layer.ff, attr):
+            raise ValueError(f"{name!r}: F{l} is {layer.ff.kind!r} and has no {attr}")
+        return getattr(layer.ff, attr)
+
+    def matrix_names(self) -> list[str]:
+        """Every learnable matrix, by paper name."""
+        names = []
+        for l, layer in enumerate(self.layers, start=1):
+            names += [f"W_QK^{l}", f"W_V^{l}"]
+            names += [f"F{l}.{p}" for p, _ in layer.ff.named_parameters()]
+        return names
+
+
+def _uniform(shape: tuple[int, int], gen: torch.Generator) -> torch.Tensor:
+    """Uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)], fan_in = shape[1] (nn.Linear's default)."""
+    bound = 1.0 / math.sqrt(shape[1])
+    return (torch.rand(shape, generator=gen) * 2 - 1) * bound
+
+
+def _seed_seq(seed: int, name: str):
+    from companion.config import seed_streams
+
+    return seed_streams(seed, [name])[name]

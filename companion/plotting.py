@@ -1,0 +1,81 @@
+"""House figure helpers: one idea per figure, lowercase axis labels, legends naming curves.
+
+Captions and names live in the chapter cell metadata (``myst-nb`` figure
+options), so no function here sets a title.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False,
+                     "axes.grid": True, "grid.alpha": 0.3, "legend.frameon": False})
+
+
+def curves(ax, x, ys: dict, xlabel: str, ylabel: str, logx: bool = False, **kw):
+    """Several named curves on one axis."""
+    for label, y in ys.items():
+        ax.plot(x, y, label=label, **kw)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logx:
+        ax.set_xscale("symlog", linthresh=1)
+    if len(ys) > 1:
+        ax.legend()
+    return ax
+
+
+def rho_panels(steps, metric_by_rho: dict[str, np.ndarray], rhos, xlabel: str = "training step"):
+    """Fig. 3 left three: one panel per metric, one curve per rho (colour = rho)."""
+    n = len(metric_by_rho)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), constrained_layout=True)
+    axes = np.atleast_1d(axes)
+    cmap = plt.get_cmap("viridis")
+    for ax, (ylabel, values) in zip(axes, metric_by_rho.items()):
+        for j, rho in enumerate(rhos):
+            ax.plot(steps, values[:, j], color=cmap(j / max(1, len(rhos) - 1)), label=f"rho={rho:g}")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+    axes[-1].legend(fontsize=7, ncol=2, title="kept rank fraction")
+    return fig
+
+
+def heatmap(ax, M: np.ndarray, xlabel: str, ylabel: str, cbar_label: str = "", ticks=None, **kw):
+    """A matrix as an image with a labelled colour bar."""
+    im = ax.imshow(M, aspect="auto", interpolation="nearest", **kw)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(False)
+    cb = ax.figure.colorbar(im, ax=ax)
+    if cbar_label:
+        cb.set_label(cbar_label)
+    if ticks is not None:
+        pos, labels = ticks
+        ax.set_xticks(pos, labels, fontsize=7)
+        ax.set_yticks(pos, labels, fontsize=7)
+    return im
+
+
+PAIR_COLOURS = {"[q, ybar]": "tab:green", "[q, tau]": "tab:red", "other": "lightgray"}
+
+
+def attention_bars(ax, attn: np.ndarray, kinds: np.ndarray, ylabel: str = "attention from position T"):
+    """Attention over key positions, coloured by what each position holds (Fig. 4).
+
+    ``kinds`` (T,) holds "[q, ybar]", "[q, tau]" or "other" per position; the
+    positions of the first two kinds are also marked under the axis, so that
+    pairs receiving no attention stay visible.
+    """
+    from matplotlib.patches import Patch
+
+    pos = np.arange(len(attn))
+    ax.bar(pos, attn, color=[PAIR_COLOURS[k] for k in kinds])
+    for kind in ("[q, ybar]", "[q, tau]"):
+        hit = pos[kinds == kind]
+        ax.plot(hit, np.full(len(hit), -0.04 * max(attn.max(), 1e-3)), "^", color=PAIR_COLOURS[kind], ms=6,
+                clip_on=False)
+    ax.set_xlabel("key position s")
+    ax.set_ylabel(ylabel)
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in PAIR_COLOURS.items()])
+    return ax

@@ -1,0 +1,127 @@
+"""The task generator against its specification (main paper, Section 3)."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from companion import config
+from companion.data import sources
+from companion.data.recall import RecallTask
+from companion.data.shakespeare import derive_counts, load_char_stats
+
+
+def test_counts_match_the_original_text():
+    """The committed counts are exactly those of the verified original file."""
+    try:
+        path = sources.fetch("tinyshakespeare", download=False)
+    except sources.DataFileError:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip("tiny Shakespeare not available locally (set COMPANION_DATA_DIR)")
+    counts = derive_counts(path.read_text(encoding="utf-8"))
+    stats = load_char_stats()
+    assert counts["vocab"] == stats.itos and len(stats.itos) == 65
+    uni = np.asarray(counts["unigram"], float)
+    np.testing.assert_allclose(stats.unigram, uni / uni.sum())
+
+
+def test_missing_and_corrupt_files_give_clear_messages(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPANION_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(sources.DataFileError, match="looked in: .*tinyshakespeare/input.txt"):
+        sources.fetch("tinyshakespeare", download=False)
+    bad = tmp_path / "tinyshakespeare" / "input.txt"
+    bad.parent.mkdir()
+    bad.write_text("not shakespeare")
+    with pytest.raises(sources.DataFileError, match="corrupt: sha256"):
+        sources.fetch("tinyshakespeare", download=False)
+    with pytest.raises(ValueError, match="unknown data source"):
+        sources.fetch("nope")
+    with pytest.raises(sources.DataFileError, match="missing"):
+        load_char_stats(tmp_path / "absent.json")
+
+
+def test_sequence_structure():
+    task = RecallTask(seq_len=32, alpha=0.3)
+    b = task.sample(np.random.default_rng(1), 200)
+    q, tau = task.triggers[0], task.noise_token
+    assert q == 1 and tau == 65 and task.vocab_size == 66  # space; new token N+1
+    assert (b.inputs[:, -1] == q).all()  # z_T = q
+    assert b.inputs.max() <= tau and b.inputs.min() >= 0
+    assert ((b.targets[:, -1] == b.final_ybar) | (b.targets[:, -1] == tau)).all()
+    # after q: ybar or tau, nothing else (except z_T, which is set to q)
+    pairs = np.ones(b.tokens[:, 1:].shape, bool)
+    pairs[:, -2] = False  # the transition into z_T
+    hit = (b.tokens[:, :-1] == q) & pairs
+    after = b.tokens[:, 1:][hit]
+    ybar_rep = np.broadcast_to(b.ybar[:, :1], b.tokens[:, 1:].shape)[hit]
+    assert ((after == tau) | (after == ybar_rep)).all()
+    assert b.loss_mask[:, -1].all() and b.loss_mask.sum() == 200  # paper: final position only
+
+
+def test_statistics_match_the_specification():
+    """Empirical noise rate, ybar distribution and bigram transitions vs the model."""
+    alpha = 0.4
+    task = RecallTask(seq_len=128, alpha=alpha)
+    b = task.sample(np.random.default_rng(2), 2000)
+    z, q, tau, n = b.tokens, task.triggers[0], task.noise_token, task.n
+    after_q = z[:, 1:][z[:, :-1] == q]
+    k = len(after_q)
+    assert abs((after_q == tau).mean() - alpha) < 4 * np.sqrt(alpha * (1 - alpha) / k)
+    counts = np.bincount(b.ybar[:, 0], minlength=n)
+    chi2 = ((counts - 2000 / n) ** 2 / (2000 / n)).sum()
+    assert chi2 < n + 6 * np.sqrt(2 * n)  # uniform ybar
+    # transitions from an ordinary, non-trigger character follow pi_b
+    cur, nxt = z[:, :-2].ravel(), z[:, 1:-1].ravel()
+    e = task.stats.itos.index("e")
+    emp = np.bincount(nxt[cur == e], minlength=task.vocab_size)[:n]
+    expected = task.stats.bigram[e] * emp.sum()
+    keep = expected > 5
+    chi2 = ((emp[keep] - expected[keep]) ** 2 / expected[keep]).sum()
+    assert chi2 < keep.sum() + 6 * np.sqrt(2 * keep.sum())
+    # after tau (a new token) the chain restarts from the unigram distribution
+    after_tau = z[:, 1:-1][z[:, :-2] == tau]
+    assert abs((after_tau == q).mean() - task.stats.unigram[q]) < 0.02
+
+
+def test_public_code_options_and_several_triggers():
+    task = RecallTask(seq_len=64, alpha=0.5, n_triggers=3, noise="existing", loss_on="triggers")
+    assert task.noise_token == task.stats.itos.index("!") and task.vocab_size == 65
+    assert len(task.triggers) == 3
+    b = task.sample(np.random.default_rng(3), 50)
+    assert np.isin(b.inputs[:, -1], task.triggers).all()
+    np.testing.assert_array_equal(b.loss_mask, b.occurrence >= 2)
+    for i in range(50):  # each trigger is followed by its own ybar or the noise
+        for k, qk in enumerate(task.triggers):
+            nxt = np.delete(b.tokens[i, 1:], -2)[np.delete(b.tokens[i, :-1], -2) == qk]
+            assert np.isin(nxt, [b.ybar[i, k], task.noise_token]).all()
+
+
+def test_same_seed_same_data():
+    task = RecallTask(seq_len=16)
+    a = task.sample(np.random.default_rng(7), 8).tokens
+    b = task.sample(np.random.default_rng(7), 8).tokens
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(alpha=1.0), r"alpha=1.0 is out of range: allowed \[0.0, 1.0\)"),
+    (dict(alpha=-0.1), "alpha"),
+    (dict(seq_len=3), r"seq_len \(T\)=3 is out of range"),
+    (dict(triggers=(70,)), r"trigger=70 is out of range: allowed \[0, 64\]"),
+    (dict(triggers=(1, 1)), "duplicates"),
+    (dict(noise="weird"), "unknown noise kind 'weird'"),
+    (dict(loss_on="all"), "unknown loss_on"),
+    (dict(noise="existing", triggers=(2,)), "is the noise token"),
+])
+def test_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RecallTask(**kwargs)
+
+
+def test_profile_validation(monkeypatch):
+    monkeypatch.setenv("COMPANION_PROFILE", "huge")
+    with pytest.raises(ValueError, match="unknown profile 'huge': allowed profiles are quick, full"):
+        config.get_profile()

@@ -1,0 +1,74 @@
+"""The core experiment: reproducibility, caching, and validation before work."""
+
+import numpy as np
+import pytest
+
+from companion import claims
+from companion.experiments import noisy_recall
+from companion.experiments.noisy_recall import RecallExperiment
+
+TINY = dict(d=8, seq_len=8, batch=8, steps=4, eval_every=2, dense_until=1, n_test=8,
+            rhos=(0.0, 0.5, 1.0))
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+
+
+@pytest.mark.parametrize("schedule", ["noisy", "finetune"])
+def test_same_seed_identical_metrics(schedule):
+    exp = RecallExperiment.quick(**TINY, schedule=schedule, pretrain_steps=3)
+    a = noisy_recall.run(exp, device="cpu", progress=False, use_cache=False)
+    b = noisy_recall.run(exp, device="cpu", progress=False, use_cache=False)
+    assert a.metrics.keys() == b.metrics.keys()
+    for k in a.metrics:
+        np.testing.assert_array_equal(a.metrics[k], b.metrics[k], err_msg=k)
+    c = noisy_recall.run(RecallExperiment.quick(**TINY, schedule=schedule, pretrain_steps=3, seed=1),
+                         device="cpu", progress=False, use_cache=False)
+    assert not np.array_equal(a.metrics["train_loss"], c.metrics["train_loss"])
+    assert a.metrics["clean_p_correct"].shape == (len(a.metrics["eval_step"]), 3)
+
+
+def test_cache_roundtrip(tmp_path):
+    exp = RecallExperiment.quick(**TINY)
+    a = noisy_recall.run(exp, device="cpu", progress=False)
+    files = list((tmp_path / "runs").glob("noisy_recall-*.pt"))
+    assert len(files) == 1 and not list((tmp_path / "runs").glob(".part-*"))
+    b = noisy_recall.run(exp, device="cpu", progress=False)
+    np.testing.assert_array_equal(a.metrics["train_loss"], b.metrics["train_loss"])
+    assert a.model().state_dict().keys() == b.model().state_dict().keys()
+    assert exp.key() != RecallExperiment.quick(**{**TINY, "alpha": 0.3}).key()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(alpha=1.2), r"alpha=1.2 is out of range: allowed \[0.0, 1.0\)"),
+    (dict(rhos=(0.5, 1.5)), r"rho=1.5 is out of range: allowed \[0.0, 1.0\]"),
+    (dict(seq_len=2), r"seq_len \(T\)=2 is out of range"),
+    (dict(d=0), r"d=0 is out of range"),
+    (dict(batch=0), r"batch=0 is out of range"),
+    (dict(ff=("mlp", "rnn")), "unknown feed-forward kind 'rnn'"),
+    (dict(triggers=(99,)), r"trigger=99 is out of range"),
+    (dict(profile="medium"), "unknown profile 'medium'"),
+    (dict(schedule="finetune", pretrain_steps=0), r"pretrain_steps=0 is out of range"),
+    (dict(truncate="F3.U_in"), r"layer=3 is out of range"),
+    (dict(ff=("mlp", "linear"), truncate="F2.U_in"), "has no U_in"),
+    (dict(lr=-1.0), r"lr=-1.0 is out of range"),
+])
+def test_bad_input_fails_before_work(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RecallExperiment.quick(**kwargs)
+
+
+def test_claims_record_and_fail(tmp_path):
+    r = claims.check("recall.full_noise", 0.52, expected=0.5, tol=0.1, quiet=True)
+    assert r["passed"] and (tmp_path / "claims" / "quick" / "recall.full_noise.json").is_file()
+    with pytest.raises(AssertionError, match="does not hold"):
+        claims.check("recall.full_noise", 0.9, expected=0.5, tol=0.1, quiet=True)
+    rows = {row["claim"]: row for row in claims.results()}
+    assert rows["recall.full_noise"]["status"] == "FAIL"
+    assert rows["recall.drop_f2_correct"]["status"] == "not run"
+    with pytest.raises(KeyError):
+        claims.check("no.such.claim", 1.0, above=0)
+    with pytest.raises(ValueError):
+        claims.check("recall.full_noise", 1.0)

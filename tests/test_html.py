@@ -1,0 +1,91 @@
+"""Checks of the built book (run after `jupyter-book build`): pages, figures, math, no errors."""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+pytestmark = pytest.mark.html
+
+
+def toc_docnames() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    names = [toc["root"]]
+    for part in toc.get("parts", []):
+        names += [c["file"] for c in part["chapters"]]
+    return names
+
+
+def chapters() -> list[str]:
+    """Docnames of the experiment and theory chapters (everything in book/ but the about pages)."""
+    return [n for n in toc_docnames() if n.startswith("book/") and n not in ("book/scorecard", "book/status")]
+
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if not exe:
+        pytest.fail("headless Chromium is required for the HTML checks: apt-get install chromium")
+    return exe
+
+
+def render(page: Path, screenshot: Path | None = None) -> str:
+    """The DOM of a page after its scripts ran (MathJax typesetting included)."""
+    with tempfile.TemporaryDirectory() as profile:
+        args = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--no-first-run", "--disable-sync",
+                f"--user-data-dir={profile}", "--virtual-time-budget=8000"]
+        if screenshot is not None:
+            subprocess.run(args + ["--window-size=1280,2000", f"--screenshot={screenshot}", page.as_uri()],
+                           check=True, capture_output=True, timeout=120)
+        out = subprocess.run(args + ["--dump-dom", page.as_uri()], check=True, capture_output=True,
+                             timeout=120, text=True)
+    return out.stdout
+
+
+def test_every_page_exists():
+    missing = [n for n in toc_docnames() if not (HTML / f"{n}.html").is_file()]
+    assert not missing, f"pages missing from {HTML}: {missing} (build the book first)"
+
+
+@pytest.mark.parametrize("docname", chapters())
+def test_chapter_has_figures_math_and_no_errors(docname):
+    page = HTML / f"{docname}.html"
+    html = page.read_text(encoding="utf-8")
+    images = re.findall(r'<img[^>]+src="([^"]+\.(?:png|svg))"', html)
+    assert images, f"{docname}: no figures"
+    for src in images:
+        assert (page.parent / src).is_file(), f"{docname}: figure {src} not in the build"
+    for bad in ("Traceback (most recent call last)", "[FAIL]", 'class="output traceback"', "output error"):
+        assert bad not in html, f"{docname}: error output in the page ({bad!r})"
+    assert re.search(r'<figcaption', html), f"{docname}: figures have no captions"
+    mathjax = re.findall(r'<script[^>]+src="([^"]*mathjax[^"]*)"', html, flags=re.I)
+    assert mathjax and not any(s.startswith(("http:", "https:", "//")) for s in mathjax), \
+        f"{docname}: MathJax must be served locally, found {mathjax}"
+    shots = ROOT / "_build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    dom = render(page, shots / f"{docname.replace('/', '_')}.png")
+    n_math = dom.count("<mjx-container")
+    assert n_math > 0, f"{docname}: no rendered math (no mjx-container) in the browser"
+    assert "\\(" not in re.sub(r"<script.*?</script>", "", dom, flags=re.S) or n_math > 0
+
+
+def test_scorecard_lists_every_claim_with_a_result():
+    from companion import claims
+
+    html = (HTML / "book" / "scorecard.html").read_text(encoding="utf-8")
+    table = re.search(r'<table class="table scorecard">.*?</table>', html, flags=re.S)
+    assert table, "no scorecard table in the scorecard page"
+    rows = re.findall(r"<tr>(.*?)</tr>", table.group(0), flags=re.S)[1:]
+    status = {re.findall(r"<td>(.*?)</td>", r, flags=re.S)[0]: re.findall(r"<td>(.*?)</td>", r, flags=re.S)[-1]
+              for r in rows}
+    expected = {c.id for c in claims.CLAIMS.values() if c.chapter}
+    assert set(status) == expected, f"scorecard rows differ from the registry: {set(status) ^ expected}"
+    bad = {k: v for k, v in status.items() if v != "pass"}
+    assert not bad, f"claims not passing (or not run, or stale) in the scorecard: {bad}"

@@ -1,0 +1,87 @@
+"""The forward pass against a literal, per-position implementation of Eq. (1)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from companion.models import ModelConfig, Transformer
+
+
+def literal_forward(m: Transformer, z: list[int]) -> np.ndarray:
+    """Eq. (1) written one position and one sum at a time (float64 numpy)."""
+    P = lambda t: m.P[t].double().numpy()  # noqa: E731
+    WE = lambda i: m.W_E[i].double().numpy()  # noqa: E731
+    c = 1 / math.sqrt(m.cfg.d) if m.cfg.attn_scale == "sqrt_d" else 1.0
+    xs = [WE(zt) + P(t) for t, zt in enumerate(z)]
+    for layer in m.layers:
+        WQK, WV = layer.W_QK.detach().double().numpy(), layer.W_V.detach().double().numpy()
+
+        def F(u):
+            if layer.ff.kind == "mlp":
+                Ui, Uo = layer.ff.U_in.detach().double().numpy(), layer.ff.U_out.detach().double().numpy()
+                return Uo @ np.maximum(Ui @ u, 0)
+            if layer.ff.kind == "linear":
+                return layer.ff.W_F.detach().double().numpy() @ u
+            return np.zeros_like(u)
+
+        new = []
+        for t in range(len(z)):
+            scores = np.array([c * xs[t] @ WQK @ xs[s] for s in range(t + 1)])
+            w = np.exp(scores - scores.max())
+            w /= w.sum()
+            h = sum(w[s] * (WV @ xs[s]) for s in range(t + 1))
+            u = xs[t] + h
+            new.append(u + F(u))
+        xs = new
+    WU = m.W_U.double().numpy()
+    return np.stack([WU @ x for x in xs])
+
+
+@pytest.mark.parametrize("ff", [("mlp", "mlp"), ("linear", "mlp"), ("none", "linear"), ("mlp",), ("mlp", "none", "linear")])
+@pytest.mark.parametrize("scale", ["sqrt_d", "none"])
+def test_forward_matches_literal_equation(ff, scale):
+    m = Transformer(ModelConfig(vocab_size=11, d=12, max_len=9, ff=ff, attn_scale=scale), seed=3)
+    with torch.no_grad():  # give every learnable matrix some size
+        for p in m.parameters():
+            p.mul_(2.0)
+    z = [3, 1, 4, 1, 5, 9, 2, 6, 5]
+    expected = literal_forward(m, z)
+    got = m(torch.tensor([z])).detach().double().numpy()[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    last = m(torch.tensor([z]), last_only=True).detach().double().numpy()[0]
+    np.testing.assert_allclose(last, expected[-1], rtol=1e-4, atol=1e-4)
+
+
+def test_frozen_embeddings_and_names():
+    m = Transformer(ModelConfig(vocab_size=7, d=8, max_len=5, ff=("linear", "mlp")))
+    learnable = {n for n, p in m.named_parameters()}
+    assert not any(n.startswith(("W_E", "W_U", "P")) for n in learnable)
+    assert m.matrix_names() == ["W_QK^1", "W_V^1", "F1.W_F", "W_QK^2", "W_V^2", "F2.U_in", "F2.U_out"]
+    assert m.matrix("F2.U_in") is m.layers[1].ff.U_in
+    with pytest.raises(ValueError, match="layer=3 is out of range"):
+        m.matrix("W_V^3")
+    with pytest.raises(ValueError, match="has no U_in"):
+        m.matrix("F1.U_in")
+    with pytest.raises(ValueError, match="unknown matrix name"):
+        m.matrix("W_O^1")
+
+
+def test_same_seed_same_init():
+    a = Transformer(ModelConfig(vocab_size=7, d=8, max_len=5), seed=1).state_dict()
+    b = Transformer(ModelConfig(vocab_size=7, d=8, max_len=5), seed=1).state_dict()
+    c = Transformer(ModelConfig(vocab_size=7, d=8, max_len=5), seed=2).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["W_E"], c["W_E"])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(d=0), r"d=0 is out of range"),
+    (dict(ff=("mlp", "conv")), "unknown feed-forward kind 'conv'"),
+    (dict(ff=()), "L >= 1"),
+    (dict(attn_scale="half"), "unknown attn_scale"),
+])
+def test_bad_model_config(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(vocab_size=5, **kwargs)
