@@ -27,7 +27,7 @@ array operations, no per-token Python work.
 
 >>> task = RecallTask(seq_len=16, alpha=0.5)
 >>> b = task.sample(np.random.default_rng(0), batch=4)
->>> b.tokens.shape, b.targets.shape, int(b.tokens[0, -1]) == task.triggers[0]
+>>> b.tokens.shape, b.targets.shape, int(b.inputs[0, -1]) == task.triggers[0]
 ((4, 17), (4, 16), True)
 """
 
