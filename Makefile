@@ -9,7 +9,6 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export COMPANION_PROFILE ?= quick
-export MPLBACKEND ?= Agg
 
 .PHONY: book test env unit notebooks html html-check browser clean
 

@@ -132,3 +132,16 @@ def sequence_with_both_pairs(inputs: np.ndarray, triggers, noise_token: int) -> 
     """Index of the sequence of a batch (batch, T) with the most [q, ybar] x [q, tau] pairs."""
     kinds = [pair_kinds(z, triggers, noise_token) for z in inputs]
     return int(np.argmax([(k == "[q, tau]").sum() * (k == "[q, ybar]").sum() for k in kinds]))
+
+
+@torch.no_grad()
+def matching_logits(model, layer: int = 2) -> np.ndarray:
+    """Fig. 9: attention logit between a key holding W_V^{l-1} W_E(i) and a query W_E(j), (V, V).
+
+    With scores x_t^T W_QK x_s (query x_t, key x_s), entry [i, j] is
+    W_E(j)^T W_QK^l W_V^{l-1} W_E(i) (the paper writes the same pairing as
+    <W_V^1 W_E(i), W_QK^2 W_E(j)>).
+    """
+    keys = model.W_E @ model.layers[layer - 2].W_V.T  # (V, d): rows W_V W_E(i)
+    queries = model.W_E @ model.layers[layer - 1].W_QK  # (V, d): rows W_E(j)^T W_QK
+    return (keys @ queries.T).cpu().numpy()  # [i, j]

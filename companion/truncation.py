@@ -101,3 +101,58 @@ def sweep(model, name: str, rhos: Iterable[float]) -> Iterator[float]:
     for rho in rhos:
         with replaced(param, lr.approx(rho)):
             yield rho
+
+
+@contextmanager
+def dropped(model, layer: int) -> Iterator[None]:
+    """Context in which the feed-forward layer F_layer (1-based) outputs zero (restored on exit)."""
+    ff = model.layers[layer - 1].ff if 1 <= layer <= len(model.layers) else None
+    if ff is None:
+        raise ValueError(f"layer={layer} is out of range: allowed [1, {len(model.layers)}]")
+    params = list(ff.parameters())
+    if not params:
+        raise ValueError(f"F{layer} is 'none': there is nothing to drop")
+    with _all_replaced([(p, torch.zeros_like(p)) for p in params]):
+        yield
+
+
+@contextmanager
+def _all_replaced(pairs) -> Iterator[None]:
+    if not pairs:
+        yield
+        return
+    (param, value), rest = pairs[0], pairs[1:]
+    with replaced(param, value), _all_replaced(rest):
+        yield
+
+
+def search(model, evaluate, rhos: Iterable[float], names: Iterable[str] | None = None,
+           key: str = "loss", minimize: bool = True) -> list[dict]:
+    """Evaluate every candidate truncation of a trained model, best first.
+
+    Candidates: the full model; dropping each feed-forward layer; and every
+    matrix in ``names`` (default: all learnable matrices) at every rho (one
+    SVD per matrix). ``evaluate(model) -> dict`` gives the metrics; rows are
+    sorted by ``key``.
+
+    >>> from companion.models import ModelConfig, Transformer
+    >>> m = Transformer(ModelConfig(vocab_size=5, d=4, max_len=3, ff=("mlp", "none")))
+    >>> size = lambda m: {"loss": m.matrix("W_V^1").detach().abs().sum().item()}
+    >>> [r["candidate"] for r in search(m, size, [0.0], names=["W_V^1"])]
+    ['W_V^1 rho=0', 'full model', 'drop F1']
+    """
+    rhos = list(rhos)
+    for rho in rhos:
+        rank_for(rho, (1, 1))
+    names = list(model.matrix_names() if names is None else names)
+    for name in names:
+        model.matrix(name)  # validate every name before any work
+    rows = [{"candidate": "full model", "matrix": None, "rho": 1.0, **evaluate(model)}]
+    for l, layer in enumerate(model.layers, start=1):
+        if layer.ff.kind != "none":
+            with dropped(model, l):
+                rows.append({"candidate": f"drop F{l}", "matrix": f"F{l}", "rho": 0.0, **evaluate(model)})
+    for name in names:
+        for rho in sweep(model, name, rhos):
+            rows.append({"candidate": f"{name} rho={rho:g}", "matrix": name, "rho": rho, **evaluate(model)})
+    return sorted(rows, key=lambda r: r[key] if minimize else -r[key])

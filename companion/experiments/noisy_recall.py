@@ -115,6 +115,15 @@ class RecallExperiment:
         return TrainConfig(steps=steps, batch=self.batch, lr=self.lr, momentum=self.momentum,
                            weight_decay=self.weight_decay)
 
+    def test_batches(self):
+        """The fixed clean (alpha = 0) and noisy (training alpha) test batches of this run."""
+        streams = config.seed_streams(self.seed, ["test-data"])
+        task = self.task()
+        rng = np.random.default_rng(streams["test-data"])
+        clean = task.with_alpha(0.0).sample(rng, self.n_test)
+        noisy = task.sample(rng, self.n_test)
+        return clean, noisy
+
     def key(self) -> str:
         """Cache key: the configuration and the package source."""
         blob = json.dumps(dataclasses.asdict(self), sort_keys=True) + config.package_hash()
@@ -183,18 +192,15 @@ def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bo
         return RecallRun(exp, blob["metrics"], blob["state"], blob["seconds"], blob["device"],
                          blob.get("pretrained_state"))
     device = config.get_device(device)
-    streams = config.seed_streams(exp.seed, ["train-data", "test-data", "model-init"])
+    streams = config.seed_streams(exp.seed, ["train-data"])
     task = exp.task()
     clean = task.with_alpha(0.0)
-    test_rng = np.random.default_rng(streams["test-data"])
-    clean_batch = clean.sample(test_rng, exp.n_test)
-    noisy_batch = task.sample(test_rng, exp.n_test)
+    clean_batch, noisy_batch = exp.test_batches()
     clean_tokens = torch.as_tensor(clean_batch.inputs, device=device)
     clean_correct = torch.as_tensor(clean_batch.final_ybar, device=device)
     noisy_tokens = torch.as_tensor(noisy_batch.inputs, device=device)
     noisy_correct = torch.as_tensor(noisy_batch.final_ybar, device=device)
 
-    torch.manual_seed(int(streams["model-init"].generate_state(1)[0]))
     model = Transformer(exp.model_config(), seed=exp.seed).to(device)
     L = len(model.layers)
     tau, q = task.noise_token, task.triggers[0]
