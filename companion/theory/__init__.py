@@ -1,0 +1,1 @@
+"""Closed forms and numerical checks of the theorems."""

@@ -1,0 +1,58 @@
+"""The scalar recursion for the noise logit (main paper, Appendix B.3).
+
+With W_F dominating the noise logit xi_t and logits of ordinary tokens near 0,
+the predicted noise probability is p_t = e^xi / (N + e^xi) and one gradient
+step gives
+
+    xi_{t+1} = xi_t + eta (alpha - e^{xi_t} / (N + e^{xi_t})).
+
+Its fixed point is xi* = log N + log(alpha / (1 - alpha)). In the centred
+variable xi_hat = xi - xi*, the iterate stays below the fixed point
+(xi_hat <= 0) as long as eta <= g(xi_hat) with
+
+    g(x) = x / (e^x / ((1 - alpha)/alpha + e^x) - alpha),
+
+which decreases on x < 0 (for alpha < 1/2) to g(0-) = 1 / (alpha (1 - alpha)).
+
+>>> round(float(fixed_point(alpha=0.5, N=10)), 6) == round(float(np.log(10)), 6)
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion.config import check_float, check_int
+
+
+def fixed_point(alpha: float, N: int) -> float:
+    check_float("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
+    check_int("N", N, low=1)
+    return float(np.log(N) + np.log(alpha / (1 - alpha)))
+
+
+def iterate(alpha: float, N: int, eta: float, steps: int, xi0: float = 0.0) -> np.ndarray:
+    """xi_0 .. xi_steps of the recursion (float64)."""
+    fixed_point(alpha, N)
+    check_float("eta", eta, 0.0, 1e6, low_open=True)
+    check_int("steps", steps, low=1)
+    xi = np.empty(steps + 1)
+    xi[0] = xi0
+    for t in range(steps):
+        e = np.exp(xi[t])
+        xi[t + 1] = xi[t] + eta * (alpha - e / (N + e))
+    return xi
+
+
+def bound_function(x: np.ndarray, alpha: float) -> np.ndarray:
+    """g(x) = x / (sigma(x) - alpha), sigma(x) = e^x / ((1 - alpha)/alpha + e^x), for x < 0."""
+    check_float("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
+    x = np.asarray(x, dtype=np.float64)
+    sig = np.exp(x) / ((1 - alpha) / alpha + np.exp(x))
+    return x / (sig - alpha)
+
+
+def step_size_bound(alpha: float) -> float:
+    """The paper's bound 1 / (alpha (1 - alpha)) (the limit of g at 0-)."""
+    check_float("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
+    return 1.0 / (alpha * (1 - alpha))

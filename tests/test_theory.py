@@ -1,0 +1,73 @@
+"""Theory helpers against independent computations (autograd, closed forms)."""
+
+import numpy as np
+import pytest
+import torch
+
+from companion.theory import assoc_memory as am
+from companion.theory import noise_logit as nl
+
+
+def _loss_two_token(beta, alpha):
+    """Population loss of the two-token model written from f(i, j) directly."""
+    b1, b2 = beta
+    f1 = torch.stack([b1 + b2, -b1 + b2, -2 * b2])  # input 1
+    f2 = torch.stack([-b1 + b2, b1 + b2, -2 * b2])  # input 2
+    t1 = torch.tensor([1 - alpha, 0.0, alpha], dtype=torch.float64)
+    t2 = torch.tensor([0.0, 1 - alpha, alpha], dtype=torch.float64)
+    return -0.5 * ((t1 * torch.log_softmax(f1, 0)).sum() + (t2 * torch.log_softmax(f2, 0)).sum())
+
+
+@pytest.mark.parametrize("beta", [(0.0, 0.0), (0.7, -0.2), (2.0, 0.5), (-1.0, 1.3)])
+@pytest.mark.parametrize("alpha", [0.1, 0.3])
+def test_ode_is_gradient_flow(beta, alpha):
+    """Eq. (43) is -grad in beta coordinates; the W-flow divides by |B_k|^2 = 4, 12."""
+    b = torch.tensor(beta, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(_loss_two_token(b, alpha), b)
+    a_, b_ = -2 * beta[0], -beta[0] - 3 * beta[1]
+    for flow, scale in (("beta", (1.0, 1.0)), ("W", (1 / 4, 1 / 12))):
+        d_beta = -grad.numpy() * np.array(scale)
+        expected = np.array([-2 * d_beta[0], -d_beta[0] - 3 * d_beta[1]])
+        np.testing.assert_allclose(am.rhs_ab(0.0, np.array([a_, b_]), alpha, flow), expected, atol=1e-12)
+
+
+def test_gd_on_W_tracks_W_flow_and_limits():
+    gd = am.train_two_token_W(alpha=0.3, lr=0.05, steps=4000, record_every=100)
+    ode = am.solve_ab(0.3, gd["t"][-1], "W", n_points=2000)
+    assert np.abs(np.interp(gd["t"], ode.t, ode.beta1) - gd["beta1"]).max() < 0.01
+    sol = am.solve_ab(0.3, 1e8, "beta")
+    assert abs(sol.b[-1] - np.log(0.3 / 0.7)) < 1e-4
+    assert abs(sol.a[-1] + np.log(sol.t[-1]) - np.log(5 / (18 * 0.7))) < 1e-3
+
+
+def test_fig18_shapes_and_pure_loss_at_init():
+    r = am.fig18_runs(n=3, d=6, runs=4, steps=10, record_every=5)
+    assert r["loss"].shape == (3, 4, 5) and list(r["step"]) == [0, 5, 10]
+    assert np.all(np.isfinite(r["loss"]))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(alpha=1.0), r"alpha=1.0 is out of range"),
+    (dict(alpha=0.3, flow="Adam"), "unknown flow 'Adam'"),
+    (dict(alpha=0.3, t_max=-1.0), r"t_max=-1.0 is out of range"),
+])
+def test_solve_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        am.solve_ab(**kwargs)
+
+
+def test_fig18_bad_input():
+    with pytest.raises(ValueError, match=r"d=3 is out of range"):
+        am.fig18_runs(n=3, d=3)
+    with pytest.raises(ValueError, match=r"rank=9 is out of range"):
+        am.fig18_runs(n=3, d=8, ranks=(1, 9))
+
+
+def test_noise_logit_fixed_point_is_probability_alpha():
+    for a, N in [(0.2, 10), (0.4, 1000)]:
+        xi = nl.fixed_point(a, N)
+        assert abs(np.exp(xi) / (N + np.exp(xi)) - a) < 1e-12
+    with pytest.raises(ValueError, match=r"N=0 is out of range"):
+        nl.fixed_point(0.3, 0)
+    with pytest.raises(ValueError, match=r"eta=-1.0 is out of range"):
+        nl.iterate(0.3, 10, -1.0, 5)
