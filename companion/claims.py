@@ -113,6 +113,32 @@ _CLAIMS = [
           "xi_hat <= 0"),
     Claim("b3.overshoot_above", "book/theory_noise_logit", "main paper, App. B.3",
           "with eta = 1.2 / (alpha(1 - alpha)) it does: min over the grid of max xi_hat", "(bound is tight)"),
+    Claim("t1.ff_margin", "book/theory_one_step", "main paper, Theorem 1",
+          "after one step the feed-forward margin of the noise tends to eta_f alpha: the relative "
+          "bias of its population value, times N (max over N)", "eta_f alpha, O(1/N) bias"),
+    Claim("t1.ff_rate", "book/theory_one_step", "main paper, Theorem 1",
+          "deviation of the feed-forward margin from its population value shrinks like m^(-1/2): "
+          "fitted log-log slope farthest from -1/2 over N", "-1/2"),
+    Claim("t1.attn_margin", "book/theory_one_step", "main paper, Theorem 1 (factor corrected)",
+          "population attention margin over eta_v alpha_hat / N at the largest N, with Eq. (2)'s inputs "
+          "(the previous-token copy doubles it)", "1 (as stated); 2 with Eq. (2)'s inputs"),
+    Claim("t1.attn_rate", "book/theory_one_step", "main paper, Theorem 1",
+          "relative deviation of the attention margin shrinks like m^(-1/2) (m >= 100): slope "
+          "farthest from -1/2 over N", "-1/2"),
+    Claim("t1.attn_samples", "book/theory_one_step", "main paper, Theorem 1, observation ii",
+          "growth exponent in N of the sample size at which the attention margin is resolved "
+          "(mean relative deviation 0.25)", "m = Omega~(N) suffices (bound)"),
+    Claim("d1.means", "book/theory_one_step", "main paper, Lemma D.1",
+          "Monte Carlo means of W_U(k)^T grad_{W_F} W_E(q) vs mu(k): max |z-score| over k and N", "mu(k)"),
+    Claim("d2.table3", "book/theory_one_step", "main paper, Lemma D.2, Table 3 (row 9 corrected)",
+          "Monte Carlo means of W_U(j)^T grad_{W_V} W_E(k) vs Table 3's mu(j, k), all 10 cases: max "
+          "|MC - mu| / (4 SE + (1/alpha + 2)|mu|/N) over cases and N", "Table 3"),
+    Claim("d2.table3_row9", "book/theory_one_step", "main paper, Table 3 row 9",
+          "the printed mu = -(alpha^2 + 3 alpha - 1)/N^2 for j in [N]\\{q}, k = j misses the Monte Carlo "
+          "mean (same normalised error; its own proof gives (-alpha^2 + 3 alpha - 1)/N^2)", "printed entry"),
+    Claim("d2.last_token", "book/theory_one_step", "main paper, App. E (z_T = q left out)",
+          "counting the forced z_T = q multiplies the (N+1, q) entry by 1 + N/T: measured factor over "
+          "1 + N/T (N = 200, T = 256)", "no change for T >> 1"),
 ]
 CLAIMS = {c.id: c for c in _CLAIMS}
 

@@ -71,3 +71,32 @@ def test_noise_logit_fixed_point_is_probability_alpha():
         nl.fixed_point(0.3, 0)
     with pytest.raises(ValueError, match=r"eta=-1.0 is out of range"):
         nl.iterate(0.3, 10, -1.0, 5)
+
+
+def test_one_step_count_formula_equals_autograd():
+    from companion.theory import one_step as ost
+
+    task = ost.simplified_task(9, 12, 0.3)
+    batch = task.sample(np.random.default_rng(3), 40)
+    auto, counts = ost.autograd_first_gradients(task, batch), ost.first_gradients(task, batch)
+    for k in auto:
+        np.testing.assert_allclose(auto[k], counts[k], atol=1e-13)
+    assert not auto["W_QK"].any()
+
+
+def test_one_step_margins_scale():
+    from companion.theory import one_step as ost
+
+    r = ost.one_step_margins(30, 32, 0.4, [100, 1000], repeats=2, n_test=8, m_ref=20_000)
+    assert r["ff"].shape == (2, 2, 8)
+    assert abs(r["ff_ref"].mean() / 0.4 - 1) < 0.1  # eta_f alpha
+    assert 1.5 < (r["attn_ref"] / r["target_attn"]).mean() < 2.2  # 2 alpha_hat / N with Eq. (2) inputs
+    with pytest.raises(ValueError, match="unknown inputs"):
+        ost.one_step_margins(30, 32, 0.4, [10], repeats=1, inputs="rope")
+
+
+def test_table3_rederived_row9():
+    from companion.theory import one_step as ost
+
+    a, N = 0.4, 100
+    assert ost.table3_paper(a, N)["[N]\\{q}, j"] < 0 < ost.table3_rederived(a, N)["[N]\\{q}, j"]

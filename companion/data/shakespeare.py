@@ -64,6 +64,18 @@ class CharStats:
     def n(self) -> int:
         return len(self.itos)
 
+    @classmethod
+    def uniform(cls, n: int) -> "CharStats":
+        """Uniform pi_u and pi_b over n tokens (the simplified data of Section 3.1).
+
+        >>> CharStats.uniform(4).bigram.sum(1).tolist()
+        [1.0, 1.0, 1.0, 1.0]
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ValueError(f"n={n!r} is out of range: allowed an integer >= 2")
+        itos = "".join(chr(0x4E00 + i) for i in range(n))  # n distinct placeholder symbols
+        return cls(itos, np.full(n, 1.0 / n), np.full((n, n), 1.0 / n))
+
     def decode(self, ids) -> str:
         """Characters of token ids (ids >= N print as ``<N+1>``-style markers)."""
         return "".join(self.itos[i] if i < self.n else f"<{i + 1}>" for i in np.asarray(ids).tolist())

@@ -18,7 +18,7 @@ Two things live here:
   trained as one batched computation.
 
 >>> rhs_ab(0.0, np.zeros(2), alpha=0.3, flow="beta").round(6).tolist()  # Eq. (43) at t = 0
-[-1.4, -1.333333]
+[-1.4, -1.0]
 """
 
 from __future__ import annotations
