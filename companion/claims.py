@@ -139,6 +139,27 @@ _CLAIMS = [
     Claim("d2.last_token", "book/theory_one_step", "main paper, App. E (z_T = q left out)",
           "counting the forced z_T = q multiplies the (N+1, q) entry by 1 + N/T: measured factor over "
           "1 + N/T (N = 200, T = 256)", "no change for T >> 1"),
+    Claim("t2.qk_noise_sign", "book/theory_attention", "main paper, App. B.3 Eq. (24)",
+          "with W_F holding the noise (p < alpha) and W_V after one step, one W_QK step lowers the "
+          "logit of noise keys: max over N of W_E(q)^T(-grad W_QK)W_E(N+1)", "-Theta(1/N^2) < 0"),
+    Claim("t2.qk_noise_slope", "book/theory_attention", "main paper, App. B.3 Eq. (24)",
+          "log-log slope in N of |W_E(q)^T(-grad W_QK)W_E(N+1)| (T = 64)", "-2"),
+    Claim("t2.qk_others_large_T", "book/theory_attention", "main paper, App. B.3 Eq. (24)",
+          "for ordinary keys k <= N (k != q) the projection is positive when T >> N "
+          "(mean over k, N = 20, T = 1024)", "+Theta(1/N^3) > 0"),
+    Claim("t2.qk_others_small_T", "book/theory_attention", "main paper, App. B.3 (T >> N needed)",
+          "at T = 64 the same projection is negative (mean over k, N = 20): the sign needs T >> N", "(not stated)"),
+    Claim("t2.phases_ff_first", "book/theory_attention", "main paper, App. F (three phases)",
+          "training Eq. (2) from zero, the feed-forward noise association reaches half its final "
+          "value within a few steps (max over N of the half-time, steps)", "O(1/eta) steps"),
+    Claim("t2.phases_order", "book/theory_attention", "main paper, App. F (three phases)",
+          "the in-context structure (W_V identity part, W_QK matching) comes much later: min over N "
+          "of the W_QK half-time over the W_F half-time", "W_F, then W_V, then W_QK"),
+    Claim("t2.v_rate", "book/theory_attention", "main paper, App. B.3 / F (update sizes)",
+          "first-step update of the W_V noise row scales like 1/N: log-log slope over N", "-1"),
+    Claim("t2.attention_orderings", "book/theory_attention", "main paper, Theorem 2",
+          "after training, W_QK favours keys after the trigger and, among them, correct tokens over "
+          "the noise: min over N of min(xi_{q->j} - xi_{q->N+1}, trigger-key margin)", "> 0"),
 ]
 CLAIMS = {c.id: c for c in _CLAIMS}
 

@@ -100,3 +100,49 @@ def test_table3_rederived_row9():
 
     a, N = 0.4, 100
     assert ost.table3_paper(a, N)["[N]\\{q}, j"] < 0 < ost.table3_rederived(a, N)["[N]\\{q}, j"]
+
+
+def test_qk_gradient_formula_equals_autograd():
+    from companion.theory import one_step as ost
+
+    N, T, a = 7, 9, 0.4
+    task = ost.simplified_task(N, T, a)
+    batch = task.sample(np.random.default_rng(5), 25)
+    W_F = ost.noise_ff(N, a / 2)
+    W_V = np.random.default_rng(1).normal(size=(2 * (N + 1), 2 * (N + 1))) * 0.3
+    model = ost.SimplifiedModel(N)
+    with torch.no_grad():
+        model.W_V.copy_(torch.tensor(W_V))
+        model.W_F.copy_(torch.tensor(W_F))
+    loss = torch.nn.functional.cross_entropy(model(torch.as_tensor(batch.inputs)),
+                                             torch.as_tensor(batch.targets[:, -1]))
+    loss.backward()
+
+    class Replay:  # the same batch every time
+        vocab_size, seq_len, triggers, alpha, noise_token = task.vocab_size, T, task.triggers, a, task.noise_token
+
+        def sample(self, rng, n):
+            return batch
+
+    mine, _ = ost.qk_gradient(Replay(), W_V, W_F, 25, np.random.default_rng(0), chunk=25, rao_blackwell=False)
+    np.testing.assert_allclose(mine, -model.W_QK.grad.numpy()[0], atol=1e-14)
+
+
+def test_noise_ff_sets_the_noise_probability():
+    from companion.theory import one_step as ost
+
+    N, p = 11, 0.3
+    task = ost.simplified_task(N, 8, 0.4)
+    batch = task.sample(np.random.default_rng(0), 5)
+    model = ost.SimplifiedModel(N)
+    with torch.no_grad():
+        model.W_F.copy_(torch.tensor(ost.noise_ff(N, p)))
+    probs = torch.softmax(model(torch.as_tensor(batch.inputs)), -1)[:, N]
+    np.testing.assert_allclose(probs.detach().numpy(), p, atol=1e-12)
+
+
+def test_train_simplified_records():
+    from companion.theory import one_step as ost
+
+    r = ost.train_simplified(6, 8, 0.4, steps=3, batch=4, lr=0.5)
+    assert list(r["step"]) == [0, 1, 2, 3] and r["ff_noise"][0] == 0 and r["ff_noise"][-1] > 0

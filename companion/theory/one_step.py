@@ -56,8 +56,9 @@ class SimplifiedModel(torch.nn.Module):
     def forward(self, z: torch.Tensor, parts: bool = False):
         x = self.embed(z)  # (batch, T, d)
         xT = x[:, -1]  # (batch, d)
-        attn = torch.softmax(torch.einsum("bd,de,bte->bt", xT, self.W_QK, x), dim=-1)  # (batch, T)
-        phi = torch.einsum("bt,bte->be", attn, x @ self.W_V.T)  # (batch, d)
+        scores = torch.bmm(x, (xT @ self.W_QK).unsqueeze(-1)).squeeze(-1)  # x_T^T W_QK x_t: (batch, T)
+        attn = torch.softmax(scores, dim=-1)
+        phi = torch.bmm(attn.unsqueeze(1), x).squeeze(1) @ self.W_V.T  # W_V sum_t a_t x_t: (batch, d)
         xi_attn = phi[:, : self.V]  # W_U = [I_V, 0]
         xi_ff = (xT @ self.W_F.T)[:, : self.V]
         return (xi_attn, xi_ff) if parts else xi_attn + xi_ff
@@ -257,3 +258,136 @@ def gradient_projections(task: RecallTask, m: int, rng: np.random.Generator, chu
 def lemma_d1_paper(alpha: float, N: int) -> dict[str, float]:
     """Lemma D.1's mu(k) (its Eq. (7); the lemma's table keeps only the leading -alpha for k = N + 1)."""
     return {"F: N+1": 1 / (N + 1) - alpha, "F: k<=N": 1 / (N + 1) - (1 - alpha) / N}
+
+
+# --- Section 3.2 / Theorem 2 / Appendix F: the attention gradient once W_F holds the noise ---
+
+def noise_ff(N: int, p_noise: float) -> np.ndarray:
+    """W_F (2V x 2V) = c W_U(N+1) W_E(q)^T with c chosen so that the noise gets probability
+    ``p_noise`` when all other logits are 0 (q = 0): Assumption F.1.2 / B.3's setting."""
+    check_float("p_noise", p_noise, 0.0, 1.0, low_open=True, high_open=True)
+    V = N + 1
+    W = np.zeros((2 * V, 2 * V))
+    W[N, 0] = np.log(N * p_noise / (1 - p_noise))
+    return W
+
+
+def _logits(task, batch, W_V, W_F, inputs="eq2"):
+    g0, xbar, xT = _features(task, batch, inputs)
+    V = task.vocab_size
+    return (xbar @ W_V.T + xT @ W_F.T)[:, :V], xbar, xT
+
+
+def expected_target(task: RecallTask, batch) -> np.ndarray:
+    """E[e_y | context] = (1 - alpha) e_ybar + alpha e_tau (y is drawn independently of the context)."""
+    m = len(batch.inputs)
+    out = np.zeros((m, task.vocab_size))
+    out[np.arange(m), batch.final_ybar] += 1 - task.alpha
+    out[:, task.noise_token] += task.alpha
+    return out
+
+
+def population_value_gradient(task: RecallTask, W_F: np.ndarray, m: int, rng, chunk: int = 5000) -> np.ndarray:
+    """-grad_{W_V} L at W_QK = W_V = 0 (2V x 2V), Monte Carlo over m contexts, exact over y."""
+    V = task.vocab_size
+    G = np.zeros((2 * V, 2 * V))
+    done = 0
+    while done < m:
+        b = task.sample(rng, min(chunk, m - done))
+        xi, xbar, _ = _logits(task, b, np.zeros_like(W_F), W_F)
+        p = np.exp(xi - xi.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        G[:V] -= (p - expected_target(task, b)).T @ xbar
+        done += len(p)
+    return G / m
+
+
+def qk_gradient(task: RecallTask, W_V: np.ndarray, W_F: np.ndarray, m: int, rng, chunk: int = 2000,
+                rao_blackwell: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Q = W_E(q)^T (-grad_{W_QK} L) [key coordinates] at W_QK = 0: a (2V,) vector whose first
+    V entries are the W_E(j) keys and last V the W~_E(i) keys, with its standard errors.
+
+    At W_QK = 0 attention is uniform and, per sample,
+    grad = (1/T) sum_t (g . W_U W_V x_t) x_T (x_t - xbar)^T with g = softmax(xi) - e_y
+    (checked against autograd in the tests). With ``rao_blackwell`` e_y is
+    replaced by its conditional mean given the context (same expectation,
+    lower variance).
+    """
+    V, T, q = task.vocab_size, task.seq_len, task.triggers[0]
+    M = W_V[:V]  # (V, 2V): W_U W_V in one-hot coordinates
+    parts = []
+    done = 0
+    while done < m:
+        b = task.sample(rng, min(chunk, m - done))
+        z = b.inputs
+        n = len(z)
+        xi, xbar, xT = _logits(task, b, W_V, W_F)
+        p = np.exp(xi - xi.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        if rao_blackwell:
+            g = p - expected_target(task, b)
+        else:
+            g = p.copy()
+            g[np.arange(n), b.targets[:, -1]] -= 1
+        h = g @ M  # (n, 2V)
+        rows = np.arange(n)[:, None]
+        gv = h[rows, z]  # (n, T): g . W_U W_V W_E(z_t)
+        gv[:, 1:] += h[rows, z[:, :-1] + V]  # + g . W_U W_V W~_E(z_{t-1})
+        S = np.zeros((n, 2 * V))
+        np.add.at(S, (np.repeat(np.arange(n), T), z.ravel()), gv.ravel())
+        np.add.at(S, (np.repeat(np.arange(n), T - 1), (z[:, :-1] + V).ravel()), gv[:, 1:].ravel())
+        S /= T
+        proj = -(S - gv.mean(1, keepdims=True) * xbar) * xT[:, [q]]  # query side: W_E(q)^T x_T = 1
+        parts.append(proj)
+        done += n
+    allp = np.concatenate(parts)
+    return allp.mean(0), allp.std(0, ddof=1) / np.sqrt(len(allp))
+
+
+def train_simplified(N: int, T: int, alpha: float, steps: int, batch: int = 256, lr: float = 1.0,
+                     seed: int = 0, record_every: int = 1) -> dict:
+    """Full-model SGD (autograd) on Eq. (2) from zero, fresh batches each step.
+
+    Records, every ``record_every`` steps, the quantities the three phases of
+    Appendix F are about (q = 0, tau = N):
+
+    * ``ff_noise``: W_U(tau)^T W_F W_E(q), the feed-forward noise association;
+    * ``v_noise``: mean_k W_U(tau)^T W_V W_E(k); ``v_diag``: mean_{k != q} W_U(k)^T W_V W_E(k)
+      and ``v_prev``: mean_{k != q} W_U(k)^T W_V W~_E(k), the identity structure of W_V;
+    * ``qk_noise``: mean_{j != q} xi_{q->j} - xi_{q->tau} and ``qk_trigger``:
+      mean_{i != q} (xi_{q->j} at previous token q vs i), the attention logits of Theorem 2;
+    * ``p_noise``: the mean predicted probability of tau on the batch.
+    """
+    check_int("steps", steps, low=1)
+    check_int("batch", batch, low=1)
+    check_float("lr", lr, 0.0, 1e3, low_open=True)
+    task = simplified_task(N, T, alpha)
+    V = task.vocab_size
+    rng = np.random.default_rng([seed, N, T, 7])
+    model = SimplifiedModel(N)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    others = torch.arange(1, N)
+    rec: dict[str, list] = {k: [] for k in ("step", "ff_noise", "v_noise", "v_diag", "v_prev",
+                                            "qk_noise", "qk_trigger", "p_noise")}
+    for step in range(steps + 1):
+        b = task.sample(rng, batch)
+        z = torch.as_tensor(b.inputs)
+        logits = model(z)
+        if step % record_every == 0 or step == steps:
+            with torch.no_grad():
+                WF, WV, WQK = model.W_F, model.W_V, model.W_QK
+                rec["step"].append(step)
+                rec["ff_noise"].append(WF[N, 0].item())
+                rec["v_noise"].append(WV[N, :V].mean().item())
+                rec["v_diag"].append(WV[others, others].mean().item())
+                rec["v_prev"].append(WV[others, V + others].mean().item())
+                rec["qk_noise"].append((WQK[0, others].mean() - WQK[0, N]).item())
+                rec["qk_trigger"].append((WQK[0, V + 0] - WQK[0, V + others].mean()).item())
+                rec["p_noise"].append(torch.softmax(logits, -1)[:, N].mean().item())
+        if step == steps:
+            break
+        loss = torch.nn.functional.cross_entropy(logits, torch.as_tensor(b.targets[:, -1]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return {k: np.array(v) for k, v in rec.items()}
