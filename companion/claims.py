@@ -155,6 +155,8 @@ _CLAIMS = [
     Claim("t2.phases_order", "book/theory_attention", "main paper, App. F (three phases)",
           "the in-context structure (W_V identity part, W_QK matching) comes much later: min over N "
           "of the W_QK half-time over the W_F half-time", "W_F, then W_V, then W_QK"),
+    Claim("t2.ff_rate", "book/theory_attention", "main paper, App. B.3 / F (update sizes)",
+          "first-step update of the W_F noise association is Theta(1): log-log slope over N", "0"),
     Claim("t2.v_rate", "book/theory_attention", "main paper, App. B.3 / F (update sizes)",
           "first-step update of the W_V noise row scales like 1/N: log-log slope over N", "-1"),
     Claim("t2.attention_orderings", "book/theory_attention", "main paper, Theorem 2",

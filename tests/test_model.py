@@ -85,3 +85,31 @@ def test_same_seed_same_init():
 def test_bad_model_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ModelConfig(vocab_size=5, **kwargs)
+
+
+def test_matching_logits_against_explicit_products():
+    from companion import probes
+
+    m = Transformer(ModelConfig(vocab_size=6, d=5, max_len=4), seed=2)
+    M = probes.matching_logits(m, layer=2)
+    with torch.no_grad():
+        for i in range(6):
+            for j in range(6):
+                key = m.layers[0].W_V @ m.W_E[i]
+                expected = (m.W_E[j] @ m.layers[1].W_QK @ key).item()
+                assert abs(M[i, j] - expected) < 1e-5
+
+
+def test_dropping_a_feed_forward_layer_is_restored():
+    from companion import truncation
+
+    m = Transformer(ModelConfig(vocab_size=6, d=5, max_len=4, ff=("linear", "mlp")), seed=2)
+    tokens = torch.randint(0, 6, (3, 4))
+    before = m(tokens)
+    with truncation.dropped(m, 1):
+        assert not torch.allclose(m(tokens), before)
+        assert torch.count_nonzero(m.matrix("F1.W_F")) == 0
+    assert torch.equal(m(tokens), before)
+    with pytest.raises(ValueError, match="layer=3 is out of range"):
+        with truncation.dropped(m, 3):
+            pass
