@@ -132,10 +132,11 @@ _CLAIMS = [
           "Monte Carlo means of W_U(k)^T grad_{W_F} W_E(q) vs mu(k): max |z-score| over k and N", "mu(k)"),
     Claim("d2.table3", "book/theory_one_step", "main paper, Lemma D.2, Table 3 (row 9 corrected)",
           "Monte Carlo means of W_U(j)^T grad_{W_V} W_E(k) vs Table 3's mu(j, k), all 10 cases: max "
-          "|MC - mu| / (4 SE + (1/alpha + 2)|mu|/N) over cases and N", "Table 3"),
+          "|MC - mu| / (4 SE + (1/alpha + 2) scale/N) over cases and N (scale: see chapter)", "Table 3"),
     Claim("d2.table3_row9", "book/theory_one_step", "main paper, Table 3 row 9",
           "the printed mu = -(alpha^2 + 3 alpha - 1)/N^2 for j in [N]\\{q}, k = j misses the Monte Carlo "
-          "mean (same normalised error; its own proof gives (-alpha^2 + 3 alpha - 1)/N^2)", "printed entry"),
+          "mean at every N (same normalised error > 1; its own proof gives (-alpha^2 + 3 alpha - 1)/N^2)",
+          "printed entry"),
     Claim("d2.last_token", "book/theory_one_step", "main paper, App. E (z_T = q left out)",
           "counting the forced z_T = q multiplies the (N+1, q) entry by 1 + N/T: measured factor over "
           "1 + N/T (N = 200, T = 256)", "no change for T >> 1"),
@@ -162,6 +163,15 @@ _CLAIMS = [
     Claim("t2.attention_orderings", "book/theory_attention", "main paper, Theorem 2",
           "after training, W_QK favours keys after the trigger and, among them, correct tokens over "
           "the noise: min over N of min(xi_{q->j} - xi_{q->N+1}, trigger-key margin)", "> 0"),
+    Claim("triggers.one", "book/triggers", "main paper, App. B.4, Fig. 9 (left)",
+          "one trigger: the matching logit <W_V^1 W_E(i), W_QK^2 W_E(j)> is large only at i = j = q: "
+          "its value over the largest other entry", "large only at i = j = q"),
+    Claim("triggers.five", "book/triggers", "main paper, App. B.4, Fig. 9 (right)",
+          "five triggers Q = {1, 39, 43, 53, 58}: large only at i = j in Q: smallest (q, q) entry over "
+          "the largest entry off those five", "large only at i = j in Q"),
+    Claim("triggers.argmax", "book/triggers", "main paper, App. B.4",
+          "for every trigger q (both runs), (q, q) is the largest entry of its row and of its column: "
+          "fraction of triggers", "all"),
 ]
 CLAIMS = {c.id: c for c in _CLAIMS}
 

@@ -198,6 +198,24 @@ def table3_paper(alpha: float, N: int) -> dict[str, float]:
     }
 
 
+def table3_scale(alpha: float, N: int) -> dict[str, float]:
+    """Size of the two contributions each row of Table 3 is the difference of.
+
+    Every mu(j, k) in Appendix E is E[(1/(N+1)) f_k] - E[1{y = j} f_k] (f_k the
+    frequency of k), each to leading order; the next-order terms are O(1/N)
+    relative to these contributions, not to their difference, which cancels
+    in some rows (e.g. (q, N+1) = (2 alpha - 1)/N^2).
+    """
+    a = alpha
+    return {
+        "N+1, N+1": a / N**2 + a**2 / N, "N+1, q": 1 / N**2 + a / N, "N+1, [N]\\{q}": 1 / N**2 + a / N,
+        "q, N+1": a / N**2 + (1 - a) / N**2, "q, q": 1 / N**2 + (1 - a) / (a * N**2),
+        "q, [N]\\{q}": (2 - a) / N**2, "[N]\\{q}, N+1": a * (2 - a) / N**2, "[N]\\{q}, q": (2 - a) / N**2,
+        "[N]\\{q}, j": (1 + (1 - a) * (2 - a)) / N**2, "[N]\\{q}, [N]\\{q,j}": (2 - a) / N**2,
+        "F: N+1": 1 / N + a, "F: k<=N": 1 / N + (1 - a) / N,
+    }
+
+
 def table3_rederived(alpha: float, N: int) -> dict[str, float]:
     """Table 3 with the one entry that disagrees with its own proof replaced (Case 9 of App. E)."""
     out = table3_paper(alpha, N)
