@@ -13,10 +13,6 @@ import torch.nn.functional as F
 from companion import truncation
 
 
-def to_tensor(a: np.ndarray, device) -> torch.Tensor:
-    return torch.as_tensor(a, device=device)
-
-
 @torch.no_grad()
 def final_position_metrics(logits: torch.Tensor, correct: torch.Tensor, noise_token: int) -> dict:
     """Mean probability of the correct token and of the noise token, and the loss on ``correct``.

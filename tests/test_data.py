@@ -1,7 +1,6 @@
 """The task generator against its specification (main paper, Section 3)."""
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """Checks of the built book (run after `jupyter-book build`): pages, figures, math, no errors."""
 
-import os
 import re
 import shutil
 import subprocess

@@ -291,7 +291,7 @@ def noise_ff(N: int, p_noise: float) -> np.ndarray:
 
 
 def _logits(task, batch, W_V, W_F, inputs="eq2"):
-    g0, xbar, xT = _features(task, batch, inputs)
+    _, xbar, xT = _features(task, batch, inputs)
     V = task.vocab_size
     return (xbar @ W_V.T + xT @ W_F.T)[:, :V], xbar, xT
 
