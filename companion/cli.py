@@ -5,6 +5,9 @@ Examples::
     python -m companion derive-counts                 # data/tinyshakespeare_char_counts.json
     python -m companion recall --profile full         # train + cache the Fig. 3 run
     python -m companion recall --schedule finetune --pretrain-steps 2000
+    python -m companion recall --ff mlp linear --truncate F2.W_F --steps 2000   # Fig. 11
+    python -m companion recall --task ioi --ff mlp mlp mlp --truncate F3.U_in    # Fig. 19
+    python -m companion allocation --profile full                               # Fig. 6
 """
 
 from __future__ import annotations
@@ -30,6 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--loss-on", default=None, help="final (paper) or triggers (public code)")
     p.add_argument("--noise", default=None, help="new (paper) or existing (public code)")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--task", dest="task_kind", default=None, help="recall (Sec. 3) or ioi (App. J)")
+    p.add_argument("--ff", nargs="+", default=None, help="one of mlp, linear, none per layer (L = count)")
+    p.add_argument("--truncate", default=None, help="matrix swept over rho, e.g. F2.U_in, W_V^1")
+    p.add_argument("--optimizer", default=None, help="sgd or adam")
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--d", type=int, default=None)
+    p.add_argument("--seq-len", type=int, default=None)
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--device", default=None)
+    p.add_argument("--no-cache", action="store_true")
+
+    p = sub.add_parser("allocation", help="parameter allocation MLP vs attention (Fig. 6; cached)")
+    p.add_argument("--profile", default=None, help="quick or full (default: $COMPANION_PROFILE or quick)")
     p.add_argument("--device", default=None)
     p.add_argument("--no-cache", action="store_true")
     args = parser.parse_args(argv)
@@ -40,21 +56,35 @@ def main(argv: list[str] | None = None) -> int:
         print(write_counts(download=not args.no_download))
         return 0
 
+    if args.command == "allocation":
+        from companion.experiments import allocation
+
+        exp = allocation.AllocationExperiment.for_profile(args.profile)
+        result = allocation.run(exp, device=args.device, use_cache=not args.no_cache)
+        summary = {"seconds": result["seconds"], "device": result["device"], "entropy": result["entropy"],
+                   "best": allocation.best_rows(result)}
+        json.dump(summary, sys.stdout, indent=1)
+        print()
+        return 0
+
     from companion.experiments import noisy_recall
 
     overrides = {k: v for k, v in dict(schedule=args.schedule, pretrain_steps=args.pretrain_steps,
                                        steps=args.steps, alpha=args.alpha, loss_on=args.loss_on,
-                                       noise=args.noise, seed=args.seed).items() if v is not None}
+                                       noise=args.noise, seed=args.seed, task_kind=args.task_kind,
+                                       ff=None if args.ff is None else tuple(args.ff), truncate=args.truncate,
+                                       optimizer=args.optimizer, lr=args.lr, d=args.d, seq_len=args.seq_len,
+                                       batch=args.batch).items() if v is not None}
     exp = noisy_recall.RecallExperiment.for_profile(args.profile, **overrides)  # validates first
     run = noisy_recall.run(exp, device=args.device, use_cache=not args.no_cache)
-    summary = {
-        "seconds": run.seconds, "device": run.device,
-        "late_p_noise_full": run.late_mean("clean_p_noise", rho=1.0),
-        "late_p_correct_full": run.late_mean("clean_p_correct", rho=1.0),
-        "late_p_correct_drop_F2": run.late_mean("clean_p_correct", rho=0.0),
-        "late_attn_to_correct": run.late_mean("attn_to_correct"),
-        "late_attn_to_noise": run.late_mean("attn_to_noise"),
-    }
+    summary = {"seconds": run.seconds, "device": run.device, "diverged_at": run.diverged_at}
+    for key in sorted(run.metrics):  # late means of every clean-data variant (full, drops, rho sweep)
+        if key.startswith("clean_") and run.metrics[key].ndim == 1:
+            summary[f"late_{key}"] = run.late_mean(key)
+        elif key.startswith("clean_"):
+            summary[f"late_{key}"] = {f"rho={r:g}": run.late_mean(key, rho=r) for r in exp.rhos}
+    summary["late_attn_to_correct"] = run.late_mean("attn_to_correct")
+    summary["late_attn_to_noise"] = run.late_mean("attn_to_noise")
     json.dump(summary, sys.stdout, indent=1)
     print()
     return 0

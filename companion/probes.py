@@ -14,10 +14,13 @@ from companion import truncation
 
 
 @torch.no_grad()
-def final_position_metrics(logits: torch.Tensor, correct: torch.Tensor, noise_token: int) -> dict:
+def final_position_metrics(logits: torch.Tensor, correct: torch.Tensor, noise_token: int,
+                           distractor: torch.Tensor | None = None) -> dict:
     """Mean probability of the correct token and of the noise token, and the loss on ``correct``.
 
-    ``logits`` (batch, V) at the last position; ``correct`` (batch,) ids.
+    ``logits`` (batch, V) at the last position; ``correct`` (batch,) ids;
+    ``distractor`` (batch,) ids (synthetic IOI) adds ``p_distractor`` and
+    ``pred_distractor``.
     """
     logp = torch.log_softmax(logits.float(), dim=-1)
     p = logp.exp()
@@ -29,12 +32,15 @@ def final_position_metrics(logits: torch.Tensor, correct: torch.Tensor, noise_to
         "loss": F.nll_loss(logp, correct).item(),
         "pred_noise": (pred == noise_token).float().mean().item(),
         "pred_correct": (pred == correct).float().mean().item(),
-    }
+    } | ({} if distractor is None else {
+        "p_distractor": p[rows, distractor].mean().item(),
+        "pred_distractor": (pred == distractor).float().mean().item(),
+    })
 
 
 @torch.no_grad()
 def rho_sweep(model, tokens: torch.Tensor, correct: torch.Tensor, noise_token: int,
-              name: str, rhos) -> dict[str, np.ndarray]:
+              name: str, rhos, distractor: torch.Tensor | None = None) -> dict[str, np.ndarray]:
     """Final-position metrics for each rho applied to matrix ``name`` (one SVD).
 
     When ``name`` belongs to the last feed-forward layer, the stream entering
@@ -53,7 +59,7 @@ def rho_sweep(model, tokens: torch.Tensor, correct: torch.Tensor, noise_token: i
             logits = model.unembed(model.feed_forward(L - 1, u))
         else:
             logits = model(tokens, last_only=True)
-        for key, value in final_position_metrics(logits, correct, noise_token).items():
+        for key, value in final_position_metrics(logits, correct, noise_token, distractor).items():
             out.setdefault(key, []).append(value)
     return {k: np.asarray(v) for k, v in out.items()}
 

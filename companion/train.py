@@ -65,13 +65,20 @@ def batch_loss(model, batch, device) -> torch.Tensor:
 
 def train(model, task, cfg: TrainConfig, rng: np.random.Generator,
           evaluate: Callable[[int], dict] | None = None, eval_at: Iterable[int] = (),
-          progress: bool = True, desc: str = "train", step_offset: int = 0) -> list[dict]:
+          progress: bool = True, desc: str = "train", step_offset: int = 0,
+          stop_on_nonfinite: bool = False) -> list[dict]:
     """Train ``model`` on batches of ``task`` drawn from ``rng``.
 
     ``evaluate(step)`` is called before the update of every step in
     ``eval_at`` and once after the last step (step = ``cfg.steps``); its
     dict is merged into that step's log row. Steps are logged with
     ``step_offset`` added (for multi-phase schedules).
+
+    A non-finite loss raises ``FloatingPointError``, or, with
+    ``stop_on_nonfinite``, ends training with a last row
+    ``{"step": s, "diverged": True}`` (no further evaluation): experiments
+    that are expected to fail sometimes (Appendix J, Adam without
+    normalisation) report the divergence instead of hiding it.
     """
     device = next(model.parameters()).device
     opt = make_optimizer(model, cfg)
@@ -87,6 +94,9 @@ def train(model, task, cfg: TrainConfig, rng: np.random.Generator,
             model.train()
         loss = batch_loss(model, batch, device)
         if not torch.isfinite(loss):
+            if stop_on_nonfinite:
+                logs.append({"step": step + step_offset, "diverged": True})
+                return logs
             raise FloatingPointError(f"loss became {loss.item()} at step {step}: lower the learning rate")
         opt.zero_grad(set_to_none=True)
         loss.backward()

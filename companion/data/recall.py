@@ -58,6 +58,7 @@ class Batch:
             trigger in the sequence, else 0.
         loss_mask: (batch, T) bool, positions whose next-token prediction
             carries the loss.
+        distractor: (batch,) the distractor y^D of synthetic IOI, else None.
     """
 
     tokens: np.ndarray
@@ -65,6 +66,7 @@ class Batch:
     final_ybar: np.ndarray
     occurrence: np.ndarray
     loss_mask: np.ndarray
+    distractor: np.ndarray | None = None  # (batch,) synthetic IOI only (Appendix J)
 
     @property
     def inputs(self) -> np.ndarray:  # (batch, T)
@@ -196,3 +198,55 @@ def batches(task: RecallTask, rng: np.random.Generator, batch: int):
     """An endless stream of batches from one generator."""
     while True:
         yield task.sample(rng, batch)
+
+
+@dataclass(frozen=True)
+class BigramTask:
+    """Sequences of the bigram chain alone (z_1 ~ pi_u, z_{t+1} ~ pi_b(. | z_t)), loss at every position.
+
+    The purely distributional task of the parameter-allocation experiment
+    (main paper, Appendix A, Fig. 6: "approximating the global bigram pi_b").
+
+    >>> task = BigramTask(seq_len=8)
+    >>> b = task.sample(np.random.default_rng(0), batch=2)
+    >>> b.tokens.shape, bool(b.loss_mask.all()), bool(0 < task.entropy() < np.log(task.vocab_size))
+    ((2, 9), True, True)
+    """
+
+    seq_len: int = 256
+    stats: CharStats = field(default_factory=load_char_stats, repr=False, compare=False)
+
+    def __post_init__(self):
+        check_int("seq_len (T)", self.seq_len, low=1)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.stats.n
+
+    @cached_property
+    def _flat_cdf(self) -> np.ndarray:
+        cdf = np.cumsum(self.stats.bigram, axis=1)
+        cdf[:, -1] = 1.0
+        return (cdf + np.arange(self.stats.n)[:, None]).ravel()
+
+    def sample(self, rng: np.random.Generator, batch: int) -> Batch:
+        check_int("batch", batch, low=1)
+        n, T = self.stats.n, self.seq_len
+        z = np.empty((batch, T + 1), dtype=np.int64)
+        z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), rng.random(batch), side="right").clip(max=n - 1)
+        u = rng.random((T, batch))
+        for t in range(T):
+            cur = z[:, t]
+            z[:, t + 1] = np.searchsorted(self._flat_cdf, cur + u[t], side="right") - cur * n
+        return Batch(z, np.zeros((batch, 0), dtype=np.int64), z[:, -1], np.zeros((batch, T), dtype=np.int64),
+                     np.ones((batch, T), dtype=bool))
+
+    def entropy(self) -> float:
+        """The smallest expected loss: mean over positions t of H(z_{t+1} | z_t), in nats."""
+        P = self.stats.bigram
+        row_h = -(P * np.log(np.where(P > 0, P, 1.0))).sum(1)  # H(pi_b(. | i))
+        marginal, total = self.stats.unigram.copy(), 0.0
+        for _ in range(self.seq_len):
+            total += marginal @ row_h
+            marginal = marginal @ P
+        return float(total / self.seq_len)

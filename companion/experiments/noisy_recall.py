@@ -1,7 +1,9 @@
 """The core experiment: a two-layer transformer on noisy in-context recall.
 
-Main paper Section 3 (Figs. 3, 4, 7, 8) and Appendix B.1 (pre-train on
-alpha = 0, then fine-tune on alpha > 0). One function, :func:`run`, trains
+Main paper Section 3 (Figs. 3, 4, 7, 8), Appendix B.1 (pre-train on
+alpha = 0, then fine-tune on alpha > 0), B.4 (several triggers), B.5 (other
+feed-forward kinds; the first and last feed-forward layers are also
+measured fully dropped) and J (synthetic IOI with L layers: ``task_kind="ioi"``). One function, :func:`run`, trains
 and measures along training; the result is cached on disk, keyed by the
 configuration and the package source, so re-running a chapter is cheap.
 
@@ -20,14 +22,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from companion import config, probes
+from companion import config, probes, truncation
 from companion.config import check_choice, check_float, check_int
+from companion.data.ioi import IOITask
 from companion.data.recall import LOSS_POSITIONS, NOISE_KINDS, RecallTask
 from companion.io import atomic_torch_save
 from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, train
 
 SCHEDULES = ("noisy", "finetune")
+TASK_KINDS = ("recall", "ioi")  # Section 3 / Appendix J
 RHO_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 
@@ -55,6 +59,8 @@ class RecallExperiment:
     triggers: tuple[int, ...] | None = None
     ff: tuple[str, ...] = ("mlp", "mlp")
     schedule: str = "noisy"
+    task_kind: str = "recall"
+    optimizer: str = "sgd"
     pretrain_steps: int = 0
     rhos: tuple[float, ...] = RHO_GRID
     truncate: str = "F2.U_in"
@@ -73,6 +79,7 @@ class RecallExperiment:
         check_choice("noise kind", self.noise, NOISE_KINDS)
         check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
         check_choice("schedule", self.schedule, SCHEDULES)
+        check_choice("task_kind", self.task_kind, TASK_KINDS)
         check_int("pretrain_steps", self.pretrain_steps, low=1 if self.schedule == "finetune" else 0)
         for rho in self.rhos:
             check_float("rho", rho, 0.0, 1.0)
@@ -104,8 +111,16 @@ class RecallExperiment:
     def for_profile(cls, profile: str | None = None, **overrides) -> "RecallExperiment":
         return cls.quick(**overrides) if config.get_profile(profile) == "quick" else cls.full(**overrides)
 
-    def task(self, alpha: float | None = None) -> RecallTask:
-        return RecallTask(seq_len=self.seq_len, alpha=self.alpha if alpha is None else alpha,
+    def task(self, alpha: float | None = None) -> RecallTask | IOITask:
+        alpha = self.alpha if alpha is None else alpha
+        if self.task_kind == "ioi":
+            if self.triggers is not None and len(self.triggers) != 1:
+                raise ValueError(f"triggers={self.triggers}: synthetic IOI has exactly one trigger")
+            if (self.noise, self.loss_on) != ("new", "final"):
+                raise ValueError("synthetic IOI uses noise='new' and loss_on='final' (Appendix J)")
+            return IOITask(seq_len=self.seq_len, alpha=alpha,
+                           trigger=None if self.triggers is None else self.triggers[0])
+        return RecallTask(seq_len=self.seq_len, alpha=alpha,
                           triggers=self.triggers, noise=self.noise, loss_on=self.loss_on)
 
     def model_config(self) -> ModelConfig:
@@ -113,7 +128,7 @@ class RecallExperiment:
 
     def train_config(self, steps: int) -> TrainConfig:
         return TrainConfig(steps=steps, batch=self.batch, lr=self.lr, momentum=self.momentum,
-                           weight_decay=self.weight_decay)
+                           weight_decay=self.weight_decay, optimizer=self.optimizer)
 
     def test_batches(self):
         """The fixed clean (alpha = 0) and noisy (training alpha) test batches of this run."""
@@ -140,6 +155,7 @@ class RecallRun:
     seconds: float = 0.0
     device: str = "cpu"
     pretrained_state: dict | None = field(default=None, repr=False)
+    diverged_at: int | None = None  # step at which the loss became non-finite (training stopped there)
 
     def model(self, pretrained: bool = False) -> Transformer:
         """The final model (or the end of pre-training), on the CPU, in eval mode."""
@@ -190,7 +206,7 @@ def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bo
     if use_cache and path.is_file():
         blob = torch.load(path, map_location="cpu", weights_only=False)
         return RecallRun(exp, blob["metrics"], blob["state"], blob["seconds"], blob["device"],
-                         blob.get("pretrained_state"))
+                         blob.get("pretrained_state"), blob.get("diverged_at"))
     device = config.get_device(device)
     streams = config.seed_streams(exp.seed, ["train-data"])
     task = exp.task()
@@ -200,6 +216,7 @@ def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bo
     clean_correct = torch.as_tensor(clean_batch.final_ybar, device=device)
     noisy_tokens = torch.as_tensor(noisy_batch.inputs, device=device)
     noisy_correct = torch.as_tensor(noisy_batch.final_ybar, device=device)
+    distractor = None if clean_batch.distractor is None else torch.as_tensor(clean_batch.distractor, device=device)
 
     model = Transformer(exp.model_config(), seed=exp.seed).to(device)
     L = len(model.layers)
@@ -208,10 +225,16 @@ def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bo
     def evaluate(step: int) -> dict:
         row = {}
         if exp.truncate:
-            sweep = probes.rho_sweep(model, clean_tokens, clean_correct, tau, exp.truncate, exp.rhos)
+            sweep = probes.rho_sweep(model, clean_tokens, clean_correct, tau, exp.truncate, exp.rhos, distractor)
             row.update({f"clean_{k}": v for k, v in sweep.items()})
-        full = probes.final_position_metrics(model(clean_tokens, last_only=True), clean_correct, tau)
+        full = probes.final_position_metrics(model(clean_tokens, last_only=True), clean_correct, tau, distractor)
         row.update({f"clean_full_{k}": v for k, v in full.items()})
+        for l in sorted({1, L}):  # Figs. 10-12, 19: the first and the last feed-forward layer dropped
+            if exp.ff[l - 1] != "none":
+                with truncation.dropped(model, l):
+                    drop = probes.final_position_metrics(model(clean_tokens, last_only=True), clean_correct, tau,
+                                                         distractor)
+                row.update({f"clean_dropF{l}_{k}": v for k, v in drop.items()})
         noisy = probes.final_position_metrics(model(noisy_tokens, last_only=True), noisy_correct, tau)
         row.update({f"noisy_{k}": v for k, v in noisy.items()})
         att = probes.recall_attention(model, noisy_tokens, task.triggers, tau)
@@ -227,22 +250,27 @@ def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bo
     if exp.schedule == "finetune":
         pre = train(model, clean, exp.train_config(exp.pretrain_steps), data_rng, evaluate,
                     _eval_schedule(exp.pretrain_steps, exp.eval_every, exp.dense_until),
-                    progress=progress, desc="pre-train (alpha=0)")
+                    progress=progress, desc="pre-train (alpha=0)", stop_on_nonfinite=True)
         logs += [{**r, "phase": 0} for r in pre]
         pretrained_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     offset = exp.pretrain_steps if exp.schedule == "finetune" else 0
-    main = train(model, task, exp.train_config(exp.steps), data_rng, evaluate,
-                 _eval_schedule(exp.steps, exp.eval_every, exp.dense_until),
-                 progress=progress, desc=f"train (alpha={exp.alpha})", step_offset=offset)
-    logs += [{**r, "phase": 1} for r in main]
+    if not any(r.get("diverged") for r in logs):
+        main = train(model, task, exp.train_config(exp.steps), data_rng, evaluate,
+                     _eval_schedule(exp.steps, exp.eval_every, exp.dense_until), progress=progress,
+                     desc=f"train (alpha={exp.alpha})", step_offset=offset, stop_on_nonfinite=True)
+        logs += [{**r, "phase": 1} for r in main]
+    diverged_at = next((r["step"] for r in logs if r.get("diverged")), None)
+    logs = [r for r in logs if not r.get("diverged")]
+    if diverged_at is not None:
+        print(f"training diverged (non-finite loss) at step {diverged_at}; metrics stop there")
     seconds = time.perf_counter() - t0
 
     metrics = _collate(logs)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     blob = {"metrics": metrics, "state": state, "seconds": seconds, "device": config.device_name(device),
-            "pretrained_state": pretrained_state, "exp": dataclasses.asdict(exp)}
+            "pretrained_state": pretrained_state, "exp": dataclasses.asdict(exp), "diverged_at": diverged_at}
     atomic_torch_save(path, blob)
-    return RecallRun(exp, metrics, state, seconds, blob["device"], pretrained_state)
+    return RecallRun(exp, metrics, state, seconds, blob["device"], pretrained_state, diverged_at)
 
 
 def _collate(logs: list[dict]) -> dict[str, np.ndarray]:
@@ -256,3 +284,37 @@ def _collate(logs: list[dict]) -> dict[str, np.ndarray]:
         for k in keys:
             out[k if k not in ("step", "phase") else f"eval_{k}"] = np.array([r[k] for r in evals])
     return out
+
+
+IOI_LAYERS = {  # profile -> optimizer -> depths L (Figs. 19 and 20); the quick profile thins the SGD grid
+    "quick": {"sgd": (3, 5, 7), "adam": (3, 4, 5)},
+    "full": {"sgd": (3, 4, 5, 6, 7), "adam": (3, 4, 5)},
+}
+IOI_LR = {"sgd": 0.01, "adam": 1e-3}
+
+
+def ioi_experiment(n_layers: int, optimizer: str = "sgd", profile: str | None = None,
+                   **overrides) -> RecallExperiment:
+    """Synthetic IOI (Appendix J) with L MLP layers; the last MLP's U_in is swept over rho.
+
+    Quick: d = 128, T = 12, batch 128, 600 SGD or 400 Adam steps. Full: the
+    paper's d = T = 256, batch 512, 2000 steps. Learning rates (not given by
+    the paper): SGD 0.01 (0.03 diverges without normalisation at these
+    depths), Adam 1e-3.
+
+    >>> ioi_experiment(3).truncate, ioi_experiment(3, "adam").lr
+    ('F3.U_in', 0.001)
+    >>> ioi_experiment(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_layers (L)=0 is out of range: allowed [1, inf)
+    """
+    check_int("n_layers (L)", n_layers, low=1)
+    check_choice("optimizer", optimizer, ("sgd", "adam"))
+    sizes = (dict(d=128, seq_len=12, batch=128, steps=600 if optimizer == "sgd" else 400, eval_every=50,
+                  dense_until=0, n_test=512, rhos=(0.0, 0.01, 0.05, 1.0))
+             if config.get_profile(profile) == "quick" else
+             dict(eval_every=100, dense_until=0, rhos=(0.0, 0.01, 0.02, 0.05, 0.1, 1.0)))
+    base = dict(task_kind="ioi", ff=("mlp",) * n_layers, truncate=f"F{n_layers}.U_in", optimizer=optimizer,
+                lr=IOI_LR[optimizer], **sizes)
+    return RecallExperiment.for_profile(profile, **{**base, **overrides})

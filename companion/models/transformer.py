@@ -12,12 +12,19 @@ learnable. W_U and the learnable matrices start uniform in
 [-1/sqrt(fan_in), 1/sqrt(fan_in)] (``torch.nn.Linear``'s default, which the
 public code uses). F_l is one of
 
-* ``"mlp"``: F(u) = U_out ReLU(U_in u), U_in (4d x d), U_out (d x 4d), no biases;
+* ``"mlp"``: F(u) = U_out ReLU(U_in u), U_in (h x d), U_out (d x h), no biases,
+  h = 4d unless ``mlp_width`` says otherwise;
 * ``"linear"``: F(u) = W_F u;
 * ``"none"``: F(u) = 0.
 
 ``c`` is 1/sqrt(d) by default, as in the public code (Eq. (1) writes no
 scale; ``attn_scale="none"`` follows the equation literally).
+
+``attn_rank=k`` factorises every attention layer as W_QK = W_Q^T W_K and
+W_V = W_O W_Vk with inner dimension k (the usual head dimension), so that
+attention has 4dk parameters instead of 2d^2; the parameter-allocation
+experiment (Appendix A, Fig. 6) trades them against the MLP width.
+Factorised layers have no ``W_QK^l`` / ``W_V^l`` to truncate.
 
 The last layer can be evaluated at the final position only
 (``last_only=True``), which is all the paper's loss needs: keys and values
@@ -60,6 +67,8 @@ class ModelConfig:
     ff: tuple[str, ...] = ("mlp", "mlp")
     mlp_mult: int = 4
     attn_scale: str = "sqrt_d"
+    mlp_width: int | None = None
+    attn_rank: int | None = None
 
     def __post_init__(self):
         check_int("vocab_size", self.vocab_size, low=2)
@@ -72,21 +81,41 @@ class ModelConfig:
         for kind in self.ff:
             check_choice("feed-forward kind", kind, FF_KINDS)
         check_choice("attn_scale", self.attn_scale, ATTN_SCALES)
+        if self.mlp_width is not None:
+            check_int("mlp_width", self.mlp_width, low=1)
+        if self.attn_rank is not None:
+            check_int("attn_rank", self.attn_rank, low=1, high=self.d)
 
     @property
     def n_layers(self) -> int:
         return len(self.ff)
 
+    @property
+    def hidden(self) -> int:
+        """Width h of the MLP feed-forward layers."""
+        return self.mlp_mult * self.d if self.mlp_width is None else self.mlp_width
+
+    def n_params(self) -> dict[str, int]:
+        """Learnable parameters: ``attention``, ``feed_forward`` and ``total`` (W_E, P, W_U are fixed).
+
+        >>> ModelConfig(66, d=8, ff=("mlp", "linear")).n_params()
+        {'attention': 256, 'feed_forward': 576, 'total': 832}
+        """
+        d = self.d
+        attn = self.n_layers * (2 * d * d if self.attn_rank is None else 4 * d * self.attn_rank)
+        ff = sum({"mlp": 2 * d * self.hidden, "linear": d * d, "none": 0}[k] for k in self.ff)
+        return {"attention": attn, "feed_forward": ff, "total": attn + ff}
+
 
 class FeedForward(nn.Module):
     """F(u) for one of the kinds in :data:`FF_KINDS`; parameters named as in the paper."""
 
-    def __init__(self, kind: str, d: int, mult: int, gen: torch.Generator):
+    def __init__(self, kind: str, d: int, hidden: int, gen: torch.Generator):
         super().__init__()
         self.kind = kind
         if kind == "mlp":
-            self.U_in = nn.Parameter(_uniform((mult * d, d), gen))
-            self.U_out = nn.Parameter(_uniform((d, mult * d), gen))
+            self.U_in = nn.Parameter(_uniform((hidden, d), gen))
+            self.U_out = nn.Parameter(_uniform((d, hidden), gen))
         elif kind == "linear":
             self.W_F = nn.Parameter(_uniform((d, d), gen))
 
@@ -101,11 +130,26 @@ class FeedForward(nn.Module):
 class Layer(nn.Module):
     """One attention + feed-forward layer of Eq. (1)."""
 
-    def __init__(self, d: int, ff: str, mult: int, gen: torch.Generator):
+    def __init__(self, d: int, ff: str, hidden: int, gen: torch.Generator, attn_rank: int | None = None):
         super().__init__()
-        self.W_QK = nn.Parameter(_uniform((d, d), gen))
-        self.W_V = nn.Parameter(_uniform((d, d), gen))
-        self.ff = FeedForward(ff, d, mult, gen)
+        self.factorised = attn_rank is not None
+        if self.factorised:  # as nn.Linear(d, k) weights (k x d) and an output map W_O (d x k)
+            self.W_Q = nn.Parameter(_uniform((attn_rank, d), gen))
+            self.W_K = nn.Parameter(_uniform((attn_rank, d), gen))
+            self.W_Vk = nn.Parameter(_uniform((attn_rank, d), gen))
+            self.W_O = nn.Parameter(_uniform((d, attn_rank), gen))
+        else:
+            self.W_QK = nn.Parameter(_uniform((d, d), gen))
+            self.W_V = nn.Parameter(_uniform((d, d), gen))
+        self.ff = FeedForward(ff, d, hidden, gen)
+
+    def qk(self) -> torch.Tensor:
+        """The (d x d) attention logit matrix W_QK."""
+        return self.W_Q.T @ self.W_K if self.factorised else self.W_QK
+
+    def v(self) -> torch.Tensor:
+        """The (d x d) value matrix W_V."""
+        return self.W_O @ self.W_Vk if self.factorised else self.W_V
 
 
 class Transformer(nn.Module):
@@ -119,7 +163,7 @@ class Transformer(nn.Module):
         self.register_buffer("W_E", torch.randn(V, d, generator=gen))  # (V, d), row i = W_E(i)
         self.register_buffer("P", torch.randn(cfg.max_len, d, generator=gen))  # (T_max, d), p_t
         self.register_buffer("W_U", _uniform((V, d), gen))  # (V, d), row j = W_U(j)
-        self.layers = nn.ModuleList(Layer(d, kind, cfg.mlp_mult, gen) for kind in cfg.ff)
+        self.layers = nn.ModuleList(Layer(d, kind, cfg.hidden, gen, cfg.attn_rank) for kind in cfg.ff)
         self.scale = 1.0 / math.sqrt(d) if cfg.attn_scale == "sqrt_d" else 1.0
 
     # --- the forward pass, split into stages so that truncation sweeps can resume mid-way ---
@@ -134,13 +178,13 @@ class Transformer(nn.Module):
         """x^{l-1} (batch, T, d) -> u = x^{l-1} + h^l: (batch, T, d), or (batch, d) at the last position."""
         layer = self.layers[l]
         query = x[:, -1:] if last_only else x  # (batch, Tq, d)
-        scores = (query @ layer.W_QK) @ x.transpose(1, 2) * self.scale  # (batch, Tq, T)
+        scores = (query @ layer.qk()) @ x.transpose(1, 2) * self.scale  # (batch, Tq, T)
         T = x.shape[1]
         if not last_only:
             causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
             scores = scores.masked_fill(~causal, float("-inf"))
         attn = torch.softmax(scores, dim=-1)  # (batch, Tq, T)
-        u = query + attn @ (x @ layer.W_V.T)  # (batch, Tq, d)
+        u = query + attn @ (x @ layer.v().T)  # (batch, Tq, d)
         if record is not None:
             record[f"attn{l + 1}"] = attn.detach()
         return u[:, 0] if last_only else u
@@ -184,6 +228,9 @@ class Transformer(nn.Module):
         check_int("layer", l, low=1, high=len(self.layers))
         layer = self.layers[l - 1]
         if m.group(1):
+            if layer.factorised:
+                raise ValueError(f"{name!r}: attention is factorised (attn_rank={self.cfg.attn_rank}); "
+                                 "only full d x d attention matrices can be named")
             return getattr(layer, m.group(1))
         attr = m.group(4)
         if not hasattr(layer.ff, attr):
@@ -194,7 +241,7 @@ class Transformer(nn.Module):
         """Every learnable matrix, by paper name."""
         names = []
         for l, layer in enumerate(self.layers, start=1):
-            names += [f"W_QK^{l}", f"W_V^{l}"]
+            names += [] if layer.factorised else [f"W_QK^{l}", f"W_V^{l}"]
             names += [f"F{l}.{p}" for p, _ in layer.ff.named_parameters()]
         return names
 

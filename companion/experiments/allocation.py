@@ -1,0 +1,180 @@
+"""Parameter allocation between MLPs and attention (main paper, Appendix A, Fig. 6).
+
+For a fixed budget of learnable parameters, the split between the MLP
+feed-forward layers and attention is varied: the MLP width h and the
+attention head dimension k (``ModelConfig.attn_rank``: W_QK = W_Q^T W_K,
+W_V = W_O W_Vk) are set so that a fraction ``f`` of the budget sits in the
+MLPs. Each configuration is trained on the bigram chain of tiny Shakespeare
+(:class:`~companion.data.recall.BigramTask`, a purely distributional task)
+for ``steps`` SGD steps at every learning rate of a small grid; the best
+learning rate (lowest final training loss) is kept, as the paper does.
+
+The paper does not say how attention parameters are varied, nor the model,
+sizes or grids; the choices here are listed in the chapter.
+
+>>> split(4096, 0.5, d=16, n_layers=2)
+(32, 16)
+>>> split(100, 0.5, d=16, n_layers=2)
+Traceback (most recent call last):
+...
+ValueError: budget=100 is too small for MLP fraction 0.5 at d=16, L=2: MLP width 0, attention rank 0 (each must be >= 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from companion import config
+from companion.config import check_float, check_int
+from companion.data.recall import BigramTask
+from companion.io import atomic_write_text
+from companion.models import ModelConfig, Transformer
+from companion.train import TrainConfig, batch_loss, train
+
+
+def split(budget: int, mlp_frac: float, d: int, n_layers: int) -> tuple[int, int]:
+    """(MLP width h, attention rank k) putting about ``mlp_frac`` of ``budget`` in the MLPs.
+
+    Per layer an MLP has 2dh parameters and factorised attention 4dk.
+
+    Raises:
+        ValueError: h or k below 1 (budget too small for the split) or k above d.
+    """
+    check_int("budget", budget, low=1)
+    check_float("mlp_frac", mlp_frac, 0.0, 1.0, low_open=True, high_open=True)
+    h = math.floor(mlp_frac * budget / (2 * d * n_layers))
+    k = math.floor((1 - mlp_frac) * budget / (4 * d * n_layers))
+    if h < 1 or k < 1:
+        raise ValueError(f"budget={budget} is too small for MLP fraction {mlp_frac} at d={d}, L={n_layers}: "
+                         f"MLP width {h}, attention rank {k} (each must be >= 1)")
+    if k > d:
+        raise ValueError(f"budget={budget} with MLP fraction {mlp_frac} needs attention rank {k} > d={d}: "
+                         f"lower the budget or raise mlp_frac to at least "
+                         f"{1 - 4 * d * d * n_layers / budget:.3f}")
+    return h, k
+
+
+@dataclass(frozen=True)
+class AllocationExperiment:
+    """Budgets x MLP fractions x learning rates; validated (every split too) before any training."""
+
+    profile: str = "quick"
+    d: int = 64
+    seq_len: int = 32
+    n_layers: int = 2
+    batch: int = 64
+    steps: int = 100
+    budgets: tuple[int, ...] = (8192, 16384, 32768)
+    mlp_fracs: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+    lrs: tuple[float, ...] = (0.03, 0.1, 0.2, 0.3, 0.5, 0.7)
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    last: int = 10
+    n_test: int = 256
+    seed: int = 0
+
+    def __post_init__(self):
+        config.get_profile(self.profile)
+        check_int("d", self.d, low=1)
+        check_int("n_layers (L)", self.n_layers, low=1)
+        check_int("steps", self.steps, low=1)
+        check_int("last", self.last, low=1, high=self.steps)
+        for name in ("budgets", "mlp_fracs", "lrs"):
+            if len(getattr(self, name)) == 0:
+                raise ValueError(f"{name} is empty: give at least one value")
+        for budget in self.budgets:
+            for f in self.mlp_fracs:
+                split(budget, f, self.d, self.n_layers)
+        for lr in self.lrs:
+            TrainConfig(steps=1, lr=lr)
+        BigramTask(self.seq_len)
+
+    @classmethod
+    def quick(cls, **overrides) -> "AllocationExperiment":
+        return cls(**{"profile": "quick", **overrides})
+
+    @classmethod
+    def full(cls, **overrides) -> "AllocationExperiment":
+        """d = T = 256, batch 512 (the sizes of B.6); budgets around the full model's 2^19 parameters."""
+        base = dict(profile="full", d=256, seq_len=256, batch=512, budgets=(131072, 262144, 524288),
+                    n_test=1024)
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def for_profile(cls, profile: str | None = None, **overrides) -> "AllocationExperiment":
+        return cls.quick(**overrides) if config.get_profile(profile) == "quick" else cls.full(**overrides)
+
+    def model_config(self, budget: int, mlp_frac: float) -> ModelConfig:
+        h, k = split(budget, mlp_frac, self.d, self.n_layers)
+        return ModelConfig(vocab_size=BigramTask(self.seq_len).vocab_size, d=self.d, max_len=self.seq_len,
+                           ff=("mlp",) * self.n_layers, mlp_width=h, attn_rank=k)
+
+    def key(self) -> str:
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True) + config.package_hash()
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def run(exp: AllocationExperiment, device=None, progress: bool = True, use_cache: bool = True) -> dict:
+    """Train every (budget, fraction, lr); return rows with losses, cached as JSON.
+
+    Each row: budget, mlp_frac (requested), mlp_params, attn_params, lr,
+    train_loss (mean of the last ``exp.last`` steps), test_loss (fixed test
+    batch), both None if the run diverged, best (the row's lr is the best
+    for its configuration). Every run sees the same data batches and starts
+    from the same seed.
+    """
+    path = config.cache_dir() / "runs" / f"allocation-{exp.key()}.json"
+    if use_cache and path.is_file():
+        return json.loads(path.read_text())
+    device = config.get_device(device)
+    streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
+    task = BigramTask(exp.seq_len)
+    test_batch = task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
+    grid = [(b, f, lr) for b in exp.budgets for f in exp.mlp_fracs for lr in exp.lrs]
+    rows, t0 = [], time.perf_counter()
+    for budget, f, lr in tqdm(grid, desc="configurations x learning rates", disable=not progress):
+        cfg = exp.model_config(budget, f)
+        model = Transformer(cfg, seed=exp.seed).to(device)
+        tcfg = TrainConfig(steps=exp.steps, batch=exp.batch, lr=lr, momentum=exp.momentum,
+                           weight_decay=exp.weight_decay)
+        logs = train(model, task, tcfg, np.random.default_rng(streams["train-data"]), progress=False,
+                     stop_on_nonfinite=True)
+        train_loss = test_loss = None  # None: this lr diverged, so it cannot be the best one
+        if not logs[-1].get("diverged"):
+            model.eval()
+            with torch.no_grad():
+                test = batch_loss(model, test_batch, device).item()
+            if np.isfinite(test):
+                train_loss, test_loss = float(np.mean([r["loss"] for r in logs[-exp.last:]])), test
+        n = cfg.n_params()
+        rows.append({"budget": budget, "mlp_frac": f, "mlp_params": n["feed_forward"],
+                     "attn_params": n["attention"], "mlp_width": cfg.hidden, "attn_rank": cfg.attn_rank,
+                     "lr": lr, "train_loss": train_loss, "test_loss": test_loss})
+    for budget in exp.budgets:
+        for f in exp.mlp_fracs:
+            group = [r for r in rows if r["budget"] == budget and r["mlp_frac"] == f]
+            finite = [r for r in group if r["train_loss"] is not None]
+            if not finite:
+                raise FloatingPointError(f"every learning rate diverged for budget {budget}, MLP fraction {f}: "
+                                         f"lower the rates in lrs={exp.lrs}")
+            best = min(finite, key=lambda r: r["train_loss"])
+            for r in group:
+                r["best"] = r is best
+    result = {"rows": rows, "entropy": task.entropy(), "seconds": time.perf_counter() - t0,
+              "device": config.device_name(device), "exp": dataclasses.asdict(exp)}
+    atomic_write_text(path, json.dumps(result, indent=1))
+    return result
+
+
+def best_rows(result: dict) -> list[dict]:
+    """The best-learning-rate row of every (budget, fraction)."""
+    return [r for r in result["rows"] if r["best"]]
