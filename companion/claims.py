@@ -30,7 +30,8 @@ class Claim:
     source: str  # where the paper says it
     statement: str
     paper: str  # the paper's value, as the paper gives it
-    scale: str = "any"  # "any": asserted in every profile; "full" / "quick": only in that profile
+    scale: str = "any"  # "any": asserted in every profile; "full" / "quick": only in that profile;
+    # "real": a claim about a pretrained model, asserted when its real weights are used, else skipped
 
 
 _CLAIMS = [
@@ -216,8 +217,51 @@ _CLAIMS = [
     Claim("ioi.adam_deep_fails", "book/synthetic_ioi", "main paper, App. J, Fig. 20",
           "synthetic IOI, Adam, L = 5 fails to converge: late clean loss above that of L = 3 (nats; "
           "inf if it diverged)", "fails to converge for L = 5", scale="full"),
+    Claim("llm.gpt2_restored", "book/llm_gpt2_ioi", "pipeline (this book)",
+          "after the LASER sweep every weight equals its original value (1 = yes)", "(pipeline)"),
+    Claim("llm.gpt2_rank", "book/llm_gpt2_ioi", "pipeline (this book), Sec. 2.2",
+          "the truncated MLP input matrix has rank floor(rho * min(shape)) at rho = 0.1 (difference)",
+          "rank floor(rho min(d_in, d_out))"),
+    Claim("llm.gpt2_probs", "book/llm_gpt2_ioi", "pipeline (this book)",
+          "the next-token probabilities of the batched forward pass sum to 1", "(pipeline)"),
+    Claim("llm.gpt2_top4", "book/llm_gpt2_ioi", "main paper, Sec. 4.1",
+          "GPT-2 Small's top-4 next tokens on the IOI prompt are Mary, them, the, John (fraction found)",
+          "[Mary, them, the, John]", scale="real"),
+    Claim("llm.gpt2_laser_the", "book/llm_gpt2_ioi", "main paper, Fig. 17",
+          "LASER on the MLP input matrix of layer 9, 10 or 11 with rho in [0.1, 0.8] lowers the probability "
+          "of 'the' and of 'them' (smallest mean drop)", "decreases 'the' and 'them'", scale="real"),
+    Claim("llm.pythia_restored", "book/llm_pythia", "pipeline (this book)",
+          "after the LASER measurements on the final checkpoint every weight equals its original (1 = yes)",
+          "(pipeline)"),
+    Claim("llm.pythia_probs", "book/llm_pythia", "pipeline (this book)",
+          "every measured probability lies in [0, 1] (fraction)", "(pipeline)"),
+    Claim("llm.pythia_checkpoints", "book/llm_pythia", "pipeline (this book), Fig. 5",
+          "every requested checkpoint was loaded by revision and measured (fraction)", "(pipeline)"),
+    Claim("llm.pythia_ioi_boost", "book/llm_pythia", "main paper, Sec. 4.1, Fig. 5 (left)",
+          "Pythia-1B at step 14000: LASER (layer 11 MLP input, rho = 0.008) multiplies the ratio P([IO]) / "
+          "P('the') on IOI prompts (ratio of ratios)", "2.3x -> 12.3x", scale="real"),
+    Claim("llm.pythia_factual_boost", "book/llm_pythia", "main paper, Sec. 4.1, Fig. 5 (right)",
+          "Pythia-1B at step 14000: LASER (layer 16 MLP input, rho = 0.0125) multiplies P('Spain') / P('the') "
+          "on 'Madrid is located in' (ratio of ratios)", "0.16x -> 11.3x", scale="real"),
+    Claim("llm.pythia_table1", "book/llm_pythia", "main paper, Table 1",
+          "final Pythia-1B: the top token on 'Madrid is located in' is 'the', and 'Spain' after LASER "
+          "(count of the two)", "the 0.499 -> Spain 0.300", scale="real"),
+    Claim("llm.pythia_the_early", "book/llm_pythia", "main paper, App. C.1, Fig. 14",
+          "'the' is among the top 10 next tokens after prepositions (average rank, both input sets) from an "
+          "early checkpoint: first such step", "around 10 steps", scale="real"),
+    Claim("llm.gsm8k_extraction", "book/llm_gsm8k", "pipeline (this book), Table 2 harness",
+          "the answer extractor recovers the reference answer from every reference solution of the "
+          "GSM8K test set (fraction)", "(pipeline)"),
+    Claim("llm.gsm8k_accuracy_range", "book/llm_gsm8k", "pipeline (this book)",
+          "every accuracy of the run lies in [0, 1] (1 = yes)", "(pipeline)"),
+    Claim("llm.gsm8k_laser_few_shot", "book/llm_gsm8k", "main paper, Table 2",
+          "LASER raises the 1- and 2-shot accuracy (smallest gain, points)", "Phi-3: +10.1, +2.2",
+          scale="real"),
 ]
 CLAIMS = {c.id: c for c in _CLAIMS}
+
+
+NOT_CHECKED = "not checked"
 
 
 def scale_only(scale: str) -> str:
@@ -262,7 +306,7 @@ def check(claim_id: str, observed: float, *, expected: float | None = None, tol:
         raise ValueError("give expected and tol, or above/below")
     passed = bool(passed and math.isfinite(observed))
     scale = CLAIMS[claim_id].scale
-    asserted = scale in ("any", profile)
+    asserted = scale in ("any", "real", profile)
     result = {"id": claim_id, "observed": observed, "criterion": criterion, "passed": passed,
               "asserted": asserted, "profile": profile, "note": note, "package": config.package_hash()}
     if record:
@@ -283,6 +327,19 @@ def check(claim_id: str, observed: float, *, expected: float | None = None, tol:
     return result
 
 
+def skip(claim_id: str, reason: str, profile: str | None = None, quiet: bool = False) -> dict:
+    """Record that a claim about a pretrained model was not checked (e.g. weights unreachable), and why."""
+    if CLAIMS[claim_id].scale != "real":
+        raise ValueError(f"only claims about pretrained models (scale='real') can be skipped; {claim_id!r} "
+                         f"is scale={CLAIMS[claim_id].scale!r}")
+    profile = config.get_profile(profile)
+    result = {"id": claim_id, "skipped": reason, "profile": profile, "package": config.package_hash()}
+    atomic_write_text(_record_path(claim_id, profile), json.dumps(result, indent=1))
+    if not quiet:
+        print(f"[NOT CHECKED] {claim_id}: {reason} (paper: {CLAIMS[claim_id].paper})")
+    return result
+
+
 def results(profile: str | None = None) -> list[dict]:
     """One row per registered claim (except doctest examples), with its recorded result if any."""
     profile = config.get_profile(profile)
@@ -293,8 +350,10 @@ def results(profile: str | None = None) -> list[dict]:
             continue
         path = _record_path(c.id, profile)
         rec = json.loads(path.read_text()) if path.is_file() else None
-        other_scale = c.scale not in ("any", profile)
-        if rec is None:
+        other_scale = c.scale not in ("any", "real", profile)
+        if rec is not None and "skipped" in rec:
+            status = f"{NOT_CHECKED}: {rec['skipped']}"
+        elif rec is None:
             status = scale_only(c.scale) if other_scale else "not run"
         elif other_scale:
             status = f"{scale_only(c.scale)} ({'holds' if rec['passed'] else 'does not hold'} here)"
@@ -305,8 +364,8 @@ def results(profile: str | None = None) -> list[dict]:
         rows.append({
             "claim": c.id, "chapter": c.chapter, "source": c.source, "statement": c.statement,
             "paper": c.paper,
-            "criterion": rec["criterion"] if rec else "",
-            "ours": f"{rec['observed']:.3g}" if rec else "not run",
+            "criterion": rec.get("criterion", "") if rec else "",
+            "ours": f"{rec['observed']:.3g}" if rec and "observed" in rec else "not run",
             "profile": profile,
             "status": status,
         })

@@ -8,6 +8,9 @@ Examples::
     python -m companion recall --ff mlp linear --truncate F2.W_F --steps 2000   # Fig. 11
     python -m companion recall --task ioi --ff mlp mlp mlp --truncate F3.U_in    # Fig. 19
     python -m companion allocation --profile full                               # Fig. 6
+    python -m companion llm gpt2-ioi --model openai-community/gpt2 --out gpt2_ioi.json   # Fig. 17
+    python -m companion llm pythia --model EleutherAI/pythia-1b --out pythia.json      # Figs. 5, 14-16, Table 1
+    python -m companion llm gsm8k --model microsoft/Phi-3-mini-4k-instruct --out phi3.json  # Table 2
 """
 
 from __future__ import annotations
@@ -44,6 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None)
     p.add_argument("--no-cache", action="store_true")
 
+    p = sub.add_parser("llm", help="probe a pretrained model (Sec. 4, App. C) and write a results JSON")
+    p.add_argument("study", choices=["gpt2-ioi", "pythia", "gsm8k"])
+    p.add_argument("--model", required=True, help="Hub name or local folder (for pythia: with step{N} folders)")
+    p.add_argument("--revisions", nargs="+", default=None, help="pythia: checkpoints (default: Fig. 5's)")
+    p.add_argument("--layer", type=int, default=None, help="LASER layer (1-based; default: App. C.2)")
+    p.add_argument("--matrix", default=None, help="LASER matrix: mlp_in, mlp_out, ... (default: App. C.2)")
+    p.add_argument("--rho", type=float, default=None, help="LASER kept-rank fraction (default: App. C.2)")
+    p.add_argument("--shots", type=int, nargs="+", default=[1, 2, 4, 8], help="gsm8k: numbers of exemplars")
+    p.add_argument("--n-problems", type=int, default=None, help="gsm8k: first N test problems (default all)")
+    p.add_argument("--dtype", default="float32", help="float32, float16 or bfloat16")
+    p.add_argument("--device", default=None)
+    p.add_argument("--out", required=True, help="results file (JSON)")
+
     p = sub.add_parser("allocation", help="parameter allocation MLP vs attention (Fig. 6; cached)")
     p.add_argument("--profile", default=None, help="quick or full (default: $COMPANION_PROFILE or quick)")
     p.add_argument("--device", default=None)
@@ -55,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print(write_counts(download=not args.no_download))
         return 0
+
+    if args.command == "llm":
+        return _llm(args)
 
     if args.command == "allocation":
         from companion.experiments import allocation
@@ -87,4 +106,41 @@ def main(argv: list[str] | None = None) -> int:
     summary["late_attn_to_noise"] = run.late_mean("attn_to_noise")
     json.dump(summary, sys.stdout, indent=1)
     print()
+    return 0
+
+
+def _llm(args) -> int:
+    from companion.llm import hub, studies
+
+    def spec(task: str):
+        given = (args.layer, args.matrix, args.rho)
+        default = studies.PAPER_LASER.get((task, args.model))
+        if default is None and None in given:
+            raise ValueError(f"no Appendix C.2 LASER setting for {task} on {args.model!r}: "
+                             f"give --layer, --matrix and --rho")
+        return tuple(g if g is not None else d for g, d in zip(given, default or given))
+
+    settings = {"study": args.study, "model": args.model, "dtype": args.dtype}
+    if args.study == "gpt2-ioi":
+        loaded = hub.load(args.model, dtype=args.dtype, device=args.device)
+        metrics = studies.study_gpt2_ioi(loaded)
+    elif args.study == "pythia":
+        revisions = args.revisions or [f"step{s}" for s in (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000,
+                                                              4000, 8000, 14000, 32000, 64000, 143000)]
+        for r in revisions:
+            hub.check_revision(args.model, r)  # every revision checked before the first download
+        ioi, fact = spec("ioi"), spec("factual")
+        settings.update(revisions=revisions, ioi_spec=ioi, factual_spec=fact)
+        metrics = {"checkpoints": studies.study_checkpoints(args.model, revisions, ioi, fact, dtype=args.dtype,
+                                                            device=args.device)}
+        name, rev = studies.checkpoint_source(args.model, revisions[-1])
+        loaded = hub.load(name, rev, dtype=args.dtype, device=args.device)
+        metrics["final"] = studies.study_final(loaded, ioi, fact)
+    else:
+        s = spec("gsm8k")
+        settings.update(spec=s, shots=args.shots, n_problems=args.n_problems)
+        loaded = hub.load(args.model, dtype=args.dtype, device=args.device)
+        metrics = studies.study_gsm8k(loaded, shots=tuple(args.shots), spec=s, n_problems=args.n_problems)
+    path = studies.save_results(args.out, args.study, loaded, settings, metrics)
+    print(path)
     return 0

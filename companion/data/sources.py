@@ -24,6 +24,7 @@ class Source:
     relpath: str
     url: str
     sha256: str
+    prefix: bytes = b""  # prepended to the downloaded bytes before the check (see gpt2_merges)
 
 
 SOURCES = {
@@ -31,6 +32,38 @@ SOURCES = {
         "tinyshakespeare/input.txt",
         "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
         "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+    ),
+    "gsm8k_test": Source(
+        "gsm8k/test.jsonl",
+        "https://raw.githubusercontent.com/openai/grade-school-math/b0bb162abedc65e1fdd8e93ed090fd7598ee68bc/"
+        "grade_school_math/data/test.jsonl",
+        "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
+    ),
+    "gsm8k_train": Source(
+        "gsm8k/train.jsonl",
+        "https://raw.githubusercontent.com/openai/grade-school-math/b0bb162abedc65e1fdd8e93ed090fd7598ee68bc/"
+        "grade_school_math/data/train.jsonl",
+        "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
+    ),
+    "wikitext2_valid": Source(
+        "wikitext-2/valid.txt",
+        "https://raw.githubusercontent.com/pytorch/examples/d5678bc8ac0cdd79dbd5e44d4130271018bcec4e/"
+        "word_language_model/data/wikitext-2/valid.txt",
+        "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8",
+    ),
+    # the GPT-2 byte-level BPE files (50257 tokens, 50000 merges), for offline tokenizer tests and stand-ins
+    "gpt2_vocab": Source(
+        "gpt2-tokenizer/vocab.json",
+        "https://raw.githubusercontent.com/dilawarm/assignment1-basics/c887f06413d6e05447ecb292a33dc5e243f7d2a5/"
+        "tests/fixtures/gpt2_vocab.json",
+        "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+    ),
+    "gpt2_merges": Source(
+        "gpt2-tokenizer/merges.txt",
+        "https://raw.githubusercontent.com/dilawarm/assignment1-basics/c887f06413d6e05447ecb292a33dc5e243f7d2a5/"
+        "tests/fixtures/gpt2_merges.txt",
+        "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+        prefix=b"#version: 0.2\n",  # the standard header, so that tokenizers reads the first merge too
     ),
 }
 
@@ -71,7 +104,7 @@ def fetch(name: str, download: bool = True) -> Path:
     if download:
         target = config.cache_dir() / "downloads" / src.relpath
         try:
-            _download(src.url, target, src.sha256)
+            _download(src.url, target, src.sha256, src.prefix)
             return target
         except OSError as err:  # network down, 404, checksum
             reason = f"download from {src.url} failed ({err})"
@@ -83,9 +116,9 @@ def fetch(name: str, download: bool = True) -> Path:
         f"COMPANION_DATA_DIR=<dir> set (sha256 {src.sha256}).")
 
 
-def _download(url: str, target: Path, sha256: str) -> None:
+def _download(url: str, target: Path, sha256: str, prefix: bytes = b"") -> None:
     with urllib.request.urlopen(url, timeout=30) as resp:
-        data = resp.read()
+        data = prefix + resp.read()
     digest = hashlib.sha256(data).hexdigest()
     if digest != sha256:
         raise OSError(f"downloaded file has sha256 {digest}, expected {sha256}")

@@ -1,0 +1,164 @@
+"""Loading pretrained models and tokenizers, and the Pythia checkpoint schedule.
+
+Models are loaded with ``transformers.AutoModelForCausalLM`` and
+``AutoTokenizer`` exactly as published (raw weights: no folding of layer
+norms, no centring), at a ``revision`` (a branch, tag or commit; Pythia's
+training checkpoints are the branches ``step0, step1, step2, step4, ...,
+step512, step1000, step2000, ..., step143000``, ``step143000`` being the
+final model). ``name`` may also be a local directory written by
+``save_pretrained``, which is how the tests and the offline stand-ins pass
+models in.
+
+>>> pythia_checkpoints()[:12]
+['step0', 'step1', 'step2', 'step4', 'step8', 'step16', 'step32', 'step64', 'step128', 'step256', 'step512', 'step1000']
+>>> len(pythia_checkpoints()), pythia_checkpoints()[-1]
+(154, 'step143000')
+>>> check_revision("EleutherAI/pythia-1b", "step1500")
+Traceback (most recent call last):
+...
+ValueError: revision 'step1500' is not a Pythia checkpoint: allowed step0, step1, step2, step4, ..., step512 and step1000 to step143000 every 1000 (nearest: step1000, step2000), or 'main'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from companion.config import check_choice
+
+DTYPES = ("float32", "float16", "bfloat16")
+PYTHIA_FINAL = 143000
+
+
+def pythia_steps() -> list[int]:
+    """Training steps with a published Pythia checkpoint: 0, powers of two to 512, then every 1000."""
+    return [0] + [2 ** i for i in range(10)] + list(range(1000, PYTHIA_FINAL + 1, 1000))
+
+
+def pythia_checkpoints() -> list[str]:
+    """The revision names ``step{N}`` of :func:`pythia_steps`."""
+    return [f"step{s}" for s in pythia_steps()]
+
+
+def is_pythia(name: str) -> bool:
+    return "pythia" in str(name).lower()
+
+
+def check_revision(name: str, revision: str | None) -> None:
+    """For Pythia models, ``revision`` must be a checkpoint of the schedule (or None / 'main').
+
+    Raises:
+        ValueError: naming the revision and the nearest checkpoints.
+    """
+    if revision in (None, "main") or not is_pythia(name):
+        return
+    if revision in pythia_checkpoints():
+        return
+    msg = (f"revision {revision!r} is not a Pythia checkpoint: allowed step0, step1, step2, step4, ..., step512 "
+           f"and step1000 to step{PYTHIA_FINAL} every 1000")
+    try:
+        step = int(str(revision).removeprefix("step"))
+    except ValueError:
+        raise ValueError(msg + ", or 'main'") from None
+    steps = pythia_steps()
+    below = max((s for s in steps if s <= step), default=steps[0])
+    above = min((s for s in steps if s >= step), default=steps[-1])
+    raise ValueError(msg + f" (nearest: step{below}, step{above}), or 'main'")
+
+
+class ModelUnavailable(RuntimeError):
+    """A model or tokenizer could not be loaded (offline and not cached, or a bad name/revision)."""
+
+
+@dataclass
+class Loaded:
+    """A loaded model with its tokenizer and where it came from."""
+
+    model: object
+    tokenizer: object
+    name: str
+    revision: str | None
+    dtype: str
+    device: str
+
+    @property
+    def family(self) -> str:
+        return self.model.config.model_type
+
+
+def unavailable_message(name: str, revision: str | None, err: BaseException) -> str:
+    rev = revision or "main"
+    return (
+        f"could not load {name!r} at revision {rev!r}: {type(err).__name__}: {str(err).splitlines()[0][:300]}\n"
+        f"The Hugging Face Hub may be unreachable and no cached copy was found. To make it available:\n"
+        f"  * on a machine with network access run once: python -c \"from transformers import "
+        f"AutoModelForCausalLM as M, AutoTokenizer as T; M.from_pretrained('{name}', revision='{rev}'); "
+        f"T.from_pretrained('{name}', revision='{rev}')\"\n"
+        f"    and copy the cache folder ($HF_HOME, default ~/.cache/huggingface) to this machine;\n"
+        f"  * or pass a local directory written by save_pretrained() instead of the name;\n"
+        f"  * set HF_HUB_OFFLINE=1 to use only the cache without network attempts "
+        f"(now: HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', 'unset')}, "
+        f"HF_HOME={os.environ.get('HF_HOME', 'unset')})."
+    )
+
+
+def load(name: str, revision: str | None = None, dtype: str = "float32", device=None,
+         tokenizer_name: str | None = None) -> Loaded:
+    """Load a causal LM and its tokenizer with transformers' Auto classes.
+
+    ``tokenizer_name`` overrides where the tokenizer comes from (default: the
+    model's own, at ``revision`` for hub names; Pythia checkpoints share one
+    tokenizer, so the final one is used).
+
+    Raises:
+        ValueError: bad dtype or Pythia revision (before any download).
+        ModelUnavailable: the model or tokenizer cannot be loaded; the message
+            says which and how to make it available.
+    """
+    check_choice("dtype", dtype, DTYPES)
+    check_revision(name, revision)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from companion import config
+
+    device = config.get_device(device)
+    local = Path(name).is_dir()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(name, revision=None if local else revision,
+                                                     dtype=getattr(torch, dtype))
+    except (OSError, ValueError) as err:  # hub errors derive from OSError (offline, missing revision, 404)
+        raise ModelUnavailable(unavailable_message(name, revision, err)) from err
+    tok_source = tokenizer_name or name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tok_source, revision=None if (local or tokenizer_name or
+                                                                               is_pythia(name)) else revision)
+    except (OSError, ValueError) as err:
+        raise ModelUnavailable(unavailable_message(tok_source, None, err)) from err
+    model.to(device).eval()
+    return Loaded(model, tokenizer, str(name), revision, dtype, config.device_name(device))
+
+
+def fingerprint(model, max_tensors: int = 4) -> str:
+    """A short hash of the weights of the first and last parameters (to spot duplicated checkpoints)."""
+    params = list(model.state_dict().values())
+    picked = params[: max_tensors // 2] + params[-(max_tensors - max_tensors // 2):]
+    h = hashlib.sha256()
+    for p in picked:
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def duplicated_checkpoints(fingerprints: dict[str, str]) -> list[str]:
+    """Revisions whose weights equal those of the previous revision in the given order.
+
+    Some Pythia branches on the Hub hold the same weights as a neighbour (a known
+    problem with the uploads); results at such revisions are flagged, not trusted.
+
+    >>> duplicated_checkpoints({"step1": "a", "step2": "b", "step4": "b", "step8": "c"})
+    ['step4']
+    """
+    revs = list(fingerprints)
+    return [r for prev, r in zip(revs, revs[1:]) if fingerprints[r] == fingerprints[prev]]
