@@ -280,3 +280,21 @@ def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
     assert res["n_problems"] == 2 and len(res["full"]) == len(res["laser"]) == 1
     with pytest.raises(ValueError, match="exceeds the model's context of 64 positions"):
         gsm8k.generate(tiny("gpt2"), tok, [gsm8k.prompt("", gsm8k.load("test", download=False)[0][0])])
+
+
+def test_laser_search_validation_then_test(tok):
+    loaded = hub.Loaded(tiny("gpt2"), tok, "tiny", None, "float32", "cpu")
+    items = prompts.ioi_prompts(tok, n=10)
+    ids = [prompts.single_token_id(tok, p.io) for p in items]
+    before = hub.fingerprint(loaded.model, max_tensors=10_000)
+    res = studies.search(loaded, [p.prompt for p in items], ids, layers=[2, 3], matrices=("mlp_in", "mlp_out"),
+                         rhos=[0.0, 0.5, 1.0])
+    assert len(res["rows"]) == 1 + 2 * 2 * 2 and res["n_validation"] + res["n_test"] == 10
+    assert res["best"]["validation"] == max(r["validation"] for r in res["rows"])
+    assert hub.fingerprint(loaded.model, max_tensors=10_000) == before
+    if res["best"]["layer"] is None:
+        assert res["test_best"] == res["test_full"]
+    with pytest.raises(ValueError, match="metric"):
+        studies.search(loaded, ["a", "b"], [1, 2], [1], metric="accuracy")
+    with pytest.raises(ValueError, match="layer=9"):
+        studies.search(loaded, ["a", "b"], [1, 2], [9])

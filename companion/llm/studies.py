@@ -275,3 +275,59 @@ def real_or_standin(name: str, revision: str | None = None, spec=None, dtype: st
     rev = revision_of_standin or spec.revisions()[-1]
     local, _ = checkpoint_source(str(folder), rev)
     return hub.load(local, device=device), False, reason
+
+
+METRICS = ("target_prob", "log_ratio_the")
+
+
+def _metric(lp, target_ids, the_id: int, metric: str) -> float:
+    t = measure.per_prompt_prob(lp, target_ids)
+    if metric == "target_prob":
+        return float(t.mean())
+    the = measure.per_prompt_prob(lp, [the_id] * len(target_ids))
+    return float(np.mean(np.log(t + 1e-12) - np.log(the + 1e-12)))
+
+
+def search(loaded: hub.Loaded, prompt_texts: list[str], target_ids: list[int], layers: list[int],
+           matrices=("mlp_in",), rhos=RHOS, metric: str = "log_ratio_the", val_frac: float = 0.5,
+           seed: int = 0) -> dict:
+    """Best LASER (layer, matrix, rho) for a task metric, chosen on a validation split, reported on the test split.
+
+    The prompts are split once (``val_frac`` to validation, drawn with ``seed``); every candidate is
+    scored on validation (one SVD per (layer, matrix)); the best candidate and the full model are then
+    scored on the held-out test prompts. ``metric``: ``"target_prob"`` (mean probability of the
+    target) or ``"log_ratio_the"`` (mean log P(target) / P(" the")).
+    """
+    from companion.config import check_choice, check_float
+
+    check_choice("metric", metric, METRICS)
+    check_float("val_frac", val_frac, 0.0, 1.0, low_open=True, high_open=True)
+    if len(prompt_texts) != len(target_ids) or len(prompt_texts) < 2:
+        raise ValueError(f"need >= 2 prompts with one target each; got {len(prompt_texts)} and {len(target_ids)}")
+    for layer in layers:
+        for matrix in matrices:
+            laser.resolve(loaded.model, layer, matrix)
+    the = prompts.single_token_id(loaded.tokenizer, THE)
+    rng = np.random.default_rng(config.seed_streams(seed, ["laser-search"])["laser-search"])
+    order = rng.permutation(len(prompt_texts))
+    n_val = min(len(order) - 1, max(1, int(round(val_frac * len(order)))))
+    split = {"validation": order[:n_val], "test": order[n_val:]}
+    enc = {k: measure.encode(loaded.tokenizer, [prompt_texts[i] for i in idx]) for k, idx in split.items()}
+    tgt = {k: [target_ids[i] for i in idx] for k, idx in split.items()}
+
+    def score(part: str) -> float:
+        return _metric(measure.next_token_logprobs(loaded.model, encoded=enc[part]), tgt[part], the, metric)
+
+    rows = [{"layer": None, "matrix": None, "rho": 1.0, "validation": score("validation")}]
+    for layer in layers:
+        for matrix in matrices:
+            for rho in laser.sweep(loaded.model, layer, matrix, rhos):
+                if rho < 1.0:
+                    rows.append({"layer": layer, "matrix": matrix, "rho": rho, "validation": score("validation")})
+    best = max(rows, key=lambda r: r["validation"])
+    full_test = score("test")
+    spec = [] if best["layer"] is None else [(best["layer"], best["matrix"], best["rho"])]
+    with laser.laser(loaded.model, spec):
+        best_test = score("test")
+    return {"metric": metric, "rows": rows, "best": best, "test_full": full_test, "test_best": best_test,
+            "n_validation": len(split["validation"]), "n_test": len(split["test"])}
