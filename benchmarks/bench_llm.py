@@ -20,19 +20,12 @@ from pathlib import Path
 
 import torch
 
+from bench_recall import best_of  # the same timing rule as the recall benchmark (scripts run from benchmarks/)
+
 from companion import config
 from companion.io import atomic_write_text
 from companion.llm import laser, measure, prompts, standin
 from companion.truncation import LowRank
-
-
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:

@@ -107,6 +107,20 @@ def package_hash() -> str:
     return h.hexdigest()[:16]
 
 
+def run_key(settings, source: str | None = None, length: int = 20) -> str:
+    """Cache key of a run: its settings (a dataclass) and the code that produces it.
+
+    ``source`` defaults to :func:`package_hash`, so any change to the package
+    invalidates cached results; pass a narrower hash for artefacts that only
+    depend on part of the code.
+    """
+    import dataclasses
+    import json
+
+    blob = json.dumps(dataclasses.asdict(settings), sort_keys=True) + (source or package_hash())
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
 def seed_streams(seed: int, names: Iterable[str]) -> dict[str, np.random.SeedSequence]:
     """Independent, named random streams derived from one seed.
 

@@ -23,7 +23,6 @@ ValueError: budget=100 is too small for MLP fraction 0.5 at d=16, L=2: MLP width
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import time
@@ -119,8 +118,7 @@ class AllocationExperiment:
                            ff=("mlp",) * self.n_layers, mlp_width=h, attn_rank=k)
 
     def key(self) -> str:
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True) + config.package_hash()
-        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+        return config.run_key(self)
 
 
 def run(exp: AllocationExperiment, device=None, progress: bool = True, use_cache: bool = True) -> dict:

@@ -14,8 +14,6 @@ configuration and the package source, so re-running a chapter is cheap.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import time
 from dataclasses import dataclass, field
 
@@ -141,8 +139,7 @@ class RecallExperiment:
 
     def key(self) -> str:
         """Cache key: the configuration and the package source."""
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True) + config.package_hash()
-        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+        return config.run_key(self)
 
 
 @dataclass

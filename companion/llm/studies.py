@@ -75,9 +75,13 @@ def rho_sweep(loaded: hub.Loaded, prompt_texts: list[str], candidates: list[str]
     return out
 
 
-def target_vs_the(loaded: hub.Loaded, prompt_texts: list[str], target_ids: list[int], specs=(),
-                  encoded=None) -> dict:
-    """Per-prompt probabilities of each prompt's target and of " the", with and without LASER."""
+def target_vs_the(loaded: hub.Loaded, prompt_texts: list[str] | None, target_ids: list[int], specs=(),
+                  encoded=None, others: dict[str, list[int]] | None = None) -> dict:
+    """Per-prompt probabilities of each prompt's target and of " the", with and without LASER.
+
+    ``others`` adds per-prompt ids measured in the same passes (e.g. ``{"s": ...}`` gives
+    ``full_s`` and ``laser_s``).
+    """
     the = prompts.single_token_id(loaded.tokenizer, THE)
     enc = encoded or measure.encode(loaded.tokenizer, prompt_texts)
     out = {}
@@ -87,6 +91,8 @@ def target_vs_the(loaded: hub.Loaded, prompt_texts: list[str], target_ids: list[
         out[f"{name}_target"] = measure.per_prompt_prob(lp, target_ids)
         out[f"{name}_the"] = measure.per_prompt_prob(lp, [the] * len(target_ids))
         out[f"{name}_ratio"] = float(out[f"{name}_target"].mean() / out[f"{name}_the"].mean())
+        for key, ids in (others or {}).items():
+            out[f"{name}_{key}"] = measure.per_prompt_prob(lp, ids)
     return out
 
 
@@ -95,13 +101,7 @@ def ioi_distribution(loaded: hub.Loaded, items: list[prompts.IOIPrompt], specs=(
     tok = loaded.tokenizer
     io = [prompts.single_token_id(tok, p.io, "IO name") for p in items]
     s = [prompts.single_token_id(tok, p.s, "S name") for p in items]
-    enc = measure.encode(tok, [p.prompt for p in items])
-    out = target_vs_the(loaded, None, io, specs, encoded=enc)
-    for name, spec in (("full", ()), ("laser", specs)):
-        with laser.laser(loaded.model, spec):
-            lp = measure.next_token_logprobs(loaded.model, encoded=enc)
-        out[f"{name}_s"] = measure.per_prompt_prob(lp, s)
-    return out
+    return target_vs_the(loaded, [p.prompt for p in items], io, specs, others={"s": s})
 
 
 def the_ranks(loaded: hub.Loaded, texts: list[str]) -> np.ndarray:
@@ -204,9 +204,7 @@ def study_checkpoints(source: str, revisions: list[str], ioi_spec, factual_spec,
             enc = {"ioi": measure.encode(tok, [p.prompt for p in items]),
                    "madrid": measure.encode(tok, [madrid.prompt])}
         fps[rev] = hub.fingerprint(loaded.model)
-        ioi = target_vs_the(loaded, None, io_ids, [ioi_spec], encoded=enc["ioi"])
-        lp = measure.next_token_logprobs(loaded.model, encoded=enc["ioi"])
-        ioi["full_s"] = measure.per_prompt_prob(lp, s_ids)
+        ioi = target_vs_the(loaded, None, io_ids, [ioi_spec], encoded=enc["ioi"], others={"s": s_ids})
         fact = target_vs_the(loaded, None, [madrid.target_id], [factual_spec], encoded=enc["madrid"])
         rows[rev] = {
             "ioi": {k: (float(np.mean(v)) if isinstance(v, np.ndarray) else v) for k, v in ioi.items()},
