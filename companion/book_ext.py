@@ -1,9 +1,9 @@
-"""A Sphinx extension for the book: the ``claims-scorecard`` directive.
+"""A Sphinx extension for the book: the ``claims-scorecard`` and ``claims-errata`` directives.
 
 The directive leaves a placeholder that is filled at ``doctree-resolved``,
 i.e. after every chapter has been read (and, with myst-nb, executed), so the
-table shows the claims recorded in this build whatever order Sphinx reads
-the pages in.
+scorecard shows the claims recorded in this build whatever order Sphinx reads
+the pages in: counts per category, then one table per chapter, linked.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ class scorecard_placeholder(nodes.General, nodes.Element):
     pass
 
 
+class errata_placeholder(nodes.General, nodes.Element):
+    pass
+
+
 class ScorecardDirective(Directive):
     has_content = False
 
@@ -23,17 +27,34 @@ class ScorecardDirective(Directive):
         return [scorecard_placeholder()]
 
 
+class ErrataDirective(Directive):
+    has_content = False
+
+    def run(self):
+        return [errata_placeholder()]
+
+
 def _fill(app, doctree, docname):
     from companion import claims, config
 
     for node in doctree.traverse(scorecard_placeholder):
         profile = config.get_profile()
-        html = f"<p>profile: <code>{profile}</code></p>" + claims.scorecard(profile)
+
+        def link(chapter: str) -> str:
+            return app.builder.get_relative_uri(docname, chapter)
+
+        html = f"<p>profile: <code>{profile}</code></p>" + claims.scorecard(profile, link=link)
+        node.replace_self(nodes.raw("", html, format="html"))
+    for node in doctree.traverse(errata_placeholder):
+        profile = config.get_profile()
+        html = claims.errata(profile, link=lambda chapter: app.builder.get_relative_uri(docname, chapter))
         node.replace_self(nodes.raw("", html, format="html"))
 
 
 def setup(app):
     app.add_node(scorecard_placeholder)
+    app.add_node(errata_placeholder)
     app.add_directive("claims-scorecard", ScorecardDirective)
+    app.add_directive("claims-errata", ErrataDirective)
     app.connect("doctree-resolved", _fill)
-    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
+    return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}

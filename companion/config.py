@@ -76,6 +76,19 @@ def device_name(device=None) -> str:
     return f"CPU {cpu}, {torch.get_num_threads()} threads"
 
 
+def environment() -> dict[str, str]:
+    """What this build ran with: profile, device, versions and the package hash (the status page)."""
+    import platform
+
+    import matplotlib
+    import torch
+
+    device = get_device()
+    return {"profile": get_profile(), "device": f"{device} ({device_name(device)})",
+            "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "matplotlib": matplotlib.__version__, "package hash": package_hash()}
+
+
 def cache_dir() -> Path:
     """The cache folder (created on demand)."""
     path = Path(os.environ.get("COMPANION_CACHE_DIR", REPO_ROOT / ".cache" / "companion"))
@@ -99,26 +112,15 @@ def committed_data_dir() -> Path:
 
 
 def package_hash() -> str:
-    """A short hash of every ``.py`` file of the package: cached results are keyed by it."""
+    """A short hash of every ``.py`` file of the package (recorded with claims and results files).
+
+    Cached runs are keyed more narrowly, by the modules they use (:mod:`companion.cache`).
+    """
     h = hashlib.sha256()
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         h.update(str(path.relative_to(PACKAGE_DIR)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def run_key(settings, source: str | None = None, length: int = 20) -> str:
-    """Cache key of a run: its settings (a dataclass) and the code that produces it.
-
-    ``source`` defaults to :func:`package_hash`, so any change to the package
-    invalidates cached results; pass a narrower hash for artefacts that only
-    depend on part of the code.
-    """
-    import dataclasses
-    import json
-
-    blob = json.dumps(dataclasses.asdict(settings), sort_keys=True) + (source or package_hash())
-    return hashlib.sha256(blob.encode()).hexdigest()[:length]
 
 
 def seed_streams(seed: int, names: Iterable[str]) -> dict[str, np.random.SeedSequence]:

@@ -79,3 +79,44 @@ def attention_bars(ax, attn: np.ndarray, kinds: np.ndarray, ylabel: str = "atten
     ax.set_ylabel(ylabel)
     ax.legend(handles=[Patch(color=c, label=k) for k, c in PAIR_COLOURS.items()])
     return ax
+
+
+def panel_label(ax, text: str):
+    """Name a panel of a multi-panel figure inside its axes (the house style sets no titles)."""
+    ax.text(0.02, 0.98, text, transform=ax.transAxes, ha="left", va="top", fontsize=9,
+            bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))
+    return ax
+
+
+def depth_panels(runs_by_depth: dict, truncated_rho: float, label: str):
+    """Figs. 19-20: clean test loss (top) and accuracy (bottom) along training, one column per depth L,
+    for the full model and with the last MLP's input at ``truncated_rho`` (runs of
+    :func:`companion.experiments.noisy_recall.run`)."""
+    fig, axes = plt.subplots(2, len(runs_by_depth), figsize=(4 * len(runs_by_depth), 5.6), constrained_layout=True,
+                             squeeze=False)
+    for col, (L, run) in enumerate(runs_by_depth.items()):
+        for row, (key, name) in enumerate([("loss", "clean test loss"), ("pred_correct", "clean test accuracy")]):
+            steps, full = run.series(f"clean_{key}", rho=1.0)
+            ys = {"full model": full, label: run.series(f"clean_{key}", rho=truncated_rho)[1]}
+            curves(axes[row, col], steps, ys, "training step", name)
+        panel_label(axes[0, col], f"L = {L}" + (" (diverged)" if run.diverged_at is not None else ""))
+    return fig
+
+
+def recall_attention_figure(models: dict, task, seed: int = 123, n: int = 64):
+    """Fig. 4: second-layer attention from position T over one noisy sequence holding both a [q, ybar] and a
+    [q, tau] pair, one panel per model (``{panel label: model}``), coloured by what each position holds."""
+    import torch
+
+    from companion import probes
+
+    batch = task.sample(np.random.default_rng(seed), n)  # noisy test sequences
+    tokens = torch.as_tensor(batch.inputs)
+    i = probes.sequence_with_both_pairs(batch.inputs, task.triggers, task.noise_token)
+    kinds = probes.pair_kinds(batch.inputs[i], task.triggers, task.noise_token)
+    fig, axes = plt.subplots(len(models), 1, figsize=(7, 2.5 * len(models) + 0.5), sharex=True,
+                             constrained_layout=True, squeeze=False)
+    for ax, (label, model) in zip(axes[:, 0], models.items()):
+        att = probes.recall_attention(model, tokens, task.triggers, task.noise_token)
+        attention_bars(ax, att["attn"][i], kinds, ylabel=label)
+    return fig

@@ -9,6 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from companion.llm import summaries as llm_summaries
 from companion.llm import gsm8k, hub, laser, measure, prompts, standin, studies  # noqa: E402
 
 V = 50257  # the GPT-2 tokenizer's vocabulary, so that real prompts can be fed to the tiny models
@@ -258,6 +259,8 @@ def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
     assert real and why == ""
     r = studies.study_gpt2_ioi(loaded)
     assert r["layers"] == [1, 2, 3, 4] and r["restored"] and r["sweep"].shape == (4, len(studies.RHOS), 4)
+    s = llm_summaries.gpt2_summary(loaded, r, [p.prompt for p in prompts.ioi_prompts(tok, n=6)])
+    assert s["restored"] == 1.0 and s["rank_gap"] == 0 and s["batch_gap"] < 1e-4 and 0 <= s["top4_in_order"] <= 4
     for step in (0, 1, 2):  # a Pythia-like folder of checkpoints
         m = tiny("gpt_neox", n_layer=4)
         with torch.no_grad():
@@ -274,10 +277,19 @@ def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
     final = hub.load(str(tmp_path / "pythia" / "step2"))
     last = studies.study_final(final, spec, (4, "mlp_in", 0.0125), n_ioi=6)
     assert len(last["table1_full"]) == 5 and last["factual"]["full_target"].shape == (20,)
+    s = llm_summaries.pythia_summary(along, last, True, final)
+    assert s["distinct_checkpoints"] == pytest.approx(2 / 3) and s["batch_gap"] < 1e-4
+    assert "ioi_ratio_err" not in s  # step14000 was not run
+    along["rows"]["step14000"] = along["rows"]["step2"]
+    assert "table1_14k_err" in llm_summaries.pythia_summary(along, last, True, final)
     _data_or_skip("gsm8k_test")
     res = studies.study_gsm8k(loaded, shots=(1,), spec=(4, "mlp_out", 0.02), n_problems=2, max_new_tokens=3,
                               progress=False)
     assert res["n_problems"] == 2 and len(res["full"]) == len(res["laser"]) == 1
+    test, _ = gsm8k.load("test", download=False)
+    train, _ = gsm8k.load("train", download=False)
+    s = llm_summaries.gsm8k_summary(res, test[:5], "tiny", loaded, train, max_new_tokens=3, n_batch=2)
+    assert s["extraction"] == 1.0 and s["batch_mismatches"] == 0 and "table2_err" not in s
     with pytest.raises(ValueError, match="exceeds the model's context of 64 positions"):
         gsm8k.generate(tiny("gpt2"), tok, [gsm8k.prompt("", gsm8k.load("test", download=False)[0][0])])
 
@@ -298,3 +310,31 @@ def test_laser_search_validation_then_test(tok):
         studies.search(loaded, ["a", "b"], [1, 2], [1], metric="accuracy")
     with pytest.raises(ValueError, match="layer=9"):
         studies.search(loaded, ["a", "b"], [1, 2], [9])
+
+
+def test_paper_comparisons():
+    t1 = studies.PAPER_TABLE1
+    full, las = list(zip(t1["tokens"], t1["full"])), list(zip(t1["tokens"], t1["laser"]))
+    assert llm_summaries.table1_error(full, las) == 0.0
+    assert llm_summaries.table1_error(full[1:], las) == pytest.approx(0.499)  # " the" missing counts as 0
+    assert llm_summaries.log_ratio_error(2.3 * 1.5, 2.3) == pytest.approx(np.log(1.5))
+    along = {"revisions": ["step0", "step8", "step16"],
+             "rows": {"step0": {"the_rank_prepositions": 900, "the_rank_sentences": 700},
+                      "step8": {"the_rank_prepositions": 3, "the_rank_sentences": 12},
+                      "step16": {"the_rank_prepositions": 2, "the_rank_sentences": 4}}}
+    assert llm_summaries.first_top_step(along) == 16.0
+    along["rows"]["step16"]["the_rank_sentences"] = 11
+    assert llm_summaries.first_top_step(along) == np.inf
+    name = "microsoft/Phi-3-mini-4k-instruct"
+    paper = studies.PAPER_TABLE2
+    result = {"shots": [1, 2, 4, 8], "full": [v / 100 for v in paper["Phi-3"]],
+              "laser": [v / 100 for v in paper["Phi-3 + LASER"]], "n_problems": 1319, "examples": {}}
+    c = llm_summaries.table2_comparison(result, name)
+    assert c["table2_err"][0] == pytest.approx(0.0, abs=1e-9)
+    assert c["few_shot_gain"][0] == pytest.approx(2.2) and c["eight_shot_gain"][0] == pytest.approx(-0.4)
+    assert llm_summaries.table2_comparison(result, "tiny") == {}
+    assert "Stand-in, not Pythia" in llm_summaries.banner("EleutherAI/pythia-1b", False, "offline",
+                                                         standin.StandIn(family="gpt_neox"), "Pythia")
+    assert llm_summaries.laser_setting("ioi", "EleutherAI/pythia-1b", True, 16, "EleutherAI/pythia-1b", 16) == \
+        (11, "mlp_in", 0.008)
+    assert llm_summaries.laser_setting("ioi", "x", False, 4, "EleutherAI/pythia-1b", 16) == (3, "mlp_in", 0.008)

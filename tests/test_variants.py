@@ -138,11 +138,11 @@ def test_full_scale_claims_are_shown_not_asserted(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
     claim = "arch.ml_drop_f1"
     assert claims.CLAIMS[claim].scale == "full"
-    r = claims.check(claim, -1.0, above=0.0, profile="quick", quiet=True)  # fails, but not asserted here
+    r = claims.check(claim, -1.0, profile="quick", quiet=True)  # fails, but not asserted here
     assert r["passed"] is False and r["asserted"] is False
     row = next(x for x in claims.results("quick") if x["claim"] == claim)
-    assert row["status"] == "full scale only (does not hold here)"
+    assert row["category"] == claims.NOT_HERE
     with pytest.raises(AssertionError):
-        claims.check(claim, -1.0, above=0.0, profile="full", quiet=True)
+        claims.check(claim, -1.0, profile="full", quiet=True)
     quick_claim = "arch.ml_drop_f1_quick"
-    assert claims.check(quick_claim, -1.0, above=0.0, profile="full", quiet=True)["asserted"] is False
+    assert claims.check(quick_claim, -1.0, profile="full", quiet=True)["asserted"] is False

@@ -23,7 +23,6 @@ ValueError: budget=100 is too small for MLP fraction 0.5 at d=16, L=2: MLP width
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -32,11 +31,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from companion import config
+from companion import cache, config
 from companion.config import check_float, check_int
 from companion.data.recall import BigramTask
-from companion.io import atomic_write_text
 from companion.models import ModelConfig, Transformer
+from companion.report import Summary, markdown_table, strict_min
 from companion.train import TrainConfig, batch_loss, train
 
 
@@ -118,7 +117,7 @@ class AllocationExperiment:
                            ff=("mlp",) * self.n_layers, mlp_width=h, attn_rank=k)
 
     def key(self) -> str:
-        return config.run_key(self)
+        return cache.key(self, MODULES)
 
 
 def run(exp: AllocationExperiment, device=None, progress: bool = True, use_cache: bool = True) -> dict:
@@ -130,9 +129,14 @@ def run(exp: AllocationExperiment, device=None, progress: bool = True, use_cache
     for its configuration). Every run sees the same data batches and starts
     from the same seed.
     """
-    path = config.cache_dir() / "runs" / f"allocation-{exp.key()}.json"
-    if use_cache and path.is_file():
-        return json.loads(path.read_text())
+    return cache.load_or_compute("allocation", exp, lambda: _train_all(exp, device, progress), MODULES,
+                                 fmt="json", use_cache=use_cache)
+
+
+MODULES = ("companion.experiments.allocation",)
+
+
+def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
     device = config.get_device(device)
     streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
     task = BigramTask(exp.seq_len)
@@ -161,18 +165,64 @@ def run(exp: AllocationExperiment, device=None, progress: bool = True, use_cache
         for f in exp.mlp_fracs:
             group = [r for r in rows if r["budget"] == budget and r["mlp_frac"] == f]
             finite = [r for r in group if r["train_loss"] is not None]
-            if not finite:
-                raise FloatingPointError(f"every learning rate diverged for budget {budget}, MLP fraction {f}: "
-                                         f"lower the rates in lrs={exp.lrs}")
-            best = min(finite, key=lambda r: r["train_loss"])
+            best = min(finite, key=lambda r: r["train_loss"]) if finite else None  # None: every lr diverged
             for r in group:
                 r["best"] = r is best
-    result = {"rows": rows, "entropy": task.entropy(), "seconds": time.perf_counter() - t0,
-              "device": config.device_name(device), "exp": dataclasses.asdict(exp)}
-    atomic_write_text(path, json.dumps(result, indent=1))
-    return result
+    return {"rows": rows, "entropy": task.entropy(), "seconds": time.perf_counter() - t0,
+            "device": config.device_name(device), "exp": dataclasses.asdict(exp)}
 
 
 def best_rows(result: dict) -> list[dict]:
     """The best-learning-rate row of every (budget, fraction)."""
     return [r for r in result["rows"] if r["best"]]
+
+
+def curves(result: dict) -> dict[int, tuple[np.ndarray, np.ndarray, list[dict]]]:
+    """{budget: (MLP share of learnable parameters, best-lr training loss, rows)}, by increasing share.
+
+    A configuration where every learning rate diverged has no best row; it enters with loss NaN
+    (its first row stands in for the sizes), so every statistic over that budget is NaN and fails.
+    """
+    out = {}
+    rows_all = result["rows"]
+    for budget in dict.fromkeys(r["budget"] for r in rows_all):
+        rows = []
+        for f in dict.fromkeys(r["mlp_frac"] for r in rows_all if r["budget"] == budget):
+            group = [r for r in rows_all if r["budget"] == budget and r["mlp_frac"] == f]
+            rows.append(next((r for r in group if r["best"]), {**group[0], "train_loss": float("nan"),
+                                                                 "test_loss": float("nan"), "lr": float("nan")}))
+        rows.sort(key=lambda r: r["mlp_frac"])
+        share = np.array([r["mlp_params"] / (r["mlp_params"] + r["attn_params"]) for r in rows])
+        out[budget] = (share, np.array([r["train_loss"] for r in rows], dtype=float), rows)
+    return out
+
+
+def summary(result: dict) -> Summary:
+    """Fig. 6's claims: how the best-lr loss orders with the MLP share, per budget."""
+    from scipy.stats import spearmanr
+
+    c = curves(result)
+    lrs = result["exp"]["lrs"]
+    best = best_rows(result)
+    # NaN (a configuration where every lr diverged) propagates: the claims then fail
+    rho = [float("nan") if np.isnan(loss).any() else float(spearmanr(share, loss).statistic)
+           for share, loss, _ in c.values()]
+    return Summary({
+        "worst_rho": (float(np.nan if np.isnan(rho).any() else max(rho)),
+                      "largest Spearman correlation (MLP share vs loss) over budgets"),
+        "min_gap": (strict_min(float(loss[0] - loss[-1]) for _, loss, _ in c.values()),
+                    "smallest loss gap, smallest share minus largest share, over budgets (nats)"),
+        "n_diverged": (sum(np.isnan(loss).sum() for _, loss, _ in c.values()),
+                       "configurations where every learning rate diverged"),
+        "entropy": (result["entropy"], "conditional entropy of the bigram chain (nats)"),
+        "edge": (sum(r["lr"] in (min(lrs), max(lrs)) for r in best), "best learning rates at an end of the grid"),
+        "n_best": (len(best), "configurations (budget x split)"),
+    })
+
+
+def markdown(result: dict) -> str:
+    """The best-lr rows as a Markdown table."""
+    rows = [[f"{b:,d}", s, r["mlp_width"], r["attn_rank"], r["lr"], r["train_loss"], r["test_loss"]]
+            for b, (share, _, rs) in curves(result).items() for s, r in zip(share, rs)]
+    return markdown_table(["budget", "MLP share", "MLP width h", "head dim k", "best lr", "training loss",
+                           "test loss"], rows, digits=3)

@@ -4,8 +4,8 @@ Main paper Section 3 (Figs. 3, 4, 7, 8), Appendix B.1 (pre-train on
 alpha = 0, then fine-tune on alpha > 0), B.4 (several triggers), B.5 (other
 feed-forward kinds; the first and last feed-forward layers are also
 measured fully dropped) and J (synthetic IOI with L layers: ``task_kind="ioi"``). One function, :func:`run`, trains
-and measures along training; the result is cached on disk, keyed by the
-configuration and the package source, so re-running a chapter is cheap.
+and measures along training; the result is cached on disk (:mod:`companion.cache`), keyed by the
+configuration and the source of the modules it uses, so re-running a chapter is cheap.
 
 >>> RecallExperiment.quick().profile, RecallExperiment.full().d
 ('quick', 256)
@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from companion import config, probes, truncation
+from companion import cache, config, probes, truncation
 from companion.config import check_choice, check_float, check_int
 from companion.data.ioi import IOITask
 from companion.data.recall import LOSS_POSITIONS, NOISE_KINDS, RecallTask
-from companion.io import atomic_torch_save
 from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, train
 
@@ -138,8 +137,8 @@ class RecallExperiment:
         return clean, noisy
 
     def key(self) -> str:
-        """Cache key: the configuration and the package source."""
-        return config.run_key(self)
+        """Cache key: the configuration and the source of the modules that train and measure it."""
+        return cache.key(self, MODULES)
 
 
 @dataclass
@@ -197,13 +196,18 @@ def _eval_schedule(steps: int, every: int, dense_until: int) -> set[int]:
     return set(range(min(dense_until, steps))) | set(range(0, steps, every))
 
 
+MODULES = ("companion.experiments.noisy_recall",)  # what a cached run depends on (imports followed)
+
+
 def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bool = True) -> RecallRun:
     """Train and measure (or load the cached result of) experiment ``exp``."""
-    path = config.cache_dir() / "runs" / f"noisy_recall-{exp.key()}.pt"
-    if use_cache and path.is_file():
-        blob = torch.load(path, map_location="cpu", weights_only=False)
-        return RecallRun(exp, blob["metrics"], blob["state"], blob["seconds"], blob["device"],
-                         blob.get("pretrained_state"), blob.get("diverged_at"))
+    blob = cache.load_or_compute("noisy_recall", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch",
+                                 use_cache=use_cache)
+    return RecallRun(exp, blob["metrics"], blob["state"], blob["seconds"], blob["device"],
+                     blob.get("pretrained_state"), blob.get("diverged_at"))
+
+
+def _train(exp: RecallExperiment, device, progress: bool) -> dict:
     device = config.get_device(device)
     streams = config.seed_streams(exp.seed, ["train-data"])
     task = exp.task()
@@ -264,10 +268,8 @@ def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bo
 
     metrics = _collate(logs)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    blob = {"metrics": metrics, "state": state, "seconds": seconds, "device": config.device_name(device),
+    return {"metrics": metrics, "state": state, "seconds": seconds, "device": config.device_name(device),
             "pretrained_state": pretrained_state, "exp": dataclasses.asdict(exp), "diverged_at": diverged_at}
-    atomic_torch_save(path, blob)
-    return RecallRun(exp, metrics, state, seconds, blob["device"], pretrained_state, diverged_at)
 
 
 def _collate(logs: list[dict]) -> dict[str, np.ndarray]:

@@ -17,7 +17,6 @@ GPT-NeoX stand-in uses the GPT-2 tokenizer instead.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import shutil
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from companion import config
+from companion import cache, config
 from companion.config import check_choice, check_int
 from companion.data import sources
 
@@ -105,8 +104,8 @@ class StandIn:
         unrelated changes do not retrain the stand-ins)."""
         import transformers
 
-        source = hashlib.sha256(Path(__file__).read_bytes() + transformers.__version__.encode()).hexdigest()
-        return config.run_key(self, source, length=16)
+        settings = {**dataclasses.asdict(self), "transformers": transformers.__version__}
+        return cache.key(settings, ("companion.llm.standin",), length=16)
 
     def revisions(self) -> list[str]:
         return [f"step{s}" for s in self.checkpoints]

@@ -211,6 +211,8 @@ def study_checkpoints(source: str, revisions: list[str], ioi_spec, factual_spec,
             "factual": {k: (float(np.mean(v)) if isinstance(v, np.ndarray) else v) for k, v in fact.items()},
             "the_rank_prepositions": float(the_ranks(loaded, prompts.prepositions()).mean()),
             "the_rank_sentences": float(the_ranks(loaded, prompts.preposition_sentences()).mean()),
+            "table1_full": top_tokens(loaded, madrid.prompt, 5),
+            "table1_laser": top_tokens(loaded, madrid.prompt, 5, [factual_spec]),
         }
         del loaded
     return {"revisions": list(revisions), "rows": rows, "fingerprints": fps,

@@ -56,3 +56,39 @@ def step_size_bound(alpha: float) -> float:
     """The paper's bound 1 / (alpha (1 - alpha)) (the limit of g at 0-)."""
     check_float("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
     return 1.0 / (alpha * (1 - alpha))
+
+
+GRID_NS = (10, 100, 1000, 10_000)
+GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.45)
+
+
+def study(Ns=GRID_NS, alphas=GRID_ALPHAS, steps: int = 3000, probe_steps: int = 300) -> dict:
+    """The chapter's grid: recursions at eta = 1 (``runs``), centred iterates just below and above the
+    step-size bound (``below``, ``above``: 0.99 and 1.2 times it) and g on x in [-31.6, -1e-6] (``x``, ``g``)."""
+    x = -np.logspace(-6, 1.5, 400)[::-1]  # increasing, from -31.6 to -1e-6
+    return {
+        "runs": {(N, a): iterate(a, N, eta=1.0, steps=steps) for N in Ns for a in alphas},
+        "below": {(N, a): iterate(a, N, eta=0.99 * step_size_bound(a), steps=probe_steps) - fixed_point(a, N)
+                  for N in Ns for a in alphas},
+        "above": {(N, a): iterate(a, N, eta=1.2 * step_size_bound(a), steps=probe_steps) - fixed_point(a, N)
+                  for N in Ns for a in alphas},
+        "x": x, "g": {a: bound_function(x, a) for a in alphas}, "alphas": tuple(alphas),
+    }
+
+
+def summary(res: dict):
+    """The chapter's asserted numbers (a :class:`companion.report.Summary`)."""
+    from companion.report import Summary
+
+    a_s = res["alphas"]
+    return Summary({
+        "fp_dev": (max(abs(xs[-1] - fixed_point(a, N)) for (N, a), xs in res["runs"].items()),
+                   "max |xi_T - xi*| over the grid of N and alpha"),
+        "lim_dev": (max(abs(res["g"][a][-1] * a * (1 - a) - 1) for a in a_s),
+                    "max relative deviation of g(-1e-6) from 1/(alpha(1-alpha))"),
+        "decreasing": (all(bool(np.all(np.diff(res["g"][a]) < 0)) for a in a_s), "g decreasing on x < 0, every alpha"),
+        "max_below": (max(float(v.max()) for v in res["below"].values()),
+                      "largest centred iterate with eta = 0.99 x bound"),
+        "min_above": (min(float(v.max()) for v in res["above"].values()),
+                      "smallest overshoot over the grid with eta = 1.2 x bound"),
+    })

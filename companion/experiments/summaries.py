@@ -1,0 +1,211 @@
+"""The numbers the trained-model chapters assert, each computed by one named call.
+
+Every function takes finished runs (:func:`companion.experiments.noisy_recall.run`)
+and returns a :class:`companion.report.Summary`: named values with what they
+mean, shown to the reader, glued into the prose and asserted by the Check
+cells. "Late" means the mean over the evaluations in the last 20% of a phase.
+
+Divergence: a run that diverged (``run.diverged_at`` set) has no late
+metrics; its entries are NaN and any minimum or mean over runs that includes
+it is NaN (never silently dropped), except where a claim is *about* failing
+to converge, where a diverged run counts as an infinite loss gap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion import probes
+from companion.experiments.noisy_recall import RecallRun
+from companion.report import Summary, markdown_table, strict_min
+
+NOISY_EARLY_STEPS = 10  # "the first few steps" of Figs. 3 and 8
+
+
+def recall_summary(run: RecallRun) -> Summary:
+    """Section 3, Figs. 3, 4, 7, 8: the core run's late probabilities, orderings and probes."""
+    noise_step = run.first_step_above("noisy_p_noise", 0.5)
+    icl_step = run.first_step_above("clean_p_correct", 0.5, rho=0.0)
+    att_c, att_n = run.late_mean("attn_to_correct"), run.late_mean("attn_to_noise")
+    model, n = run.model(), run.exp.task().n
+    recall_map = probes.value_recall_map(model, layer=2)
+    ff_map = probes.ff_logit_map(model, 2)  # (input i, output j) = <F2(W_E(i)), W_U(j)>
+    p_full = run.late_mean("clean_p_correct", rho=1.0)
+    p_drop = run.late_mean("clean_p_correct", rho=0.0)
+    return Summary({
+        "alpha": (run.exp.alpha, "training noise level"),
+        "p_noise_full": (run.late_mean("clean_p_noise", rho=1.0), "late p(noise) of the full model, clean data"),
+        "p_correct_full": (p_full, "late p(correct) of the full model, clean data"),
+        "p_correct_drop": (p_drop, "late p(correct) with F2 dropped (rho = 0), clean data"),
+        "p_noise_drop": (run.late_mean("clean_p_noise", rho=0.0), "late p(noise) with F2 dropped, clean data"),
+        "drop_gain": (p_drop - p_full, "p(correct) with F2 dropped minus the full model's"),
+        "spike": (float(run.series("noisy_p_noise")[1][:NOISY_EARLY_STEPS].max()),
+                  f"max p(noise) on noisy data over the first {NOISY_EARLY_STEPS} evaluated steps"),
+        "noise_step": (noise_step, "first step with p(noise) > 0.5 on noisy data"),
+        "icl_step": (icl_step, "first step with p(correct) > 0.5, F2 dropped, clean data"),
+        "icl_after_noise": (icl_step - noise_step, "icl_step - noise_step"),
+        "margin_step": (run.first_step_above("margin_F2", 0.0), "first step with a positive F2 margin"),
+        "att_c": (att_c, "late attention mass from T on [q, ybar] positions"),
+        "att_n": (att_n, "late attention mass from T on [q, tau] positions"),
+        "attn_ratio": (att_c / max(att_n, 1e-6), "att_c / att_n"),
+        "prev": (run.late_mean("attn1_prev"), "late first-layer attention mass on the previous token"),
+        "value_diag": (float((recall_map[:n, :n].argmax(1) == np.arange(n)).mean()),
+                       "fraction of tokens i with argmax_j <W_V^2 W_E(i), W_U(j)> = i"),
+        "ff_noise_column": (float((ff_map.argmax(1) == run.exp.task().noise_token).mean()),
+                            "fraction of input tokens i whose largest F2 logit <F2(W_E(i)), W_U(j)> is at j = tau"),
+    })
+
+
+def finetune_summary(run: RecallRun) -> Summary:
+    """Appendix B.1, Figs. 4 (right) and 8 (right): pre-train on alpha = 0, then fine-tune."""
+    pre_c = float(run.series("attn_per_pos_correct", phase=0)[1][-1])
+    pre_n = float(run.series("attn_per_pos_noise", phase=0)[1][-1])
+    ft_c, ft_n = run.late_mean("attn_to_correct"), run.late_mean("attn_to_noise")
+    return Summary({
+        "alpha": (run.exp.alpha, "fine-tuning noise level"),
+        "pre_c": (pre_c, "per-position attention on [q, ybar] at the end of pre-training"),
+        "pre_n": (pre_n, "per-position attention on [q, tau] at the end of pre-training"),
+        "pre_ratio": (pre_n / pre_c, "pre_n / pre_c (near 1: no preference)"),
+        "ft_c": (ft_c, "late attention mass on [q, ybar] after fine-tuning"),
+        "ft_n": (ft_n, "late attention mass on [q, tau] after fine-tuning"),
+        "ft_ratio": (ft_c / max(ft_n, 1e-6), "ft_c / ft_n"),
+        "spike": (float(run.series("noisy_p_noise")[1][:NOISY_EARLY_STEPS].max()),
+                  f"max p(noise) on noisy data over the first {NOISY_EARLY_STEPS} fine-tuning steps"),
+        "noise_late": (run.late_mean("noisy_p_noise"), "late p(noise) on noisy data"),
+        "p_correct_drop": (run.late_mean("clean_p_correct", rho=0.0), "late p(correct), F2 dropped, clean data"),
+    })
+
+
+def matching_summary(run: RecallRun) -> tuple[np.ndarray, dict]:
+    """Appendix B.4 (Fig. 9): the matching logits of a run, the trigger contrast and argmax test.
+
+    Returns the matrix ``M[i, j] = <W_V^1 W_E(i), W_QK^2 W_E(j)>`` and a dict with
+    ``ratio`` (smallest trigger entry (q, q) over the largest entry off the
+    trigger diagonal) and ``argmax_ok`` (per trigger: (q, q) is the largest of
+    its row and of its column).
+    """
+    M = probes.matching_logits(run.model(), layer=2)
+    trig = list(run.exp.task().triggers)
+    off = np.ones_like(M, dtype=bool)
+    off[trig, trig] = False
+    argmax_ok = [bool(M[q].argmax() == q and M[:, q].argmax() == q) for q in trig]
+    return M, {"ratio": float(M[trig, trig].min() / M[off].max()), "argmax_ok": argmax_ok}
+
+
+def triggers_summary(one: RecallRun, five: RecallRun) -> Summary:
+    """Appendix B.4: one trigger and five triggers."""
+    _, a = matching_summary(one)
+    _, b = matching_summary(five)
+    return Summary({
+        "ratio_one": (a["ratio"], "one trigger: (q, q) entry over the largest other entry"),
+        "ratio_five": (b["ratio"], "five triggers: smallest (q, q) over the largest entry off them"),
+        "argmax_frac": (float(np.mean(a["argmax_ok"] + b["argmax_ok"])),
+                        "fraction of triggers whose (q, q) is the largest of its row and column"),
+    })
+
+
+ARCH_VARIANTS = {"full model": "clean_full", "drop F1": "clean_dropF1", "drop F2": "clean_dropF2"}
+ARCH_METRICS = {"accuracy": "pred_correct", "p(correct)": "p_correct", "p(noise)": "p_noise",
+                "predicts noise": "pred_noise", "loss": "loss"}
+
+
+def variant_table(runs: dict[str, RecallRun]) -> dict:
+    """{architecture: {variant: {metric: late clean-test value}}} for the variants each run measured."""
+    return {name: {v: {m: run.late_mean(f"{key}_{mkey}") for m, mkey in ARCH_METRICS.items()}
+                   for v, key in ARCH_VARIANTS.items() if f"{key}_loss" in run.metrics}
+            for name, run in runs.items()}
+
+
+def variant_markdown(table: dict) -> str:
+    """The late clean-test metrics of :func:`variant_table` as a Markdown table."""
+    rows = [[name, v, *vals.values()] for name, variants in table.items() for v, vals in variants.items()]
+    return markdown_table(["architecture", "variant", *ARCH_METRICS], rows, digits=3)
+
+
+def late_over_rho(run: RecallRun, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rho grid, late mean of a swept metric at each rho)."""
+    rhos = np.asarray(run.exp.rhos)
+    return rhos, np.array([run.late_mean(key, rho=r) for r in rhos])
+
+
+def architectures_summary(runs: dict[str, RecallRun], best_mm: dict) -> Summary:
+    """Appendix B.5, Figs. 10-13: the four architectures; ``best_mm`` is the search's best for MLP, MLP.
+
+    ``runs`` maps "MLP, MLP", "MLP, linear", "linear, MLP", "none, none" to runs.
+    """
+    t = variant_table(runs)
+    mm, ml, lm = t["MLP, MLP"], t["MLP, linear"], t["linear, MLP"]
+    rhos, nn_loss = late_over_rho(runs["none, none"], "clean_loss")
+    _, nn_acc = late_over_rho(runs["none, none"], "clean_pred_correct")
+    inner = (rhos > 0) & (rhos < 1)
+    return Summary({
+        "mm_drop2_acc": (mm["drop F2"]["accuracy"], "MLP, MLP: accuracy with F2 dropped"),
+        "mm_drop1_noise": (mm["drop F1"]["predicts noise"] - mm["full model"]["predicts noise"],
+                           "MLP, MLP: fraction predicting noise with F1 dropped, minus the full model's"),
+        "ml_drop2_gain": (ml["drop F2"]["accuracy"] - ml["full model"]["accuracy"],
+                          "MLP, linear: accuracy gain from dropping F2"),
+        "ml_drop1_best": (min(ml["full model"]["loss"], ml["drop F2"]["loss"]) - ml["drop F1"]["loss"],
+                          "MLP, linear: min(loss full, loss drop F2) - loss drop F1 (> 0: drop F1 best)"),
+        "ml_drop1_raise": (ml["drop F1"]["loss"] - ml["full model"]["loss"],
+                           "MLP, linear: loss with F1 dropped minus the full model's"),
+        "ml_full_acc": (ml["full model"]["accuracy"], "MLP, linear: accuracy of the full model"),
+        "ml_drop2_acc": (ml["drop F2"]["accuracy"], "MLP, linear: accuracy with F2 dropped"),
+        "ml_drop1_acc": (ml["drop F1"]["accuracy"], "MLP, linear: accuracy with F1 dropped"),
+        "ml_full_loss": (ml["full model"]["loss"], "MLP, linear: loss of the full model"),
+        "ml_drop1_loss": (ml["drop F1"]["loss"], "MLP, linear: loss with F1 dropped"),
+        "lm_drop2_gain": (lm["drop F2"]["accuracy"] - lm["full model"]["accuracy"],
+                          "linear, MLP: accuracy gain from dropping F2"),
+        "lm_drop1_noise": (lm["drop F1"]["predicts noise"] - lm["full model"]["predicts noise"],
+                           "linear, MLP: fraction predicting noise with F1 dropped, minus the full model's"),
+        "nn_full_acc": (float(nn_acc[rhos == 1][0]), "no FF: accuracy of the full model"),
+        "nn_small": (float(nn_acc[rhos == 0.01][0] / max(nn_acc[rhos == 1][0], 1e-9)),
+                     "no FF: accuracy with rho = 0.01 on W_V^1 over the full model's"),
+        "best_rho": (float(rhos[inner][np.argmin(nn_loss[inner])]), "no FF: rho in (0, 1) of the lowest loss"),
+        "nn_gain": (float(nn_loss[rhos == 1][0] - nn_loss[inner].min()),
+                    "no FF: full loss minus the lowest loss over rho in (0, 1)"),
+        "best_mm": (best_mm["candidate"], "MLP, MLP: best truncation by clean loss"),
+        "best_mm_is_f2": (float(best_mm["matrix"] in ("F2", "F2.U_in", "F2.U_out") and best_mm["rho"] <= 0.05),
+                          "1 if that best candidate removes F2 (drop, or rho <= 0.05 on a matrix of F2)"),
+    })
+
+
+IOI_COLUMNS = [("acc full", "pred_correct", 1.0), ("acc drop", "pred_correct", 0.0),
+               ("acc rho=0.01", "pred_correct", 0.01), ("loss full", "loss", 1.0), ("loss drop", "loss", 0.0),
+               ("loss rho=0.01", "loss", 0.01), ("p(correct) drop", "p_correct", 0.0),
+               ("p(distractor) drop", "p_distractor", 0.0), ("p(noise) full", "p_noise", 1.0)]
+
+
+def ioi_table(runs: dict[tuple[str, int], RecallRun]) -> dict:
+    """{(optimiser, L): {column: late clean value}}, NaN for a diverged run."""
+    return {k: {name: float("nan") if run.diverged_at is not None else run.late_mean(f"clean_{key}", rho=rho)
+                for name, key, rho in IOI_COLUMNS} for k, run in runs.items()}
+
+
+def ioi_markdown(runs: dict[tuple[str, int], RecallRun]) -> str:
+    t = ioi_table(runs)
+    rows = [[opt, L, "yes" if runs[opt, L].diverged_at is not None else "no", *t[opt, L].values()]
+            for opt, L in t]
+    return markdown_table(["optimiser", "L", "diverged", *(c[0] for c in IOI_COLUMNS)], rows, digits=3)
+
+
+def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: int = 3) -> Summary:
+    """Appendix J, Figs. 19-20. A diverged run makes the gains NaN (they fail), and the Adam
+    "fails to converge" gap infinite (it holds)."""
+    t = ioi_table(runs)
+    sgd = [s["acc drop"] - s["acc full"] for (opt, _), s in t.items() if opt == "sgd"]
+    adam = [t["adam", L]["acc rho=0.01"] - t["adam", L]["acc full"] for L in (3, 4)]
+    if runs["adam", deep].diverged_at is not None:
+        deep_gap = float("inf")
+    else:
+        deep_gap = t["adam", deep]["loss full"] - t["adam", shallow]["loss full"]
+    counting = [s["p(correct) drop"] - s["p(distractor) drop"] for s in t.values()]
+    sgd_counting = [s["p(correct) drop"] - s["p(distractor) drop"] for (opt, _), s in t.items() if opt == "sgd"]
+    return Summary({
+        "sgd_gain": (strict_min(sgd), "SGD: smallest accuracy gain from dropping the last MLP over L"),
+        "adam_gain": (strict_min(adam), "Adam: smallest accuracy gain from rho = 0.01, L = 3, 4"),
+        "adam_deep": (deep_gap, f"Adam: late loss of L = {deep} minus L = {shallow} (inf if L = {deep} diverged)"),
+        "n_diverged": (sum(r.diverged_at is not None for r in runs.values()), "runs that diverged"),
+        "min_counting": (strict_min(counting), "smallest p(correct) - p(distractor), last MLP dropped"),
+        "max_counting": (float(np.max(counting)), "largest p(correct) - p(distractor), last MLP dropped"),
+        "sgd_counting": (strict_min(sgd_counting), "SGD: smallest p(correct) - p(distractor), last MLP dropped"),
+    })

@@ -1,0 +1,102 @@
+"""What chapters show: named summaries, Markdown tables, glue, fitted slopes.
+
+A chapter computes its numbers with one named package call that returns a
+:class:`Summary`; the reader sees it (its ``_repr_markdown_`` is a table of
+names, values and meanings), the prose glues it (:meth:`Summary.glue`) and
+the Check cell asserts its entries.
+
+>>> s = Summary({"gap": (0.25, "loss gap in nats")})
+>>> s["gap"], s.meaning["gap"]
+(0.25, 'loss gap in nats')
+>>> print(markdown_table(["a", "b"], [[1, 0.5]]))
+| a | b |
+|---|---|
+| 1 | 0.5 |
+>>> round(loglog_slope([1, 10, 100], [1, 0.1, 0.01]), 6)
+-1.0
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+def _plain(value):
+    """numpy scalars -> Python numbers (glue and JSON need them)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class Summary(dict):
+    """Named values of a study, each with what it means.
+
+    Build from ``{name: (value, meaning)}`` (or plain values). Indexing gives
+    the value; ``meaning`` the descriptions.
+    """
+
+    def __init__(self, items: dict | None = None):
+        super().__init__()
+        self.meaning: dict[str, str] = {}
+        for name, v in (items or {}).items():
+            value, meaning = v if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], str) else (v, "")
+            self[name] = _plain(value)
+            self.meaning[name] = meaning
+
+    def glue(self) -> None:
+        """Glue every numeric entry under its name (for ``{glue:text}`` in the prose)."""
+        from myst_nb import glue
+
+        for name, value in self.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                glue(name, value, display=False)
+
+    def _repr_markdown_(self) -> str:
+        rows = [[f"`{k}`", format_value(v), self.meaning.get(k, "")] for k, v in self.items()]
+        return markdown_table(["name", "value", "meaning"], rows)
+
+
+def format_value(v, digits: int = 4) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence], digits: int = 4) -> str:
+    """A Markdown (MyST) table; numbers formatted to ``digits`` significant digits."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        lines.append("| " + " | ".join(format_value(v, digits) if not isinstance(v, str) else v for v in row) + " |")
+    return "\n".join(lines)
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log y against log x (every value must be positive and finite).
+
+    Raises:
+        ValueError: a non-positive or non-finite value (its log is undefined).
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"need two or more (x, y) pairs of equal length, got shapes {x.shape} and {y.shape}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all() and (x > 0).all() and (y > 0).all()):
+        raise ValueError(f"log-log slope needs positive finite values, got x={x.tolist()}, y={y.tolist()}")
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def strict_min(values: Iterable[float]) -> float:
+    """The minimum, NaN if any value is NaN (Python's ``min`` drops NaN depending on order).
+
+    >>> strict_min([0.3, float("nan")]), strict_min([0.3, float("inf")])
+    (nan, 0.3)
+    """
+    arr = np.asarray(list(values), dtype=float)
+    return float(np.nan if np.isnan(arr).any() else arr.min())

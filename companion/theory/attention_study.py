@@ -1,0 +1,104 @@
+"""The attention chapter's computation (Section 3.2, Theorem 2, App. B.3 Eq. (24), App. F), cached, and its summary.
+
+:func:`study` computes one population W_QK step in Appendix B.3's setting
+over N and over T, and trains the simplified model of Eq. (2) from zero for
+several N (cached); :func:`summary` gives the named values the chapter
+asserts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion import cache, config
+from companion.report import Summary, loglog_slope
+from companion.theory import one_step as ost
+
+ALPHA = 0.4
+T_BASE, N_BY_T = 64, 20
+DYN = dict(T=64, batch=128, lr=2.0)
+SIZES = {
+    # dyn_steps: enough for the matching head of every N to form (N = 40 forms near step 450 at lr 2)
+    "quick": dict(Ns=(10, 20, 40, 80), m=50_000, Ts=(64, 256, 1024), dyn_Ns=(10, 20, 40), dyn_steps=800),
+    "full": dict(Ns=(10, 20, 40, 80, 160), m=400_000, Ts=(64, 256, 1024, 4096), dyn_Ns=(10, 20, 40, 80),
+                 dyn_steps=2000),
+}
+MODULES = ("companion.theory.one_step", "companion.theory.attention_study")
+
+
+def qk_projection(N: int, T: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """B.3's setting: W_F with p(tau) = alpha/2, W_V one population step from zero, then -grad W_QK.
+
+    Returns (mean, standard error) of W_E(q)^T(-grad W_QK)W_E(k) for every key token k.
+    """
+    task = ost.simplified_task(N, T, ALPHA)
+    rng = np.random.default_rng([seed, N, T])
+    W_F = ost.noise_ff(N, ALPHA / 2)
+    W_V = ost.population_value_gradient(task, W_F, m, rng)
+    return ost.qk_gradient(task, W_V, W_F, m, rng, chunk=max(200, 2000 * 64 // T))
+
+
+def study(profile: str | None = None, use_cache: bool = True) -> dict:
+    """``by_N[N]`` (T = 64), ``by_T[T]`` (N = 20): projections; ``dyn[N]``: training records; ``sizes``."""
+    sizes = SIZES[config.get_profile(profile)]
+
+    def compute():
+        return {
+            "by_N": {N: qk_projection(N, T_BASE, sizes["m"], 0) for N in sizes["Ns"]},
+            "by_T": {T: qk_projection(N_BY_T, T, max(10_000, sizes["m"] * T_BASE // T), 1) for T in sizes["Ts"]},
+            "dyn": {N: ost.train_simplified(N, DYN["T"], ALPHA, steps=sizes["dyn_steps"], batch=DYN["batch"],
+                                            lr=DYN["lr"]) for N in sizes["dyn_Ns"]},
+            "sizes": sizes,
+        }
+
+    settings = {"sizes": sizes, "alpha": ALPHA, "T": T_BASE, "N_by_T": N_BY_T, "dyn": DYN}
+    return cache.load_or_compute("attention", settings, compute, MODULES, use_cache=use_cache)
+
+
+def half_time(y: np.ndarray) -> int:
+    """First record at which |y| reaches half its final |value|."""
+    y = np.abs(np.asarray(y))
+    return int(np.argmax(y >= 0.5 * y[-1]))
+
+
+def others_by_T(res: dict) -> dict[int, tuple[float, float]]:
+    """{T: (mean over ordinary keys k != q of the projection, its standard error)} at N = 20."""
+    out = {}
+    for T, (mean, se) in res["by_T"].items():
+        k = slice(1, N_BY_T)
+        out[T] = (float(mean[k].mean()), float(np.sqrt((se[k] ** 2).sum()) / (N_BY_T - 1)))
+    return out
+
+
+def summary(res: dict) -> Summary:
+    Ns = np.array(sorted(res["by_N"]))
+    noise_proj = np.array([res["by_N"][N][0][N] for N in Ns])
+    others = others_by_T(res)
+    T_large = max(others)
+    dyn = res["dyn"]
+    dNs = np.array(sorted(dyn))
+    ff_half = {N: half_time(dyn[N]["ff_noise"]) for N in dNs}
+    qk_half = {N: half_time(dyn[N]["qk_trigger"]) for N in dNs}
+    return Summary({
+        "noise_proj_max": (float(noise_proj.max()), "largest (least negative) noise-key projection over N (T = 64)"),
+        "noise_slope": (loglog_slope(Ns, np.abs(noise_proj)), "log-log slope in N of |noise-key projection|"),
+        "others_small": (others[T_BASE][0], f"mean ordinary-key projection, N = {N_BY_T}, T = {T_BASE}"),
+        "others_small_z": (others[T_BASE][0] / others[T_BASE][1], "the same over its standard error"),
+        "others_large": (others[T_large][0], f"mean ordinary-key projection, N = {N_BY_T}, largest T"),
+        "others_large_z": (others[T_large][0] / others[T_large][1], "the same over its standard error"),
+        "T_large": (T_large, "largest T"),
+        "ff_half": (max(ff_half.values()), "largest W_F half-time over N (steps)"),
+        "qk_half": (min(qk_half.values()), "smallest W_QK (keys after q) half-time over N (steps)"),
+        "phase_ratio": (min(qk_half[N] / max(ff_half[N], 1) for N in dNs),
+                        "smallest ratio of the W_QK half-time to the W_F half-time over N"),
+        "f_slope": (loglog_slope(dNs, [dyn[N]["ff_noise"][1] for N in dNs]),
+                    "log-log slope in N of the first W_F noise update"),
+        "v_slope": (loglog_slope(dNs, [dyn[N]["v_noise"][1] for N in dNs]),
+                    "log-log slope in N of the first W_V noise-row update"),
+        "qk_noise_min": (min(float(dyn[N]["qk_noise"][-1]) for N in dNs),
+                         "smallest final xi_{q->j} - xi_{q->tau} over N (correct over noise keys)"),
+        "qk_trigger_min": (min(float(dyn[N]["qk_trigger"][-1]) for N in dNs),
+                           "smallest final trigger-key margin over N (keys after q over others)"),
+        "formed": (sum(float(dyn[N]["qk_trigger"][-1]) > 1.0 for N in dNs),
+                   "runs (of all N) whose trigger-key margin exceeds 1 at the end"),
+    })

@@ -1,0 +1,151 @@
+"""The claim rows (data/claims.toml), the scorecard categories, the cache helper and the report helpers."""
+
+import math
+
+import numpy as np
+import pytest
+
+from companion import cache, claims, report
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+
+
+def write_rows(tmp_path, text):
+    path = tmp_path / "claims.toml"
+    path.write_text(text)
+    return path
+
+
+ROW = 'id = "x.a"\nchapter = "book/x"\nsource = "s"\nstatement = "st"\npaper = "p"\n'
+
+
+def test_every_row_is_valid_and_every_chapter_exists():
+    from pathlib import Path
+
+    root = Path(claims.__file__).resolve().parent.parent
+    assert len(claims.CLAIMS) > 50
+    for c in claims.CLAIMS.values():
+        assert (root / f"{c.chapter}.md").is_file(), c.id
+        assert c.criteria, c.id
+        if c.scale == "any":
+            assert set(c.criteria) == {"quick", "full"}, c.id
+
+
+def test_every_claim_is_checked_by_its_chapter():
+    from pathlib import Path
+
+    root = Path(claims.__file__).resolve().parent.parent
+    for c in claims.CLAIMS.values():
+        text = (root / f"{c.chapter}.md").read_text()
+        assert f'"{c.id}"' in text, f"{c.id} is not checked in {c.chapter}.md"
+
+
+@pytest.mark.parametrize("body, match", [
+    ('check = { above = 1.0 }\nbogus = 1\n', "unknown keys"),
+    ('scale = "huge"\ncheck = { above = 1.0 }\n', "unknown scale 'huge'"),
+    ('check = { expected = 1.0 }\n', "expected and tol together"),
+    ('check = { above = 1.0, expected = 1.0, tol = 0.1 }\n', "not both"),
+    ('check = { around = 1.0 }\n', "bad criterion"),
+    ('quick = { above = 1.0 }\n', "needs a criterion for quick, full"),
+    ('check = { expected = 1.0, tol = -0.1 }\n', r"tol=-0.1 is out of range"),
+])
+def test_bad_rows_are_refused_with_the_row_named(tmp_path, body, match):
+    with pytest.raises(ValueError, match=match):
+        claims.load(write_rows(tmp_path, "[[claim]]\n" + ROW + body))
+
+
+def test_duplicate_ids_are_refused(tmp_path):
+    row = "[[claim]]\n" + ROW + "check = { above = 1.0 }\n"
+    with pytest.raises(ValueError, match="duplicate"):
+        claims.load(write_rows(tmp_path, row + row))
+
+
+def test_criteria_and_infinite_values():
+    c = claims.Criterion(above=0.5)
+    assert c.holds(0.6) and not c.holds(0.5) and not c.holds(math.nan)
+    assert not c.holds(math.inf) and c.holds(math.inf, infinite_ok=True)
+    assert not claims.Criterion(below=1.0).holds(-math.inf)
+    assert claims.Criterion(expected=1.0, tol=0.0).holds(1.0)
+    assert not claims.Criterion(expected=1.0, tol=0.5).holds(math.inf, infinite_ok=True)
+
+
+def test_a_diverged_run_passes_a_fails_to_converge_claim_and_nothing_else():
+    assert claims.CLAIMS["ioi.adam_deep_fails"].infinite_ok
+    assert claims.check("ioi.adam_deep_fails", math.inf, profile="full", quiet=True)["passed"]
+    with pytest.raises(AssertionError):
+        claims.check("recall.noise_before_icl", math.inf, quiet=True)  # "never" is not a pass
+    with pytest.raises(AssertionError):
+        claims.check("ioi.sgd_drop_last", math.nan, quiet=True)
+
+
+def test_categories_profile_criteria_and_findings(tmp_path):
+    rows = write_rows(tmp_path, "\n".join([
+        "[[claim]]", ROW.replace("x.a", "x.same"), "check = { above = 0.0 }",
+        "[[claim]]", ROW.replace("x.a", "x.scaled"), "quick = { above = 0.0 }", "full = { above = 0.9 }",
+        "[[claim]]", ROW.replace("x.a", "x.finding"), 'check = { above = 0.0 }', 'finding = "it is 2"',
+        "[[claim]]", ROW.replace("x.a", "x.big"), 'scale = "full"', "full = { above = 0.0 }",
+        "[[claim]]", ROW.replace("x.a", "x.big2"), 'scale = "full"', "full = { above = 0.0 }",
+        "[[claim]]", ROW.replace("x.a", "x.real"), 'scale = "real"', "check = { above = 0.0 }",
+        "[[claim]]", ROW.replace("x.a", "x.unrun"), "check = { above = 0.0 }",
+    ]))
+    reg = claims.load(rows)
+    for cid, value in [("x.same", 1), ("x.scaled", 0.5), ("x.finding", 1), ("x.big", 1), ("x.big2", -1)]:
+        claims.check(cid, value, profile="quick", quiet=True, registry=reg)
+    claims.skip("x.real", "weights unavailable", profile="quick", quiet=True, registry=reg)
+    cat = {r["claim"]: r["category"] for r in claims.results("quick", registry=reg)}
+    assert cat == {"x.same": claims.HOLDS, "x.scaled": claims.HOLDS_HERE, "x.finding": claims.FINDING,
+                   "x.big": claims.HOLDS_HERE, "x.big2": claims.NOT_HERE, "x.real": claims.NOT_CHECKED,
+                   "x.unrun": claims.NOT_CHECKED}
+    # the scaled claim is judged by its full criterion in the full profile
+    with pytest.raises(AssertionError):
+        claims.check("x.scaled", 0.5, profile="full", quiet=True, registry=reg)
+    n = claims.counts("quick", registry=reg)
+    assert n[claims.HOLDS_HERE] == 2 and n[claims.NOT_CHECKED] == 2 and sum(n.values()) == 7
+    html = claims.scorecard("quick", registry=reg)
+    assert html.count('class="table scorecard"') == 1 and 'href="x.html"' in html and "it is 2" in html
+    with pytest.raises(ValueError, match="scale='real'"):
+        claims.skip("x.same", "no", registry=reg)
+    errata = claims.errata("quick", registry=reg)
+    assert errata.count('class="erratum"') == 1 and "it is 2" in errata and 'href="x.html"' in errata
+
+
+def test_import_closure_follows_companion_imports_only():
+    mods = cache.import_closure("companion.experiments.noisy_recall")
+    assert "companion.train" in mods and "companion.models.transformer" in mods
+    assert "companion.claims" not in mods and "companion.plotting" not in mods
+    with pytest.raises(ValueError, match="not a module"):
+        cache.import_closure("companion.nothing_here")
+
+
+def test_load_or_compute_computes_once_and_keys_on_settings(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": np.arange(3)}
+
+    mods = ("companion.report",)
+    a = cache.load_or_compute("t", {"n": 1}, compute, mods)
+    b = cache.load_or_compute("t", {"n": 1}, compute, mods)
+    assert len(calls) == 1 and (a["x"] == b["x"]).all()
+    cache.load_or_compute("t", {"n": 2}, compute, mods)
+    assert len(calls) == 2
+    cache.load_or_compute("t", {"n": 1}, compute, mods, use_cache=False)
+    assert len(calls) == 3
+    assert cache.load_or_compute("j", {"n": 1}, lambda: [1, 2], mods, fmt="json") == [1, 2]
+    assert not list(tmp_path.rglob(".part-*"))
+    with pytest.raises(ValueError, match="cache format"):
+        cache.load_or_compute("t", {"n": 1}, compute, mods, fmt="yaml")
+
+
+def test_report_helpers():
+    s = report.Summary({"a": (np.float64(0.5), "half"), "b": 3})
+    assert isinstance(s["a"], float) and s.meaning["b"] == ""
+    assert "| `a` | 0.5 | half |" in s._repr_markdown_()
+    assert math.isnan(report.strict_min([1.0, math.nan])) and math.isnan(report.strict_min([math.nan, 1.0]))
+    assert report.loglog_slope([1, 2, 4], [3, 12, 48]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="positive finite"):
+        report.loglog_slope([1, 2], [0.0, 1.0])

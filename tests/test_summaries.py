@@ -1,0 +1,105 @@
+"""The named package calls behind every asserted number: summaries of runs and studies."""
+
+import math
+
+import numpy as np
+import pytest
+
+from companion.experiments import allocation, noisy_recall, summaries
+from companion.experiments.noisy_recall import RecallExperiment
+from companion.theory import assoc_study, attention_study, noise_logit, one_step_study
+
+TINY = dict(d=8, seq_len=8, batch=8, steps=4, eval_every=2, dense_until=1, n_test=8, rhos=(0.0, 0.01, 0.5, 1.0))
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def tiny_run():
+    return noisy_recall.run(RecallExperiment.quick(**TINY), device="cpu", progress=False, use_cache=False)
+
+
+def test_recall_summary_matches_the_run(tiny_run):
+    s = summaries.recall_summary(tiny_run)
+    assert s["p_correct_drop"] == tiny_run.late_mean("clean_p_correct", rho=0.0)
+    assert s["drop_gain"] == pytest.approx(s["p_correct_drop"] - s["p_correct_full"])
+    assert s["icl_after_noise"] == s["icl_step"] - s["noise_step"] or math.isnan(s["icl_after_noise"])  # inf - inf
+    assert 0 <= s["value_diag"] <= 1 and set(s.meaning) == set(s)
+
+
+def test_finetune_and_triggers_summaries():
+    run = noisy_recall.run(RecallExperiment.quick(**TINY, schedule="finetune", pretrain_steps=3), device="cpu",
+                           progress=False, use_cache=False)
+    s = summaries.finetune_summary(run)
+    assert s["pre_ratio"] == pytest.approx(s["pre_n"] / s["pre_c"])
+    five = noisy_recall.run(RecallExperiment.quick(**TINY, triggers=(1, 39)), device="cpu", progress=False,
+                            use_cache=False)
+    M, info = summaries.matching_summary(five)
+    assert M.shape[0] == M.shape[1] and len(info["argmax_ok"]) == 2
+    t = summaries.triggers_summary(five, five)
+    assert t["ratio_one"] == t["ratio_five"] == info["ratio"]
+
+
+def test_ioi_summary_counts_divergence():
+    exp = noisy_recall.ioi_experiment(2, "sgd", "quick", d=8, seq_len=12, batch=8, steps=3, eval_every=1, n_test=8)
+    tiny_run = noisy_recall.run(exp, device="cpu", progress=False, use_cache=False)
+    runs = {(opt, L): tiny_run for opt, Ls in (("sgd", (3,)), ("adam", (3, 4, 5))) for L in Ls}
+    s = summaries.ioi_summary(runs)
+    assert math.isfinite(s["adam_deep"]) and s["n_diverged"] == 0
+    diverged = noisy_recall.RecallRun(tiny_run.exp, tiny_run.metrics, tiny_run.state, diverged_at=3)
+    s = summaries.ioi_summary({**runs, ("adam", 5): diverged, ("sgd", 5): diverged})
+    assert s["adam_deep"] == math.inf  # "fails to converge" holds
+    assert math.isnan(s["sgd_gain"]) and s["n_diverged"] == 2  # never dropped silently
+    assert "| sgd | 5 | yes |" in summaries.ioi_markdown({("sgd", 5): diverged})
+
+
+def test_architectures_summary(tiny_run):
+    runs = {k: tiny_run for k in ("MLP, MLP", "MLP, linear", "linear, MLP", "none, none")}
+    s = summaries.architectures_summary(runs, {"candidate": "drop F2", "matrix": "F2", "rho": 0.0})
+    assert s["best_mm_is_f2"] == 1.0 and s["ml_drop1_raise"] == pytest.approx(s["ml_drop1_loss"] - s["ml_full_loss"])
+    assert "| MLP, MLP | drop F2 |" in summaries.variant_markdown(summaries.variant_table(runs))
+
+
+def test_allocation_summary():
+    rows = [{"budget": b, "mlp_frac": f, "mlp_params": int(100 * f), "attn_params": int(100 * (1 - f)), "lr": lr,
+             "train_loss": 3.0 - f + lr, "test_loss": 3.0, "best": lr == 0.1, "mlp_width": 1, "attn_rank": 1}
+            for b in (10, 20) for f in (0.25, 0.5, 0.75) for lr in (0.1, 0.3)]
+    result = {"rows": rows, "entropy": 2.0, "exp": {"lrs": [0.1, 0.3]}}
+    s = allocation.summary(result)
+    assert s["worst_rho"] == pytest.approx(-1.0) and s["min_gap"] == pytest.approx(0.5)
+    assert s["edge"] == 6 and s["n_best"] == 6
+    assert allocation.markdown(result).count("\n") == 2 + 5
+    for r in rows:  # every lr of one configuration diverged: the summary says so and its numbers are NaN
+        if r["budget"] == 10 and r["mlp_frac"] == 0.25:
+            r.update(train_loss=None, test_loss=None, best=False)
+    s = allocation.summary(result)
+    assert s["n_diverged"] == 1 and math.isnan(s["worst_rho"]) and math.isnan(s["min_gap"])
+
+
+def test_one_step_resolution_and_gradients():
+    r = {"m": np.array([10, 100, 400]), "attn": np.array([[[1.5], [1.2], [1.1]]]), "attn_ref": np.array([1.0])}
+    assert one_step_study.attn_relative_deviation(r).tolist() == pytest.approx([0.5, 0.2, 0.1])
+    assert one_step_study.resolve_constant(r) == pytest.approx(2.0)  # 0.2 sqrt(100) = 0.1 sqrt(400)
+    assert one_step_study.m_resolve(r, level=0.05) == pytest.approx(1600)
+    gap, qk_zero = one_step_study.gradient_check()
+    assert gap < 1e-12 and qk_zero
+
+
+def test_attention_helpers():
+    assert attention_study.half_time(np.array([0.0, 0.1, 0.6, 1.0])) == 2
+    res = {"by_T": {64: (np.arange(25.0), np.ones(25))}}
+    mean, se = attention_study.others_by_T(res)[64]
+    assert mean == pytest.approx(np.arange(1, 20).mean()) and se == pytest.approx(np.sqrt(19) / 19)
+
+
+def test_noise_logit_summary_small_grid():
+    s = noise_logit.summary(noise_logit.study(Ns=(10, 100), alphas=(0.2, 0.4), steps=2000, probe_steps=100))
+    assert s["decreasing"] and s["fp_dev"] < 1e-8 and s["max_below"] < 1e-9 < s["min_above"]
+
+
+def test_assoc_iqr():
+    run = {"loss": np.stack([np.linspace(0, 1, 5)[:, None] * np.ones((5, 3))] * 4)}  # (steps, runs, ranks)
+    assert assoc_study.mean_iqr(run) == pytest.approx(0.5)
