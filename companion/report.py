@@ -45,11 +45,11 @@ class Summary(dict):
             self.meaning[name] = meaning
 
     def glue(self) -> None:
-        """Glue every numeric entry under its name (for ``{glue:text}`` in the prose)."""
+        """Glue every number and string entry under its name (for ``{glue:text}`` in the prose)."""
         from myst_nb import glue
 
         for name, value in self.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, (int, float, str)) and not isinstance(value, bool):
                 glue(name, value, display=False)
 
     def _repr_markdown_(self) -> str:
