@@ -8,7 +8,8 @@ from companion import cache, config
 from companion.report import Summary, loglog_slope
 from companion.theory import assoc_memory as am
 
-ALPHAS = (0.25, 0.3, 0.35)
+ALPHAS = (0.25, 0.3, 0.35)  # inside Theorem 3's alpha in (0.2, 0.4)
+REMARK_ALPHAS = (0.05, 0.15, 0.39)  # Remark 1: "any value alpha in (0, 0.4) still has the same result"
 T_MAX = 1e8
 GD = dict(alpha=0.3, lr=0.1, steps=20_000, record_every=50)
 FIG18 = dict(n=3, alpha=0.03, runs=20, lr=1.0, record_every=50)
@@ -18,7 +19,7 @@ MODULES = ("companion.theory.assoc_memory", "companion.theory.assoc_study")
 
 
 def study(profile: str | None = None, use_cache: bool = True) -> dict:
-    """ODE solutions ``sols[(flow, alpha)]``, gradient descent on W ``gd`` with the two ODEs over its time
+    """ODE solutions ``sols[(flow, alpha)]`` (and ``remark[(flow, alpha)]`` outside Theorem 3's range), gradient descent on W ``gd`` with the two ODEs over its time
     range (``ode_W``, ``ode_beta``), and Fig. 18's runs ``fig18[d]`` (cached)."""
     sizes = SIZES[config.get_profile(profile)]
 
@@ -26,6 +27,7 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
         gd = am.train_two_token_W(**GD)
         return {
             "sols": {(flow, a): am.solve_ab(a, T_MAX, flow) for flow in am.FLOWS for a in ALPHAS},
+            "remark": {(flow, a): am.solve_ab(a, T_MAX, flow) for flow in am.FLOWS for a in REMARK_ALPHAS},
             "gd": gd,
             "ode_W": am.solve_ab(GD["alpha"], gd["t"][-1], "W", n_points=4000),
             "ode_beta": am.solve_ab(GD["alpha"], gd["t"][-1], "beta", n_points=4000),
@@ -33,7 +35,7 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
             "sizes": sizes,
         }
 
-    settings = {"sizes": sizes, "alphas": ALPHAS, "t_max": T_MAX, "gd": GD, "fig18": FIG18, "ds": FIG18_DS}
+    settings = {"sizes": sizes, "alphas": ALPHAS, "remark_alphas": REMARK_ALPHAS, "t_max": T_MAX, "gd": GD, "fig18": FIG18, "ds": FIG18_DS}
     return cache.load_or_compute("assoc_memory", settings, compute, MODULES, use_cache=use_cache)
 
 
@@ -46,10 +48,12 @@ def mean_iqr(run: dict) -> float:
 def summary(res: dict) -> Summary:
     sols, gd = res["sols"], res["gd"]
     beta = [(a, s) for (f, a), s in sols.items() if f == "beta"]
-    slopes = []
-    for s in sols.values():
+    def rank1_slope(s):
         keep = s.t >= 1e4
-        slopes.append(loglog_slope(s.t[keep], s.probabilities(rank=1)[keep, 2]))
+        return loglog_slope(s.t[keep], s.probabilities(rank=1)[keep, 2])
+
+    slopes = [rank1_slope(s) for s in sols.values()]
+    remark = res["remark"]
 
     def gd_gap(ode):
         return max(float(np.abs(np.interp(gd["t"], ode.t, getattr(ode, k)) - gd[k]).max()) for k in ("beta1", "beta2"))
@@ -69,6 +73,10 @@ def summary(res: dict) -> Summary:
                      "max |P(noise) - alpha| of the full model at t_max"),
         "rank1_slope": (max(slopes, key=lambda x: abs(x + 0.5)),
                         "rank-1 noise probability: log-log slope over [1e4, t_max] farthest from -1/2"),
+        "remark_slope": (max((rank1_slope(s) for s in remark.values()), key=lambda x: abs(x + 0.5)),
+                         f"Remark 1, alpha in {REMARK_ALPHAS}: rank-1 slope farthest from -1/2, both flows"),
+        "remark_full_dev": (max(abs(s.probabilities()[-1, 2] - a) for (f, a), s in remark.items()),
+                            f"Remark 1, alpha in {REMARK_ALPHAS}: max |P(noise) - alpha| of the full model"),
         "gd_dev": (gd_gap(res["ode_W"]), "max |beta_GD - beta_ODE|, W-flow ODE"),
         "gd_dev_beta": (gd_gap(res["ode_beta"]), "the same against the paper's beta-flow ODE"),
         "frac_rank2": (float((final[:, 1] < final[:, -1]).mean()),
