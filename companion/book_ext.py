@@ -37,18 +37,16 @@ class ErrataDirective(Directive):
 def _fill(app, doctree, docname):
     from companion import claims, config
 
+    profile = config.get_profile()
+
+    def link(chapter: str) -> str:
+        return app.builder.get_relative_uri(docname, chapter)
+
     for node in doctree.traverse(scorecard_placeholder):
-        profile = config.get_profile()
-
-        def link(chapter: str) -> str:
-            return app.builder.get_relative_uri(docname, chapter)
-
         html = f"<p>profile: <code>{profile}</code></p>" + claims.scorecard(profile, link=link)
         node.replace_self(nodes.raw("", html, format="html"))
     for node in doctree.traverse(errata_placeholder):
-        profile = config.get_profile()
-        html = claims.errata(profile, link=lambda chapter: app.builder.get_relative_uri(docname, chapter))
-        node.replace_self(nodes.raw("", html, format="html"))
+        node.replace_self(nodes.raw("", claims.errata(profile, link=link), format="html"))
 
 
 def setup(app):

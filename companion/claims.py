@@ -167,6 +167,11 @@ def _record_path(claim_id: str, profile: str) -> Path:
     return config.cache_dir() / "claims" / profile / f"{claim_id}.json"
 
 
+def _chapter_link(chapter: str) -> str:
+    """The default URL of a chapter from a page in ``book/`` (the Sphinx extension passes its own)."""
+    return chapter.split("/")[-1] + ".html"
+
+
 def _get(claim_id: str, registry: dict[str, Claim] | None) -> Claim:
     registry = CLAIMS if registry is None else registry
     if claim_id not in registry:
@@ -291,7 +296,7 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
     from html import escape
 
     rows = results(profile, registry)
-    link = link or (lambda doc: doc.split("/")[-1] + ".html")
+    link = link or _chapter_link
     total = counts(profile, registry)
     parts = ['<table class="table scorecard-counts"><thead><tr><th>status</th><th>claims</th></tr></thead><tbody>']
     parts += [f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in total.items() if v or k != FAIL]
@@ -325,12 +330,13 @@ def errata(profile: str | None = None, link=None, registry: dict[str, Claim] | N
     statement, what we measure, a link to the evidence and the corrected statement."""
     from html import escape
 
-    link = link or (lambda doc: doc.split("/")[-1] + ".html")
-    rows = [r for r in results(profile, registry) if (CLAIMS if registry is None else registry)[r["claim"]].finding]
+    link = link or _chapter_link
     reg = CLAIMS if registry is None else registry
     parts = []
-    for r in rows:
+    for r in results(profile, registry):
         c = reg[r["claim"]]
+        if not c.finding:
+            continue
         parts.append(
             f'<div class="erratum"><h3><code>{escape(c.id)}</code>: {escape(c.source)}</h3><dl>'
             f"<dt>the paper</dt><dd>{escape(c.paper)}</dd>"

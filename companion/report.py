@@ -98,5 +98,13 @@ def strict_min(values: Iterable[float]) -> float:
     >>> strict_min([0.3, float("nan")]), strict_min([0.3, float("inf")])
     (nan, 0.3)
     """
-    arr = np.asarray(list(values), dtype=float)
-    return float(np.nan if np.isnan(arr).any() else arr.min())
+    return float(np.min(np.asarray(list(values), dtype=float)))  # numpy propagates NaN
+
+
+def strict_max(values: Iterable[float]) -> float:
+    """The maximum, NaN if any value is NaN.
+
+    >>> strict_max([float("nan"), 0.3]), strict_max([0.3, 0.5])
+    (nan, 0.5)
+    """
+    return float(np.max(np.asarray(list(values), dtype=float)))

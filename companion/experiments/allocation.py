@@ -35,7 +35,7 @@ from companion import cache, config
 from companion.config import check_float, check_int
 from companion.data.recall import BigramTask
 from companion.models import ModelConfig, Transformer
-from companion.report import Summary, markdown_table, strict_min
+from companion.report import Summary, markdown_table, strict_max, strict_min
 from companion.train import TrainConfig, batch_loss, train
 
 
@@ -208,7 +208,7 @@ def summary(result: dict) -> Summary:
     rho = [float("nan") if np.isnan(loss).any() else float(spearmanr(share, loss).statistic)
            for share, loss, _ in c.values()]
     return Summary({
-        "worst_rho": (float(np.nan if np.isnan(rho).any() else max(rho)),
+        "worst_rho": (strict_max(rho),
                       "largest Spearman correlation (MLP share vs loss) over budgets"),
         "min_gap": (strict_min(float(loss[0] - loss[-1]) for _, loss, _ in c.values()),
                     "smallest loss gap, smallest share minus largest share, over budgets (nats)"),

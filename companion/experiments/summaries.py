@@ -17,7 +17,7 @@ import numpy as np
 
 from companion import probes
 from companion.experiments.noisy_recall import RecallRun
-from companion.report import Summary, markdown_table, strict_min
+from companion.report import Summary, markdown_table, strict_max, strict_min
 
 NOISY_EARLY_STEPS = 10  # "the first few steps" of Figs. 3 and 8
 
@@ -206,6 +206,6 @@ def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: 
         "adam_deep": (deep_gap, f"Adam: late loss of L = {deep} minus L = {shallow} (inf if L = {deep} diverged)"),
         "n_diverged": (sum(r.diverged_at is not None for r in runs.values()), "runs that diverged"),
         "min_counting": (strict_min(counting), "smallest p(correct) - p(distractor), last MLP dropped"),
-        "max_counting": (float(np.max(counting)), "largest p(correct) - p(distractor), last MLP dropped"),
+        "max_counting": (strict_max(counting), "largest p(correct) - p(distractor), last MLP dropped"),
         "sgd_counting": (strict_min(sgd_counting), "SGD: smallest p(correct) - p(distractor), last MLP dropped"),
     })

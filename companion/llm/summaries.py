@@ -36,6 +36,22 @@ def banner(model: str, real: bool, why: str, spec, stands_for: str, extra: str =
             "pipeline only. With Hub access (or a cached copy) the same cells compute the real numbers.\n:::")
 
 
+def why_not(real: bool, model: str, about, unavailable: str) -> str:
+    """Why a claim about the pretrained model(s) ``about`` is not checked in a run of ``model`` ("" if it is).
+
+    >>> why_not(False, "gpt2", "gpt2", "GPT-2 weights unavailable (stand-in used)")
+    'GPT-2 weights unavailable (stand-in used)'
+    >>> why_not(True, "EleutherAI/pythia-410m", "EleutherAI/pythia-1b", "")
+    'the claim is about EleutherAI/pythia-1b (set the chapter to that model to check it)'
+    >>> why_not(True, "gpt2", ("openai-community/gpt2", "gpt2"), "")
+    ''
+    """
+    names = (about,) if isinstance(about, str) else tuple(about)
+    if not real:
+        return unavailable
+    return "" if model in names else f"the claim is about {names[0]} (set the chapter to that model to check it)"
+
+
 def laser_setting(task: str, model: str, real: bool, n_layers: int, reference: str, reference_layers: int):
     """Appendix C.2's (layer, matrix, rho) for ``(task, model)`` where it gives one; otherwise the
     ``reference`` model's setting moved to this depth (same relative layer, matrix and rho)."""

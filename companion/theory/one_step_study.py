@@ -76,6 +76,12 @@ def m_resolve(r: dict, level: float = RESOLVE_LEVEL) -> float:
     return (resolve_constant(r) / level) ** 2
 
 
+def references(N: int) -> tuple[dict, dict]:
+    """(printed, re-derived) expected values of Table 3 and Lemma D.1 at N, by case label."""
+    d1 = ost.lemma_d1_paper(ALPHA, N)
+    return {**ost.table3_paper(ALPHA, N), **d1}, {**ost.table3_rederived(ALPHA, N), **d1}
+
+
 def table_errors(res: dict) -> dict:
     """Table 3 and Lemma D.1 against the Monte Carlo: normalised errors (see the chapter's Notes).
 
@@ -86,8 +92,7 @@ def table_errors(res: dict) -> dict:
     C = 1 / ALPHA + 2
     out = {}
     for N in table:
-        paper = {**ost.table3_paper(ALPHA, N), **ost.lemma_d1_paper(ALPHA, N)}
-        fixed = {**ost.table3_rederived(ALPHA, N), **ost.lemma_d1_paper(ALPHA, N)}
+        paper, fixed = references(N)
         scale = ost.table3_scale(ALPHA, N)
         for label, _, _ in ost.TABLE3_CASES:
             mu, se = table[N][label]
@@ -98,8 +103,7 @@ def table_errors(res: dict) -> dict:
 
 def table_rows(res: dict, N: int = 200) -> list[list]:
     """Rows (case, MC mean, SE, printed, re-derived) at one N, Lemma D.1's two entries last."""
-    paper = {**ost.table3_paper(ALPHA, N), **ost.lemma_d1_paper(ALPHA, N)}
-    fixed = {**ost.table3_rederived(ALPHA, N), **ost.lemma_d1_paper(ALPHA, N)}
+    paper, fixed = references(N)
     labels = [c[0] for c in ost.TABLE3_CASES] + ["F: N+1", "F: k<=N"]
     return [[label, *res["table"][N][label], paper[label], fixed[label]] for label in labels]
 
