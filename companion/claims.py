@@ -180,11 +180,15 @@ def _get(claim_id: str, registry: dict[str, Claim] | None) -> Claim:
 
 
 def check(claim_id: str, observed: float, *, note: str = "", profile: str | None = None, record: bool = True,
-          quiet: bool = False, registry: dict[str, Claim] | None = None) -> dict:
+          quiet: bool = False, registry: dict[str, Claim] | None = None, recorded: str = "",
+          source: str = "") -> dict:
     """Judge ``observed`` by the claim's criterion for the profile, record it, and assert.
 
     A claim of another scale (``scale="full"`` in the quick profile, ...) is
-    recorded and shown as observed, never asserted.
+    recorded and shown as observed, never asserted. ``recorded`` (a label:
+    profile, device, date, commit) marks a value from a recorded run
+    (:mod:`companion.record`, file name ``source``): it is kept apart from the
+    live build's result and shown in the scorecard's "recorded" column.
 
     Raises:
         KeyError: unknown claim id.
@@ -198,10 +202,15 @@ def check(claim_id: str, observed: float, *, note: str = "", profile: str | None
     asserted = claim.asserted(profile)
     result = {"id": claim_id, "observed": observed, "criterion": str(crit), "passed": passed,
               "asserted": asserted, "profile": profile, "note": note, "package": config.package_hash()}
+    if recorded:
+        result.update(recorded=recorded, source=source)
     if record:
-        atomic_write_text(_record_path(claim_id, profile), json.dumps(result, indent=1))
+        atomic_write_text(_record_path(claim_id, "recorded" if recorded else profile), json.dumps(result, indent=1))
     if not quiet:
-        if not asserted:
+        if recorded:
+            print(f"[RECORDED {'PASS' if passed else 'MISS'}] {claim_id}: expected {crit}, observed {observed:.4g} "
+                  f"({recorded}; paper: {claim.paper})")
+        elif not asserted:
             print(f"[{claim.scale.upper()} SCALE ONLY] {claim_id}: criterion {crit}, observed {observed:.4g} "
                   f"in the {profile} profile ({'holds' if passed else 'does not hold'} here; asserted only in "
                   f"the {claim.scale} profile; paper: {claim.paper})")
@@ -269,6 +278,7 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
         rec = json.loads(path.read_text()) if path.is_file() else None
         category, detail = status(c, rec, profile)
         stale = rec is not None and rec["package"] != current
+        kept = _recorded_result(c.id)
         rows.append({
             "claim": c.id, "chapter": c.chapter, "source": c.source, "statement": c.statement, "paper": c.paper,
             "criterion": rec.get("criterion", "") if rec else str(c.criterion(profile)),
@@ -276,8 +286,19 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
             "note": rec.get("note", "") if rec else "",
             "profile": profile, "category": category, "detail": detail, "stale": stale,
             "status": category + (f" ({detail})" if detail else "") + (" (stale)" if stale else ""),
+            "recorded": (f"{kept['observed']:.3g} ({'holds' if kept['passed'] else 'does not hold'}; "
+                         f"{kept['recorded']})") if kept else "",
         })
     return rows
+
+
+def _recorded_result(claim_id: str) -> dict | None:
+    """The result of a recorded run's check of the claim, while its recorded file is still in ``data/``."""
+    path = _record_path(claim_id, "recorded")
+    if not path.is_file():
+        return None
+    rec = json.loads(path.read_text())
+    return rec if (config.committed_data_dir() / "recorded" / rec.get("source", "")).is_file() else None
 
 
 def counts(profile: str | None = None, registry: dict[str, Claim] | None = None) -> dict[str, int]:
@@ -304,6 +325,9 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
     cols = ["claim", "source", "statement", "paper", "criterion", "ours", "status"]
     widths = {"claim": "14%", "source": "12%", "statement": "34%", "paper": "11%", "criterion": "9%",
               "ours": "7%", "status": "13%"}
+    if any(r["recorded"] for r in rows):  # values of recorded paper-scale runs (companion.record)
+        cols.append("recorded")
+        widths.update(statement="24%", recorded="10%")
     head = "".join(f'<th style="width:{widths[c]}">{c}</th>' for c in cols)
 
     def cell(r, c):

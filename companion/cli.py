@@ -8,6 +8,8 @@ Examples::
     python -m companion recall --ff mlp linear --truncate F2.W_F --steps 2000   # Fig. 11
     python -m companion recall --task ioi --ff mlp mlp mlp --truncate F3.U_in    # Fig. 19
     python -m companion allocation --profile full                               # Fig. 6
+    python -m companion record recall --profile full                            # data/recorded/recall-full.json
+    python -m companion record recall --set d=128 --set seq_len=64 --set steps=1000 --threads 1
     python -m companion llm gpt2-ioi --model openai-community/gpt2 --out gpt2_ioi.json   # Fig. 17
     python -m companion llm pythia --model EleutherAI/pythia-1b --out pythia.json      # Figs. 5, 14-16, Table 1
     python -m companion llm gsm8k --model microsoft/Phi-3-mini-4k-instruct --out phi3.json  # Table 2
@@ -18,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+from companion import config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +68,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default=None, help="quick or full (default: $COMPANION_PROFILE or quick)")
     p.add_argument("--device", default=None)
     p.add_argument("--no-cache", action="store_true")
+
+    p = sub.add_parser("record", help="run an experiment and write its results file under data/recorded/")
+    p.add_argument("experiment", help="recordable experiment: " + ", ".join(_recordable()))
+    p.add_argument("--profile", default=None, help="quick or full (default: $COMPANION_PROFILE or quick)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one setting of the profile (repeatable), e.g. --set d=128 --set ff=mlp,linear")
+    p.add_argument("--device", default=None)
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
+    p.add_argument("--out-dir", default=None, help="folder of the results file (default: data/recorded)")
     args = parser.parse_args(argv)
+
+    if args.command == "record":
+        try:
+            return _record(args)
+        except ValueError as e:  # bad experiment name or setting: said before any work
+            parser.error(str(e))
 
     if args.command == "derive-counts":
         from companion.data.shakespeare import write_counts
@@ -106,6 +125,29 @@ def main(argv: list[str] | None = None) -> int:
     summary["late_attn_to_noise"] = run.late_mean("attn_to_noise")
     json.dump(summary, sys.stdout, indent=1)
     print()
+    return 0
+
+
+def _recordable() -> list[str]:
+    from companion.record import EXPERIMENTS
+
+    return list(EXPERIMENTS)
+
+
+def _record(args) -> int:
+    from companion import record
+
+    overrides = record.parse_overrides(args.sets)
+    record.build(args.experiment, args.profile, overrides)  # bad names or values fail here, before any work
+    if args.threads is not None:
+        import torch
+
+        config.check_int("threads", args.threads, low=1)
+        torch.set_num_threads(args.threads)
+    path = record.record(args.experiment, args.profile, overrides, device=args.device, out_dir=args.out_dir)
+    rec = record.load(path)
+    print(json.dumps({"file": str(path), "label": rec.label(), "train_seconds": rec.train_seconds,
+                      "claims": rec.claims}, indent=1))
     return 0
 
 

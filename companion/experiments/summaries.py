@@ -56,6 +56,28 @@ def recall_summary(run: RecallRun) -> Summary:
     })
 
 
+# The noisy-recall chapter's Check cell: claim id -> entry of recall_summary (recorded runs check the same;
+# tests/test_recorded.py keeps the two in step).
+RECALL_CLAIMS = {
+    "recall.full_noise": "p_noise_full", "recall.drop_f2_correct": "p_correct_drop",
+    "recall.drop_f2_gain": "drop_gain", "recall.noise_first": "spike", "recall.noise_before_icl": "icl_after_noise",
+    "recall.f2_margin": "margin_step", "recall.attn_avoids_noise": "attn_ratio", "recall.prev_token_head": "prev",
+    "recall.value_recall": "value_diag", "recall.ff_noise_column": "ff_noise_column",
+}
+
+
+def recall_curves(run: RecallRun) -> dict[str, np.ndarray]:
+    """The Fig. 3 curves of a run at its evaluated steps (what a recorded run keeps; never weights)."""
+    step, p_drop = run.series("clean_p_correct", rho=0.0)
+    m = run.metrics
+    at_eval = np.isin(m["train_step"], step)
+    return {"step": step, "p_correct_drop": p_drop, "p_correct_full": run.series("clean_p_correct", rho=1.0)[1],
+            "p_noise_full": run.series("clean_p_noise", rho=1.0)[1],
+            "noisy_p_noise": run.series("noisy_p_noise")[1],
+            "attn_to_correct": run.series("attn_to_correct")[1], "attn_to_noise": run.series("attn_to_noise")[1],
+            "train_step": m["train_step"][at_eval], "train_loss": m["train_loss"][at_eval]}
+
+
 def finetune_summary(run: RecallRun) -> Summary:
     """Appendix B.1, Figs. 4 (right) and 8 (right): pre-train on alpha = 0, then fine-tune."""
     pre_c = float(run.series("attn_per_pos_correct", phase=0)[1][-1])

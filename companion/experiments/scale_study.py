@@ -1,0 +1,99 @@
+"""The headline claim as a function of scale (Fig. 3: dropping F2 gives the correct token with p ~ 0.98).
+
+A ladder of sizes from the quick profile towards the paper's (d = T = 256,
+batch 512, 2000 steps), each run for the paper's choices (a new noise token,
+loss on the final position) and the public code's (an existing token as noise,
+loss on every trigger occurrence). The runs are made outside the book with
+``python -m companion record`` (see :func:`commands`) and committed under
+``data/recorded/``; the chapter plots what is there.
+
+>>> len(LADDER), sorted(CHOICES)
+(4, ['paper', 'public code'])
+>>> commands()[1]
+'python -m companion record recall --profile quick --set loss_on=triggers --set noise=existing'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion import record
+from companion.report import Summary
+
+# Rungs of the ladder: overrides of the quick profile (rung 0 is the quick profile itself). The last rungs take
+# about 30 and 90 minutes on one CPU thread; the paper's size (the full profile) needs a GPU.
+LADDER = (
+    {},
+    dict(d=128, seq_len=64, batch=256, steps=1000, eval_every=50, n_test=512),
+    dict(d=128, seq_len=128, batch=256, steps=2000, eval_every=100, n_test=512),
+    dict(d=256, seq_len=128, batch=256, steps=2000, eval_every=100, n_test=512),
+)
+CHOICES = {"paper": {}, "public code": dict(noise="existing", loss_on="triggers")}
+PAPER_SIZE = dict(d=256, seq_len=256, batch=512, steps=2000)
+
+
+def commands(rungs=None) -> list[str]:
+    """The ``record`` command of every (rung, choice), smallest first."""
+    rungs = range(len(LADDER)) if rungs is None else rungs
+    return [record.command("recall", "quick", record.build("recall", "quick", {**LADDER[i], **c}) and
+                           {**LADDER[i], **c}) for i in rungs for c in CHOICES.values()]
+
+
+def size(rec: record.Recorded) -> dict:
+    """d, T, batch and steps of a recorded run."""
+    return {k: rec.config[k] for k in PAPER_SIZE}
+
+
+def work(rec: record.Recorded) -> float:
+    """Training tokens processed (batch x T x steps), the x axis of the scale plot."""
+    s = size(rec)
+    return float(s["batch"] * s["seq_len"] * s["steps"])
+
+
+def choice(rec: record.Recorded) -> str | None:
+    """Which choice a recorded run made ('paper', 'public code'), or None if neither."""
+    mine = {k: rec.config[k] for k in ("noise", "loss_on")}
+    for name, c in CHOICES.items():
+        if mine == {"noise": c.get("noise", "new"), "loss_on": c.get("loss_on", "final")}:
+            return name
+    return None
+
+
+def runs() -> dict[str, list[record.Recorded]]:
+    """The committed ladder runs per choice, in order of work (rungs not yet recorded are absent)."""
+    wanted = [{**r, **c} for r in LADDER for c in CHOICES.values()]
+    out = {name: [] for name in CHOICES}
+    for rec in record.runs("recall"):
+        if rec.profile == "quick" and any(rec.overrides == {k: v for k, v in w.items()} for w in wanted):
+            out[choice(rec)].append(rec)
+    return {k: sorted(v, key=work) for k, v in out.items()}
+
+
+def table(ladder: dict[str, list[record.Recorded]]) -> list[list]:
+    """Rows (choice, d, T, batch, steps, p_correct dropped, p_noise full, train minutes, device)."""
+    return [[name, *size(r).values(), r.summary["p_correct_drop"], r.summary["p_noise_full"],
+             r.train_seconds / 60, r.device] for name, recs in ladder.items() for r in recs]
+
+
+TABLE_HEADER = ["choice", "d", "T", "batch", "steps", "p(correct), F2 dropped", "p(noise), full model",
+                "minutes", "device"]
+
+
+def summary(ladder: dict[str, list[record.Recorded]]) -> Summary:
+    """The trend of the headline number over the ladder, per choice: first and last rung, and the slope of
+    p(correct | F2 dropped) in log10(training tokens) fitted over the recorded rungs."""
+    out = {}
+    for name, recs in ladder.items():
+        key = name.replace(" ", "_")
+        if not recs:
+            continue
+        x = np.log10([work(r) for r in recs])
+        y = np.array([r.summary["p_correct_drop"] for r in recs])
+        out[f"{key}_rungs"] = (len(recs), f"{name} choices: rungs recorded")
+        out[f"{key}_first"] = (y[0], f"{name}: p(correct), F2 dropped, smallest rung")
+        out[f"{key}_last"] = (y[-1], f"{name}: p(correct), F2 dropped, largest rung")
+        out[f"{key}_noise_last"] = (recs[-1].summary["p_noise_full"], f"{name}: p(noise) of the full model, "
+                                                                       "largest rung")
+        if len(recs) > 1:
+            out[f"{key}_slope"] = (float(np.polyfit(x, y, 1)[0]), f"{name}: d p / d log10(tokens), least squares")
+    return Summary(out)

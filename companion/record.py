@@ -1,0 +1,270 @@
+"""Recorded runs: paper-scale (or any-scale) results made outside the book, committed, checked by CI.
+
+``python -m companion record recall --profile full`` trains the experiment
+(CPU or GPU), measures it with the same package calls as its chapter, and
+writes one small JSON file under ``data/recorded/``: the configuration, the
+chapter's summary values and claim values, curves along training (never
+weights), the package version and commit, the device, the wall time and the
+command that regenerates it. Chapters show recorded runs next to the live
+quick one; :func:`check` asserts the claims of a recorded ``full``-profile run
+of the paper's configuration against the paper's values (a miss fails CI,
+unless the claim row records it as a finding), while runs at other sizes or
+with other choices are shown and described, not held to the paper's number.
+
+A recorded file is *stale* when its experiment's configuration, rebuilt today
+from the recorded profile and overrides, differs from the recorded one
+(:func:`stale`); ``tests/test_recorded.py`` fails then and names the command
+that regenerates it.
+
+>>> parse_overrides(["d=256", "ff=mlp,linear", "noise=existing", "lr=0.01"])
+{'d': 256, 'ff': ('mlp', 'linear'), 'noise': 'existing', 'lr': 0.01}
+>>> parse_overrides(["d"])
+Traceback (most recent call last):
+...
+ValueError: override 'd' is not of the form key=value
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from companion import __version__, config
+from companion.io import atomic_write_text
+
+RECORDED_DIR = config.committed_data_dir() / "recorded"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Recordable:
+    """An experiment that can be recorded: how to build, run and measure it, and which claims it checks."""
+
+    name: str
+    chapter: str  # docname of the chapter that shows it
+    build: Callable  # (profile, overrides) -> validated experiment configuration
+    run: Callable  # (experiment, device) -> finished run
+    summary: Callable  # run -> report.Summary (the chapter's own call)
+    claims: dict  # claim id -> summary key (the chapter's Check cell)
+    curves: Callable  # run -> {name: list} along training
+
+
+def _recall() -> Recordable:
+    from companion.experiments import noisy_recall, summaries
+
+    return Recordable(
+        name="recall", chapter="book/noisy_recall",
+        build=lambda profile, overrides: noisy_recall.RecallExperiment.for_profile(profile, **overrides),
+        run=lambda exp, device: noisy_recall.run(exp, device=device),
+        summary=summaries.recall_summary, claims=summaries.RECALL_CLAIMS, curves=summaries.recall_curves)
+
+
+EXPERIMENTS = {"recall": _recall}
+
+
+def experiment(name: str) -> Recordable:
+    """The recordable experiment ``name``.
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    config.check_choice("experiment", name, tuple(EXPERIMENTS))
+    return EXPERIMENTS[name]()
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_overrides(items: list[str] | None) -> dict:
+    """``["key=value", ...]`` -> ``{key: value}``: numbers as numbers, ``a,b`` as a tuple, else strings."""
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not of the form key=value")
+        key, text = (s.strip() for s in item.split("=", 1))
+        out[key] = tuple(_literal(t) for t in text.split(",") if t) if "," in text else _literal(text)
+    return out
+
+
+def _normalise(overrides: dict, exp) -> dict:
+    """Overrides with the experiment's field types (a tuple field given one value becomes a 1-tuple)."""
+    fields = {f.name for f in dataclasses.fields(exp)}
+    unknown = set(overrides) - fields
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)}: allowed {sorted(fields)}")
+    return {k: (v,) if isinstance(getattr(exp, k), tuple) and not isinstance(v, tuple) else v
+            for k, v in overrides.items()}
+
+
+def build(name: str, profile: str | None = None, overrides: dict | None = None):
+    """The validated configuration of a recordable experiment (fails before any work)."""
+    rec = experiment(name)
+    profile = config.get_profile(profile)
+    default = rec.build(profile, {})
+    return rec.build(profile, _normalise(dict(overrides or {}), default))
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)  # JSON has no NaN/inf: "nan", "inf"
+    return value
+
+
+def _number(value):
+    return float(value) if isinstance(value, str) and value in ("nan", "inf", "-inf") else value
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(config.REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def file_name(name: str, profile: str, overrides: dict) -> str:
+    """``recall-full.json``, ``recall-quick-d=256-seq_len=64.json``, ... (settings sorted by name).
+
+    >>> file_name("recall", "quick", {"seq_len": 64, "d": 256, "ff": ("mlp", "linear")})
+    'recall-quick-d=256-ff=mlp,linear-seq_len=64.json'
+    """
+    parts = [name, profile] + [f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+                               for k, v in sorted(overrides.items())]
+    return "-".join(parts) + ".json"
+
+
+def command(name: str, profile: str, overrides: dict) -> str:
+    """The command line that (re)generates a recorded file."""
+    sets = " ".join(f"--set {shlex.quote(k + '=' + (','.join(map(str, v)) if isinstance(v, tuple) else str(v)))}"
+                    for k, v in sorted(overrides.items()))
+    return f"python -m companion record {name} --profile {profile}" + (f" {sets}" if sets else "")
+
+
+def record(name: str, profile: str | None = None, overrides: dict | None = None, device=None,
+           out_dir: Path | str | None = None) -> Path:
+    """Run experiment ``name`` and write its recorded results file (atomically); return its path."""
+    rec = experiment(name)
+    profile = config.get_profile(profile)
+    exp = build(name, profile, overrides)  # validates first
+    overrides = _normalise(dict(overrides or {}), exp)
+    run = rec.run(exp, device)  # cached: recording again after a metadata change does not retrain
+    summary = rec.summary(run)
+    result = {
+        "format": FORMAT, "experiment": name, "chapter": rec.chapter, "profile": profile,
+        "overrides": _jsonable(overrides), "config": _jsonable(dataclasses.asdict(exp)),
+        "summary": _jsonable(dict(summary)), "meaning": summary.meaning,
+        "claims": _jsonable({cid: summary[key] for cid, key in rec.claims.items()}),
+        "curves": _jsonable(rec.curves(run)),
+        "version": __version__, "commit": _commit(), "package": config.package_hash(),
+        "device": getattr(run, "device", config.device_name(device)),
+        "train_seconds": getattr(run, "seconds", None),  # training and evaluation, when it was computed
+        "date": time.strftime("%Y-%m-%d"), "command": command(name, profile, overrides),
+    }
+    path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides)
+    atomic_write_text(path, json.dumps(result, indent=1) + "\n")
+    return path
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recorded results file, read back (NaN and infinities restored)."""
+
+    path: Path
+    data: dict
+
+    def __getattr__(self, key):
+        try:
+            return self.data[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    @property
+    def paper_config(self) -> bool:
+        """A full-profile run of the paper's own configuration (no overrides): held to the paper's values."""
+        return self.data["profile"] == "full" and not self.data["overrides"]
+
+    def label(self) -> str:
+        """Who made it: ``full profile, NVIDIA H200, 2026-11-21, commit abc123``."""
+        sets = ", ".join(f"{k}={v}" for k, v in self.data["overrides"].items())
+        return (f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
+                f"{self.data['date']}, commit {self.data['commit']}")
+
+
+def load(path: Path | str) -> Recorded:
+    data = json.loads(Path(path).read_text(), parse_constant=float)
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{path}: recorded format {data.get('format')!r}, this package reads {FORMAT}")
+    for key in ("summary", "claims"):
+        data[key] = {k: _number(v) for k, v in data[key].items()}
+    return Recorded(Path(path), data)
+
+
+def runs(name: str | None = None, directory: Path | str | None = None) -> list[Recorded]:
+    """Every recorded file (of experiment ``name``), sorted by file name."""
+    directory = Path(directory or RECORDED_DIR)
+    out = [load(p) for p in sorted(directory.glob("*.json"))]
+    return [r for r in out if name is None or r.experiment == name]
+
+
+def stale(rec: Recorded) -> str:
+    """Why a recorded file no longer matches its experiment's configuration ('' when it does)."""
+    try:
+        exp = build(rec.experiment, rec.profile, parse_overrides(
+            [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in rec.overrides.items()]))
+    except ValueError as e:
+        return f"its settings are no longer valid ({e}); regenerate with: {rec.command}"
+    now = _jsonable(dataclasses.asdict(exp))
+    changed = sorted(k for k in set(now) | set(rec.config) if now.get(k) != rec.config.get(k))
+    if changed:
+        diffs = ", ".join(f"{k}: recorded {rec.config.get(k)!r}, now {now.get(k)!r}" for k in changed)
+        return f"configuration changed ({diffs}); regenerate with: {rec.command}"
+    return ""
+
+
+def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:
+    """Assert a recorded full-profile run of the paper's configuration against the paper's (full) criteria.
+
+    Every claim is judged and recorded (the scorecard's "recorded" column) before any miss raises.
+
+    Raises:
+        ValueError: the run is not a full-profile run of the paper's configuration (show those, don't hold them
+            to the paper's number: :func:`table`).
+        AssertionError: an asserted claim does not hold.
+    """
+    from companion import claims
+
+    if not rec.paper_config:
+        raise ValueError(f"{rec.path.name} is a {rec.label()} run: only full-profile runs of the paper's "
+                         f"configuration are held to the paper's values")
+    out, failures = [], []
+    for cid, value in rec.claims.items():
+        try:
+            out.append(claims.check(cid, value, profile="full", recorded=rec.label(), source=rec.path.name,
+                                    quiet=quiet, registry=registry))
+        except AssertionError as e:
+            failures.append(str(e))
+    if failures:
+        raise AssertionError(f"recorded run {rec.path.name} ({rec.label()}): " + "; ".join(failures))
+    return out
