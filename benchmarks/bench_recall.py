@@ -4,7 +4,9 @@ Times, on the current machine:
   1. data generation, tokens per second on one CPU core (target >= 5e6);
   2. one training step at the full configuration (d = T = 256, batch 512);
   3. a 20-value rho sweep on U_in of F2 relative to one evaluation (target <= 3x);
-  4. optionally (--full-run) the full-profile Fig. 3 run: 2000 steps with the rho grid
+  4. one evaluation (the full profile's test sets) against one training step, and the share of a
+     full-profile run's time spent evaluating (target <= 20%), at d = T = 128 and at the full sizes;
+  5. optionally (--full-run) the full-profile Fig. 3 run: 2000 steps with the rho grid
      evaluated every 50 steps (target < 3 minutes on one H100).
 
 Writes benchmarks/results/<machine>.json (atomically) and prints it.
@@ -92,6 +94,32 @@ def main() -> None:
     out["eval_s_512_sequences"] = t_eval
     out["rho_sweep_20_s"] = t_sweep
     out["rho_sweep_over_eval"] = t_sweep / t_eval
+
+    # Evaluation overhead of a full-profile run: one evaluation (noisy_recall.Evaluator, the full profile's
+    # 2048 clean + 2048 noisy test sequences) against one training step, at d = T = 128 and at the full sizes.
+    for label, exp in (("d128_T128", noisy_recall.RecallExperiment.full(d=128, seq_len=128)),
+                       ("full", noisy_recall.RecallExperiment.full())):
+        m = Transformer(exp.model_config()).to(device)
+        o = make_optimizer(m, exp.train_config(1))
+        b = exp.task().sample(rng, exp.batch)
+        ev = noisy_recall.Evaluator(exp, m, device)
+
+        def train_step():
+            loss = batch_loss(m, b, device)
+            o.zero_grad()
+            loss.backward()
+            o.step()
+            sync(device)
+
+        def evaluation():
+            ev(0)
+            sync(device)
+
+        train_step(), evaluation()
+        t_step, t_ev = best_of(train_step, args.repeats), best_of(evaluation, args.repeats)
+        n_evals = len(noisy_recall._eval_schedule(exp.steps, exp.eval_every, exp.dense_until)) + 1
+        out[f"eval_over_train_step_{label}"] = t_ev / t_step
+        out[f"eval_share_of_full_run_{label}"] = n_evals * t_ev / (n_evals * t_ev + exp.steps * t_step)
 
     if args.full_run:
         exp = noisy_recall.RecallExperiment.full()

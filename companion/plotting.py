@@ -120,3 +120,45 @@ def recall_attention_figure(models: dict, task, seed: int = 123, n: int = 64):
         att = probes.recall_attention(model, tokens, task.triggers, task.noise_token)
         attention_bars(ax, att["attn"][i], kinds, ylabel=label)
     return fig
+
+
+def recorded_curves(live_curves: dict, recs, live_label: str = "this build"):
+    """Fig. 3's two headline curves (clean data: p(correct) with F2 dropped, p(noise) of the full model)
+    along training, for the live run and every recorded run (companion.record), against the fraction of
+    training done so that runs of different lengths line up."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), constrained_layout=True)
+    series = [(live_label, live_curves)] + [(r.short_label(), r.curves) for r in recs]
+    for label, c in series:
+        frac = np.asarray(c["step"], float) / max(c["step"])
+        axes[0].plot(frac, c["p_correct_drop"], label=label)
+        axes[1].plot(frac, c["p_noise_full"], label=label)
+    axes[0].set_ylabel("p(correct), F2 dropped")
+    axes[1].set_ylabel("p(noise), full model")
+    for ax in axes:
+        ax.set_xlabel("fraction of training steps")
+        ax.set_ylim(0, 1)
+    axes[0].legend(fontsize=7)
+    return fig
+
+
+def scale_figure(ladder: dict, work, paper_work: float, reference: float):
+    """The headline number over a ladder of sizes: p(correct | F2 dropped) and p(noise) of the full model
+    against training tokens, one line per choice, with the paper's value and size marked."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), constrained_layout=True)
+    for name, recs in ladder.items():
+        if not recs:
+            continue
+        x = [work(r) for r in recs]
+        axes[0].plot(x, [r.summary["p_correct_drop"] for r in recs], "o-", label=f"{name} choices")
+        axes[1].plot(x, [r.summary["p_noise_full"] for r in recs], "o-", label=f"{name} choices")
+    axes[0].axhline(reference, color="k", ls="--", lw=1, label=f"paper (Fig. 3): {reference:g}")
+    axes[1].axhline(0.5, color="k", ls=":", lw=1, label="alpha = 0.5")
+    for ax in axes:
+        ax.axvline(paper_work, color="grey", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("training tokens (batch x T x steps); dotted: the paper's size")
+    axes[0].set_ylabel("p(correct), F2 dropped (clean data)")
+    axes[1].set_ylabel("p(noise), full model (clean data)")
+    axes[0].legend(fontsize=7)
+    axes[1].legend(fontsize=7)
+    return fig

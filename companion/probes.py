@@ -40,16 +40,19 @@ def final_position_metrics(logits: torch.Tensor, correct: torch.Tensor, noise_to
 
 @torch.no_grad()
 def rho_sweep(model, tokens: torch.Tensor, correct: torch.Tensor, noise_token: int,
-              name: str, rhos, distractor: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+              name: str, rhos, distractor: torch.Tensor | None = None,
+              u: torch.Tensor | None = None) -> dict[str, np.ndarray]:
     """Final-position metrics for each rho applied to matrix ``name`` (one SVD).
 
     When ``name`` belongs to the last feed-forward layer, the stream entering
-    that layer is computed once and only F_L and the unembedding are re-run
-    per rho, so a sweep costs little more than one evaluation.
+    that layer at the last position (``u``, batch x d: ``record["u{L}"]`` of a
+    ``last_only`` forward; computed here if not given) is used for every rho, and
+    only F_L and the unembedding are re-run, so a sweep costs little more than
+    one evaluation.
     """
     L = len(model.layers)
     last_ff = name.startswith(f"F{L}.")
-    if last_ff:
+    if last_ff and u is None:
         record: dict = {}
         model(tokens, last_only=True, record=record)
         u = record[f"u{L}"]
@@ -94,18 +97,21 @@ def previous_token_attention(model, tokens: torch.Tensor) -> tuple[np.ndarray, f
 
 
 @torch.no_grad()
-def recall_attention(model, tokens: torch.Tensor, triggers, noise_token: int) -> dict:
+def recall_attention(model, tokens: torch.Tensor, triggers, noise_token: int,
+                     attn: torch.Tensor | None = None) -> dict:
     """Fig. 4: last-layer attention from the final position to [q, ybar] vs [q, tau] positions.
 
     ``tokens`` (batch, T) inputs holding both kinds of pairs (noisy data).
     Returns the mean (over sequences) total attention mass on positions s
     with z_{s-1} a trigger and z_s = tau (``to_noise``) or z_s != tau
     (``to_correct``), their mean per-position values, and the attention
-    map (batch, T).
+    map (batch, T). ``attn``: that map, if a ``last_only`` forward already
+    recorded it (``record["attn{L}"][:, 0]``).
     """
-    record: dict = {}
-    model(tokens, last_only=True, record=record)
-    attn = record[f"attn{len(model.layers)}"][:, 0]  # (batch, T)
+    if attn is None:
+        record: dict = {}
+        model(tokens, last_only=True, record=record)
+        attn = record[f"attn{len(model.layers)}"][:, 0]  # (batch, T)
     prev_is_trigger = torch.zeros_like(tokens, dtype=torch.bool)
     prev_is_trigger[:, 1:] = torch.isin(tokens[:, :-1], torch.as_tensor(list(triggers), device=tokens.device))
     is_noise = tokens == noise_token

@@ -212,6 +212,12 @@ class Recorded:
                 f"{self.data['date']}, commit {self.data['commit']}")
 
 
+    def short_label(self) -> str:
+        """Sizes and device: ``d=256, T=256, batch 512, 2000 steps (NVIDIA H200)``."""
+        c = self.data["config"]
+        return f"d={c['d']}, T={c['seq_len']}, batch {c['batch']}, {c['steps']} steps ({self.data['device']})"
+
+
 def load(path: Path | str) -> Recorded:
     data = json.loads(Path(path).read_text(), parse_constant=float)
     if data.get("format") != FORMAT:
@@ -268,3 +274,22 @@ def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:
     if failures:
         raise AssertionError(f"recorded run {rec.path.name} ({rec.label()}): " + "; ".join(failures))
     return out
+
+
+def side_by_side(live, recs: list[Recorded], keys, live_label: str = "this build") -> str:
+    """A Markdown table of summary entries ``keys``: the live run's value beside each recorded run's."""
+    from companion.report import markdown_table
+
+    header = ["entry", live_label] + [r.short_label() for r in recs]
+    rows = [[f"`{k}`", live[k], *(r.summary.get(k, float("nan")) for r in recs)] for k in keys]
+    return markdown_table(header, rows)
+
+
+def listing(recs: list[Recorded] | None = None) -> str:
+    """A Markdown table of recorded files: what made each one and the command that regenerates it."""
+    from companion.report import markdown_table
+
+    recs = runs() if recs is None else recs
+    rows = [[f"`{r.path.name}`", r.label(), (r.train_seconds or float("nan")) / 60, f"`{r.command}`"]
+            for r in recs]
+    return markdown_table(["file", "made with", "minutes", "command"], rows, digits=3)

@@ -71,3 +71,34 @@ def test_claims_record_and_fail(tmp_path):
     assert rows["recall.drop_f2_correct"]["detail"] == "chapter not run"
     with pytest.raises(KeyError, match="claims.toml"):
         claims.check("no.such.claim", 1.0)
+
+
+@pytest.mark.parametrize("overrides", [dict(), dict(ff=("mlp", "linear"), truncate="F2.W_F"),
+                                       dict(ff=("linear", "mlp", "mlp"), truncate="F3.U_in")])
+def test_evaluator_shares_passes_exactly(overrides):
+    """The evaluator reuses one forward pass per test set; the values equal separate forward passes."""
+    import torch
+
+    from companion import probes, truncation
+    from companion.models import Transformer
+
+    exp = RecallExperiment.quick(d=16, seq_len=12, batch=8, steps=1, n_test=32, rhos=(0.0, 0.5, 1.0),
+                                 **overrides)
+    model = Transformer(exp.model_config(), seed=3).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # a non-trivial model: F1 and F_L both matter
+            p.add_(0.3 * torch.randn_like(p))
+    ev = noisy_recall.Evaluator(exp, model, torch.device("cpu"))
+    row = ev(0)
+    L = len(model.layers)
+    with torch.no_grad():
+        full = probes.final_position_metrics(model(ev.clean_tokens, last_only=True), ev.clean_correct, ev.tau)
+        for l in (1, L):
+            with truncation.dropped(model, l):
+                drop = probes.final_position_metrics(model(ev.clean_tokens, last_only=True), ev.clean_correct, ev.tau)
+            assert drop == {k[len(f"clean_dropF{l}_"):]: v for k, v in row.items() if k.startswith(f"clean_dropF{l}_")}
+        attn = probes.recall_attention(model, ev.noisy_tokens, ev.triggers, ev.tau)
+    assert full == {k[len("clean_full_"):]: v for k, v in row.items() if k.startswith("clean_full_")}
+    assert row["attn_to_correct"] == attn["to_correct"] and row["attn_to_noise"] == attn["to_noise"]
+    assert row["clean_p_correct"][-1] == pytest.approx(full["p_correct"], abs=1e-5)  # rho = 1 (via an SVD)
+    assert row["clean_dropF1_p_correct"] != pytest.approx(full["p_correct"], abs=1e-4)  # F1 does matter here

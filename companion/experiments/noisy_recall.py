@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from companion import cache, config, probes, truncation
+from companion import cache, config, probes
 from companion.config import check_choice, check_float, check_int
 from companion.data.ioi import IOITask
 from companion.data.recall import LOSS_POSITIONS, NOISE_KINDS, RecallTask
@@ -207,43 +207,62 @@ def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bo
                      blob.get("pretrained_state"), blob.get("diverged_at"))
 
 
+class Evaluator:
+    """The measurements taken along training on the fixed clean and noisy test sets (one call per evaluation)."""
+
+    def __init__(self, exp: RecallExperiment, model: Transformer, device):
+        task = exp.task()
+        clean_batch, noisy_batch = exp.test_batches()
+        self.exp, self.model = exp, model
+        self.clean_tokens = torch.as_tensor(clean_batch.inputs, device=device)
+        self.clean_correct = torch.as_tensor(clean_batch.final_ybar, device=device)
+        self.noisy_tokens = torch.as_tensor(noisy_batch.inputs, device=device)
+        self.noisy_correct = torch.as_tensor(noisy_batch.final_ybar, device=device)
+        self.distractor = (None if clean_batch.distractor is None
+                           else torch.as_tensor(clean_batch.distractor, device=device))
+        self.tau, self.q, self.triggers = task.noise_token, task.triggers[0], task.triggers
+
+    @torch.no_grad()
+    def __call__(self, step: int) -> dict:
+        # One forward pass per test set: the rho sweep of the last feed-forward layer, the full model and the
+        # dropped last feed-forward layer all start from the recorded stream u^L entering it, and dropping F1
+        # re-runs the layers after the first attention from the recorded stream u^1 (exactly the same values
+        # as separate forward passes, at a third of the cost).
+        model, exp, tau = self.model, self.exp, self.tau
+        L = len(model.layers)
+        row, rec = {}, {}
+        logits = model(self.clean_tokens, last_only=True, record=rec)
+        if exp.truncate:
+            sweep = probes.rho_sweep(model, self.clean_tokens, self.clean_correct, tau, exp.truncate, exp.rhos,
+                                     self.distractor, u=rec[f"u{L}"])
+            row.update({f"clean_{k}": v for k, v in sweep.items()})
+        full = probes.final_position_metrics(logits, self.clean_correct, tau, self.distractor)
+        row.update({f"clean_full_{k}": v for k, v in full.items()})
+        for l in sorted({1, L}):  # Figs. 10-12, 19: the first and the last feed-forward layer dropped
+            if exp.ff[l - 1] != "none":  # a dropped F_l outputs zero, so x^l = u^l
+                drop_logits = (model.unembed(rec[f"u{L}"]) if l == L
+                               else model.forward_from(1, rec["u1"], last_only=True))
+                drop = probes.final_position_metrics(drop_logits, self.clean_correct, tau, self.distractor)
+                row.update({f"clean_dropF{l}_{k}": v for k, v in drop.items()})
+        rec = {}
+        noisy = probes.final_position_metrics(model(self.noisy_tokens, last_only=True, record=rec),
+                                              self.noisy_correct, tau)
+        row.update({f"noisy_{k}": v for k, v in noisy.items()})
+        att = probes.recall_attention(model, self.noisy_tokens, self.triggers, tau, attn=rec[f"attn{L}"][:, 0])
+        row.update({f"attn_{k}": v for k, v in att.items() if k != "attn"})
+        if exp.ff[-1] != "none":
+            row[f"margin_F{L}"] = probes.ff_margin(model, L, self.q, tau)
+        _, row["attn1_prev"] = probes.previous_token_attention(model, self.noisy_tokens[:64])
+        return row
+
+
 def _train(exp: RecallExperiment, device, progress: bool) -> dict:
     device = config.get_device(device)
     streams = config.seed_streams(exp.seed, ["train-data"])
     task = exp.task()
     clean = task.with_alpha(0.0)
-    clean_batch, noisy_batch = exp.test_batches()
-    clean_tokens = torch.as_tensor(clean_batch.inputs, device=device)
-    clean_correct = torch.as_tensor(clean_batch.final_ybar, device=device)
-    noisy_tokens = torch.as_tensor(noisy_batch.inputs, device=device)
-    noisy_correct = torch.as_tensor(noisy_batch.final_ybar, device=device)
-    distractor = None if clean_batch.distractor is None else torch.as_tensor(clean_batch.distractor, device=device)
-
     model = Transformer(exp.model_config(), seed=exp.seed).to(device)
-    L = len(model.layers)
-    tau, q = task.noise_token, task.triggers[0]
-
-    def evaluate(step: int) -> dict:
-        row = {}
-        if exp.truncate:
-            sweep = probes.rho_sweep(model, clean_tokens, clean_correct, tau, exp.truncate, exp.rhos, distractor)
-            row.update({f"clean_{k}": v for k, v in sweep.items()})
-        full = probes.final_position_metrics(model(clean_tokens, last_only=True), clean_correct, tau, distractor)
-        row.update({f"clean_full_{k}": v for k, v in full.items()})
-        for l in sorted({1, L}):  # Figs. 10-12, 19: the first and the last feed-forward layer dropped
-            if exp.ff[l - 1] != "none":
-                with truncation.dropped(model, l):
-                    drop = probes.final_position_metrics(model(clean_tokens, last_only=True), clean_correct, tau,
-                                                         distractor)
-                row.update({f"clean_dropF{l}_{k}": v for k, v in drop.items()})
-        noisy = probes.final_position_metrics(model(noisy_tokens, last_only=True), noisy_correct, tau)
-        row.update({f"noisy_{k}": v for k, v in noisy.items()})
-        att = probes.recall_attention(model, noisy_tokens, task.triggers, tau)
-        row.update({f"attn_{k}": v for k, v in att.items() if k != "attn"})
-        if exp.ff[-1] != "none":
-            row[f"margin_F{L}"] = probes.ff_margin(model, L, q, tau)
-        _, row["attn1_prev"] = probes.previous_token_attention(model, noisy_tokens[:64])
-        return row
+    evaluate = Evaluator(exp, model, device)
 
     data_rng = np.random.default_rng(streams["train-data"])
     t0 = time.perf_counter()

@@ -35,8 +35,13 @@ PAPER_SIZE = dict(d=256, seq_len=256, batch=512, steps=2000)
 def commands(rungs=None) -> list[str]:
     """The ``record`` command of every (rung, choice), smallest first."""
     rungs = range(len(LADDER)) if rungs is None else rungs
-    return [record.command("recall", "quick", record.build("recall", "quick", {**LADDER[i], **c}) and
-                           {**LADDER[i], **c}) for i in rungs for c in CHOICES.values()]
+    out = []
+    for i in rungs:
+        for c in CHOICES.values():
+            settings = {**LADDER[i], **c}
+            record.build("recall", "quick", settings)  # validated before anything runs
+            out.append(record.command("recall", "quick", settings))
+    return out
 
 
 def size(rec: record.Recorded) -> dict:
@@ -64,7 +69,7 @@ def runs() -> dict[str, list[record.Recorded]]:
     wanted = [{**r, **c} for r in LADDER for c in CHOICES.values()]
     out = {name: [] for name in CHOICES}
     for rec in record.runs("recall"):
-        if rec.profile == "quick" and any(rec.overrides == {k: v for k, v in w.items()} for w in wanted):
+        if rec.profile == "quick" and any(rec.overrides == w for w in wanted):
             out[choice(rec)].append(rec)
     return {k: sorted(v, key=work) for k, v in out.items()}
 
@@ -95,5 +100,13 @@ def summary(ladder: dict[str, list[record.Recorded]]) -> Summary:
         out[f"{key}_noise_last"] = (recs[-1].summary["p_noise_full"], f"{name}: p(noise) of the full model, "
                                                                        "largest rung")
         if len(recs) > 1:
-            out[f"{key}_slope"] = (float(np.polyfit(x, y, 1)[0]), f"{name}: d p / d log10(tokens), least squares")
+            slope, intercept = np.polyfit(x, y, 1)
+            out[f"{key}_slope"] = (float(slope), f"{name}: d p / d log10(tokens), least squares over the rungs")
+            out[f"{key}_at_paper_size"] = (float(min(1.0, intercept + slope * np.log10(paper_work()))),
+                                           f"{name}: the fitted line at the paper's size (capped at 1)")
     return Summary(out)
+
+
+def paper_work() -> float:
+    """Training tokens of the paper's run: batch 512 x T 256 x 2000 steps."""
+    return float(PAPER_SIZE["batch"] * PAPER_SIZE["seq_len"] * PAPER_SIZE["steps"])

@@ -200,16 +200,26 @@ class Transformer(nn.Module):
     def forward(self, tokens: torch.Tensor, last_only: bool = False, record: dict | None = None):
         """Logits (batch, T, V), or (batch, V) for the last position when ``last_only``.
 
-        ``record``, if a dict, receives the attention maps ``attn1``, ``attn2``, ...
-        and the stream ``u{L}`` entering the last feed-forward layer.
+        ``record``, if a dict, receives the attention maps ``attn1`` and ``attn{L}``
+        of the first and last layers, the stream ``u1`` entering the first
+        feed-forward layer (every position) and the stream ``u{L}`` entering the
+        last one (the middle layers' maps are not kept: at T = 256 each costs
+        about 0.5 GB for 2048 sequences).
         """
-        x = self.embed(tokens)
+        return self.forward_from(0, self.embed(tokens), last_only, record)
+
+    def forward_from(self, start: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None):
+        """Run layers ``start``, ``start + 1``, ... (0-based) on the stream x (batch, T, d), then unembed.
+
+        With ``start = 1`` and x = ``record["u1"]`` this is the model with F1 dropped, without re-running
+        the first attention layer.
+        """
         L = len(self.layers)
-        for l in range(L):
+        for l in range(start, L):
             final = l == L - 1
-            u = self.attend(l, x, last_only=last_only and final, record=record)
-            if record is not None and final:
-                record[f"u{L}"] = u.detach()
+            u = self.attend(l, x, last_only=last_only and final, record=record if (final or l == 0) else None)
+            if record is not None and (final or l == 0):
+                record[f"u{l + 1}"] = u.detach()
             x = self.feed_forward(l, u)
         return self.unembed(x)
 

@@ -1,0 +1,109 @@
+"""What a run costs: matrix-multiply FLOPs of the transformer of Eq. (1), per step and per run.
+
+Counts the multiply-adds of every matrix product (2 m n k FLOPs each), in the
+forward pass and in the backward pass (2 m n k for each operand that needs a
+gradient: W_E, the positions and W_U are fixed, so the first layer's input
+and the unembedding's weight get none). Softmax, ReLU and the loss are not
+counted (a few percent at these sizes). ``tests/test_cost.py`` checks the
+count against ``torch.utils.flop_counter.FlopCounterMode``.
+
+>>> from companion.models import ModelConfig
+>>> cfg = ModelConfig(vocab_size=66, d=256, max_len=256)
+>>> f"{train_step_flops(cfg, batch=512, seq_len=256, last_only=True):.3g}"
+'6.21e+11'
+"""
+
+from __future__ import annotations
+
+from companion.config import check_float, check_int
+
+
+def _matmuls(cfg, seq_len: int, last_only: bool) -> list[tuple[int, int, int, bool, bool]]:
+    """(m, n, k, first operand needs grad, second needs grad) of every product for one sequence."""
+    if cfg.attn_rank is not None:
+        raise ValueError("attn_rank is set: FLOPs are counted for the unfactorised attention of Eq. (1) only")
+    T, d, h, L = seq_len, cfg.d, cfg.hidden, cfg.n_layers
+    out = []
+    for l in range(L):
+        tq = 1 if (last_only and l == L - 1) else T
+        x_grad = l > 0  # the stream entering layer 1 is x = W_E(z) + p, both fixed
+        out += [(tq, d, d, x_grad, True),  # query @ W_QK
+                (tq, T, d, True, x_grad),  # (query W_QK) @ x^T
+                (T, d, d, x_grad, True),  # x @ W_V^T
+                (tq, d, T, True, True)]  # attention @ values
+        kind = cfg.ff[l]
+        if kind == "mlp":
+            out += [(tq, h, d, True, True), (tq, d, h, True, True)]
+        elif kind == "linear":
+            out += [(tq, d, d, True, True)]
+    tq = 1 if last_only else T
+    out.append((tq, cfg.vocab_size, d, True, False))  # unembedding by the fixed W_U
+    return out
+
+
+def forward_flops(cfg, batch: int, seq_len: int, last_only: bool) -> float:
+    """Matrix-multiply FLOPs of one forward pass over ``batch`` sequences of length ``seq_len``."""
+    check_int("batch", batch, low=1)
+    check_int("seq_len (T)", seq_len, low=1, high=cfg.max_len)
+    return float(batch * sum(2 * m * n * k for m, n, k, _, _ in _matmuls(cfg, seq_len, last_only)))
+
+
+def train_step_flops(cfg, batch: int, seq_len: int, last_only: bool) -> float:
+    """Forward and backward FLOPs of one training step (``last_only``: the loss is on the final position)."""
+    fwd = forward_flops(cfg, batch, seq_len, last_only)
+    bwd = batch * sum(2 * m * n * k * (a + b) for m, n, k, a, b in _matmuls(cfg, seq_len, last_only))
+    return fwd + float(bwd)
+
+
+def run_flops(exp) -> dict[str, float]:
+    """FLOPs of a whole noisy-recall run (:class:`companion.experiments.noisy_recall.RecallExperiment`):
+    ``train`` (every step of every phase), ``evaluation`` (every evaluation: the clean and the noisy test
+    sets, one last-position forward pass each, the dropped-F1 pass re-running the layers after the first
+    attention, and the 64-sequence first-layer attention probe; the rho sweep re-runs only F_L and W_U and is
+    not counted) and ``total``.
+    """
+    from companion.experiments.noisy_recall import _eval_schedule
+
+    cfg, T = exp.model_config(), exp.seq_len
+    phases = [exp.steps] + ([exp.pretrain_steps] if exp.schedule == "finetune" else [])
+    last_only = exp.loss_on == "final" or exp.task_kind == "ioi"
+    train = sum(s * train_step_flops(cfg, exp.batch, T, last_only) for s in phases)
+    n_evals = sum(len(_eval_schedule(s, exp.eval_every, exp.dense_until)) + 1 for s in phases)
+    one = forward_flops(cfg, exp.n_test, T, True)
+    first = exp.n_test * sum(2 * m * n * k for m, n, k, _, _ in _matmuls(cfg, T, True)[:4 + {"mlp": 2, "linear": 1,
+                                                                                             "none": 0}[cfg.ff[0]]])
+    drop_f1 = (one - first) if (cfg.n_layers > 1 and cfg.ff[0] != "none") else 0.0
+    evaluation = n_evals * (2 * one + drop_f1 + forward_flops(cfg, min(64, exp.n_test), T, True))
+    return {"train": train, "evaluation": evaluation, "total": train + evaluation, "evaluations": n_evals}
+
+
+def seconds(flops: float, peak_flops: float, utilisation: float) -> float:
+    """Time implied by ``flops`` at ``utilisation`` of a device's peak (e.g. H100 SXM TF32 dense: 4.95e14).
+
+    >>> seconds(1e15, 1e15, 0.5)
+    2.0
+    """
+    check_float("utilisation", utilisation, 0.0, 1.0, low_open=True)
+    check_float("peak_flops", peak_flops, 0.0, low_open=True)
+    return flops / (peak_flops * utilisation)
+
+
+# Dense peak throughput of an H100 SXM (NVIDIA datasheet): TF32 tensor cores 495 TFLOP/s (989 with sparsity),
+# BF16 989 TFLOP/s, plain FP32 67 TFLOP/s.
+H100_PEAK = {"tf32": 4.95e14, "bf16": 9.89e14, "fp32": 6.7e13}
+
+
+def summary(exp, utilisations=(0.1, 0.3)):
+    """The cost of a noisy-recall run: FLOPs of one step and of the run, the evaluations' share, and the
+    time the count implies on one H100 (TF32 tensor cores) at the given utilisations."""
+    from companion.report import Summary
+
+    step = train_step_flops(exp.model_config(), exp.batch, exp.seq_len, exp.loss_on == "final")
+    run = run_flops(exp)
+    out = {"step_flops": (step, "matmul FLOPs of one training step (forward + backward)"),
+           "run_flops": (run["total"], f"the whole run: {exp.steps} steps and {run['evaluations']} evaluations"),
+           "eval_share": (run["evaluation"] / run["total"], "share of the run's FLOPs spent in evaluations")}
+    for u in utilisations:
+        out[f"h100_s_{round(100 * u)}"] = (seconds(run["total"], H100_PEAK["tf32"], u),
+                                           f"seconds on one H100 at {u:.0%} of its TF32 peak")
+    return Summary(out)

@@ -1,0 +1,70 @@
+"""Every trained-model experiment of the book, by chapter, at a profile (what the chapters run).
+
+The chapters build their configurations here, so that a test can run each
+one's ``full`` configuration for a step on the CPU (``tests/test_full_config.py``)
+and catch a crash, a shape error or a memory blow-up at paper scale before a
+user's GPU does.
+
+>>> sorted(experiments("quick"))[:3]
+['architectures/MLP, linear', 'architectures/linear, MLP', 'architectures/none, none']
+>>> architectures("full")["MLP, linear"].truncate
+'F2.W_F'
+"""
+
+from __future__ import annotations
+
+from companion import config
+from companion.experiments import allocation
+from companion.experiments.noisy_recall import IOI_LAYERS, RecallExperiment, ioi_experiment
+
+# Fig. 11 and Appendix B.5: name -> (F1, F2 kinds, the matrix swept over rho)
+ARCHS = {
+    "MLP, MLP": (("mlp", "mlp"), "F2.U_in"),
+    "MLP, linear": (("mlp", "linear"), "F2.W_F"),
+    "linear, MLP": (("linear", "mlp"), "F2.U_in"),
+    "none, none": (("none", "none"), "W_V^1"),
+}
+FIVE_TRIGGERS = (1, 39, 43, 53, 58)  # Appendix B.4: the characters ' ', 'a', 'e', 'o', 't'
+FINETUNE_STEPS = {"quick": dict(pretrain_steps=600, steps=400), "full": dict(pretrain_steps=2000, steps=2000)}
+
+
+def recall(profile: str | None = None) -> RecallExperiment:
+    """Section 3, Fig. 3: the core run."""
+    return RecallExperiment.for_profile(profile)
+
+
+def finetune(profile: str | None = None) -> RecallExperiment:
+    """Appendix B.1: pre-train on alpha = 0, then fine-tune on alpha = 0.5."""
+    return RecallExperiment.for_profile(profile, schedule="finetune", **FINETUNE_STEPS[config.get_profile(profile)])
+
+
+def triggers(profile: str | None = None) -> dict[str, RecallExperiment]:
+    """Appendix B.4: one trigger and five triggers."""
+    return {"one trigger": recall(profile), "five triggers": RecallExperiment.for_profile(profile,
+                                                                                        triggers=FIVE_TRIGGERS)}
+
+
+def architectures(profile: str | None = None) -> dict[str, RecallExperiment]:
+    """Appendix B.5, Figs. 10-13: the feed-forward kinds of :data:`ARCHS`."""
+    return {name: RecallExperiment.for_profile(profile, ff=ff, truncate=m) for name, (ff, m) in ARCHS.items()}
+
+
+def ioi(profile: str | None = None) -> dict[tuple[str, int], RecallExperiment]:
+    """Appendix J, Figs. 19-20: synthetic IOI with L layers, SGD and Adam."""
+    depths = IOI_LAYERS[config.get_profile(profile)]
+    return {(opt, L): ioi_experiment(L, opt, profile) for opt in ("sgd", "adam") for L in depths[opt]}
+
+
+def experiments(profile: str | None = None) -> dict[str, RecallExperiment]:
+    """Every recall-family configuration, named ``chapter/variant`` (duplicates across chapters kept once)."""
+    out = {"noisy_recall": recall(profile), "finetune": finetune(profile)}
+    out.update({f"triggers/{k}": v for k, v in triggers(profile).items() if k != "one trigger"})
+    out.update({f"architectures/{k}": v for k, v in architectures(profile).items() if k != "MLP, MLP"})
+    out.update({f"synthetic_ioi/{opt} L={L}": v for (opt, L), v in ioi(profile).items()})
+    return out
+
+
+def allocation_experiment(profile: str | None = None) -> allocation.AllocationExperiment:
+    """Fig. 6: parameter allocation between MLPs and attention."""
+    return allocation.AllocationExperiment.for_profile(profile)
+
