@@ -10,6 +10,7 @@ Examples::
     python -m companion allocation --profile full                               # Fig. 6
     python -m companion record recall --profile full                            # data/recorded/recall-full.json
     python -m companion record recall --set d=128 --set seq_len=64 --set steps=1000 --threads 1
+    python -m companion record architectures --profile full                     # Figs. 10-13 (4 runs)
     python -m companion llm gpt2-ioi --model openai-community/gpt2 --out gpt2_ioi.json   # Fig. 17
     python -m companion llm pythia --model EleutherAI/pythia-1b --out pythia.json      # Figs. 5, 14-16, Table 1
     python -m companion llm gsm8k --model microsoft/Phi-3-mini-4k-instruct --out phi3.json  # Table 2

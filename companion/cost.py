@@ -107,3 +107,26 @@ def summary(exp, utilisations=(0.1, 0.3)):
         out[f"h100_s_{round(100 * u)}"] = (seconds(run["total"], H100_PEAK["tf32"], u),
                                            f"seconds on one H100 at {u:.0%} of its TF32 peak")
     return Summary(out)
+
+
+def benchmarks(directory=None) -> list[list]:
+    """Rows (device, date, evaluation / training step and evaluations' share of a full-profile run, at
+    d = T = 128 and at the full sizes) of the committed benchmark results (``benchmarks/results/*.json``,
+    written by ``benchmarks/bench_recall.py``); files without these measurements are skipped."""
+    import json
+    from pathlib import Path
+
+    from companion.config import REPO_ROOT
+
+    rows = []
+    for path in sorted(Path(directory or REPO_ROOT / "benchmarks" / "results").glob("*.json")):
+        b = json.loads(path.read_text())
+        if "eval_share_of_full_run_full" in b:
+            rows.append([b["device"], b["date"], b["eval_over_train_step_d128_T128"],
+                         b["eval_share_of_full_run_d128_T128"], b["eval_over_train_step_full"],
+                         b["eval_share_of_full_run_full"]])
+    return rows
+
+
+BENCHMARK_HEADER = ["device", "date", "evaluation / step (d = T = 128)", "evaluations' share (d = T = 128)",
+                    "evaluation / step (full)", "evaluations' share (full)"]

@@ -126,7 +126,7 @@ def recorded_curves(live_curves: dict, recs, live_label: str = "this build"):
     """Fig. 3's two headline curves (clean data: p(correct) with F2 dropped, p(noise) of the full model)
     along training, for the live run and every recorded run (companion.record), against the fraction of
     training done so that runs of different lengths line up."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), constrained_layout=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6 + 0.18 * len(recs)), layout="constrained")
     series = [(live_label, live_curves)] + [(r.short_label(), r.curves) for r in recs]
     for label, c in series:
         frac = np.asarray(c["step"], float) / max(c["step"])
@@ -137,7 +137,7 @@ def recorded_curves(live_curves: dict, recs, live_label: str = "this build"):
     for ax in axes:
         ax.set_xlabel("fraction of training steps")
         ax.set_ylim(0, 1)
-    axes[0].legend(fontsize=7)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", fontsize=7)
     return fig
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 import shlex
 import subprocess
 import time
@@ -47,28 +48,61 @@ FORMAT = 1
 
 @dataclass(frozen=True)
 class Recordable:
-    """An experiment that can be recorded: how to build, run and measure it, and which claims it checks."""
+    """An experiment that can be recorded: the runs of one chapter, how to measure them, what they check.
+
+    ``members(profile)`` gives the chapter's configurations by name (one for the core run, several for a
+    chapter that compares runs); ``--set`` overrides apply to each. ``summary`` and ``curves`` take the
+    finished runs by the same names. The claims are the chapter's own Check cell
+    (:func:`chapter_claims`).
+    """
 
     name: str
     chapter: str  # docname of the chapter that shows it
-    build: Callable  # (profile, overrides) -> validated experiment configuration
-    run: Callable  # (experiment, device) -> finished run
-    summary: Callable  # run -> report.Summary (the chapter's own call)
-    claims: dict  # claim id -> summary key (the chapter's Check cell)
-    curves: Callable  # run -> {name: list} along training
+    members: Callable  # profile -> {name: validated configuration}
+    summary: Callable  # {name: run} -> report.Summary (the chapter's own call)
+    curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
 
 
-def _recall() -> Recordable:
-    from companion.experiments import noisy_recall, summaries
+def _recall_family() -> dict[str, Recordable]:
+    from companion.experiments import catalog, summaries
 
-    return Recordable(
-        name="recall", chapter="book/noisy_recall",
-        build=lambda profile, overrides: noisy_recall.RecallExperiment.for_profile(profile, **overrides),
-        run=lambda exp, device: noisy_recall.run(exp, device=device),
-        summary=summaries.recall_summary, claims=summaries.RECALL_CLAIMS, curves=summaries.recall_curves)
+    def only(fn):
+        return lambda runs: fn(next(iter(runs.values())))
+
+    def architectures(runs):
+        best = summaries.truncation_searches({"MLP, MLP": runs["MLP, MLP"]})["MLP, MLP"][0]
+        return summaries.architectures_summary(runs, best_mm=best)
+
+    def ioi_members(profile):
+        return {f"{opt} L={L}": exp for (opt, L), exp in catalog.ioi(profile).items()}
+
+    def ioi(runs):
+        return summaries.ioi_summary({(k.split()[0], int(k.split("=")[1])): r for k, r in runs.items()})
+
+    return {r.name: r for r in [
+        Recordable("recall", "book/noisy_recall", lambda p: {"recall": catalog.recall(p)},
+                   only(summaries.recall_summary), only(summaries.recall_curves)),
+        Recordable("finetune", "book/finetune", lambda p: {"finetune": catalog.finetune(p)},
+                   only(summaries.finetune_summary), only(summaries.recall_curves)),
+        Recordable("triggers", "book/triggers", catalog.triggers,
+                   lambda runs: summaries.triggers_summary(runs["one trigger"], runs["five triggers"])),
+        Recordable("architectures", "book/architectures", catalog.architectures, architectures),
+        Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi),
+    ]}
 
 
-EXPERIMENTS = {"recall": _recall}
+EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi")
+_CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", summary\["([a-z0-9_]+)"\]')
+
+
+def chapter_claims(chapter: str) -> dict[str, str]:
+    """The (claim id -> summary entry) pairs of a chapter's Check cell, read from the chapter itself, so that a
+    recorded run checks exactly what the chapter checks.
+
+    >>> chapter_claims("book/noisy_recall")["recall.drop_f2_correct"]
+    'p_correct_drop'
+    """
+    return dict(_CHECK_LINE.findall((config.REPO_ROOT / f"{chapter}.md").read_text()))
 
 
 def experiment(name: str) -> Recordable:
@@ -77,8 +111,8 @@ def experiment(name: str) -> Recordable:
     Raises:
         ValueError: unknown name (the message lists the known ones).
     """
-    config.check_choice("experiment", name, tuple(EXPERIMENTS))
-    return EXPERIMENTS[name]()
+    config.check_choice("experiment", name, EXPERIMENTS)
+    return _recall_family()[name]
 
 
 def _literal(text: str):
@@ -109,12 +143,20 @@ def _normalise(overrides: dict, exp) -> dict:
             for k, v in overrides.items()}
 
 
-def build(name: str, profile: str | None = None, overrides: dict | None = None):
-    """The validated configuration of a recordable experiment (fails before any work)."""
+def build(name: str, profile: str | None = None, overrides: dict | None = None) -> dict:
+    """The validated configurations ({member: configuration}) of a recordable experiment, with ``overrides``
+    applied to each (fails before any work)."""
     rec = experiment(name)
-    profile = config.get_profile(profile)
-    default = rec.build(profile, {})
-    return rec.build(profile, _normalise(dict(overrides or {}), default))
+    members = rec.members(config.get_profile(profile))
+    overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
+    return {k: dataclasses.replace(exp, **overrides) for k, exp in members.items()}
+
+
+def _configs(members: dict):
+    """What a results file keeps of the configurations: one member's fields, or {member: fields}."""
+    if len(members) == 1:
+        return _jsonable(dataclasses.asdict(next(iter(members.values()))))
+    return {k: _jsonable(dataclasses.asdict(exp)) for k, exp in members.items()}
 
 
 def _jsonable(value):
@@ -165,21 +207,23 @@ def command(name: str, profile: str, overrides: dict) -> str:
 def record(name: str, profile: str | None = None, overrides: dict | None = None, device=None,
            out_dir: Path | str | None = None) -> Path:
     """Run experiment ``name`` and write its recorded results file (atomically); return its path."""
+    from companion.experiments import noisy_recall
+
     rec = experiment(name)
     profile = config.get_profile(profile)
-    exp = build(name, profile, overrides)  # validates first
-    overrides = _normalise(dict(overrides or {}), exp)
-    run = rec.run(exp, device)  # cached: recording again after a metadata change does not retrain
-    summary = rec.summary(run)
+    members = build(name, profile, overrides)  # validates first
+    overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
+    runs = {k: noisy_recall.run(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
+    summary = rec.summary(runs)
     result = {
         "format": FORMAT, "experiment": name, "chapter": rec.chapter, "profile": profile,
-        "overrides": _jsonable(overrides), "config": _jsonable(dataclasses.asdict(exp)),
+        "overrides": _jsonable(overrides), "config": _configs(members),
         "summary": _jsonable(dict(summary)), "meaning": summary.meaning,
-        "claims": _jsonable({cid: summary[key] for cid, key in rec.claims.items()}),
-        "curves": _jsonable(rec.curves(run)),
+        "claims": _jsonable({cid: summary[key] for cid, key in chapter_claims(rec.chapter).items()}),
+        "curves": _jsonable(rec.curves(runs)),
         "version": __version__, "commit": _commit(), "package": config.package_hash(),
-        "device": getattr(run, "device", config.device_name(device)),
-        "train_seconds": getattr(run, "seconds", None),  # training and evaluation, when it was computed
+        "device": "; ".join(dict.fromkeys(r.device for r in runs.values())),
+        "train_seconds": sum(r.seconds for r in runs.values()),  # training and evaluation, when computed
         "date": time.strftime("%Y-%m-%d"), "command": command(name, profile, overrides),
     }
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides)
@@ -213,9 +257,12 @@ class Recorded:
 
 
     def short_label(self) -> str:
-        """Sizes and device: ``d=256, T=256, batch 512, 2000 steps (NVIDIA H200)``."""
-        c = self.data["config"]
-        return f"d={c['d']}, T={c['seq_len']}, batch {c['batch']}, {c['steps']} steps ({self.data['device']})"
+        """Sizes, device, date and commit: ``d=256, T=256, batch 512, 2000 steps (NVIDIA H200; 2026-11-21,
+        cdedf07)``."""
+        c, d = self.data["config"], self.data
+        c = c if "d" in c else next(iter(c.values()))  # several runs: they share their sizes
+        return (f"d={c['d']}, T={c['seq_len']}, batch {c['batch']}, {c['steps']} steps "
+                f"({d['device']}; {d['date']}, {d['commit'][:7]})")
 
 
 def load(path: Path | str) -> Recorded:
@@ -241,7 +288,7 @@ def stale(rec: Recorded) -> str:
             [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in rec.overrides.items()]))
     except ValueError as e:
         return f"its settings are no longer valid ({e}); regenerate with: {rec.command}"
-    now = _jsonable(dataclasses.asdict(exp))
+    now = _configs(exp)
     changed = sorted(k for k in set(now) | set(rec.config) if now.get(k) != rec.config.get(k))
     if changed:
         diffs = ", ".join(f"{k}: recorded {rec.config.get(k)!r}, now {now.get(k)!r}" for k in changed)
@@ -293,3 +340,13 @@ def listing(recs: list[Recorded] | None = None) -> str:
     rows = [[f"`{r.path.name}`", r.label(), (r.train_seconds or float("nan")) / 60, f"`{r.command}`"]
             for r in recs]
     return markdown_table(["file", "made with", "minutes", "command"], rows, digits=3)
+
+
+def show(name: str, live, live_label: str, recs: list[Recorded] | None = None) -> str:
+    """Markdown for a chapter: the recorded runs of experiment ``name`` (or ``recs``) beside the live summary
+    ``live``, on the entries the chapter checks; or, when none is recorded, the command that makes one."""
+    recs = runs(name) if recs is None else recs
+    if not recs:
+        return (f"No recorded run of this experiment yet. On a GPU: "
+                f"`{command(name, 'full', {})}` (then commit the file it writes under `data/recorded/`).")
+    return side_by_side(live, recs, chapter_claims(experiment(name).chapter).values(), live_label)

@@ -1,13 +1,10 @@
 """Recorded runs (companion.record): the committed files are current, and recording round-trips."""
 
 import json
-import re
 
 import pytest
 
 from companion import claims, record
-from companion.config import REPO_ROOT
-from companion.experiments import summaries
 
 RECORDED = record.runs()
 
@@ -35,11 +32,18 @@ def test_check_holds_only_paper_configuration(tmp_path):
         record.check(rec)
 
 
-def test_chapter_checks_what_a_recorded_run_checks():
-    """The noisy-recall chapter's Check cell and summaries.RECALL_CLAIMS name the same (claim, entry) pairs."""
-    text = (REPO_ROOT / "book" / "noisy_recall.md").read_text()
-    pairs = dict(re.findall(r'claims\.check\("(recall\.[a-z0-9_]+)", summary\["([a-z0-9_]+)"\]\)', text))
-    assert pairs == summaries.RECALL_CLAIMS
+@pytest.mark.parametrize("name", record.EXPERIMENTS)
+def test_recorded_run_checks_every_claim_of_its_chapter(name):
+    """A recorded run checks what its chapter's Check cell checks: every claim row of that chapter."""
+    chapter = record.experiment(name).chapter
+    rows = {c.id for c in claims.CLAIMS.values() if c.chapter == chapter}
+    assert set(record.chapter_claims(chapter)) == rows
+
+
+def test_group_overrides_apply_to_every_member():
+    members = record.build("architectures", "quick", {"steps": 7})
+    assert len(members) == 4 and {e.steps for e in members.values()} == {7}
+    assert members["MLP, linear"].truncate == "F2.W_F"
 
 
 def test_bad_settings_fail_before_work():
@@ -55,7 +59,7 @@ def _fake(tmp_path):
     """A recorded-file of the quick recall configuration, without training (the format, not a result)."""
     import dataclasses
 
-    exp = record.build("recall", "quick")
+    exp = record.build("recall", "quick")["recall"]
     path = tmp_path / record.file_name("recall", "quick", {})
     path.write_text(json.dumps({
         "format": record.FORMAT, "experiment": "recall", "chapter": "book/noisy_recall", "profile": "quick",
@@ -63,3 +67,16 @@ def _fake(tmp_path):
         "meaning": {}, "claims": {}, "curves": {}, "version": "0", "commit": "c", "package": "p", "device": "cpu",
         "train_seconds": 1.0, "date": "2026-11-21", "command": record.command("recall", "quick", {})}))
     return path
+
+
+@pytest.mark.parametrize("name", ["recall", "architectures", "synthetic_ioi"])
+def test_record_roundtrip_tiny(name, tmp_path, monkeypatch):
+    """Recording runs the chapter's own summary on real (tiny) runs, writes a file that reads back current."""
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    tiny = {"d": 8, "seq_len": 12, "batch": 4, "steps": 3, "n_test": 8, "eval_every": 1, "dense_until": 0}
+    path = record.record(name, "quick", tiny, device="cpu", out_dir=tmp_path)
+    rec = record.load(path)
+    assert path.name == record.file_name(name, "quick", tiny) and record.stale(rec) == ""
+    assert set(rec.claims) == set(record.chapter_claims(rec.chapter)) and rec.train_seconds > 0
+    assert "python -m companion record " + name in rec.command and "--set d=8" in rec.command
+    assert "| `" in record.show(name, rec.summary, "live", [rec])

@@ -104,6 +104,14 @@ def summary(ladder: dict[str, list[record.Recorded]]) -> Summary:
             out[f"{key}_slope"] = (float(slope), f"{name}: d p / d log10(tokens), least squares over the rungs")
             out[f"{key}_at_paper_size"] = (float(min(1.0, intercept + slope * np.log10(paper_work()))),
                                            f"{name}: the fitted line at the paper's size (capped at 1)")
+    by_size = {name: {tuple(size(r).values()): r.summary["p_correct_drop"] for r in recs}
+               for name, recs in ladder.items()}
+    common = sorted(set(by_size.get("paper", {})) & set(by_size.get("public code", {})))
+    if common:
+        gaps = [by_size["public code"][k] - by_size["paper"][k] for k in common]
+        out["choice_gap"] = (float(np.mean(gaps)), f"public code minus paper choices: p(correct), F2 dropped, "
+                                                   f"mean over the {len(common)} sizes run with both")
+        out["choice_gap_min"] = (float(np.min(gaps)), "the smallest of those differences")
     return Summary(out)
 
 

@@ -56,16 +56,6 @@ def recall_summary(run: RecallRun) -> Summary:
     })
 
 
-# The noisy-recall chapter's Check cell: claim id -> entry of recall_summary (recorded runs check the same;
-# tests/test_recorded.py keeps the two in step).
-RECALL_CLAIMS = {
-    "recall.full_noise": "p_noise_full", "recall.drop_f2_correct": "p_correct_drop",
-    "recall.drop_f2_gain": "drop_gain", "recall.noise_first": "spike", "recall.noise_before_icl": "icl_after_noise",
-    "recall.f2_margin": "margin_step", "recall.attn_avoids_noise": "attn_ratio", "recall.prev_token_head": "prev",
-    "recall.value_recall": "value_diag", "recall.ff_noise_column": "ff_noise_column",
-}
-
-
 def recall_curves(run: RecallRun) -> dict[str, np.ndarray]:
     """The Fig. 3 curves of a run at its evaluated steps (what a recorded run keeps; never weights)."""
     step, p_drop = run.series("clean_p_correct", rho=0.0)
@@ -148,6 +138,29 @@ def late_over_rho(run: RecallRun, key: str) -> tuple[np.ndarray, np.ndarray]:
     """(rho grid, late mean of a swept metric at each rho)."""
     rhos = np.asarray(run.exp.rhos)
     return rhos, np.array([run.late_mean(key, rho=r) for r in rhos])
+
+
+def truncation_searches(runs: dict[str, RecallRun]) -> dict[str, list[dict]]:
+    """Fig. 13: for each run's final model, :func:`companion.truncation.search` over the full model, every
+    feed-forward layer dropped and every learnable matrix at every rho of the run's grid, ranked by the clean
+    test loss (rows: candidate, loss, accuracy, p(noise))."""
+    import torch
+
+    from companion import truncation
+
+    out = {}
+    for name, run in runs.items():
+        clean, _ = run.exp.test_batches()
+        tau = run.exp.task().noise_token
+        tokens, correct = torch.as_tensor(clean.inputs), torch.as_tensor(clean.final_ybar)
+
+        def evaluate(model):
+            with torch.no_grad():
+                m = probes.final_position_metrics(model(tokens, last_only=True), correct, tau)
+            return {"loss": m["loss"], "accuracy": m["pred_correct"], "p(noise)": m["p_noise"]}
+
+        out[name] = truncation.search(run.model(), evaluate, run.exp.rhos)
+    return out
 
 
 def architectures_summary(runs: dict[str, RecallRun], best_mm: dict) -> Summary:
