@@ -18,34 +18,45 @@ from __future__ import annotations
 from companion.config import check_float, check_int
 
 
+def _layer_matmuls(cfg, seq_len: int, l: int, last_only: bool) -> list[tuple[int, int, int, bool, bool]]:
+    """(m, n, k, first operand needs grad, second needs grad) of every product of layer ``l`` (0-based)."""
+    T, d, h, L = seq_len, cfg.d, cfg.hidden, cfg.n_layers
+    tq = 1 if (last_only and l == L - 1) else T
+    x_grad = l > 0  # the stream entering layer 1 is x = W_E(z) + p, both fixed
+    out = [(tq, d, d, x_grad, True),  # query @ W_QK
+           (tq, T, d, True, x_grad),  # (query W_QK) @ x^T
+           (T, d, d, x_grad, True),  # x @ W_V^T
+           (tq, d, T, True, True)]  # attention @ values
+    kind = cfg.ff[l]
+    if kind == "mlp":
+        out += [(tq, h, d, True, True), (tq, d, h, True, True)]
+    elif kind == "linear":
+        out += [(tq, d, d, True, True)]
+    return out
+
+
 def _matmuls(cfg, seq_len: int, last_only: bool) -> list[tuple[int, int, int, bool, bool]]:
-    """(m, n, k, first operand needs grad, second needs grad) of every product for one sequence."""
+    """Every product of one sequence's forward pass: the layers, then the unembedding by the fixed W_U."""
     if cfg.attn_rank is not None:
         raise ValueError("attn_rank is set: FLOPs are counted for the unfactorised attention of Eq. (1) only")
-    T, d, h, L = seq_len, cfg.d, cfg.hidden, cfg.n_layers
-    out = []
-    for l in range(L):
-        tq = 1 if (last_only and l == L - 1) else T
-        x_grad = l > 0  # the stream entering layer 1 is x = W_E(z) + p, both fixed
-        out += [(tq, d, d, x_grad, True),  # query @ W_QK
-                (tq, T, d, True, x_grad),  # (query W_QK) @ x^T
-                (T, d, d, x_grad, True),  # x @ W_V^T
-                (tq, d, T, True, True)]  # attention @ values
-        kind = cfg.ff[l]
-        if kind == "mlp":
-            out += [(tq, h, d, True, True), (tq, d, h, True, True)]
-        elif kind == "linear":
-            out += [(tq, d, d, True, True)]
-    tq = 1 if last_only else T
-    out.append((tq, cfg.vocab_size, d, True, False))  # unembedding by the fixed W_U
-    return out
+    out = [m for l in range(cfg.n_layers) for m in _layer_matmuls(cfg, seq_len, l, last_only)]
+    return out + [(1 if last_only else seq_len, cfg.vocab_size, cfg.d, True, False)]
+
+
+def _flops(matmuls) -> int:
+    return sum(2 * m * n * k for m, n, k, _, _ in matmuls)
+
+
+def last_only(exp) -> bool:
+    """Whether a run's loss is on the final position only (the paper's choice; synthetic IOI too)."""
+    return exp.loss_on == "final" or exp.task_kind == "ioi"
 
 
 def forward_flops(cfg, batch: int, seq_len: int, last_only: bool) -> float:
     """Matrix-multiply FLOPs of one forward pass over ``batch`` sequences of length ``seq_len``."""
     check_int("batch", batch, low=1)
     check_int("seq_len (T)", seq_len, low=1, high=cfg.max_len)
-    return float(batch * sum(2 * m * n * k for m, n, k, _, _ in _matmuls(cfg, seq_len, last_only)))
+    return float(batch * _flops(_matmuls(cfg, seq_len, last_only)))
 
 
 def train_step_flops(cfg, batch: int, seq_len: int, last_only: bool) -> float:
@@ -66,13 +77,11 @@ def run_flops(exp) -> dict[str, float]:
 
     cfg, T = exp.model_config(), exp.seq_len
     phases = [exp.steps] + ([exp.pretrain_steps] if exp.schedule == "finetune" else [])
-    last_only = exp.loss_on == "final" or exp.task_kind == "ioi"
-    train = sum(s * train_step_flops(cfg, exp.batch, T, last_only) for s in phases)
+    train = sum(s * train_step_flops(cfg, exp.batch, T, last_only(exp)) for s in phases)
     n_evals = sum(len(_eval_schedule(s, exp.eval_every, exp.dense_until)) + 1 for s in phases)
     one = forward_flops(cfg, exp.n_test, T, True)
-    first = exp.n_test * sum(2 * m * n * k for m, n, k, _, _ in _matmuls(cfg, T, True)[:4 + {"mlp": 2, "linear": 1,
-                                                                                             "none": 0}[cfg.ff[0]]])
-    drop_f1 = (one - first) if (cfg.n_layers > 1 and cfg.ff[0] != "none") else 0.0
+    first_layer = exp.n_test * _flops(_layer_matmuls(cfg, T, 0, True))
+    drop_f1 = (one - first_layer) if (cfg.n_layers > 1 and cfg.ff[0] != "none") else 0.0
     evaluation = n_evals * (2 * one + drop_f1 + forward_flops(cfg, min(64, exp.n_test), T, True))
     return {"train": train, "evaluation": evaluation, "total": train + evaluation, "evaluations": n_evals}
 
@@ -98,7 +107,7 @@ def summary(exp, utilisations=(0.1, 0.3)):
     time the count implies on one H100 (TF32 tensor cores) at the given utilisations."""
     from companion.report import Summary
 
-    step = train_step_flops(exp.model_config(), exp.batch, exp.seq_len, exp.loss_on == "final")
+    step = train_step_flops(exp.model_config(), exp.batch, exp.seq_len, last_only(exp))
     run = run_flops(exp)
     out = {"step_flops": (step, "matmul FLOPs of one training step (forward + backward)"),
            "run_flops": (run["total"], f"the whole run: {exp.steps} steps and {run['evaluations']} evaluations"),
@@ -110,7 +119,8 @@ def summary(exp, utilisations=(0.1, 0.3)):
 
 
 def benchmarks(directory=None) -> list[list]:
-    """Rows (device, date, evaluation / training step and evaluations' share of a full-profile run, at
+    """Rows (device, date, seconds of one full-size training step, evaluation / training step and
+    evaluations' share of a full-profile run, at
     d = T = 128 and at the full sizes) of the committed benchmark results (``benchmarks/results/*.json``,
     written by ``benchmarks/bench_recall.py``); files without these measurements are skipped."""
     import json
@@ -122,11 +132,11 @@ def benchmarks(directory=None) -> list[list]:
     for path in sorted(Path(directory or REPO_ROOT / "benchmarks" / "results").glob("*.json")):
         b = json.loads(path.read_text())
         if "eval_share_of_full_run_full" in b:
-            rows.append([b["device"], b["date"], b["eval_over_train_step_d128_T128"],
+            rows.append([b["device"], b["date"], b["train_step_s_full_config"], b["eval_over_train_step_d128_T128"],
                          b["eval_share_of_full_run_d128_T128"], b["eval_over_train_step_full"],
                          b["eval_share_of_full_run_full"]])
     return rows
 
 
-BENCHMARK_HEADER = ["device", "date", "evaluation / step (d = T = 128)", "evaluations' share (d = T = 128)",
+BENCHMARK_HEADER = ["device", "date", "one training step, full sizes (s)", "evaluation / step (d = T = 128)", "evaluations' share (d = T = 128)",
                     "evaluation / step (full)", "evaluations' share (full)"]

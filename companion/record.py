@@ -255,6 +255,9 @@ class Recorded:
         return (f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
                 f"{self.data['date']}, commit {self.data['commit']}")
 
+    def settings(self) -> dict:
+        """The recorded overrides as :func:`build` takes them (JSON lists back to tuples)."""
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in self.data["overrides"].items()}
 
     def short_label(self) -> str:
         """Sizes, device, date and commit: ``d=256, T=256, batch 512, 2000 steps (NVIDIA H200; 2026-11-21,
@@ -284,8 +287,7 @@ def runs(name: str | None = None, directory: Path | str | None = None) -> list[R
 def stale(rec: Recorded) -> str:
     """Why a recorded file no longer matches its experiment's configuration ('' when it does)."""
     try:
-        exp = build(rec.experiment, rec.profile, parse_overrides(
-            [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in rec.overrides.items()]))
+        exp = build(rec.experiment, rec.profile, rec.settings())
     except ValueError as e:
         return f"its settings are no longer valid ({e}); regenerate with: {rec.command}"
     now = _configs(exp)
@@ -303,7 +305,7 @@ def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:
 
     Raises:
         ValueError: the run is not a full-profile run of the paper's configuration (show those, don't hold them
-            to the paper's number: :func:`table`).
+            to the paper's number: :func:`show`).
         AssertionError: an asserted claim does not hold.
     """
     from companion import claims

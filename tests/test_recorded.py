@@ -13,8 +13,7 @@ RECORDED = record.runs()
 def test_recorded_file_is_current(rec):
     """A recorded file whose experiment's configuration changed since it was made is stale."""
     assert not record.stale(rec), f"{rec.path.name} is stale: {record.stale(rec)}"
-    assert rec.path.name == record.file_name(rec.experiment, rec.profile, record.parse_overrides(
-        [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in rec.overrides.items()]))
+    assert rec.path.name == record.file_name(rec.experiment, rec.profile, rec.settings())
     assert set(rec.claims) <= set(claims.CLAIMS), "a recorded claim id is not in data/claims.toml"
 
 
