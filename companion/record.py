@@ -213,6 +213,7 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
     profile = config.get_profile(profile)
     members = build(name, profile, overrides)  # validates first
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
+    commit, package = _commit(), config.package_hash()  # the code the runs start with, not what a long run ends with
     runs = {k: noisy_recall.run(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
     summary = rec.summary(runs)
     result = {
@@ -221,7 +222,7 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
         "summary": _jsonable(dict(summary)), "meaning": summary.meaning,
         "claims": _jsonable({cid: summary[key] for cid, key in chapter_claims(rec.chapter).items()}),
         "curves": _jsonable(rec.curves(runs)),
-        "version": __version__, "commit": _commit(), "package": config.package_hash(),
+        "version": __version__, "commit": commit, "package": package,
         "device": "; ".join(dict.fromkeys(r.device for r in runs.values())),
         "train_seconds": sum(r.seconds for r in runs.values()),  # training and evaluation, when computed
         "date": time.strftime("%Y-%m-%d"), "command": command(name, profile, overrides),
