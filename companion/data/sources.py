@@ -51,6 +51,12 @@ SOURCES = {
         "word_language_model/data/wikitext-2/valid.txt",
         "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8",
     ),
+    "wikitext2_test": Source(
+        "wikitext-2/test.txt",
+        "https://raw.githubusercontent.com/pytorch/examples/d5678bc8ac0cdd79dbd5e44d4130271018bcec4e/"
+        "word_language_model/data/wikitext-2/test.txt",
+        "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0",
+    ),
     # the GPT-2 byte-level BPE files (50257 tokens, 50000 merges), for offline tokenizer tests and stand-ins
     "gpt2_vocab": Source(
         "gpt2-tokenizer/vocab.json",
