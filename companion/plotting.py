@@ -162,3 +162,39 @@ def scale_figure(ladder: dict, work, paper_work: float, reference: float):
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7)
     return fig
+
+
+def leading_deviation(table: dict, covered: int, title_keys: dict | None = None):
+    """Seed 004, Theorem 4.1: relative distance of each weight to its leading term over the GD steps
+    (solid), the theorem's bound over the leading term's size (dotted), the steps the theorem covers
+    shaded. ``table`` is :func:`companion.theory.leading_study.theorem_table`'s output."""
+    keys = title_keys or {k: k for k in table["rel"]}
+    fig, ax = plt.subplots(figsize=(6.4, 3.8), constrained_layout=True)
+    s = table["s"]
+    for j, (key, label) in enumerate(keys.items()):
+        ax.plot(s, table["rel"][key], "-", color=f"C{j}", label=f"{label}: distance / leading term")
+        ax.plot(s, table["bound_rel"][key], ":", color=f"C{j}", label=f"{label}: bound / leading term")
+    ax.axvspan(0.5, covered + 0.5, color="gray", alpha=0.15, lw=0, label="steps the theorem covers")
+    ax.set_yscale("log")
+    ax.set_xlabel("gradient step s")
+    ax.set_ylabel("relative to the leading term's norm")
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def cosine_panels(runs: dict, weights: tuple[str, ...] = ("W_O", "V", "W", "P")):
+    """Seed 004, Fig. 4: cosine of each weight (every layer) with its leading term over epochs, one
+    panel per learning rate; ``runs`` maps a rate to a run of :func:`companion.theory.leading_study.sgd_run`."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 3.6), sharey=True, constrained_layout=True)
+    axes = np.atleast_1d(axes)
+    for ax, (rate, run) in zip(axes, runs.items()):
+        epoch = np.asarray(run["log"]["epoch"])
+        for j, w in enumerate(weights):
+            keys = [k for k in run["log"]["cos"][0] if k.rstrip("0123456789") == w]
+            for n, key in enumerate(keys):
+                ax.plot(epoch[1:], [row[key] for row in run["log"]["cos"][1:]], color=f"C{j}",
+                        ls=("-", "--", ":", "-.")[n % 4], label=key)
+        ax.set_xlabel(f"epoch (learning rate {rate:g})")
+    axes[0].set_ylabel("cosine with the leading term")
+    axes[-1].legend(fontsize=7, ncol=2)
+    return fig

@@ -1,0 +1,500 @@
+"""The leading-terms chapters' computations (seed 004), cached, and their summaries.
+
+- :func:`theorem_study`: full-batch gradient descent (float64) from zero and from the small Gaussian
+  initialisation of Theorem D.12; after every step, each weight's distance to its leading term, the
+  leading term's size and the theorem's bound (Theorem 4.1 / D.9; D.6 for one layer).
+- :func:`text_study`: minibatch SGD on the corpus at the paper's two rates (Table 1, Fig. 4): cosines of
+  every weight with its leading term at checkpoints, losses, the leading-term removal of Table 3, and
+  the statistics of the first batch beside those of the whole training set.
+
+Sizes come from :data:`SIZES` (``quick``: a 2-core CPU in about a minute each; ``full``: the paper's
+|V| = 3000, T = 200, three layers, batch 2048, 100 epochs, on TinyStories when it can be read).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import torch
+
+from companion import cache, config
+from companion.data import wordcorpus as wc
+from companion.models.attn_only import AttnOnly, AttnOnlyConfig
+from companion.report import Summary, markdown_table
+from companion.theory import leading_terms as lt
+
+MODULES = ("companion.theory.leading_study",)
+PAIRS = {  # pre-registered in data/claims.toml (lt.neighbours_*) before any statistic was computed
+    "B": (("united", "states"), ("such", "as"), ("due", "to")),
+    "Sigma": (("he", "she"), ("his", "her"), ("first", "second")),
+    "Phi": (("album", "song"), ("season", "game"), ("war", "army")),
+}
+SHOWN_WORDS = ("the", "he", "album", "river", "war", "game", "song", "city")
+
+
+@dataclass(frozen=True)
+class TheoremConfig:
+    """Full-batch GD on the first ``n_seqs`` samples: ``steps`` steps at rate ``eta`` (default 1/T, the
+    smallest Theorem D.12 allows), depths ``depths`` from zero and one layer from Gaussian init."""
+
+    corpus: wc.CorpusConfig = wc.CorpusConfig("wikitext2", vocab_size=256, T=32)
+    n_seqs: int = 256
+    steps: int = 24
+    eta: float | None = None
+    depths: tuple[int, ...] = (1, 2)
+    seed: int = 0
+
+    def __post_init__(self):
+        config.check_int("n_seqs", self.n_seqs, 1)
+        config.check_int("steps", self.steps, 1)
+        if self.eta is not None:
+            config.check_float("eta", self.eta, 0.0, low_open=True)
+        for L in self.depths:
+            config.check_int("L", L, 1)
+
+    @property
+    def rate(self) -> float:
+        return self.eta if self.eta is not None else 1.0 / self.corpus.T
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """SGD on the first ``n_train`` samples (the rest held out) with batch ``batch`` for ``epochs``
+    epochs at each rate in ``rates``; checkpoints every ``every`` steps."""
+
+    corpus: wc.CorpusConfig = wc.CorpusConfig("wikitext2", vocab_size=256, T=32)
+    L: int = 3
+    n_train: int = 2048
+    n_heldout: int = 512
+    batch: int = 64
+    epochs: int = 10
+    rates: tuple[float, ...] = (0.005, 0.05)
+    every: int = 32
+    stats_from: str = "all"  # "all" training samples (default) or "first_batch" (the paper's code)
+    seed: int = 0
+
+    def __post_init__(self):
+        config.check_int("L", self.L, 1)
+        config.check_int("n_train", self.n_train, 1)
+        config.check_int("n_heldout", self.n_heldout, 1)
+        config.check_int("batch", self.batch, 1, self.n_train)
+        config.check_int("epochs", self.epochs, 1)
+        config.check_int("every", self.every, 1)
+        config.check_choice("stats_from", self.stats_from, ("all", "first_batch"))
+        for r in self.rates:
+            config.check_float("rate", r, 0.0, low_open=True)
+
+
+PAPER_CORPUS = wc.CorpusConfig("tinystories", vocab_size=3000, T=200, oov="filter", max_samples=65536)
+STANDIN_FULL = wc.CorpusConfig("wikitext2", vocab_size=3000, T=200)
+SIZES = {
+    "quick": dict(theorem=TheoremConfig(), text=TextConfig()),
+    "full": dict(theorem=TheoremConfig(wc.CorpusConfig("wikitext2", vocab_size=500, T=64), n_seqs=1024,
+                                       steps=60, depths=(1, 2)),
+                 text=TextConfig(PAPER_CORPUS, n_train=65536 - 4096, n_heldout=4096, batch=2048, epochs=100,
+                                 every=64)),
+}
+
+
+def configs(profile: str | None = None, corpus: wc.CorpusConfig | None = None) -> dict:
+    """The profile's configurations; ``corpus`` replaces the text study's corpus (a stand-in)."""
+    sizes = dict(SIZES[config.get_profile(profile)])
+    if corpus is not None:
+        sizes["text"] = replace(sizes["text"], corpus=corpus)
+    return sizes
+
+
+def corpus_for(cfg: wc.CorpusConfig, download: bool = True) -> tuple[wc.Corpus, str]:
+    """The corpus, or (when it is TinyStories and unreachable) the stand-in of the same sizes, and why."""
+    try:
+        return wc.load(cfg, download), ""
+    except wc.CorpusUnavailable as err:
+        stand = wc.CorpusConfig("wikitext2", cfg.vocab_size, cfg.T, "unk", cfg.max_samples)
+        return wc.load(stand), str(err)
+
+
+# --- Theorem 4.1: distance to the leading terms along full-batch GD ---
+
+def _deviations(model: AttnOnly, stats: lt.Stats, s: int, eta: float, leads: dict) -> dict:
+    out = {}
+    for name in lt.WEIGHTS:
+        params = [model.W_O] if name == "W_O" else list({"V": model.Vv, "W": model.W, "P": model.P}[name])
+        scale = lt.leading_scale(name, s, eta)
+        for l, p in enumerate(params):
+            key = name if name == "W_O" else f"{name}{l + 1}"
+            target = scale * leads[name]
+            out[key] = (float((p.detach() - target).norm()), float(target.norm()), lt.cosine(p, leads[name]))
+    return out
+
+
+def gd_run(seqs: np.ndarray, stats: lt.Stats, V: int, L: int, eta: float, steps: int,
+           init: str = "zero", init_std: float = 0.0, seed: int = 0) -> dict:
+    """Full-batch GD in float64; per step s (1..steps) and weight: (||w - lead||_F, ||lead||_F, cosine)."""
+    T = seqs.shape[1] - 1
+    model = AttnOnly(AttnOnlyConfig(V=V, T=T, L=L, init=init, init_std=init_std),
+                     generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    data = torch.as_tensor(seqs)
+    leads = {name: stats.leading(name) for name in lt.WEIGHTS}
+    opt = torch.optim.SGD(model.parameters(), lr=eta)
+    rows, losses = [], []
+    step1 = None
+    for s in range(1, steps + 1):
+        opt.zero_grad()
+        loss = model.loss(data)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if s == 1:
+            others = max(float(p.detach().abs().max()) for p in (model.W, model.Vv, model.P))
+            step1 = (float((model.W_O.detach() - eta * stats.B).abs().max()), others)
+        rows.append(_deviations(model, stats, s, eta, leads))
+    return {"dev": rows, "loss": losses, "step1": step1, "L": L, "init": init, "init_std": init_std}
+
+
+def theorem_study(cfg: TheoremConfig | None = None, profile: str | None = None, use_cache: bool = True) -> dict:
+    """GD runs at each depth from zero, and one layer from N(0, (v/|V|)^2) with v = eta^2 / T^2 (D.12, xi = 0)."""
+    cfg = cfg or configs(profile)["theorem"]
+
+    def compute():
+        corpus = wc.load(cfg.corpus)
+        seqs = corpus.tokens[: cfg.n_seqs]
+        stats = lt.statistics(seqs, corpus.V)
+        eta, T, V = cfg.rate, cfg.corpus.T, corpus.V
+        runs = {f"L={L}, zero": gd_run(seqs, stats, V, L, eta, cfg.steps) for L in cfg.depths}
+        v = eta**2 / T**2
+        runs["L=1, Gaussian"] = gd_run(seqs, stats, V, 1, eta, cfg.steps, "gaussian", v / V, cfg.seed)
+        return {"runs": runs, "eta": eta, "T": T, "V": V, "n_seqs": len(seqs),
+                "norms": {k: float(stats.leading(k).norm()) for k in lt.WEIGHTS}}
+
+    return cache.load_or_compute("leading_theorem", asdict(cfg), compute, MODULES, use_cache=use_cache)
+
+
+def theorem_table(res: dict, run: str) -> dict:
+    """Arrays over s for one run: ``rel[weight]`` (deviation / leading size), ``ratio[weight]``
+    (deviation / bound), ``bound_rel[weight]`` (bound / leading size), and ``s``."""
+    r = res["runs"][run]
+    eta, T = res["eta"], res["T"]
+    theorem = "D.6 (one layer)" if r["L"] == 1 else "4.1 / D.9 (L layers)"
+    s = np.arange(1, len(r["dev"]) + 1)
+    out = {"s": s, "rel": {}, "ratio": {}, "bound_rel": {}, "cos": {}}
+    for key in r["dev"][0]:
+        base = key.rstrip("0123456789") if key != "W_O" else key
+        dev = np.array([row[key][0] for row in r["dev"]])
+        size = np.array([row[key][1] for row in r["dev"]])
+        bnd = np.array([lt.bound(base, int(k), eta, T, theorem) for k in s])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["rel"][key] = np.where(size > 0, dev / size, np.nan)
+            out["ratio"][key] = dev / bnd
+            out["bound_rel"][key] = np.where(size > 0, bnd / size, np.inf)
+        out["cos"][key] = np.array([row[key][2] for row in r["dev"]])
+    return out
+
+
+def theorem_summary(res: dict) -> Summary:
+    eta, T = res["eta"], res["T"]
+    zero_runs = [k for k in res["runs"] if k.endswith("zero")]
+    L_max = max(res["runs"][k]["L"] for k in zero_runs)
+    s_cover = {k: max(1, int(lt.max_steps(eta, T, res["runs"][k]["L"])["4.1 / D.9 (L layers)"]))
+               for k in res["runs"]}
+    worst_ratio, worst_ratio_all, worst_rel = 0.0, 0.0, 0.0
+    for k in res["runs"]:
+        gaussian = res["runs"][k]["init"] == "gaussian"
+        tab = theorem_table(res, k)
+        n = min(s_cover[k], len(tab["s"]))
+        worst_ratio = max(worst_ratio, max(float(np.max(v[:n])) for v in tab["ratio"].values()))
+        worst_ratio_all = max(worst_ratio_all, max(float(np.max(v)) for v in tab["ratio"].values()))
+        n3 = min(max(3, n), len(tab["s"]))  # s = 3: the first step where all four leading terms are non-zero
+        if not gaussian:
+            worst_rel = max(worst_rel, max(float(v[n3 - 1]) for v in tab["rel"].values()))
+    deep = theorem_table(res, f"L={L_max}, zero")
+    last = len(deep["s"])
+
+    def first_over(rel, level=0.1):
+        over = np.nonzero(np.nan_to_num(rel, nan=0.0) > level)[0]
+        return int(deep["s"][over[0]]) if len(over) else last + 1
+
+    step10 = min(first_over(v) for v in deep["rel"].values())
+    r0 = res["runs"][zero_runs[0]]
+    return Summary({
+        "eta": (eta, "learning rate (1/T)"),
+        "s_covered": (s_cover[f"L={L_max}, zero"], f"steps Theorem 4.1 covers at L = {L_max}: eta^-1 min(5/(8 sqrt T), 1/(12 L))"),
+        "conditions_met": (str(lt.max_steps(eta, T, L_max)["4.1 / D.9 conditions met"] and res["V"] >= 500),
+                           "the theorem's other conditions (|V| >= 500, T >= 60, L <= sqrt(T)/4) hold here"),
+        "step1_dev": (r0["step1"][0], "max |W_O - eta B-bar| after one step"),
+        "step1_others": (r0["step1"][1], "max |entry| of W, V, P after one step"),
+        "worst_ratio": (worst_ratio, "largest deviation / bound within the covered steps (all runs, weights, layers)"),
+        "worst_ratio_all": (worst_ratio_all, f"the same over all {last} steps run"),
+        "worst_rel": (worst_rel, "largest relative deviation at s = max(3, last covered step) (zero-init runs, weights, layers)"),
+        "gauss_rel_W_3": (float(theorem_table(res, "L=1, Gaussian")["rel"]["W1"][2]),
+                          "Gaussian init (D.12's largest): relative deviation of W from its leading term at s = 3"),
+        "gauss_rel_W_end": (float(theorem_table(res, "L=1, Gaussian")["rel"]["W1"][-1]),
+                            f"the same after {last} steps"),
+        "gauss_predicted_3": (1.0 / (2 * eta**2 * T**2 * res["norms"]["W"]),
+                              "prediction v / (2 eta^4 ||Q-bar||) = 1 / (2 eta^2 T^2 ||Q-bar||) (init norm over leading-term norm)"),
+        "bound_rel_W_O_3": (float(deep["bound_rel"]["W_O"][2]), "W_O's bound / size of its leading term at s = 3"),
+        "bound_rel_V_3": (float(deep["bound_rel"]["V1"][2]), "V's bound / size of its leading term at s = 3"),
+        "bound_rel_W_3": (float(deep["bound_rel"]["W1"][2]), "W's bound / size of its leading term at s = 3"),
+        "bound_rel_W_end": (float(deep["bound_rel"]["W1"][-1]), f"W's bound / size of its leading term at s = {last}"),
+        "step_10pct": (step10, f"first step where a weight of the L = {L_max} run is 10% away from its leading term ({last + 1}: none within {last})"),
+        "steps_run": (last, "gradient steps run"),
+        "norm_Q": (res["norms"]["W"], "||Q-bar||_F"),
+        "rel_max_end": (max(float(v[-1]) for v in deep["rel"].values()), f"largest relative deviation over the L = {L_max} run's weights after {last} steps"),
+    })
+
+
+# --- Table 1, Fig. 4, Table 3: SGD on the corpus ---
+
+def _split(corpus: wc.Corpus, cfg: TextConfig):
+    need = cfg.n_train + cfg.n_heldout
+    if len(corpus.tokens) < need:
+        raise ValueError(f"n_train + n_heldout = {need} is more than the {len(corpus.tokens)} samples of "
+                         f"{corpus.cfg.corpus} at T = {corpus.cfg.T} (allowed <= {len(corpus.tokens)})")
+    return corpus.tokens[: cfg.n_train], corpus.tokens[cfg.n_train: need]
+
+
+def _mean_loss(model: AttnOnly, seqs: np.ndarray, batch: int = 512) -> float:
+    with torch.no_grad():
+        tot = sum(float(model.loss(torch.as_tensor(seqs[i:i + batch]))) * len(seqs[i:i + batch])
+                  for i in range(0, len(seqs), batch))
+    return tot / len(seqs)
+
+
+def _cosines(model: AttnOnly, leads: dict) -> dict:
+    out = {}
+    for key, w in model.weights().items():
+        base = key.rstrip("0123456789")
+        out[key] = lt.cosine(w, leads["V" if base == "V" else base])
+    return out
+
+
+def remove_projection(model: AttnOnly, key: str, lead: torch.Tensor) -> None:
+    """Subtract from weight ``key`` (``W_O``, ``W2``, ``V1``, ...) its projection on ``lead`` (in place)."""
+    w = model.weights()[key]
+    u = lead.to(w.dtype) / lead.norm()
+    with torch.no_grad():
+        w -= (w * u).sum() * u
+
+
+def sgd_run(train: np.ndarray, heldout: np.ndarray, stats: lt.Stats, V: int, cfg: TextConfig, rate: float,
+            device=None, progress: bool = True) -> dict:
+    """Plain minibatch SGD (shuffled each epoch, seeded), cosines every ``cfg.every`` steps and at each
+    epoch's end; then Table 3's removals on the final model."""
+    from tqdm.auto import tqdm
+
+    device = config.get_device(device)
+    T = train.shape[1] - 1
+    model = AttnOnly(AttnOnlyConfig(V=V, T=T, L=cfg.L)).to(device)
+    leads = {k: stats.leading(k).float().to(device) for k in lt.WEIGHTS}
+    opt = torch.optim.SGD(model.parameters(), lr=rate)
+    g = torch.Generator().manual_seed(cfg.seed)
+    data = torch.as_tensor(train)
+    steps_per_epoch = len(train) // cfg.batch
+    log = {"step": [0], "epoch": [0.0], "cos": [_cosines(model, leads)], "train_loss": [math.log(V)]}
+    epoch_end = {"epoch": [0], "heldout_loss": [_mean_loss(model, heldout)]}
+    bar = tqdm(total=cfg.epochs * steps_per_epoch, desc=f"SGD rate {rate}", disable=not progress, leave=False)
+    step, t0 = 0, time.time()
+    for epoch in range(1, cfg.epochs + 1):
+        order = torch.randperm(len(train), generator=g)
+        running = []
+        for b in range(steps_per_epoch):
+            batch = data[order[b * cfg.batch:(b + 1) * cfg.batch]].to(device)
+            opt.zero_grad()
+            loss = model.loss(batch)
+            loss.backward()
+            opt.step()
+            running.append(loss.item())
+            step += 1
+            bar.update()
+            if step % cfg.every == 0 or b == steps_per_epoch - 1:
+                log["step"].append(step)
+                log["epoch"].append(step / steps_per_epoch)
+                log["cos"].append(_cosines(model, leads))
+                log["train_loss"].append(float(np.mean(running[-cfg.every:])))
+        epoch_end["epoch"].append(epoch)
+        epoch_end["heldout_loss"].append(_mean_loss(model, heldout.astype(np.int64)))
+    bar.close()
+    weights = model.weights()
+    pairs = [(a, b) for a in range(1, cfg.L + 1) for b in range(a + 1, cfg.L + 1)]
+    layer_cos = {kind: min((lt.cosine(weights[f"{kind}{a}"], weights[f"{kind}{b}"]) for a, b in pairs), default=1.0)
+                 for kind in ("V", "W")}
+    removal = {"original": _mean_loss(model, heldout)}
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    for key in model.weights():
+        base = key.rstrip("0123456789")
+        if base == "P":
+            continue  # Table 3 removes W_O, V and W only
+        remove_projection(model, key, leads[base])
+        removal[key] = _mean_loss(model, heldout)
+        model.load_state_dict(state)
+    return {"log": log, "epoch_end": epoch_end, "removal": removal, "layer_cos": layer_cos, "seconds": time.time() - t0,
+            "steps_per_epoch": steps_per_epoch}
+
+
+def text_study(cfg: TextConfig | None = None, profile: str | None = None, use_cache: bool = True,
+               progress: bool = True) -> dict:
+    """Statistics (of the whole training set, and of its first shuffled batch) and one SGD run per rate."""
+    cfg = cfg or configs(profile)["text"]
+    corpus, why = corpus_for(cfg.corpus)
+
+    def compute():
+        train, heldout = _split(corpus, cfg)
+        g = torch.Generator().manual_seed(cfg.seed)
+        first = train[torch.randperm(len(train), generator=g)[: cfg.batch].numpy()]
+        all_stats = lt.statistics(train, corpus.V)
+        first_stats = lt.statistics(first, corpus.V)
+        stats = all_stats if cfg.stats_from == "all" else first_stats
+        runs = {rate: sgd_run(train, heldout, stats, corpus.V, cfg, rate, progress=progress) for rate in cfg.rates}
+        agree = {k: lt.cosine(all_stats.leading(k), first_stats.leading(k)) for k in lt.WEIGHTS}
+        basis = {"B": all_stats.B, "Sigma": all_stats.Sigma, "Phi": all_stats.Phi}
+        return {"runs": runs, "stats_agreement": agree, "basis": basis, "itos": corpus.itos,
+                "corpus": asdict(corpus.cfg), "oov_fraction": corpus.oov_fraction, "why_standin": why,
+                "n_train": len(train), "n_heldout": len(heldout)}
+
+    settings = asdict(cfg) | {"corpus_used": asdict(corpus.cfg), "corpus_hash": corpus.fingerprint()}
+    return cache.load_or_compute("leading_text", settings, compute, MODULES, use_cache=use_cache)
+
+
+def _min_cos(cos_rows: list[dict], prefix: str) -> float:
+    return min(v for row in cos_rows for k, v in row.items() if k.rstrip("0123456789") == prefix)
+
+
+def _min_shown(cos_row: dict) -> float:
+    """Smallest cosine over the weights Fig. 4 shows (W_O, V, W; not P)."""
+    return min(v for k, v in cos_row.items() if not k.startswith("P"))
+
+
+def _at_epoch(run: dict, epoch: float) -> dict:
+    log = run["log"]
+    i = int(np.searchsorted(np.asarray(log["epoch"]), epoch - 1e-9))
+    return log["cos"][min(i, len(log["cos"]) - 1)]
+
+
+def neighbour_ranks(res: dict) -> dict:
+    """Rank of every pre-registered neighbour in its word's row, per basis."""
+    return {basis: {f"{w} -> {n}": lt.neighbour_rank(res["basis"][basis], res["itos"], w, n) for w, n in pairs}
+            for basis, pairs in PAIRS.items()}
+
+
+def text_summary(res: dict, cfg: TextConfig | None = None) -> Summary:
+    small, large = min(res["runs"]), max(res["runs"])
+    rs, rl = res["runs"][small], res["runs"][large]
+    skip0 = rs["log"]["cos"][1:]  # checkpoint 0 is the zero initialisation (cosine 0 by definition)
+    rem = rl["removal"]
+    values = [rem[k] for k in rem if k.startswith("V")]
+    attns = [rem[k] for k in rem if k.startswith("W") and k != "W_O"]
+    ranks = neighbour_ranks(res)
+    epochs = rl["epoch_end"]["epoch"][-1]
+    out = {
+        "min_cos_output": (_min_cos(skip0, "W_O"), f"rate {small}: min over checkpoints of cos(W_O, B-bar)"),
+        "min_cos_value": (_min_cos(skip0, "V"), f"rate {small}: min over checkpoints and layers of cos(V, Phi^T B^T)"),
+        "min_cos_attention": (_min_cos(skip0, "W"), f"rate {small}: min over checkpoints and layers of cos(W, Q-bar)"),
+        "min_cos_position": (_min_cos(skip0, "P"), f"rate {small}: min over checkpoints and layers of cos(P, Delta)"),
+        "large_min_cos_30": (_min_shown(_at_epoch(rl, min(30, epochs))),
+                             f"rate {large}: min cosine over W_O, V, W after epoch {min(30, epochs)}"),
+        "large_min_cos_end": (_min_shown(rl["log"]["cos"][-1]), f"rate {large}: min cosine over W_O, V, W after epoch {epochs}"),
+        "large_min_cos_P_end": (min(v for k, v in rl["log"]["cos"][-1].items() if k.startswith("P")),
+                                f"rate {large}: min cosine of P with Delta after epoch {epochs} (not in Fig. 4)"),
+        "epochs": (epochs, "epochs trained"),
+        "loss_end_large": (rl["epoch_end"]["heldout_loss"][-1], f"held-out loss after training at rate {large}"),
+        "loss_start": (rl["epoch_end"]["heldout_loss"][0], "held-out loss at initialisation (ln |V|)"),
+        "layers_parallel": (min(rs["layer_cos"].values()), f"rate {small}: min cosine between two layers' V, or two layers' W"),
+        "removal_original": (rem["original"], "held-out loss of the rate-0.05 model"),
+        "removal_output": (rem["W_O"], "... without W_O's leading-term component"),
+        "removal_value_max": (max(values), "... without one value matrix's (worst layer)"),
+        "removal_value_min": (min(values), "... without one value matrix's (mildest layer)"),
+        "removal_attention_max": (max(attns), "... without one attention matrix's (worst layer)"),
+        "removal_order": (min(rem["W_O"] - max(values), min(values) - max(attns)),
+                          "min(output - worst value, mildest value - worst attention)"),
+        "oov_fraction": (res["oov_fraction"], "share of <unk> tokens in the samples"),
+    }
+    for k in lt.WEIGHTS:
+        out[f"first_batch_cos_{k}"] = (res["stats_agreement"][k], f"cosine of {lt.LEADING[k]} from the first batch and from the whole training set")
+    for basis, r in ranks.items():
+        out[f"rank_{basis}"] = (max(r.values()), f"{basis}: worst rank among {', '.join(r)}")
+    return Summary(out)
+
+
+
+# --- Lemma D.2: the softmax Jacobian ---
+
+def lemma_summary(sizes=(2, 5, 16, 64), draws: int = 4000, seed: int = 0) -> Summary:
+    """Operator norm of the softmax Jacobian at the uniform distribution, at two equal probabilities
+    (the rest ~0), and the largest over random logits of many scales, against Lemma D.2's 1/sqrt(i)."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for i in sizes:
+        scales = torch.logspace(-1, 1.5, draws, dtype=torch.float64)[:, None]
+        z = torch.randn(draws, i, generator=g, dtype=torch.float64) * scales
+        two = torch.full((i,), -60.0, dtype=torch.float64)
+        two[:2] = 0.0
+        tried = torch.cat([lt.softmax_jacobian_norm(z), lt.softmax_jacobian_norm(two)[None]])
+        out[f"uniform_x_i_{i}"] = (float(lt.softmax_jacobian_norm(torch.zeros(i))) * i, f"i = {i}: norm at the uniform distribution, times i")
+        out[f"max_x_sqrt_i_{i}"] = (float(tried.max()) * math.sqrt(i), f"i = {i}: largest norm tried, times sqrt(i) (Lemma D.2: <= 1)")
+    out["max_norm"] = (max(out[f"max_x_sqrt_i_{i}"][0] / math.sqrt(i) for i in sizes), "largest norm tried, any i")
+    return Summary(out)
+
+
+# --- what the text chapter shows ---
+
+PAPER_TABLE1 = {"Output": ("W_O", 0.998486), "Value": ("V", 0.999169), "Attention": ("W", 0.999496)}
+PAPER_TABLE3 = {"Original": ("original", 5.349), "Attention Layer 0": ("W1", 5.350), "Attention Layer 1": ("W2", 5.352),
+                "Attention Layer 2": ("W3", 5.361), "Value Layer 0": ("V1", 6.192), "Value Layer 1": ("V2", 6.526),
+                "Value Layer 2": ("V3", 6.520), "Output": ("W_O", 8.287)}
+BASES = {"B": "bigram B-bar", "Sigma": "interchangeability Sigma_B", "Phi": "context Phi-bar"}
+NEIGHBOUR_CLAIMS = {"B": "lt.neighbours_bigram", "Sigma": "lt.neighbours_interchange", "Phi": "lt.neighbours_context"}
+
+
+def banner(res: dict) -> str:
+    """The stand-in banner (MyST), or a line naming the paper's corpus when it was used."""
+    c = res["corpus"]
+    if c["corpus"] == "tinystories":
+        return f"Corpus: **TinyStories** (the paper's), {c['vocab_size']} words, T = {c['T']}."
+    why = f" TinyStories could not be read: {res['why_standin']}" if res["why_standin"] else ""
+    return (f":::{{warning}}\n**Stand-in corpus, not TinyStories.** Every number below comes from "
+            f"{c['corpus']} ({res['n_train']} training and {res['n_heldout']} held-out windows of T + 1 = "
+            f"{c['T'] + 1} tokens, {c['vocab_size']} tokens including `<unk>`, which is "
+            f"{res['oov_fraction']:.0%} of the text), tokenised as in the authors' code.{why} The paper's "
+            "numbers are shown as references, not reproduced.\n:::")
+
+
+def table1_markdown(res: dict) -> str:
+    """Table 1: the paper's minimum cosines beside ours (rate 0.005), with P against Delta added."""
+    run = res["runs"][min(res["runs"])]
+    rows = [[name, paper, _min_cos(run["log"]["cos"][1:], key)] for name, (key, paper) in PAPER_TABLE1.items()]
+    rows.append(["Position (P vs Delta)", "not measured", _min_cos(run["log"]["cos"][1:], "P")])
+    return markdown_table(["weights", "paper (TinyStories)", "here"], rows, digits=6)
+
+
+def table3_markdown(res: dict) -> str:
+    """Table 3: held-out loss after removing each weight's leading-term component (rate 0.05 model)."""
+    rem = res["runs"][max(res["runs"])]["removal"]
+    rows = [[name, paper, rem.get(key, float("nan"))] for name, (key, paper) in PAPER_TABLE3.items()]
+    return markdown_table(["weights removed", "paper (TinyStories)", "here (held-out)"], rows)
+
+
+def token_cell(tok: str) -> str:
+    r"""A token as a code span that survives a Markdown table ('|' escaped, a backtick fenced by two).
+
+    >>> token_cell("<unk>"), token_cell("|"), token_cell("`")
+    ('`<unk>`', '`\\|`', '`` ` ``')
+    """
+    if "`" in tok:
+        return f"`` {tok} ``"
+    return "`" + tok.replace("|", "\\|") + "`"
+
+
+def neighbours_markdown(res: dict, basis: str, words=SHOWN_WORDS, k: int = 10) -> str:
+    """Fig. 5 for one basis: the top-k tokens of each word's row, one column per word."""
+    words = [w for w in words if w in res["itos"]]
+    cols = [lt.top_neighbours(res["basis"][basis], res["itos"], w, k) for w in words]
+    return markdown_table([token_cell(w) for w in words], [[token_cell(c[r]) for c in cols] for r in range(k)])
+
+
+def prereg_markdown(res: dict, cutoff: dict) -> str:
+    """The pre-registered pairs, each neighbour's rank, and the registered cutoff per basis."""
+    rows = [[BASES[b], pair, rank, f"< {cutoff[b]:g}"] for b, ranks in neighbour_ranks(res).items()
+            for pair, rank in ranks.items()]
+    return markdown_table(["basis", "pair (row -> neighbour)", "rank (0 = top)", "registered"], rows)

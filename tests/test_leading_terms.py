@@ -1,0 +1,192 @@
+"""Seed 004: the attention-only model against a literal loop, the corpus statistics against literal
+sums of the paper's formulas, and the leading terms against autograd gradients."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from companion.models.attn_only import AttnOnly, AttnOnlyConfig
+from companion.theory import leading_terms as lt
+
+V, T, N = 9, 6, 40
+
+
+@pytest.fixture(scope="module")
+def seqs():
+    rng = np.random.default_rng(0)
+    # a Markov chain with a skewed transition matrix, so that every statistic is non-trivial
+    P = rng.dirichlet(np.full(V, 0.3), size=V)
+    out = np.zeros((N, T + 1), dtype=np.int64)
+    out[:, 0] = rng.integers(V, size=N)
+    for t in range(T):
+        u = rng.random(N)[:, None]
+        out[:, t + 1] = (u > P[out[:, t]].cumsum(1)).sum(1).clip(max=V - 1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def stats(seqs):
+    return lt.statistics(seqs, V)
+
+
+def loop_forward(model, x):
+    """Definition 3.1 written with explicit loops over positions (one sequence)."""
+    Tn = len(x)
+    h = torch.zeros(Tn, V, dtype=torch.float64)
+    h[torch.arange(Tn), x] = 1
+    for l in range(model.cfg.L):
+        new = h.clone()
+        for t in range(Tn):
+            s = torch.stack([h[t] @ model.W[l] @ h[m] + model.P[l][t - m] for m in range(t + 1)])
+            a = torch.softmax(s, 0)
+            new[t] = h[t] + sum(a[m] * (h[m] @ model.Vv[l]) for m in range(t + 1))
+        h = new
+    return h @ model.W_O
+
+
+def test_model_matches_loop():
+    torch.manual_seed(0)
+    cfg = AttnOnlyConfig(V=V, T=T, L=2, init="gaussian", init_std=0.5)
+    m = AttnOnly(cfg, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    x = torch.tensor([[3, 1, 4, 1, 5, 8], [2, 7, 1, 8, 2, 8]])
+    F = m(x)
+    for i in range(2):
+        assert torch.allclose(F[i], loop_forward(m, x[i]), atol=1e-12)
+
+
+def test_statistics_match_literal_sums(seqs, stats):
+    x, y = seqs[:, :-1], seqs[:, 1:]
+    NT = N * T
+    B = np.zeros((V, V))
+    for i in range(N):
+        for t in range(T):
+            B[x[i, t], y[i, t]] += 1 / NT
+    B -= B.sum(1, keepdims=True) / V
+    assert np.allclose(stats.B.numpy(), B, atol=1e-14)
+    assert np.allclose(stats.B.sum(1).numpy(), 0, atol=1e-14)  # rows sum to 0 (Eq. 9)
+    # Eq. (11): Phi_ij = (1/T) sum_k (1/k) sum_{m<=k} P(x_{k+1} = e_i, x_m = e_j) - mu_j
+    Phi = np.zeros((V, V))
+    for k in range(1, T + 1):
+        for m in range(1, k + 1):
+            for i in range(N):
+                Phi[seqs[i, k], seqs[i, m - 1]] += 1 / (T * k * N)
+    Phi -= Phi.mean(0, keepdims=True)
+    assert np.allclose(stats.Phi.numpy(), Phi, atol=1e-14)
+    assert np.allclose(stats.Phi.sum(0).numpy(), 0, atol=1e-14)  # columns centred
+    # Eqs. (15)-(17) and (85) with explicit loops
+    G = (stats.Sigma @ stats.Phi).numpy()
+    Q = np.zeros((V, V))
+    D = np.zeros(T)
+    for i in range(N):
+        Y = np.eye(V)[y[i]] - 1 / V
+        X = np.eye(V)[x[i]]
+        g = Y @ G @ X.T
+        Qi = np.zeros((T, T))
+        for t in range(T):
+            mean = g[t, : t + 1].mean()
+            Qi[t, : t + 1] = (g[t, : t + 1] - mean) / (t + 1)
+        Q += X.T @ Qi @ X / NT
+        for d in range(T):
+            D[d] += np.trace(Qi, offset=-d) / NT
+    assert np.allclose(stats.Q.numpy(), Q, atol=1e-15)
+    assert np.allclose(stats.Delta.numpy(), D, atol=1e-15)
+
+
+def grads(model, seqs):
+    model.zero_grad()
+    model.loss(torch.as_tensor(seqs)).backward()
+    return {k: p.grad.clone() for k, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("L", [1, 2])
+def test_first_step_is_exactly_eta_B(seqs, stats, L):
+    m = AttnOnly(AttnOnlyConfig(V=V, T=T, L=L), dtype=torch.float64)
+    g = grads(m, seqs)
+    eta = 0.3
+    assert torch.allclose(-eta * g["W_O"], eta * stats.B, atol=1e-15)  # Lemma D.3 / D.8
+    for k in ("W", "Vv", "P"):
+        assert g[k].abs().max() == 0
+
+
+@pytest.mark.parametrize("L", [1, 2])
+def test_leading_terms_are_the_small_weight_limit_of_the_gradients(seqs, stats, L):
+    """-grad V / a -> Phi^T B^T at W_O = a B; -grad W / (a b) -> Q and -grad P / (a b) -> Delta at
+    W_O = a B, V = b Phi^T B^T (every layer), W = P = 0, as a, b -> 0."""
+    m = AttnOnly(AttnOnlyConfig(V=V, T=T, L=L), dtype=torch.float64)
+    a, b = 1e-4, 1e-4
+    with torch.no_grad():
+        m.W_O.copy_(a * stats.B)
+    g = grads(m, seqs)
+    lead_V = stats.leading("V")
+    for l in range(L):
+        assert lt.cosine(-g["Vv"][l], lead_V) > 1 - 1e-6
+        assert torch.allclose(-g["Vv"][l] / a, lead_V, rtol=1e-3, atol=1e-3 * lead_V.abs().max().item())
+    with torch.no_grad():
+        m.Vv.copy_(b * lead_V.expand(L, V, V))
+    g = grads(m, seqs)
+    for l in range(L):
+        for name, key in (("W", "W"), ("P", "P")):
+            lead = stats.leading(name)
+            got = -g[key][l] / (a * b)
+            assert torch.allclose(got, lead, rtol=1e-3, atol=1e-3 * lead.abs().max().item()), (name, l)
+
+
+def test_coefficient_is_the_sum_over_steps():
+    for s in range(0, 12):
+        assert lt.coefficient(s) == sum(k * k * (k - 1) // 2 for k in range(1, s))
+
+
+def test_softmax_jacobian_lemma():
+    """Lemma D.2's 1/sqrt(i) holds at the uniform distribution (norm 1/i) but not in general:
+    a two-point distribution has norm 1/2."""
+    for i in (2, 5, 50):
+        assert math.isclose(lt.softmax_jacobian_norm(torch.zeros(i)).item(), 1 / i, rel_tol=1e-12)
+        z = torch.full((i,), -60.0)
+        z[:2] = 0
+        assert math.isclose(lt.softmax_jacobian_norm(z).item(), 0.5, rel_tol=1e-9)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="L=0"):
+        AttnOnlyConfig(L=0)
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 8\]"):
+        lt.statistics(np.array([[0, 9, 1]]), V)
+    with pytest.raises(ValueError, match="weight"):
+        lt.leading_scale("Z", 3, 0.1)
+
+
+def test_corpus_bad_input_and_filter():
+    from companion.data import wordcorpus as wc
+
+    docs = ["the cat sat . the dog sat .", "a b"]
+    with pytest.raises(ValueError, match="vocab_size=50 is larger than the corpus supports"):
+        wc.build(wc.CorpusConfig(vocab_size=50, T=2), docs=docs)
+    with pytest.raises(ValueError, match="T=40 leaves no sample"):
+        wc.build(wc.CorpusConfig(vocab_size=5, T=40), docs=docs)
+    with pytest.raises(ValueError, match="unknown oov"):
+        wc.CorpusConfig(oov="drop")
+    # the paper's filter: documents with an out-of-vocabulary token or fewer than T + 1 tokens are dropped
+    c = wc.build(wc.CorpusConfig(vocab_size=5, T=3, oov="filter"), docs=docs + ["the cat sat the"])
+    assert [[c.itos[i] for i in row] for row in c.tokens] == [["the", "cat", "sat", "the"]]
+    assert c.oov_fraction == 0.0
+
+
+def test_study_configs_refuse_bad_values():
+    from companion.theory import leading_study as ls
+
+    with pytest.raises(ValueError, match="L=0"):
+        ls.TextConfig(L=0)
+    with pytest.raises(ValueError, match="batch=5000"):
+        ls.TextConfig(batch=5000)
+    with pytest.raises(ValueError, match="stats_from"):
+        ls.TextConfig(stats_from="second_batch")
+
+
+def test_wikitext_markers_become_unk():
+    from companion.data import wordcorpus as wc
+
+    text = wc._clean_wikitext(" the <unk> river , 1 @,@ 000 m @-@ long ")
+    c = wc.build(wc.CorpusConfig(vocab_size=4, T=2), docs=[text + text])
+    assert "<unk>" in c.itos and "unk" not in c.itos and "@" not in c.itos
