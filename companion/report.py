@@ -8,6 +8,8 @@ the Check cell asserts its entries.
 >>> s = Summary({"gap": (0.25, "loss gap in nats")})
 >>> s["gap"], s.meaning["gap"]
 (0.25, 'loss gap in nats')
+>>> print(Summary({"d": (1, "max |a - b|")})._repr_markdown_().splitlines()[-1])
+| `d` | 1 | max \\|a - b\\| |
 >>> print(markdown_table(["a", "b"], [[1, 0.5]]))
 | a | b |
 |---|---|
@@ -53,7 +55,8 @@ class Summary(dict):
                 glue(name, value, display=False)
 
     def _repr_markdown_(self) -> str:
-        rows = [[f"`{k}`", format_value(v), self.meaning.get(k, "")] for k, v in self.items()]
+        # a '|' in a meaning (a norm, |V|) would end the table cell
+        rows = [[f"`{k}`", format_value(v), self.meaning.get(k, "").replace("|", "\\|")] for k, v in self.items()]
         return markdown_table(["name", "value", "meaning"], rows)
 
 

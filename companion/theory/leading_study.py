@@ -294,7 +294,8 @@ def sgd_run(train: np.ndarray, heldout: np.ndarray, stats: lt.Stats, V: int, cfg
     steps_per_epoch = len(train) // cfg.batch
     log = {"step": [0], "epoch": [0.0], "cos": [_cosines(model, leads)], "train_loss": [math.log(V)]}
     epoch_end = {"epoch": [0], "heldout_loss": [_mean_loss(model, heldout)]}
-    bar = tqdm(total=cfg.epochs * steps_per_epoch, desc=f"SGD rate {rate}", disable=not progress, leave=False)
+    bar = tqdm(total=cfg.epochs * steps_per_epoch, desc=f"SGD rate {rate}", disable=not progress, leave=False,
+               mininterval=2.0)
     step, t0 = 0, time.time()
     for epoch in range(1, cfg.epochs + 1):
         order = torch.randperm(len(train), generator=g)
