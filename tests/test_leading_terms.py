@@ -190,3 +190,52 @@ def test_wikitext_markers_become_unk():
     text = wc._clean_wikitext(" the <unk> river , 1 @,@ 000 m @-@ long ")
     c = wc.build(wc.CorpusConfig(vocab_size=4, T=2), docs=[text + text])
     assert "<unk>" in c.itos and "unk" not in c.itos and "@" not in c.itos
+
+
+def test_leading_probe_on_a_tiny_neox():
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from companion.llm import leading_probe as lp
+
+    torch.manual_seed(0)
+    cfg = GPTNeoXConfig(vocab_size=40, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=32, max_position_embeddings=32)
+    model = GPTNeoXForCausalLM(cfg).eval()
+    with torch.no_grad():  # non-trivial LayerNorms and biases
+        for layer in model.gpt_neox.layers:
+            layer.input_layernorm.weight.uniform_(0.5, 1.5)
+            layer.input_layernorm.bias.normal_(0, 0.1)
+            layer.attention.query_key_value.bias.normal_(0, 0.5)
+    checks = lp.pipeline_checks(model, np.arange(40))
+    assert checks["hook_error"] < 1e-5 and checks["qk_error"] < 1e-5
+    emb = lp.token_embeddings(model, np.arange(40), batch=7)
+    assert emb["pre"].shape == (3, 40, 16)
+    # the layer output is its input plus attention plus the MLP of the (parallel) residual
+    layer = model.gpt_neox.layers[1]
+    with torch.no_grad():
+        mlp = layer.mlp(layer.post_attention_layernorm(torch.as_tensor(emb["pre"][1]))).numpy()
+    assert np.allclose(emb["post"][1], emb["attn"][1] + mlp, atol=1e-5)
+    # one head's A_emb differs from the mean; a wrong layout (k before q) would transpose it
+    assert not torch.allclose(lp.key_query(model, 0, 0), lp.key_query(model, 0, 0).T)
+    ids = np.random.default_rng(0).integers(0, 40, size=5000)
+    top = lp.top_tokens(ids, 12)
+    feats = lp.leading_features(ids, top, T=9)
+    assert feats["Q"].shape == (12, 12) and feats["V"].shape == (12, 12)
+    out = lp.compare(model, feats, top, heads=True)
+    assert len(out["attention"]) == 3 and len(out["heads"][0]) == 4
+    assert all(-1 <= c <= 1 for c in out["attention"] + out["embedding"])
+    with pytest.raises(ValueError, match="k=41 is larger"):
+        lp.top_tokens(ids, 41)
+
+
+def test_leading_probe_check_catches_a_transposed_key_query(monkeypatch):
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from companion.llm import leading_probe as lp
+
+    torch.manual_seed(1)
+    model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2,
+                                             num_attention_heads=2, intermediate_size=32)).eval()
+    right = lp.key_query
+    monkeypatch.setattr(lp, "key_query", lambda m, layer, head=None: right(m, layer, head).T)
+    assert lp.pipeline_checks(model, np.arange(30))["qk_error"] > 1e-2
