@@ -53,3 +53,23 @@ def test_full_allocation_configuration_runs():
         with torch.no_grad():
             assert math.isfinite(logs[-1]["loss"]) and math.isfinite(batch_loss(model.eval(), test_batch,
                                                                                 torch.device("cpu")).item())
+
+
+def test_full_leading_terms_configurations_run():
+    """Seed 004 at the paper's sizes: the theorem study (|V| = 500, T = 64, both depths) for two steps on a
+    few sequences, and the text study (|V| = 3000, T = 200, three layers; the stand-in offline) for two
+    SGD steps of two sequences, with its statistics, cosines and removals. Table 2's BPE configuration
+    (|V| = 10,000) runs the same code; its |V|^3 statistics take minutes on a CPU and are left out."""
+    from dataclasses import replace
+
+    from companion.theory import leading_study as ls
+
+    full = ls.configs("full")
+    res = ls.theorem_study(replace(full["theorem"], n_seqs=8, steps=2), use_cache=False)
+    assert all(math.isfinite(r["loss"][-1]) for r in res["runs"].values())
+    for key in ("text",):
+        cfg = replace(full[key], n_train=4, n_heldout=2, batch=2, epochs=1, every=1)
+        out = ls.text_study(cfg, use_cache=False, progress=False)
+        run = out["runs"][min(out["runs"])]
+        assert out["corpus"]["vocab_size"] == full[key].corpus.vocab_size and out["corpus"]["T"] == 200
+        assert math.isfinite(run["removal"]["W_O"]) and len(run["log"]["cos"]) == 3

@@ -239,3 +239,16 @@ def test_leading_probe_check_catches_a_transposed_key_query(monkeypatch):
     right = lp.key_query
     monkeypatch.setattr(lp, "key_query", lambda m, layer, head=None: right(m, layer, head).T)
     assert lp.pipeline_checks(model, np.arange(30))["qk_error"] > 1e-2
+
+
+def test_stand_in_too_small_for_the_configuration_is_resized():
+    from companion.data import wordcorpus as wc
+    from companion.theory import leading_study as ls
+
+    corpus = wc.build(wc.CorpusConfig(vocab_size=5, T=2), docs=["a b c d e f g h i j " * 30])
+    cfg = ls.TextConfig(n_train=2048, n_heldout=512, batch=64)
+    fitted = ls.fit_to(cfg, corpus, standin=True)
+    assert fitted.n_train + fitted.n_heldout == len(corpus.tokens) and fitted.n_heldout == len(corpus.tokens) // 8
+    assert ls.fit_to(cfg, corpus, standin=False) == cfg  # the paper's corpus is never resized ...
+    with pytest.raises(ValueError, match="n_train \\+ n_heldout = 2560 is more than"):
+        ls._split(corpus, cfg)  # ... it is refused

@@ -44,6 +44,7 @@ UNK = "<unk>"
 _OOV_MARK = "\x00"  # a word the source itself hides (WikiText's <unk>): never in the vocabulary
 CORPORA = ("wikitext2", "tinyshakespeare", "tinystories")
 OOV = ("filter", "unk")
+TOKENIZERS = ("words", "gpt2")  # the public code's word-level tokens, or GPT-2's byte-level BPE
 TINYSTORIES = dict(repo_id="roneneldan/TinyStories", filename="TinyStories-train.txt",
                    relpath="tinystories/TinyStories-train.txt", separator="<|endoftext|>")
 
@@ -58,6 +59,23 @@ def _clean_wikitext(text: str) -> str:
     token, ``@-@`` etc. their character."""
     text = text.replace("<unk>", f" {_OOV_MARK} ")
     return re.sub(r" @(.)@ ", r"\1", text)
+
+
+def _bpe(docs: list[str], download: bool) -> list[list[str]]:
+    """GPT-2 byte-level BPE tokens of each document (WikiText's <unk> marker kept as one token)."""
+    from companion.llm.standin import gpt2_tokenizer
+
+    tok = gpt2_tokenizer(download)
+    out = []
+    for d in docs:
+        pieces = d.split(_OOV_MARK)
+        row = []
+        for i, piece in enumerate(pieces):
+            if i:
+                row.append(_OOV_MARK)
+            row.extend(tok.convert_ids_to_tokens(tok(piece)["input_ids"]))
+        out.append(row)
+    return out
 
 
 class CorpusUnavailable(RuntimeError):
@@ -110,9 +128,11 @@ class CorpusConfig:
     T: int = 32
     oov: str = "unk"
     max_samples: int | None = None  # the first samples kept (the paper: 65536)
+    tokenizer: str = "words"
 
     def __post_init__(self):
         config.check_choice("corpus", self.corpus, CORPORA)
+        config.check_choice("tokenizer", self.tokenizer, TOKENIZERS)
         config.check_choice("oov", self.oov, OOV)
         config.check_int("vocab_size", self.vocab_size, 2)
         config.check_int("T", self.T, 1)
@@ -159,7 +179,7 @@ def build(cfg: CorpusConfig, docs: list[str] | None = None, download: bool = Tru
     (('a', 'b', 'c', '<unk>'), [[0, 1, 0], [2, 0, 1], [3, 0, 1]])
     """
     docs = documents(cfg.corpus, download) if docs is None else docs
-    toks = [tokenize(d) for d in docs]
+    toks = [tokenize(d) for d in docs] if cfg.tokenizer == "words" else _bpe(docs, download)
     counts = collections.Counter(t for d in toks for t in d)
     counts.pop(_OOV_MARK, None)
     n_words = cfg.vocab_size - (cfg.oov == "unk")

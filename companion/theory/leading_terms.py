@@ -88,18 +88,20 @@ def _chunks(N: int, T: int, budget: int = 2_000_000):
         yield slice(start, min(N, start + step))
 
 
-def statistics(seqs, V: int) -> Stats:
-    """B-bar, Sigma_B, Phi-bar, Q-bar and Delta of ``seqs`` (N, T + 1) over a vocabulary of V tokens."""
-    seqs = _check_seqs(seqs, V)
+def statistics(seqs, V: int, device=None) -> Stats:
+    """B-bar, Sigma_B, Phi-bar, Q-bar and Delta of ``seqs`` (N, T + 1) over a vocabulary of V tokens,
+    computed on ``device`` (default CPU; the |V|^3 products want a GPU at |V| = 10,000) and kept there."""
+    seqs = _check_seqs(seqs, V).to(device or "cpu")
     x, y = seqs[:, :-1], seqs[:, 1:]
     N, T = x.shape
     NT = N * T
     dd = torch.float64
+    dev = seqs.device
     pair = torch.bincount((x * V + y).reshape(-1), minlength=V * V).to(dd).reshape(V, V) / NT
     B = pair - pair.sum(1, keepdim=True) / V
-    t_idx, m_idx, w = _pairs(T)
-    phi_p = torch.zeros(V * V, dtype=dd)
-    u_p = torch.zeros(V, dtype=dd)
+    t_idx, m_idx, w = (a.to(dev) for a in _pairs(T))
+    phi_p = torch.zeros(V * V, dtype=dd, device=dev)
+    u_p = torch.zeros(V, dtype=dd, device=dev)
     for sl in _chunks(N, T):
         a, b = x[sl][:, m_idx], y[sl][:, t_idx]  # (n, pairs): prefix token x_m, target x_{t+1}
         ww = w.expand_as(a).reshape(-1)
@@ -109,10 +111,10 @@ def statistics(seqs, V: int) -> Stats:
     Sigma = B.T @ B
     G = Sigma @ Phi
     Gc = G - G.sum(0, keepdim=True) / V  # (Y - U) G X^T = Gc[y_t, x_m]
-    Q = torch.zeros(V * V, dtype=dd)
-    Delta = torch.zeros(T, dtype=dd)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    counts = torch.arange(1, T + 1, dtype=dd)[:, None]  # t + 1 unmasked keys in row t
+    Q = torch.zeros(V * V, dtype=dd, device=dev)
+    Delta = torch.zeros(T, dtype=dd, device=dev)
+    mask = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
+    counts = torch.arange(1, T + 1, dtype=dd, device=dev)[:, None]  # t + 1 unmasked keys in row t
     for sl in _chunks(N, T):
         xs, ys = x[sl], y[sl]
         g = Gc[ys[:, :, None], xs[:, None, :]].masked_fill(~mask, 0.0)  # (n, T, T)
