@@ -334,6 +334,8 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
         text = escape(str(r[c]))
         if c == "claim":
             return f'<td><code style="word-break:break-all">{text}</code></td>'
+        if c == "ours" and r["note"]:  # e.g. the corpus or model the value comes from
+            return f"<td>{text}<br><small>{escape(r['note'])}</small></td>"
         return f"<td>{text}</td>"
 
     chapters = list(dict.fromkeys(r["chapter"] for r in rows))

@@ -93,7 +93,8 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     ]))
     reg = claims.load(rows)
     for cid, value in [("x.same", 1), ("x.scaled", 0.5), ("x.finding", 1), ("x.big", 1), ("x.big2", -1)]:
-        claims.check(cid, value, profile="quick", quiet=True, registry=reg)
+        claims.check(cid, value, profile="quick", quiet=True, registry=reg,
+                     note="corpus <z>" if cid == "x.same" else "")
     claims.skip("x.real", "weights unavailable", profile="quick", quiet=True, registry=reg)
     cat = {r["claim"]: r["category"] for r in claims.results("quick", registry=reg)}
     assert cat == {"x.same": claims.HOLDS, "x.scaled": claims.HOLDS_HERE, "x.finding": claims.FINDING,
@@ -106,6 +107,7 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     assert n[claims.HOLDS_HERE] == 2 and n[claims.NOT_CHECKED] == 2 and sum(n.values()) == 7
     html = claims.scorecard("quick", registry=reg)
     assert html.count('class="table scorecard"') == 1 and 'href="x.html"' in html and "it is 2" in html
+    assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 1  # the note, escaped
     with pytest.raises(ValueError, match="scale='real'"):
         claims.skip("x.same", "no", registry=reg)
     errata = claims.errata("quick", registry=reg)

@@ -180,7 +180,7 @@ def theorem_study(cfg: TheoremConfig | None = None, profile: str | None = None, 
         runs = {f"L={L}, zero": gd_run(seqs, stats, V, L, eta, cfg.steps) for L in cfg.depths}
         v = eta**2 / T**2
         runs["L=1, Gaussian"] = gd_run(seqs, stats, V, 1, eta, cfg.steps, "gaussian", v / V, cfg.seed)
-        return {"runs": runs, "eta": eta, "T": T, "V": V, "n_seqs": len(seqs),
+        return {"runs": runs, "eta": eta, "T": T, "V": V, "n_seqs": len(seqs), "corpus": asdict(cfg.corpus),
                 "norms": {k: float(stats.leading(k).norm()) for k in lt.WEIGHTS}}
 
     return cache.load_or_compute("leading_theorem", asdict(cfg), compute, MODULES, use_cache=use_cache)
@@ -232,6 +232,18 @@ def theorem_summary(res: dict) -> Summary:
 
     step10 = min(first_over(v) for v in deep["rel"].values())
     r0 = res["runs"][zero_runs[0]]
+    one = res["runs"].get("L=1, zero")
+    V = res["V"]
+    lemmas = {}
+    if one is not None and len(one["dev"]) >= 3:  # Lemmas D.4 (s = 2) and D.5 (s = 3), one layer, their own constants
+        d2, d3 = one["dev"][1], one["dev"][2]
+        lemmas = {
+            "lemma_d4_ratio": (max(d2["W_O"][0] / (eta**2 / math.sqrt(V)), d2["V1"][0] / (2 * eta**3 / math.sqrt(V))),
+                               "Lemma D.4 (s = 2): largest distance / bound (eta^2/sqrt|V| for W_O, 2 eta^3/sqrt|V| for V)"),
+            "lemma_d5_ratio": (max(d3["W_O"][0] / (3 * eta**2), d3["V1"][0] / (2 * eta**3),
+                                   d3["W1"][0] / (2 * eta**5 * T), d3["P1"][0] / (2 * eta**5 * T)),
+                               "Lemma D.5 (s = 3): largest distance / bound (3 eta^2, 2 eta^3, 2 eta^5 T, 2 eta^5 T)"),
+        }
     return Summary({
         "eta": (eta, "learning rate (1/T)"),
         "s_covered": (s_cover[f"L={L_max}, zero"], f"steps Theorem 4.1 covers at L = {L_max}: eta^-1 min(5/(8 sqrt T), 1/(12 L))"),
@@ -239,6 +251,7 @@ def theorem_summary(res: dict) -> Summary:
                            "the theorem's other conditions (|V| >= 500, T >= 60, L <= sqrt(T)/4) hold here"),
         "step1_dev": (r0["step1"][0], "max |W_O - eta B-bar| after one step"),
         "step1_others": (r0["step1"][1], "max |entry| of W, V, P after one step"),
+        **lemmas,
         "worst_ratio": (worst_ratio, "largest deviation / bound within the covered steps (all runs, weights, layers)"),
         "worst_ratio_all": (worst_ratio_all, f"the same over all {last} steps run"),
         "worst_rel": (worst_rel, "largest relative deviation at s = max(3, last covered step) (zero-init runs, weights, layers)"),
@@ -472,6 +485,14 @@ PAPER_TABLE3 = {"Original": ("original", 5.349), "Attention Layer 0": ("W1", 5.3
                 "Value Layer 2": ("V3", 6.520), "Output": ("W_O", 8.287)}
 BASES = {"B": "bigram B-bar", "Sigma": "interchangeability Sigma_B", "Phi": "context Phi-bar"}
 NEIGHBOUR_CLAIMS = {"B": "lt.neighbours_bigram", "Sigma": "lt.neighbours_interchange", "Phi": "lt.neighbours_context"}
+
+
+def corpus_note(res: dict) -> str:
+    """The corpus a value comes from, for the scorecard (``claims.check(..., note=...)``)."""
+    c = res["corpus"]
+    kind = "TinyStories" if c["corpus"] == "tinystories" else f"{c['corpus']} stand-in"
+    bpe = ", GPT-2 BPE" if c.get("tokenizer") == "gpt2" else ""
+    return f"{kind}{bpe}, |V| = {c['vocab_size']}, T = {c['T']}"
 
 
 def banner(res: dict) -> str:
