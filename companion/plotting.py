@@ -190,7 +190,7 @@ def cosine_panels(runs: dict, weights: tuple[str, ...] = ("W_O", "V", "W", "P"))
     for ax, (rate, run) in zip(axes, runs.items()):
         epoch = np.asarray(run["log"]["epoch"])
         for j, w in enumerate(weights):
-            keys = [k for k in run["log"]["cos"][0] if k.rstrip("0123456789") == w]
+            keys = [k for k in run["log"]["cos"][0] if k.rstrip("0123456789") == w]  # per layer: W1, W2, ...
             for n, key in enumerate(keys):
                 ax.plot(epoch[1:], [row[key] for row in run["log"]["cos"][1:]], color=f"C{j}",
                         ls=("-", "--", ":", "-.")[n % 4], label=key)

@@ -195,7 +195,7 @@ def theorem_table(res: dict, run: str) -> dict:
     s = np.arange(1, len(r["dev"]) + 1)
     out = {"s": s, "rel": {}, "ratio": {}, "bound_rel": {}, "cos": {}}
     for key in r["dev"][0]:
-        base = key.rstrip("0123456789") if key != "W_O" else key
+        base = lt.weight_kind(key)
         dev = np.array([row[key][0] for row in r["dev"]])
         size = np.array([row[key][1] for row in r["dev"]])
         bnd = np.array([lt.bound(base, int(k), eta, T, theorem) for k in s])
@@ -292,8 +292,7 @@ def _mean_loss(model: AttnOnly, seqs: np.ndarray, batch: int = 512) -> float:
 def _cosines(model: AttnOnly, leads: dict) -> dict:
     out = {}
     for key, w in model.weights().items():
-        base = key.rstrip("0123456789")
-        out[key] = lt.cosine(w, leads["V" if base == "V" else base])
+        out[key] = lt.cosine(w, leads[lt.weight_kind(key)])
     return out
 
 
@@ -351,7 +350,7 @@ def sgd_run(train: np.ndarray, heldout: np.ndarray, stats: lt.Stats, V: int, cfg
     removal = {"original": _mean_loss(model, heldout)}
     state = {k: v.clone() for k, v in model.state_dict().items()}
     for key in model.weights():
-        base = key.rstrip("0123456789")
+        base = lt.weight_kind(key)
         if base == "P":
             continue  # Table 3 removes W_O, V and W only
         remove_projection(model, key, leads[base])
@@ -398,7 +397,7 @@ def bpe_summary(res: dict) -> Summary:
 
 
 def _min_cos(cos_rows: list[dict], prefix: str) -> float:
-    return min(v for row in cos_rows for k, v in row.items() if k.rstrip("0123456789") == prefix)
+    return min(v for row in cos_rows for k, v in row.items() if lt.weight_kind(k) == prefix)
 
 
 def _min_shown(cos_row: dict) -> float:

@@ -37,6 +37,15 @@ WEIGHTS = ("W_O", "V", "W", "P")
 LEADING = {"W_O": "B-bar", "V": "Phi-bar^T B-bar^T", "W": "Q-bar", "P": "Delta"}
 
 
+def weight_kind(key: str) -> str:
+    """The kind of a per-layer weight name: ``"V2"`` -> ``"V"``, ``"W1"`` -> ``"W"``, ``"W_O"`` -> ``"W_O"``.
+
+    >>> [weight_kind(k) for k in ("W_O", "W1", "V3", "P12")]
+    ['W_O', 'W', 'V', 'P']
+    """
+    return key.rstrip("0123456789")
+
+
 def coefficient(s: int) -> int:
     """c(s) = 3 C(s,4) + 2 C(s,3), the factor of eta^4 in front of Q-bar and Delta after s steps."""
     config.check_int("s", s, 0)
