@@ -44,8 +44,10 @@ class TrainConfig:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
 
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, extra: Iterable = ()) -> torch.optim.Optimizer:
+    """The optimiser over the trainable parameters plus ``extra`` (parameters frozen for now)."""
     params = [p for p in model.parameters() if p.requires_grad]
+    params += [p for p in extra if all(p is not q for q in params)]
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -66,7 +68,7 @@ def batch_loss(model, batch, device) -> torch.Tensor:
 def train(model, task, cfg: TrainConfig, rng: np.random.Generator,
           evaluate: Callable[[int], dict] | None = None, eval_at: Iterable[int] = (),
           progress: bool = True, desc: str = "train", step_offset: int = 0,
-          stop_on_nonfinite: bool = False) -> list[dict]:
+          stop_on_nonfinite: bool = False, unfreeze: dict[int, list] | None = None) -> list[dict]:
     """Train ``model`` on batches of ``task`` drawn from ``rng``.
 
     ``evaluate(step)`` is called before the update of every step in
@@ -79,13 +81,22 @@ def train(model, task, cfg: TrainConfig, rng: np.random.Generator,
     ``{"step": s, "diverged": True}`` (no further evaluation): experiments
     that are expected to fail sometimes (Appendix J, Adam without
     normalisation) report the divergence instead of hiding it.
+
+    ``unfreeze``: ``{step: [parameters]}``, parameters frozen now
+    (``requires_grad`` False) that are unfrozen before the update of that
+    step. They are in the optimiser from the start and receive no update,
+    momentum or weight decay until then (what the public code of Birth of a
+    Transformer does with its ``freeze_until``).
     """
     device = next(model.parameters()).device
-    opt = make_optimizer(model, cfg)
+    unfreeze = unfreeze or {}
+    opt = make_optimizer(model, cfg, [p for ps in unfreeze.values() for p in ps])
     eval_at = set(eval_at)
     logs = []
     bar = tqdm(range(cfg.steps), desc=desc, disable=not progress, mininterval=2.0, leave=True)
     for step in bar:
+        for p in unfreeze.get(step, ()):
+            p.requires_grad_(True)
         batch = task.sample(rng, cfg.batch)
         row = {"step": step + step_offset}
         if evaluate is not None and step in eval_at:

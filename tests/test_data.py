@@ -112,7 +112,7 @@ def test_same_seed_same_data():
     (dict(triggers=(70,)), r"trigger=70 is out of range: allowed \[0, 64\]"),
     (dict(triggers=(1, 1)), "duplicates"),
     (dict(noise="weird"), "unknown noise kind 'weird'"),
-    (dict(loss_on="all"), "unknown loss_on"),
+    (dict(loss_on="every"), "unknown loss_on"),
     (dict(noise="existing", triggers=(2,)), "is the noise token"),
 ])
 def test_bad_input(kwargs, match):

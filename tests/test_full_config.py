@@ -73,3 +73,18 @@ def test_full_leading_terms_configurations_run():
         run = out["runs"][min(out["runs"])]
         assert out["corpus"]["vocab_size"] == full[key].corpus.vocab_size and out["corpus"]["T"] == 200
         assert math.isfinite(run["removal"]["W_O"]) and len(run["log"]["cos"]) == 3
+
+
+def test_full_induction_configurations_run():
+    """Seed 002, the bigram task with triggers at the public code's Fig. 3 size (d = T = 256, batch 512): the
+    three memories, the two-layer MLP model (the one-layer model runs the same code) and the
+    final-linear-feed-forward model, one step and two evaluations each, probes included."""
+    from dataclasses import replace
+
+    from companion.experiments import induction as ih
+
+    exps = [ih.seeds("full")[0], ih.ff_experiment("full"), ih.layer_experiments("full")[2]]
+    for exp in exps:
+        r = ih.run(replace(exp, steps=1, eval_every=1), progress=False, use_cache=False)
+        assert len(r.metrics["step"]) == 2 and np.isfinite(r.metrics["loss_head"]).all()
+        assert all(np.isfinite(v).all() for v in r.metrics.values())

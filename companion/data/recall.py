@@ -21,6 +21,8 @@ Options that the paper and its public code choose differently:
 * ``loss_on="final"`` (paper): only the prediction of z_{T+1} at position T
   carries the loss. ``loss_on="triggers"`` (public code): every position
   holding the second or a later occurrence of a trigger in the sequence.
+  ``loss_on="all"``: every position (Birth of a Transformer's full models,
+  seed 002: the bigram loss elsewhere plus the in-context loss).
 
 Generation is vectorised over the batch: one numpy Generator, T steps of
 array operations, no per-token Python work.
@@ -42,7 +44,7 @@ from companion.config import check_choice, check_float, check_int
 from companion.data.shakespeare import CharStats, load_char_stats
 
 NOISE_KINDS = ("new", "existing")
-LOSS_POSITIONS = ("final", "triggers")
+LOSS_POSITIONS = ("final", "triggers", "all")
 EXISTING_NOISE_CHAR = "!"
 
 
@@ -88,7 +90,7 @@ class RecallTask:
             ``n_triggers`` most frequent characters.
         n_triggers: K, used when ``triggers`` is not given.
         noise: ``"new"`` (token N+1, paper) or ``"existing"`` (``'!'``, public code).
-        loss_on: ``"final"`` (paper) or ``"triggers"`` (public code).
+        loss_on: ``"final"`` (paper), ``"triggers"`` (public code) or ``"all"``.
     """
 
     seq_len: int = 256
@@ -189,6 +191,8 @@ class RecallTask:
         if self.loss_on == "final":
             mask = np.zeros((batch, T), dtype=bool)
             mask[:, -1] = True
+        elif self.loss_on == "all":
+            mask = np.ones((batch, T), dtype=bool)
         else:
             mask = occurrence >= 2
         return Batch(z, ybar, ybar[rows, final_k], occurrence, mask)

@@ -1,0 +1,459 @@
+"""Birth of an induction head on the bigram task with triggers (seed 002; Bietti et al., NeurIPS 2023).
+
+Data: the main paper's generator (:class:`companion.data.recall.RecallTask`)
+with no noise (alpha = 0): K fixed triggers, the K most frequent characters of
+tiny Shakespeare; per sequence one output per trigger, uniform over all 65
+characters (the trigger itself and the other triggers included, as in the
+public code); every other transition from the global bigram pi_b, the first
+token from the unigram. The in-context accuracy is measured at the positions
+that hold the second or a later occurrence of their trigger (the next token
+is then predictable from the context); the other positions are "bigram"
+positions.
+
+Model: the transformer of :mod:`companion.models.transformer` (W_E, the
+positions and W_U fixed at random init, attention scores scaled by
+1/sqrt(d), which is the public code's model). In the public code the
+attention is W_K alone (W_Q the identity), so ``W_QK^l`` here is its W_K^l;
+W_O^2 W_V^2 is one learned matrix ``W_V^2`` here ("W_OV^2"), and W_O^1 W_V^1
+is the frozen random ``W_V^1``.
+
+Memory-recall probes, Eq. (9), R = mean over the stored pairs of
+1{argmax_j' v_j'^T W u_i = j}:
+
+* ``probe_OV2``: W_V^2 maps w_E(k) to W_U(k), over all tokens k;
+* ``probe_QK2``: W_QK^2 matches the query w_E(q) with the key W_V^1 w_E(q)
+  (the remapped previous token), over the triggers q, argmax over the triggers
+  (the public code's probe, a K-way choice); ``probe_QK2_all``: the argmax
+  over every token's remapped key (an N-way choice);
+* ``probe_QK1``: W_QK^1 matches the query p_t with the key p_{t-1}, argmax over
+  all positions; ``probe_QK1_early`` the same over t < ``early_cutoff``.
+
+Feed-forward probe, Eq. (10): the mean over non-trigger tokens k of the KL
+divergence between pi_b(. | k) and softmax(W_U F_L(w_E(k))). Eq. (10) writes
+the model's distribution first; that order is infinite here (tiny
+Shakespeare's bigram table has zero entries, see :func:`bigram_zero_share`),
+so we compute KL(pi_b || model), the public code's order.
+
+>>> exp = InductionExperiment.quick(steps=2, eval_every=1, n_test=4, batch=2, seq_len=16, early_cutoff=8)
+>>> r = run(exp, progress=False, use_cache=False)
+>>> sorted(r.metrics)[:4], len(r.metrics["step"])
+(['acc', 'loss_bigram', 'loss_head', 'probe_OV2'], 3)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from companion import cache, config, report
+from companion.config import check_choice, check_float, check_int
+from companion.data.recall import LOSS_POSITIONS, RecallTask
+from companion.models import ModelConfig, Transformer
+from companion.train import OPTIMIZERS, TrainConfig, train
+
+THREE = ("W_QK^1", "W_QK^2", "W_V^2")  # the three memories of the induction head
+# Birth Fig. 3: which matrices stay frozen (at random init) until the unfreeze step
+SCHEDULES = {
+    "joint": (),
+    "W_OV^2 frozen first": ("W_V^2",),
+    "W_QK^1 frozen first": ("W_QK^1",),
+    "W_QK^2 frozen first": ("W_QK^2",),
+    "both W_QK frozen first": ("W_QK^1", "W_QK^2"),
+}
+PROBES = ("probe_OV2", "probe_QK2", "probe_QK1_early", "probe_QK1")
+
+
+@dataclass(frozen=True)
+class InductionExperiment:
+    """One training run on the bigram task with triggers. Validated before any work.
+
+    ``trained``: the learnable matrices that are trained (paper names), ``None``
+    for all of them; the others stay at their random init. ``frozen_first``:
+    trained matrices that stay frozen until step ``unfreeze_at``.
+    """
+
+    profile: str = "quick"
+    d: int = 128
+    seq_len: int = 64
+    batch: int = 64
+    steps: int = 300
+    n_triggers: int = 5
+    ff: tuple[str, ...] = ("none", "none")
+    trained: tuple[str, ...] | None = THREE
+    frozen_first: tuple[str, ...] = ()
+    unfreeze_at: int = 100
+    loss_on: str = "triggers"
+    optimizer: str = "sgd"
+    lr: float = 0.2
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    eval_every: int = 10
+    n_test: int = 256
+    early_cutoff: int = 16
+    seed: int = 0
+
+    def __post_init__(self):
+        config.get_profile(self.profile)
+        check_int("d", self.d, low=1)
+        check_int("seq_len (T)", self.seq_len, low=4)
+        check_int("batch", self.batch, low=1)
+        check_int("steps", self.steps, low=1)
+        n = self.task_stats_n()
+        check_int("n_triggers (K)", self.n_triggers, low=1, high=n - 1)
+        check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_int("eval_every", self.eval_every, low=1)
+        check_int("n_test", self.n_test, low=1)
+        check_int("early_cutoff", self.early_cutoff, low=2, high=self.seq_len)
+        object.__setattr__(self, "ff", tuple(self.ff))
+        object.__setattr__(self, "frozen_first", tuple(self.frozen_first))
+        if self.trained is not None:
+            object.__setattr__(self, "trained", tuple(self.trained))
+        self.train_config()
+        names = Transformer(dataclasses.replace(self.model_config(), d=1, max_len=1)).matrix_names()
+        for name in self.trained or ():
+            if name not in names:
+                raise ValueError(f"trained matrix {name!r} is not in this model: choose from {names}")
+        for name in self.frozen_first:
+            if name not in (self.trained or names):
+                raise ValueError(f"frozen_first matrix {name!r} is not trained: choose from {self.trained or names}")
+        if self.frozen_first:
+            check_int("unfreeze_at", self.unfreeze_at, low=1, high=self.steps)
+
+    @staticmethod
+    def task_stats_n() -> int:
+        from companion.data.shakespeare import load_char_stats
+
+        return load_char_stats().n
+
+    @classmethod
+    def quick(cls, **overrides) -> "InductionExperiment":
+        """CPU-sized: d = 128, T = 64 (early positions t < 16), batch 64, 300 SGD steps, release at step 100."""
+        return cls(**{**dict(profile="quick"), **overrides})
+
+    @classmethod
+    def full(cls, **overrides) -> "InductionExperiment":
+        """The public code's README command for Fig. 3: d = 256, T = 256, batch 512, 1000 steps, release at 300."""
+        base = dict(profile="full", d=256, seq_len=256, batch=512, steps=1000, unfreeze_at=300, eval_every=10,
+                    n_test=512, early_cutoff=64)
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def for_profile(cls, profile: str | None = None, **overrides) -> "InductionExperiment":
+        return cls.quick(**overrides) if config.get_profile(profile) == "quick" else cls.full(**overrides)
+
+    def task(self) -> RecallTask:
+        return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="existing",
+                          loss_on=self.loss_on)
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=self.ff)
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(steps=self.steps, batch=self.batch, lr=self.lr, momentum=self.momentum,
+                           weight_decay=self.weight_decay, optimizer=self.optimizer)
+
+
+def schedules(profile: str | None = None) -> dict[str, InductionExperiment]:
+    """Birth Fig. 3: W_QK^1, W_QK^2 and W_OV^2 trained, some frozen until the unfreeze step."""
+    return {name: InductionExperiment.for_profile(profile, frozen_first=frozen) for name, frozen in SCHEDULES.items()}
+
+
+SEEDS = {"quick": (0, 1, 2), "full": (0, 1, 2)}
+
+
+def seeds(profile: str | None = None) -> dict[int, InductionExperiment]:
+    """The joint run (three matrices, nothing frozen) for several seeds (data, init and order)."""
+    return {s: InductionExperiment.for_profile(profile, seed=s) for s in SEEDS[config.get_profile(profile)]}
+
+
+def ff_experiment(profile: str | None = None) -> InductionExperiment:
+    """The three memories plus a final linear feed-forward W_F (the public code's ``final_ffn``), loss on all tokens."""
+    return InductionExperiment.for_profile(profile, ff=("none", "linear"), trained=(*THREE, "F2.W_F"), loss_on="all")
+
+
+def layer_experiments(profile: str | None = None) -> dict[int, InductionExperiment]:
+    """The slide 'Transformers on the bigram task': one and two layers, attention + MLP, all trained.
+
+    Loss on every token and Adam (lr 0.01, no weight decay), as the public
+    code's full model; single-head, no layer norm (our model, see the chapter).
+    """
+    p = config.get_profile(profile)
+    steps = {"quick": 300, "full": 2000}[p]
+    return {L: InductionExperiment.for_profile(p, ff=("mlp",) * L, trained=None, loss_on="all", optimizer="adam",
+                                               lr=0.01, weight_decay=0.0, steps=steps, eval_every=steps // 20)
+            for L in (1, 2)}
+
+
+# --- the memories by construction (the slide "Induction head with associative memories") ---
+
+@torch.no_grad()
+def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0) -> Transformer:
+    """Write the slide's three memories into a two-layer model, in place (W_V^1 and the embeddings untouched).
+
+    W_QK^1 = sum_t p_t p_{t-1}^T, W_QK^2 = sum_{q in Q} w_E(q) (W_V^1 w_E(q))^T and
+    W_V^2 = sum_k W_U(k) w_E(k)^T, each pair normalised so that its own score
+    is ``scale`` (with attention's 1/sqrt(d) undone) and the value memory's is
+    ``scale`` / 2.
+    """
+    check_float("scale", scale, 0.0, None, low_open=True)
+    if len(model.layers) < 2:
+        raise ValueError(f"the induction head needs two layers; this model has {len(model.layers)}")
+    l1, l2 = model.layers[0], model.layers[1]
+    c = scale / model.scale
+
+    def memory(outs: torch.Tensor, ins: torch.Tensor) -> torch.Tensor:  # sum_i outs_i ins_i^T / (|outs_i|^2 |ins_i|^2)
+        w = 1.0 / (outs.pow(2).sum(1) * ins.pow(2).sum(1))
+        return (outs * w[:, None]).T @ ins
+
+    P = model.P
+    l1.W_QK.copy_(c * memory(P[1:], P[:-1]))
+    q = model.W_E[list(triggers)]
+    l2.W_QK.copy_(c * memory(q, q @ l1.v().T))
+    E = model.W_E[:n_tokens]
+    l2.W_V.copy_(scale / 2 * memory(model.W_U[:n_tokens], E))
+    return model
+
+
+def constructed_run(exp: InductionExperiment, scale: float = 20.0, device=None) -> dict:
+    """The constructed head on ``exp``'s model and test batch: its in-context accuracy and probes."""
+    device = config.get_device(device)
+    model = Transformer(exp.model_config(), seed=exp.seed).to(device)
+    task = exp.task()
+    construct(model, task.triggers, task.n, scale)
+    return Evaluator(exp, model.eval(), device)(0)
+
+
+# --- measurements ---
+
+@torch.no_grad()
+def memory_probes(model: Transformer, triggers, n_tokens: int, early_cutoff: int) -> dict[str, float]:
+    """The recall probes of Eq. (9) for the three memories of a two-layer model (see the module docstring)."""
+    if len(model.layers) < 2:
+        return {}
+    l1, l2 = model.layers[0], model.layers[1]
+    E = model.W_E[:n_tokens]
+    out = {"probe_OV2": _recall(model.unembed(E @ l2.v().T))}
+    q = model.W_E[list(triggers)]
+    out["probe_QK2"] = _recall(q @ l2.qk() @ (q @ l1.v().T).T)
+    keys = E @ l1.v().T  # every token's remapped embedding, the triggers' first
+    order = list(triggers) + [k for k in range(n_tokens) if k not in set(triggers)]
+    out["probe_QK2_all"] = _recall(q @ l2.qk() @ keys[order].T)
+    P = model.P
+    scores = P[1:] @ l1.qk() @ P[:-1].T  # (T - 1, T - 1): query p_t, key p_s, t = 1.., s = 0..
+    out["probe_QK1"] = _recall(scores)
+    c = early_cutoff - 1
+    out["probe_QK1_early"] = _recall(scores[:c, :c])
+    return out
+
+
+def _recall(scores: torch.Tensor) -> float:
+    """Share of rows i whose argmax is column i (the stored pair (i, i))."""
+    return (scores.argmax(-1) == torch.arange(scores.shape[0], device=scores.device)).float().mean().item()
+
+
+@torch.no_grad()
+def ff_bigram_kl(model: Transformer, bigram: np.ndarray, exclude=(), residual: bool = False,
+                 layer: int | None = None) -> float:
+    """Eq. (10) in the public code's order: mean over tokens k (not in ``exclude``) of
+    KL(pi_b(.|k) || softmax(W_U F_l(w_E(k)))) for layer ``l`` (1-based; default the last); with
+    ``residual``, of softmax(W_U (w_E(k) + F_l(w_E(k)))), the residual stream through that layer."""
+    keep = [k for k in range(bigram.shape[0]) if k not in set(exclude)]
+    e = model.W_E[keep]
+    ff = model.layers[(layer or len(model.layers)) - 1].ff
+    logq = torch.log_softmax(model.unembed(ff(e) + (e if residual else 0)), dim=-1)[:, :bigram.shape[1]]
+    p = torch.as_tensor(bigram[keep], dtype=logq.dtype, device=logq.device)
+    return (torch.where(p > 0, p * (torch.log(p.clamp_min(1e-30)) - logq), 0.0)).sum(-1).mean().item()
+
+
+def bigram_zero_share(task: RecallTask) -> float:
+    """Share of zero entries pi_b(j | k) = 0 in the bigram rows of non-trigger tokens (KL(model || pi_b) is infinite)."""
+    keep = [k for k in range(task.n) if k not in task.triggers]
+    return float((task.stats.bigram[keep] == 0).mean())
+
+
+class Evaluator:
+    """In-context accuracy and losses on a fixed test batch, and the probes (one call per evaluation)."""
+
+    def __init__(self, exp: InductionExperiment, model: Transformer, device):
+        task = exp.task()
+        rng = np.random.default_rng(config.seed_streams(exp.seed, ["test-data"])["test-data"])
+        b = task.sample(rng, exp.n_test)
+        self.exp, self.model, self.task = exp, model, task
+        self.tokens = torch.as_tensor(b.inputs, device=device)
+        self.targets = torch.as_tensor(b.targets, device=device)
+        self.head = torch.as_tensor(b.occurrence >= 2, device=device)
+        self.other = torch.as_tensor(b.occurrence == 0, device=device)
+
+    @torch.no_grad()
+    def __call__(self, step: int) -> dict:
+        logits = self.model(self.tokens)
+        row = {"acc": (logits.argmax(-1)[self.head] == self.targets[self.head]).float().mean().item(),
+               "loss_head": F.cross_entropy(logits[self.head], self.targets[self.head]).item(),
+               "loss_bigram": F.cross_entropy(logits[self.other], self.targets[self.other]).item()}
+        row.update(memory_probes(self.model, self.task.triggers, self.task.n, self.exp.early_cutoff))
+        bigram, trig = self.task.stats.bigram, self.task.triggers
+        for l, kind in enumerate(self.exp.ff, start=1):
+            if kind != "none":
+                row[f"ff{l}_kl"] = ff_bigram_kl(self.model, bigram, trig, layer=l)
+                row[f"ff{l}_kl_residual"] = ff_bigram_kl(self.model, bigram, trig, residual=True, layer=l)
+        return row
+
+
+@dataclass
+class InductionRun:
+    """A finished run: its configuration and the measurements along training (one entry per evaluation)."""
+
+    exp: InductionExperiment
+    metrics: dict[str, np.ndarray]
+    seconds: float = 0.0
+    device: str = "cpu"
+    state: dict = field(default_factory=dict, repr=False)
+
+    def at(self, key: str, step: int) -> float:
+        """The metric at the last evaluation at or before ``step``."""
+        steps = self.metrics["step"]
+        if step < steps[0]:
+            raise ValueError(f"step={step} is before the first evaluation (step {steps[0]})")
+        return float(self.metrics[key][np.nonzero(steps <= step)[0][-1]])
+
+    def final(self, key: str) -> float:
+        return float(self.metrics[key][-1])
+
+    def first_step_reaching(self, key: str, threshold: float = 0.9) -> float:
+        """First evaluated step at which the metric is at least ``threshold``; inf if never."""
+        hit = np.nonzero(self.metrics[key] >= threshold)[0]
+        return float(self.metrics["step"][hit[0]]) if len(hit) else float("inf")
+
+
+MODULES = ("companion.experiments.induction",)
+
+
+def run(exp: InductionExperiment, device=None, progress: bool = True, use_cache: bool = True) -> InductionRun:
+    """Train and measure (or load the cached result of) ``exp``."""
+    blob = cache.load_or_compute("induction", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch",
+                                 use_cache=use_cache)
+    return InductionRun(exp, blob["metrics"], blob["seconds"], blob["device"], blob["state"])
+
+
+def _train(exp: InductionExperiment, device, progress: bool) -> dict:
+    device = config.get_device(device)
+    streams = config.seed_streams(exp.seed, ["train-data"])
+    model = Transformer(exp.model_config(), seed=exp.seed).to(device)
+    trained = exp.trained or model.matrix_names()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for name in trained:
+        model.matrix(name).requires_grad_(name not in exp.frozen_first)
+    unfreeze = {exp.unfreeze_at: [model.matrix(n) for n in exp.frozen_first]} if exp.frozen_first else {}
+    evaluate = Evaluator(exp, model, device)
+    start = time.perf_counter()
+    logs = train(model, exp.task(), exp.train_config(), np.random.default_rng(streams["train-data"]),
+                 evaluate=evaluate, eval_at=range(0, exp.steps, exp.eval_every), progress=progress,
+                 desc=f"induction d={exp.d} {'+'.join(exp.frozen_first) or 'joint'}", unfreeze=unfreeze)
+    seconds = time.perf_counter() - start
+    rows = [r for r in logs if "acc" in r]
+    metrics = {k: np.asarray([r[k] for r in rows]) for k in rows[0] if k != "loss"}
+    return {"metrics": metrics, "seconds": seconds, "device": config.device_name(device),
+            "state": {k: v.cpu() for k, v in model.state_dict().items()}}
+
+
+# --- the chapter's numbers ---
+
+def study(profile: str | None = None, progress: bool = True) -> dict:
+    """Every run of the chapter: the freeze schedules and the one- and two-layer models."""
+    sched = {n: run(e, progress=progress) for n, e in schedules(profile).items()}
+    by_seed = {s: sched["joint"] if e == sched["joint"].exp else run(e, progress=progress)
+               for s, e in seeds(profile).items()}
+    return {"schedules": sched, "seeds": by_seed,
+            "layers": {L: run(e, progress=progress) for L, e in layer_experiments(profile).items()},
+            "ff": run(ff_experiment(profile), progress=progress),
+            "constructed": constructed_run(sched["joint"].exp)}
+
+
+def learning_order(runs: dict) -> dict[str, np.ndarray]:
+    """Per run (e.g. per seed): t90 of each probe, the first evaluated step at which it reaches 0.9."""
+    return {p: np.array([r.first_step_reaching(p) for r in runs.values()]) for p in (*PROBES, "probe_QK2_all")}
+
+
+def ff_curves(r: InductionRun) -> dict[str, np.ndarray]:
+    """Eq. (10) along a run with a last feed-forward layer: without and with the residual."""
+    L = len(r.exp.ff)
+    return {"W_U F(w_E(k)) (Eq. (10))": r.metrics[f"ff{L}_kl"],
+            "W_U (w_E(k) + F(w_E(k)))": r.metrics[f"ff{L}_kl_residual"]}
+
+
+def summary(res: dict) -> report.Summary:
+    """The chapter's claim values (see ``data/claims.toml``, ids ``ih.*``)."""
+    sched, layers = res["schedules"], res["layers"]
+    joint = sched["joint"]
+    s = joint.exp.unfreeze_at
+    t = learning_order(res["seeds"])
+    one, two, ffr = layers[1], layers[2], res["ff"]
+    n_seeds = len(res["seeds"])
+    return report.Summary({
+        "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
+        "acc_one_layer": (one.final("acc"), "one layer: in-context accuracy at the end"),
+        "layer_gap": (two.final("acc") - one.final("acc"), "two layers minus one layer"),
+        "one_ff1_kl_end": (one.final("ff1_kl"), "one layer (MLP): KL(pi_b || W_U F_1(w_E(k))) at the end (nats)"),
+        "mlp_ff1_kl_end": (two.final("ff1_kl"), "two layers (MLPs): the same for F_1"),
+        "mlp_ff2_kl_start": (two.metrics["ff2_kl"][0], "two layers (MLPs): the same for F_2 at step 0"),
+        "mlp_ff2_kl_end": (two.final("ff2_kl"), "the same for F_2 at the end"),
+        "acc_ff": (ffr.final("acc"), "memories + final linear W_F, loss on all tokens: in-context accuracy at the end"),
+        "ff_kl_start": (ffr.metrics["ff2_kl"][0], "the same run: KL(pi_b || W_U W_F w_E(k)) at step 0 (nats)"),
+        "ff_kl_end": (ffr.final("ff2_kl"), "the same at the end"),
+        "ff_kl_ratio": (ffr.final("ff2_kl") / ffr.metrics["ff2_kl"][0], "end over start"),
+        "ff_kl_residual_end": (ffr.final("ff2_kl_residual"), "the same at the end, with the residual w_E(k)"),
+        "bigram_zero_share": (bigram_zero_share(joint.exp.task()), "share of zero entries of pi_b (non-trigger rows)"),
+        "acc_constructed": (res["constructed"]["acc"], "the slide's memories written in: in-context accuracy"),
+        "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
+        "n_seeds": (n_seeds, "seeds of the joint run"),
+        "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),
+        "t90_QK2": (np.median(t["probe_QK2"]), "joint: the same for W_QK^2 (median)"),
+        "t90_QK2_all": (np.median(t["probe_QK2_all"]), "joint: the same for W_QK^2, N-way probe (median)"),
+        "t90_QK1_early": (np.median(t["probe_QK1_early"]),
+                          f"joint: the same for W_QK^1 on t < {joint.exp.early_cutoff} (median)"),
+        "t90_QK1": (np.median(t["probe_QK1"]), "joint: the same for W_QK^1 on all positions (median)"),
+        "order_ov_qk2_min": ((t["probe_QK2"] - t["probe_OV2"]).min(), "t90(W_QK^2) - t90(W_OV^2), smallest over seeds"),
+        "order_ov_qk2_max": ((t["probe_QK2"] - t["probe_OV2"]).max(), "the same, largest over seeds"),
+        "order_ov_qk2_abs": (-(t["probe_QK2"] - t["probe_OV2"]).max(), "W_QK^2's lead over W_OV^2, smallest over seeds"),
+        "order_ov_qk2all_max": ((t["probe_QK2_all"] - t["probe_OV2"]).max(),
+                                "t90(W_QK^2, N-way probe) - t90(W_OV^2), largest over seeds"),
+        "order_qk2_qk1_min": ((t["probe_QK1_early"] - t["probe_QK2"]).min(),
+                              "t90(W_QK^1 early) - t90(W_QK^2), smallest over seeds"),
+        "early_cutoff": (joint.exp.early_cutoff, "early positions are t < this"),
+        "qk1_early_final": (joint.final("probe_QK1_early"), "joint: W_QK^1 probe on early positions at the end"),
+        "qk1_all_final": (joint.final("probe_QK1"), "joint: W_QK^1 probe on all positions at the end"),
+        "early_gap": (joint.final("probe_QK1_early") - joint.final("probe_QK1"), "early minus all positions"),
+        "unfreeze_at": (s, "the unfreeze step of the staged runs"),
+        "ov_late_acc": (sched["W_OV^2 frozen first"].at("acc", s),
+                        "W_OV^2 frozen first: in-context accuracy at the unfreeze step"),
+        "ov_alone_acc": (sched["both W_QK frozen first"].at("acc", s),
+                         "both W_QK frozen first: in-context accuracy at the unfreeze step"),
+        "ov_alone_probe": (sched["both W_QK frozen first"].at("probe_OV2", s),
+                           "the same run: W_OV^2 probe at the unfreeze step"),
+        "qk2_first_acc_gap": (sched["W_QK^1 frozen first"].at("acc", s) - sched["W_QK^2 frozen first"].at("acc", s),
+                              "accuracy at the unfreeze step: W_QK^1 frozen first minus W_QK^2 frozen first"),
+        "qk2_first_t90_gap": (sched["W_QK^2 frozen first"].first_step_reaching("acc")
+                              - sched["W_QK^1 frozen first"].first_step_reaching("acc"),
+                              "first step with accuracy >= 0.9: W_QK^2 frozen first minus W_QK^1 frozen first"),
+        "seconds": (sum(r.seconds for r in [*sched.values(), *layers.values(), ffr,
+                                            *(r for s_, r in res["seeds"].items() if r is not joint)]),
+                    "training time of all runs (s)"),
+    })
+
+
+def schedule_table(res: dict) -> str:
+    """Markdown: per schedule, accuracy and probes at the unfreeze step and at the end, and t90 of the accuracy."""
+    rows = []
+    for name, r in res["schedules"].items():
+        s = r.exp.unfreeze_at
+        rows.append([name, *(report.format_value(r.at(k, s), 3) for k in ("acc", *PROBES)),
+                     report.format_value(r.final("acc"), 3), report.format_value(r.first_step_reaching("acc"))])
+    head = ["schedule", "acc", "W_OV^2", "W_QK^2", "W_QK^1 early", "W_QK^1", "final acc", "t90(acc)"]
+    return report.markdown_table(head, rows)

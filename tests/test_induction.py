@@ -1,0 +1,105 @@
+"""Seed 002, the bigram task with triggers (companion.experiments.induction)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from companion.data.recall import RecallTask
+from companion.experiments import induction as ih
+from companion.models import ModelConfig, Transformer
+from companion.train import TrainConfig, train
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n_triggers=65), r"n_triggers \(K\)=65 is out of range: allowed \[1, 64\]"),
+    (dict(n_triggers=0), r"n_triggers \(K\)=0 is out of range"),
+    (dict(trained=("W_QK^3",)), "trained matrix 'W_QK\\^3' is not in this model"),
+    (dict(frozen_first=("W_V^1",)), "frozen_first matrix 'W_V\\^1' is not trained"),
+    (dict(frozen_first=("W_V^2",), unfreeze_at=301), r"unfreeze_at=301 is out of range: allowed \[1, 300\]"),
+    (dict(early_cutoff=65), r"early_cutoff=65 is out of range: allowed \[2, 64\]"),
+    (dict(loss_on="some"), "unknown loss_on"),
+    (dict(optimizer="lbfgs"), "unknown optimizer"),
+])
+def test_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ih.InductionExperiment.quick(**kwargs)
+
+
+def test_loss_on_all_marks_every_position():
+    b = RecallTask(seq_len=16, alpha=0.0, loss_on="all").sample(np.random.default_rng(0), 3)
+    assert b.loss_mask.all() and b.loss_mask.shape == (3, 16)
+
+
+def test_constructed_head_recalls_and_probes_are_perfect():
+    exp = ih.InductionExperiment.quick(n_test=128)
+    row = ih.constructed_run(exp)
+    assert row["acc"] > 0.85
+    for p in ih.PROBES + ("probe_QK2_all",):
+        assert row[p] == 1.0, p
+
+
+def test_construct_rejects_bad_input():
+    m = Transformer(ModelConfig(65, d=8, max_len=8, ff=("none",)))
+    with pytest.raises(ValueError, match="needs two layers"):
+        ih.construct(m, (1,), 65)
+    m2 = Transformer(ModelConfig(65, d=8, max_len=8, ff=("none", "none")))
+    with pytest.raises(ValueError, match="scale=0.0 is out of range"):
+        ih.construct(m2, (1,), 65, scale=0.0)
+
+
+def test_probes_at_init_are_near_chance():
+    exp = ih.InductionExperiment.quick()
+    m = Transformer(exp.model_config())
+    task = exp.task()
+    p = ih.memory_probes(m, task.triggers, task.n, exp.early_cutoff)
+    assert p["probe_OV2"] < 0.2 and p["probe_QK1"] < 0.2 and p["probe_QK2_all"] <= 0.4
+
+
+def test_ff_bigram_kl_matches_direct_computation():
+    task = RecallTask(seq_len=8, alpha=0.0, noise="existing")
+    m = Transformer(ModelConfig(task.vocab_size, d=16, max_len=8, ff=("none", "linear")))
+    P = task.stats.bigram
+    keep = [k for k in range(task.n) if k not in task.triggers]
+    with torch.no_grad():
+        logq = torch.log_softmax(m.W_E[keep] @ m.layers[1].ff.W_F.T @ m.W_U.T, -1).double().numpy()
+    p = P[keep]
+    direct = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1)) - logq), 0).sum(1).mean()
+    assert ih.ff_bigram_kl(m, P, task.triggers) == pytest.approx(direct, rel=1e-5)
+    assert ih.ff_bigram_kl(m, P, task.triggers, layer=2) == ih.ff_bigram_kl(m, P, task.triggers)
+    assert ih.bigram_zero_share(task) > 0.3  # why Eq. (10)'s order (model first) is infinite
+
+
+def test_unfreeze_releases_a_matrix_at_its_step():
+    task = RecallTask(seq_len=8, alpha=0.0, noise="existing", loss_on="all")
+    m = Transformer(ModelConfig(task.vocab_size, d=8, max_len=8, ff=("none", "none")))
+    W = m.matrix("W_QK^2")
+    W.requires_grad_(False)
+    before = W.detach().clone()
+    seen = []
+    train(m, task, TrainConfig(steps=3, batch=2), np.random.default_rng(0), progress=False, unfreeze={2: [W]},
+          evaluate=lambda s: seen.append(torch.equal(W.detach(), before)) or {}, eval_at=range(3))
+    assert seen == [True, True, True, False]  # unchanged before each of steps 0-2 (released at 2), moved after
+
+
+def test_run_is_reproducible_and_freezes_what_it_says():
+    exp = ih.InductionExperiment.quick(steps=4, eval_every=2, batch=4, n_test=8, frozen_first=("W_QK^1",),
+                                       unfreeze_at=4)
+    a = ih.run(exp, progress=False, use_cache=False)
+    b = ih.run(exp, progress=False, use_cache=False)
+    for k in a.metrics:
+        np.testing.assert_array_equal(a.metrics[k], b.metrics[k])
+    init = Transformer(exp.model_config(), seed=exp.seed).state_dict()
+    assert torch.equal(a.state["layers.0.W_QK"], init["layers.0.W_QK"])  # frozen for all 4 steps
+    assert torch.equal(a.state["layers.0.W_V"], init["layers.0.W_V"])  # never trained
+    assert not torch.equal(a.state["layers.1.W_V"], init["layers.1.W_V"])
+    assert a.at("acc", 3) == a.metrics["acc"][1] and a.first_step_reaching("acc", 2.0) == float("inf")
+    with pytest.raises(ValueError, match="before the first evaluation"):
+        a.at("acc", -1)
+
+
+def test_quick_and_full_differ_only_in_size():
+    q, f = ih.InductionExperiment.quick(), ih.InductionExperiment.full()
+    diff = {x.name for x in dataclasses.fields(q) if getattr(q, x.name) != getattr(f, x.name)}
+    assert diff == {"profile", "d", "seq_len", "batch", "steps", "unfreeze_at", "n_test", "early_cutoff"}
