@@ -88,3 +88,14 @@ def test_full_induction_configurations_run():
         r = ih.run(replace(exp, steps=1, eval_every=1), progress=False, use_cache=False)
         assert len(r.metrics["step"]) == 2 and np.isfinite(r.metrics["loss_head"]).all()
         assert all(np.isfinite(v).all() for v in r.metrics.values())
+
+
+def test_full_factual_configurations_run():
+    """Seed 002, factual recall: every ``full`` run (the paper's own size) for two steps on its full test set."""
+    from dataclasses import replace
+
+    from companion.experiments import factual as fr
+
+    for exp in fr.experiments("full").values():
+        r = fr.run(replace(exp, steps=2, eval_every=1), progress=False, use_cache=False)
+        assert r["step"].tolist() == [0, 1, 2] and np.isfinite(r["loss"]).all()

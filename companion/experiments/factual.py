@@ -1,0 +1,349 @@
+"""Factual recall: the toy task and the dynamics of one attention layer (seed 002; Nichani, Lee, Bietti, ICLR 2025).
+
+Task (:class:`FactTask`). Vocabulary: S subjects, R relations, ``n_noise``
+noise tokens and EOS (ids in that order; 41 tokens for the paper's
+S = 16, R = 4, 20 noise tokens). A sequence of length T has EOS at the last
+position, the subject and the relation at two distinct uniform positions
+before it, noise tokens (uniform) elsewhere. The answer a*(s, r) is one of
+|A| = D R answers, each relation owning the block A_r = {rD, ..., rD + D - 1}.
+``facts="structured"`` is the authors' notebook: a*(s, r) = floor(s D / S) + r D
+(S / D subjects share an answer within a relation); ``"random"``: uniform in A_r.
+
+Model (:class:`AttentionFacts`). Embeddings x_t = phi(z_t), one-hot
+(``embed="onehot"``, d = vocabulary size: the paper's orthogonal embeddings)
+or random unit-norm Gaussian (``"random"``, any d), fixed. One attention layer
+read at the EOS position: scores s_t = x_t^T A x_EOS; ``attention="linear"``:
+h = sum_t s_t x_t over all positions, EOS included, with no mask and no
+normalisation (the notebook's ``lin_attn``); ``"softmax"``: h = sum_t
+softmax(s)_t x_t. Logits over the answers: V^T h, V of size (d, |A|). A and V
+start at ``init`` times all-ones (1e-5 in the notebook). With one-hot
+embeddings, A[z, EOS] is the paper's W_KQ(z) and V[z, a] its W_OV(a, z).
+
+Losses on a test set: the total cross-entropy; the relation-only loss
+E[-log sum_{a in A_r} p(a | z)] and the subject-only loss, the same with A_s =
+{a*(s, r'): r' in [R]} (for the structured facts, the answers with the same
+index within their block, as in the notebook).
+
+>>> task = FactTask(seq_len=8)
+>>> b = task.sample(np.random.default_rng(0), 3)
+>>> b.tokens.shape, bool((b.tokens[:, -1] == task.eos).all()), task.vocab_size, task.n_answers
+((3, 8), True, 41, 32)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from companion import cache, config, report
+from companion.config import check_choice, check_float, check_int
+
+FACTS = ("structured", "random")
+EMBEDDINGS = ("onehot", "random")
+ATTENTION = ("linear", "softmax")
+
+
+@dataclass(frozen=True)
+class FactBatch:
+    tokens: np.ndarray  # (batch, T), EOS last
+    subject: np.ndarray  # (batch,)
+    relation: np.ndarray  # (batch,) in [0, R)
+    answer: np.ndarray  # (batch,) in [0, D R)
+
+
+@dataclass(frozen=True)
+class FactTask:
+    """The factual-recall distribution; validated on construction (see the module docstring)."""
+
+    n_subjects: int = 16
+    n_relations: int = 4
+    answers_per_relation: int = 8
+    n_noise: int = 20
+    seq_len: int = 32
+    facts: str = "structured"
+    facts_seed: int = 0
+
+    def __post_init__(self):
+        check_int("n_subjects (S)", self.n_subjects, low=1)
+        check_int("n_relations (R)", self.n_relations, low=1)
+        check_choice("facts", self.facts, FACTS)
+        high = self.n_subjects if self.facts == "structured" else None
+        # structured facts give each answer of a relation floor(S / D) subjects: D > S would leave answers unused
+        check_int("answers_per_relation (D)", self.answers_per_relation, low=1, high=high)
+        check_int("seq_len (T)", self.seq_len, low=3)
+        check_int("n_noise", self.n_noise, low=1 if self.seq_len > 3 else 0)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_subjects + self.n_relations + self.n_noise + 1
+
+    @property
+    def eos(self) -> int:
+        return self.vocab_size - 1
+
+    @property
+    def n_answers(self) -> int:
+        return self.answers_per_relation * self.n_relations
+
+    def fact_table(self) -> np.ndarray:
+        """(S, R) the answer a*(s, r)."""
+        S, R, D = self.n_subjects, self.n_relations, self.answers_per_relation
+        if self.facts == "structured":
+            within = (np.arange(S) * D) // S
+            return within[:, None] + D * np.arange(R)[None, :]
+        rng = np.random.default_rng(config.seed_streams(self.facts_seed, ["facts"])["facts"])
+        return rng.integers(0, D, size=(S, R)) + D * np.arange(R)[None, :]
+
+    def sample(self, rng: np.random.Generator, batch: int) -> FactBatch:
+        check_int("batch", batch, low=1)
+        S, R, T = self.n_subjects, self.n_relations, self.seq_len
+        tokens = S + R + rng.integers(0, self.n_noise, size=(batch, T)) if self.n_noise else np.zeros((batch, T), int)
+        s = rng.integers(0, S, size=batch)
+        r = rng.integers(0, R, size=batch)
+        ps = rng.integers(0, T - 1, size=batch)
+        pr = rng.integers(0, T - 2, size=batch)
+        pr = pr + (pr >= ps)  # distinct from the subject's position
+        rows = np.arange(batch)
+        tokens[rows, ps] = s
+        tokens[rows, pr] = S + r
+        tokens[:, -1] = self.eos
+        return FactBatch(tokens.astype(np.int64), s, r, self.fact_table()[s, r])
+
+    def answer_sets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Boolean masks (R, |A|) of A_r and (S, |A|) of A_s = {a*(s, r'): r'}."""
+        table = self.fact_table()
+        by_rel = np.zeros((self.n_relations, self.n_answers), bool)
+        by_rel[np.arange(self.n_answers) // self.answers_per_relation, np.arange(self.n_answers)] = True
+        by_subj = np.zeros((self.n_subjects, self.n_answers), bool)
+        by_subj[np.repeat(np.arange(self.n_subjects), self.n_relations), table.ravel()] = True
+        return by_rel, by_subj
+
+
+class AttentionFacts(torch.nn.Module):
+    """One attention layer read at EOS, logits V^T h over the answers (see the module docstring)."""
+
+    def __init__(self, vocab_size: int, n_answers: int, d: int | None = None, embed: str = "onehot",
+                 attention: str = "linear", init: float = 1e-5, seed: int = 0):
+        super().__init__()
+        check_choice("embed", embed, EMBEDDINGS)
+        check_choice("attention", attention, ATTENTION)
+        check_float("init", init, 0.0, None)
+        if embed == "onehot":
+            if d not in (None, vocab_size):
+                raise ValueError(f"d={d}: one-hot embeddings have d = vocabulary size ({vocab_size})")
+            d = vocab_size
+            E = torch.eye(vocab_size)
+        else:
+            if d is None:
+                raise ValueError("embed='random' needs d, the embedding dimension (an integer >= 1)")
+            check_int("d", d, low=1)
+            gen = config.torch_generator(config.seed_streams(seed, ["embeddings"])["embeddings"])
+            E = torch.randn(vocab_size, d, generator=gen)
+            E = E / E.norm(dim=1, keepdim=True)
+        self.attention = attention
+        self.register_buffer("E", E)
+        self.A = torch.nn.Parameter(torch.full((d, d), float(init)))
+        self.V = torch.nn.Parameter(torch.full((d, n_answers), float(init)))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(batch, T), the query token last -> (batch, |A|) logits.
+
+        A position's score depends only on its token, so the sum over positions is computed as a sum over
+        the vocabulary weighted by each sequence's token counts (exactly :meth:`forward_positions`, at a
+        fraction of the cost).
+        """
+        V = self.E.shape[0]
+        counts = torch.zeros(tokens.shape[0], V, dtype=self.E.dtype, device=tokens.device)
+        counts.scatter_add_(1, tokens, torch.ones_like(tokens, dtype=self.E.dtype))
+        scores = (self.E @ self.A @ self.E[tokens[:, -1]].T).T  # (batch, V): phi(z)^T A x_query
+        if self.attention == "linear":
+            weights = counts * scores
+        else:
+            e = counts * torch.exp(scores - scores.max(dim=1, keepdim=True).values)
+            weights = e / e.sum(dim=1, keepdim=True)
+        return (weights @ self.E) @ self.V
+
+    def forward_positions(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The same logits, literally: one score per position (the definition; used to test :meth:`forward`)."""
+        X = self.E[tokens]  # (batch, T, d)
+        scores = X @ (self.A @ X[:, -1, :, None])  # (batch, T, 1): x_t^T A x_query
+        weights = scores if self.attention == "linear" else torch.softmax(scores, dim=1)
+        return (weights * X).sum(1) @ self.V
+
+
+@dataclass(frozen=True)
+class FactExperiment:
+    """One training run of :class:`AttentionFacts` on :class:`FactTask` (plain SGD on fresh batches)."""
+
+    profile: str = "quick"
+    task: FactTask = field(default_factory=FactTask)
+    embed: str = "onehot"
+    attention: str = "linear"
+    d: int | None = None
+    init: float = 1e-5
+    lr: float = 0.1
+    batch: int = 1024
+    steps: int = 8192
+    eval_every: int = 128
+    n_test: int = 2 ** 16
+    seed: int = 0
+
+    def __post_init__(self):
+        config.get_profile(self.profile)
+        check_float("lr", self.lr, 0.0, None, low_open=True)
+        check_int("batch", self.batch, low=1)
+        check_int("steps", self.steps, low=1)
+        check_int("eval_every", self.eval_every, low=1)
+        check_int("n_test", self.n_test, low=1)
+        self.model()  # embedding, attention, d and init checked now
+
+    def model(self) -> AttentionFacts:
+        return AttentionFacts(self.task.vocab_size, self.task.n_answers, self.d, self.embed, self.attention,
+                              self.init, self.seed)
+
+
+@torch.no_grad()
+def losses(model: AttentionFacts, task: FactTask, batch: FactBatch, chunk: int = 8192) -> dict[str, float]:
+    """Total, relation-only and subject-only cross-entropy, and accuracy, on a batch (evaluated in chunks)."""
+    by_rel, by_subj = (torch.as_tensor(m) for m in task.answer_sets())
+    sums = {"loss": 0.0, "loss_relation": 0.0, "loss_subject": 0.0, "acc": 0.0}
+    n = len(batch.answer)
+    for i in range(0, n, chunk):
+        sl = slice(i, i + chunk)
+        logp = torch.log_softmax(model(torch.as_tensor(batch.tokens[sl])), dim=-1)
+        a = torch.as_tensor(batch.answer[sl])
+        sums["loss"] += -logp.gather(1, a[:, None]).sum().item()
+        for key, mask, idx in (("loss_relation", by_rel, batch.relation), ("loss_subject", by_subj, batch.subject)):
+            m = mask[torch.as_tensor(idx[sl])]
+            sums[key] += -torch.logsumexp(logp.masked_fill(~m, -math.inf), dim=1).sum().item()
+        sums["acc"] += (logp.argmax(1) == a).sum().item()
+    return {k: v / n for k, v in sums.items()}
+
+
+MODULES = ("companion.experiments.factual",)
+
+
+def run(exp: FactExperiment, progress: bool = True, use_cache: bool = True) -> dict:
+    """Train (or load the cached result of) ``exp``: ``{"step", "loss", "loss_relation", "loss_subject",
+    "acc"}`` arrays at every ``eval_every`` steps (and the last), and the training time."""
+    return cache.load_or_compute("factual", exp, lambda: _train(exp, progress), MODULES, use_cache=use_cache)
+
+
+def _train(exp: FactExperiment, progress: bool) -> dict:
+    streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
+    rng = np.random.default_rng(streams["train-data"])
+    test = exp.task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
+    model = exp.model()
+    opt = torch.optim.SGD(model.parameters(), lr=exp.lr)
+    log: dict[str, list] = {}
+    start = time.perf_counter()
+    for step in tqdm(range(exp.steps + 1), desc=f"facts {exp.attention}", disable=not progress, mininterval=2.0):
+        if step % exp.eval_every == 0 or step == exp.steps:
+            for k, v in {"step": step, **losses(model, exp.task, test)}.items():
+                log.setdefault(k, []).append(v)
+        if step == exp.steps:
+            break
+        b = exp.task.sample(rng, exp.batch)
+        loss = F.cross_entropy(model(torch.as_tensor(b.tokens)), torch.as_tensor(b.answer))
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss.item()} at step {step}: lower the learning rate")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    out = {k: np.asarray(v) for k, v in log.items()}
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+def at(res: dict, key: str, step: int) -> float:
+    """The value of a logged series at the evaluation of ``step`` (which must be an evaluated step)."""
+    hit = np.nonzero(res["step"] == step)[0]
+    if not len(hit):
+        raise ValueError(f"step={step} was not evaluated: evaluations every {int(res['step'][1])} steps")
+    return float(res[key][hit[0]])
+
+
+def first_below(res: dict, key: str, threshold: float) -> float:
+    """First evaluated step at which ``key`` is below ``threshold``; inf if never."""
+    hit = np.nonzero(res[key] < threshold)[0]
+    return float(res["step"][hit[0]]) if len(hit) else float("inf")
+
+
+def which_first(res: dict, threshold: float = 0.1) -> float:
+    """At the first evaluation where the relation-only or the subject-only loss is below ``threshold``: subject-only
+    minus relation-only loss (> 0: the relation was learned first); nan if neither gets there."""
+    hit = np.nonzero(np.minimum(res["loss_relation"], res["loss_subject"]) < threshold)[0]
+    return float(res["loss_subject"][hit[0]] - res["loss_relation"][hit[0]]) if len(hit) else float("nan")
+
+
+# --- the chapter ---
+
+FLIPPED = dict(n_subjects=4, n_relations=16, answers_per_relation=4)
+
+
+def experiments(profile: str | None = None) -> dict[str, FactExperiment]:
+    """The notebook's run (Fig. 5 left), the same with fewer subjects than relations (S = 4, R = 16, D = 4), and
+    one softmax head with random unit-norm embeddings (Fig. 5 right; d = 64 and lr 1.0 are our choices).
+
+    Both profiles run the paper's own size (it takes seconds); ``full`` adds the test set of the notebook
+    (2^16 sequences) where ``quick`` uses 2^14, and runs the softmax head 16384 steps instead of 4096.
+    """
+    p = config.get_profile(profile)
+    n_test = {"quick": 2 ** 14, "full": 2 ** 16}[p]
+    return {"S = 16, R = 4 (paper)": FactExperiment(profile=p, n_test=n_test),
+            "S = 4, R = 16": FactExperiment(profile=p, task=FactTask(**FLIPPED), n_test=n_test),
+            "softmax, random embeddings": FactExperiment(profile=p, attention="softmax", embed="random", d=64, lr=1.0,
+                                                         steps={"quick": 4096, "full": 16384}[p], n_test=n_test)}
+
+
+def study(profile: str | None = None, progress: bool = True) -> dict:
+    return {name: run(e, progress=progress) for name, e in experiments(profile).items()}
+
+
+def references(res: dict) -> dict[str, dict[str, float]]:
+    """The dashed lines of the chapter's figure: log |A| and the plateau levels (log D; log R when S < R)."""
+    out = {}
+    for name, e in experiments().items():
+        t = e.task
+        plateau = ("log R", t.n_relations) if t.n_relations > t.n_subjects else ("log D", t.answers_per_relation)
+        out[name] = {"log |A|": math.log(t.n_answers), plateau[0]: math.log(plateau[1])}
+    return {k: v for k, v in out.items() if k in res}
+
+
+def summary(res: dict) -> report.Summary:
+    paper, flipped, soft = res["S = 16, R = 4 (paper)"], res["S = 4, R = 16"], res["softmax, random embeddings"]
+    soft_hit = np.nonzero(soft["loss_relation"] < 0.1)[0]
+    t = FactTask()
+    return report.Summary({
+        "log_A": (math.log(t.n_answers), "log |A|"),
+        "log_D": (math.log(t.answers_per_relation), "log D"),
+        "loss_1024": (at(paper, "loss", 1024), "total test loss at step 1024"),
+        "rel_2048": (at(paper, "loss_relation", 2048), "relation-only loss at step 2048"),
+        "loss_2048": (at(paper, "loss", 2048), "total loss at step 2048"),
+        "loss_3072": (at(paper, "loss", 3072), "total loss at step 3072 (the plateau)"),
+        "subj_3072": (at(paper, "loss_subject", 3072), "subject-only loss at step 3072"),
+        "rel_3072": (at(paper, "loss_relation", 3072), "relation-only loss at step 3072"),
+        "escape_step": (first_below(paper, "loss", 1.0), "first evaluated step with total loss < 1"),
+        "loss_final": (paper["loss"][-1], f"total loss at step {int(paper['step'][-1])}"),
+        "acc_final": (paper["acc"][-1], "test accuracy at the end"),
+        "order_paper": (which_first(paper), "S = 16, R = 4: subject-only minus relation-only loss when one first < 0.1"),
+        "order_flipped": (which_first(flipped), "S = 4, R = 16: the same"),
+        "flipped_plateau": (float(np.median(flipped["loss"][(flipped["loss_subject"] < 0.1)
+                                                              & (flipped["loss"] > 0.5)]))
+                            if ((flipped["loss_subject"] < 0.1) & (flipped["loss"] > 0.5)).any() else float("nan"),
+                            "S = 4, R = 16: median total loss while only the subject is known"),
+        "log_R_flipped": (math.log(FLIPPED["n_relations"]), "log R for S = 4, R = 16"),
+        "soft_rel_step": (float(soft["step"][soft_hit[0]]) if len(soft_hit) else float("inf"),
+                          "softmax head: first evaluated step with relation-only loss < 0.1"),
+        "soft_subj_then": (float(soft["loss_subject"][soft_hit[0]]) if len(soft_hit) else float("nan"),
+                           "softmax head: subject-only loss at that step"),
+        "soft_loss_final": (soft["loss"][-1], f"softmax head: total loss at step {int(soft['step'][-1])}"),
+        "soft_acc_final": (soft["acc"][-1], "softmax head: accuracy at the end"),
+        "seconds": (paper["seconds"] + flipped["seconds"] + soft["seconds"], "training time of the runs (s)"),
+    })
