@@ -85,3 +85,10 @@ def test_short_run_is_reproducible_and_helpers():
     with pytest.raises(ValueError, match="step=4 was not evaluated"):
         fr.at(a, "loss", 4)
     assert math.isnan(fr.which_first(a, threshold=-1.0))
+
+
+def test_gradient_descent_on_matrices_equals_descent_on_coordinates():
+    out = fr.reparam_gap(fr.FactTask(seq_len=8), steps=5, lr=1.0, init=0.1, batch=32)
+    assert out["loss_gap"] < 1e-12 and out["coord_gap"] < 1e-12 and out["loss_change"] > 1e-3
+    with pytest.raises(ValueError, match="steps=0 is out of range"):
+        fr.reparam_gap(steps=0)

@@ -282,6 +282,53 @@ def which_first(res: dict, threshold: float = 0.1) -> float:
     return float(res["loss_subject"][hit[0]] - res["loss_relation"][hit[0]]) if len(hit) else float("nan")
 
 
+# --- the reparameterisation of the linear model (pasted Sec. 5 of the slides' source) ---
+
+def reparam_gap(task: FactTask | None = None, steps: int = 50, lr: float = 0.1, init: float = 1e-5,
+                batch: int = 256, seed: int = 0) -> dict[str, float]:
+    """Gradient descent on the d x d matrices W_OV, W_KQ of F_lin = W_OV (sum_t phi(z_t) phi(z_t)^T) W_KQ phi(EOS),
+    logits <phi(a), F_lin>, with orthonormal embeddings phi of the tokens and the answers (d = |vocabulary| + |A|),
+    against gradient descent on the coordinates W_OV(a, z) = phi(a)^T W_OV phi(z) and W_KQ(z) = phi(z)^T W_KQ
+    phi(EOS) (the model :class:`AttentionFacts`), from the same start and on the same batches, in float64.
+
+    Returns the largest loss difference and the largest coordinate difference over the run, and the loss
+    change (to show the run moved).
+    """
+    task = task or FactTask()
+    check_int("steps", steps, low=1)
+    V, nA, eos = task.vocab_size, task.n_answers, task.eos
+    d = V + nA
+    gen = config.torch_generator(config.seed_streams(seed, ["orthonormal"])["orthonormal"])
+    Q, _ = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
+    phi, psi = Q[:, :V], Q[:, V:]  # columns: token and answer embeddings
+    coords = AttentionFacts(V, nA, init=init).double()
+    W_OV = torch.nn.Parameter(psi @ coords.V.detach().T @ phi.T)  # sum_{a,z} V[z, a] psi(a) phi(z)^T
+    W_KQ = torch.nn.Parameter(phi @ coords.A.detach()[:, eos:eos + 1] @ phi[:, eos:eos + 1].T)
+    opt_c = torch.optim.SGD(coords.parameters(), lr=lr)
+    opt_f = torch.optim.SGD([W_OV, W_KQ], lr=lr)
+    rng = np.random.default_rng(config.seed_streams(seed, ["train-data"])["train-data"])
+    gap_loss = gap_coord = 0.0
+    first = last = None
+    for _ in range(steps):
+        b = task.sample(rng, batch)
+        tokens, target = torch.as_tensor(b.tokens), torch.as_tensor(b.answer)
+        X = phi.T[tokens]  # (batch, T, d)
+        F_lin = ((X @ W_KQ @ phi[:, eos]).unsqueeze(-1) * X).sum(1) @ W_OV.T  # (batch, d)
+        loss_f = F.cross_entropy(F_lin @ psi, target)
+        loss_c = F.cross_entropy(coords(tokens), target)
+        gap_loss = max(gap_loss, abs(loss_f.item() - loss_c.item()))
+        first = loss_c.item() if first is None else first
+        last = loss_c.item()
+        for opt, loss in ((opt_f, loss_f), (opt_c, loss_c)):
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            gap_coord = max(gap_coord, (psi.T @ W_OV @ phi - coords.V.T).abs().max().item(),
+                            (phi.T @ W_KQ @ phi[:, eos] - coords.A[:, eos]).abs().max().item())
+    return {"loss_gap": gap_loss, "coord_gap": gap_coord, "loss_change": first - last}
+
+
 # --- the chapter ---
 
 FLIPPED = dict(n_subjects=4, n_relations=16, answers_per_relation=4)
@@ -303,21 +350,27 @@ def experiments(profile: str | None = None) -> dict[str, FactExperiment]:
 
 
 def study(profile: str | None = None, progress: bool = True) -> dict:
-    return {name: run(e, progress=progress) for name, e in experiments(profile).items()}
+    """The runs of :func:`experiments` (``"runs"``) and the reparameterisation check (``"reparam"``; init 0.1 and
+    lr 1.0, so that 50 steps move the loss)."""
+    return {"runs": {name: run(e, progress=progress) for name, e in experiments(profile).items()},
+            "reparam": reparam_gap(init=0.1, lr=1.0)}
 
 
-def references(res: dict) -> dict[str, dict[str, float]]:
+def references(runs: dict) -> dict[str, dict[str, float]]:
     """The dashed lines of the chapter's figure: log |A| and the plateau levels (log D; log R when S < R)."""
     out = {}
     for name, e in experiments().items():
+        if name not in runs:
+            continue
         t = e.task
         plateau = ("log R", t.n_relations) if t.n_relations > t.n_subjects else ("log D", t.answers_per_relation)
         out[name] = {"log |A|": math.log(t.n_answers), plateau[0]: math.log(plateau[1])}
-    return {k: v for k, v in out.items() if k in res}
+    return out
 
 
 def summary(res: dict) -> report.Summary:
-    paper, flipped, soft = res["S = 16, R = 4 (paper)"], res["S = 4, R = 16"], res["softmax, random embeddings"]
+    runs = res["runs"]
+    paper, flipped, soft = runs["S = 16, R = 4 (paper)"], runs["S = 4, R = 16"], runs["softmax, random embeddings"]
     soft_hit = np.nonzero(soft["loss_relation"] < 0.1)[0]
     t = FactTask()
     return report.Summary({
@@ -345,5 +398,8 @@ def summary(res: dict) -> report.Summary:
                            "softmax head: subject-only loss at that step"),
         "soft_loss_final": (soft["loss"][-1], f"softmax head: total loss at step {int(soft['step'][-1])}"),
         "soft_acc_final": (soft["acc"][-1], "softmax head: accuracy at the end"),
+        "reparam_loss_gap": (res["reparam"]["loss_gap"], "GD on W_OV, W_KQ vs on the coordinates: largest loss gap"),
+        "reparam_coord_gap": (res["reparam"]["coord_gap"], "the same: largest gap between the coordinates"),
+        "reparam_loss_change": (res["reparam"]["loss_change"], "the same run: loss decrease over its 50 steps"),
         "seconds": (paper["seconds"] + flipped["seconds"] + soft["seconds"], "training time of the runs (s)"),
     })

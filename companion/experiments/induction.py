@@ -253,8 +253,13 @@ def memory_probes(model: Transformer, triggers, n_tokens: int, early_cutoff: int
 
 
 def _recall(scores: torch.Tensor) -> float:
-    """Share of rows i whose argmax is column i (the stored pair (i, i))."""
-    return (scores.argmax(-1) == torch.arange(scores.shape[0], device=scores.device)).float().mean().item()
+    """Share of rows i whose argmax is column i (the stored pair (i, i)), counted only when strict: a tie (an
+    all-zero matrix, say) recalls nothing."""
+    n = scores.shape[0]
+    own = scores[torch.arange(n), torch.arange(n)]
+    others = scores.clone()
+    others[torch.arange(n), torch.arange(n)] = -torch.inf
+    return (own > others.max(-1).values).float().mean().item()
 
 
 @torch.no_grad()
