@@ -92,3 +92,13 @@ def test_gradient_descent_on_matrices_equals_descent_on_coordinates():
     assert out["loss_gap"] < 1e-12 and out["coord_gap"] < 1e-12 and out["loss_change"] > 1e-3
     with pytest.raises(ValueError, match="steps=0 is out of range"):
         fr.reparam_gap(steps=0)
+
+
+def test_notebook_values_are_read_and_compared():
+    vals = fr.notebook_values()
+    assert vals[0]["step"] == 1024 and vals[-1]["loss"] == 0.009
+    fake = {"step": np.array([1024, 2048, 3072, 4096, 4608, 5120, 8192])}
+    for key in ("loss", "loss_relation", "loss_subject"):
+        fake[key] = np.zeros(7)
+    table, gap = fr.notebook_table(fake)
+    assert gap == pytest.approx(3.466) and table.count("\n") == 13 + 1

@@ -282,6 +282,26 @@ def which_first(res: dict, threshold: float = 0.1) -> float:
     return float(res["loss_subject"][hit[0]] - res["loss_relation"][hit[0]]) if len(hit) else float("nan")
 
 
+def notebook_values() -> list[dict]:
+    """The test losses the authors' notebook prints for its run (``data/factual_notebook.json``)."""
+    import json
+
+    return json.loads((config.committed_data_dir() / "factual_notebook.json").read_text())["printed"]
+
+
+def notebook_table(res: dict) -> tuple[str, float]:
+    """Markdown table of the notebook's printed losses beside this run's, and the largest absolute difference."""
+    rows, gap = [], 0.0
+    for row in notebook_values():
+        for key in ("loss", "loss_relation", "loss_subject"):
+            if key in row:
+                ours = at(res, key, row["step"])
+                gap = max(gap, abs(ours - row[key]))
+                rows.append([row["step"], key.replace("loss_", "") if key != "loss" else "total",
+                             row[key], report.format_value(ours, 3)])
+    return report.markdown_table(["step", "loss", "notebook", "this run"], rows), gap
+
+
 # --- the reparameterisation of the linear model (pasted Sec. 5 of the slides' source) ---
 
 def reparam_gap(task: FactTask | None = None, steps: int = 50, lr: float = 0.1, init: float = 1e-5,
@@ -383,6 +403,7 @@ def summary(res: dict) -> report.Summary:
         "subj_3072": (at(paper, "loss_subject", 3072), "subject-only loss at step 3072"),
         "rel_3072": (at(paper, "loss_relation", 3072), "relation-only loss at step 3072"),
         "escape_step": (first_below(paper, "loss", 1.0), "first evaluated step with total loss < 1"),
+        "notebook_gap": (notebook_table(paper)[1], "largest |this run - notebook| over the losses it prints"),
         "loss_final": (paper["loss"][-1], f"total loss at step {int(paper['step'][-1])}"),
         "acc_final": (paper["acc"][-1], "test accuracy at the end"),
         "order_paper": (which_first(paper), "S = 16, R = 4: subject-only minus relation-only loss when one first < 0.1"),
