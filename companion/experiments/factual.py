@@ -298,7 +298,7 @@ def notebook_table(res: dict) -> tuple[str, float]:
                 ours = at(res, key, row["step"])
                 gap = max(gap, abs(ours - row[key]))
                 rows.append([row["step"], key.replace("loss_", "") if key != "loss" else "total",
-                             row[key], report.format_value(ours, 3)])
+                             f"{row[key]:.3f}", f"{ours:.3f}"])
     return report.markdown_table(["step", "loss", "notebook", "this run"], rows), gap
 
 
