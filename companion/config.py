@@ -151,6 +151,24 @@ def torch_generator(seq: np.random.SeedSequence):
     return g
 
 
+class Profiled:
+    """Mixin for an experiment's configuration with ``quick()`` and ``full()`` constructors."""
+
+    @classmethod
+    def for_profile(cls, profile: str | None = None, **overrides):
+        """The ``quick`` or ``full`` configuration (default: the active profile), with ``overrides``."""
+        return cls.quick(**overrides) if get_profile(profile) == "quick" else cls.full(**overrides)
+
+
+def check_run(exp) -> None:
+    """The checks every trained run shares: its profile, and d, T, batch and steps at least 1 (T at least 4)."""
+    get_profile(exp.profile)
+    check_int("d", exp.d, low=1)
+    check_int("seq_len (T)", exp.seq_len, low=4)
+    check_int("batch", exp.batch, low=1)
+    check_int("steps", exp.steps, low=1)
+
+
 # --- validation helpers: every message names the value and the allowed range ---
 
 def check_int(name: str, value, low: int | None = None, high: int | None = None) -> None:

@@ -62,7 +62,7 @@ def split(budget: int, mlp_frac: float, d: int, n_layers: int) -> tuple[int, int
 
 
 @dataclass(frozen=True)
-class AllocationExperiment:
+class AllocationExperiment(config.Profiled):
     """Budgets x MLP fractions x learning rates; validated (every split too) before any training."""
 
     profile: str = "quick"
@@ -107,9 +107,6 @@ class AllocationExperiment:
                     n_test=1024)
         return cls(**{**base, **overrides})
 
-    @classmethod
-    def for_profile(cls, profile: str | None = None, **overrides) -> "AllocationExperiment":
-        return cls.quick(**overrides) if config.get_profile(profile) == "quick" else cls.full(**overrides)
 
     def model_config(self, budget: int, mlp_frac: float) -> ModelConfig:
         h, k = split(budget, mlp_frac, self.d, self.n_layers)

@@ -69,7 +69,7 @@ PROBES = ("probe_OV2", "probe_QK2", "probe_QK1_early", "probe_QK1")
 
 
 @dataclass(frozen=True)
-class InductionExperiment:
+class InductionExperiment(config.Profiled):
     """One training run on the bigram task with triggers. Validated before any work.
 
     ``trained``: the learnable matrices that are trained (paper names), ``None``
@@ -98,11 +98,7 @@ class InductionExperiment:
     seed: int = 0
 
     def __post_init__(self):
-        config.get_profile(self.profile)
-        check_int("d", self.d, low=1)
-        check_int("seq_len (T)", self.seq_len, low=4)
-        check_int("batch", self.batch, low=1)
-        check_int("steps", self.steps, low=1)
+        config.check_run(self)
         n = self.task_stats_n()
         check_int("n_triggers (K)", self.n_triggers, low=1, high=n - 1)
         check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
@@ -143,9 +139,6 @@ class InductionExperiment:
                     n_test=512, early_cutoff=64)
         return cls(**{**base, **overrides})
 
-    @classmethod
-    def for_profile(cls, profile: str | None = None, **overrides) -> "InductionExperiment":
-        return cls.quick(**overrides) if config.get_profile(profile) == "quick" else cls.full(**overrides)
 
     def task(self) -> RecallTask:
         return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="existing",

@@ -33,7 +33,7 @@ RHO_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 
 @dataclass(frozen=True)
-class RecallExperiment:
+class RecallExperiment(config.Profiled):
     """Everything that determines a run. Validated before any work.
 
     ``schedule="noisy"`` trains ``steps`` steps on alpha; ``"finetune"``
@@ -67,11 +67,7 @@ class RecallExperiment:
     seed: int = 0
 
     def __post_init__(self):
-        config.get_profile(self.profile)
-        check_int("d", self.d, low=1)
-        check_int("seq_len (T)", self.seq_len, low=4)
-        check_int("batch", self.batch, low=1)
-        check_int("steps", self.steps, low=1)
+        config.check_run(self)
         check_float("alpha", self.alpha, 0.0, 1.0, high_open=True)
         check_choice("noise kind", self.noise, NOISE_KINDS)
         check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
@@ -104,9 +100,6 @@ class RecallExperiment:
                     eval_every=50, dense_until=20, n_test=2048)
         return cls(**{**base, **overrides})
 
-    @classmethod
-    def for_profile(cls, profile: str | None = None, **overrides) -> "RecallExperiment":
-        return cls.quick(**overrides) if config.get_profile(profile) == "quick" else cls.full(**overrides)
 
     def task(self, alpha: float | None = None) -> RecallTask | IOITask:
         alpha = self.alpha if alpha is None else alpha
