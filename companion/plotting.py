@@ -311,3 +311,127 @@ def factual_loss_panels(runs: dict, references: dict):
     first.set_ylabel("test loss (nats)")
     fig.legend(*first.get_legend_handles_labels(), loc="outside upper center", ncol=3, fontsize=8)
     return fig
+
+
+def scan_snap_B_panels(res: dict):
+    """Scan and Snap, Figs. 3 and 9. Left: the growth factor e^{2 B_n(t)} (the ODE) for each eta_Y at
+    eta_Z = 0.5, t_0 dotted. Middle: B_n(t) for eta_Y = 1 by the ODE, the corrected closed form, Eq. (127) and
+    Eq. (14). Right: B_n(t) at fixed nu = eta_Z / eta_Y for several eta_Z, with B_n(t_0) marked."""
+    t = res["t"]
+    fig, axes = plt.subplots(1, 3, figsize=(12.5, 3.4), constrained_layout=True)
+    for j, (ey, r) in enumerate(sorted(res["fig3"].items())):
+        line, = axes[0].plot(t[1:], np.exp(2 * r["B"][1:]), label=f"eta_Y = {ey:g}", color=f"C{j}")
+        axes[0].axvline(r["t0"], color=line.get_color(), ls=":", lw=1)
+    axes[0].set_ylabel(r"growth factor $e^{2B_n(t)}$")
+    r = res["fig3"][1.0]
+    axes[1].plot(t[1:], r["B"][1:], color="k", lw=2.5, alpha=0.4, label="ODE (adaptive)")
+    axes[1].plot(t[1:], r["closed"][1:], color="C0", ls="--", label="1/4 ln(1 + 4K Gamma / rho0^4)")
+    axes[1].plot(t[1:], r["eq127"][1:], color="C3", label="Eq. (127) as printed")
+    axes[1].plot(t[1:], r["eq14"][1:], color="C1", ls=":", label="Eq. (14), two phases")
+    axes[1].axvline(r["t0"], color="grey", ls=":", lw=1)
+    axes[1].set_ylabel(r"$B_n(t)$, $\eta_Y = 1$, $\eta_Z = 0.5$")
+    for j, ((nu, ez), r9) in enumerate(sorted(res["fig9"].items())):
+        if nu != max(k[0] for k in res["fig9"]):
+            continue
+        line, = axes[2].plot(t[1:], r9["B"][1:], label=f"eta_Z = {ez:g}", color=f"C{j % 10}")
+        axes[2].plot([r9["t0"]], [r9["B_t0"]], "o", color=line.get_color())
+    axes[2].set_ylabel(rf"$B_n(t)$, $\nu = \eta_Z/\eta_Y$ = {max(k[0] for k in res['fig9']):g}")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("t (steps)")
+        ax.legend(fontsize=7)
+    return fig
+
+
+def scan_snap_dynamics_panels(runs: dict, classes, key, nus):
+    """Left: the attention logits z_{psi(1) l}(t) of class 1 along one population run (``runs[key]``),
+    distinct tokens coloured by P(l|n), common tokens grey. Right: the largest relative deviation from
+    Eq. (11) against nu = eta_Y / eta_Z, one line per (common tokens, Z(0))."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), constrained_layout=True)
+    z = runs[key]["z"]
+    d = classes.distinct_tokens(0)
+    cmap = plt.get_cmap("viridis")
+    for i, l in enumerate(d):
+        axes[0].plot(z[:, l] - z[0, l], color=cmap(i / max(1, len(d) - 1)), lw=1.2,
+                     label="distinct (light: likely)" if i == len(d) - 1 else None)
+    for l in classes.common_tokens():
+        axes[0].plot(z[:, l] - z[0, l], color="grey", lw=1.2, label="common" if l == classes.common_tokens()[0] else None)
+    axes[0].set_xlabel("gradient step (population loss)")
+    axes[0].set_ylabel(r"$z_l(t) - z_l(0)$")
+    axes[0].legend(fontsize=7)
+    cases = sorted({(k[0], k[2]) for k in runs})
+    for nc, z0 in cases:
+        axes[1].plot(nus, [runs[(nc, nu, z0)]["deviation"] for nu in nus], "o-",
+                     label=f"{nc} common, Z(0) {'= 0' if z0 == 0 else f'~ U(-{z0:g}, {z0:g})'}")
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("nu = eta_Y / eta_Z")
+    axes[1].set_ylabel("largest relative deviation from Eq. (11)")
+    axes[1].legend(fontsize=7)
+    return fig
+
+
+def scan_snap_attention_maps(runs: dict, classes, n: int = 0, n_tokens: int = 20, steps=(0, 2, 4, 6, 8, 10)):
+    """Fig. 4: c_n of class ``n`` on the first ``n_tokens`` tokens (common, then the class's distinct
+    tokens) at the given steps and at the end, one panel per run (first seed)."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 3.2), constrained_layout=True)
+    for ax, (name, r) in zip(np.atleast_1d(axes), runs.items()):
+        cs = list(r["c_step"])
+        rows = [cs.index(s) for s in steps] + [len(cs) - 1]
+        img = r["c"][rows, 0, n][:, classes.probs[n] > 0][:, :n_tokens]
+        im = ax.imshow(img, aspect="auto", interpolation="nearest", cmap="viridis")
+        ax.set_yticks(range(len(rows)), [f"step {s}" for s in steps] + [f"final ({cs[-1]})"], fontsize=7)
+        ax.axvline(classes.common_tokens().size - 0.5, color="w", ls="--", lw=1)
+        ax.set_xticks(range(0, img.shape[1], 2), [str(int(t)) for t in np.nonzero(classes.probs[n] > 0)[0][:n_tokens:2]])
+        ax.set_xlabel("contextual token (common | distinct, P(l|n) rising)")
+        ax.grid(False)
+        ax.text(0.98, 1.02, name, transform=ax.transAxes, ha="right", fontsize=8)
+        fig.colorbar(im, ax=ax).set_label(r"$c_{l|n}$")
+    return fig
+
+
+def scan_snap_loss_vs_log(loss: np.ndarray, log: dict, labels):
+    """Fig. 4 (left)'s run: our batch losses (one line per seed) and the authors' logged losses."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.2), constrained_layout=True)
+    for i, lab in enumerate(labels):
+        ax.plot(np.arange(loss.shape[1]), loss[i], lw=1, alpha=0.8, label=lab)
+    ax.plot(log["step"], log["loss"], "k.", ms=5, label="authors' log (figure_4.log)")
+    ax.set_yscale("log")
+    ax.set_xlabel("SGD step")
+    ax.set_ylabel("batch cross-entropy (nats)")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def scan_snap_adam_bars(c_final: np.ndarray, lrs, distinct: np.ndarray, probs: np.ndarray):
+    """Fig. 5: c_1 on class 1's distinct tokens at the end of Adam training, one group of bars per learning
+    rate (``c_final`` of shape (len(lrs), M), one seed)."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2), constrained_layout=True)
+    w = 0.8 / len(lrs)
+    x = np.arange(len(distinct))
+    for j, lr in enumerate(lrs):
+        ax.bar(x + (j - (len(lrs) - 1) / 2) * w, c_final[j, distinct], w, label=f"eta_Y = eta_Z = {lr:g}")
+    ax.set_xticks(x, [f"{p:.3f}" for p in probs[distinct]], fontsize=7)
+    ax.set_xlabel("distinct token of class 1, by P(l|n)")
+    ax.set_ylabel(r"$c_{l|1}$ after 100 Adam steps")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def scan_snap_fig6(tab: dict, Ks, lr_z, ratios):
+    """Fig. 6: entropy of c_n on distinct tokens against eta_Y / eta_Z, one panel per K, one colour per
+    eta_Z; ours (solid, +-1 std over seeds) and the published numbers (dashed)."""
+    fig, axes = plt.subplots(1, len(Ks), figsize=(12.5, 3.3), sharey=True, constrained_layout=True)
+    for k, (ax, K) in enumerate(zip(axes, Ks)):
+        for j, ez in enumerate(lr_z):
+            ax.errorbar(ratios, tab["mean"][k, j], tab["std"][k, j], color=f"C{j}", marker="o", ms=3, capsize=2,
+                        label=f"eta_Z = {ez:g} (ours)")
+            ax.plot(ratios, tab["pub_mean"][k, j], color=f"C{j}", ls="--", lw=1,
+                    label="published" if j == 0 else None)
+        ax.set_xscale("log")
+        ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
+        ax.set_xlabel("eta_Y / eta_Z")
+        ax.text(0.97, 0.03, f"K = {K}", transform=ax.transAxes, ha="right", fontsize=9)
+    axes[0].set_ylabel(r"entropy of $c_n$ on distinct tokens")
+    axes[0].legend(fontsize=6)
+    return fig

@@ -1,0 +1,223 @@
+"""Scan and Snap, Sections 4 and 6: the decoder's speed h(t), the speed control gamma(t) and B_n(t).
+
+Lemma 6: the continuous speed h of a row of W solves dh/dt = eta_Y / ((M - 1) + exp(M h)), h(0) = 0, and
+then satisfies exp(M h) + (M - 1) M h = M eta_Y t + 1 (:func:`h_closed` solves that equation; :func:`h_ode`
+integrates the differential equation with an adaptive solver). Lemma 5 gives the discrete recursion
+h*(s) = h*(s - 1) + eta_Y / ((M - 1) + exp(M h*(s - 1))) (:func:`h_discrete`), and Lemma 7 bounds
+0 <= h*(s) - h(s) <= 2 eta_Y / M.
+
+Theorem 4 assumes one common token with dz/dt = -K rho0^-4 eta_Z gamma(t) exp(4 z) and xi_n = K rho0^-4
+gamma(t) exp(4 z), gamma(t) = (M - 1)^2 h(t/K) / ((M - 1) + exp(M h(t/K))), and B_n(t) = eta_Z int_0^t xi_n.
+:func:`phase_ode` integrates that system (h, z, B) with an adaptive solver. Integrating by substitution,
+with Gamma(t) = eta_Z int_0^t gamma = (eta_Z / eta_Y) K (M - 1)^2 h(t/K)^2 / 2 (Eqs. 123-126),
+
+    B_n(t) = 1/4 ln(1 + 4 K Gamma(t) / rho0^4)                      (:func:`B_closed`)
+
+whereas Eq. (122) of the paper drops the lower limit of the integral and states
+B_n(t) = 1/4 ln(rho0^4 / K + 4 Gamma(t)) (:func:`B_eq127`), which is not 0 at t = 0; Eq. (14)
+(:func:`B_eq14`) is its two-phase approximation. The two differ by the constant 1/4 ln(rho0^4 / K).
+
+>>> t = np.array([0.0, 10.0, 1000.0])
+>>> bool(np.allclose(np.exp(1000 * h_closed(t, 1000, 0.5)) + 999 * 1000 * h_closed(t, 1000, 0.5), 500 * t + 1))
+True
+>>> float(B_closed(np.array([0.0]), K=10, M=1000, eta_y=1.0, eta_z=0.5)[0]), round(transition_time(10, 1000, 0.1), 1)
+(0.0, 1381.6)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from companion.config import check_float, check_int
+
+
+def _check(K: int, M: int, eta_y: float, eta_z: float | None = None, rho0: float = 1.0) -> None:
+    check_int("M", M, low=2)
+    check_int("K", K, low=1, high=M)
+    check_float("eta_Y", eta_y, low=0, low_open=True)
+    if eta_z is not None:
+        check_float("eta_Z", eta_z, low=0, low_open=True)
+    check_float("rho0", rho0, low=0, low_open=True)
+
+
+def h_closed(t: np.ndarray, M: int, eta_y: float) -> np.ndarray:
+    """h(t) of Lemma 6 from exp(M h) + (M - 1) M h = M eta_Y t + 1 (Newton's method from an upper bound:
+    the left side is convex and increasing in h, so the iterates fall monotonically to the root)."""
+    _check(1, M, eta_y)
+    t = np.asarray(t, dtype=np.float64)
+    rhs = M * eta_y * t + 1
+    h = np.minimum(np.log(rhs) / M, eta_y * t / (M - 1))  # each term alone is at most rhs
+    for _ in range(200):
+        e = np.exp(M * h)
+        step = (e + (M - 1) * M * h - rhs) / (M * e + (M - 1) * M)
+        h = h - step
+        if np.all(np.abs(step) <= 1e-15 * np.maximum(h, 1e-300)):
+            break
+    return h
+
+
+def h_ode(t: np.ndarray, M: int, eta_y: float, rtol: float = 1e-10) -> np.ndarray:
+    """h(t) by integrating dh/dt = eta_Y / ((M - 1) + exp(M h)) with an adaptive Runge-Kutta solver."""
+    _check(1, M, eta_y)
+    t = np.asarray(t, dtype=np.float64)
+    sol = solve_ivp(lambda s, h: eta_y / ((M - 1) + np.exp(M * h)), (0.0, float(t.max())), [0.0],
+                    method="DOP853", t_eval=t, rtol=rtol, atol=1e-14)
+    return sol.y[0]
+
+
+def h_discrete(steps: int, M: int, eta_y: float) -> np.ndarray:
+    """h*(s) for s = 0..steps: the recursion of Lemma 5 (one update of the row of W per epoch)."""
+    _check(1, M, eta_y)
+    check_int("steps", steps, low=0)
+    h = np.zeros(steps + 1)
+    for s in range(1, steps + 1):
+        h[s] = h[s - 1] + eta_y / ((M - 1) + math.exp(M * h[s - 1]))
+    return h
+
+
+def gamma_of_h(h: np.ndarray, M: int) -> np.ndarray:
+    """The speed control coefficient gamma = (M - 1)^2 h / ((M - 1) + exp(M h)) (Eq. 85)."""
+    return (M - 1) ** 2 * h / ((M - 1) + np.exp(M * h))
+
+
+def transition_time(K: int, M: int, eta_y: float) -> float:
+    """t_0 = 2 K ln M / eta_Y, the start of the snapping phase (Theorem 4, without its 1 + o(1))."""
+    _check(K, M, eta_y)
+    return 2 * K * math.log(M) / eta_y
+
+
+def big_gamma(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float) -> np.ndarray:
+    """Gamma(t) = eta_Z int_0^t gamma = (eta_Z / eta_Y) K (M - 1)^2 h(t/K)^2 / 2 (Eq. 126)."""
+    _check(K, M, eta_y, eta_z)
+    return eta_z / eta_y * K * (M - 1) ** 2 * h_closed(np.asarray(t) / K, M, eta_y) ** 2 / 2
+
+
+def B_closed(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0) -> np.ndarray:
+    """B_n(t) = 1/4 ln(1 + 4 K Gamma(t) / rho0^4): Eq. (122) with both limits of the integral kept."""
+    _check(K, M, eta_y, eta_z, rho0)
+    return np.log1p(4 * K * big_gamma(t, K, M, eta_y, eta_z) / rho0 ** 4) / 4
+
+
+def B_eq127(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0) -> np.ndarray:
+    """B_n(t) as the paper's Eq. (127) states it: 1/4 ln(rho0^4 / K + 4 Gamma(t))."""
+    _check(K, M, eta_y, eta_z, rho0)
+    return np.log(rho0 ** 4 / K + 4 * big_gamma(t, K, M, eta_y, eta_z)) / 4
+
+
+def B_eq14(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0) -> np.ndarray:
+    """Eq. (14), Theorem 4's two-phase form: the first branch for t < K ln M / eta_Y, the second after
+    (between t'_0 and t_0 the paper gives no formula; the second branch is used)."""
+    _check(K, M, eta_y, eta_z, rho0)
+    t = np.asarray(t, dtype=np.float64)
+    early = rho0 ** 4 / K + 2 * (M - 1) ** 2 / (K * M ** 2) * eta_y * eta_z * t ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        late = rho0 ** 4 / K + 2 * K * (M - 1) ** 2 / M ** 2 * eta_z / eta_y * np.log(M * eta_y * t / K) ** 2
+    return np.log(np.where(t < K * math.log(M) / eta_y, early, late)) / 4
+
+
+def phase_ode(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0,
+              rtol: float = 1e-10) -> dict[str, np.ndarray]:
+    """Integrate Theorem 4's system with an adaptive solver: u = h(t/K), z (the common token's logit, z(0) = 0)
+    and B, with du/dt = eta_Y / (K ((M - 1) + exp(M u))), dz/dt = -K rho0^-4 eta_Z gamma exp(4 z) and
+    dB/dt = eta_Z K rho0^-4 gamma exp(4 z). Returns ``{"h", "z", "B"}`` at ``t``."""
+    _check(K, M, eta_y, eta_z, rho0)
+    t = np.asarray(t, dtype=np.float64)
+    c = K / rho0 ** 4
+
+    def rhs(s, y):
+        u, z, _ = y
+        g = (M - 1) ** 2 * u / ((M - 1) + math.exp(M * u))
+        return [eta_y / (K * ((M - 1) + math.exp(M * u))), -c * eta_z * g * math.exp(4 * z),
+                c * eta_z * g * math.exp(4 * z)]
+
+    sol = solve_ivp(rhs, (0.0, float(t.max())), [0.0, 0.0, 0.0], method="DOP853", t_eval=t, rtol=rtol, atol=1e-14)
+    return {"h": sol.y[0], "z": sol.y[1], "B": sol.y[2]}
+
+
+# --- the chapter's computations ---------------------------------------------------------------------------
+
+FIG3 = {"K": 10, "M": 1000, "eta_z": 0.5, "eta_y": (0.1, 0.5, 1.0, 2.0)}
+FIG9 = {"K": 10, "M": 1000, "nu": (0.1, 0.5), "eta_z": (0.1, 0.5, 1.0, 2.0)}  # nu = eta_Z / eta_Y (Fig. 9)
+
+
+def transition_from_slope(t: np.ndarray, B: np.ndarray) -> float:
+    """The first time after the peak of dB/d ln t at which the slope is half its peak: where the log-t growth
+    of the scanning phase (slope 1/2) gives way to the log-log-t growth of snapping."""
+    s = np.gradient(B, np.log(t))
+    i = int(np.argmax(s))
+    below = np.nonzero(s[i:] < s[i] / 2)[0]
+    return float(t[i + below[0]]) if len(below) else float("inf")
+
+
+def study(t_max: float = 1e7, n_t: int = 2000, rho0: float = 1.0) -> dict:
+    """Fig. 3 (eta_Z = 0.5, four eta_Y) and Fig. 9 (fixed nu = eta_Z / eta_Y, four eta_Z) by the adaptive ODE,
+    with the closed forms beside them, and Lemmas 6-7 at M = 1000, eta_Y = 0.5. Seconds on a CPU."""
+    t = np.concatenate([[0.0], np.geomspace(1e-1, t_max, n_t)])
+    K, M = FIG3["K"], FIG3["M"]
+    fig3 = {}
+    for ey in FIG3["eta_y"]:
+        ode = phase_ode(t, K, M, ey, FIG3["eta_z"], rho0)
+        fig3[ey] = {"B": ode["B"], "closed": B_closed(t, K, M, ey, FIG3["eta_z"], rho0),
+                    "eq127": B_eq127(t, K, M, ey, FIG3["eta_z"], rho0), "eq14": B_eq14(t, K, M, ey, FIG3["eta_z"], rho0),
+                    "t0": transition_time(K, M, ey), "t0_prime": K * math.log(M) / ey,
+                    "t_half": transition_from_slope(t[1:], ode["B"][1:])}
+    fig9 = {}
+    for nu in FIG9["nu"]:
+        for ez in FIG9["eta_z"]:
+            ey = ez / nu
+            fig9[(nu, ez)] = {"B": phase_ode(t, K, M, ey, ez, rho0)["B"], "t0": transition_time(K, M, ey),
+                              "B_t0": float(phase_ode(np.array([0.0, transition_time(K, M, ey)]), K, M, ey, ez,
+                                                      rho0)["B"][-1])}
+    s = np.arange(0, 20001)
+    lemma = {"t": s.astype(float), "h": h_closed(s.astype(float), M, 0.5), "h_ode": h_ode(s.astype(float), M, 0.5),
+             "h_star": h_discrete(len(s) - 1, M, 0.5), "eta_y": 0.5, "M": M}
+    return {"t": t, "fig3": fig3, "fig9": fig9, "lemma": lemma, "rho0": rho0, "K": K, "M": M}
+
+
+def summary(res: dict):
+    from companion import report
+
+    t, f3, f9, lem = res["t"], res["fig3"], res["fig9"], res["lemma"]
+    ets = sorted(f3)
+    # (c): at every t past the later transition of a pair, the smaller eta_Y has the larger B
+    order = [bool(np.all(f3[a]["B"][t >= f3[a]["t0"]] > f3[b]["B"][t >= f3[a]["t0"]]))
+             for i, a in enumerate(ets) for b in ets[i + 1:]]
+    gap14 = []
+    for e in ets:
+        r = f3[e]
+        outside = (t > 0) & ((t < r["t0_prime"]) | (t >= r["t0"]))
+        gap14.append(np.abs((r["eq14"] - r["eq127"])[outside]).max())
+    th_eta = [f3[e]["t_half"] * e for e in ets]
+    b_t0 = {nu: [f9[(nu, ez)]["B_t0"] for ez in FIG9["eta_z"]] for nu in FIG9["nu"]}
+    b_end = {nu: [f9[(nu, ez)]["B"][-1] for ez in FIG9["eta_z"]] for nu in FIG9["nu"]}
+    hs = lem["h_star"] - lem["h"]
+    K = res["K"]
+    return report.Summary({
+        "h_ode_gap": (float(np.abs(lem["h_ode"] - lem["h"]).max() / lem["h"].max()),
+                      "Lemma 6: largest |ODE - closed form| of h over t <= 2e4, relative to h(2e4)"),
+        "lemma7_ratio": (float(hs.max() / (2 * lem["eta_y"] / lem["M"])),
+                         "Lemma 7: largest h*(s) - h(s) over the bound 2 eta_Y / M"),
+        "lemma7_min": (float(hs.min()), "Lemma 7: smallest h*(s) - h(s) (the bound says >= 0)"),
+        "B_closed_gap": (float(max(np.abs(f3[e]["B"] - f3[e]["closed"]).max() for e in ets)),
+                         "largest |B_ODE - 1/4 ln(1 + 4 K Gamma / rho0^4)| over the four runs of Fig. 3"),
+        "B_eq127_at_0": (float(f3[ets[0]]["eq127"][0]), "Eq. (127) (and Eq. 14) at t = 0; B_n(0) = 0 by definition"),
+        "offset": (math.log(res["rho0"] ** 4 / K) / 4, "1/4 ln(rho0^4 / K)"),
+        "B_eq127_shift": (float(max(np.abs(f3[e]["eq127"] - f3[e]["B"] - math.log(res["rho0"] ** 4 / K) / 4).max()
+                                    for e in ets)),
+                          "largest |Eq. (127) - B_ODE - 1/4 ln(rho0^4 / K)|: the two differ by that constant"),
+        "eq14_gap": (float(max(gap14)), "largest |Eq. (14) - Eq. (127)| outside (t'_0, t_0), over Fig. 3's runs"),
+        "t_half_ratio": (float(f3[ets[0]]["t_half"] / f3[ets[0]]["t0"]),
+                         "measured transition (slope of B in ln t halved) over t_0 = 2 K ln M / eta_Y"),
+        "t_half_spread": (float(max(th_eta) / min(th_eta) - 1), "spread of (measured transition) x eta_Y over eta_Y"),
+        "order_smaller_eta_y": (float(np.mean(order)),
+                                "pairs of eta_Y with the smaller one's B larger at every t past its t_0 (fraction)"),
+        "B_t0_spread": (float(max(max(v) - min(v) for v in b_t0.values())),
+                        "Fig. 9: largest spread of B_n(t_0) over eta_Z at fixed nu"),
+        "both_up_larger_B": (float(np.mean([np.all(np.diff(v) > 0) for v in b_end.values()])),
+                             "Fig. 9: fraction of nu at which B(10^7) rises with eta_Z"),
+        **{f"t0_{e:g}": (f3[e]["t0"], f"t_0 for eta_Y = {e:g}") for e in ets},
+        **{f"B_end_{e:g}": (float(f3[e]["B"][-1]), f"B_n(10^7) for eta_Y = {e:g}") for e in ets},
+    })

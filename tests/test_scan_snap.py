@@ -1,0 +1,180 @@
+"""Seed 003, Scan and Snap: sequence classes, the Y/Z model, its batched training and the theory's closed forms."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from companion.data.seqclass import SeqClasses, synthetic
+from companion.experiments import scan_snap as ss
+from companion.theory import scan_snap as th
+
+
+# --- sequence classes -----------------------------------------------------------------------------------
+
+def test_synthetic_layout_matches_the_public_code():
+    small = synthetic(2, 1)
+    assert small.vocab_size == 34 and small.n_classes == 2
+    assert small.last.tolist() == [30, 31] and small.next_token.tolist() == [32, 33]
+    np.testing.assert_allclose(small.probs[0, :10], 1 / 15.5)
+    np.testing.assert_allclose(small.probs[0, 10:20], np.linspace(0.1, 1, 10) / 15.5)
+    assert small.distinct_tokens(1).tolist() == list(range(20, 30))
+    medium = synthetic(10, 2)
+    assert medium.n_classes == 20 and medium.vocab_size == 10 + 200 + 10 + 20
+    assert (medium.last[::2] == medium.last[1::2]).all()  # two classes per last token
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"probs": [[0.5, 0.6, 0.0]]}, "sums to"),
+    ({"probs": [[1.2, -0.2, 0.0]]}, "out of range"),
+    ({"last": [0, 3]}, "last=3 is out of range"),
+    ({"distinct": ((0,), (0,))}, "distinct for two classes"),
+    ({"distinct": ((1,), ())}, "declared distinct for class 0 but class 1 uses it"),
+])
+def test_bad_classes_are_refused(kwargs, match):
+    base = {"probs": [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]], "last": [0, 0], "next_token": [1, 2], "vocab_size": 3}
+    if "probs" in kwargs and len(kwargs["probs"]) == 1:
+        base.update(last=[0], next_token=[1])
+    with pytest.raises(ValueError, match=match):
+        SeqClasses(**{**base, **kwargs})
+
+
+def test_more_classes_than_tokens_is_refused():
+    with pytest.raises(ValueError, match=r"K=3 is out of range: allowed \[1, M\] = \[1, 2\]"):
+        SeqClasses(np.full((3, 2), 0.5), [0, 0, 0], [0, 1, 1], 2)
+
+
+def test_counts_and_sequences_have_the_same_distribution():
+    sc = synthetic(2, 1)
+    rng = np.random.default_rng(0)
+    tokens, labels = sc.sample(rng, 4000, 33)
+    cls, counts = sc.sample_counts(np.random.default_rng(1), 4000, 33)
+    assert (tokens[:, -1] == sc.last[labels - sc.next_token[0]]).all()
+    for n in range(2):
+        seq_freq = np.bincount(tokens[labels == sc.next_token[n], :-1].ravel(), minlength=34) / (32 * (labels == sc.next_token[n]).sum())
+        cnt_freq = counts[cls == n].sum(0) / counts[cls == n].sum()
+        np.testing.assert_allclose(seq_freq, sc.probs[n], atol=0.004)
+        np.testing.assert_allclose(cnt_freq, sc.probs[n], atol=0.004)
+
+
+# --- the model ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("normalize, residual", [(True, False), (False, False), (True, True)])
+def test_counts_forward_equals_attention_over_positions(normalize, residual):
+    sc = synthetic(3, 2)
+    g = torch.Generator().manual_seed(0)
+    M = sc.vocab_size
+    Y, Z = torch.randn(M, M, generator=g, dtype=torch.float64), torch.randn(M, M, generator=g, dtype=torch.float64)
+    tokens, _ = sc.sample(np.random.default_rng(0), 16, 40)
+    counts = np.stack([np.bincount(t[:-1], minlength=M) for t in tokens])
+    t = torch.as_tensor(tokens)
+    a = ss.forward(Y[None], Z[None], t[None, :, -1], torch.as_tensor(counts, dtype=torch.float64)[None], normalize, residual)[0]
+    b = ss.forward_positions(Y, Z, t, normalize, residual)
+    torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_population_attention_is_eq5():
+    sc = synthetic(2, 1)
+    Z = torch.randn(1, 34, 34, dtype=torch.float64)
+    c = ss.population_c(Z, sc)[0]
+    for n in range(2):
+        w = sc.probs[n] * np.exp(Z[0, sc.last[n]].numpy())
+        np.testing.assert_allclose(c[n].numpy(), w / w.sum(), rtol=1e-12)
+    assert abs(ss.distinct_entropy(ss.population_c(torch.zeros(1, 34, 34), sc), sc)[0, 0] - 2.151) < 1e-3
+
+
+def test_lemma1_matches_autograd():
+    assert ss.lemma1_gap(M=9, T=15, seed=3) < 1e-12
+
+
+# --- training ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_stacked_optimiser_matches_torch(kind):
+    g = torch.Generator().manual_seed(0)
+    target = torch.randn(2, 5, 5, generator=g)
+    p = torch.zeros(2, 5, 5, requires_grad=True)
+    refs = [torch.zeros(5, 5, requires_grad=True) for _ in range(2)]
+    lrs = [0.1, 0.3]
+    mine = ss._Optim(kind, [p], [torch.tensor(lrs)[:, None, None]], 0.9)
+    theirs = [torch.optim.SGD([r], lr=lr, momentum=0.9) if kind == "sgd" else torch.optim.Adam([r], lr=lr)
+              for r, lr in zip(refs, lrs)]
+    for _ in range(5):
+        ((p - target) ** 3).abs().sum().backward()
+        mine.step()
+        for r, o, tg in zip(refs, theirs, target):
+            o.zero_grad()
+            ((r - tg) ** 3).abs().sum().backward()
+            o.step()
+    for i in range(2):
+        torch.testing.assert_close(p.detach()[i], refs[i].detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_replicas_train_as_if_alone_and_runs_repeat():
+    base = ss.SynExperiment(steps=12, seeds=(3,), lr_z=(0.5, 2.0), record_every=4)
+    both = ss.run(base, progress=False, use_cache=False)
+    alone = ss.run(replace(base, lr_z=(2.0,)), progress=False, use_cache=False)
+    np.testing.assert_allclose(both["loss"][1], alone["loss"][0], rtol=1e-4)
+    again = ss.run(base, progress=False, use_cache=False)
+    np.testing.assert_array_equal(both["loss"], again["loss"])
+    assert both["c_step"].tolist() == [0, 4, 8, 12] and both["c"].shape == (4, 2, 2, 34)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"lr_z": (-1.0,)}, r"lr_z \(eta_Z\)=-1.0 is out of range"),
+    ({"lr_ratio": (0.0,)}, r"eta_Y / eta_Z\)=0.0 is out of range"),
+    ({"optimizer": "rmsprop"}, "unknown optimizer"),
+    ({"classes": {"num_last": 0}}, "num_last=0 is out of range"),
+    ({"seeds": ()}, "non-empty tuple"),
+])
+def test_bad_experiment_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ss.SynExperiment(**kwargs)
+
+
+def test_theorem_measures_on_constructed_trajectories():
+    sc = synthetic(2, 1, num_common=1)
+    z = np.zeros((5, 2, sc.vocab_size))
+    assert ss.theorem3_deviation(sc, z) == 0.0  # nothing moves: r(t) = r(0), chi = 1
+    for n in range(2):
+        z[:, n, sc.distinct_tokens(n)] = np.arange(5)[:, None] * 0.1
+        z[:, n, sc.common_tokens()] = -np.arange(5)[:, None] * 0.1
+    assert ss.theorem2_signs(sc, z) == {"distinct_up": 1.0, "common_down": 1.0}
+    # equal growth of all distinct logits keeps every ratio, so r(t) = r(0) while chi_l(t) > 1: a deviation
+    assert ss.theorem3_deviation(sc, z) > 0.1
+
+
+def test_population_run_lowers_the_loss():
+    r = ss.population_run(synthetic(2, 1, num_common=1), 1.0, 0.1, 50)
+    assert r["loss"][-1] < r["loss"][0] and r["z"].shape == (51, 2, 25)
+
+
+# --- theory -------------------------------------------------------------------------------------------------
+
+def test_h_closed_form_ode_and_lemma7():
+    t = np.linspace(0, 5000, 101)
+    h = th.h_closed(t, 200, 0.7)
+    np.testing.assert_allclose(np.exp(200 * h) + 199 * 200 * h, 200 * 0.7 * t + 1, rtol=1e-12)
+    np.testing.assert_allclose(th.h_ode(t, 200, 0.7), h, rtol=1e-8, atol=1e-14)
+    gap = th.h_discrete(5000, 200, 0.7)[::50] - h
+    assert gap.min() >= -1e-15 and gap.max() <= 2 * 0.7 / 200
+
+
+def test_B_forms_and_the_constant_offset():
+    t = np.concatenate([[0.0], np.geomspace(1, 1e5, 50)])
+    ode = th.phase_ode(t, 5, 100, 0.5, 0.2, rho0=0.8)
+    closed = th.B_closed(t, 5, 100, 0.5, 0.2, rho0=0.8)
+    np.testing.assert_allclose(ode["B"], closed, atol=1e-8)
+    np.testing.assert_allclose(th.B_eq127(t, 5, 100, 0.5, 0.2, rho0=0.8) - closed, np.log(0.8 ** 4 / 5) / 4, atol=1e-12)
+    assert closed[0] == 0.0 and (np.diff(ode["z"]) <= 0).all()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: th.B_closed(np.array([1.0]), K=20, M=10, eta_y=1.0, eta_z=1.0), r"K=20 is out of range"),
+    (lambda: th.phase_ode(np.array([1.0]), 2, 10, -0.5, 1.0), r"eta_Y=-0.5 is out of range"),
+    (lambda: th.h_closed(np.array([1.0]), 1, 0.5), r"M=1 is out of range"),
+])
+def test_theory_refuses_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
