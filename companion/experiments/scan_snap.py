@@ -523,6 +523,8 @@ def synthetic_summary(res: dict):
                          "entropy at eta_Y = 10 minus at eta_Y = 1 (mean over seeds and classes)"),
         "argmax_top": (float(argmax_top), "fraction of (seed, class) whose most attended distinct token is the most likely"),
         "rank_order": (float(np.mean(ranks)), "fraction of (seed, class) with c_n increasing in P(l|n) on distinct tokens"),
+        "top_c_init": (float(np.mean([sgd["c"][0][r, n, top[n]] for r in range(len(final)) for n in range(sc.n_classes)])),
+                       "c_n on the most likely distinct token at Z = 0 (its P(l|n))"),
         "top_c": (float(np.mean([final[r, n, top[n]] for r in range(len(final)) for n in range(sc.n_classes)])),
                   "final c_n on the most likely distinct token (mean)"),
         "common_init": (float(sgd["c"][0][:, :, common].sum(-1).mean()), "attention on the common tokens at Z = 0"),
