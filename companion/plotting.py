@@ -483,3 +483,25 @@ def scan_snap_fig10(lrs, entropy: np.ndarray, max_entropy: float):
     ax.set_ylabel("attention entropy, layer 1 (nats)")
     ax.legend(fontsize=7)
     return fig
+
+
+def scan_snap_h_panels(lemma: dict, s_max: int = 60):
+    """Fig. 8: the discrete speed h*(s) (steps) and the continuous h(s) (smooth) for each eta_Y over the first
+    ``s_max`` epochs (left), and the gap h*(s) - h(s) over all s against the bound 2 eta_Y / M (right)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.3), constrained_layout=True)
+    s, M = lemma["t"], lemma["M"]
+    for j, (ey, r) in enumerate(sorted(lemma["runs"].items())):
+        k = int(s_max) + 1
+        axes[0].step(s[:k], r["h_star"][:k], where="post", color=f"C{j}", lw=1, label=f"h*, eta_Y = {ey:g}")
+        axes[0].plot(s[:k], r["h"][:k], color=f"C{j}", ls="--", lw=1)
+        gap = r["h_star"] - r["h"]
+        axes[1].plot(s[1:], gap[1:], color=f"C{j}", label=f"eta_Y = {ey:g}")
+        axes[1].axhline(2 * ey / M, color=f"C{j}", ls=":", lw=0.8)
+    axes[0].set_xlabel("epoch s")
+    axes[0].set_ylabel("h*(s) (steps), h(s) (dashed)")
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("epoch s")
+    axes[1].set_ylabel("h*(s) - h(s); dotted: 2 eta_Y / M")
+    axes[0].legend(fontsize=7)
+    return fig
