@@ -178,3 +178,11 @@ def test_B_forms_and_the_constant_offset():
 def test_theory_refuses_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_lemma2_monte_carlo_is_seeded_and_bad_delta_refused():
+    a = ss.lemma2_study(T_values=(9, 129), n_seq=300, seed=1)
+    assert a == ss.lemma2_study(T_values=(9, 129), n_seq=300, seed=1)
+    assert a["gap"][129] < a["gap"][9] and max(a["violation"].values()) <= 0.05
+    with pytest.raises(ValueError, match=r"delta=1.5 is out of range"):
+        ss.lemma2_study(delta=1.5)

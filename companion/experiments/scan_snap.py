@@ -365,7 +365,7 @@ DYNAMICS = {"steps": 1000, "eta_y": 1.0, "nu": (1, 10, 100), "z0": (0.0, 0.5), "
 
 
 def dynamics_study(use_cache: bool = True) -> dict:
-    """Lemma 1 on random inputs, and the population dynamics (:func:`population_run`) on Syn-Small with one
+    """Lemma 1 on random inputs, Lemmas 2 and 18 by Monte Carlo (:func:`lemma2_study`), and the population dynamics (:func:`population_run`) on Syn-Small with one
     or ten common tokens, eta_Y = 1 and eta_Y / eta_Z = nu, from Z(0) = 0 and from a random Z(0); Theorem 2's
     signs and Theorem 3's identity measured along each run. ``runs[(num_common, nu, z0)]``."""
     d = DYNAMICS
@@ -379,7 +379,8 @@ def dynamics_study(use_cache: bool = True) -> dict:
                     r = population_run(sc, d["eta_y"], d["eta_y"] / nu, d["steps"], z0=z0)
                     runs[(nc, nu, z0)] = {**theorem2_signs(sc, r["z"]), "deviation": theorem3_deviation(sc, r["z"]),
                                           "loss": r["loss"], "z": r["z"][:, 0]}
-        return {"runs": runs, "lemma1": [lemma1_gap(seed=s) for s in range(d["lemma1_seeds"])]}
+        return {"runs": runs, "lemma1": [lemma1_gap(seed=s) for s in range(d["lemma1_seeds"])],
+                "lemma2": lemma2_study()}
 
     return cache.load_or_compute("scan_snap_dynamics", d, compute, MODULES, use_cache=use_cache)
 
@@ -391,6 +392,14 @@ def dynamics_summary(res: dict):
     dev = lambda nc, z0: [runs[(nc, nu, z0)]["deviation"] for nu in d["nu"]]
     return report.Summary({
         "lemma1_gap": (max(res["lemma1"]), f"Lemma 1: largest |autograd - Eq. (3)| over {len(res['lemma1'])} random draws"),
+        "lemma2_violation": (max(res["lemma2"]["violation"].values()),
+                             f"Lemma 18: largest fraction of sequences beyond Hoeffding's bound at delta = "
+                             f"{res['lemma2']['delta']:g}, over tokens and T"),
+        "lemma2_slope": (res["lemma2"]["slope"], "Lemma 2: log-log slope of mean max|X^T b - c_n| against T - 1"),
+        "lemma2_gap_first": (res["lemma2"]["gap"][res["lemma2"]["T"][0]],
+                             f"Lemma 2: mean max|X^T b - c_n| at T = {res['lemma2']['T'][0]}"),
+        "lemma2_gap_last": (res["lemma2"]["gap"][res["lemma2"]["T"][-1]],
+                            f"Lemma 2: the same at T = {res['lemma2']['T'][-1]}"),
         "distinct_up": (min(r["distinct_up"] for r in runs.values()),
                         "Theorem 2(a): smallest fraction of steps with every distinct logit rising, over all runs"),
         "single_common_down": (min(runs[k]["common_down"] for k in runs if k[0] == 1),
@@ -545,3 +554,28 @@ def synthetic_summary(res: dict):
         "k2_min_at_1_published": (float(np.mean(pub_argmin[0] == 0)), "the same in the published numbers"),
         "seconds": (float(sum(r["seconds"] for r in [*small.values(), *res["medium"].values()])), "training time"),
     })
+
+
+def lemma2_study(T_values=(17, 65, 257, 1025), n_seq: int = 4000, delta: float = 0.05, seed: int = 0) -> dict:
+    """Lemmas 2 and 18 by Monte Carlo on Syn-Small's first class with a random attention row z (uniform in
+    [-1, 1]): for each T, ``n_seq`` sequences of T - 1 contextual tokens; ``violation[T]``: the largest, over
+    the tokens, fraction of sequences whose frequency q_l is further from P(l|n) than Hoeffding's
+    sqrt(ln(2 / delta) / (2 (T - 1))) (Eq. 134 says at most delta); ``gap[T]``: the mean over sequences of
+    max_l |X^T b - c_n|_l (Eq. 6 says it tends to 0)."""
+    check_float("delta", delta, low=0, high=1, low_open=True, high_open=True)
+    check_int("n_seq", n_seq, low=1)
+    sc = synthetic(2, 1)
+    rng = np.random.default_rng(config.seed_streams(seed, ["lemma2"])["lemma2"])
+    z = torch.as_tensor(rng.uniform(-1, 1, sc.vocab_size))
+    P = sc.probs[0]
+    c = _mix(z, torch.as_tensor(P)).numpy()
+    out = {"T": list(T_values), "violation": {}, "gap": {}, "delta": delta}
+    for T in T_values:
+        check_int("T", T, low=2)
+        counts = rng.multinomial(T - 1, P, size=n_seq)
+        bound = math.sqrt(math.log(2 / delta) / (2 * (T - 1)))
+        out["violation"][T] = float((np.abs(counts / (T - 1) - P) > bound).mean(0).max())
+        xb = _mix(z.expand(n_seq, -1), torch.as_tensor(counts, dtype=torch.float64)).numpy()
+        out["gap"][T] = float(np.abs(xb - c).max(1).mean())
+    out["slope"] = float(np.polyfit(np.log([T - 1 for T in T_values]), np.log([out["gap"][T] for T in T_values]), 1)[0])
+    return out
