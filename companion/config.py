@@ -152,7 +152,18 @@ def torch_generator(seq: np.random.SeedSequence):
 
 
 class Profiled:
-    """Mixin for an experiment's configuration with ``quick()`` and ``full()`` constructors."""
+    """Mixin for an experiment's configuration with ``quick()`` and ``full()`` constructors.
+
+    The defaults only set ``profile``; a configuration whose sizes differ between the profiles overrides them.
+    """
+
+    @classmethod
+    def quick(cls, **overrides):
+        return cls(**{"profile": "quick", **overrides})
+
+    @classmethod
+    def full(cls, **overrides):
+        return cls(**{"profile": "full", **overrides})
 
     @classmethod
     def for_profile(cls, profile: str | None = None, **overrides):

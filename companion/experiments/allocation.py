@@ -97,10 +97,6 @@ class AllocationExperiment(config.Profiled):
         BigramTask(self.seq_len)
 
     @classmethod
-    def quick(cls, **overrides) -> "AllocationExperiment":
-        return cls(**{"profile": "quick", **overrides})
-
-    @classmethod
     def full(cls, **overrides) -> "AllocationExperiment":
         """d = T = 256, batch 512 (the sizes of B.6); budgets around the full model's 2^19 parameters."""
         base = dict(profile="full", d=256, seq_len=256, batch=512, budgets=(131072, 262144, 524288),

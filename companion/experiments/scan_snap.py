@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from companion import cache, config
+from companion import cache, config, report
 from companion.config import check_choice, check_float, check_int
 from companion.data.seqclass import SeqClasses, synthetic
 
@@ -176,14 +176,6 @@ class SynExperiment(config.Profiled):
     normalize: bool = True
     residual: bool = False
     record_every: int = 2
-
-    @classmethod
-    def quick(cls, **kw):
-        return cls(**{"profile": "quick", **kw})
-
-    @classmethod
-    def full(cls, **kw):
-        return cls(**{"profile": "full", **kw})
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -386,8 +378,6 @@ def dynamics_study(use_cache: bool = True) -> dict:
 
 
 def dynamics_summary(res: dict):
-    from companion import report
-
     runs, d = res["runs"], DYNAMICS
     dev = lambda nc, z0: [runs[(nc, nu, z0)]["deviation"] for nu in d["nu"]]
     return report.Summary({
@@ -459,9 +449,9 @@ def fig4_log() -> dict:
 
 def synthetic_study(profile: str | None = None, progress: bool = True) -> dict:
     """Every run of the synthetic chapter: ``small`` (name -> result) and ``medium`` (K -> result)."""
-    return {"small": {k: run(e, progress) for k, e in small_experiments(profile).items()},
-            "medium": {k: run(e, progress) for k, e in medium_experiments(profile).items()},
-            "experiments": {"small": small_experiments(profile), "medium": medium_experiments(profile)}}
+    exps = {"small": small_experiments(profile), "medium": medium_experiments(profile)}
+    return {"small": {k: run(e, progress) for k, e in exps["small"].items()},
+            "medium": {k: run(e, progress) for k, e in exps["medium"].items()}, "experiments": exps}
 
 
 def medium_table(res: dict) -> dict[str, np.ndarray]:
@@ -490,8 +480,6 @@ def _first_below(loss: np.ndarray, level: float) -> np.ndarray:
 
 
 def synthetic_summary(res: dict):
-    from companion import report
-
     small, exps = res["small"], res["experiments"]["small"]
     sgd, fast, adam = (small[k] for k in ("SGD, eta_Y = eta_Z = 1", "SGD, eta_Y = 10, eta_Z = 1", "Adam, eta_Y = eta_Z"))
     sc = exps["SGD, eta_Y = eta_Z = 1"].seq_classes()

@@ -38,7 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from companion import cache, config
+from companion import cache, config, report
 from companion.config import check_choice, check_float, check_int
 from companion.data import sources
 
@@ -156,10 +156,6 @@ class TextExperiment(config.Profiled):
     eval_every: int = 50
     n_eval: int = 40  # held-out windows of bptt tokens (from n_eval // n_streams + 1 columns)
     seed: int = 0
-
-    @classmethod
-    def quick(cls, **kw):
-        return cls(**{"profile": "quick", **kw})
 
     @classmethod
     def full(cls, **kw):
@@ -298,8 +294,6 @@ def fig10_table(res: dict) -> tuple[tuple, np.ndarray]:
 
 def summary(res: dict):
     from scipy.stats import spearmanr
-
-    from companion import report
 
     one, three = res["fig7"]["1 layer"], res["fig7"]["3 layers"]
     lrs, ent = fig10_table(res)

@@ -31,6 +31,7 @@ import math
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from companion import report
 from companion.config import check_float, check_int
 
 
@@ -178,9 +179,7 @@ def study(t_max: float = 1e7, n_t: int = 2000, rho0: float = 1.0) -> dict:
     return {"t": t, "fig3": fig3, "fig9": fig9, "lemma": lemma, "rho0": rho0, "K": K, "M": M}
 
 
-def summary(res: dict):
-    from companion import report
-
+def summary(res: dict) -> report.Summary:
     t, f3, f9, lem = res["t"], res["fig3"], res["fig9"], res["lemma"]
     ets = sorted(f3)
     # (c): at every t past the later transition of a pair, the smaller eta_Y has the larger B
