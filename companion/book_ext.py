@@ -1,15 +1,35 @@
-"""A Sphinx extension for the book: the ``claims-scorecard`` and ``claims-errata`` directives.
+"""A Sphinx extension for the book: the claims directives and the source links of every chapter.
 
-The directive leaves a placeholder that is filled at ``doctree-resolved``,
-i.e. after every chapter has been read (and, with myst-nb, executed), so the
-scorecard shows the claims recorded in this build whatever order Sphinx reads
-the pages in: counts per category, then one table per chapter, linked.
+``claims-scorecard`` and ``claims-errata`` leave a placeholder that is filled
+at ``doctree-resolved``, i.e. after every chapter has been read (and, with
+myst-nb, executed), so the scorecard shows the claims recorded in this build
+whatever order Sphinx reads the pages in: counts per category, then one table
+per chapter, linked.
+
+Source links: every module of the ``companion`` package gets a highlighted
+page ``_source/companion/...html`` with an anchor per line (``#L-12``), and
+every chapter ends with "Code behind this page": each package function its
+code cells call, linked to the line where it is defined
+(:func:`chapter_calls` reads the calls from the chapter's own source).
+
+>>> text = "```{code-cell} ipython3\\nfrom companion.report import markdown_table\\nmarkdown_table(['a'], [])\\n```"
+>>> [(c.module, c.name) for c in chapter_calls(text)]
+[('companion.report', 'markdown_table')]
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
 from docutils import nodes
 from docutils.parsers.rst import Directive
+
+SOURCE_DIR = "_source"
+CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
 
 
 class scorecard_placeholder(nodes.General, nodes.Element):
@@ -49,7 +69,133 @@ def _fill(app, doctree, docname):
         node.replace_self(nodes.raw("", claims.errata(profile, link=link), format="html"))
 
 
+@dataclass(frozen=True)
+class Call:
+    """A package function (or class) a chapter calls: its module, name and the line it is defined on."""
+
+    module: str
+    name: str
+    line: int
+
+
+def _code(text: str) -> str:
+    """The Python of a jupytext MyST chapter's code cells (cell options and magics dropped)."""
+    out = []
+    for cell in CELL.findall(text):
+        lines = cell.splitlines()
+        if lines and lines[0].strip() == "---":  # YAML cell options
+            end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), 0)
+            lines = lines[end + 1:]
+        out.extend(ln for ln in lines if not ln.lstrip().startswith(("%", "!", ":tags:")))
+    return "\n".join(out)
+
+
+def _definitions(module: str) -> dict[str, int]:
+    """Top-level functions and classes of a package module, with their line numbers."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return {}
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return {n.name: n.lineno for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def chapter_calls(text: str) -> list[Call]:
+    """The ``companion`` functions and classes a chapter's code cells call, in order of first use."""
+    tree = ast.parse(_code(text))
+    modules, names = {}, {}  # alias -> module; alias -> (module, name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "companion":
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if _is_module(full):
+                    modules[a.asname or a.name] = full
+                else:
+                    names[a.asname or a.name] = (node.module, a.name)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "companion" and a.asname:
+                    modules[a.asname] = a.name
+    found: list[tuple[int, int, str, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules:
+            found.append((node.lineno, node.col_offset, modules[f.value.id], f.attr))
+        elif isinstance(f, ast.Name) and f.id in names:
+            found.append((node.lineno, node.col_offset, *names[f.id]))
+    out, seen = [], set()
+    for _, _, module, name in sorted(found):
+        line = _definitions(module).get(name)
+        if line is not None and (module, name) not in seen:
+            seen.add((module, name))
+            out.append(Call(module, name, line))
+    return out
+
+
+def source_page(module: str) -> str:
+    """The page name of a module's highlighted source."""
+    return f"{SOURCE_DIR}/{module.replace('.', '/')}"
+
+
+def _add_code_links(app, doctree, docname):
+    if not docname.startswith("book/"):
+        return
+    path = Path(app.env.doc2path(docname))
+    if path.suffix != ".md":
+        return
+    calls = chapter_calls(path.read_text(encoding="utf-8"))
+    if not calls:
+        return
+    section = nodes.section(ids=["code-behind-this-page"])
+    section += nodes.title(text="Code behind this page")
+    section += nodes.paragraph(text="The package functions this page calls, each linked to its source:")
+    items = nodes.bullet_list()
+    by_module: dict[str, list[Call]] = {}
+    for c in calls:
+        by_module.setdefault(c.module, []).append(c)
+    for module, cs in by_module.items():
+        uri = app.builder.get_relative_uri(docname, source_page(module))
+        para = nodes.paragraph()
+        para += nodes.literal(text=module)
+        para += nodes.Text(": ")
+        for i, c in enumerate(cs):
+            if i:
+                para += nodes.Text(", ")
+            ref = nodes.reference("", "", refuri=f"{uri}#L-{c.line}", classes=["companion-source"])
+            ref += nodes.literal(text=c.name)
+            para += ref
+        items += nodes.list_item("", para)
+    section += items
+    top = doctree.next_node(nodes.section)  # the chapter's own (h1) section: ours becomes its last h2
+    (top if top is not None else doctree).append(section)
+
+
+def _source_pages(app):
+    """Highlighted source of every package module, one anchor per line."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    root = Path(__file__).resolve().parent
+    formatter = HtmlFormatter(linenos="inline", lineanchors="L", anchorlinenos=True)
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        body = (f"<h1><code>{module}</code></h1>"
+                + highlight(path.read_text(encoding="utf-8"), PythonLexer(), formatter))
+        yield source_page(module), {"title": module, "body": body}, "page.html"
+
+
 def setup(app):
+    app.connect("doctree-resolved", _add_code_links)
+    app.connect("html-collect-pages", _source_pages)
     app.add_node(scorecard_placeholder)
     app.add_node(errata_placeholder)
     app.add_directive("claims-scorecard", ScorecardDirective)

@@ -113,3 +113,17 @@ def test_errata_lists_every_finding():
     findings = {c.id for c in claims.CLAIMS.values() if c.finding}
     shown = set(re.findall(r'<div class="erratum"><h3><code>(.*?)</code>', html))
     assert findings and shown == findings, f"errata differ from the finding rows: {shown ^ findings}"
+
+
+@pytest.mark.parametrize("docname", chapters())
+def test_chapter_links_its_code(docname):
+    """'Code behind this page' links every package call to an existing line of a highlighted source page."""
+    page = HTML / f"{docname}.html"
+    html = page.read_text(encoding="utf-8")
+    assert 'id="code-behind-this-page"' in html, f"{docname}: no 'Code behind this page' section"
+    links = re.findall(r'<a class="companion-source[^"]*" href="([^"#]+)#(L-\d+)"', html)
+    assert links, f"{docname}: no source links"
+    for target, anchor in links:
+        source = (page.parent / target).resolve()
+        assert source.is_file(), f"{docname}: {target} was not generated"
+        assert f'id="{anchor}"' in source.read_text(encoding="utf-8"), f"{docname}: {target}#{anchor} missing"

@@ -38,8 +38,56 @@ def qk_projection(N: int, T: int, m: int, seed: int) -> tuple[np.ndarray, np.nda
     return ost.qk_gradient(task, W_V, W_F, m, rng, chunk=max(200, 2000 * 64 // T))
 
 
+def eq26_value(N: int, eta_t1: float = 1.0, eta_t2: float = 1.0, q_noise: bool = True) -> np.ndarray:
+    """W_V (2V x 2V, one-hot coordinates, q = 0, tau = N) with the structure of Eq. (26) after phases 1-2.
+
+    W_U(N+1)^T W_V W_E(k) = eta t1 / N for every k; W_U(j)^T W_V W_E(j) = (eta t1 + eta t2) / N^2 and
+    W_U(j)^T W_V W~_E(j) = eta t2 / N^2 for j <= N; W_U(q)^T W_V W_E(N+1) = eta t1 / N^2 (left out with
+    ``q_noise=False``, as the proof of Theorem 2 does); all else 0.
+    """
+    V = N + 1
+    W = np.zeros((2 * V, 2 * V))
+    j = np.arange(N)
+    W[N, :V] = eta_t1 / N
+    W[j, j] = (eta_t1 + eta_t2) / N**2
+    W[j, V + j] = eta_t2 / N**2
+    if q_noise:
+        W[0, N] = eta_t1 / N**2
+    return W
+
+
+def phase_projections(N: int, T: int, m: int, seed: int) -> dict:
+    """Appendix F's phases 2 and 3 at W_F = the learned noise association (p(tau) = alpha exactly).
+
+    ``v``: -grad W_V at W_V = 0 (Eq. (25)), averaged over ordinary tokens j, k != q: the diagonal on W_E(k)
+    and on W~_E(k), and the off-diagonal mean on W_E(k). Then one population step of W_QK with W_V as in
+    Eq. (26) without its (q, N+1) entry, as the proof uses it (:func:`eq26_value`): ``noise_gap`` =
+    xi_{q->j} - xi_{q->N+1} and ``other_gap`` = xi_{q->j} - xi_{k->l} (means over ordinary j, k != q, l);
+    ``noise_gap_kept``: the first with the (q, N+1) entry kept. Each is (value, conservative standard
+    error: the sum of its parts' errors).
+    """
+    task = ost.simplified_task(N, T, ALPHA)
+    rng = np.random.default_rng([seed, N, T])
+    W_F = ost.noise_ff(N, ALPHA)
+    G = ost.population_value_gradient(task, W_F, m, rng)
+    V, o = N + 1, np.arange(1, N)
+    D, P = G[np.ix_(o, o)], G[np.ix_(o, V + o)]
+    n = len(o)
+    chunk = max(200, 2000 * 64 // T)
+    Q, se = ost.qk_gradient(task, eq26_value(N, q_noise=False), W_F, m, rng, chunk=chunk)
+    Qk, sek = ost.qk_gradient(task, eq26_value(N), W_F, m, rng, chunk=chunk)
+    return {
+        "noise_gap_kept": (float(Qk[o].mean() - Qk[N]), float(sek[o].mean() + sek[N])),
+        "v_diag": float(np.diag(D).mean()), "v_prev": float(np.diag(P).mean()),
+        "v_off": float((D.sum() - np.trace(D)) / (n * (n - 1))),
+        "noise_gap": (float(Q[o].mean() - Q[N]), float(se[o].mean() + se[N])),
+        "other_gap": (float(Q[V] - Q[V + o].mean()), float(se[V] + se[V + o].mean())),
+    }
+
+
 def study(profile: str | None = None, use_cache: bool = True) -> dict:
-    """``by_N[N]`` (T = 64), ``by_T[T]`` (N = 20): projections; ``dyn[N]``: training records; ``sizes``."""
+    """``by_N[N]`` (T = 64), ``by_T[T]`` (N = 20): projections; ``dyn[N]``: training records;
+    ``phases[N]``: :func:`phase_projections` (T = 64); ``sizes``."""
     sizes = SIZES[config.get_profile(profile)]
 
     def compute():
@@ -48,6 +96,7 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
             "by_T": {T: qk_projection(N_BY_T, T, max(10_000, sizes["m"] * T_BASE // T), 1) for T in sizes["Ts"]},
             "dyn": {N: ost.train_simplified(N, DYN["T"], ALPHA, steps=sizes["dyn_steps"], batch=DYN["batch"],
                                             lr=DYN["lr"]) for N in sizes["dyn_Ns"]},
+            "phases": {N: phase_projections(N, T_BASE, sizes["m"], 2) for N in sizes["Ns"]},
             "sizes": sizes,
         }
 
@@ -99,6 +148,32 @@ def summary(res: dict) -> Summary:
                          "smallest final xi_{q->j} - xi_{q->tau} over N (correct over noise keys)"),
         "qk_trigger_min": (min(float(dyn[N]["qk_trigger"][-1]) for N in dNs),
                            "smallest final trigger-key margin over N (keys after q over others)"),
+        **phase_entries(res["phases"]),
         "formed": (sum(float(dyn[N]["qk_trigger"][-1]) > 1.0 for N in dNs),
                    "runs (of all N) whose trigger-key margin exceeds 1 at the end"),
     })
+
+
+def phase_entries(phases: dict) -> dict:
+    """Summary entries of Eq. (25) and of Theorem 2's rates (see :func:`phase_projections`)."""
+    Ns = np.array(sorted(phases))
+    big = phases[Ns[-1]]
+
+    def over(key, i=0):
+        return np.array([phases[N][key][i] if isinstance(phases[N][key], tuple) else phases[N][key] for N in Ns])
+
+    z = {k: over(k) / over(k, 1) for k in ("noise_gap", "other_gap", "noise_gap_kept")}
+    return {
+        "v25_slope": (loglog_slope(Ns, over("v_diag")), "log-log slope in N of W_U(j)^T(-grad W_V)W_E(j), phase 2"),
+        "v25_coef": (big["v_diag"] * Ns[-1] ** 2, "that diagonal times N^2, largest N (Eq. (25) prints 1)"),
+        "v25_coef_rederived": (big["v_diag"] * Ns[-1] ** 2 / (1 - ALPHA) ** 2, "the same over (1 - alpha)^2"),
+        "v25_off_slope": (loglog_slope(Ns, np.abs(over("v_off"))), "log-log slope in N of |off-diagonal|"),
+        "t2_other_slope": (loglog_slope(Ns, over("other_gap")),
+                           "log-log slope in N of xi_{q->j} - xi_{k->l}, k != q, after one W_QK step (Eq. (26))"),
+        "t2_other_z": (float(z["other_gap"].min()), "that gap over its standard error, smallest over N"),
+        "t2_noise_z": (float(z["noise_gap"].min()),
+                       "xi_{q->j} - xi_{q->N+1} over its standard error, smallest over N ((q, N+1) entry left out)"),
+        "t2_noise_z_max": (float(z["noise_gap"].max()), "the same, largest over N"),
+        "t2_noise_kept_z": (float(z["noise_gap_kept"].max()),
+                            "the same with Eq. (26)'s (q, N+1) entry kept, largest over N"),
+    }

@@ -11,6 +11,7 @@ import numpy as np
 
 from companion import cache, config
 from companion.report import Summary, loglog_slope
+from companion.theory import count_moments as cm
 from companion.theory import one_step as ost
 
 ALPHA, T_MARGINS, T_TABLE = 0.4, 64, 256
@@ -163,3 +164,68 @@ def gradient_check(N: int = 12, T: int = 20, m: int = 50, seed: int = 0) -> tupl
     batch = task.sample(np.random.default_rng(seed), m)
     auto, counts = ost.autograd_first_gradients(task, batch), ost.first_gradients(task, batch)
     return float(max(np.abs(auto[k] - counts[k]).max() for k in auto)), not auto["W_QK"].any()
+
+
+# --- Variances and ranges: Lemmas E.1-E.7, Table 3's sigma^2 and R (exact, no sampling) ---
+
+MOMENT_SIZES = ((4000, 4000), (8000, 1000), (1000, 8000))  # (N, T): both terms of each sigma^2 dominate once
+J_IN_N = [c[0] for c in cm.TABLE3_CASES[3:]]  # rows with j in [N]: mean O(1/N^2)
+J_TAU = [c[0] for c in cm.TABLE3_CASES[:3]] + ["F: N+1", "F: k<=N"]
+ROW7 = "[N]\\{q}, N+1"
+
+
+def moments_study(alpha: float = ALPHA, sizes=MOMENT_SIZES) -> dict:
+    """Exact moments (:mod:`companion.theory.count_moments`) at each (N, T) in ``sizes``, with the printed
+    and re-derived values; the ranges at the first size. Deterministic and fast, so not cached."""
+    out = {"alpha": alpha, "sizes": [tuple(s) for s in sizes], "lemma_e": {}, "table": {}}
+    for N, T in sizes:
+        out["lemma_e"][N, T] = cm.lemma_e_exact(N, T, alpha)
+        exact = cm.table3_exact(N, T, alpha)
+        out["table"][N, T] = {label: (exact[label][1], cm.table3_sigma2_paper(alpha, N, T)[label],
+                                      cm.table3_sigma2_rederived(alpha, N, T)[label]) for label in exact}
+    N, T = sizes[0]
+    out["range"] = (cm.table3_range(N, T, alpha), cm.table3_range_paper(alpha))
+    return out
+
+
+def moments_summary(res: dict) -> Summary:
+    """The asserted numbers of the variance and range checks (ratios exact / formula)."""
+    a = res["alpha"]
+    paper, fixed = cm.lemma_e_paper(a), cm.lemma_e_rederived(a)
+    lem, tab = res["lemma_e"], res["table"]
+
+    def worst(values):  # the ratio farthest from 1
+        return max(values, key=lambda r: abs(r - 1))
+
+    first = worst(lem[s][e][0] / paper[e][0] for s in lem for e in cm.LEMMA_E)
+    second = worst(lem[s][e][1] / paper[e][1] for s in lem for e in cm.LEMMA_E if e != "E.1")
+    sup, R = res["range"]
+    N0, T0 = res["sizes"][0]
+    return Summary({
+        "e_first": (first, "Lemmas E.1-E.7, E[c] / (a T/N) as printed: the ratio farthest from 1"),
+        "e_second": (second, "Lemmas E.2-E.7, Var[c] / (A T/N) as printed: the ratio farthest from 1"),
+        "e1_ratio": (max(lem[s]["E.1"][1] / paper["E.1"][1] for s in lem),
+                     "Lemma E.1, Var[c] / (A T/N) with the printed A = (2/alpha^2 - 1)/alpha: largest over sizes"),
+        "e1_rederived": (worst(lem[s]["E.1"][1] / fixed["E.1"][1] for s in lem),
+                         "the same with A = (2 - alpha)/alpha^2 (compound Poisson): farthest from 1"),
+        "s2_tau": (worst(tab[s][k][0] / tab[s][k][1] for s in tab for k in J_TAU),
+                   "sigma^2 exact / printed, rows j = N+1 and Lemma D.1: farthest from 1"),
+        "s2_paper_max": (max(tab[s][k][0] / tab[s][k][1] for s in tab for k in J_IN_N),
+                         "sigma^2 exact / printed, rows j in [N]: the largest"),
+        "s2_rederived": (worst(tab[s][k][0] / tab[s][k][2] for s in tab for k in J_IN_N),
+                         "sigma^2 exact / re-derived, rows j in [N]: farthest from 1"),
+        "range_err": (max(abs(sup[k] / R[k] - 1) for k in sup if k != ROW7),
+                      f"max |exact range / printed R - 1| except row 7 (N = {N0}, T = {T0})"),
+        "range_row7": (sup[ROW7] / R[ROW7], "row 7 ([N]\\{q}, N+1): exact range / printed R = 1/3"),
+    })
+
+
+def moments_rows(res: dict) -> tuple[list[list], list[list]]:
+    """Table rows at the first size: Lemmas E (lemma, a exact, a printed, A exact, A printed, A re-derived) and
+    Table 3 (case, sigma^2 exact, printed, re-derived, exact range, printed R)."""
+    a, size = res["alpha"], res["sizes"][0]
+    paper, fixed = cm.lemma_e_paper(a), cm.lemma_e_rederived(a)
+    lemmas = [[e, v[0], paper[e][0], v[1], paper[e][1], fixed[e][1]] for e, v in res["lemma_e"][size].items()]
+    sup, R = res["range"]
+    table = [[label, *vals, sup[label], R[label]] for label, vals in res["table"][size].items()]
+    return lemmas, table
