@@ -79,3 +79,19 @@ def test_record_roundtrip_tiny(name, tmp_path, monkeypatch):
     assert set(rec.claims) == set(record.chapter_claims(rec.chapter)) and rec.train_seconds > 0
     assert "python -m companion record " + name in rec.command and "--set d=8" in rec.command
     assert "| `" in record.show(name, rec.summary, "live", [rec])
+
+
+def test_lr_sweep_reads_the_recorded_runs():
+    import math
+
+    from companion.experiments import scale_study
+
+    runs = scale_study.lr_runs("quick")
+    assert sorted(runs) == sorted(scale_study.LRS)
+    assert all(r.overrides == {"steps": 2000, "lr": lr} for lr, r in runs.items())
+    s = scale_study.lr_summary(runs)
+    p = [r.summary["p_correct_drop"] for r in runs.values()]
+    assert s["lr_p_spread"] == max(p) - min(p) and s["lr_low"] == min(scale_study.LRS)
+    empty = scale_study.lr_summary({})
+    assert math.isnan(empty["lr_p_spread"]) and math.isnan(empty["lr_noise_step_max"])
+    assert len(scale_study.lr_commands("full")) == len(scale_study.LRS)

@@ -118,3 +118,64 @@ def summary(ladder: dict[str, list[record.Recorded]]) -> Summary:
 def paper_work() -> float:
     """Training tokens of the paper's run: batch 512 x T 256 x 2000 steps."""
     return float(PAPER_SIZE["batch"] * PAPER_SIZE["seq_len"] * PAPER_SIZE["steps"])
+
+
+# --- Appendix B.6: "stable for any learning rate between 0.001 and 0.03" ---
+
+LRS = (0.001, 0.003, 0.01, 0.03)  # the paper's range, a factor of about 3 apart
+LR_BASE = {"quick": dict(steps=2000), "full": {}}  # each profile's sizes with the paper's 2000 steps
+
+
+def lr_commands(profile: str = "quick") -> list[str]:
+    """The ``record`` command of every learning rate of the sweep at a profile's sizes."""
+    out = []
+    for lr in LRS:
+        settings = {**LR_BASE[profile], "lr": lr}
+        record.build("recall", profile, settings)  # validated before anything runs
+        out.append(record.command("recall", profile, settings))
+    return out
+
+
+def lr_runs(profile: str = "quick") -> dict[float, record.Recorded]:
+    """The committed runs of the sweep at a profile's sizes, by learning rate (absent if not recorded)."""
+    base = LR_BASE[profile]
+    out = {}
+    for rec in record.runs("recall"):
+        o = rec.overrides
+        if rec.profile == profile and set(o) == {*base, "lr"} and all(o[k] == v for k, v in base.items()):
+            out[float(o["lr"])] = rec
+    return dict(sorted(out.items()))
+
+
+LR_HEADER = ["lr", "p(correct), F2 dropped", "p(noise), full model", "p(noise) > 0.5 from step",
+             "p(correct), F2 dropped, > 0.5 from step", "minutes", "device"]
+
+
+def lr_table(runs: dict[float, record.Recorded]) -> list[list]:
+    """Rows of :data:`LR_HEADER`, one per recorded learning rate."""
+    return [[lr, r.summary["p_correct_drop"], r.summary["p_noise_full"], r.summary["noise_step"],
+             r.summary["icl_step"], r.train_seconds / 60, r.device] for lr, r in runs.items()]
+
+
+def lr_summary(runs: dict[float, record.Recorded]) -> Summary:
+    """The sweep's headline numbers: their spread over the learning rates and the ends of the range
+    (NaN when nothing is recorded, so that a check of them fails rather than passes).
+
+    ``noise_step`` and ``icl_step`` are the noisy-recall chapter's: the first step at which the full model's
+    p(noise) on noisy data, and p(correct) with F2 dropped on clean data, exceed 0.5 (inf: never).
+    """
+    nan = float("nan")
+    p = {lr: r.summary["p_correct_drop"] for lr, r in runs.items()} or {nan: nan}
+    lo, hi = min(p), max(p)
+    return Summary({
+        "lr_runs": (len(runs), "learning rates recorded"),
+        "lr_low": (lo, "the smallest learning rate recorded"),
+        "lr_high": (hi, "the largest"),
+        "lr_p_low": (p[lo], "p(correct), F2 dropped, at the smallest learning rate"),
+        "lr_p_high": (p[hi], "the same at the largest"),
+        "lr_p_spread": (max(p.values()) - min(p.values()), "max - min of p(correct), F2 dropped, over the sweep"),
+        "lr_noise_step_max": (max((r.summary["noise_step"] for r in runs.values()), default=nan),
+                              "the latest step at which the noise is learned, over the sweep"),
+        "lr_icl_step_low": (runs[lo].summary["icl_step"] if runs else nan,
+                            "step at which the in-context mechanism is learned, smallest learning rate (inf: never)"),
+    })
