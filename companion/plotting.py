@@ -505,3 +505,20 @@ def scan_snap_h_panels(lemma: dict, s_max: int = 60):
     axes[1].set_ylabel("h*(s) - h(s); dotted: 2 eta_Y / M")
     axes[0].legend(fontsize=7)
     return fig
+
+
+def capacity_grid(Hs, ms, acc: np.ndarray, d_h: int, S_plus_R: int):
+    """Fig. 4 (right): best accuracy over (heads, MLP width), each cell annotated; a line where H d_h = S + R."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.8), constrained_layout=True)
+    heatmap(ax, acc, "MLP width m", f"heads H (d_h = {d_h})", "best test accuracy", vmin=0.0, vmax=1.0,
+            cmap="viridis", origin="lower")
+    ax.set_xticks(range(len(ms)), [str(m) for m in ms])
+    ax.set_yticks(range(len(Hs)), [str(H) for H in Hs])
+    for i in range(len(Hs)):
+        for j in range(len(ms)):
+            ax.text(j, i, f"{acc[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                    color="black" if acc[i, j] > 0.6 else "white")
+    need = S_plus_R / d_h  # H at which H d_h = S + R
+    if Hs[0] <= need <= Hs[-1]:
+        ax.axhline(np.interp(need, Hs, range(len(Hs))), color="w", ls="--", lw=1)
+    return fig

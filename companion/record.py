@@ -61,10 +61,11 @@ class Recordable:
     members: Callable  # profile -> {name: validated configuration}
     summary: Callable  # {name: run} -> report.Summary (the chapter's own call)
     curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
+    run: Callable | None = None  # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
 
 
 def _recall_family() -> dict[str, Recordable]:
-    from companion.experiments import catalog, summaries
+    from companion.experiments import catalog, fact_capacity, summaries
 
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
@@ -88,10 +89,12 @@ def _recall_family() -> dict[str, Recordable]:
                    lambda runs: summaries.triggers_summary(runs["one trigger"], runs["five triggers"])),
         Recordable("architectures", "book/architectures", catalog.architectures, architectures),
         Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi),
+        Recordable("fact_capacity", "book/fact_capacity", fact_capacity.grid, fact_capacity.grid_summary,
+                   fact_capacity.grid_curves, run=fact_capacity.run),
     ]}
 
 
-EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi")
+EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", summary\["([a-z0-9_]+)"\]')
 
 
@@ -214,7 +217,8 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
     members = build(name, profile, overrides)  # validates first
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
     commit, package = _commit(), config.package_hash()  # the code the runs start with, not what a long run ends with
-    runs = {k: noisy_recall.run(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
+    runner = rec.run or noisy_recall.run
+    runs = {k: runner(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
     summary = rec.summary(runs)
     result = {
         "format": FORMAT, "experiment": name, "chapter": rec.chapter, "profile": profile,
@@ -223,13 +227,18 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
         "claims": _jsonable({cid: summary[key] for cid, key in chapter_claims(rec.chapter).items()}),
         "curves": _jsonable(rec.curves(runs)),
         "version": __version__, "commit": commit, "package": package,
-        "device": "; ".join(dict.fromkeys(r.device for r in runs.values())),
-        "train_seconds": sum(r.seconds for r in runs.values()),  # training and evaluation, when computed
+        "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
+        "train_seconds": sum(_field(r, "seconds") for r in runs.values()),  # training and evaluation, when computed
         "date": time.strftime("%Y-%m-%d"), "command": command(name, profile, overrides),
     }
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides)
     atomic_write_text(path, json.dumps(result, indent=1) + "\n")
     return path
+
+
+def _field(run, key: str):
+    """A run's attribute (the recall family's run objects) or key (runs returned as dicts)."""
+    return run[key] if isinstance(run, dict) else getattr(run, key)
 
 
 @dataclass(frozen=True)

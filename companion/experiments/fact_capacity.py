@@ -1,0 +1,281 @@
+"""How many facts a one-layer transformer stores, and how attention and MLP parameters trade (seed 002, F3-F4).
+
+Nichani, Lee, Bietti (ICLR 2025), Figs. 3-4 of the talk: facts stored grow
+linearly with the parameter count, and at S = R = 32, D = 8 "the model can
+trade off MLP parameters for attention parameters" while accuracy stays near
+1, provided attention has enough parameters (H d_h = Omega~(S + R)).
+
+Model (:class:`OneLayerTF`), the public code's ``TF_one_layer`` re-implemented:
+fixed embeddings and unembeddings N(0, 1/d); H heads with query, key, value
+maps d -> d_h (N(0, 1/d_h)) whose query is the last token (EOS) only, softmax
+over every position (EOS included) of scores scaled by 1/sqrt(d_h), no
+positional embeddings; the heads' outputs concatenated and mapped back by O
+(N(0, 1/d)); no residual from the EOS embedding; then x + MLP(x) with a ReLU
+MLP of width m (first layer with bias, second without); logits over the D R
+answers by the unembedding. Parameters counted as the paper does:
+4 H d_h d (attention) + 2 m d (MLP).
+
+Training: Adam (AdamW with weight decay 0, as the code) on fresh batches of
+the structured-by-relation random fact table (:class:`companion.experiments.factual.FactTask`
+with ``facts="random"``, noise tokens S + R as in the code); accuracy on a
+fixed test set every ``eval_every`` steps, and the reported value is the
+largest accuracy seen, stopping early once it passes ``stop_at`` (the code's
+rule).
+
+>>> exp = CapacityExperiment(H=2, m=4, steps=2, eval_every=1, n_test=8, batch=4)
+>>> exp.attention_params, exp.mlp_params
+(2048, 256)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from companion import cache, config, report
+from companion.config import check_float, check_int
+from companion.experiments.factual import FactTask
+
+
+class OneLayerTF(torch.nn.Module):
+    """One attention layer (H heads, query from the last token) plus an MLP; see the module docstring."""
+
+    def __init__(self, vocab_size: int, n_answers: int, d: int, H: int, d_h: int, m: int, seed: int = 0):
+        super().__init__()
+        for name, v in (("d", d), ("H", H), ("d_h", d_h), ("m", m)):
+            check_int(name, v, low=1)
+        gen = config.torch_generator(config.seed_streams(seed, ["init"])["init"])
+
+        def normal(*shape, std):
+            return torch.randn(*shape, generator=gen) * std
+
+        self.d_h = d_h
+        self.register_buffer("E", normal(vocab_size, d, std=d ** -0.5))  # fixed, as the code's set_to_zero
+        self.register_buffer("U", normal(n_answers, d, std=d ** -0.5))
+        self.Q = torch.nn.Parameter(normal(H, d, d_h, std=d_h ** -0.5))
+        self.K = torch.nn.Parameter(normal(H, d, d_h, std=d_h ** -0.5))
+        self.V = torch.nn.Parameter(normal(H, d, d_h, std=d_h ** -0.5))
+        self.O = torch.nn.Parameter(normal(H * d_h, d, std=d ** -0.5))
+        # flax Dense: lecun_normal kernel (variance 1/fan_in), zero bias
+        self.W1 = torch.nn.Parameter(normal(d, m, std=d ** -0.5))
+        self.b1 = torch.nn.Parameter(torch.zeros(m))
+        self.W2 = torch.nn.Parameter(normal(m, d, std=m ** -0.5))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(batch, T) with the query (EOS) last -> (batch, n_answers) logits.
+
+        Keys and values depend only on the token, so attention over positions is computed as attention over
+        the vocabulary weighted by each sequence's token counts: exactly :meth:`forward_positions`, several
+        times faster.
+        """
+        n_vocab = self.E.shape[0]
+        counts = torch.zeros(len(tokens), n_vocab, dtype=self.E.dtype, device=tokens.device)
+        counts.scatter_add_(1, tokens, torch.ones_like(tokens, dtype=self.E.dtype))
+        q = torch.einsum("bd,hde->bhe", self.E[tokens[:, -1]], self.Q)  # (b, H, d_h)
+        k = torch.einsum("vd,hde->hve", self.E, self.K)  # (H, vocab, d_h)
+        v = torch.einsum("vd,hde->hve", self.E, self.V)
+        s = torch.einsum("hve,bhe->bhv", k, q) / self.d_h ** 0.5
+        w = counts[:, None, :] * torch.exp(s - s.max(dim=-1, keepdim=True).values)
+        a = w / w.sum(dim=-1, keepdim=True)  # (b, H, vocab): the softmax over positions, grouped by token
+        return self._head(torch.einsum("bhv,hve->bhe", a, v))
+
+    def forward_positions(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The same logits, literally: one score per position (the definition; used to test :meth:`forward`)."""
+        x = self.E[tokens]  # (b, T, d)
+        q = torch.einsum("bd,hde->bhe", x[:, -1], self.Q)
+        k = torch.einsum("btd,hde->bhte", x, self.K)
+        v = torch.einsum("btd,hde->bhte", x, self.V)
+        a = torch.softmax(torch.einsum("bhte,bhe->bht", k, q) / self.d_h ** 0.5, dim=-1)
+        return self._head(torch.einsum("bht,bhte->bhe", a, v))
+
+    def _head(self, heads: torch.Tensor) -> torch.Tensor:
+        """(b, H, d_h) head outputs -> logits: concatenate, map back by O, add the MLP, unembed."""
+        h = heads.reshape(len(heads), -1) @ self.O
+        h = h + torch.relu(h @ self.W1 + self.b1) @ self.W2
+        return h @ self.U.T
+
+
+@dataclass(frozen=True)
+class CapacityExperiment(config.Profiled):
+    """One run: the fact task (S, R, D; noise tokens S + R; T = 32) and the model (d, H, d_h, m)."""
+
+    profile: str = "quick"
+    S: int = 32
+    R: int = 32
+    D: int = 8
+    seq_len: int = 32
+    d: int = 32
+    d_h: int = 8
+    H: int = 4
+    m: int = 32
+    lr: float = 1e-2
+    batch: int = 1024
+    steps: int = 2 ** 14
+    eval_every: int = 128
+    n_test: int = 1024
+    stop_at: float = 0.99
+    seed: int = 0
+
+    def __post_init__(self):
+        config.check_run(self)
+        check_float("lr", self.lr, 0.0, None, low_open=True)
+        check_float("stop_at", self.stop_at, 0.0, 1.0, low_open=True)
+        check_int("eval_every", self.eval_every, low=1)
+        check_int("n_test", self.n_test, low=1)
+        self.task()
+        self.model()
+
+    def task(self) -> FactTask:
+        return FactTask(n_subjects=self.S, n_relations=self.R, answers_per_relation=self.D,
+                        n_noise=self.S + self.R, seq_len=self.seq_len, facts="random", facts_seed=self.seed)
+
+    def model(self) -> OneLayerTF:
+        t = self.task()
+        return OneLayerTF(t.vocab_size, t.n_answers, self.d, self.H, self.d_h, self.m, self.seed)
+
+    @property
+    def attention_params(self) -> int:
+        return 4 * self.H * self.d_h * self.d
+
+    @property
+    def mlp_params(self) -> int:
+        return 2 * self.m * self.d
+
+
+MODULES = ("companion.experiments.fact_capacity", "companion.experiments.factual")
+
+
+def run(exp: CapacityExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
+    """Train (or load) ``exp``: ``{"step", "acc"}`` at every evaluation, ``"best"`` (the largest accuracy),
+    ``"stopped"`` (the step training ended), ``"seconds"`` and ``"device"``."""
+    return cache.load_or_compute("fact_capacity", exp, lambda: _train(exp, progress, device), MODULES,
+                                 use_cache=use_cache)
+
+
+def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
+    device = config.get_device(device)
+    streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
+    rng = np.random.default_rng(streams["train-data"])
+    task = exp.task()
+    test = task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
+    test_x, test_y = torch.as_tensor(test.tokens, device=device), torch.as_tensor(test.answer, device=device)
+    model = exp.model().to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=exp.lr)
+    steps, accs = [], []
+    start = time.perf_counter()
+    step = 0
+    for step in tqdm(range(exp.steps + 1), desc=f"facts H={exp.H} m={exp.m}", disable=not progress,
+                     mininterval=2.0):
+        if step % exp.eval_every == 0 or step == exp.steps:
+            with torch.no_grad():
+                accs.append(float((model(test_x).argmax(1) == test_y).float().mean()))
+            steps.append(step)
+            if accs[-1] > exp.stop_at or step == exp.steps:
+                break
+        b = task.sample(rng, exp.batch)
+        loss = F.cross_entropy(model(torch.as_tensor(b.tokens, device=device)),
+                               torch.as_tensor(b.answer, device=device))
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss.item()} at step {step}: lower the learning rate")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return {"step": np.asarray(steps), "acc": np.asarray(accs), "best": max(accs), "stopped": step,
+            "seconds": time.perf_counter() - start, "device": config.device_name(device)}
+
+
+# --- the grid of Fig. 4 (right): heads H against MLP width m at S = R = 32, D = 8, d = 32, d_h = 8 ---
+
+GRID = {
+    # quick: the corners and the middle of the paper's grid, 4096 steps (a CPU runs it in minutes per point)
+    "quick": dict(H=(1, 4, 16), m=(1, 32, 128), steps=4096),
+    # full: the paper's grid and budget (169 runs of 2^14 steps: a GPU)
+    "full": dict(H=(1, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32),
+                 m=(1, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128), steps=2 ** 14),
+}
+
+
+def grid(profile: str | None = None) -> dict[str, CapacityExperiment]:
+    """The (H, m) grid of a profile, named ``"H=4, m=32"``."""
+    g = GRID[config.get_profile(profile)]
+    return {f"H={H}, m={m}": CapacityExperiment.for_profile(profile, H=H, m=m, steps=g["steps"])
+            for H in g["H"] for m in g["m"]}
+
+
+def accuracy_table(runs: dict[str, dict], members: dict[str, CapacityExperiment]) -> tuple[list, list, np.ndarray]:
+    """(Hs, ms, best accuracy array (len(Hs), len(ms))) of a finished grid."""
+    Hs = sorted({e.H for e in members.values()})
+    ms = sorted({e.m for e in members.values()})
+    acc = np.full((len(Hs), len(ms)), np.nan)
+    for name, e in members.items():
+        acc[Hs.index(e.H), ms.index(e.m)] = runs[name]["best"]
+    return Hs, ms, acc
+
+
+def grid_summary(runs: dict[str, dict], members: dict[str, CapacityExperiment] | None = None) -> report.Summary:
+    """The trade-off in numbers: accuracy with many heads for any MLP, with one head for any MLP, and what the
+    MLP adds at a middle number of heads."""
+    members = members or {name: _parse(name) for name in runs}
+    Hs, ms, acc = accuracy_table(runs, members)
+    e0 = next(iter(members.values()))
+    mid = Hs[len(Hs) // 2]
+    return report.Summary({
+        "S_plus_R": (e0.S + e0.R, "S + R"),
+        "d_h": (e0.d_h, "head dimension"),
+        "H_big": (Hs[-1], "largest H"), "H_small": (Hs[0], "smallest H"), "H_mid": (mid, "middle H"),
+        "m_small": (ms[0], "smallest MLP width"), "m_big": (ms[-1], "largest MLP width"),
+        "big_heads_min": (float(acc[-1].min()), "largest H: the lowest accuracy over MLP widths"),
+        "small_heads_max": (float(acc[0].max()), "smallest H: the highest accuracy over MLP widths"),
+        "mid_mlp_gain": (float(acc[Hs.index(mid), -1] - acc[Hs.index(mid), 0]),
+                         "middle H: accuracy with the widest MLP minus with the narrowest"),
+        "best_overall": (float(np.nanmax(acc)), "the highest accuracy on the grid"),
+    })
+
+
+def _parse(name: str) -> CapacityExperiment:
+    """``"H=4, m=32"`` -> the quick experiment with those values (for summaries of bare run dicts)."""
+    kv = dict(part.strip().split("=") for part in name.split(","))
+    return CapacityExperiment(H=int(kv["H"]), m=int(kv["m"]))
+
+
+def grid_curves(runs: dict[str, dict]) -> dict:
+    """What a recorded file keeps of each run: the best accuracy, the step training stopped, the accuracy
+    curve (every evaluation)."""
+    return {"best": {k: r["best"] for k, r in runs.items()}, "stopped": {k: r["stopped"] for k, r in runs.items()},
+            "step": {k: r["step"] for k, r in runs.items()}, "acc": {k: r["acc"] for k, r in runs.items()}}
+
+
+def recorded(profile: str | None = None):
+    """The recorded run of a profile's grid (``python -m companion record fact_capacity --profile P``).
+
+    Raises:
+        ValueError: none is recorded (the message gives the command that records it).
+    """
+    from companion import record
+
+    p = config.get_profile(profile)
+    recs = [r for r in record.runs("fact_capacity") if r.profile == p and not r.overrides]
+    if not recs:
+        raise ValueError(f"no recorded fact_capacity grid for the {p!r} profile: run "
+                         f"`{record.command('fact_capacity', p, {})}` and commit the file it writes")
+    return recs[-1]
+
+
+def recorded_summary(rec) -> report.Summary:
+    """The recorded grid's summary (as :func:`grid_summary` made it), with the time and device."""
+    out = report.Summary({k: (v, rec.meaning.get(k, "")) for k, v in rec.summary.items()})
+    out["minutes"] = rec.train_seconds / 60
+    out.meaning["minutes"] = f"training time of the grid ({rec.device})"
+    return out
+
+
+def recorded_grid(rec) -> tuple[list, list, np.ndarray]:
+    """(Hs, ms, best accuracy (len(Hs), len(ms))) of a recorded grid."""
+    best = rec.curves["best"]
+    members = {name: _parse(name) for name in best}
+    return accuracy_table({k: {"best": v} for k, v in best.items()}, members)
