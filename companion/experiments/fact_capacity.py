@@ -80,7 +80,9 @@ class OneLayerTF(torch.nn.Module):
         k = torch.einsum("vd,hde->hve", self.E, self.K)  # (H, vocab, d_h)
         v = torch.einsum("vd,hde->hve", self.E, self.V)
         s = torch.einsum("hve,bhe->bhv", k, q) / self.d_h ** 0.5
-        w = counts[:, None, :] * torch.exp(s - s.max(dim=-1, keepdim=True).values)
+        present = (counts > 0)[:, None, :]
+        top = s.masked_fill(~present, -torch.inf).max(dim=-1, keepdim=True).values  # over the tokens present
+        w = counts[:, None, :] * torch.exp((s - top).masked_fill(~present, -torch.inf))
         a = w / w.sum(dim=-1, keepdim=True)  # (b, H, vocab): the softmax over positions, grouped by token
         return self._head(torch.einsum("bhv,hve->bhe", a, v))
 
@@ -152,7 +154,8 @@ MODULES = ("companion.experiments.fact_capacity", "companion.experiments.factual
 
 def run(exp: CapacityExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
     """Train (or load) ``exp``: ``{"step", "acc"}`` at every evaluation, ``"best"`` (the largest accuracy),
-    ``"stopped"`` (the step training ended), ``"seconds"`` and ``"device"``."""
+    ``"stopped"`` (the step training ended), ``"diverged"`` (the step the loss stopped being finite, which ends
+    training; inf if it never did), ``"seconds"`` and ``"device"``."""
     return cache.load_or_compute("fact_capacity", exp, lambda: _train(exp, progress, device), MODULES,
                                  use_cache=use_cache)
 
@@ -168,7 +171,7 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=exp.lr)
     steps, accs = [], []
     start = time.perf_counter()
-    step = 0
+    step, diverged = 0, float("inf")
     for step in tqdm(range(exp.steps + 1), desc=f"facts H={exp.H} m={exp.m}", disable=not progress,
                      mininterval=2.0):
         if step % exp.eval_every == 0 or step == exp.steps:
@@ -180,13 +183,14 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
         b = task.sample(rng, exp.batch)
         loss = F.cross_entropy(model(torch.as_tensor(b.tokens, device=device)),
                                torch.as_tensor(b.answer, device=device))
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss.item()} at step {step}: lower the learning rate")
+        if not torch.isfinite(loss):  # a diverged run is data: the best accuracy so far stands (the code's max)
+            diverged = step
+            break
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     return {"step": np.asarray(steps), "acc": np.asarray(accs), "best": max(accs), "stopped": step,
-            "seconds": time.perf_counter() - start, "device": config.device_name(device)}
+            "diverged": diverged, "seconds": time.perf_counter() - start, "device": config.device_name(device)}
 
 
 # --- the grid of Fig. 4 (right): heads H against MLP width m at S = R = 32, D = 8, d = 32, d_h = 8 ---
@@ -234,6 +238,8 @@ def grid_summary(runs: dict[str, dict], members: dict[str, CapacityExperiment] |
         "mid_mlp_gain": (float(acc[Hs.index(mid), -1] - acc[Hs.index(mid), 0]),
                          "middle H: accuracy with the widest MLP minus with the narrowest"),
         "best_overall": (float(np.nanmax(acc)), "the highest accuracy on the grid"),
+        "diverged": (sum(np.isfinite(r.get("diverged", np.inf)) for r in runs.values()),
+                     "runs whose loss stopped being finite (their best accuracy before that is kept)"),
     })
 
 
@@ -247,6 +253,7 @@ def grid_curves(runs: dict[str, dict]) -> dict:
     """What a recorded file keeps of each run: the best accuracy, the step training stopped, the accuracy
     curve (every evaluation)."""
     return {"best": {k: r["best"] for k, r in runs.items()}, "stopped": {k: r["stopped"] for k, r in runs.items()},
+            "diverged": {k: r["diverged"] for k, r in runs.items()},
             "step": {k: r["step"] for k, r in runs.items()}, "acc": {k: r["acc"] for k, r in runs.items()}}
 
 
