@@ -118,6 +118,19 @@ def test_full_factual_configurations_run():
         assert r["step"].tolist() == [0, 1, 2] and np.isfinite(r["loss"]).all()
 
 
+def test_full_fact_capacity_configurations_run():
+    """Seed 002, Fig. 4 (right): the largest model of the paper's grid (H = 32, m = 128) for two steps with
+    its test set, and the grid's size."""
+    from dataclasses import replace
+
+    from companion.experiments import fact_capacity as fc
+
+    grid = fc.grid("full")
+    assert len(grid) == 169
+    r = fc.run(replace(grid["H=32, m=128"], steps=2, eval_every=1), progress=False, use_cache=False)
+    assert r["step"].tolist() == [0, 1, 2] and 0.0 <= r["best"] <= 1.0 and r["diverged"] == float("inf")
+
+
 def test_full_scan_snap_configurations_run():
     """Seed 003: Fig. 6's largest sweep (K = 20, ten seeds, 16 rate pairs) for two steps, and the WikiText
     model at the notebook's size (d = 200, the whole vocabulary of the training text; the stand-in split

@@ -286,3 +286,15 @@ def recorded_grid(rec) -> tuple[list, list, np.ndarray]:
     best = rec.curves["best"]
     members = {name: _parse(name) for name in best}
     return accuracy_table({k: {"best": v} for k, v in best.items()}, members)
+
+
+ROWS_HEADER = ["H", "m", "H d_h", "attention params", "MLP params", "best accuracy", "stopped at step"]
+
+
+def recorded_rows(rec) -> list[list]:
+    """One row per grid point of a recorded grid (see :data:`ROWS_HEADER`)."""
+    out = []
+    for name, best in rec.curves["best"].items():
+        e = _parse(name)
+        out.append([e.H, e.m, e.H * e.d_h, e.attention_params, e.mlp_params, best, rec.curves["stopped"][name]])
+    return out
