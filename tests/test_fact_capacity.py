@@ -79,3 +79,27 @@ def test_attention_survives_scores_far_apart():
     a = model(tokens)
     assert torch.isfinite(a).all()
     assert torch.allclose(a, model.forward_positions(tokens), atol=1e-9, rtol=0)
+
+
+def test_construction_stores_every_fact_when_wide_enough():
+    exp = fc.CapacityExperiment(S=8, R=4, D=2, d=1024, H=2, d_h=8, m=1)
+    for readout in fc.READOUTS:
+        assert fc.construction_accuracy(exp, n=512, readout=readout) == 1.0
+    narrow = fc.CapacityExperiment(S=8, R=4, D=2, d=8, H=2, d_h=8, m=1)
+    assert fc.construction_accuracy(narrow, n=512, readout="embedding") < 0.9
+
+
+def test_construction_needs_a_head_slot_per_token():
+    with pytest.raises(ValueError, match=r"H d_h = 8 < S \+ R = 12"):
+        fc.construct(fc.CapacityExperiment(S=8, R=4, D=2, H=1, d_h=8))
+    with pytest.raises(ValueError, match="readout"):
+        fc.construct(fc.CapacityExperiment(S=8, R=4, D=2, H=2, d_h=8), readout="other")
+
+
+def test_construction_attention_is_exact_with_the_dual_readout():
+    exp = fc.CapacityExperiment(S=4, R=4, D=2, d=64, H=1, d_h=8, m=1)  # vocabulary 17 <= d
+    model = fc.construct(exp, beta=3.0, readout="dual")
+    scores = (model.E @ model.K[0]) @ (model.E[exp.task().eos] @ model.Q[0]) / 8 ** 0.5
+    expected = torch.zeros(exp.task().vocab_size)
+    expected[: exp.S + exp.R] = 3.0
+    assert torch.allclose(scores, expected, atol=1e-4)
