@@ -64,7 +64,7 @@ class Recordable:
     run: Callable | None = None  # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
 
 
-def _recall_family() -> dict[str, Recordable]:
+def _registry() -> dict[str, Recordable]:
     from companion.experiments import catalog, fact_capacity, summaries
 
     def only(fn):
@@ -115,7 +115,7 @@ def experiment(name: str) -> Recordable:
         ValueError: unknown name (the message lists the known ones).
     """
     config.check_choice("experiment", name, EXPERIMENTS)
-    return _recall_family()[name]
+    return _registry()[name]
 
 
 def _literal(text: str):

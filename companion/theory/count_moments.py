@@ -37,6 +37,7 @@ from functools import lru_cache
 import numpy as np
 
 from companion.config import check_choice, check_float, check_int
+from companion.theory.one_step import TABLE3_CASES  # (label, j class, k class) of Table 3's ten rows
 
 STATES = ("q", "tau", "ybar", "k", "rest")
 YBAR = ("q", "other")  # ybar = q, or ybar an ordinary token other than q
@@ -147,14 +148,6 @@ def lemma_e_exact(N: int, T: int, alpha: float) -> dict[str, tuple[float, float]
 
 
 # --- Table 3 (Lemma D.2) and Lemma D.1: mean, variance and range of one sample's projection ---
-
-TABLE3_CASES = (  # (label, j class, k class), as in companion.theory.one_step.TABLE3_CASES
-    ("N+1, N+1", "tau", "tau"), ("N+1, q", "tau", "q"), ("N+1, [N]\\{q}", "tau", "o"),
-    ("q, N+1", "q", "tau"), ("q, q", "q", "q"), ("q, [N]\\{q}", "q", "o"),
-    ("[N]\\{q}, N+1", "o", "tau"), ("[N]\\{q}, q", "o", "q"), ("[N]\\{q}, j", "o", "j"),
-    ("[N]\\{q}, [N]\\{q,j}", "o", "o2"),
-)
-
 
 def _ybar_classes(N: int, jc: str, kc: str):
     """(probability, ybar class, role of j, role of k) for each way ybar relates to (j, k).
