@@ -522,3 +522,36 @@ def capacity_grid(Hs, ms, acc: np.ndarray, d_h: int, S_plus_R: int):
     if Hs[0] <= need <= Hs[-1]:
         ax.axhline(np.interp(need, Hs, range(len(Hs))), color="w", ls="--", lw=1)
     return fig
+
+
+def hop_panels(curves: dict, chance: float):
+    """Seed 002, K1-K3: one panel per run, the test accuracy at each hop count along training (colour = hop
+    count); the curriculum's stage as a grey step line on a right-hand axis where it changes. ``curves``: the
+    :func:`companion.experiments.khop.curves` of the runs."""
+    names = list(curves["acc"])
+    ncol = min(3, len(names))
+    nrow = -(-len(names) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.0 * ncol, 2.9 * nrow), sharey=True, squeeze=False,
+                             constrained_layout=True)
+    axes = axes.ravel()
+    cmap = plt.get_cmap("viridis")
+    for ax, name in zip(axes, names):
+        step, acc = np.asarray(curves["step"][name]), np.asarray(curves["acc"][name])
+        k = acc.shape[1]
+        for h in range(k):
+            ax.plot(step, acc[:, h], color=cmap(h / max(1, k - 1)), lw=1.5, label=f"{h + 1} hop{'s' if h else ''}")
+        ax.axhline(chance, color="grey", ls=":", lw=1)
+        stage = np.asarray(curves["stage"][name])
+        if stage.min() > 0 and len(np.unique(stage)) > 1:
+            tw = ax.twinx()
+            tw.step(step, stage, where="post", color="grey", lw=1, alpha=0.7)
+            tw.set_ylabel("curriculum stage", color="grey")
+            tw.set_yticks(range(1, k + 1))
+            tw.grid(False)
+        ax.text(0.97, 0.5, name, transform=ax.transAxes, ha="right", va="center", fontsize=9)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("test accuracy")
+    for ax in axes[len(names):]:
+        ax.axis("off")
+    axes[0].legend(fontsize=7, loc="center right")
+    return fig

@@ -65,7 +65,7 @@ class Recordable:
 
 
 def _registry() -> dict[str, Recordable]:
-    from companion.experiments import catalog, fact_capacity, summaries
+    from companion.experiments import catalog, fact_capacity, khop, summaries
 
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
@@ -91,10 +91,11 @@ def _registry() -> dict[str, Recordable]:
         Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi),
         Recordable("fact_capacity", "book/fact_capacity", fact_capacity.grid, fact_capacity.grid_summary,
                    fact_capacity.grid_curves, run=fact_capacity.run),
+        Recordable("khop", "book/khop", khop.members, khop.summary, khop.curves, run=khop.run),
     ]}
 
 
-EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity")
+EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "khop")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", summary\["([a-z0-9_]+)"\]')
 
 

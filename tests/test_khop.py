@@ -90,3 +90,52 @@ def test_a_short_run_is_reproducible(data):
 def test_learned_at():
     r = {"step": np.array([0, 10, 20]), "acc": np.array([[0.1, 0.1], [0.95, 0.2], [1.0, 0.5]])}
     assert khop.learned_at(r).tolist() == [10, np.inf]
+
+
+def test_training_hops_follow_the_data_kind():
+    rng = np.random.default_rng(0)
+    kw = dict(k=4, batch=400)
+    assert (khop.training_hops(khop.KHopExperiment(data="direct", **kw), 2, rng) == 4).all()
+    assert (khop.training_hops(khop.KHopExperiment(data="curriculum", **kw), 2, rng) == 2).all()
+    cum = khop.training_hops(khop.KHopExperiment(data="cumulative", **kw), 3, rng)
+    assert sorted(set(cum.tolist())) == [1, 2, 3]
+    mix = khop.training_hops(khop.KHopExperiment(data="mixture", weights=(0.5, 0.5, 0, 0), **kw), 1, rng)
+    assert sorted(set(mix.tolist())) == [1, 2] and 150 < (mix == 1).sum() < 250
+
+
+@pytest.mark.parametrize("profile, k", [("quick", 2), ("full", 8)])
+def test_members_share_task_model_and_budget(profile, k):
+    m = khop.members(profile)
+    assert list(m) == ["direct", "mixture", "curriculum", "cumulative", "mixture, 1 layer"]
+    assert {e.k for e in m.values()} == {k} and len({(e.N, e.d, e.batch, e.seed) for e in m.values()}) == 1
+    assert len({e.steps for name, e in m.items() if name != "mixture, 1 layer"}) == 1
+    assert m["mixture, 1 layer"].steps == khop.SHALLOW_STEPS * m["mixture"].steps
+    assert m["mixture"].layers == int(np.log2(k)) + 1 and m["mixture, 1 layer"].layers == 1
+    assert all(e.profile == profile for e in m.values())
+
+
+def _fake(acc, N=8):
+    acc = np.asarray(acc, dtype=float)
+    return {"step": np.arange(len(acc)) * 10, "acc": acc, "stage": np.ones(len(acc), int), "loss": np.ones(len(acc)),
+            "N": N}
+
+
+def test_summary_reads_the_runs():
+    runs = {"direct": _fake([[0.1, 0.1], [0.2, 0.15], [0.3, 0.12]]),
+            "mixture": _fake([[0.1, 0.1], [0.95, 0.2], [1.0, 0.97]]),
+            "curriculum": _fake([[0.1, 0.1], [0.95, 0.1], [0.3, 0.99]]),
+            "cumulative": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]]),
+            "mixture, 1 layer": _fake([[0.1, 0.1], [0.9, 0.25], [0.9, 0.2]])}
+    s = khop.summary(runs)
+    assert s["k"] == 2 and s["N"] == 8 and s["chance"] == 0.125 and s["steps"] == 20
+    assert s["direct_best"] == 0.15 and s["shallow_best"] == 0.25 and s["shallow_half"] == 0.25
+    assert s["depth_gap"] == pytest.approx(0.72) and s["shallow_steps"] == 20
+    assert s["mixture_final"] == 0.97 and s["mixture_min"] == 0.97
+    assert s["curriculum_final"] == 0.99 and s["curriculum_min"] == 0.3
+    assert s["mix_hop1_at"] == 10 and s["mix_hopk_at"] == 20 and s["hop_gap"] == 10
+    assert s["curriculum_hopk_at"] == 20
+    rows = khop.learned_rows(runs, khop.members("quick"))
+    assert rows[1] == ["mixture", "mixture", 2, "10, 20", "1.00, 0.97"]
+    assert rows[0][3] == "-, -"
+    c = khop.curves(runs)
+    assert set(c) == {"step", "acc", "stage", "loss"} and set(c["acc"]) == set(runs)

@@ -27,7 +27,8 @@ paper's ceil(log2 k) + 1.
 Training data (``data``): ``"direct"`` (every example has k hops), ``"mixture"``
 (k' drawn from ``weights`` over 1..k, uniform by default) or ``"curriculum"``
 (k' = the current stage, starting at 1 and moving to the next hop count once
-the test accuracy at the current one reaches ``advance_at``). AdamW (weight
+the test accuracy at the current one reaches ``advance_at``) or ``"cumulative"`` (the same stages, but
+stage s draws k' uniformly from 1..s, so the easier hop counts stay in the data). AdamW (weight
 decay 0), fresh batches; test accuracy at every hop count every
 ``eval_every`` steps.
 
@@ -48,10 +49,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from companion import cache, config
+from companion import cache, config, report
 from companion.config import check_choice, check_float, check_int
 
-DATA = ("direct", "mixture", "curriculum")
+DATA = ("direct", "mixture", "curriculum", "cumulative")
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,7 @@ MODULES = ("companion.experiments.khop",)
 def run(exp: KHopExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
     """Train (or load) ``exp``: ``"step"`` (every evaluation), ``"acc"`` ((evaluations, k): test accuracy at
     each hop count), ``"stage"`` (the curriculum's hop count at each evaluation; k for direct, 0 for mixture),
-    ``"loss"`` (the training loss at each evaluation step), ``"seconds"`` and ``"device"``."""
+    ``"loss"`` (the training loss at each evaluation step), ``"N"``, ``"seconds"`` and ``"device"``."""
     return cache.load_or_compute("khop", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache)
 
 
@@ -252,23 +253,30 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
             with torch.no_grad():
                 acc = [float((model(t, m).argmax(1) == y).float().mean()) for t, m, y in tests]
             steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
-            stages.append({"direct": exp.k, "mixture": 0, "curriculum": stage}[exp.data])
-            if exp.data == "curriculum" and acc[stage - 1] >= exp.advance_at and stage < exp.k:
+            stages.append({"direct": exp.k, "mixture": 0}.get(exp.data, stage))
+            if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
                 stage += 1
             if step == exp.steps:
                 break
-        hops = {"direct": np.full(exp.batch, exp.k), "curriculum": np.full(exp.batch, stage),
-                "mixture": None}[exp.data]
-        if hops is None:
-            hops = rng.choice(exp.k, size=exp.batch, p=weights) + 1
+        hops = training_hops(exp, stage, rng, weights)
         t, m, y = _tensors(task.sample(rng, hops), device)
         loss = F.cross_entropy(model(t, m), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     return {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
-            "loss": np.asarray(losses), "seconds": time.perf_counter() - start,
+            "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
             "device": config.device_name(device)}
+
+
+def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator, weights=None) -> np.ndarray:
+    """(batch,): the hop counts k' of one training batch, given the curriculum ``stage`` (ignored by direct and
+    mixture data)."""
+    if exp.data == "mixture":
+        return rng.choice(exp.k, size=exp.batch, p=exp.mixture() if weights is None else weights) + 1
+    if exp.data == "cumulative":
+        return rng.integers(1, stage + 1, exp.batch)
+    return np.full(exp.batch, exp.k if exp.data == "direct" else stage)
 
 
 def _tensors(b: HopBatch, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -286,3 +294,87 @@ def learned_at(r: dict, level: float = 0.9) -> np.ndarray:
         if len(hit):
             out[h] = r["step"][hit[0]]
     return out
+
+
+# --- the chapter's comparison: one task, the same budget, four kinds of training data and one shallow model ---
+
+SIZES = {
+    # quick: k = 2, a CPU runs each member in about 20 s
+    "quick": dict(N=8, k=2, d=32, steps=1500, eval_every=50),
+    # full: k = 8 with log2 k + 1 = 4 layers (our guess at a GPU size: the slides give none)
+    "full": dict(N=16, k=8, d=128, batch=256, steps=30000, eval_every=250, n_test=2048),
+}
+
+
+SHALLOW_STEPS = 4  # the single-layer run gets this many times the others' steps: its failure is not the budget's
+
+
+def members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The chapter's runs of a profile, by name: ``"direct"`` (k hops only), ``"mixture"`` (k' uniform),
+    ``"curriculum"`` (1, 2, ..., k in turn), ``"cumulative"`` (stage s draws k' from 1..s) and
+    ``"mixture, 1 layer"`` (the mixture with a single layer, fewer than log2 k + 1 when k >= 2, given
+    :data:`SHALLOW_STEPS` times the budget). Same task, model width and seed; the same budget but for the
+    single layer's."""
+    size = SIZES[config.get_profile(profile)]
+    out = {data: KHopExperiment.for_profile(profile, data=data, **size) for data in DATA}
+    long = {**size, "steps": SHALLOW_STEPS * size["steps"], "eval_every": SHALLOW_STEPS * size["eval_every"]}
+    out["mixture, 1 layer"] = KHopExperiment.for_profile(profile, data="mixture", depth=1, **long)
+    return out
+
+
+def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """The K1-K3 numbers of a finished :func:`members` set (every run at the same k, N and budget): the final
+    test accuracy at k hops of each kind of data, the lowest final accuracy over the hop counts (a curriculum
+    can forget the easy ones), when the mixture learns hop 1 and hop k (first evaluation at ``level``), and the
+    best accuracy that direct training and the single-layer mixture ever reach at k hops."""
+    acc = {name: np.asarray(r["acc"]) for name, r in runs.items()}
+    k = acc["mixture"].shape[1]
+    mix_at = learned_at(runs["mixture"], level)
+    out = {
+        "k": (k, "hops"),
+        "N": (int(runs["mixture"]["N"]), "values"),
+        "steps": (int(runs["mixture"]["step"][-1]), "training steps of every run"),
+        "chance": (1.0 / runs["mixture"]["N"], "chance accuracy, 1 / N"),
+        "level": (level, "accuracy at which a hop count counts as learned"),
+        "direct_best": (float(acc["direct"][:, -1].max()), "direct (k hops only): best test accuracy at k hops"),
+    }
+    for name in ("mixture", "curriculum", "cumulative"):
+        if name in acc:
+            out[f"{name}_final"] = (float(acc[name][-1, -1]), f"{name}: final test accuracy at k hops")
+            out[f"{name}_min"] = (float(acc[name][-1].min()), f"{name}: lowest final test accuracy over 1..k hops")
+    out |= {
+        "mix_hop1_at": (float(mix_at[0]), "mixture: first step with hop 1 learned"),
+        "mix_hopk_at": (float(mix_at[-1]), "mixture: first step with hop k learned"),
+        "hop_gap": (float(mix_at[-1] - mix_at[0]), "mixture: steps from hop 1 learned to hop k learned"),
+        "curriculum_hopk_at": (float(learned_at(runs["curriculum"], level)[-1]),
+                               "curriculum: first step with hop k learned"),
+    }
+    if "mixture, 1 layer" in acc:
+        shallow = acc["mixture, 1 layer"][:, -1]
+        out["shallow_steps"] = (int(runs["mixture, 1 layer"]["step"][-1]), "mixture with one layer: training steps")
+        out["shallow_best"] = (float(shallow.max()), "mixture with one layer: best test accuracy at k hops")
+        out["shallow_half"] = (float(shallow[: len(shallow) // 2 + 1].max()),
+                               "mixture with one layer: best test accuracy at k hops over the first half of training")
+        out["depth_gap"] = (float(acc["mixture"][-1, -1] - shallow.max()),
+                            "mixture: final accuracy at k hops with log2 k + 1 layers minus the best with one layer")
+    return report.Summary(out)
+
+
+def curves(runs: dict[str, dict]) -> dict:
+    """What a recorded file keeps of each run: the evaluation steps, the accuracy at every hop count, the
+    curriculum stage and the training loss."""
+    return {key: {name: r[key] for name, r in runs.items()} for key in ("step", "acc", "stage", "loss")}
+
+
+LEARNED_HEADER = ["run", "data", "layers", "learned at (steps), hops 1..k", "final accuracy, hops 1..k"]
+
+
+def learned_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
+    """One row per run: its data, depth, the step each hop count is first learned (``-`` never) and the final
+    accuracies."""
+    rows = []
+    for name, r in runs.items():
+        at = ", ".join("-" if not np.isfinite(s) else str(int(s)) for s in learned_at(r, level))
+        final = ", ".join(f"{a:.2f}" for a in np.asarray(r["acc"])[-1])
+        rows.append([name, members[name].data, members[name].layers, at, final])
+    return rows
