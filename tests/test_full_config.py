@@ -131,6 +131,20 @@ def test_full_fact_capacity_configurations_run():
     assert r["step"].tolist() == [0, 1, 2] and 0.0 <= r["best"] <= 1.0 and r["diverged"] == float("inf")
 
 
+def test_full_khop_configurations_run():
+    """Seed 002, K1-K3: the ``full`` runs (k = 8, N = 16, d = 128; they differ only in their data and depth) are
+    valid, and the curriculum (4 layers) runs two steps with its test sets at every hop count (an evaluation
+    costs about half a minute on two CPU cores: 8 x 2048 sequences of 129 tokens)."""
+    from dataclasses import replace
+
+    from companion.experiments import khop
+
+    members = khop.members("full")
+    assert {e.k for e in members.values()} == {8} and members["mixture"].layers == 4
+    r = khop.run(replace(members["curriculum"], steps=2, eval_every=2), progress=False, use_cache=False)
+    assert r["acc"].shape == (2, 8) and np.isfinite(r["loss"][1:]).all() and r["stage"].tolist() == [1, 1]
+
+
 def test_full_scan_snap_configurations_run():
     """Seed 003: Fig. 6's largest sweep (K = 20, ten seeds, 16 rate pairs) for two steps, and the WikiText
     model at the notebook's size (d = 200, the whole vocabulary of the training text; the stand-in split

@@ -134,8 +134,27 @@ def test_summary_reads_the_runs():
     assert s["curriculum_final"] == 0.99 and s["curriculum_min"] == 0.3
     assert s["mix_hop1_at"] == 10 and s["mix_hopk_at"] == 20 and s["hop_gap"] == 10
     assert s["curriculum_hopk_at"] == 20
+    assert (s["mixture_learned"], s["curriculum_learned"], s["cumulative_learned"]) == (2, 1, 2)
     rows = khop.learned_rows(runs, khop.members("quick"))
     assert rows[1] == ["mixture", "mixture", 2, "10, 20", "1.00, 0.97"]
     assert rows[0][3] == "-, -"
     c = khop.curves(runs)
     assert set(c) == {"step", "acc", "stage", "loss"} and set(c["acc"]) == set(runs)
+
+
+def test_the_recorded_study_reads_back_as_it_was_summarised():
+    rec = khop.recorded()
+    runs, members = khop.recorded_runs(rec)
+    assert set(runs) == set(khop.members("quick")) and {e.k for e in members.values()} == {khop.RECORDED_K}
+    s = khop.recorded_summary(rec)
+    for key, value in rec.summary.items():
+        assert s["rec_" + key] == pytest.approx(value, nan_ok=True), key
+    assert s["rec_minutes"] > 0
+
+
+def test_a_missing_recorded_study_names_its_command(monkeypatch):
+    from companion import record
+
+    monkeypatch.setattr(record, "runs", lambda name=None, directory=None: [])
+    with pytest.raises(ValueError, match="python -m companion record khop --profile quick --set eval_every=100"):
+        khop.recorded()

@@ -342,6 +342,8 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
         if name in acc:
             out[f"{name}_final"] = (float(acc[name][-1, -1]), f"{name}: final test accuracy at k hops")
             out[f"{name}_min"] = (float(acc[name][-1].min()), f"{name}: lowest final test accuracy over 1..k hops")
+            out[f"{name}_learned"] = (int((acc[name][-1] >= level).sum()),
+                                      f"{name}: hop counts at or above the level at the end")
     out |= {
         "mix_hop1_at": (float(mix_at[0]), "mixture: first step with hop 1 learned"),
         "mix_hopk_at": (float(mix_at[-1]), "mixture: first step with hop k learned"),
@@ -378,3 +380,47 @@ def learned_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], leve
         final = ", ".join(f"{a:.2f}" for a in np.asarray(r["acc"])[-1])
         rows.append([name, members[name].data, members[name].layers, at, final])
     return rows
+
+
+# --- recorded runs at a larger k (``python -m companion record khop --profile quick --set k=4 ...``) ---
+
+RECORDED_K = 4  # the recorded CPU study beside the live runs: the quick members at k = 4, longer
+RECORDED_SETTINGS = {"k": RECORDED_K, "steps": 8000, "eval_every": 100}
+
+
+def recorded():
+    """The recorded CPU study: the quick profile's members with :data:`RECORDED_SETTINGS` (the latest file).
+
+    Raises:
+        ValueError: none is recorded (the message gives the command that records it).
+    """
+    from companion import record
+
+    recs = [r for r in record.runs("khop") if r.profile == "quick" and r.settings() == RECORDED_SETTINGS]
+    if not recs:
+        raise ValueError(f"no recorded khop study at k = {RECORDED_K}: run "
+                         f"`{record.command('khop', 'quick', RECORDED_SETTINGS)}` and commit the file it writes")
+    return recs[-1]
+
+
+def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
+    """A recorded study's runs (as :func:`run` returns them, curves only) and their configurations."""
+    from companion import record
+
+    members = record.build("khop", rec.profile, rec.settings())
+    c = rec.curves
+    runs = {name: {"step": np.asarray(c["step"][name]), "acc": np.asarray(c["acc"][name]),
+                   "stage": np.asarray(c["stage"][name]), "loss": np.asarray(c["loss"][name], dtype=float),
+                   "N": members[name].N} for name in members}
+    return runs, members
+
+
+def recorded_summary(rec, prefix: str = "rec_") -> report.Summary:
+    """:func:`summary` of a recorded study, its names prefixed (to glue beside the live ones), with its
+    training time."""
+    runs, _ = recorded_runs(rec)
+    s = summary(runs)
+    out = report.Summary({prefix + k: (v, s.meaning[k]) for k, v in s.items()})
+    out[prefix + "minutes"] = rec.train_seconds / 60
+    out.meaning[prefix + "minutes"] = f"training time of the study ({rec.device})"
+    return out
