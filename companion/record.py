@@ -288,11 +288,29 @@ def load(path: Path | str) -> Recorded:
     return Recorded(Path(path), data)
 
 
-def runs(name: str | None = None, directory: Path | str | None = None) -> list[Recorded]:
-    """Every recorded file (of experiment ``name``), sorted by file name."""
+def runs(name: str | None = None, directory: Path | str | None = None, profile: str | None = None,
+         settings: dict | None = None) -> list[Recorded]:
+    """Every recorded file (of experiment ``name``; of ``profile``; with exactly the overrides ``settings``),
+    sorted by file name."""
     directory = Path(directory or RECORDED_DIR)
     out = [load(p) for p in sorted(directory.glob("*.json"))]
-    return [r for r in out if name is None or r.experiment == name]
+    return [r for r in out if (name is None or r.experiment == name) and (profile is None or r.profile == profile)
+            and (settings is None or r.settings() == settings)]
+
+
+def latest(name: str, profile: str, settings: dict | None = None, directory: Path | str | None = None) -> Recorded:
+    """The last recorded file of experiment ``name`` at ``profile`` with exactly the overrides ``settings``
+    (none by default).
+
+    Raises:
+        ValueError: none is recorded (the message gives the command that records it).
+    """
+    settings = dict(settings or {})
+    recs = runs(name, directory, profile=profile, settings=settings)
+    if not recs:
+        raise ValueError(f"no recorded {name} run of the {profile!r} profile with settings {settings}: run "
+                         f"`{command(name, profile, settings)}` and commit the file it writes")
+    return recs[-1]
 
 
 def stale(rec: Recorded) -> str:

@@ -155,6 +155,6 @@ def test_the_recorded_study_reads_back_as_it_was_summarised():
 def test_a_missing_recorded_study_names_its_command(monkeypatch):
     from companion import record
 
-    monkeypatch.setattr(record, "runs", lambda name=None, directory=None: [])
+    monkeypatch.setattr(record, "runs", lambda *args, **kwargs: [])
     with pytest.raises(ValueError, match="python -m companion record khop --profile quick --set eval_every=100"):
         khop.recorded()

@@ -25,6 +25,15 @@ def test_stale_names_the_change_and_the_command(tmp_path):
     assert record.stale(rec) == ""
 
 
+def test_latest_filters_by_profile_and_exact_settings(tmp_path):
+    path = _fake(tmp_path)
+    assert record.latest("recall", "quick", directory=tmp_path).path == path
+    assert record.runs("recall", tmp_path, profile="full") == []
+    assert record.runs("recall", tmp_path, settings={"d": 8}) == []
+    with pytest.raises(ValueError, match=r"python -m companion record recall --profile quick --set d=8`"):
+        record.latest("recall", "quick", {"d": 8}, directory=tmp_path)
+
+
 def test_check_holds_only_paper_configuration(tmp_path):
     rec = record.load(_fake(tmp_path))
     with pytest.raises(ValueError, match="only full-profile runs of the paper's configuration"):

@@ -265,12 +265,7 @@ def recorded(profile: str | None = None):
     """
     from companion import record
 
-    p = config.get_profile(profile)
-    recs = [r for r in record.runs("fact_capacity") if r.profile == p and not r.overrides]
-    if not recs:
-        raise ValueError(f"no recorded fact_capacity grid for the {p!r} profile: run "
-                         f"`{record.command('fact_capacity', p, {})}` and commit the file it writes")
-    return recs[-1]
+    return record.latest("fact_capacity", config.get_profile(profile))
 
 
 def recorded_summary(rec) -> report.Summary:

@@ -396,11 +396,7 @@ def recorded():
     """
     from companion import record
 
-    recs = [r for r in record.runs("khop") if r.profile == "quick" and r.settings() == RECORDED_SETTINGS]
-    if not recs:
-        raise ValueError(f"no recorded khop study at k = {RECORDED_K}: run "
-                         f"`{record.command('khop', 'quick', RECORDED_SETTINGS)}` and commit the file it writes")
-    return recs[-1]
+    return record.latest("khop", "quick", RECORDED_SETTINGS)
 
 
 def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
