@@ -160,8 +160,8 @@ class HopTransformer(torch.nn.Module):
 
 @dataclass(frozen=True)
 class KHopExperiment(config.Profiled):
-    """One run: the task (N, k), the model (d, depth, heads, mlp) and the training data (direct, mixture or
-    curriculum)."""
+    """One run: the task (N, k), the model (d, depth, heads, mlp) and the training data (direct, mixture,
+    curriculum or cumulative)."""
 
     profile: str = "quick"
     N: int = 8
@@ -239,7 +239,7 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
     device = config.get_device(device)
     streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
     rng = np.random.default_rng(streams["train-data"])
-    task, weights = exp.task(), exp.mixture()
+    task = exp.task()
     test_rng = np.random.default_rng(streams["test-data"])
     tests = [_tensors(task.sample(test_rng, np.full(exp.n_test, h)), device) for h in range(1, exp.k + 1)]
     model = exp.model().to(device)
@@ -258,7 +258,7 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
                 stage += 1
             if step == exp.steps:
                 break
-        hops = training_hops(exp, stage, rng, weights)
+        hops = training_hops(exp, stage, rng)
         t, m, y = _tensors(task.sample(rng, hops), device)
         loss = F.cross_entropy(model(t, m), y)
         opt.zero_grad(set_to_none=True)
@@ -269,11 +269,11 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
             "device": config.device_name(device)}
 
 
-def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator, weights=None) -> np.ndarray:
+def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> np.ndarray:
     """(batch,): the hop counts k' of one training batch, given the curriculum ``stage`` (ignored by direct and
     mixture data)."""
     if exp.data == "mixture":
-        return rng.choice(exp.k, size=exp.batch, p=exp.mixture() if weights is None else weights) + 1
+        return rng.choice(exp.k, size=exp.batch, p=exp.mixture()) + 1
     if exp.data == "cumulative":
         return rng.integers(1, stage + 1, exp.batch)
     return np.full(exp.batch, exp.k if exp.data == "direct" else stage)
@@ -339,11 +339,10 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
         "direct_best": (float(acc["direct"][:, -1].max()), "direct (k hops only): best test accuracy at k hops"),
     }
     for name in ("mixture", "curriculum", "cumulative"):
-        if name in acc:
-            out[f"{name}_final"] = (float(acc[name][-1, -1]), f"{name}: final test accuracy at k hops")
-            out[f"{name}_min"] = (float(acc[name][-1].min()), f"{name}: lowest final test accuracy over 1..k hops")
-            out[f"{name}_learned"] = (int((acc[name][-1] >= level).sum()),
-                                      f"{name}: hop counts at or above the level at the end")
+        out[f"{name}_final"] = (float(acc[name][-1, -1]), f"{name}: final test accuracy at k hops")
+        out[f"{name}_min"] = (float(acc[name][-1].min()), f"{name}: lowest final test accuracy over 1..k hops")
+        out[f"{name}_learned"] = (int((acc[name][-1] >= level).sum()),
+                                  f"{name}: hop counts at or above the level at the end")
     out |= {
         "mix_hop1_at": (float(mix_at[0]), "mixture: first step with hop 1 learned"),
         "mix_hopk_at": (float(mix_at[-1]), "mixture: first step with hop k learned"),
@@ -351,14 +350,15 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
         "curriculum_hopk_at": (float(learned_at(runs["curriculum"], level)[-1]),
                                "curriculum: first step with hop k learned"),
     }
-    if "mixture, 1 layer" in acc:
-        shallow = acc["mixture, 1 layer"][:, -1]
-        out["shallow_steps"] = (int(runs["mixture, 1 layer"]["step"][-1]), "mixture with one layer: training steps")
-        out["shallow_best"] = (float(shallow.max()), "mixture with one layer: best test accuracy at k hops")
-        out["shallow_half"] = (float(shallow[: len(shallow) // 2 + 1].max()),
-                               "mixture with one layer: best test accuracy at k hops over the first half of training")
-        out["depth_gap"] = (float(acc["mixture"][-1, -1] - shallow.max()),
-                            "mixture: final accuracy at k hops with log2 k + 1 layers minus the best with one layer")
+    shallow = acc["mixture, 1 layer"][:, -1]
+    out |= {
+        "shallow_steps": (int(runs["mixture, 1 layer"]["step"][-1]), "mixture with one layer: training steps"),
+        "shallow_best": (float(shallow.max()), "mixture with one layer: best test accuracy at k hops"),
+        "shallow_half": (float(shallow[: len(shallow) // 2 + 1].max()),
+                         "mixture with one layer: best test accuracy at k hops over the first half of training"),
+        "depth_gap": (float(acc["mixture"][-1, -1] - shallow.max()),
+                      "mixture: final accuracy at k hops with log2 k + 1 layers minus the best with one layer"),
+    }
     return report.Summary(out)
 
 
