@@ -61,8 +61,11 @@ def batch_loss(model, batch, device) -> torch.Tensor:
         mask = torch.as_tensor(batch.loss_mask, device=device)
         logits = model(tokens)  # (batch, T, V)
         return F.cross_entropy(logits[mask], targets[mask])
+    rows = torch.as_tensor(batch.loss_mask[:, -1], device=device)
+    if not rows.any():
+        raise ValueError("this batch has no loss position: draw a larger batch")
     logits = model(tokens, last_only=True)  # (batch, V): only the final position is needed
-    return F.cross_entropy(logits, targets[:, -1])
+    return F.cross_entropy(logits[rows], targets[rows, -1])
 
 
 def train(model, task, cfg: TrainConfig, rng: np.random.Generator,

@@ -107,6 +107,21 @@ def test_full_induction_configurations_run():
         assert all(np.isfinite(v).all() for v in r.metrics.values())
 
 
+def test_full_three_step_configuration_runs():
+    """Seed 002, the three gradient steps at the full size (d = 512, T = 64) on a population of 2048 sequences
+    (not 65536), with one step size per step."""
+    from dataclasses import replace
+
+    from companion.experiments import induction as ih
+
+    exp = ih.three_step_runs("full")["slide order, orthonormal"]
+    assert (exp.d, exp.seq_len, exp.batch) == (512, 64, 65536)
+    small = replace(exp, batch=2048, chunk=1024, line_batch=1024, n_test=256, etas=(4.0,), second_step_sizes=(4.0,))
+    rows = ih.three_steps(small, progress=False, use_cache=False)["rows"]
+    assert [r["matrix"] for r in rows] == ["init", "W_V^2", "W_QK^2", "W_QK^1"]
+    assert all(np.isfinite(r["loss"]) for r in rows)
+
+
 def test_full_factual_configurations_run():
     """Seed 002, factual recall: every ``full`` run (the paper's own size) for two steps on its full test set."""
     from dataclasses import replace

@@ -103,3 +103,75 @@ def test_quick_and_full_differ_only_in_size():
     q, f = ih.InductionExperiment.quick(), ih.InductionExperiment.full()
     diff = {x.name for x in dataclasses.fields(q) if getattr(q, x.name) != getattr(f, x.name)}
     assert diff == {"profile", "d", "seq_len", "batch", "steps", "unfreeze_at", "n_test", "early_cutoff"}
+
+
+# --- the three gradient steps ---
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(d=200), r"d=200 is out of range: orthonormal embeddings need d >= 3 V \+ T = 230"),
+    (dict(order=("W_V^2", "W_QK^2", "W_QK^2")), "must be an ordering of"),
+    (dict(etas=()), "must be a non-empty list"),
+    (dict(second_step_sizes=(1.0, -2.0)), "second_step_sizes=.* must all be > 0"),
+    (dict(embeddings="sparse"), "unknown embeddings"),
+    (dict(data="wiki"), "unknown data"),
+    (dict(chunk=0), r"chunk=0 is out of range"),
+    (dict(line_batch=100, chunk=512), r"line_batch=100 is out of range: allowed \[512, 8192\]"),
+    (dict(n_triggers=65), r"n_triggers \(K\)=65 is out of range: allowed \[1, 64\]"),
+])
+def test_three_step_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ih.ThreeStepExperiment.quick(**kwargs)
+
+
+def test_final_recall_marks_only_repeated_final_triggers():
+    task = RecallTask(seq_len=24, alpha=0.0, n_triggers=3, loss_on="final_recall")
+    b = task.sample(np.random.default_rng(0), 200)
+    assert not b.loss_mask[:, :-1].any()
+    assert (b.loss_mask[:, -1] == (b.occurrence[:, -1] >= 2)).all() and 0 < b.loss_mask[:, -1].sum() < 200
+    # the output of a repeated trigger is in the context
+    for i in np.nonzero(b.loss_mask[:, -1])[0][:20]:
+        assert b.targets[i, -1] in b.inputs[i]
+
+
+def test_batch_loss_reads_only_the_marked_final_positions():
+    from companion.train import batch_loss
+
+    exp = ih.ThreeStepExperiment.quick(d=256, seq_len=16)
+    m = Transformer(exp.model_config())
+    b = exp.task().sample(np.random.default_rng(1), 64)
+    rows = b.loss_mask[:, -1]
+    logits = m(torch.as_tensor(b.inputs))[:, -1]
+    direct = torch.nn.functional.cross_entropy(logits[rows], torch.as_tensor(b.targets[rows, -1]))
+    assert torch.allclose(batch_loss(m, b, "cpu"), direct, atol=1e-5)
+    assert torch.allclose(ih._population_loss(m, [b]), direct, atol=1e-5)
+
+
+def test_orthonormal_embeddings_are_orthogonal_and_remap():
+    exp = ih.ThreeStepExperiment.quick(d=256, seq_len=16)
+    m = ih.orthonormal_embeddings(Transformer(exp.model_config()), 0)
+    V, T, d = m.W_E.shape[0], m.P.shape[0], 256
+    remap = m.W_E @ m.matrix("W_V^1").T
+    X = torch.cat([m.W_E / d ** 0.5, m.P / d ** 0.5, m.W_U / m.W_U.norm(dim=1, keepdim=True),
+                   remap / remap.norm(dim=1, keepdim=True)])
+    assert torch.allclose(X @ X.T, torch.eye(3 * V + T), atol=1e-5)
+    assert torch.allclose(m.P @ m.matrix("W_V^1").T, torch.zeros(T, d), atol=1e-4)
+
+
+def test_three_steps_small_run_learns_ov_and_reverse_order_has_no_gradient():
+    small = dict(d=230, seq_len=32, batch=2048, chunk=1024, line_batch=1024, n_test=64)
+    fwd = ih.three_steps(ih.ThreeStepExperiment.quick(**small), progress=False, use_cache=False)
+    rows = fwd["rows"]
+    assert [r["matrix"] for r in rows] == ["init", "W_V^2", "W_QK^2", "W_QK^1"]
+    assert rows[0]["probe_OV2"] == 0.0 and rows[1]["probe_OV2"] > 0.5 and rows[1]["loss"] < rows[0]["loss"]
+    rev = ih.three_steps(ih.ThreeStepExperiment.quick(order=ih.STEP_ORDER[::-1], **small), progress=False,
+                         use_cache=False)["rows"]
+    assert rev[1]["eta"] == rev[2]["eta"] == 0.0 and max(r["grad_norm"] for r in rev[1:3]) < ih.ZERO_GRADIENT
+    assert rev[3]["probe_OV2"] == rows[1]["probe_OV2"]  # the same first real step, on the same population
+
+
+def test_second_step_sweep_keeps_the_size_with_the_lowest_final_loss():
+    small = dict(d=230, seq_len=32, batch=1024, chunk=1024, line_batch=1024, n_test=32, etas=(1.0, 8.0),
+                 second_step_sizes=(1.0, 16.0))
+    r = ih.three_steps(ih.ThreeStepExperiment.quick(**small), progress=False, use_cache=False)
+    best = min(r["sweep"], key=lambda s: s["third"]["loss"])
+    assert r["rows"][2]["eta"] == best["second_size"] and r["rows"][3] == best["third"]

@@ -23,6 +23,10 @@ Options that the paper and its public code choose differently:
   holding the second or a later occurrence of a trigger in the sequence.
   ``loss_on="all"``: every position (Birth of a Transformer's full models,
   seed 002: the bigram loss elsewhere plus the in-context loss).
+  ``loss_on="final_recall"``: position T only, and only when z_T is the second
+  or a later occurrence of its trigger, so that the correct output is in the
+  context (the "three gradient steps" of seed 002: one loss position per
+  sequence, its target uniform).
 
 Generation is vectorised over the batch: one numpy Generator, T steps of
 array operations, no per-token Python work.
@@ -44,7 +48,7 @@ from companion.config import check_choice, check_float, check_int
 from companion.data.shakespeare import CharStats, load_char_stats
 
 NOISE_KINDS = ("new", "existing")
-LOSS_POSITIONS = ("final", "triggers", "all")
+LOSS_POSITIONS = ("final", "triggers", "all", "final_recall")
 EXISTING_NOISE_CHAR = "!"
 
 
@@ -90,7 +94,7 @@ class RecallTask:
             ``n_triggers`` most frequent characters.
         n_triggers: K, used when ``triggers`` is not given.
         noise: ``"new"`` (token N+1, paper) or ``"existing"`` (``'!'``, public code).
-        loss_on: ``"final"`` (paper), ``"triggers"`` (public code) or ``"all"``.
+        loss_on: ``"final"`` (paper), ``"triggers"`` (public code), ``"all"`` or ``"final_recall"``.
     """
 
     seq_len: int = 256
@@ -193,6 +197,9 @@ class RecallTask:
             mask[:, -1] = True
         elif self.loss_on == "all":
             mask = np.ones((batch, T), dtype=bool)
+        elif self.loss_on == "final_recall":
+            mask = np.zeros((batch, T), dtype=bool)
+            mask[:, -1] = occurrence[:, -1] >= 2
         else:
             mask = occurrence >= 2
         return Batch(z, ybar, ybar[rows, final_k], occurrence, mask)

@@ -455,3 +455,279 @@ def schedule_table(res: dict) -> str:
                      report.format_value(r.final("acc"), 3), report.format_value(r.first_step_reaching("acc"))])
     head = ["schedule", "acc", "W_OV^2", "W_QK^2", "W_QK^1 early", "W_QK^1", "final acc", "t90(acc)"]
     return report.markdown_table(head, rows)
+
+
+# --- the "three gradient steps" (slide "Gradient steps for the bigram task", Birth Thm., informal) ---
+
+STEP_ORDER = ("W_V^2", "W_QK^2", "W_QK^1")  # the slide's order: W_OV^2, then W_QK^2, then W_QK^1
+STEP_PROBE = {"W_V^2": "probe_OV2", "W_QK^2": "probe_QK2_all", "W_QK^1": "probe_QK1"}
+EMBEDDINGS = ("orthonormal", "gaussian")
+STEP_DATA = ("uniform", "shakespeare")
+ZERO_GRADIENT = 1e-6  # a gradient norm below this is float round-off of an exact zero: no step
+
+
+@dataclass(frozen=True)
+class ThreeStepExperiment(config.Profiled):
+    """Three sequential gradient steps on the population loss, one per memory, from W_QK^1 = W_QK^2 = W_V^2 = 0.
+
+    The model is the chapter's two-layer transformer (attention only, W_V^1 frozen). At zero init both
+    attentions are uniform, which is where the slide's argument starts. The population loss is estimated
+    on ``batch`` sequences (fixed by the seed). Each step moves one matrix along its normalised negative
+    gradient by the size in ``etas`` that minimises the loss on the first ``line_batch`` of them (an exact
+    line search on a grid).
+
+    ``embeddings="orthonormal"`` replaces the random W_E, p_t, W_U and the remapping W_V^1 w_E(k) by
+    mutually orthogonal directions of the same norms: the d -> infinity limit in which random embeddings
+    are orthonormal (this needs d >= 3 V + T). ``"gaussian"`` keeps the chapter's random init.
+    ``data="uniform"``: pi_u and pi_b uniform over the 65 characters (noise token unused, alpha = 0);
+    ``"shakespeare"``: the chapter's bigram data. ``second_step_sizes``: candidate sizes of step 2, each
+    followed by step 3 from the same state; the one with the lowest loss after step 3 is kept (step 2's
+    own line search would judge it before W_QK^1 can use it). Empty: step 2 is line-searched like the others. ``loss_on="final_recall"``: one loss position per
+    sequence, the last one, when it holds a trigger seen before (its output is in the context).
+
+    >>> ThreeStepExperiment.quick(d=64)
+    Traceback (most recent call last):
+    ...
+    ValueError: d=64 is out of range: orthonormal embeddings need d >= 3 V + T = 230
+    """
+
+    profile: str = "quick"
+    d: int = 256
+    seq_len: int = 32
+    n_triggers: int = 5
+    batch: int = 8192
+    chunk: int = 1024
+    line_batch: int = 1024
+    embeddings: str = "orthonormal"
+    data: str = "uniform"
+    loss_on: str = "final_recall"
+    order: tuple[str, ...] = STEP_ORDER
+    etas: tuple[float, ...] = tuple(2.0 ** k for k in range(-4, 16))
+    second_step_sizes: tuple[float, ...] = ()
+    n_test: int = 1024
+    seed: int = 0
+
+    def __post_init__(self):
+        config.get_profile(self.profile)
+        check_int("seq_len (T)", self.seq_len, low=4)
+        check_int("batch", self.batch, low=1)
+        check_int("chunk", self.chunk, low=1, high=self.batch)
+        check_int("line_batch", self.line_batch, low=self.chunk, high=self.batch)
+        check_int("n_test", self.n_test, low=1)
+        check_choice("embeddings", self.embeddings, EMBEDDINGS)
+        check_choice("data", self.data, STEP_DATA)
+        check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
+        object.__setattr__(self, "order", tuple(self.order))
+        object.__setattr__(self, "etas", tuple(float(e) for e in self.etas))
+        object.__setattr__(self, "second_step_sizes", tuple(float(e) for e in self.second_step_sizes))
+        if any(e <= 0 for e in self.second_step_sizes):
+            raise ValueError(f"second_step_sizes={self.second_step_sizes} must all be > 0")
+        if sorted(self.order) != sorted(STEP_ORDER):
+            raise ValueError(f"order={self.order} must be an ordering of {STEP_ORDER}")
+        if not self.etas or min(self.etas) <= 0:
+            raise ValueError(f"etas={self.etas} must be a non-empty list of step sizes > 0")
+        check_int("n_triggers (K)", self.n_triggers, low=1, high=self.task_n() - 1)
+        need = 3 * self.task().vocab_size + self.seq_len
+        if self.embeddings == "orthonormal" and self.d < need:
+            raise ValueError(f"d={self.d} is out of range: orthonormal embeddings need d >= 3 V + T = {need}")
+        check_int("d", self.d, low=1)
+
+    @classmethod
+    def full(cls, **overrides) -> "ThreeStepExperiment":
+        """T = 64 with d = 512, and a population of 65536 sequences."""
+        return cls(**{**dict(profile="full", d=512, seq_len=64, batch=65536, chunk=2048, line_batch=8192,
+                             n_test=4096), **overrides})
+
+    def task_n(self) -> int:
+        return 65 if self.data == "uniform" else InductionExperiment.task_stats_n()
+
+    def task(self) -> RecallTask:
+        if self.data == "uniform":
+            from companion.data.shakespeare import CharStats
+
+            return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="new",
+                              loss_on=self.loss_on, stats=CharStats.uniform(self.task_n()))
+        return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="existing",
+                          loss_on=self.loss_on)
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=("none", "none"))
+
+    # what the Evaluator reads
+    ff = ("none", "none")
+
+    @property
+    def early_cutoff(self) -> int:
+        return self.seq_len // 2
+
+
+@torch.no_grad()
+def orthonormal_embeddings(model: Transformer, seed: int) -> Transformer:
+    """Replace W_E, p_t, W_U and W_V^1 (in place) by orthogonal directions of the random init's norms.
+
+    Rows of W_E and P get norm sqrt(d) (a N(0, I_d) vector's), rows of W_U the mean norm of the random W_U,
+    and W_V^1 maps w_E(k) to its own direction e~_k (orthogonal to every other embedding) with the random
+    W_V^1's RMS gain, and p_t to 0.
+    """
+    V, d = model.W_E.shape
+    T = model.P.shape[0]
+    gen = config.torch_generator(config.seed_streams(seed, ["orthonormal-embeddings"])["orthonormal-embeddings"])
+    Q = torch.linalg.qr(torch.randn(d, 3 * V + T, generator=gen)).Q.T.to(model.W_E)  # (3V + T, d), orthonormal
+    E, P, U, E_remap = Q[:V], Q[V:V + T], Q[V + T:2 * V + T], Q[2 * V + T:]
+    v1 = model.matrix("W_V^1")
+    gain = v1.norm() / d ** 0.5
+    model.W_U.copy_(U * model.W_U.norm(dim=1).mean())
+    model.W_E.copy_(E * d ** 0.5)
+    model.P.copy_(P * d ** 0.5)
+    v1.copy_(gain * E_remap.T @ E)
+    return model
+
+
+def _population_loss(model: Transformer, batches) -> torch.Tensor:
+    """Mean cross-entropy over every loss position of ``batches`` (a sum over chunks, one mean)."""
+    total, count = 0.0, 0
+    for b in batches:
+        mask, targets = torch.as_tensor(b.loss_mask), torch.as_tensor(b.targets)
+        if mask[:, :-1].any():
+            logits, targets = model(torch.as_tensor(b.inputs))[mask], targets[mask]
+        else:  # only final positions: the last layer's query at T alone
+            logits, targets = model(torch.as_tensor(b.inputs), last_only=True)[mask[:, -1]], targets[mask[:, -1], -1]
+        total = total + F.cross_entropy(logits, targets, reduction="sum")
+        count += int(mask.sum())
+    if count == 0:
+        raise ValueError("the population has no loss position: raise batch or seq_len")
+    return total / count
+
+
+def three_steps(exp: ThreeStepExperiment, progress: bool = True, use_cache: bool = True) -> dict:
+    """Run (or load) ``exp``: per step (0 = zero init) the matrix, step size, population loss, in-context
+    accuracy on a test batch, and the recall probes."""
+    return cache.load_or_compute("three_steps", exp, lambda: _three_steps(exp, progress), MODULES, fmt="json",
+                                 use_cache=use_cache)
+
+
+def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    model = Transformer(exp.model_config(), seed=exp.seed)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    with torch.no_grad():
+        for name in STEP_ORDER:
+            model.matrix(name).zero_()
+    if exp.embeddings == "orthonormal":
+        orthonormal_embeddings(model, exp.seed)
+    task = exp.task()
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["population"])["population"])
+    population = [task.sample(rng, min(exp.chunk, exp.batch - i)) for i in range(0, exp.batch, exp.chunk)]
+    line = population[:exp.line_batch // exp.chunk]
+    evaluate = Evaluator(exp, model, "cpu")
+    bar = tqdm(total=1 + 2 * max(1, len(exp.second_step_sizes)), desc="three gradient steps",
+               disable=not progress)
+
+    def step(i: int, name: str, size: float | None = None) -> dict:
+        """One step on ``name``: the line search's size, or ``size``. A zero gradient (the matrix does not
+        yet affect the loss) leaves the matrix as it is."""
+        W = model.matrix(name)
+        W.requires_grad_(True)
+        grad, = torch.autograd.grad(_population_loss(model, population), W)
+        W.requires_grad_(False)
+        norm = grad.norm().item()
+        losses, eta = [], 0.0
+        if norm > ZERO_GRADIENT:
+            direction, W0 = grad / norm, W.detach().clone()
+            with torch.no_grad():
+                for e in ((size,) if size is not None else exp.etas):
+                    W.copy_(W0 - e * direction)
+                    losses.append(_population_loss(model, line).item())
+                eta = size if size is not None else exp.etas[int(np.argmin(losses))]
+                W.copy_(W0 - eta * direction)
+        with torch.no_grad():
+            loss = _population_loss(model, line).item()
+        bar.update()
+        return {"step": i, "matrix": name, "grad_norm": norm, "eta": eta, "loss": loss, **evaluate(i)}
+
+    with torch.no_grad():
+        rows = [{"step": 0, "matrix": "init", "grad_norm": 0.0, "eta": 0.0,
+                 "loss": _population_loss(model, line).item(), **evaluate(0)}]
+    rows.append(step(1, exp.order[0]))
+    if not exp.second_step_sizes:
+        rows += [step(2, exp.order[1]), step(3, exp.order[2])]
+        bar.close()
+        return {"rows": rows, "sweep": [], "seconds": time.perf_counter() - start}
+    after_first = {n: model.matrix(n).detach().clone() for n in STEP_ORDER}
+    sweep, states = [], []
+    for size in exp.second_step_sizes:
+        second, third = step(2, exp.order[1], size), step(3, exp.order[2])
+        sweep.append({"second_size": size, "second": second, "third": third})
+        states.append({n: model.matrix(n).detach().clone() for n in STEP_ORDER})
+        with torch.no_grad():
+            for n, W in after_first.items():
+                model.matrix(n).copy_(W)
+    best = int(np.argmin([s["third"]["loss"] for s in sweep]))  # the step-2 size judged after step 3
+    with torch.no_grad():
+        for n, W in states[best].items():
+            model.matrix(n).copy_(W)
+    rows += [sweep[best]["second"], sweep[best]["third"]]
+    bar.close()
+    return {"rows": rows, "sweep": sweep, "seconds": time.perf_counter() - start}
+
+
+SECOND_SIZES = (1.0, 4.0, 16.0)
+
+
+def three_step_runs(profile: str | None = None) -> dict[str, ThreeStepExperiment]:
+    """The chapter's runs: the slide's order in the idealised setting, the reverse order, and the chapter's
+    random embeddings with uniform and with Shakespeare data."""
+    sweep = dict(second_step_sizes=SECOND_SIZES)
+    return {"slide order, orthonormal": ThreeStepExperiment.for_profile(profile, **sweep),
+            "reverse order, orthonormal": ThreeStepExperiment.for_profile(profile, order=STEP_ORDER[::-1]),
+            "slide order, Gaussian": ThreeStepExperiment.for_profile(profile, embeddings="gaussian", **sweep),
+            "slide order, Gaussian, Shakespeare": ThreeStepExperiment.for_profile(
+                profile, embeddings="gaussian", data="shakespeare", **sweep)}
+
+
+def three_step_table(results: dict[str, dict]) -> str:
+    """Markdown: per run and step, the matrix stepped, its step size, the loss, the accuracy and the probes."""
+    rows = []
+    for run_name, res in results.items():
+        for r in res["rows"]:
+            rows.append([run_name if r["step"] == 0 else "", r["step"], r["matrix"], report.format_value(r["eta"]),
+                         *(report.format_value(r[k], 3) for k in ("loss", "acc", *STEP_PROBE.values()))])
+    head = ["run", "step", "matrix stepped", "step size", "population loss", "in-context acc", "W_OV^2 probe",
+            "W_QK^2 probe", "W_QK^1 probe"]
+    return report.markdown_table(head, rows)
+
+
+def three_step_summary(results: dict[str, dict]) -> report.Summary:
+    """The claim values of the three-step section (ids ``ih.three_steps_*``)."""
+    main, rev = results["slide order, orthonormal"], results["reverse order, orthonormal"]["rows"]
+    gauss, text = results["slide order, Gaussian"]["rows"], results["slide order, Gaussian, Shakespeare"]["rows"]
+    rows = main["rows"]
+    after = {r["matrix"]: r for r in rows[1:]}
+    sizes = [s["second_size"] for s in main["sweep"]]
+    qk1 = [s["third"]["probe_QK1"] for s in main["sweep"]]
+    return report.Summary({
+        "ov_after_step1": (after["W_V^2"]["probe_OV2"], "slide order: W_OV^2 probe after step 1 (W_OV^2)"),
+        "qk2_after_step2": (after["W_QK^2"]["probe_QK2_all"], "W_QK^2 probe (N-way) after step 2 (W_QK^2)"),
+        "qk1_after_step3": (after["W_QK^1"]["probe_QK1"], "W_QK^1 probe after step 3 (W_QK^1)"),
+        "min_after_three": (min(rows[-1][p] for p in STEP_PROBE.values()),
+                            "slide order: the smallest of the three probes after the three steps"),
+        "second_size": (after["W_QK^2"]["eta"], "the size of step 2 chosen by the loss after step 3"),
+        "qk1_smallest_size": (qk1[int(np.argmin(sizes))], "W_QK^1 probe after step 3 with the smallest step 2"),
+        "qk1_largest_size": (qk1[int(np.argmax(sizes))], "W_QK^1 probe after step 3 with the largest step 2"),
+        "acc_init": (rows[0]["acc"], "slide order: in-context accuracy at zero init"),
+        "acc_after_three": (rows[-1]["acc"], "the same after the three steps"),
+        "reverse_grad_qk": (max(r["grad_norm"] for r in rev[1:3]),
+                            "reverse order: the larger gradient norm of its steps 1 and 2 (W_QK^1, W_QK^2)"),
+        "reverse_min_after_three": (min(rev[-1][p] for p in STEP_PROBE.values()),
+                                    "reverse order: the smallest probe after the three steps"),
+        "gauss_ov": (gauss[1]["probe_OV2"], "Gaussian embeddings: W_OV^2 probe after step 1"),
+        "gauss_qk2": (gauss[2]["probe_QK2_all"], "Gaussian embeddings: W_QK^2 probe after step 2"),
+        "gauss_qk1": (gauss[3]["probe_QK1"], "Gaussian embeddings: W_QK^1 probe after step 3"),
+        "text_ov": (text[1]["probe_OV2"], "Gaussian, Shakespeare bigram: W_OV^2 probe after step 1"),
+        "text_qk2": (text[2]["probe_QK2_all"], "the same: W_QK^2 probe after step 2"),
+        "text_qk1": (text[3]["probe_QK1"], "the same: W_QK^1 probe after step 3"),
+        "seconds": (sum(r["seconds"] for r in results.values()), "time of the four runs (s)"),
+    })
