@@ -53,19 +53,20 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, extra: Iterable = (
     return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def batch_loss(model, batch, device) -> torch.Tensor:
-    """Cross-entropy of next-token predictions at the batch's loss positions."""
+def batch_loss(model, batch, device, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy of next-token predictions at the batch's loss positions (``reduction``: "mean" or "sum";
+    a sum over no position is 0, a mean raises)."""
     tokens = torch.as_tensor(batch.inputs, device=device)
     targets = torch.as_tensor(batch.targets, device=device)
     if batch.loss_mask[:, :-1].any():
         mask = torch.as_tensor(batch.loss_mask, device=device)
         logits = model(tokens)  # (batch, T, V)
-        return F.cross_entropy(logits[mask], targets[mask])
+        return F.cross_entropy(logits[mask], targets[mask], reduction=reduction)
     rows = torch.as_tensor(batch.loss_mask[:, -1], device=device)
-    if not rows.any():
+    if not rows.any() and reduction == "mean":
         raise ValueError("this batch has no loss position: draw a larger batch")
     logits = model(tokens, last_only=True)  # (batch, V): only the final position is needed
-    return F.cross_entropy(logits[rows], targets[rows, -1])
+    return F.cross_entropy(logits[rows], targets[rows, -1], reduction=reduction)
 
 
 def train(model, task, cfg: TrainConfig, rng: np.random.Generator,

@@ -54,7 +54,7 @@ from companion import cache, config, report
 from companion.config import check_choice, check_float, check_int
 from companion.data.recall import LOSS_POSITIONS, RecallTask
 from companion.models import ModelConfig, Transformer
-from companion.train import OPTIMIZERS, TrainConfig, train
+from companion.train import OPTIMIZERS, TrainConfig, batch_loss, train
 
 THREE = ("W_QK^1", "W_QK^2", "W_V^2")  # the three memories of the induction head
 # Birth Fig. 3: which matrices stay frozen (at random init) until the unfreeze step
@@ -482,8 +482,9 @@ class ThreeStepExperiment(config.Profiled):
     ``data="uniform"``: pi_u and pi_b uniform over the 65 characters (noise token unused, alpha = 0);
     ``"shakespeare"``: the chapter's bigram data. ``second_step_sizes``: candidate sizes of step 2, each
     followed by step 3 from the same state; the one with the lowest loss after step 3 is kept (step 2's
-    own line search would judge it before W_QK^1 can use it). Empty: step 2 is line-searched like the others. ``loss_on="final_recall"``: one loss position per
-    sequence, the last one, when it holds a trigger seen before (its output is in the context).
+    own line search would judge it before W_QK^1 can use it); empty: step 2 is line-searched like the others.
+    ``loss_on="final_recall"``: one loss position per sequence, the last one, when it holds a trigger seen
+    before (its output is in the context).
 
     >>> ThreeStepExperiment.quick(d=64)
     Traceback (most recent call last):
@@ -527,10 +528,10 @@ class ThreeStepExperiment(config.Profiled):
         if not self.etas or min(self.etas) <= 0:
             raise ValueError(f"etas={self.etas} must be a non-empty list of step sizes > 0")
         check_int("n_triggers (K)", self.n_triggers, low=1, high=self.task_n() - 1)
+        check_int("d", self.d, low=1)
         need = 3 * self.task().vocab_size + self.seq_len
         if self.embeddings == "orthonormal" and self.d < need:
             raise ValueError(f"d={self.d} is out of range: orthonormal embeddings need d >= 3 V + T = {need}")
-        check_int("d", self.d, low=1)
 
     @classmethod
     def full(cls, **overrides) -> "ThreeStepExperiment":
@@ -585,18 +586,10 @@ def orthonormal_embeddings(model: Transformer, seed: int) -> Transformer:
 
 def _population_loss(model: Transformer, batches) -> torch.Tensor:
     """Mean cross-entropy over every loss position of ``batches`` (a sum over chunks, one mean)."""
-    total, count = 0.0, 0
-    for b in batches:
-        mask, targets = torch.as_tensor(b.loss_mask), torch.as_tensor(b.targets)
-        if mask[:, :-1].any():
-            logits, targets = model(torch.as_tensor(b.inputs))[mask], targets[mask]
-        else:  # only final positions: the last layer's query at T alone
-            logits, targets = model(torch.as_tensor(b.inputs), last_only=True)[mask[:, -1]], targets[mask[:, -1], -1]
-        total = total + F.cross_entropy(logits, targets, reduction="sum")
-        count += int(mask.sum())
+    count = sum(int(b.loss_mask.sum()) for b in batches)
     if count == 0:
         raise ValueError("the population has no loss position: raise batch or seq_len")
-    return total / count
+    return sum(batch_loss(model, b, "cpu", reduction="sum") for b in batches) / count
 
 
 def three_steps(exp: ThreeStepExperiment, progress: bool = True, use_cache: bool = True) -> dict:
@@ -623,7 +616,7 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
     population = [task.sample(rng, min(exp.chunk, exp.batch - i)) for i in range(0, exp.batch, exp.chunk)]
     line = population[:exp.line_batch // exp.chunk]
     evaluate = Evaluator(exp, model, "cpu")
-    bar = tqdm(total=1 + 2 * max(1, len(exp.second_step_sizes)), desc="three gradient steps",
+    bar = tqdm(total=1 + 2 * len(exp.second_step_sizes or (None,)), desc="three gradient steps",
                disable=not progress)
 
     def step(i: int, name: str, size: float | None = None) -> dict:
@@ -652,13 +645,9 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         rows = [{"step": 0, "matrix": "init", "grad_norm": 0.0, "eta": 0.0,
                  "loss": _population_loss(model, line).item(), **evaluate(0)}]
     rows.append(step(1, exp.order[0]))
-    if not exp.second_step_sizes:
-        rows += [step(2, exp.order[1]), step(3, exp.order[2])]
-        bar.close()
-        return {"rows": rows, "sweep": [], "seconds": time.perf_counter() - start}
     after_first = {n: model.matrix(n).detach().clone() for n in STEP_ORDER}
     sweep, states = [], []
-    for size in exp.second_step_sizes:
+    for size in exp.second_step_sizes or (None,):  # None: step 2 line-searched like the others
         second, third = step(2, exp.order[1], size), step(3, exp.order[2])
         sweep.append({"second_size": size, "second": second, "third": third})
         states.append({n: model.matrix(n).detach().clone() for n in STEP_ORDER})
@@ -671,6 +660,7 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
             model.matrix(n).copy_(W)
     rows += [sweep[best]["second"], sweep[best]["third"]]
     bar.close()
+    sweep = sweep if exp.second_step_sizes else []
     return {"rows": rows, "sweep": sweep, "seconds": time.perf_counter() - start}
 
 
