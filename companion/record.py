@@ -53,7 +53,8 @@ class Recordable:
     ``members(profile)`` gives the chapter's configurations by name (one for the core run, several for a
     chapter that compares runs); ``--set`` overrides apply to each. ``summary`` and ``curves`` take the
     finished runs by the same names. The claims are the chapter's own Check cell
-    (:func:`chapter_claims`).
+    (:func:`chapter_claims`): the lines that check an entry of the variable ``summary_var`` (a chapter that
+    shows two recorded experiments names their summaries differently).
     """
 
     name: str
@@ -62,6 +63,7 @@ class Recordable:
     summary: Callable  # {name: run} -> report.Summary (the chapter's own call)
     curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
     run: Callable | None = None  # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
+    summary_var: str = "summary"  # the chapter's name for this experiment's summary in its Check cell
 
 
 def _registry() -> dict[str, Recordable]:
@@ -91,22 +93,30 @@ def _registry() -> dict[str, Recordable]:
         Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi),
         Recordable("fact_capacity", "book/fact_capacity", fact_capacity.grid, fact_capacity.grid_summary,
                    fact_capacity.grid_curves, run=fact_capacity.run),
+        Recordable("fact_scaling", "book/fact_capacity",
+                   lambda p: {"sweep": fact_capacity.ScalingExperiment.for_profile(p)},
+                   only(fact_capacity.scaling_summary), only(fact_capacity.scaling_curves), run=fact_capacity.scaling,
+                   summary_var="scaling"),
         Recordable("khop", "book/khop", khop.members, khop.summary, khop.curves, run=khop.run),
     ]}
 
 
-EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "khop")
-_CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", summary\["([a-z0-9_]+)"\]')
+EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
+               "khop")
+_CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_]+)\["([a-z0-9_]+)"\]')
 
 
-def chapter_claims(chapter: str) -> dict[str, str]:
-    """The (claim id -> summary entry) pairs of a chapter's Check cell, read from the chapter itself, so that a
-    recorded run checks exactly what the chapter checks.
+def chapter_claims(chapter: str, summary_var: str = "summary") -> dict[str, str]:
+    """The (claim id -> summary entry) pairs of a chapter's Check cell that read the variable ``summary_var``,
+    read from the chapter itself, so that a recorded run checks exactly what the chapter checks.
 
     >>> chapter_claims("book/noisy_recall")["recall.drop_f2_correct"]
     'p_correct_drop'
+    >>> chapter_claims("book/fact_capacity", "scaling")
+    {'fc.facts_linear': 's_slope'}
     """
-    return dict(_CHECK_LINE.findall((config.REPO_ROOT / f"{chapter}.md").read_text()))
+    text = (config.REPO_ROOT / f"{chapter}.md").read_text()
+    return {cid: key for cid, var, key in _CHECK_LINE.findall(text) if var == summary_var}
 
 
 def experiment(name: str) -> Recordable:
@@ -225,7 +235,8 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
         "format": FORMAT, "experiment": name, "chapter": rec.chapter, "profile": profile,
         "overrides": _jsonable(overrides), "config": _configs(members),
         "summary": _jsonable(dict(summary)), "meaning": summary.meaning,
-        "claims": _jsonable({cid: summary[key] for cid, key in chapter_claims(rec.chapter).items()}),
+        "claims": _jsonable({cid: summary[key]
+                             for cid, key in chapter_claims(rec.chapter, rec.summary_var).items()}),
         "curves": _jsonable(rec.curves(runs)),
         "version": __version__, "commit": commit, "package": package,
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
@@ -265,6 +276,16 @@ class Recorded:
         sets = ", ".join(f"{k}={v}" for k, v in self.data["overrides"].items())
         return (f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
                 f"{self.data['date']}, commit {self.data['commit']}")
+
+    def as_summary(self, minutes_key: str = "minutes"):
+        """The recorded summary as the chapter's call made it (values and meanings), with the training time in
+        minutes under ``minutes_key``: what a chapter that reads a recorded run glues and shows."""
+        from companion.report import Summary
+
+        out = Summary({k: (v, self.data["meaning"].get(k, "")) for k, v in self.data["summary"].items()})
+        out[minutes_key] = self.data["train_seconds"] / 60
+        out.meaning[minutes_key] = f"training and evaluation time of the recorded run(s) ({self.data['device']})"
+        return out
 
     def settings(self) -> dict:
         """The recorded overrides as :func:`build` takes them (JSON lists back to tuples)."""
@@ -380,4 +401,5 @@ def show(name: str, live, live_label: str, recs: list[Recorded] | None = None) -
     if not recs:
         return (f"No recorded run of this experiment yet. On a GPU: "
                 f"`{command(name, 'full', {})}` (then commit the file it writes under `data/recorded/`).")
-    return side_by_side(live, recs, chapter_claims(experiment(name).chapter).values(), live_label)
+    rec = experiment(name)
+    return side_by_side(live, recs, chapter_claims(rec.chapter, rec.summary_var).values(), live_label)

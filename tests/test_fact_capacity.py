@@ -103,3 +103,80 @@ def test_construction_attention_is_exact_with_the_dual_readout():
     expected = torch.zeros(exp.task().vocab_size)
     expected[: exp.S + exp.R] = 3.0
     assert torch.allclose(scores, expected, atol=1e-4)
+
+
+# --- Fig. 4 (left): the scaling sweep ---
+
+def _oracle(capacity, good_lr=None):
+    """A stand-in for training: a width d stores sizes up to capacity[d] (at learning rate good_lr only, if
+    given); records every call."""
+    calls = []
+
+    def fake_run(exp, progress=True, device=None):
+        calls.append((exp.d, exp.S, exp.lr))
+        ok = exp.S <= capacity[exp.d] and (good_lr is None or exp.lr == good_lr)
+        return {"best": 1.0 if ok else 0.5, "stopped": 7, "seconds": 1.0, "device": "fake"}
+
+    return fake_run, calls
+
+
+def test_scaling_binary_search_follows_the_public_code(monkeypatch):
+    exp = fc.ScalingExperiment(ds=(8, 16, 32), min_size=2, max_size=64, lrs=(1e-3, 1e-2))
+    fake, calls = _oracle({8: 5, 16: 11, 32: 40}, good_lr=1e-2)
+    monkeypatch.setattr(fc, "run", fake)
+    res = fc._scaling(exp, progress=False, device="cpu")
+    assert [w["size"] for w in res["widths"]] == [5, 11, 40] and all(w["verified"] for w in res["widths"])
+    assert [w["facts"] for w in res["widths"]] == [25, 121, 1600]
+    # every size is tried at 1e-3 first, then at 1e-2; the next width starts at the previous result
+    assert calls[:2] == [(8, 33, 1e-3), (8, 33, 1e-2)]
+    assert min(s for d, s, _ in calls if d == 16) > 5 and min(s for d, s, _ in calls if d == 32) > 11
+    assert res["seconds"] == len(calls) and res["device"] == "fake"
+    s = fc.scaling_summary(res)
+    assert s["s_verified"] == 3 and s["s_trials"] == len(calls) and s["s_capped"] == 0
+    monkeypatch.setattr(fc, "run", _oracle({8: 5, 16: 11, 32: 99})[0])
+    assert fc.scaling_summary(fc._scaling(exp, progress=False, device="cpu"))["s_capped"] == 1  # 63 of 64
+
+
+def test_scaling_marks_an_untested_lower_end(monkeypatch):
+    exp = fc.ScalingExperiment(ds=(8, 16, 32), min_size=2, max_size=16)
+    monkeypatch.setattr(fc, "run", _oracle({8: 1, 16: 6, 32: 9})[0])
+    res = fc._scaling(exp, progress=False, device="cpu")
+    assert [(w["size"], w["verified"]) for w in res["widths"]] == [(2, False), (6, True), (9, True)]
+    s = fc.scaling_summary(res)
+    assert s["s_verified"] == 2 and np.isnan(s["s_slope"])  # fewer than three verified widths: no slope
+
+
+def test_scaling_slope_is_one_when_facts_grow_with_parameters():
+    widths = [{"d": d, "params": 6 * d * d, "facts": (d // 2) ** 2, "verified": True, "trials": [[1, 0.01, 1, 1]]}
+              for d in (8, 16, 32)]
+    s = fc.scaling_summary({"widths": widths, "seconds": 60.0, "device": "cpu"})
+    assert s["s_slope"] == pytest.approx(1.0) and s["s_per_param_min"] == pytest.approx(1 / 24)
+
+
+def test_scaling_runs_for_real_and_reproducibly():
+    exp = fc.ScalingExperiment(ds=(4, 8), steps=8, min_size=2, max_size=6, H=1, level=0.2)
+    a = fc.scaling(exp, progress=False, use_cache=False)
+    b = fc.scaling(exp, progress=False, use_cache=False)
+    assert [w["trials"] for w in a["widths"]] == [w["trials"] for w in b["widths"]]
+    assert all(len(w["trials"]) >= 1 for w in a["widths"])
+    rows = fc.scaling_rows(fc.scaling_curves(a))
+    assert [r[0] for r in rows] == [4, 8] and rows[0][3] == exp.params(4)
+
+
+def test_scaling_profiles():
+    q, f = fc.ScalingExperiment.quick(), fc.ScalingExperiment.full()
+    assert q.ds == (8, 16, 32) and q.steps == 4096
+    assert f.ds == (8, 11, 16, 22, 32, 45, 64, 90, 128, 181)  # the code's int(2 ** i), i = 3, 3.5, ..., 7.5
+    assert f.lrs == (1e-3, 3e-3, 1e-2) and (f.min_size, f.max_size, f.steps) == (8, 512, 2 ** 14)
+    assert q.params(32) == 4 * 2 * 16 * 32 + 2 * 32 * 32
+    assert q.point(16, 10, 1e-2).eval_every == 32 and q.point(16, 10, 1e-2).S == 10
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(ds=(16, 8)), r"ds=\(16, 8\)"), (dict(ds=()), "ds"),
+                                          (dict(lrs=()), "lrs"), (dict(lrs=(0.0,)), "lr"),
+                                          (dict(alpha=0.1), "d_h = int"), (dict(beta=0.01), "m = int"),
+                                          (dict(max_size=2), "max_size=2"), (dict(level=1.5), "level"),
+                                          (dict(D=0), "answers_per_relation"), (dict(H=0), "H=0")])
+def test_scaling_bad_settings_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fc.ScalingExperiment(**kwargs)

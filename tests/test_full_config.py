@@ -174,3 +174,16 @@ def test_full_scan_snap_configurations_run():
     for exp in st.experiments("full")["fig7"].values():
         r = st.run(replace(exp, steps=2, eval_every=2), progress=False, use_cache=False)
         assert r["step"].tolist() == [0, 2] and np.isfinite(r["loss"]).all() and r["vocab"] > 10000
+
+
+def test_full_fact_scaling_configuration_runs():
+    """Seed 002, Fig. 4 (left): the sweep's largest trial (d = 181, S = R = 512) for two steps with its test
+    set."""
+    from dataclasses import replace
+
+    from companion.experiments import fact_capacity as fc
+
+    exp = fc.ScalingExperiment.full()
+    point = replace(exp.point(exp.ds[-1], exp.max_size, exp.lrs[0]), steps=2, eval_every=1)
+    r = fc.run(point, progress=False, use_cache=False)
+    assert r["step"].tolist() == [0, 1, 2] and 0.0 <= r["best"] <= 1.0

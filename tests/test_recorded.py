@@ -34,6 +34,13 @@ def test_latest_filters_by_profile_and_exact_settings(tmp_path):
         record.latest("recall", "quick", {"d": 8}, directory=tmp_path)
 
 
+def test_as_summary_keeps_values_meanings_and_time(tmp_path):
+    rec = record.load(_fake(tmp_path))
+    s = rec.as_summary("t_minutes")
+    assert set(s) == {"x", "t_minutes"} and s["t_minutes"] == 1.0 / 60 and "cpu" in s.meaning["t_minutes"]
+    assert s["x"] != s["x"]  # "nan" in the file reads back as NaN
+
+
 def test_check_holds_only_paper_configuration(tmp_path):
     rec = record.load(_fake(tmp_path))
     with pytest.raises(ValueError, match="only full-profile runs of the paper's configuration"):
@@ -43,15 +50,17 @@ def test_check_holds_only_paper_configuration(tmp_path):
 @pytest.mark.parametrize("name", record.EXPERIMENTS)
 def test_recorded_run_checks_every_claim_of_its_chapter(name):
     """A recorded run checks what its chapter's Check cell checks of the run: every claim row of that chapter
-    except those the chapter checks on another, live, computation (``claims.check("id", other[...])``)."""
+    except those the chapter checks on another computation (``claims.check("id", other[...])``: live, or
+    another recorded experiment's summary)."""
     import re
 
-    chapter = record.experiment(name).chapter
-    rows = {c.id for c in claims.CLAIMS.values() if c.chapter == chapter}
-    text = (config.REPO_ROOT / f"{chapter}.md").read_text()
-    live = set(re.findall(r'claims\.check\("([a-z0-9_.]+)", (?!summary\[)[a-z_]+\[', text))
-    parsed = set(record.chapter_claims(chapter))
-    assert parsed and parsed | live == rows and not parsed & live
+    rec = record.experiment(name)
+    rows = {c.id for c in claims.CLAIMS.values() if c.chapter == rec.chapter}
+    text = (config.REPO_ROOT / f"{rec.chapter}.md").read_text()
+    checked = dict(re.findall(r'claims\.check\("([a-z0-9_.]+)", ([a-z_]+)\[', text))
+    others = {cid for cid, var in checked.items() if var != rec.summary_var}
+    parsed = set(record.chapter_claims(rec.chapter, rec.summary_var))
+    assert parsed and parsed | others == rows and not parsed & others
 
 
 def test_group_overrides_apply_to_every_member():

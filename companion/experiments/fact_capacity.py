@@ -172,8 +172,8 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
     steps, accs = [], []
     start = time.perf_counter()
     step, diverged = 0, float("inf")
-    for step in tqdm(range(exp.steps + 1), desc=f"facts H={exp.H} m={exp.m}", disable=not progress,
-                     mininterval=2.0):
+    for step in tqdm(range(exp.steps + 1), desc=f"facts d={exp.d} S=R={exp.S} H={exp.H} m={exp.m} lr={exp.lr:g}",
+                     disable=not progress, mininterval=2.0):
         if step % exp.eval_every == 0 or step == exp.steps:
             with torch.no_grad():
                 accs.append(float((model(test_x).argmax(1) == test_y).float().mean()))
@@ -268,14 +268,6 @@ def recorded(profile: str | None = None):
     return record.latest("fact_capacity", config.get_profile(profile))
 
 
-def recorded_summary(rec) -> report.Summary:
-    """The recorded grid's summary (as :func:`grid_summary` made it), with the time and device."""
-    out = report.Summary({k: (v, rec.meaning.get(k, "")) for k, v in rec.summary.items()})
-    out["minutes"] = rec.train_seconds / 60
-    out.meaning["minutes"] = f"training time of the grid ({rec.device})"
-    return out
-
-
 def recorded_grid(rec) -> tuple[list, list, np.ndarray]:
     """(Hs, ms, best accuracy (len(Hs), len(ms))) of a recorded grid."""
     best = rec.curves["best"]
@@ -293,6 +285,163 @@ def recorded_rows(rec) -> list[list]:
         e = _parse(name)
         out.append([e.H, e.m, e.H * e.d_h, e.attention_params, e.mlp_params, best, rec.curves["stopped"][name]])
     return out
+
+
+# --- Fig. 4 (left): the facts a model of each width stores, against its parameters (F3) ---
+
+@dataclass(frozen=True)
+class ScalingExperiment(config.Profiled):
+    """Fig. 4 (left): at each width d, the largest problem S = R = size (D fixed) stored at accuracy ``level``.
+
+    The public code's ``fact_recall_sweep.py`` ("linear" scaling): heads of d_h = int(alpha d / H), MLP width
+    m = int(beta d), and for each d (in increasing order) a binary search over the size between the previous
+    d's result and ``max_size``: a size counts as stored when one of the learning rates ``lrs`` (tried in
+    order) reaches best test accuracy ``level`` within ``steps`` Adam steps (a :class:`CapacityExperiment`;
+    evaluations every steps // 128 steps, as the code). Facts = size^2, parameters 4 H d_h d + 2 m d.
+
+    The alpha, beta, H and D of the paper's curves are not recorded (they are command-line arguments of the
+    script); these are our choice. Quick: d in {8, 16, 32}, one learning rate, 4096 steps, sizes 2..128;
+    full: the code's widths 8..181, its three learning rates, 2^14 steps and sizes 8..512.
+
+    >>> [e.d_h for e in ScalingExperiment().members()], ScalingExperiment().params(32)
+    ([4, 8, 16], 6144)
+    """
+
+    profile: str = "quick"
+    ds: tuple = (8, 16, 32)
+    alpha: float = 1.0
+    beta: float = 1.0
+    H: int = 2
+    D: int = 8
+    lrs: tuple = (1e-2,)
+    min_size: int = 2
+    max_size: int = 128
+    steps: int = 4096
+    level: float = 0.99
+    seed: int = 0
+
+    @classmethod
+    def full(cls, **overrides) -> "ScalingExperiment":
+        """The public code's sweep: d = int(2^i), i = 3, 3.5, ..., 7.5; lr 1e-3, 3e-3, 1e-2; 2^14 steps; 8..512."""
+        base = dict(profile="full", ds=tuple(int(2 ** (i / 2)) for i in range(6, 16)), lrs=(1e-3, 3e-3, 1e-2),
+                    min_size=8, max_size=512, steps=2 ** 14)
+        return cls(**{**base, **overrides})
+
+    def __post_init__(self):
+        config.get_profile(self.profile)
+        if not self.ds or list(self.ds) != sorted(set(self.ds)):
+            raise ValueError(f"ds={self.ds!r} must be a non-empty increasing tuple of widths (each >= 1)")
+        for d in self.ds:
+            check_int("d", d, low=1)
+        check_int("H", self.H, low=1)
+        check_float("alpha", self.alpha, 0.0, None, low_open=True)
+        check_float("beta", self.beta, 0.0, None, low_open=True)
+        if not self.lrs:
+            raise ValueError("lrs=() is empty: allowed one or more positive learning rates")
+        for lr in self.lrs:
+            check_float("lr", lr, 0.0, None, low_open=True)
+        check_float("level", self.level, 0.0, 1.0, low_open=True)
+        check_int("min_size", self.min_size, low=1)
+        check_int("max_size", self.max_size, low=self.min_size + 1)
+        self.members()  # every width's model and the largest problem, validated before any work
+        CapacityExperiment(S=self.max_size, R=self.max_size, D=self.D, d=self.ds[-1], H=self.H,
+                           d_h=self.d_h(self.ds[-1]), m=self.m(self.ds[-1]), steps=self.steps)
+
+    def d_h(self, d: int) -> int:
+        return int(d * self.alpha / self.H)
+
+    def m(self, d: int) -> int:
+        return int(d * self.beta)
+
+    def params(self, d: int) -> int:
+        """Attention and MLP parameters, counted as the paper does: 4 H d_h d + 2 m d."""
+        return 4 * self.H * self.d_h(d) * d + 2 * self.m(d) * d
+
+    def point(self, d: int, size: int, lr: float) -> CapacityExperiment:
+        """The run that decides whether width d stores the problem S = R = size at learning rate lr."""
+        return CapacityExperiment(profile=self.profile, S=size, R=size, D=self.D, d=d, d_h=self.d_h(d), H=self.H,
+                                  m=self.m(d), lr=lr, steps=self.steps, eval_every=max(1, self.steps // 128),
+                                  stop_at=self.level, seed=self.seed)
+
+    def members(self) -> list[CapacityExperiment]:
+        """One configuration per width at the smallest size (validates d_h >= 1 and m >= 1 at every width)."""
+        for d in self.ds:
+            if self.d_h(d) < 1 or self.m(d) < 1:
+                raise ValueError(f"d={d}: d_h = int(alpha d / H) = {self.d_h(d)} and m = int(beta d) = {self.m(d)} "
+                                 f"must both be >= 1 (alpha={self.alpha}, beta={self.beta}, H={self.H})")
+        return [self.point(d, self.min_size, self.lrs[0]) for d in self.ds]
+
+
+def scaling(exp: ScalingExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
+    """Run (or load) the sweep: per width, the sizes tried (size, lr, best accuracy, stopped step), the size found,
+    whether that size was itself trained and stored (``verified``; False when nothing above the lower end of
+    the search stored, which then stands untested), facts and parameters; ``seconds`` and ``device``.
+
+    Each trial is a cached :func:`run`, so an interrupted sweep resumes where it stopped.
+    """
+    return cache.load_or_compute("fact_scaling", exp, lambda: _scaling(exp, progress, device), MODULES,
+                                 fmt="json", use_cache=use_cache)
+
+
+def _scaling(exp: ScalingExperiment, progress: bool, device) -> dict:
+    widths, seconds, name = [], 0.0, None
+    low = exp.min_size
+    for d in exp.ds:
+        lo, hi, trials, verified = low, exp.max_size, [], False
+        while hi - lo > 1:  # the code's binary search: lo is stored (or the lower end), hi is not (or the upper end)
+            size = (lo + hi) // 2
+            for lr in exp.lrs:
+                r = run(exp.point(d, size, lr), progress=progress, device=device)
+                seconds += r["seconds"]
+                name = r["device"]
+                trials.append([size, lr, r["best"], int(r["stopped"])])
+                if r["best"] >= exp.level:
+                    break
+            if trials[-1][2] >= exp.level:
+                lo, verified = size, True
+            else:
+                hi = size
+        widths.append({"d": d, "d_h": exp.d_h(d), "m": exp.m(d), "params": exp.params(d), "size": lo,
+                       "facts": lo * lo, "verified": verified, "trials": trials})
+        low = lo  # the next width starts where this one ended (the code's min_size = size)
+    return {"widths": widths, "max_size": exp.max_size, "seconds": seconds,
+            "device": name or config.device_name(device)}
+
+
+def scaling_summary(res: dict) -> report.Summary:
+    """Facts against parameters in numbers: the log-log slope over the widths whose size was verified (NaN with
+    fewer than three), the facts per parameter, and how many widths were verified."""
+    ws = [w for w in res["widths"] if w["verified"]]
+    params = np.array([w["params"] for w in ws], dtype=float)
+    facts = np.array([w["facts"] for w in ws], dtype=float)
+    per = facts / params if ws else np.array([np.nan])
+    return report.Summary({
+        "s_widths": (len(res["widths"]), "widths d swept"),
+        "s_verified": (len(ws), "widths whose size was itself trained and stored"),
+        "s_slope": (report.loglog_slope(params, facts) if len(ws) >= 3 else float("nan"),
+                    "log-log slope of the facts stored against the parameters, over the verified widths"),
+        "s_per_param_min": (float(per.min()), "facts stored per parameter: smallest over the verified widths"),
+        "s_per_param_max": (float(per.max()), "the same, largest"),
+        "s_trials": (sum(len(w["trials"]) for w in res["widths"]), "training runs of the sweep"),
+        "s_capped": (sum(w["size"] == res.get("max_size", np.inf) - 1 for w in res["widths"]),
+                     "widths that stored the largest size the search allows (their capacity may be larger)"),
+    })
+
+
+def scaling_curves(res: dict) -> dict:
+    """What a recorded file keeps: per width its size, facts, parameters, verification and every trial."""
+    return {k: [w[k] for w in res["widths"]] for k in ("d", "d_h", "m", "params", "size", "facts", "verified",
+                                                        "trials")}
+
+
+SCALING_HEADER = ["d", "d_h", "m", "parameters", "largest S = R stored", "facts S R", "facts per parameter",
+                  "verified", "runs"]
+
+
+def scaling_rows(curves: dict) -> list[list]:
+    """One row per width of a (recorded) sweep (see :data:`SCALING_HEADER`)."""
+    return [[d, dh, m, p, s, f, f / p, v, len(t)] for d, dh, m, p, s, f, v, t in
+            zip(*(curves[k] for k in ("d", "d_h", "m", "params", "size", "facts", "verified", "trials")))]
 
 
 # --- Eq. (12): an attention-only model that stores every fact by construction (Theorem, informal; F2) ---
