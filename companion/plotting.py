@@ -524,27 +524,34 @@ def capacity_grid(Hs, ms, acc: np.ndarray, d_h: int, S_plus_R: int):
     return fig
 
 
-def facts_params(curves: dict, slope: float):
-    """Fig. 4 (left): facts stored against parameters, log-log; filled markers where the size was trained and
-    stored, hollow where it is the search's untested lower end; a line of slope 1 through the filled points.
-    ``curves``: :func:`companion.experiments.fact_capacity.scaling_curves` of a sweep."""
-    fig, ax = plt.subplots(figsize=(5.2, 3.8), constrained_layout=True)
-    p, f = np.asarray(curves["params"], float), np.asarray(curves["facts"], float)
-    ok = np.asarray(curves["verified"], bool)
-    ax.plot(p[ok], f[ok], "o", color="C0", label=f"stored at accuracy 0.99 (fitted slope {slope:.2f})")
-    if (~ok).any():
-        ax.plot(p[~ok], f[~ok], "o", mfc="none", color="C0", label="lower end of the search, untested")
-    for d, x, y in zip(curves["d"], p, f):
-        ax.annotate(f"d={d}", (x, y), textcoords="offset points", xytext=(5, -10), fontsize=7)
-    if ok.any():
-        c = np.exp(np.mean(np.log(f[ok]) - np.log(p[ok])))
-        xs = np.array([p.min() / 1.5, p.max() * 1.5])
-        ax.plot(xs, c * xs, "k--", lw=1, label="slope 1 (linear)")
+def facts_params(sweeps: dict):
+    """Fig. 4 (left): facts stored against parameters, log-log, one colour per sweep; filled markers where the
+    size was trained and stored, hollow where it is the search's untested lower end; for each sweep a line of
+    slope 1 through its filled points. ``sweeps``: {label: (curves, fitted slope)}, the curves of
+    :func:`companion.experiments.fact_capacity.scaling_curves`."""
+    fig, ax = plt.subplots(figsize=(5.6, 4.0), constrained_layout=True)
+    for i, (label, (curves, slope)) in enumerate(sweeps.items()):
+        colour = f"C{i}"
+        p, f = np.asarray(curves["params"], float), np.asarray(curves["facts"], float)
+        ok = np.asarray(curves["verified"], bool)
+        marker = "os^D"[i % 4]
+        ax.plot(p[ok], f[ok], marker + "-", color=colour, ms=8 - 2 * (i % 3),
+                label=f"{label}: fitted slope {slope:.2f}")
+        if (~ok).any():
+            ax.plot(p[~ok], f[~ok], marker, mfc="none", color=colour, label=f"{label}: lower end, untested")
+        if ok.any():
+            c = np.exp(np.mean(np.log(f[ok]) - np.log(p[ok])))
+            xs = np.array([p.min() / 1.3, p.max() * 1.3])
+            ax.plot(xs, c * xs, "--", color=colour, lw=0.8)
+        if i == 0:
+            for d, x, y in zip(curves["d"], p, f):
+                ax.annotate(f"d={d}", (x, y), textcoords="offset points", xytext=(6, -10), fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel("parameters 4 H d_h d + 2 m d")
-    ax.set_ylabel("facts stored S R")
-    ax.legend(fontsize=7)
+    ax.set_ylabel("facts stored S R (accuracy 0.99)")
+    ax.legend(fontsize=7, title="dashed: slope 1 (linear)", title_fontsize=7)
     return fig
 
 

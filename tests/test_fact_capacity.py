@@ -147,8 +147,8 @@ def test_scaling_marks_an_untested_lower_end(monkeypatch):
 
 
 def test_scaling_slope_is_one_when_facts_grow_with_parameters():
-    widths = [{"d": d, "params": 6 * d * d, "facts": (d // 2) ** 2, "verified": True, "trials": [[1, 0.01, 1, 1]]}
-              for d in (8, 16, 32)]
+    widths = [{"d": d, "params": 6 * d * d, "size": d // 2, "facts": (d // 2) ** 2, "verified": True,
+               "trials": [[d // 2, 0.01, 1.0, 1]]} for d in (8, 16, 32)]
     s = fc.scaling_summary({"widths": widths, "seconds": 60.0, "device": "cpu"})
     assert s["s_slope"] == pytest.approx(1.0) and s["s_per_param_min"] == pytest.approx(1 / 24)
 
@@ -180,3 +180,26 @@ def test_scaling_profiles():
 def test_scaling_bad_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fc.ScalingExperiment(**kwargs)
+
+
+def test_inversion_reads_budget_failures():
+    # sizes 11 and 15 failed, the larger one closer to the level: the budget, not the size, decided
+    trials = [[23, 0.01, 0.75, 4096], [15, 0.01, 0.949, 4096], [11, 0.01, 0.924, 4096], [9, 0.01, 1.0, 320]]
+    assert fc._inversion(trials, 0.99) == pytest.approx(0.025)
+    assert fc._inversion([[9, 1e-3, 0.5, 1], [9, 1e-2, 0.99, 1], [12, 1e-2, 0.6, 1]], 0.99) == 0.0  # 9 stored
+    assert fc._inversion([], 0.99) == 0.0
+
+
+def test_recorded_scaling_recomputes_the_summary_from_the_trials(monkeypatch):
+    from companion import record
+
+    exp = fc.ScalingExperiment(ds=(8, 16, 32), min_size=2, max_size=64)
+    monkeypatch.setattr(fc, "run", _oracle({8: 4, 16: 8, 32: 16})[0])
+    res = fc._scaling(exp, progress=False, device="cpu")
+    rec = record.Recorded(None, {"curves": fc.scaling_curves(res), "config": {"max_size": 64, "level": 0.99},
+                                 "train_seconds": 120.0, "device": "fake"})
+    s = fc.recorded_scaling(rec, prefix="b_")
+    assert s["b_s_slope"] == pytest.approx(fc.scaling_summary(res)["s_slope"]) == pytest.approx(1.0)
+    assert s["b_s_minutes"] == 2.0 and s["b_s_inversion"] == 0.0
+    rows = fc.trial_rows(rec.curves, 16)
+    assert rows == [[size, lr, best, stopped, best >= 0.99] for size, lr, best, stopped in res["widths"][1]["trials"]]

@@ -404,7 +404,7 @@ def _scaling(exp: ScalingExperiment, progress: bool, device) -> dict:
         widths.append({"d": d, "d_h": exp.d_h(d), "m": exp.m(d), "params": exp.params(d), "size": lo,
                        "facts": lo * lo, "verified": verified, "trials": trials})
         low = lo  # the next width starts where this one ended (the code's min_size = size)
-    return {"widths": widths, "max_size": exp.max_size, "seconds": seconds,
+    return {"widths": widths, "max_size": exp.max_size, "level": exp.level, "seconds": seconds,
             "device": name or config.device_name(device)}
 
 
@@ -425,13 +425,53 @@ def scaling_summary(res: dict) -> report.Summary:
         "s_trials": (sum(len(w["trials"]) for w in res["widths"]), "training runs of the sweep"),
         "s_capped": (sum(w["size"] == res.get("max_size", np.inf) - 1 for w in res["widths"]),
                      "widths that stored the largest size the search allows (their capacity may be larger)"),
+        "s_inversion": (max((_inversion(w["trials"], res.get("level", 0.99)) for w in res["widths"]),
+                            default=0.0),
+                        "largest gain in best accuracy of a failed larger problem over a failed smaller one at "
+                        "the same width (> 0: the run's budget, not the size, decided)"),
     })
+
+
+def _inversion(trials, level: float) -> float:
+    """Over pairs of failed sizes at one width (a < b, none of their trials reaching ``level``), the largest
+    best(b) - best(a); 0 if none."""
+    failed = {}
+    for size, _, best, _ in trials:  # a size tried at several learning rates: its best over them
+        failed[size] = max(best, failed.get(size, 0.0))
+    passed = {size for size, _, best, _ in trials if best >= level}
+    sizes = sorted(set(failed) - passed)
+    return max([failed[b] - failed[a] for i, a in enumerate(sizes) for b in sizes[i + 1:]] + [0.0])
 
 
 def scaling_curves(res: dict) -> dict:
     """What a recorded file keeps: per width its size, facts, parameters, verification and every trial."""
     return {k: [w[k] for w in res["widths"]] for k in ("d", "d_h", "m", "params", "size", "facts", "verified",
                                                         "trials")}
+
+
+def recorded_scaling(rec, prefix: str = "") -> report.Summary:
+    """:func:`scaling_summary` of a recorded sweep (``python -m companion record fact_scaling``), recomputed from
+    its recorded trials, names prefixed with ``prefix`` (to glue two sweeps on one page), with its training
+    time."""
+    keys = list(rec.curves)
+    res = {"widths": [dict(zip(keys, vals)) for vals in zip(*rec.curves.values())],
+           "max_size": rec.config["max_size"], "level": rec.config["level"]}
+    s = scaling_summary(res)
+    out = report.Summary({prefix + k: (v, s.meaning[k]) for k, v in s.items()})
+    out[prefix + "s_minutes"] = rec.train_seconds / 60
+    out.meaning[prefix + "s_minutes"] = f"training time of the sweep ({rec.device})"
+    return out
+
+
+# The quick widths with the paper's per-run budget (2^14 steps): what limits the quick sweep (chapter fact_capacity)
+BUDGET_SETTINGS = {"steps": 2 ** 14, "max_size": 64}
+TRIAL_HEADER = ["S = R", "learning rate", "best accuracy", "stopped at step", "stored"]
+
+
+def trial_rows(curves: dict, d: int, level: float = 0.99) -> list[list]:
+    """The search's trials at width ``d`` of a (recorded) sweep, in the order run (see :data:`TRIAL_HEADER`)."""
+    trials = curves["trials"][list(curves["d"]).index(d)]
+    return [[size, lr, best, stopped, best >= level] for size, lr, best, stopped in trials]
 
 
 SCALING_HEADER = ["d", "d_h", "m", "parameters", "largest S = R stored", "facts S R", "facts per parameter",
