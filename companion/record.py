@@ -277,12 +277,17 @@ class Recorded:
         return (f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
                 f"{self.data['date']}, commit {self.data['commit']}")
 
-    def as_summary(self, minutes_key: str = "minutes"):
-        """The recorded summary as the chapter's call made it (values and meanings), with the training time in
-        minutes under ``minutes_key``: what a chapter that reads a recorded run glues and shows."""
+    def as_summary(self, minutes_key: str = "minutes", summary=None, prefix: str = ""):
+        """The recorded summary as the chapter's call made it (values and meanings), or ``summary`` (one
+        recomputed from the recorded curves), names prefixed with ``prefix`` (to glue two runs on one page),
+        with the training time in minutes under ``prefix + minutes_key``: what a chapter that reads a recorded
+        run glues and shows."""
         from companion.report import Summary
 
-        out = Summary({k: (v, self.data["meaning"].get(k, "")) for k, v in self.data["summary"].items()})
+        values, meaning = (self.data["summary"], self.data["meaning"]) if summary is None else (summary,
+                                                                                               summary.meaning)
+        out = Summary({prefix + k: (v, meaning.get(k, "")) for k, v in values.items()})
+        minutes_key = prefix + minutes_key
         out[minutes_key] = self.data["train_seconds"] / 60
         out.meaning[minutes_key] = f"training and evaluation time of the recorded run(s) ({self.data['device']})"
         return out

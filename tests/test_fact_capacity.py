@@ -149,7 +149,7 @@ def test_scaling_marks_an_untested_lower_end(monkeypatch):
 def test_scaling_slope_is_one_when_facts_grow_with_parameters():
     widths = [{"d": d, "params": 6 * d * d, "size": d // 2, "facts": (d // 2) ** 2, "verified": True,
                "trials": [[d // 2, 0.01, 1.0, 1]]} for d in (8, 16, 32)]
-    s = fc.scaling_summary({"widths": widths, "seconds": 60.0, "device": "cpu"})
+    s = fc.scaling_summary({"widths": widths, "max_size": 64, "level": 0.99, "seconds": 60.0, "device": "cpu"})
     assert s["s_slope"] == pytest.approx(1.0) and s["s_per_param_min"] == pytest.approx(1 / 24)
 
 

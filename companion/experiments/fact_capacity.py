@@ -303,7 +303,7 @@ class ScalingExperiment(config.Profiled):
     script); these are our choice. Quick: d in {8, 16, 32}, one learning rate, 4096 steps, sizes 2..128;
     full: the code's widths 8..181, its three learning rates, 2^14 steps and sizes 8..512.
 
-    >>> [e.d_h for e in ScalingExperiment().members()], ScalingExperiment().params(32)
+    >>> [ScalingExperiment().d_h(d) for d in (8, 16, 32)], ScalingExperiment().params(32)
     ([4, 8, 16], 6144)
     """
 
@@ -343,9 +343,11 @@ class ScalingExperiment(config.Profiled):
         check_float("level", self.level, 0.0, 1.0, low_open=True)
         check_int("min_size", self.min_size, low=1)
         check_int("max_size", self.max_size, low=self.min_size + 1)
-        self.members()  # every width's model and the largest problem, validated before any work
-        CapacityExperiment(S=self.max_size, R=self.max_size, D=self.D, d=self.ds[-1], H=self.H,
-                           d_h=self.d_h(self.ds[-1]), m=self.m(self.ds[-1]), steps=self.steps)
+        for d in self.ds:  # every width's model at the largest problem, validated before any work
+            if self.d_h(d) < 1 or self.m(d) < 1:
+                raise ValueError(f"d={d}: d_h = int(alpha d / H) = {self.d_h(d)} and m = int(beta d) = {self.m(d)} "
+                                 f"must both be >= 1 (alpha={self.alpha}, beta={self.beta}, H={self.H})")
+            self.point(d, self.max_size, self.lrs[0])
 
     def d_h(self, d: int) -> int:
         return int(d * self.alpha / self.H)
@@ -362,14 +364,6 @@ class ScalingExperiment(config.Profiled):
         return CapacityExperiment(profile=self.profile, S=size, R=size, D=self.D, d=d, d_h=self.d_h(d), H=self.H,
                                   m=self.m(d), lr=lr, steps=self.steps, eval_every=max(1, self.steps // 128),
                                   stop_at=self.level, seed=self.seed)
-
-    def members(self) -> list[CapacityExperiment]:
-        """One configuration per width at the smallest size (validates d_h >= 1 and m >= 1 at every width)."""
-        for d in self.ds:
-            if self.d_h(d) < 1 or self.m(d) < 1:
-                raise ValueError(f"d={d}: d_h = int(alpha d / H) = {self.d_h(d)} and m = int(beta d) = {self.m(d)} "
-                                 f"must both be >= 1 (alpha={self.alpha}, beta={self.beta}, H={self.H})")
-        return [self.point(d, self.min_size, self.lrs[0]) for d in self.ds]
 
 
 def scaling(exp: ScalingExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
@@ -423,9 +417,9 @@ def scaling_summary(res: dict) -> report.Summary:
         "s_per_param_min": (float(per.min()), "facts stored per parameter: smallest over the verified widths"),
         "s_per_param_max": (float(per.max()), "the same, largest"),
         "s_trials": (sum(len(w["trials"]) for w in res["widths"]), "training runs of the sweep"),
-        "s_capped": (sum(w["size"] == res.get("max_size", np.inf) - 1 for w in res["widths"]),
+        "s_capped": (sum(w["size"] == res["max_size"] - 1 for w in res["widths"]),
                      "widths that stored the largest size the search allows (their capacity may be larger)"),
-        "s_inversion": (max((_inversion(w["trials"], res.get("level", 0.99)) for w in res["widths"]),
+        "s_inversion": (max((_inversion(w["trials"], res["level"]) for w in res["widths"]),
                             default=0.0),
                         "largest gain in best accuracy of a failed larger problem over a failed smaller one at "
                         "the same width (> 0: the run's budget, not the size, decided)"),
@@ -456,11 +450,7 @@ def recorded_scaling(rec, prefix: str = "") -> report.Summary:
     keys = list(rec.curves)
     res = {"widths": [dict(zip(keys, vals)) for vals in zip(*rec.curves.values())],
            "max_size": rec.config["max_size"], "level": rec.config["level"]}
-    s = scaling_summary(res)
-    out = report.Summary({prefix + k: (v, s.meaning[k]) for k, v in s.items()})
-    out[prefix + "s_minutes"] = rec.train_seconds / 60
-    out.meaning[prefix + "s_minutes"] = f"training time of the sweep ({rec.device})"
-    return out
+    return rec.as_summary("s_minutes", scaling_summary(res), prefix)
 
 
 # The quick widths with the paper's per-run budget (2^14 steps): what limits the quick sweep (chapter fact_capacity)

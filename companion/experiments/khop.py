@@ -415,8 +415,4 @@ def recorded_summary(rec, prefix: str = "rec_") -> report.Summary:
     """:func:`summary` of a recorded study, its names prefixed (to glue beside the live ones), with its
     training time."""
     runs, _ = recorded_runs(rec)
-    s = summary(runs)
-    out = report.Summary({prefix + k: (v, s.meaning[k]) for k, v in s.items()})
-    out[prefix + "minutes"] = rec.train_seconds / 60
-    out.meaning[prefix + "minutes"] = f"training time of the study ({rec.device})"
-    return out
+    return rec.as_summary("minutes", summary(runs), prefix)
