@@ -588,6 +588,30 @@ def hop_panels(curves: dict, chance: float):
     return fig
 
 
+def three_step_scales(res: dict, title: str = ""):
+    """Seed 002, the three gradient steps rescaled: in-context accuracy against the scale of the memories'
+    stored pairs, one line per mix of learned and hand-written memories
+    (:func:`companion.experiments.induction._compare_scales`)."""
+    from companion.experiments.induction import MIXES
+
+    fig, ax = plt.subplots(figsize=(5.6, 3.4), constrained_layout=True)
+    scales = [s["scale"] for s in res["scales"]]
+    styles = {"learned": dict(color="C3", lw=2), "constructed": dict(color="black", lw=2),
+              "learned, own blocks": dict(color="C3", lw=2, ls="--")}
+    for i, mix in enumerate(MIXES):
+        label = {"constructed": "hand-written"}.get(mix, mix).replace("W_V^2", "$W^2_{OV}$") \
+            .replace("W_QK^2", "$W^2_{QK}$").replace("W_QK^1", "$W^1_{QK}$")
+        ax.plot(scales, [s[mix] for s in res["scales"]], marker="o", ms=3, label=label,
+                **styles.get(mix, dict(color=f"C{i - 2}", lw=1)))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("scale of the stored pairs' scores")
+    ax.set_ylabel("in-context accuracy")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
+
+
 def three_step_panels(results: dict):
     """Seed 002, the three gradient steps: one panel per run, the three recall probes and the in-context accuracy
     after each step (the x labels name the matrix stepped); a last panel, for the first run with a sweep, the

@@ -65,8 +65,10 @@ def batch_loss(model, batch, device, reduction: str = "mean") -> torch.Tensor:
     rows = torch.as_tensor(batch.loss_mask[:, -1], device=device)
     if not rows.any() and reduction == "mean":
         raise ValueError("this batch has no loss position: draw a larger batch")
+    if not rows.all():  # only the sequences with a loss position run
+        tokens, targets = tokens[rows], targets[rows]
     logits = model(tokens, last_only=True)  # (batch, V): only the final position is needed
-    return F.cross_entropy(logits[rows], targets[rows, -1], reduction=reduction)
+    return F.cross_entropy(logits, targets[:, -1], reduction=reduction)
 
 
 def train(model, task, cfg: TrainConfig, rng: np.random.Generator,

@@ -112,6 +112,8 @@ def test_quick_and_full_differ_only_in_size():
     (dict(order=("W_V^2", "W_QK^2", "W_QK^2")), "must be an ordering of"),
     (dict(etas=()), "must be a non-empty list"),
     (dict(second_step_sizes=(1.0, -2.0)), "second_step_sizes=.* must all be > 0"),
+    (dict(scales=(0.0,)), r"scales=\(0.0,\) must all be > 0"),
+    (dict(scales=(20.0,), embeddings="gaussian"), "scales=.* need embeddings='orthonormal'.*not 'gaussian'"),
     (dict(embeddings="sparse"), "unknown embeddings"),
     (dict(data="wiki"), "unknown data"),
     (dict(chunk=0), r"chunk=0 is out of range"),
@@ -175,3 +177,118 @@ def test_second_step_sweep_keeps_the_size_with_the_lowest_final_loss():
     r = ih.three_steps(ih.ThreeStepExperiment.quick(**small), progress=False, use_cache=False)
     best = min(r["sweep"], key=lambda s: s["third"]["loss"])
     assert r["rows"][2]["eta"] == best["second_size"] and r["rows"][3] == best["third"]
+
+
+# --- the learned memories rescaled, their blocks, and the step-2 probe rows ---
+
+def _orthonormal_model(seq_len=16):
+    exp = ih.ThreeStepExperiment.quick(d=256, seq_len=seq_len)
+    return exp, exp.task(), ih.orthonormal_embeddings(Transformer(exp.model_config()), 0)
+
+
+def test_shakespeare_iid_data_keeps_frequencies_and_triggers_and_drops_the_bigram():
+    text = ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare").task()
+    iid = ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid").task()
+    assert iid.triggers == text.triggers
+    assert np.allclose(iid.stats.unigram, text.stats.unigram)
+    assert np.allclose(iid.stats.bigram, iid.stats.unigram[None, :]) and not np.allclose(text.stats.bigram,
+                                                                                          iid.stats.bigram)
+
+
+def test_rescale_memories_gives_the_hand_written_scores_and_keeps_directions():
+    _, task, m = _orthonormal_model()
+    ih.construct(m, task.triggers, task.n, scale=20.0)
+    scores = ih.stored_scores(m, task.triggers, task.n)
+    assert scores == pytest.approx({"W_QK^1": 20.0, "W_QK^2": 20.0, "W_V^2": 10.0}, rel=1e-4)
+    hand = {n: m.matrix(n).detach().clone() for n in ih.STEP_ORDER}
+    with torch.no_grad():
+        for factor, n in zip((3.0, 0.1, 7.0), ih.STEP_ORDER):
+            m.matrix(n).mul_(factor)
+    ih.rescale_memories(m, task.triggers, task.n, 5.0, names=("W_QK^2",))
+    assert ih.stored_scores(m, task.triggers, task.n)["W_QK^2"] == pytest.approx(5.0, rel=1e-4)
+    ih.rescale_memories(m, task.triggers, task.n, 20.0)
+    for n in ih.STEP_ORDER:
+        assert torch.allclose(m.matrix(n), hand[n], rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("scale, names, match", [
+    (0.0, ih.STEP_ORDER, r"scale=0.0 is out of range"),
+    (1.0, ("W_V^1",), "unknown memory 'W_V\\^1'"),
+    (1.0, ih.STEP_ORDER, r"cannot rescale memories whose stored pairs score <= 0 on average: \{'W_QK\^1'"),
+])
+def test_rescale_memories_bad_input(scale, names, match):
+    _, task, m = _orthonormal_model()
+    ih.construct(m, task.triggers, task.n)
+    with torch.no_grad():
+        m.matrix("W_QK^1").zero_()
+    with pytest.raises(ValueError, match=match):
+        ih.rescale_memories(m, task.triggers, task.n, scale, names)
+
+
+def test_hand_written_memories_live_in_their_own_blocks_and_projection_removes_the_rest():
+    _, task, m = _orthonormal_model()
+    ih.construct(m, task.triggers, task.n)
+    shares = ih.block_shares(m, task.n)
+    for name, (left, right) in ih.OWN_BLOCK.items():
+        assert shares[name][f"{left} x {right}"] == pytest.approx(1.0, abs=1e-4)
+        assert torch.allclose(ih.own_block(m, name, task.n), m.matrix(name), atol=1e-5)
+    memory = m.matrix("W_QK^2").detach().clone()
+    with torch.no_grad():
+        m.matrix("W_QK^2").add_(m.P.T @ m.P)  # a position-to-position association on top
+    assert ih.block_shares(m, task.n)["W_QK^2"]["P x P"] > 0.5
+    assert torch.allclose(ih.own_block(m, "W_QK^2", task.n), memory, atol=1e-4)
+
+
+def test_qk2_rows_agree_with_the_probe():
+    _, task, m = _orthonormal_model()
+    ih.construct(m, task.triggers, task.n)
+    rows = ih.qk2_rows(m, task.triggers, task.n)
+    assert rows == {"qk2_rank": [1] * len(task.triggers), "qk2_winner": list(task.triggers)}
+    with torch.no_grad():
+        m.matrix("W_QK^2").copy_(torch.randn(256, 256, generator=torch.Generator().manual_seed(0)))
+    rows = ih.qk2_rows(m, task.triggers, task.n)
+    probe = ih.memory_probes(m, task.triggers, task.n, 8)["probe_QK2_all"]
+    assert np.mean(np.array(rows["qk2_rank"]) == 1) == pytest.approx(probe)
+    assert all(r >= 1 for r in rows["qk2_rank"])
+    with torch.no_grad():
+        m.matrix("W_QK^2").zero_()
+    assert ih.qk2_rows(m, task.triggers, task.n)["qk2_rank"] == [task.n] * len(task.triggers)  # ties count against
+
+
+def test_three_steps_compares_scales_and_reports_blocks_and_rows():
+    small = dict(d=230, seq_len=32, batch=512, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
+    r = ih.three_steps(ih.ThreeStepExperiment.quick(scales=(2.0, 40.0), **small), progress=False, use_cache=False)
+    assert [s["scale"] for s in r["scales"]] == [2.0, 40.0]
+    assert all(set(s) == {"scale", *ih.MIXES} for s in r["scales"])
+    values = np.array([[s[m] for m in ih.MIXES] for s in r["scales"]])
+    assert ((values >= 0) & (values <= 1) | np.isnan(values)).all(), values
+    assert not np.isnan([s["constructed"] for s in r["scales"]]).any()  # NaN only where a learned memory scores <= 0
+    assert set(r["blocks"]) == set(ih.STEP_ORDER)
+    total = {n: sum(v.values()) for n, v in r["blocks"].items()}
+    assert all(0.9 < t <= 1.0 + 1e-4 for t in total.values())
+    step2 = r["rows"][2]
+    assert step2["matrix"] == "W_QK^2"
+    assert np.mean(np.array(step2["qk2_rank"]) == 1) == pytest.approx(step2["probe_QK2_all"])
+    assert "qk2_rank" not in r["rows"][1] and "qk2_rank" not in r["rows"][3]
+    gauss = ih.three_steps(ih.ThreeStepExperiment.quick(embeddings="gaussian", **small), progress=False,
+                           use_cache=False)
+    assert gauss["scales"] == [] and gauss["blocks"] == {}  # no comparison asked; blocks undefined
+
+
+def test_three_step_tables():
+    res = {"scales": [{"scale": 1.0, **{m: 0.5 for m in ih.MIXES}}],
+           "blocks": {n: {f"{a} x {b}": 0.1 for a in (("U",) if n == "W_V^2" else "EPR") for b in "EPR"}
+                      for n in ih.STEP_ORDER}}
+    assert ih.scale_table(res).splitlines()[0] == "| scale | " + " | ".join(
+        m.replace("W_V^2", "W_OV^2") for m in ih.MIXES) + " |"
+    table = ih.block_table(res)
+    assert len(table.splitlines()) == 2 + 7 and "| W_QK^2 | E | 0.1 | 0.1 | **0.1** |" in table
+    runs = {"a": ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare"),
+            "b": ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid")}
+    step2 = {"matrix": "W_QK^2", "qk2_rank": [1, 3, 1, 1, 1], "qk2_winner": [1, 0, 2, 3, 4]}
+    rows = {"rows": [{"matrix": "init"}, step2]}
+    text = ih.qk2_rank_table({"a": rows, "b": rows}, runs)
+    assert "| ' ' |" in text and "3 ('\\n' wins)" in text
+    runs["b"] = ih.ThreeStepExperiment.quick()
+    with pytest.raises(ValueError, match="do not share their triggers"):
+        ih.qk2_rank_table({"a": rows, "b": rows}, runs)

@@ -76,6 +76,15 @@ class CharStats:
         itos = "".join(chr(0x4E00 + i) for i in range(n))  # n distinct placeholder symbols
         return cls(itos, np.full(n, 1.0 / n), np.full((n, n), 1.0 / n))
 
+    def independent(self) -> "CharStats":
+        """The same unigram with each token drawn independently of the one before (every bigram row is pi_u).
+
+        >>> s = CharStats("ab", np.array([0.75, 0.25]), np.array([[0.0, 1.0], [1.0, 0.0]])).independent()
+        >>> s.bigram.tolist(), s.unigram.tolist()
+        ([[0.75, 0.25], [0.75, 0.25]], [0.75, 0.25])
+        """
+        return CharStats(self.itos, self.unigram.copy(), np.tile(self.unigram, (self.n, 1)))
+
     def decode(self, ids) -> str:
         """Characters of token ids (ids >= N print as ``<N+1>``-style markers)."""
         return "".join(self.itos[i] if i < self.n else f"<{i + 1}>" for i in np.asarray(ids).tolist())

@@ -462,7 +462,7 @@ def schedule_table(res: dict) -> str:
 STEP_ORDER = ("W_V^2", "W_QK^2", "W_QK^1")  # the slide's order: W_OV^2, then W_QK^2, then W_QK^1
 STEP_PROBE = {"W_V^2": "probe_OV2", "W_QK^2": "probe_QK2_all", "W_QK^1": "probe_QK1"}
 EMBEDDINGS = ("orthonormal", "gaussian")
-STEP_DATA = ("uniform", "shakespeare")
+STEP_DATA = ("uniform", "shakespeare", "shakespeare_iid")
 ZERO_GRADIENT = 1e-6  # a gradient norm below this is float round-off of an exact zero: no step
 
 
@@ -480,11 +480,15 @@ class ThreeStepExperiment(config.Profiled):
     mutually orthogonal directions of the same norms: the d -> infinity limit in which random embeddings
     are orthonormal (this needs d >= 3 V + T). ``"gaussian"`` keeps the chapter's random init.
     ``data="uniform"``: pi_u and pi_b uniform over the 65 characters (noise token unused, alpha = 0);
-    ``"shakespeare"``: the chapter's bigram data. ``second_step_sizes``: candidate sizes of step 2, each
+    ``"shakespeare"``: the chapter's bigram data; ``"shakespeare_iid"``: tiny Shakespeare's character
+    frequencies with each token drawn independently of the one before (every bigram row is pi_u), the same
+    triggers. ``second_step_sizes``: candidate sizes of step 2, each
     followed by step 3 from the same state; the one with the lowest loss after step 3 is kept (step 2's
     own line search would judge it before W_QK^1 can use it); empty: step 2 is line-searched like the others.
     ``loss_on="final_recall"``: one loss position per sequence, the last one, when it holds a trigger seen
-    before (its output is in the context).
+    before (its output is in the context). ``scales``: after the three steps, compare the learned memories,
+    rescaled, with hand-written ones at these scales (:func:`_compare_scales`; orthonormal embeddings only,
+    where the memories' blocks are defined); empty: no comparison.
 
     >>> ThreeStepExperiment.quick(d=64)
     Traceback (most recent call last):
@@ -505,6 +509,7 @@ class ThreeStepExperiment(config.Profiled):
     order: tuple[str, ...] = STEP_ORDER
     etas: tuple[float, ...] = tuple(2.0 ** k for k in range(-4, 16))
     second_step_sizes: tuple[float, ...] = ()
+    scales: tuple[float, ...] = ()
     n_test: int = 1024
     seed: int = 0
 
@@ -523,6 +528,12 @@ class ThreeStepExperiment(config.Profiled):
         object.__setattr__(self, "second_step_sizes", tuple(float(e) for e in self.second_step_sizes))
         if any(e <= 0 for e in self.second_step_sizes):
             raise ValueError(f"second_step_sizes={self.second_step_sizes} must all be > 0")
+        object.__setattr__(self, "scales", tuple(float(e) for e in self.scales))
+        if any(e <= 0 for e in self.scales):
+            raise ValueError(f"scales={self.scales} must all be > 0")
+        if self.scales and self.embeddings != "orthonormal":
+            raise ValueError(f"scales={self.scales} need embeddings='orthonormal' (the memories' blocks are defined "
+                             f"only there), not {self.embeddings!r}")
         if sorted(self.order) != sorted(STEP_ORDER):
             raise ValueError(f"order={self.order} must be an ordering of {STEP_ORDER}")
         if not self.etas or min(self.etas) <= 0:
@@ -548,8 +559,11 @@ class ThreeStepExperiment(config.Profiled):
 
             return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="new",
                               loss_on=self.loss_on, stats=CharStats.uniform(self.task_n()))
+        from companion.data.shakespeare import load_char_stats
+
+        stats = load_char_stats()
         return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="existing",
-                          loss_on=self.loss_on)
+                          loss_on=self.loss_on, stats=stats.independent() if self.data == "shakespeare_iid" else stats)
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=("none", "none"))
@@ -639,7 +653,8 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         with torch.no_grad():
             loss = _population_loss(model, line).item()
         bar.update()
-        return {"step": i, "matrix": name, "grad_norm": norm, "eta": eta, "loss": loss, **evaluate(i)}
+        extra = qk2_rows(model, task.triggers, task.n) if name == "W_QK^2" else {}
+        return {"step": i, "matrix": name, "grad_norm": norm, "eta": eta, "loss": loss, **evaluate(i), **extra}
 
     with torch.no_grad():
         rows = [{"step": 0, "matrix": "init", "grad_norm": 0.0, "eta": 0.0,
@@ -659,23 +674,159 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         for n, W in states[best].items():
             model.matrix(n).copy_(W)
     rows += [sweep[best]["second"], sweep[best]["third"]]
+    scales = _compare_scales(model, task, evaluate, exp.scales)
+    blocks = block_shares(model, task.n) if exp.embeddings == "orthonormal" else {}  # defined only there
     bar.close()
     sweep = sweep if exp.second_step_sizes else []
-    return {"rows": rows, "sweep": sweep, "seconds": time.perf_counter() - start}
+    return {"rows": rows, "sweep": sweep, "scales": scales, "blocks": blocks, "seconds": time.perf_counter() - start}
+
+
+RESCALE = (2.5, 5.0, 10.0, 20.0, 40.0, 80.0)  # the chapter's scales at which learned and hand-written memories meet
+
+
+@torch.no_grad()
+def qk2_rows(model: Transformer, triggers, n_tokens: int) -> dict[str, list[int]]:
+    """The rows of the W_QK^2 probe: for each trigger q, the scores q^T W_QK^2 W_V^1 w_E(k) over every token k;
+    ``qk2_rank`` is the rank of q's own remapped key (1: recalled; a tie counts against it) and
+    ``qk2_winner`` the token whose key scores highest."""
+    l1, l2 = model.layers[0], model.layers[1]
+    trig = list(triggers)
+    scores = model.W_E[trig] @ l2.qk() @ (model.W_E[:n_tokens] @ l1.v().T).T  # (K, N)
+    own = scores[torch.arange(len(trig)), trig]
+    return {"qk2_rank": (scores >= own[:, None]).sum(1).tolist(), "qk2_winner": scores.argmax(1).tolist()}
+
+
+@torch.no_grad()
+def stored_scores(model: Transformer, triggers, n_tokens: int) -> dict[str, float]:
+    """The mean score of each memory's stored pairs, on the scale of :func:`construct`'s ``scale``: the
+    attention logit (1/sqrt(d) included) of (p_t, p_{t-1}) for W_QK^1 and of (w_E(q), W_V^1 w_E(q)) for W_QK^2,
+    and the output logit W_U(k)^T W_V^2 w_E(k) for W_V^2. With orthogonal embeddings, construct's memories
+    score ``scale``, ``scale`` and ``scale`` / 2."""
+    l1, l2 = model.layers[0], model.layers[1]
+    P, q, E = model.P, model.W_E[list(triggers)], model.W_E[:n_tokens]
+    return {"W_QK^1": model.scale * torch.diagonal(P[1:] @ l1.qk() @ P[:-1].T).mean().item(),
+            "W_QK^2": model.scale * torch.diagonal(q @ l2.qk() @ (q @ l1.v().T).T).mean().item(),
+            "W_V^2": torch.diagonal(model.unembed(E @ l2.v().T)[:, :n_tokens]).mean().item()}
+
+
+@torch.no_grad()
+def rescale_memories(model: Transformer, triggers, n_tokens: int, scale: float, names=STEP_ORDER) -> Transformer:
+    """Multiply each memory of ``names`` (in place) so that its stored pairs score, on average, what
+    :func:`construct`'s do at ``scale`` (:func:`stored_scores`): ``scale`` for W_QK^1 and W_QK^2, ``scale`` / 2
+    for W_V^2. Only the sizes change, not the directions learned.
+
+    Raises:
+        ValueError: ``scale`` <= 0, an unknown name, or a memory whose stored pairs score <= 0 on average (no
+            scale makes it recall them).
+    """
+    check_float("scale", scale, 0.0, None, low_open=True)
+    for name in names:
+        check_choice("memory", name, STEP_ORDER)
+    own = {n: s for n, s in stored_scores(model, triggers, n_tokens).items() if n in names}
+    bad = {name: s for name, s in own.items() if not s > 0}
+    if bad:
+        raise ValueError(f"cannot rescale memories whose stored pairs score <= 0 on average: {bad}")
+    target = {"W_QK^1": scale, "W_QK^2": scale, "W_V^2": scale / 2}
+    for name, s in own.items():
+        model.matrix(name).mul_(target[name] / s)
+    return model
+
+
+MIXES = {"learned": STEP_ORDER, "constructed": (), **{f"learned {n} only": (n,) for n in STEP_ORDER},
+         "learned, own blocks": STEP_ORDER}  # the last: each learned memory projected on its own block first
+
+
+@torch.no_grad()
+def own_block(model: Transformer, name: str, n_tokens: int) -> torch.Tensor:
+    """The block of memory ``name`` between the subspaces its stored pairs live in (:data:`OWN_BLOCK`): token
+    embeddings w_E(k) (query) to remapped tokens W_V^1 w_E(k) (key) for W_QK^2, positions to positions for
+    W_QK^1, token embeddings to unembeddings W_U(k) for W_V^2; an orthogonal projection on both sides,
+    meaningful for orthonormal embeddings (where these subspaces are orthogonal to each other)."""
+    check_choice("memory", name, STEP_ORDER)
+
+    def projector(rows: torch.Tensor) -> torch.Tensor:
+        Q = torch.linalg.qr(rows.T).Q
+        return Q @ Q.T
+
+    out_space, in_space = OWN_BLOCK[name]
+    space = _subspaces(model, n_tokens)
+    return projector(space[out_space]) @ model.matrix(name) @ projector(space[in_space])
+
+
+OWN_BLOCK = {"W_V^2": ("U", "E"), "W_QK^2": ("E", "R"), "W_QK^1": ("P", "P")}  # (output or query, input or key)
+
+
+def _subspaces(model: Transformer, n_tokens: int) -> dict[str, torch.Tensor]:
+    """Rows spanning the token embeddings (E), positions (P), remapped tokens W_V^1 w_E(k) (R) and unembeddings (U)."""
+    E = model.W_E[:n_tokens]
+    return {"E": E, "P": model.P, "R": E @ model.layers[0].v().T, "U": model.W_U}
+
+
+@torch.no_grad()
+def block_shares(model: Transformer, n_tokens: int) -> dict[str, dict[str, float]]:
+    """For each of the three memories, the share of its squared Frobenius norm in each block (query or output
+    subspace) x (key or input subspace) of :func:`_subspaces`: E, P, R on both sides of W_QK^1 and W_QK^2,
+    U x (E, P, R) for W_V^2 (whose output the unembedding reads). The subspaces are orthogonal only for
+    orthonormal embeddings; only then do the shares add up to one (less what lies outside them)."""
+    space = _subspaces(model, n_tokens)
+    basis = {k: torch.linalg.qr(v.T).Q for k, v in space.items()}  # (d, rank) orthonormal columns
+    out = {}
+    for name in STEP_ORDER:
+        W = model.matrix(name)
+        total = W.pow(2).sum().item()
+        left = ("U",) if name == "W_V^2" else ("E", "P", "R")
+        out[name] = {f"{a} x {b}": (basis[a].T @ W @ basis[b]).pow(2).sum().item() / total if total else float("nan")
+                     for a in left for b in ("E", "P", "R")}
+    return out
+
+
+def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, scales) -> list[dict]:
+    """The in-context accuracy, at each of ``scales``, of each mix of :data:`MIXES`: the memories it
+    names learned and rescaled (:func:`rescale_memories`), the others :func:`construct`'s, on the same
+    embeddings ("learned": all three learned, "constructed": none). NaN when a learned memory has nothing to
+    rescale; "learned, own blocks" projects each learned memory on its :func:`own_block` before rescaling it.
+    The model is left as it was."""
+    learned = {n: model.matrix(n).detach().clone() for n in STEP_ORDER}
+    positive = {n for n, s in stored_scores(model, task.triggers, task.n).items() if s > 0}
+
+    @torch.no_grad()
+    def accuracy(scale: float, names, blocks: bool = False) -> float:
+        if not set(names) <= positive:
+            return float("nan")
+        for n in names if blocks else ():
+            model.matrix(n).copy_(own_block(model, n, task.n))
+        rescale_memories(model, task.triggers, task.n, scale, names)
+        mine = {n: model.matrix(n).clone() for n in names}
+        construct(model, task.triggers, task.n, scale)
+        for n, W in mine.items():
+            model.matrix(n).copy_(W)
+        acc = evaluate(0)["acc"]
+        for n, W in learned.items():
+            model.matrix(n).copy_(W)
+        return acc
+
+    return [{"scale": scale, **{mix: accuracy(scale, names, mix.endswith("blocks")) for mix, names in MIXES.items()}}
+            for scale in scales]
 
 
 SECOND_SIZES = (1.0, 4.0, 16.0)
 
 
 def three_step_runs(profile: str | None = None) -> dict[str, ThreeStepExperiment]:
-    """The chapter's runs: the slide's order in the idealised setting, the reverse order, and the chapter's
-    random embeddings with uniform and with Shakespeare data."""
+    """The chapter's runs: the slide's order in the idealised setting, the reverse order, the chapter's random
+    embeddings with uniform and with Shakespeare data, and two controls that separate the Shakespeare data from
+    the embeddings: orthonormal embeddings with Shakespeare data, and random embeddings with Shakespeare's
+    character frequencies drawn independently (in these two, step 2 is line-searched: the W_QK^2 probe after
+    it does not depend on its size, since the step starts from zero)."""
     sweep = dict(second_step_sizes=SECOND_SIZES)
-    return {"slide order, orthonormal": ThreeStepExperiment.for_profile(profile, **sweep),
+    return {"slide order, orthonormal": ThreeStepExperiment.for_profile(profile, scales=RESCALE, **sweep),
             "reverse order, orthonormal": ThreeStepExperiment.for_profile(profile, order=STEP_ORDER[::-1]),
             "slide order, Gaussian": ThreeStepExperiment.for_profile(profile, embeddings="gaussian", **sweep),
             "slide order, Gaussian, Shakespeare": ThreeStepExperiment.for_profile(
-                profile, embeddings="gaussian", data="shakespeare", **sweep)}
+                profile, embeddings="gaussian", data="shakespeare", **sweep),
+            "slide order, orthonormal, Shakespeare": ThreeStepExperiment.for_profile(profile, data="shakespeare"),
+            "slide order, Gaussian, Shakespeare i.i.d.": ThreeStepExperiment.for_profile(
+                profile, embeddings="gaussian", data="shakespeare_iid")}
 
 
 def three_step_table(results: dict[str, dict]) -> str:
@@ -719,5 +870,80 @@ def three_step_summary(results: dict[str, dict]) -> report.Summary:
         "text_ov": (text[1]["probe_OV2"], "Gaussian, Shakespeare bigram: W_OV^2 probe after step 1"),
         "text_qk2": (text[2]["probe_QK2_all"], "the same: W_QK^2 probe after step 2"),
         "text_qk1": (text[3]["probe_QK1"], "the same: W_QK^1 probe after step 3"),
-        "seconds": (sum(r["seconds"] for r in results.values()), "time of the four runs (s)"),
+        **_scale_summary(main),
+        "text_ortho_qk2": (results["slide order, orthonormal, Shakespeare"]["rows"][2]["probe_QK2_all"],
+                           "orthonormal embeddings, Shakespeare bigram: W_QK^2 probe after step 2"),
+        "iid_qk2": (results["slide order, Gaussian, Shakespeare i.i.d."]["rows"][2]["probe_QK2_all"],
+                    "Gaussian, Shakespeare's frequencies drawn independently: W_QK^2 probe after step 2"),
+        "seconds": (sum(r["seconds"] for r in results.values()), f"time of the {len(results)} runs (s)"),
     })
+
+
+def _scale_summary(res: dict) -> dict:
+    """The rescaling numbers of one run (:func:`_compare_scales`, :func:`block_shares`)."""
+    scales = [s["scale"] for s in res["scales"]]
+
+    def best(mix: str) -> float:
+        return float(np.nanmax([s[mix] for s in res["scales"]]))
+
+    def at_best(mix: str) -> float:
+        return scales[int(np.nanargmax([s[mix] for s in res["scales"]]))]
+
+    shares = res["blocks"]
+    return {
+        "rescaled_best": (best("learned"), "the three learned memories rescaled as a whole: best in-context "
+                                           "accuracy over the scales"),
+        "rescaled_best_scale": (at_best("learned"), "the scale at which it is reached"),
+        "constructed_best": (best("constructed"), "the hand-written memories: best accuracy over the same scales"),
+        **{f"single_{key}_best": (best(f"learned {name} only"), f"learned {name} alone (the other two hand-written): "
+                                                                f"best accuracy over the scales")
+           for key, name in (("ov", "W_V^2"), ("qk2", "W_QK^2"), ("qk1", "W_QK^1"))},
+        "blocks_best": (best("learned, own blocks"), "the learned memories projected on their own blocks, then "
+                                                     "rescaled: best accuracy over the scales"),
+        "blocks_best_scale": (at_best("learned, own blocks"), "the scale at which it is reached"),
+        "largest_scale": (max(scales), "the largest scale tried"),
+        **{f"{key}_own_share": (shares[name][" x ".join(OWN_BLOCK[name])], f"share of learned {name}'s squared "
+                                                                            f"norm in its own block")
+           for key, name in (("ov", "W_V^2"), ("qk2", "W_QK^2"), ("qk1", "W_QK^1"))},
+    }
+
+
+def scale_table(res: dict) -> str:
+    """Markdown: the in-context accuracy of each mix of :data:`MIXES` at each scale, for one run."""
+    head = ["scale", *(m.replace("W_V^2", "W_OV^2") for m in MIXES)]
+    return report.markdown_table(head, [[s["scale"], *(s[m] for m in MIXES)] for s in res["scales"]], digits=3)
+
+
+def block_table(res: dict) -> str:
+    """Markdown: the share of each learned memory's squared norm in each block (rows: the memory and its query
+    or output subspace; columns: its key or input subspace); the memory's own block in bold."""
+    names = {"W_V^2": "W_OV^2", "W_QK^2": "W_QK^2", "W_QK^1": "W_QK^1"}
+    rows = []
+    for name, shares in res["blocks"].items():
+        for left in dict.fromkeys(k.split(" x ")[0] for k in shares):
+            cells = []
+            for right in ("E", "P", "R"):
+                v = report.format_value(shares[f"{left} x {right}"], 2)
+                cells.append(f"**{v}**" if (left, right) == OWN_BLOCK[name] else v)
+            rows.append([names[name], left, *cells])
+    return report.markdown_table(["memory", "query / output side", "E (tokens)", "P (positions)",
+                                  "R (remapped tokens)"], rows)
+
+
+def qk2_rank_table(results: dict[str, dict], runs: dict[str, ThreeStepExperiment]) -> str:
+    """Markdown: for each trigger of the named runs (which share their triggers), its frequency and, per run,
+    the rank of its own remapped key in its W_QK^2 probe row after step 2 (1: recalled) and the winning key."""
+    names = list(results)
+    stats = runs[names[0]].task().stats
+    triggers = runs[names[0]].task().triggers
+    if any(runs[n].task().triggers != triggers for n in names):
+        raise ValueError(f"the runs {names} do not share their triggers")
+    second = {n: next(r for r in results[n]["rows"] if r["matrix"] == "W_QK^2") for n in names}
+    rows = []
+    for i, q in enumerate(triggers):
+        cells = []
+        for n in names:
+            rank, win = second[n]["qk2_rank"][i], second[n]["qk2_winner"][i]
+            cells.append("1" if rank == 1 else f"{rank} ({stats.itos[win]!r} wins)")
+        rows.append([repr(stats.itos[q]), float(stats.unigram[q]), *cells])
+    return report.markdown_table(["trigger", "frequency", *names], rows, digits=2)
