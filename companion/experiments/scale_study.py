@@ -20,8 +20,9 @@ import numpy as np
 from companion import record
 from companion.report import Summary
 
-# Rungs of the ladder: overrides of the quick profile (rung 0 is the quick profile itself). The last rungs take
-# about 30 and 90 minutes on one CPU thread; the paper's size (the full profile) needs a GPU.
+# Rungs of the ladder: overrides of the quick profile (rung 0 is the quick profile itself). The last two took
+# about 25 and 50 minutes on two CPU threads (see each record's train_seconds); the paper's size (the full
+# profile) needs a GPU.
 LADDER = (
     {},
     dict(d=128, seq_len=64, batch=256, steps=1000, eval_every=50, n_test=512),
