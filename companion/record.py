@@ -51,7 +51,8 @@ class Recordable:
     """An experiment that can be recorded: the runs of one chapter, how to measure them, what they check.
 
     ``members(profile)`` gives the chapter's configurations by name (one for the core run, several for a
-    chapter that compares runs); ``--set`` overrides apply to each. ``summary`` and ``curves`` take the
+    chapter that compares runs); ``--set`` overrides apply to each, as ``member_overrides(name, overrides)``
+    adapts them (default: unchanged; a member that runs a multiple of the others' steps keeps the multiple). ``summary`` and ``curves`` take the
     finished runs by the same names. The claims are the chapter's own Check cell
     (:func:`chapter_claims`): the lines that check an entry of the variable ``summary_var`` (a chapter that
     shows two recorded experiments names their summaries differently).
@@ -64,6 +65,7 @@ class Recordable:
     curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
     run: Callable | None = None  # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
     summary_var: str = "summary"  # the chapter's name for this experiment's summary in its Check cell
+    member_overrides: Callable = lambda name, overrides: overrides  # (member, overrides) -> that member's
 
 
 def _registry() -> dict[str, Recordable]:
@@ -97,7 +99,8 @@ def _registry() -> dict[str, Recordable]:
                    lambda p: {"sweep": fact_capacity.ScalingExperiment.for_profile(p)},
                    only(fact_capacity.scaling_summary), only(fact_capacity.scaling_curves), run=fact_capacity.scaling,
                    summary_var="scaling"),
-        Recordable("khop", "book/khop", khop.members, khop.summary, khop.curves, run=khop.run),
+        Recordable("khop", "book/khop", khop.members, khop.summary, khop.curves, run=khop.run,
+                   member_overrides=khop.member_overrides),
     ]}
 
 
@@ -163,7 +166,7 @@ def build(name: str, profile: str | None = None, overrides: dict | None = None) 
     rec = experiment(name)
     members = rec.members(config.get_profile(profile))
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
-    return {k: dataclasses.replace(exp, **overrides) for k, exp in members.items()}
+    return {k: dataclasses.replace(exp, **rec.member_overrides(k, overrides)) for k, exp in members.items()}
 
 
 def _configs(members: dict):

@@ -158,3 +158,12 @@ def test_a_missing_recorded_study_names_its_command(monkeypatch):
     monkeypatch.setattr(record, "runs", lambda *args, **kwargs: [])
     with pytest.raises(ValueError, match="python -m companion record khop --profile quick --set eval_every=100"):
         khop.recorded()
+
+
+def test_recorded_overrides_keep_the_single_layer_budget_multiple():
+    from companion import record
+
+    m = record.build("khop", "quick", {"steps": 800, "eval_every": 100, "k": 4})
+    assert {name: (e.steps, e.eval_every, e.k) for name, e in m.items()} == {
+        **{name: (800, 100, 4) for name in ("direct", "mixture", "curriculum", "cumulative")},
+        "mixture, 1 layer": (khop.SHALLOW_STEPS * 800, khop.SHALLOW_STEPS * 100, 4)}

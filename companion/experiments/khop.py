@@ -322,6 +322,19 @@ def members(profile: str | None = None) -> dict[str, KHopExperiment]:
     return out
 
 
+def member_overrides(name: str, overrides: dict) -> dict:
+    """The overrides of the whole study (``python -m companion record khop --set ...``) as member ``name`` of
+    :func:`members` takes them: the single-layer run keeps :data:`SHALLOW_STEPS` times the others' steps and
+    evaluation interval.
+
+    >>> member_overrides("mixture, 1 layer", {"steps": 100, "k": 4}), member_overrides("mixture", {"steps": 100})
+    ({'steps': 400, 'k': 4}, {'steps': 100})
+    """
+    if name != "mixture, 1 layer":
+        return overrides
+    return {key: SHALLOW_STEPS * v if key in ("steps", "eval_every") else v for key, v in overrides.items()}
+
+
 def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     """The K1-K3 numbers of a finished :func:`members` set (every run at the same k, N and budget): the final
     test accuracy at k hops of each kind of data, the lowest final accuracy over the hop counts (a curriculum
