@@ -52,8 +52,8 @@ class Recordable:
 
     ``members(profile)`` gives the chapter's configurations by name (one for the core run, several for a
     chapter that compares runs); ``--set`` overrides apply to each, as ``member_overrides(name, overrides)``
-    adapts them (default: unchanged; a member that runs a multiple of the others' steps keeps the multiple). ``summary`` and ``curves`` take the
-    finished runs by the same names. The claims are the chapter's own Check cell
+    adapts them (default: unchanged; a member that runs a multiple of the others' steps keeps the multiple).
+    ``summary`` and ``curves`` take the finished runs by the same names. The claims are the chapter's own Check cell
     (:func:`chapter_claims`): the lines that check an entry of the variable ``summary_var`` (a chapter that
     shows two recorded experiments names their summaries differently).
     """

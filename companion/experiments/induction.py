@@ -185,6 +185,8 @@ def layer_experiments(profile: str | None = None) -> dict[int, InductionExperime
 
 # --- the memories by construction (the slide "Induction head with associative memories") ---
 
+PAIR_SCORE = {"W_QK^1": 1.0, "W_QK^2": 1.0, "W_V^2": 0.5}  # what construct's stored pairs score, per unit of scale
+
 @torch.no_grad()
 def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0) -> Transformer:
     """Write the slide's three memories into a two-layer model, in place (W_V^1 and the embeddings untouched).
@@ -205,11 +207,11 @@ def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0) 
         return (outs * w[:, None]).T @ ins
 
     P = model.P
-    l1.W_QK.copy_(c * memory(P[1:], P[:-1]))
+    l1.W_QK.copy_(c * PAIR_SCORE["W_QK^1"] * memory(P[1:], P[:-1]))
     q = model.W_E[list(triggers)]
-    l2.W_QK.copy_(c * memory(q, q @ l1.v().T))
+    l2.W_QK.copy_(c * PAIR_SCORE["W_QK^2"] * memory(q, q @ l1.v().T))
     E = model.W_E[:n_tokens]
-    l2.W_V.copy_(scale / 2 * memory(model.W_U[:n_tokens], E))
+    l2.W_V.copy_(scale * PAIR_SCORE["W_V^2"] * memory(model.W_U[:n_tokens], E))
     return model
 
 
@@ -224,25 +226,34 @@ def constructed_run(exp: InductionExperiment, scale: float = 20.0, device=None) 
 
 # --- measurements ---
 
+def _key_order(triggers, n_tokens: int) -> list[int]:
+    """Token ids with the triggers first (in trigger order): the columns of the W_QK^2 score matrix."""
+    return list(triggers) + [k for k in range(n_tokens) if k not in set(triggers)]
+
+
+@torch.no_grad()
+def memory_scores(model: Transformer, triggers, n_tokens: int) -> dict[str, torch.Tensor]:
+    """The score matrices of the three memories, stored pair i at (i, i): ``W_V^2`` (N, V), the output logits
+    W_U(j)^T W_V^2 w_E(k); ``W_QK^2`` (K, N), each trigger query w_E(q) against every token's remapped key
+    W_V^1 w_E(k), the triggers' keys first (:func:`_key_order`); ``W_QK^1`` (T - 1, T - 1), query p_t against
+    key p_s (t = 1.., s = 0..). Attention scores without the 1/sqrt(d)."""
+    l1, l2 = model.layers[0], model.layers[1]
+    E = model.W_E[:n_tokens]
+    keys = (E @ l1.v().T)[_key_order(triggers, n_tokens)]
+    return {"W_V^2": model.unembed(E @ l2.v().T), "W_QK^2": model.W_E[list(triggers)] @ l2.qk() @ keys.T,
+            "W_QK^1": model.P[1:] @ l1.qk() @ model.P[:-1].T}
+
+
 @torch.no_grad()
 def memory_probes(model: Transformer, triggers, n_tokens: int, early_cutoff: int) -> dict[str, float]:
     """The recall probes of Eq. (9) for the three memories of a two-layer model (see the module docstring)."""
     if len(model.layers) < 2:
         return {}
-    l1, l2 = model.layers[0], model.layers[1]
-    E = model.W_E[:n_tokens]
-    out = {"probe_OV2": _recall(model.unembed(E @ l2.v().T))}
-    q = model.W_E[list(triggers)]
-    out["probe_QK2"] = _recall(q @ l2.qk() @ (q @ l1.v().T).T)
-    keys = E @ l1.v().T  # every token's remapped embedding, the triggers' first
-    order = list(triggers) + [k for k in range(n_tokens) if k not in set(triggers)]
-    out["probe_QK2_all"] = _recall(q @ l2.qk() @ keys[order].T)
-    P = model.P
-    scores = P[1:] @ l1.qk() @ P[:-1].T  # (T - 1, T - 1): query p_t, key p_s, t = 1.., s = 0..
-    out["probe_QK1"] = _recall(scores)
+    scores = memory_scores(model, triggers, n_tokens)
     c = early_cutoff - 1
-    out["probe_QK1_early"] = _recall(scores[:c, :c])
-    return out
+    return {"probe_OV2": _recall(scores["W_V^2"]), "probe_QK2": _recall(scores["W_QK^2"][:, :len(triggers)]),
+            "probe_QK2_all": _recall(scores["W_QK^2"]), "probe_QK1": _recall(scores["W_QK^1"]),
+            "probe_QK1_early": _recall(scores["W_QK^1"][:c, :c])}
 
 
 def _recall(scores: torch.Tensor) -> float:
@@ -689,11 +700,11 @@ def qk2_rows(model: Transformer, triggers, n_tokens: int) -> dict[str, list[int]
     """The rows of the W_QK^2 probe: for each trigger q, the scores q^T W_QK^2 W_V^1 w_E(k) over every token k;
     ``qk2_rank`` is the rank of q's own remapped key (1: recalled; a tie counts against it) and
     ``qk2_winner`` the token whose key scores highest."""
-    l1, l2 = model.layers[0], model.layers[1]
-    trig = list(triggers)
-    scores = model.W_E[trig] @ l2.qk() @ (model.W_E[:n_tokens] @ l1.v().T).T  # (K, N)
-    own = scores[torch.arange(len(trig)), trig]
-    return {"qk2_rank": (scores >= own[:, None]).sum(1).tolist(), "qk2_winner": scores.argmax(1).tolist()}
+    scores = memory_scores(model, triggers, n_tokens)["W_QK^2"]  # (K, N), q's own key in column q
+    own = torch.diagonal(scores)
+    order = _key_order(triggers, n_tokens)
+    return {"qk2_rank": (scores >= own[:, None]).sum(1).tolist(),
+            "qk2_winner": [order[j] for j in scores.argmax(1).tolist()]}
 
 
 @torch.no_grad()
@@ -702,18 +713,16 @@ def stored_scores(model: Transformer, triggers, n_tokens: int) -> dict[str, floa
     attention logit (1/sqrt(d) included) of (p_t, p_{t-1}) for W_QK^1 and of (w_E(q), W_V^1 w_E(q)) for W_QK^2,
     and the output logit W_U(k)^T W_V^2 w_E(k) for W_V^2. With orthogonal embeddings, construct's memories
     score ``scale``, ``scale`` and ``scale`` / 2."""
-    l1, l2 = model.layers[0], model.layers[1]
-    P, q, E = model.P, model.W_E[list(triggers)], model.W_E[:n_tokens]
-    return {"W_QK^1": model.scale * torch.diagonal(P[1:] @ l1.qk() @ P[:-1].T).mean().item(),
-            "W_QK^2": model.scale * torch.diagonal(q @ l2.qk() @ (q @ l1.v().T).T).mean().item(),
-            "W_V^2": torch.diagonal(model.unembed(E @ l2.v().T)[:, :n_tokens]).mean().item()}
+    scores = memory_scores(model, triggers, n_tokens)
+    return {name: (1.0 if name == "W_V^2" else model.scale) * torch.diagonal(S).mean().item()
+            for name, S in scores.items()}
 
 
 @torch.no_grad()
 def rescale_memories(model: Transformer, triggers, n_tokens: int, scale: float, names=STEP_ORDER) -> Transformer:
     """Multiply each memory of ``names`` (in place) so that its stored pairs score, on average, what
-    :func:`construct`'s do at ``scale`` (:func:`stored_scores`): ``scale`` for W_QK^1 and W_QK^2, ``scale`` / 2
-    for W_V^2. Only the sizes change, not the directions learned.
+    :func:`construct`'s do at ``scale`` (:func:`stored_scores`, :data:`PAIR_SCORE`). Only the sizes change, not
+    the directions learned.
 
     Raises:
         ValueError: ``scale`` <= 0, an unknown name, or a memory whose stored pairs score <= 0 on average (no
@@ -726,9 +735,8 @@ def rescale_memories(model: Transformer, triggers, n_tokens: int, scale: float, 
     bad = {name: s for name, s in own.items() if not s > 0}
     if bad:
         raise ValueError(f"cannot rescale memories whose stored pairs score <= 0 on average: {bad}")
-    target = {"W_QK^1": scale, "W_QK^2": scale, "W_V^2": scale / 2}
     for name, s in own.items():
-        model.matrix(name).mul_(target[name] / s)
+        model.matrix(name).mul_(scale * PAIR_SCORE[name] / s)
     return model
 
 
@@ -743,33 +751,28 @@ def own_block(model: Transformer, name: str, n_tokens: int) -> torch.Tensor:
     W_QK^1, token embeddings to unembeddings W_U(k) for W_V^2; an orthogonal projection on both sides,
     meaningful for orthonormal embeddings (where these subspaces are orthogonal to each other)."""
     check_choice("memory", name, STEP_ORDER)
-
-    def projector(rows: torch.Tensor) -> torch.Tensor:
-        Q = torch.linalg.qr(rows.T).Q
-        return Q @ Q.T
-
-    out_space, in_space = OWN_BLOCK[name]
-    space = _subspaces(model, n_tokens)
-    return projector(space[out_space]) @ model.matrix(name) @ projector(space[in_space])
+    out_space, in_space = (_bases(model, n_tokens)[k] for k in OWN_BLOCK[name])
+    return out_space @ (out_space.T @ model.matrix(name) @ in_space) @ in_space.T
 
 
 OWN_BLOCK = {"W_V^2": ("U", "E"), "W_QK^2": ("E", "R"), "W_QK^1": ("P", "P")}  # (output or query, input or key)
 
 
-def _subspaces(model: Transformer, n_tokens: int) -> dict[str, torch.Tensor]:
-    """Rows spanning the token embeddings (E), positions (P), remapped tokens W_V^1 w_E(k) (R) and unembeddings (U)."""
+def _bases(model: Transformer, n_tokens: int) -> dict[str, torch.Tensor]:
+    """Orthonormal bases (d, rank) of the token embeddings (E), positions (P), remapped tokens W_V^1 w_E(k) (R)
+    and unembeddings (U)."""
     E = model.W_E[:n_tokens]
-    return {"E": E, "P": model.P, "R": E @ model.layers[0].v().T, "U": model.W_U}
+    rows = {"E": E, "P": model.P, "R": E @ model.layers[0].v().T, "U": model.W_U}
+    return {k: torch.linalg.qr(v.T).Q for k, v in rows.items()}
 
 
 @torch.no_grad()
 def block_shares(model: Transformer, n_tokens: int) -> dict[str, dict[str, float]]:
     """For each of the three memories, the share of its squared Frobenius norm in each block (query or output
-    subspace) x (key or input subspace) of :func:`_subspaces`: E, P, R on both sides of W_QK^1 and W_QK^2,
+    subspace) x (key or input subspace) of :func:`_bases`: E, P, R on both sides of W_QK^1 and W_QK^2,
     U x (E, P, R) for W_V^2 (whose output the unembedding reads). The subspaces are orthogonal only for
     orthonormal embeddings; only then do the shares add up to one (less what lies outside them)."""
-    space = _subspaces(model, n_tokens)
-    basis = {k: torch.linalg.qr(v.T).Q for k, v in space.items()}  # (d, rank) orthonormal columns
+    basis = _bases(model, n_tokens)
     out = {}
     for name in STEP_ORDER:
         W = model.matrix(name)
