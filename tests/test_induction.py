@@ -292,3 +292,50 @@ def test_three_step_tables():
     runs["b"] = ih.ThreeStepExperiment.quick()
     with pytest.raises(ValueError, match="do not share their triggers"):
         ih.qk2_rank_table({"a": rows, "b": rows}, runs)
+
+
+# --- what step 2 writes ---
+
+def test_construct_writes_only_the_named_memories():
+    _, task, m = _orthonormal_model()
+    before = {n: m.matrix(n).detach().clone() for n in ("W_QK^2", "W_V^2")}
+    ih.construct(m, task.triggers, task.n, names=("W_QK^1",))
+    assert all(torch.equal(m.matrix(n), W) for n, W in before.items())
+    assert ih.stored_scores(m, task.triggers, task.n)["W_QK^1"] == pytest.approx(20.0, rel=1e-4)
+    with pytest.raises(ValueError, match="unknown memory 'W_V\\^1'"):
+        ih.construct(m, task.triggers, task.n, names=("W_V^1",))
+
+
+def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
+    small = dict(d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0),
+                 scales=(5.0,))
+    exp = ih.ThreeStepExperiment.quick(**small)
+    uni = ih.step2_gradient(exp)
+    learned = ih.three_steps(exp, progress=False, use_cache=False)["blocks"]["W_QK^2"]
+    assert uni["shares"] == pytest.approx(learned, abs=1e-6)  # the learned W_QK^2 is the gradient, scaled
+    assert sum(p["share"] for p in uni["parts"].values()) == pytest.approx(1.0)
+    assert all(p["share"] >= -1e-6 for p in uni["parts"].values())
+    assert uni["parts"]["stored pairs"]["mean / stored"] == pytest.approx(1.0) and uni["stored"] > 0
+    assert set(uni["accuracy"]) == {5.0} and 0 <= uni["accuracy"][5.0] <= 1
+    prev = ih.step2_gradient(exp, "previous token")
+    assert prev["stored"] > uni["stored"]  # the previous token, passed undiluted, strengthens the stored pairs
+    s = ih.step2_summary([uni, prev])
+    assert s["g2_stored_ratio"] == pytest.approx(prev["stored"] / uni["stored"])
+    assert s["g2_best_prev"] == prev["accuracy"][5.0]
+    table = ih.step2_table([uni, prev])
+    assert len(table.splitlines()) == 2 + len(ih.STEP2_PARTS) and "uniform first layer" in table.splitlines()[0]
+
+
+@pytest.mark.parametrize("overrides, first, match", [
+    ({}, "previous", "unknown first_layer 'previous'"),
+    ({"embeddings": "gaussian"}, "uniform", "needs embeddings='orthonormal'"),
+    ({"order": ih.STEP_ORDER[::-1]}, "uniform", "the slide's order"),
+])
+def test_step2_gradient_bad_input(overrides, first, match):
+    with pytest.raises(ValueError, match=match):
+        ih.step2_gradient(ih.ThreeStepExperiment.quick(**overrides), first)
+
+
+def test_step2_summary_needs_both_first_layers():
+    with pytest.raises(ValueError, match="missing \\['previous token'\\]"):
+        ih.step2_summary([{"first_layer": "uniform"}])

@@ -185,33 +185,37 @@ def layer_experiments(profile: str | None = None) -> dict[int, InductionExperime
 
 # --- the memories by construction (the slide "Induction head with associative memories") ---
 
+STEP_ORDER = ("W_V^2", "W_QK^2", "W_QK^1")  # the slide's order: W_OV^2, then W_QK^2, then W_QK^1
 PAIR_SCORE = {"W_QK^1": 1.0, "W_QK^2": 1.0, "W_V^2": 0.5}  # what construct's stored pairs score, per unit of scale
 
 @torch.no_grad()
-def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0) -> Transformer:
-    """Write the slide's three memories into a two-layer model, in place (W_V^1 and the embeddings untouched).
+def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0, names=STEP_ORDER) -> Transformer:
+    """Write the slide's three memories (or those of ``names``) into a two-layer model, in place (W_V^1 and the
+    embeddings untouched).
 
     W_QK^1 = sum_t p_t p_{t-1}^T, W_QK^2 = sum_{q in Q} w_E(q) (W_V^1 w_E(q))^T and
     W_V^2 = sum_k W_U(k) w_E(k)^T, each pair normalised so that its own score
     is ``scale`` (with attention's 1/sqrt(d) undone) and the value memory's is
-    ``scale`` / 2.
+    ``scale`` / 2 (:data:`PAIR_SCORE`).
     """
     check_float("scale", scale, 0.0, None, low_open=True)
+    for name in names:
+        check_choice("memory", name, STEP_ORDER)
     if len(model.layers) < 2:
         raise ValueError(f"the induction head needs two layers; this model has {len(model.layers)}")
-    l1, l2 = model.layers[0], model.layers[1]
+    l1 = model.layers[0]
     c = scale / model.scale
 
     def memory(outs: torch.Tensor, ins: torch.Tensor) -> torch.Tensor:  # sum_i outs_i ins_i^T / (|outs_i|^2 |ins_i|^2)
         w = 1.0 / (outs.pow(2).sum(1) * ins.pow(2).sum(1))
         return (outs * w[:, None]).T @ ins
 
-    P = model.P
-    l1.W_QK.copy_(c * PAIR_SCORE["W_QK^1"] * memory(P[1:], P[:-1]))
-    q = model.W_E[list(triggers)]
-    l2.W_QK.copy_(c * PAIR_SCORE["W_QK^2"] * memory(q, q @ l1.v().T))
-    E = model.W_E[:n_tokens]
-    l2.W_V.copy_(scale * PAIR_SCORE["W_V^2"] * memory(model.W_U[:n_tokens], E))
+    P, q, E = model.P, model.W_E[list(triggers)], model.W_E[:n_tokens]
+    written = {"W_QK^1": lambda: c * PAIR_SCORE["W_QK^1"] * memory(P[1:], P[:-1]),
+               "W_QK^2": lambda: c * PAIR_SCORE["W_QK^2"] * memory(q, q @ l1.v().T),
+               "W_V^2": lambda: scale * PAIR_SCORE["W_V^2"] * memory(model.W_U[:n_tokens], E)}
+    for name in names:
+        model.matrix(name).copy_(written[name]())
     return model
 
 
@@ -470,7 +474,6 @@ def schedule_table(res: dict) -> str:
 
 # --- the "three gradient steps" (slide "Gradient steps for the bigram task", Birth Thm., informal) ---
 
-STEP_ORDER = ("W_V^2", "W_QK^2", "W_QK^1")  # the slide's order: W_OV^2, then W_QK^2, then W_QK^1
 STEP_PROBE = {"W_V^2": "probe_OV2", "W_QK^2": "probe_QK2_all", "W_QK^1": "probe_QK1"}
 EMBEDDINGS = ("orthonormal", "gaussian")
 STEP_DATA = ("uniform", "shakespeare", "shakespeare_iid")
@@ -624,10 +627,9 @@ def three_steps(exp: ThreeStepExperiment, progress: bool = True, use_cache: bool
                                  use_cache=use_cache)
 
 
-def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
-    from tqdm.auto import tqdm
-
-    start = time.perf_counter()
+def _step_setup(exp: ThreeStepExperiment):
+    """The model at zero init (embeddings per ``exp``), the task, the population's chunks and the line-search
+    chunks: the start of every three-step computation."""
     model = Transformer(exp.model_config(), seed=exp.seed)
     for p in model.parameters():
         p.requires_grad_(False)
@@ -639,28 +641,52 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
     task = exp.task()
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["population"])["population"])
     population = [task.sample(rng, min(exp.chunk, exp.batch - i)) for i in range(0, exp.batch, exp.chunk)]
-    line = population[:exp.line_batch // exp.chunk]
+    return model, task, population, population[:exp.line_batch // exp.chunk]
+
+
+def _population_gradient(model: Transformer, name: str, population) -> torch.Tensor:
+    """The gradient of the population loss with respect to the matrix ``name`` (the others held fixed)."""
+    W = model.matrix(name)
+    W.requires_grad_(True)
+    try:
+        grad, = torch.autograd.grad(_population_loss(model, population), W)
+    finally:
+        W.requires_grad_(False)
+    return grad
+
+
+def _gradient_step(model: Transformer, name: str, population, line, etas) -> tuple[float, float]:
+    """One step on ``name`` along its normalised negative population gradient, of the size among ``etas`` with
+    the lowest loss on ``line`` (one size: that size). A zero gradient (the matrix does not yet affect the
+    loss) leaves the matrix as it is. Returns (gradient norm, size taken)."""
+    grad = _population_gradient(model, name, population)
+    norm = grad.norm().item()
+    if norm <= ZERO_GRADIENT:
+        return norm, 0.0
+    W = model.matrix(name)
+    direction, W0 = grad / norm, W.detach().clone()
+    losses = []
+    with torch.no_grad():
+        for e in etas:
+            W.copy_(W0 - e * direction)
+            losses.append(_population_loss(model, line).item())
+        eta = etas[int(np.argmin(losses))]
+        W.copy_(W0 - eta * direction)
+    return norm, eta
+
+
+def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    model, task, population, line = _step_setup(exp)
     evaluate = Evaluator(exp, model, "cpu")
     bar = tqdm(total=1 + 2 * len(exp.second_step_sizes or (None,)), desc="three gradient steps",
                disable=not progress)
 
     def step(i: int, name: str, size: float | None = None) -> dict:
-        """One step on ``name``: the line search's size, or ``size``. A zero gradient (the matrix does not
-        yet affect the loss) leaves the matrix as it is."""
-        W = model.matrix(name)
-        W.requires_grad_(True)
-        grad, = torch.autograd.grad(_population_loss(model, population), W)
-        W.requires_grad_(False)
-        norm = grad.norm().item()
-        losses, eta = [], 0.0
-        if norm > ZERO_GRADIENT:
-            direction, W0 = grad / norm, W.detach().clone()
-            with torch.no_grad():
-                for e in ((size,) if size is not None else exp.etas):
-                    W.copy_(W0 - e * direction)
-                    losses.append(_population_loss(model, line).item())
-                eta = size if size is not None else exp.etas[int(np.argmin(losses))]
-                W.copy_(W0 - eta * direction)
+        """One step on ``name``: the line search's size, or ``size``."""
+        norm, eta = _gradient_step(model, name, population, line, exp.etas if size is None else (size,))
         with torch.no_grad():
             loss = _population_loss(model, line).item()
         bar.update()
@@ -773,14 +799,120 @@ def block_shares(model: Transformer, n_tokens: int) -> dict[str, dict[str, float
     U x (E, P, R) for W_V^2 (whose output the unembedding reads). The subspaces are orthogonal only for
     orthonormal embeddings; only then do the shares add up to one (less what lies outside them)."""
     basis = _bases(model, n_tokens)
-    out = {}
-    for name in STEP_ORDER:
-        W = model.matrix(name)
-        total = W.pow(2).sum().item()
-        left = ("U",) if name == "W_V^2" else ("E", "P", "R")
-        out[name] = {f"{a} x {b}": (basis[a].T @ W @ basis[b]).pow(2).sum().item() / total if total else float("nan")
-                     for a in left for b in ("E", "P", "R")}
-    return out
+    return {name: _shares(model.matrix(name), basis, ("U",) if name == "W_V^2" else "EPR", "EPR")
+            for name in STEP_ORDER}
+
+
+FIRST_LAYERS = ("uniform", "previous token")  # the first layer's attention when the step-2 gradient is taken
+STEP2_PARTS = ("stored pairs", "own token", "own position", "triggers from the last position", "everything else")
+
+
+@torch.no_grad()
+def _shares(W: torch.Tensor, basis: dict[str, torch.Tensor], left, right) -> dict[str, float]:
+    """The share of W's squared Frobenius norm in each block (a in ``left``) x (b in ``right``) of ``basis``."""
+    total = W.pow(2).sum().item()
+    return {f"{a} x {b}": (basis[a].T @ W @ basis[b]).pow(2).sum().item() / total if total else float("nan")
+            for a in left for b in right}
+
+
+def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> dict:
+    """The negative population gradient G of W_QK^2 at step 2 of the slide's order (after step 1 on W_V^2, as in
+    :func:`three_steps`), split by what it associates. The learned W_QK^2 is G scaled, so this is what step 2 writes.
+
+    ``first_layer="uniform"``: W_QK^1 = 0, as in the three steps; ``"previous token"``: W_QK^1 is
+    :func:`construct`'s previous-token memory (scale 20), so that the remapped previous token is not averaged
+    over the prefix. Entries are read in the unit directions of the (orthonormal) embeddings: ``parts`` gives,
+    for each of :data:`STEP2_PARTS`, the share of |G|^2 in its entries and their mean over the mean stored
+    entry. The query at the loss position is a trigger q at position T - 1. "stored pairs": (w_E(q), W_V^1 w_E(q));
+    "own token": (w_E(q), w_E(q)); "own position": (w_E(q), p_{T-1}) and (p_{T-1}, p_{T-1});
+    "triggers from the last position": (p_{T-1}, w_E(q')) for every trigger q'; "everything else": the rest of
+    |G|^2. ``shares``: G's block shares (:func:`block_shares`); ``stored``: the mean stored entry; ``accuracy``:
+    for each of ``exp.scales``, the in-context accuracy with W_QK^2 = G rescaled (:func:`rescale_memories`) and
+    the other two memories :func:`construct`'s at that scale.
+
+    Raises:
+        ValueError: ``first_layer`` not in :data:`FIRST_LAYERS`, embeddings not orthonormal, or an order
+            other than the slide's.
+    """
+    check_choice("first_layer", first_layer, FIRST_LAYERS)
+    if exp.embeddings != "orthonormal" or exp.order != STEP_ORDER:
+        raise ValueError(f"step2_gradient needs embeddings='orthonormal' and the slide's order {STEP_ORDER}, not "
+                         f"{exp.embeddings!r} and {exp.order}")
+    model, task, population, line = _step_setup(exp)
+    _gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
+    if first_layer == "previous token":
+        construct(model, task.triggers, task.n, names=("W_QK^1",))
+    G = -_population_gradient(model, "W_QK^2", population)
+    basis = _bases(model, task.n)
+    trig, T = list(task.triggers), exp.seq_len
+
+    def unit(X: torch.Tensor) -> torch.Tensor:
+        return X / X.norm(dim=1, keepdim=True)
+
+    q, last = unit(model.W_E[trig]), unit(model.P[T - 1:T])
+    entries = {"stored pairs": torch.diagonal(q @ G @ unit(model.W_E[trig] @ model.layers[0].v().T).T),
+               "own token": torch.diagonal(q @ G @ q.T),
+               "own position": torch.cat([(q @ G @ last.T)[:, 0], (last @ G @ last.T)[0]]),
+               "triggers from the last position": (last @ G @ q.T)[0]}
+    total = G.pow(2).sum().item()
+    stored = entries["stored pairs"].mean().item()
+    parts = {k: {"share": v.pow(2).sum().item() / total, "mean / stored": v.mean().item() / stored}
+             for k, v in entries.items()}
+    parts["everything else"] = {"share": 1.0 - sum(p["share"] for p in parts.values()), "mean / stored": float("nan")}
+    evaluate = Evaluator(exp, model, "cpu")
+
+    @torch.no_grad()
+    def accuracy(scale: float) -> float:
+        model.matrix("W_QK^2").copy_(G)
+        rescale_memories(model, task.triggers, task.n, scale, ("W_QK^2",))
+        construct(model, task.triggers, task.n, scale, ("W_QK^1", "W_V^2"))
+        return evaluate(0)["acc"]
+
+    return {"first_layer": first_layer, "stored": stored, "parts": parts, "shares": _shares(G, basis, "EPR", "EPR"),
+            "accuracy": {scale: accuracy(scale) for scale in exp.scales}}
+
+
+SELF_PARTS = ("own token", "own position", "triggers from the last position")  # keys that hold the query's token or place
+
+
+def step2_summary(grads: list[dict]) -> report.Summary:
+    """The claim values of :func:`step2_gradient` for the uniform and the previous-token first layer."""
+    g = {r["first_layer"]: r for r in grads}
+    missing = set(FIRST_LAYERS) - set(g)
+    if missing:
+        raise ValueError(f"step2_summary needs a result for each first layer of {FIRST_LAYERS}; missing {sorted(missing)}")
+    uni, prev = g["uniform"], g["previous token"]
+
+    def best(r: dict) -> float:
+        return max(r["accuracy"].values()) if r["accuracy"] else float("nan")
+
+    return report.Summary({
+        "g2_self_share": (sum(uni["parts"][p]["share"] for p in SELF_PARTS),
+                          "uniform first layer: share of |G|^2 in the own-token, own-position and trigger-key entries"),
+        "g2_stored_share": (uni["parts"]["stored pairs"]["share"], "uniform first layer: share in the stored pairs"),
+        "g2_own_token": (-uni["parts"]["own token"]["mean / stored"],
+                         "uniform first layer: minus the mean own-token entry over the mean stored entry (how many "
+                         "times as hard a key holding the query's token is pushed down as its own key is pushed up)"),
+        "g2_self_share_prev": (sum(prev["parts"][p]["share"] for p in SELF_PARTS),
+                               "previous-token first layer: share in the same entries"),
+        "g2_stored_share_prev": (prev["parts"]["stored pairs"]["share"],
+                                 "previous-token first layer: share in the stored pairs"),
+        "g2_stored_ratio": (prev["stored"] / uni["stored"],
+                            "mean stored entry, previous-token over uniform first layer"),
+        "g2_best_uniform": (best(uni), "uniform first layer: step 2's W_QK^2 rescaled among hand-written memories, "
+                                       "best accuracy over the scales"),
+        "g2_best_prev": (best(prev), "previous-token first layer: the same"),
+    })
+
+
+def step2_table(grads: list[dict]) -> str:
+    """Markdown: for each :func:`step2_gradient` result (a column pair), each part's share of |G|^2 and its mean
+    entry over the mean stored entry."""
+    head = ["entries (query, key)"] + [f"{c} ({g['first_layer']} first layer)" for g in grads
+                                       for c in ("share of squared norm", "mean / stored")]
+    rows = [[part, *(g["parts"][part][c] if part != "everything else" or c == "share" else "–"
+                     for g in grads for c in ("share", "mean / stored"))] for part in STEP2_PARTS]
+    return report.markdown_table(head, rows, digits=3)
 
 
 def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, scales) -> list[dict]:
@@ -799,10 +931,7 @@ def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, s
         for n in names if blocks else ():
             model.matrix(n).copy_(own_block(model, n, task.n))
         rescale_memories(model, task.triggers, task.n, scale, names)
-        mine = {n: model.matrix(n).clone() for n in names}
-        construct(model, task.triggers, task.n, scale)
-        for n, W in mine.items():
-            model.matrix(n).copy_(W)
+        construct(model, task.triggers, task.n, scale, [n for n in STEP_ORDER if n not in names])
         acc = evaluate(0)["acc"]
         for n, W in learned.items():
             model.matrix(n).copy_(W)
