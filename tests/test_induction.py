@@ -270,6 +270,11 @@ def test_three_steps_compares_scales_and_reports_blocks_and_rows():
     assert step2["matrix"] == "W_QK^2"
     assert np.mean(np.array(step2["qk2_rank"]) == 1) == pytest.approx(step2["probe_QK2_all"])
     assert "qk2_rank" not in r["rows"][1] and "qk2_rank" not in r["rows"][3]
+    step3 = r["rows"][3]
+    assert step3["matrix"] == "W_QK^1" and len(step3["qk1_winner"]) == 31
+    misses = ih.qk1_misses(r)
+    assert 1 - len(misses) / 31 == pytest.approx(step3["probe_QK1"])
+    assert all(s != t - 1 and 0 <= s <= 30 for t, s in misses)
     gauss = ih.three_steps(ih.ThreeStepExperiment.quick(embeddings="gaussian", **small), progress=False,
                            use_cache=False)
     assert gauss["scales"] == [] and gauss["blocks"] == {}  # no comparison asked; blocks undefined

@@ -690,7 +690,8 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         with torch.no_grad():
             loss = _population_loss(model, line).item()
         bar.update()
-        extra = qk2_rows(model, task.triggers, task.n) if name == "W_QK^2" else {}
+        extra = {"W_QK^2": lambda: qk2_rows(model, task.triggers, task.n), "W_QK^1": lambda: qk1_rows(model, task.triggers, task.n),
+                 "W_V^2": dict}[name]()
         return {"step": i, "matrix": name, "grad_norm": norm, "eta": eta, "loss": loss, **evaluate(i), **extra}
 
     with torch.no_grad():
@@ -731,6 +732,19 @@ def qk2_rows(model: Transformer, triggers, n_tokens: int) -> dict[str, list[int]
     order = _key_order(triggers, n_tokens)
     return {"qk2_rank": (scores >= own[:, None]).sum(1).tolist(),
             "qk2_winner": [order[j] for j in scores.argmax(1).tolist()]}
+
+
+@torch.no_grad()
+def qk1_rows(model: Transformer, triggers, n_tokens: int) -> dict[str, list[int]]:
+    """The rows of the W_QK^1 probe: ``qk1_winner``, for each query position t = 1..T-1, the key position s
+    (0..T-2) whose p_s scores highest against p_t (the stored pair is s = t - 1)."""
+    return {"qk1_winner": memory_scores(model, triggers, n_tokens)["W_QK^1"].argmax(1).tolist()}
+
+
+def qk1_misses(res: dict) -> list[tuple[int, int]]:
+    """(query position, winning key position) of the W_QK^1 probe's rows that miss, after step 3 of a run."""
+    row = next(r for r in res["rows"] if r["matrix"] == "W_QK^1")
+    return [(t, s) for t, s in enumerate(row["qk1_winner"], start=1) if s != t - 1]
 
 
 @torch.no_grad()
@@ -942,6 +956,7 @@ def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, s
 
 
 SECOND_SIZES = (1.0, 4.0, 16.0)
+POPULATION_FACTOR = 4  # the population-size control of the orthonormal Shakespeare run
 
 
 def three_step_runs(profile: str | None = None) -> dict[str, ThreeStepExperiment]:
@@ -949,8 +964,10 @@ def three_step_runs(profile: str | None = None) -> dict[str, ThreeStepExperiment
     embeddings with uniform and with Shakespeare data, and two controls that separate the Shakespeare data from
     the embeddings: orthonormal embeddings with Shakespeare data, and random embeddings with Shakespeare's
     character frequencies drawn independently (in these two, step 2 is line-searched: the W_QK^2 probe after
-    it does not depend on its size, since the step starts from zero)."""
+    it does not depend on its size, since the step starts from zero); and the orthonormal Shakespeare run
+    again with :data:`POPULATION_FACTOR` times the population."""
     sweep = dict(second_step_sizes=SECOND_SIZES)
+    big = POPULATION_FACTOR * ThreeStepExperiment.for_profile(profile).batch
     return {"slide order, orthonormal": ThreeStepExperiment.for_profile(profile, scales=RESCALE, **sweep),
             "reverse order, orthonormal": ThreeStepExperiment.for_profile(profile, order=STEP_ORDER[::-1]),
             "slide order, Gaussian": ThreeStepExperiment.for_profile(profile, embeddings="gaussian", **sweep),
@@ -958,7 +975,9 @@ def three_step_runs(profile: str | None = None) -> dict[str, ThreeStepExperiment
                 profile, embeddings="gaussian", data="shakespeare", **sweep),
             "slide order, orthonormal, Shakespeare": ThreeStepExperiment.for_profile(profile, data="shakespeare"),
             "slide order, Gaussian, Shakespeare i.i.d.": ThreeStepExperiment.for_profile(
-                profile, embeddings="gaussian", data="shakespeare_iid")}
+                profile, embeddings="gaussian", data="shakespeare_iid"),
+            f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population": ThreeStepExperiment.for_profile(
+                profile, data="shakespeare", batch=big)}
 
 
 def three_step_table(results: dict[str, dict]) -> str:
@@ -1007,6 +1026,11 @@ def three_step_summary(results: dict[str, dict]) -> report.Summary:
                            "orthonormal embeddings, Shakespeare bigram: W_QK^2 probe after step 2"),
         "iid_qk2": (results["slide order, Gaussian, Shakespeare i.i.d."]["rows"][2]["probe_QK2_all"],
                     "Gaussian, Shakespeare's frequencies drawn independently: W_QK^2 probe after step 2"),
+        "text_ortho_qk1": (results["slide order, orthonormal, Shakespeare"]["rows"][3]["probe_QK1"],
+                           "orthonormal embeddings, Shakespeare bigram: W_QK^1 probe after step 3"),
+        "population_factor": (POPULATION_FACTOR, "the population-size control's factor"),
+        "text_ortho_qk1_big": (results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"][
+            "rows"][3]["probe_QK1"], f"the same with {POPULATION_FACTOR}x the population: W_QK^1 probe after step 3"),
         "seconds": (sum(r["seconds"] for r in results.values()), f"time of the {len(results)} runs (s)"),
     })
 
