@@ -18,10 +18,11 @@ from __future__ import annotations
 from companion.config import check_float, check_int
 
 
-def _layer_matmuls(cfg, seq_len: int, l: int, last_only: bool) -> list[tuple[int, int, int, bool, bool]]:
+def _layer_matmuls(cfg, seq_len: int, l: int, last_only: bool,
+                   queries: int | None = None) -> list[tuple[int, int, int, bool, bool]]:
     """(m, n, k, first operand needs grad, second needs grad) of every product of layer ``l`` (0-based)."""
     T, d, h, L = seq_len, cfg.d, cfg.hidden, cfg.n_layers
-    tq = 1 if (last_only and l == L - 1) else T
+    tq = _last_queries(T, last_only, queries) if l == L - 1 else T
     x_grad = l > 0  # the stream entering layer 1 is x = W_E(z) + p, both fixed
     out = [(tq, d, d, x_grad, True),  # query @ W_QK
            (tq, T, d, True, x_grad),  # (query W_QK) @ x^T
@@ -35,12 +36,20 @@ def _layer_matmuls(cfg, seq_len: int, l: int, last_only: bool) -> list[tuple[int
     return out
 
 
-def _matmuls(cfg, seq_len: int, last_only: bool) -> list[tuple[int, int, int, bool, bool]]:
+def _last_queries(seq_len: int, last_only: bool, queries: int | None) -> int:
+    """The positions at which the last layer runs: ``queries`` if given, else 1 (``last_only``) or T."""
+    if queries is not None:
+        check_int("queries", queries, low=1, high=seq_len)
+        return queries
+    return 1 if last_only else seq_len
+
+
+def _matmuls(cfg, seq_len: int, last_only: bool, queries: int | None = None) -> list[tuple[int, int, int, bool, bool]]:
     """Every product of one sequence's forward pass: the layers, then the unembedding by the fixed W_U."""
     if cfg.attn_rank is not None:
         raise ValueError("attn_rank is set: FLOPs are counted for the unfactorised attention of Eq. (1) only")
-    out = [m for l in range(cfg.n_layers) for m in _layer_matmuls(cfg, seq_len, l, last_only)]
-    return out + [(1 if last_only else seq_len, cfg.vocab_size, cfg.d, True, False)]
+    out = [m for l in range(cfg.n_layers) for m in _layer_matmuls(cfg, seq_len, l, last_only, queries)]
+    return out + [(_last_queries(seq_len, last_only, queries), cfg.vocab_size, cfg.d, True, False)]
 
 
 def _flops(matmuls) -> int:
@@ -52,23 +61,26 @@ def last_only(exp) -> bool:
     return exp.loss_on == "final" or exp.task_kind == "ioi"
 
 
-def forward_flops(cfg, batch: int, seq_len: int, last_only: bool) -> float:
-    """Matrix-multiply FLOPs of one forward pass over ``batch`` sequences of length ``seq_len``."""
+def forward_flops(cfg, batch: int, seq_len: int, last_only: bool, queries: int | None = None) -> float:
+    """Matrix-multiply FLOPs of one forward pass over ``batch`` sequences of length ``seq_len``; ``queries``:
+    the last layer runs at that many positions per sequence (``Transformer(..., positions=...)``)."""
     check_int("batch", batch, low=1)
     check_int("seq_len (T)", seq_len, low=1, high=cfg.max_len)
-    return float(batch * _flops(_matmuls(cfg, seq_len, last_only)))
+    return float(batch * _flops(_matmuls(cfg, seq_len, last_only, queries)))
 
 
-def train_step_flops(cfg, batch: int, seq_len: int, last_only: bool) -> float:
-    """Forward and backward FLOPs of one training step (``last_only``: the loss is on the final position)."""
-    fwd = forward_flops(cfg, batch, seq_len, last_only)
-    bwd = batch * sum(2 * m * n * k * (a + b) for m, n, k, a, b in _matmuls(cfg, seq_len, last_only))
+def train_step_flops(cfg, batch: int, seq_len: int, last_only: bool, queries: int | None = None) -> float:
+    """Forward and backward FLOPs of one training step (``last_only``: the loss is on the final position;
+    ``queries``: on that many positions per sequence, where the last layer runs)."""
+    fwd = forward_flops(cfg, batch, seq_len, last_only, queries)
+    bwd = batch * sum(2 * m * n * k * (a + b) for m, n, k, a, b in _matmuls(cfg, seq_len, last_only, queries))
     return fwd + float(bwd)
 
 
 def run_flops(exp) -> dict[str, float]:
     """FLOPs of a whole noisy-recall run (:class:`companion.experiments.noisy_recall.RecallExperiment`):
-    ``train`` (every step of every phase), ``evaluation`` (every evaluation: the clean and the noisy test
+    ``train`` (every step of every phase; for a loss on trigger occurrences, the dense count, an upper bound,
+    since :func:`companion.train.batch_loss` runs the last layer only at the loss positions), ``evaluation`` (every evaluation: the clean and the noisy test
     sets, one last-position forward pass each, the dropped-F1 pass re-running the layers after the first
     attention, and the 64-sequence first-layer attention probe; the rho sweep re-runs only F_L and W_U and is
     not counted) and ``total``.

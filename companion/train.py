@@ -53,14 +53,32 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, extra: Iterable = (
     return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
+SPARSE_LOSS = 0.5  # a loss on at most this share of a row's positions runs the last layer only there
+
+
 def batch_loss(model, batch, device, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy of next-token predictions at the batch's loss positions (``reduction``: "mean" or "sum";
-    a sum over no position is 0, a mean raises)."""
+    a sum over no position is 0, a mean raises).
+
+    Only what the loss reads is computed: the rows with a loss position, and, for a model whose forward takes
+    ``positions`` (:class:`~companion.models.Transformer`), the last layer only at the loss positions when no
+    row has more than :data:`SPARSE_LOSS` of its positions in the loss; the terms are summed in the same
+    order either way."""
     tokens = torch.as_tensor(batch.inputs, device=device)
     targets = torch.as_tensor(batch.targets, device=device)
     if batch.loss_mask[:, :-1].any():
-        mask = torch.as_tensor(batch.loss_mask, device=device)
-        logits = model(tokens)  # (batch, T, V)
+        counts = batch.loss_mask.sum(1)
+        rows = counts > 0
+        mask = torch.as_tensor(batch.loss_mask[rows], device=device)
+        tokens, targets = tokens[torch.as_tensor(rows, device=device)], targets[torch.as_tensor(rows, device=device)]
+        m = int(counts.max())
+        if getattr(model, "takes_positions", False) and m <= SPARSE_LOSS * mask.shape[1]:
+            # each row's loss positions first, in order, then padding (other positions, not read)
+            positions = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)[:, :m]
+            valid = torch.arange(m, device=device) < mask.sum(1, keepdim=True)
+            logits = model(tokens, positions=positions)  # (rows, m, V)
+            return F.cross_entropy(logits[valid], targets.gather(1, positions)[valid], reduction=reduction)
+        logits = model(tokens)  # (rows, T, V)
         return F.cross_entropy(logits[mask], targets[mask], reduction=reduction)
     rows = torch.as_tensor(batch.loss_mask[:, -1], device=device)
     if not rows.any() and reduction == "mean":

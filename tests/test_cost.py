@@ -8,7 +8,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from companion import cost
 from companion.data.recall import RecallTask
 from companion.models import ModelConfig, Transformer
-from companion.train import batch_loss
+from companion.train import SPARSE_LOSS, batch_loss
 
 
 @pytest.mark.parametrize("ff,loss_on", [(("mlp", "mlp"), "final"), (("mlp", "linear"), "triggers"),
@@ -19,12 +19,16 @@ def test_train_step_flops_match_torch(ff, loss_on):
     model = Transformer(cfg)
     batch = task.sample(np.random.default_rng(0), 8)
     last_only = loss_on == "final"
+    counts = batch.loss_mask.sum(1)
+    # a loss on trigger occurrences runs the rows that have one, and their last layer at the loss positions only
+    rows, queries = (8, None) if last_only else (int((counts > 0).sum()), int(counts.max()))
+    assert last_only or queries <= SPARSE_LOSS * 16  # the sparse path is the one measured
     with FlopCounterMode(display=False) as fwd:
         loss = batch_loss(model, batch, torch.device("cpu"))
     with FlopCounterMode(display=False) as bwd:
         loss.backward()
-    assert fwd.get_total_flops() == cost.forward_flops(cfg, 8, 16, last_only)
-    assert fwd.get_total_flops() + bwd.get_total_flops() == cost.train_step_flops(cfg, 8, 16, last_only)
+    assert fwd.get_total_flops() == cost.forward_flops(cfg, rows, 16, last_only, queries)
+    assert fwd.get_total_flops() + bwd.get_total_flops() == cost.train_step_flops(cfg, rows, 16, last_only, queries)
 
 
 def test_bad_input():

@@ -52,6 +52,35 @@ def test_forward_matches_literal_equation(ff, scale):
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     last = m(torch.tensor([z]), last_only=True).detach().double().numpy()[0]
     np.testing.assert_allclose(last, expected[-1], rtol=1e-4, atol=1e-4)
+    some = m(torch.tensor([z]), positions=torch.tensor([[0, 4, 8, 4]])).detach().double().numpy()[0]
+    np.testing.assert_allclose(some, expected[[0, 4, 8, 4]], rtol=1e-4, atol=1e-4)
+
+
+def test_positions_bad_input():
+    m = Transformer(ModelConfig(vocab_size=11, d=12, max_len=9))
+    z = torch.zeros(2, 9, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"positions must lie in \[0, 8\]; got \[0, 9\]"):
+        m(z, positions=torch.tensor([[0, 9], [1, 2]]))
+    with pytest.raises(ValueError, match="either last_only or positions"):
+        m(z, last_only=True, positions=torch.tensor([[0], [1]]))
+
+
+@pytest.mark.parametrize("loss_on", ["triggers", "all", "final"])
+def test_batch_loss_sparse_path_matches_the_dense_loss_and_gradients(loss_on):
+    from companion.data.recall import RecallTask
+    from companion.train import batch_loss
+
+    task = RecallTask(seq_len=32, alpha=0.5, loss_on=loss_on)
+    m = Transformer(ModelConfig(task.vocab_size, d=16, max_len=32), seed=1)
+    b = task.sample(np.random.default_rng(0), 16)
+    mask = torch.as_tensor(b.loss_mask)
+    dense = torch.nn.functional.cross_entropy(m(torch.as_tensor(b.inputs))[mask], torch.as_tensor(b.targets)[mask],
+                                              reduction="sum")
+    g_dense = torch.autograd.grad(dense, list(m.parameters()))
+    loss = batch_loss(m, b, "cpu", reduction="sum")
+    g = torch.autograd.grad(loss, list(m.parameters()))
+    assert torch.allclose(loss, dense, rtol=1e-5)
+    assert all(torch.allclose(a, c, rtol=1e-4, atol=1e-6) for a, c in zip(g, g_dense))
 
 
 def test_frozen_embeddings_and_names():

@@ -28,7 +28,9 @@ Factorised layers have no ``W_QK^l`` / ``W_V^l`` to truncate.
 
 The last layer can be evaluated at the final position only
 (``last_only=True``), which is all the paper's loss needs: keys and values
-still use every position, queries only the last one.
+still use every position, queries only the last one. ``positions`` does the
+same for a few positions per sequence (the public code's loss on trigger
+occurrences).
 
 Matrices are addressed by paper names: ``"W_QK^2"``, ``"W_V^1"``,
 ``"F2.U_in"``, ``"F2.U_out"``, ``"F1.W_F"`` (layer numbers 1-based).
@@ -38,6 +40,8 @@ Matrices are addressed by paper names: ``"W_QK^2"``, ``"W_V^1"``,
 torch.Size([3, 8, 66])
 >>> m(torch.zeros(3, 8, dtype=torch.long), last_only=True).shape
 torch.Size([3, 66])
+>>> m(torch.zeros(3, 8, dtype=torch.long), positions=torch.tensor([[2, 7]] * 3)).shape
+torch.Size([3, 2, 66])
 >>> tuple(m.matrix("F2.U_in").shape)
 (64, 16)
 """
@@ -155,6 +159,8 @@ class Layer(nn.Module):
 class Transformer(nn.Module):
     """L-layer transformer of Eq. (1); see the module docstring."""
 
+    takes_positions = True  # forward(tokens, positions=...) runs the last layer at those positions only
+
     def __init__(self, cfg: ModelConfig, seed: int = 0):
         super().__init__()
         self.cfg = cfg
@@ -174,13 +180,21 @@ class Transformer(nn.Module):
             raise ValueError(f"sequence length {T} exceeds max_len={self.cfg.max_len}")
         return self.W_E[tokens] + self.P[:T]
 
-    def attend(self, l: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None):
-        """x^{l-1} (batch, T, d) -> u = x^{l-1} + h^l: (batch, T, d), or (batch, d) at the last position."""
+    def attend(self, l: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None,
+               positions: torch.Tensor | None = None):
+        """x^{l-1} (batch, T, d) -> u = x^{l-1} + h^l: (batch, T, d), (batch, d) at the last position, or
+        (batch, m, d) at ``positions`` (batch, m) only (each query attends to the keys up to its position)."""
         layer = self.layers[l]
-        query = x[:, -1:] if last_only else x  # (batch, Tq, d)
-        scores = (query @ layer.qk()) @ x.transpose(1, 2) * self.scale  # (batch, Tq, T)
         T = x.shape[1]
-        if not last_only:
+        if positions is not None:
+            query = x.gather(1, positions[..., None].expand(-1, -1, x.shape[2]))  # (batch, m, d)
+        else:
+            query = x[:, -1:] if last_only else x  # (batch, Tq, d)
+        scores = (query @ layer.qk()) @ x.transpose(1, 2) * self.scale  # (batch, Tq, T)
+        if positions is not None:
+            future = torch.arange(T, device=x.device) > positions[..., None]  # (batch, m, T)
+            scores = scores.masked_fill(future, float("-inf"))
+        elif not last_only:
             causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
             scores = scores.masked_fill(~causal, float("-inf"))
         attn = torch.softmax(scores, dim=-1)  # (batch, Tq, T)
@@ -197,8 +211,10 @@ class Transformer(nn.Module):
         """x^L (..., d) -> logits xi (..., V)."""
         return x @ self.W_U.T
 
-    def forward(self, tokens: torch.Tensor, last_only: bool = False, record: dict | None = None):
-        """Logits (batch, T, V), or (batch, V) for the last position when ``last_only``.
+    def forward(self, tokens: torch.Tensor, last_only: bool = False, record: dict | None = None,
+                positions: torch.Tensor | None = None):
+        """Logits (batch, T, V), (batch, V) for the last position when ``last_only``, or (batch, m, V) at
+        ``positions`` (batch, m), indices into T: the last layer runs only there (a loss on a few positions).
 
         ``record``, if a dict, receives the attention maps ``attn1`` and ``attn{L}``
         of the first and last layers, the stream ``u1`` entering the first
@@ -206,18 +222,30 @@ class Transformer(nn.Module):
         last one (the middle layers' maps are not kept: at T = 256 each costs
         about 0.5 GB for 2048 sequences).
         """
-        return self.forward_from(0, self.embed(tokens), last_only, record)
+        return self.forward_from(0, self.embed(tokens), last_only, record, positions)
 
-    def forward_from(self, start: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None):
+    def forward_from(self, start: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None,
+                     positions: torch.Tensor | None = None):
         """Run layers ``start``, ``start + 1``, ... (0-based) on the stream x (batch, T, d), then unembed.
 
         With ``start = 1`` and x = ``record["u1"]`` this is the model with F1 dropped, without re-running
         the first attention layer.
+
+        Raises:
+            ValueError: both ``last_only`` and ``positions``, or a position outside [0, T - 1].
         """
+        if positions is not None:
+            if last_only:
+                raise ValueError("give either last_only or positions, not both")
+            T = x.shape[1]
+            if positions.numel() and not (0 <= int(positions.min()) and int(positions.max()) < T):
+                raise ValueError(f"positions must lie in [0, {T - 1}]; got [{int(positions.min())}, "
+                                 f"{int(positions.max())}]")
         L = len(self.layers)
         for l in range(start, L):
             final = l == L - 1
-            u = self.attend(l, x, last_only=last_only and final, record=record if (final or l == 0) else None)
+            u = self.attend(l, x, last_only=last_only and final, record=record if (final or l == 0) else None,
+                            positions=positions if final else None)
             if record is not None and (final or l == 0):
                 record[f"u{l + 1}"] = u.detach()
             x = self.feed_forward(l, u)
