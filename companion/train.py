@@ -68,9 +68,9 @@ def batch_loss(model, batch, device, reduction: str = "mean") -> torch.Tensor:
     targets = torch.as_tensor(batch.targets, device=device)
     if batch.loss_mask[:, :-1].any():
         counts = batch.loss_mask.sum(1)
-        rows = counts > 0
-        mask = torch.as_tensor(batch.loss_mask[rows], device=device)
-        tokens, targets = tokens[torch.as_tensor(rows, device=device)], targets[torch.as_tensor(rows, device=device)]
+        rows = torch.as_tensor(counts > 0, device=device)
+        mask = torch.as_tensor(batch.loss_mask, device=device)[rows]
+        tokens, targets = tokens[rows], targets[rows]
         m = int(counts.max())
         if getattr(model, "takes_positions", False) and m <= SPARSE_LOSS * mask.shape[1]:
             # each row's loss positions first, in order, then padding (other positions, not read)

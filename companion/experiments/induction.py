@@ -690,8 +690,8 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         with torch.no_grad():
             loss = _population_loss(model, line).item()
         bar.update()
-        extra = {"W_QK^2": lambda: qk2_rows(model, task.triggers, task.n), "W_QK^1": lambda: qk1_rows(model, task.triggers, task.n),
-                 "W_V^2": dict}[name]()
+        rows_of = {"W_QK^2": qk2_rows, "W_QK^1": qk1_rows}.get(name)
+        extra = rows_of(model, task.triggers, task.n) if rows_of else {}
         return {"step": i, "matrix": name, "grad_norm": norm, "eta": eta, "loss": loss, **evaluate(i), **extra}
 
     with torch.no_grad():
@@ -841,8 +841,8 @@ def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> di
     "own token": (w_E(q), w_E(q)); "own position": (w_E(q), p_{T-1}) and (p_{T-1}, p_{T-1});
     "triggers from the last position": (p_{T-1}, w_E(q')) for every trigger q'; "everything else": the rest of
     |G|^2. ``shares``: G's block shares (:func:`block_shares`); ``stored``: the mean stored entry; ``accuracy``:
-    for each of ``exp.scales``, the in-context accuracy with W_QK^2 = G rescaled (:func:`rescale_memories`) and
-    the other two memories :func:`construct`'s at that scale.
+    for each of ``exp.scales``, the in-context accuracy with W_QK^2 = G rescaled and the other two memories
+    :func:`construct`'s at that scale (the mix "learned W_QK^2 only" of :func:`_compare_scales`).
 
     Raises:
         ValueError: ``first_layer`` not in :data:`FIRST_LAYERS`, embeddings not orthonormal, or an order
@@ -873,17 +873,12 @@ def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> di
     parts = {k: {"share": v.pow(2).sum().item() / total, "mean / stored": v.mean().item() / stored}
              for k, v in entries.items()}
     parts["everything else"] = {"share": 1.0 - sum(p["share"] for p in parts.values()), "mean / stored": float("nan")}
-    evaluate = Evaluator(exp, model, "cpu")
-
-    @torch.no_grad()
-    def accuracy(scale: float) -> float:
+    with torch.no_grad():
         model.matrix("W_QK^2").copy_(G)
-        rescale_memories(model, task.triggers, task.n, scale, ("W_QK^2",))
-        construct(model, task.triggers, task.n, scale, ("W_QK^1", "W_V^2"))
-        return evaluate(0)["acc"]
-
+    mix = "learned W_QK^2 only"
+    scales = _compare_scales(model, task, Evaluator(exp, model, "cpu"), exp.scales, {mix: MIXES[mix]})
     return {"first_layer": first_layer, "stored": stored, "parts": parts, "shares": _shares(G, basis, "EPR", "EPR"),
-            "accuracy": {scale: accuracy(scale) for scale in exp.scales}}
+            "accuracy": {row["scale"]: row[mix] for row in scales}}
 
 
 SELF_PARTS = ("own token", "own position", "triggers from the last position")  # keys that hold the query's token or place
@@ -929,8 +924,8 @@ def step2_table(grads: list[dict]) -> str:
     return report.markdown_table(head, rows, digits=3)
 
 
-def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, scales) -> list[dict]:
-    """The in-context accuracy, at each of ``scales``, of each mix of :data:`MIXES`: the memories it
+def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, scales, mixes=None) -> list[dict]:
+    """The in-context accuracy, at each of ``scales``, of each mix of ``mixes`` (default :data:`MIXES`): the memories it
     names learned and rescaled (:func:`rescale_memories`), the others :func:`construct`'s, on the same
     embeddings ("learned": all three learned, "constructed": none). NaN when a learned memory has nothing to
     rescale; "learned, own blocks" projects each learned memory on its :func:`own_block` before rescaling it.
@@ -951,7 +946,8 @@ def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, s
             model.matrix(n).copy_(W)
         return acc
 
-    return [{"scale": scale, **{mix: accuracy(scale, names, mix.endswith("blocks")) for mix, names in MIXES.items()}}
+    mixes = MIXES if mixes is None else mixes
+    return [{"scale": scale, **{mix: accuracy(scale, names, mix.endswith("blocks")) for mix, names in mixes.items()}}
             for scale in scales]
 
 
