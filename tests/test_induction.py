@@ -344,3 +344,64 @@ def test_step2_gradient_bad_input(overrides, first, match):
 def test_step2_summary_needs_both_first_layers():
     with pytest.raises(ValueError, match="missing \\['previous token'\\]"):
         ih.step2_summary([{"first_layer": "uniform"}])
+
+
+# --- the step-2 probe, part by part ---
+
+def _after_step1(exp):
+    model, task, population, line = ih._step_setup(exp)
+    ih._gradient_step(model, "W_V^2", population, line, exp.etas)
+    return model, population
+
+
+def test_step2_outer_is_the_population_gradient():
+    small = dict(d=64, seq_len=16, batch=512, chunk=256, line_batch=256, n_test=64, etas=(1.0, 4.0))
+    model, population = _after_step1(ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid",
+                                                                   **small))
+    Q, K = ih.step2_outer(model, population)
+    assert set(Q) == set(K) == set(ih.STREAM_PARTS)
+    G = sum(Q[a].T @ K[b] for a in Q for b in K) / len(Q["token"])
+    auto = -ih._population_gradient(model, "W_QK^2", population)
+    assert auto.norm() > 0 and (G - auto).norm() / auto.norm() < 1e-5
+    n_loss = sum(int(b.loss_mask[:, -1].sum()) for b in population)
+    assert Q["token"].shape == (n_loss, 64)
+    with torch.no_grad():
+        model.matrix("W_QK^2").add_(1e-3)
+    with pytest.raises(ValueError, match="needs W_QK\\^2 = 0"):
+        ih.step2_outer(model, population)
+
+
+def test_step2_outer_bad_input():
+    exp = ih.ThreeStepExperiment.quick(embeddings="gaussian", d=64, seq_len=16, batch=256, chunk=256,
+                                       line_batch=256)
+    model, task, population, _ = ih._step_setup(exp)
+    dense = dataclasses.replace(task, loss_on="all")
+    with pytest.raises(ValueError, match="the last position only"):
+        ih.step2_outer(model, [dense.sample(np.random.default_rng(0), 8)])
+    one = Transformer(ModelConfig(vocab_size=task.vocab_size, d=64, max_len=16, ff=("none",)))
+    with pytest.raises(ValueError, match="two attention-only layers"):
+        ih.step2_outer(one, population)
+    with pytest.raises(ValueError, match="the slide's order"):
+        ih.step2_probe_parts(ih.ThreeStepExperiment.quick(order=ih.STEP_ORDER[::-1]))
+
+
+def test_step2_probe_parts_add_up_to_the_runs_probe():
+    small = dict(seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
+    ortho = ih.ThreeStepExperiment.quick(d=230, data="shakespeare", **small)
+    parts = ih.step2_probe_parts(ortho)
+    assert parts["probe"] == ih.three_steps(ortho, progress=False, use_cache=False)["rows"][2]["probe_QK2_all"]
+    # orthonormal embeddings: the keys' tokens and positions are orthogonal to every remapped key
+    first = parts["key"]["first layer"]["spread"]
+    assert first > 0 and parts["key"]["token"]["spread"] < 1e-4 * first
+    assert parts["key"]["position"]["spread"] < 1e-4 * first
+    assert parts["key"]["first layer"]["probe"] == parts["probe"]
+    gauss = ih.step2_probe_parts(ih.ThreeStepExperiment.quick(d=64, embeddings="gaussian", **small))
+    assert gauss["key"]["token"]["spread"] > 0 and set(gauss["without key"]) == set(ih.STREAM_PARTS)
+    results = dict(zip(ih.GAUSSIAN_RUNS, (gauss, parts, gauss)))
+    s = ih.step2_probe_summary(results)
+    assert s["g2p_token_iid"] == pytest.approx(gauss["key"]["token"]["spread"] / gauss["key"]["first layer"]["spread"])
+    assert s["g2p_first_layer_min"] == min(r["key"]["first layer"]["probe"] for r in results.values())
+    table = ih.step2_probe_table(results)
+    assert len(table.splitlines()) == 2 + 1 + 2 * len(ih.STREAM_PARTS)
+    with pytest.raises(ValueError, match="missing"):
+        ih.step2_probe_summary({ih.GAUSSIAN_RUNS[0]: gauss})

@@ -924,6 +924,125 @@ def step2_table(grads: list[dict]) -> str:
     return report.markdown_table(head, rows, digits=3)
 
 
+STREAM_PARTS = ("token", "position", "first layer")  # x_t = w_E(z_t) + p_t + h^1_t, the stream entering layer 2
+
+
+@torch.no_grad()
+def step2_outer(model: Transformer, population) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The negative population gradient of W_QK^2 at W_QK^2 = 0, in closed form and split by source.
+
+    With W_QK^2 = 0 the last position attends uniformly to the T positions, and for a loss at the last position
+    -dl/dW_QK^2 = (c / T) sum_s (b_s - mean_s b_s) x_{T-1} x_s^T, with b_s = (e_o - pi)^T W_U W_V^2 x_s (how much
+    attending to s would raise log p(o)), x the stream entering layer 2 and c attention's 1/sqrt(d). Each stream is
+    the sum of :data:`STREAM_PARTS`: its token's embedding, its position and what the first layer wrote. Returns
+    (Q, K), each part's (n, d) rows over the n sequences with a loss position: Q[a] the query's part a,
+    K[b] = (c / T) sum_s (b_s - mean b) (part b of x_s); the gradient is sum_{a, b} Q[a]^T K[b] / n.
+
+    Raises:
+        ValueError: not two attention-only layers, W_QK^2 not zero, or a loss position before the last.
+    """
+    if len(model.layers) != 2 or any(layer.ff.kind != "none" for layer in model.layers):
+        raise ValueError("step2_outer needs two attention-only layers, got feed-forward kinds "
+                         f"{[layer.ff.kind for layer in model.layers]}")
+    if model.matrix("W_QK^2").abs().max() > 0:
+        raise ValueError("step2_outer needs W_QK^2 = 0 (uniform attention in layer 2)")
+    if any(b.loss_mask[:, :-1].any() for b in population):
+        raise ValueError("step2_outer needs the loss at the last position only (loss_on='final_recall')")
+    Q, K = ({a: [] for a in STREAM_PARTS} for _ in range(2))
+    for b in population:
+        keep = torch.as_tensor(b.loss_mask[:, -1])
+        tokens, target = torch.as_tensor(b.inputs)[keep], torch.as_tensor(b.targets[:, -1])[keep]
+        record = {}
+        logits = model(tokens, last_only=True, record=record)  # (n, V)
+        x = record["u1"]  # (n, T, d): layer 1 has no feed-forward, so this enters layer 2
+        err = F.one_hot(target, logits.shape[-1]).to(x) - torch.softmax(logits, -1)
+        gain = torch.einsum("nv,ntv->nt", err, model.unembed(x @ model.layers[1].v().T))  # b_s
+        w = model.scale / x.shape[1] * (gain - gain.mean(1, keepdim=True))
+        token, position = model.W_E[tokens], model.P[:x.shape[1]].expand_as(x)
+        for a, X in zip(STREAM_PARTS, (token, position, x - token - position)):
+            Q[a].append(X[:, -1])
+            K[a].append(torch.einsum("nt,ntd->nd", w, X))
+    return {a: torch.cat(v) for a, v in Q.items()}, {a: torch.cat(v) for a, v in K.items()}
+
+
+def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
+    """The W_QK^2 probe after step 2 of the slide's order, split by which parts of the query and of the keys
+    (:data:`STREAM_PARTS`) each score comes from (:func:`step2_outer`); any embeddings and data. The probe row of
+    trigger q scores w_E(q)^T G W_V^1 w_E(k) over every token k, and G is a sum of nine outer products, so each
+    row is a sum of nine parts. ``probe``: the whole probe's recall (step 2 scales G, so this is the run's
+    ``probe_QK2_all``); ``query`` and ``key``: for each part of the query (keys whole) or of the keys (query
+    whole), the recall of its scores alone and their ``spread`` (the rows' standard deviation over keys, mean
+    over rows); ``without key``: the recall of the whole probe less one part of the keys.
+
+    Raises:
+        ValueError: an order other than the slide's, or a loss other than ``final_recall``.
+    """
+    if exp.order != STEP_ORDER or exp.loss_on != "final_recall":
+        raise ValueError(f"step2_probe_parts needs the slide's order {STEP_ORDER} and loss_on='final_recall', not "
+                         f"{exp.order} and {exp.loss_on!r}")
+    model, task, population, line = _step_setup(exp)
+    _gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
+    Q, K = step2_outer(model, population)
+    trig = list(task.triggers)
+    with torch.no_grad():
+        keys = (model.W_E[:task.n] @ model.layers[0].v().T)[_key_order(trig, task.n)]
+        S = {(a, b): (model.W_E[trig] @ Q[a].T) @ (K[b] @ keys.T) / len(Q[a]) for a in STREAM_PARTS
+             for b in STREAM_PARTS}
+    whole = sum(S.values())
+
+    def read(M: torch.Tensor) -> dict[str, float]:
+        return {"probe": _recall(M), "spread": M.std(1).mean().item()}
+
+    key = {b: sum(S[a, b] for a in STREAM_PARTS) for b in STREAM_PARTS}
+    return {"probe": _recall(whole), "query": {a: read(sum(S[a, b] for b in STREAM_PARTS)) for a in STREAM_PARTS},
+            "key": {b: read(M) for b, M in key.items()},
+            "without key": {b: _recall(whole - M) for b, M in key.items()}}
+
+
+GAUSSIAN_RUNS = ("slide order, Gaussian", "slide order, Gaussian, Shakespeare",
+                 "slide order, Gaussian, Shakespeare i.i.d.")  # the chapter's runs with random embeddings
+
+
+def step2_probe_summary(parts: dict[str, dict]) -> report.Summary:
+    """The claim values of :func:`step2_probe_parts` over the chapter's :data:`GAUSSIAN_RUNS` (keyed by run name)."""
+    missing = set(GAUSSIAN_RUNS) - set(parts)
+    if missing:
+        raise ValueError(f"step2_probe_summary needs a result for each of {GAUSSIAN_RUNS}; missing {sorted(missing)}")
+    uni, iid = parts[GAUSSIAN_RUNS[0]], parts[GAUSSIAN_RUNS[2]]
+
+    def ratio(r: dict, side: str, part: str, over: str) -> float:
+        return r[side][part]["spread"] / r[side][over]["spread"]
+
+    return report.Summary({
+        "g2p_first_layer_min": (min(parts[n]["key"]["first layer"]["probe"] for n in GAUSSIAN_RUNS),
+                                "Gaussian runs: the probe's part from the keys' first-layer output (the remapped "
+                                "tokens) alone, smallest recall over the three runs"),
+        "g2p_context_max": (max(ratio(parts[n], "query", "first layer", "token") for n in GAUSSIAN_RUNS),
+                            "Gaussian runs: spread of the part from what the first layer adds to the query over "
+                            "that of the part from the query's token, largest over the three runs"),
+        "g2p_token_iid": (ratio(iid, "key", "token", "first layer"), "Shakespeare's frequencies i.i.d.: spread "
+                          "of the part from the keys' token embeddings over that of their first-layer output"),
+        "g2p_position_iid": (ratio(iid, "key", "position", "first layer"), "the same for the keys' positions"),
+        "g2p_token_uniform": (ratio(uni, "key", "token", "first layer"), "uniform data: keys' tokens over their "
+                              "first-layer output"),
+        "g2p_position_uniform": (ratio(uni, "key", "position", "first layer"), "uniform data: keys' positions "
+                                 "over their first-layer output"),
+        "g2p_without_token_iid": (iid["without key"]["token"], "Shakespeare's frequencies i.i.d.: recall of the "
+                                  "whole probe less the keys' token part"),
+        "g2p_without_position_iid": (iid["without key"]["position"], "the same less the keys' position part"),
+    })
+
+
+def step2_probe_table(parts: dict[str, dict]) -> str:
+    """Markdown: for each :func:`step2_probe_parts` result (keyed by run name), the whole probe's recall and, for
+    each part of the query and of the keys, the recall of that part alone and its spread."""
+    head = ["scores from"] + [f"{c} ({n})" for n in parts for c in ("recall", "spread")]
+    rows = [["the whole probe", *(x for r in parts.values() for x in (r["probe"], "–"))]]
+    rows += [[f"{side}: {part}", *(x for r in parts.values() for x in (r[side][part]["probe"], r[side][part]["spread"]))]
+             for side in ("query", "key") for part in STREAM_PARTS]
+    return report.markdown_table(head, rows, digits=3)
+
+
 def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, scales, mixes=None) -> list[dict]:
     """The in-context accuracy, at each of ``scales``, of each mix of ``mixes`` (default :data:`MIXES`): the memories it
     names learned and rescaled (:func:`rescale_memories`), the others :func:`construct`'s, on the same
