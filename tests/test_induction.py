@@ -348,16 +348,10 @@ def test_step2_summary_needs_both_first_layers():
 
 # --- the step-2 probe, part by part ---
 
-def _after_step1(exp):
-    model, task, population, line = ih._step_setup(exp)
-    ih._gradient_step(model, "W_V^2", population, line, exp.etas)
-    return model, population
-
-
 def test_step2_outer_is_the_population_gradient():
     small = dict(d=64, seq_len=16, batch=512, chunk=256, line_batch=256, n_test=64, etas=(1.0, 4.0))
-    model, population = _after_step1(ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid",
-                                                                   **small))
+    model, _, population = ih._after_first_step(ih.ThreeStepExperiment.quick(
+        embeddings="gaussian", data="shakespeare_iid", **small))
     Q, K = ih.step2_outer(model, population)
     assert set(Q) == set(K) == set(ih.STREAM_PARTS)
     G = sum(Q[a].T @ K[b] for a in Q for b in K) / len(Q["token"])

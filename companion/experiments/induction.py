@@ -675,6 +675,14 @@ def _gradient_step(model: Transformer, name: str, population, line, etas) -> tup
     return norm, eta
 
 
+def _after_first_step(exp: ThreeStepExperiment):
+    """The model after step 1 of the slide's order (W_V^2, line-searched as in :func:`three_steps`), its task and
+    population: where step 2 starts."""
+    model, task, population, line = _step_setup(exp)
+    _gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
+    return model, task, population
+
+
 def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
     from tqdm.auto import tqdm
 
@@ -852,8 +860,7 @@ def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> di
     if exp.embeddings != "orthonormal" or exp.order != STEP_ORDER:
         raise ValueError(f"step2_gradient needs embeddings='orthonormal' and the slide's order {STEP_ORDER}, not "
                          f"{exp.embeddings!r} and {exp.order}")
-    model, task, population, line = _step_setup(exp)
-    _gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
+    model, task, population = _after_first_step(exp)
     if first_layer == "previous token":
         construct(model, task.triggers, task.n, names=("W_QK^1",))
     G = -_population_gradient(model, "W_QK^2", population)
@@ -980,8 +987,7 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
     if exp.order != STEP_ORDER or exp.loss_on != "final_recall":
         raise ValueError(f"step2_probe_parts needs the slide's order {STEP_ORDER} and loss_on='final_recall', not "
                          f"{exp.order} and {exp.loss_on!r}")
-    model, task, population, line = _step_setup(exp)
-    _gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
+    model, task, population = _after_first_step(exp)
     Q, K = step2_outer(model, population)
     trig = list(task.triggers)
     with torch.no_grad():

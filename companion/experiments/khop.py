@@ -325,14 +325,17 @@ def members(profile: str | None = None) -> dict[str, KHopExperiment]:
 def member_overrides(name: str, overrides: dict) -> dict:
     """The overrides of the whole study (``python -m companion record khop --set ...``) as member ``name`` of
     :func:`members` takes them: the single-layer run keeps :data:`SHALLOW_STEPS` times the others' steps and
-    evaluation interval.
+    evaluation interval, and its single layer (a ``depth`` override is the other runs').
 
-    >>> member_overrides("mixture, 1 layer", {"steps": 100, "k": 4}), member_overrides("mixture", {"steps": 100})
-    ({'steps': 400, 'k': 4}, {'steps': 100})
+    >>> member_overrides("mixture, 1 layer", {"steps": 100, "k": 4, "depth": 4})
+    {'steps': 400, 'k': 4}
+    >>> member_overrides("mixture", {"steps": 100, "depth": 4})
+    {'steps': 100, 'depth': 4}
     """
     if name != "mixture, 1 layer":
         return overrides
-    return {key: SHALLOW_STEPS * v if key in ("steps", "eval_every") else v for key, v in overrides.items()}
+    return {key: SHALLOW_STEPS * v if key in ("steps", "eval_every") else v for key, v in overrides.items()
+            if key != "depth"}
 
 
 def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
@@ -362,6 +365,8 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
         "hop_gap": (float(mix_at[-1] - mix_at[0]), "mixture: steps from hop 1 learned to hop k learned"),
         "curriculum_hopk_at": (float(learned_at(runs["curriculum"], level)[-1]),
                                "curriculum: first step with hop k learned"),
+        "cumulative_hopk_at": (float(learned_at(runs["cumulative"], level)[-1]),
+                               "cumulative: first step with hop k learned"),
     }
     shallow = acc["mixture, 1 layer"][:, -1]
     out |= {
