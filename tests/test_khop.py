@@ -142,10 +142,13 @@ def test_summary_reads_the_runs():
     assert set(c) == {"step", "acc", "stage", "loss"} and set(c["acc"]) == set(runs)
 
 
-def test_the_recorded_study_reads_back_as_it_was_summarised():
-    rec = khop.recorded()
+@pytest.mark.parametrize("settings, depth", [(None, 3), (khop.RECORDED_DEEPER, 4)])
+def test_the_recorded_studies_read_back_as_they_were_summarised(settings, depth):
+    rec = khop.recorded(settings)
     runs, members = khop.recorded_runs(rec)
     assert set(runs) == set(khop.members("quick")) and {e.k for e in members.values()} == {khop.RECORDED_K}
+    assert {name: e.layers for name, e in members.items()} == {
+        **{name: depth for name in ("direct", "mixture", "curriculum", "cumulative")}, "mixture, 1 layer": 1}
     s = khop.recorded_summary(rec)
     for key, value in rec.summary.items():
         assert s["rec_" + key] == pytest.approx(value, nan_ok=True), key
@@ -167,3 +170,6 @@ def test_recorded_overrides_keep_the_single_layer_budget_multiple():
     assert {name: (e.steps, e.eval_every, e.k) for name, e in m.items()} == {
         **{name: (800, 100, 4) for name in ("direct", "mixture", "curriculum", "cumulative")},
         "mixture, 1 layer": (khop.SHALLOW_STEPS * 800, khop.SHALLOW_STEPS * 100, 4)}
+    deep = record.build("khop", "quick", {"k": 4, "depth": 4})
+    assert {name: e.layers for name, e in deep.items()} == {
+        **{name: 4 for name in ("direct", "mixture", "curriculum", "cumulative")}, "mixture, 1 layer": 1}

@@ -404,17 +404,20 @@ def learned_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], leve
 
 RECORDED_K = 4  # the recorded CPU study beside the live runs: the quick members at k = 4, longer
 RECORDED_SETTINGS = {"k": RECORDED_K, "steps": 8000, "eval_every": 100}
+# the same study with one more layer than log2 k + 1 (the single-layer run keeps its one layer)
+RECORDED_DEEPER = {**RECORDED_SETTINGS, "depth": math.ceil(math.log2(RECORDED_K)) + 2}
 
 
-def recorded():
-    """The recorded CPU study: the quick profile's members with :data:`RECORDED_SETTINGS` (the latest file).
+def recorded(settings: dict | None = None):
+    """A recorded CPU study: the quick profile's members with ``settings`` (default :data:`RECORDED_SETTINGS`;
+    :data:`RECORDED_DEEPER`), the latest file.
 
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
     """
     from companion import record
 
-    return record.latest("khop", "quick", RECORDED_SETTINGS)
+    return record.latest("khop", "quick", RECORDED_SETTINGS if settings is None else settings)
 
 
 def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
