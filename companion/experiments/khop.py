@@ -367,6 +367,8 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
                                "curriculum: first step with hop k learned"),
         "cumulative_hopk_at": (float(learned_at(runs["cumulative"], level)[-1]),
                                "cumulative: first step with hop k learned"),
+        "cumulative_stagek_at": (last_stage_at(runs["cumulative"]),
+                                 "cumulative: the step at which it moved to its last stage (k hops)"),
     }
     shallow = acc["mixture, 1 layer"][:, -1]
     out |= {
@@ -378,6 +380,19 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
                       "mixture: final accuracy at k hops with log2 k + 1 layers minus the best with one layer"),
     }
     return report.Summary(out)
+
+
+def last_stage_at(r: dict) -> float:
+    """The evaluation step at which a curriculum run moved to its last stage (k hops; training on it starts
+    right after), 0 for a run that starts there, inf if it never gets there.
+
+    >>> last_stage_at({"step": np.array([0, 100, 200]), "stage": np.array([1, 1, 2]), "acc": np.zeros((3, 2))})
+    100.0
+    >>> last_stage_at({"step": np.array([0, 100]), "stage": np.array([1, 1]), "acc": np.zeros((2, 2))})
+    inf
+    """
+    first = np.flatnonzero(np.asarray(r["stage"]) == np.asarray(r["acc"]).shape[1])
+    return float(np.asarray(r["step"])[max(first[0] - 1, 0)]) if len(first) else math.inf
 
 
 def curves(runs: dict[str, dict]) -> dict:
