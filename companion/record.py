@@ -101,11 +101,13 @@ def _registry() -> dict[str, Recordable]:
                    summary_var="scaling"),
         Recordable("khop", "book/khop", khop.members, khop.summary, khop.curves, run=khop.run,
                    member_overrides=khop.member_overrides),
+        Recordable("khop_seeds", "book/khop", khop.seed_members, khop.seeds_summary, khop.curves, run=khop.run,
+                   summary_var="seeds", member_overrides=khop.member_overrides),
     ]}
 
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
-               "khop")
+               "khop", "khop_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_]+)\["([a-z0-9_]+)"\]')
 
 

@@ -322,20 +322,27 @@ def members(profile: str | None = None) -> dict[str, KHopExperiment]:
     return out
 
 
+# a member's departures from a study-wide override (``python -m companion record khop --set ...``), by name
+SCALED = {"mixture, 1 layer": SHALLOW_STEPS}  # runs this multiple of the others' steps and evaluation interval
+KEPT = {"mixture, 1 layer": ("depth",),  # keeps these settings of its own
+        "seed 0, every 250": ("eval_every",)}
+
+
 def member_overrides(name: str, overrides: dict) -> dict:
-    """The overrides of the whole study (``python -m companion record khop --set ...``) as member ``name`` of
-    :func:`members` takes them: the single-layer run keeps :data:`SHALLOW_STEPS` times the others' steps and
-    evaluation interval, and its single layer (a ``depth`` override is the other runs').
+    """The overrides of a whole study (``python -m companion record khop --set ...``) as member ``name`` takes
+    them: a member in :data:`SCALED` multiplies ``steps`` and ``eval_every``, and one in :data:`KEPT` keeps
+    those settings of its own (the single-layer run keeps its one layer: a ``depth`` override is the others').
 
     >>> member_overrides("mixture, 1 layer", {"steps": 100, "k": 4, "depth": 4})
     {'steps': 400, 'k': 4}
     >>> member_overrides("mixture", {"steps": 100, "depth": 4})
     {'steps': 100, 'depth': 4}
+    >>> member_overrides("seed 0, every 250", {"steps": 100, "eval_every": 100})
+    {'steps': 100}
     """
-    if name != "mixture, 1 layer":
-        return overrides
-    return {key: SHALLOW_STEPS * v if key in ("steps", "eval_every") else v for key, v in overrides.items()
-            if key != "depth"}
+    m = SCALED.get(name, 1)
+    return {key: m * v if key in ("steps", "eval_every") else v for key, v in overrides.items()
+            if key not in KEPT.get(name, ())}
 
 
 def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
@@ -423,23 +430,24 @@ RECORDED_SETTINGS = {"k": RECORDED_K, "steps": 8000, "eval_every": 100}
 RECORDED_DEEPER = {**RECORDED_SETTINGS, "depth": math.ceil(math.log2(RECORDED_K)) + 2}
 
 
-def recorded(settings: dict | None = None):
-    """A recorded CPU study: the quick profile's members with ``settings`` (default :data:`RECORDED_SETTINGS`;
-    :data:`RECORDED_DEEPER`), the latest file.
+def recorded(settings: dict | None = None, experiment: str = "khop"):
+    """A recorded CPU study: the quick profile's members (``experiment="khop"``; ``"khop_seeds"``: the
+    :func:`seed_members`) with ``settings`` (default :data:`RECORDED_SETTINGS`; :data:`RECORDED_DEEPER`,
+    :data:`SEED_SETTINGS`), the latest file.
 
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
     """
     from companion import record
 
-    return record.latest("khop", "quick", RECORDED_SETTINGS if settings is None else settings)
+    return record.latest(experiment, "quick", RECORDED_SETTINGS if settings is None else settings)
 
 
 def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
     """A recorded study's runs (as :func:`run` returns them, curves only) and their configurations."""
     from companion import record
 
-    members = record.build("khop", rec.profile, rec.settings())
+    members = record.build(rec.experiment, rec.profile, rec.settings())
     c = rec.curves
     runs = {name: {"step": np.asarray(c["step"][name]), "acc": np.asarray(c["acc"][name]),
                    "stage": np.asarray(c["stage"][name]), "loss": np.asarray(c["loss"][name], dtype=float),
@@ -447,8 +455,73 @@ def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
     return runs, members
 
 
-def recorded_summary(rec, prefix: str = "rec_") -> report.Summary:
-    """:func:`summary` of a recorded study, its names prefixed (to glue beside the live ones), with its
-    training time."""
+def recorded_summary(rec, prefix: str = "rec_", minutes_key: str = "minutes") -> report.Summary:
+    """The chapter's summary of a recorded study (:func:`summary`, or :func:`seeds_summary`), recomputed from
+    its curves, its names prefixed (to glue beside the live ones), with its training time (``prefix +
+    minutes_key``)."""
+    from companion import record
+
     runs, _ = recorded_runs(rec)
-    return rec.as_summary("minutes", summary(runs), prefix)
+    return rec.as_summary(minutes_key, record.experiment(rec.experiment).summary(runs), prefix)
+
+
+# --- several seeds of the cumulative curriculum at k = 4 with one more layer (recorded: ``record khop_seeds``) ---
+
+SEEDS = (0, 1, 2)
+EXPLORED_EVERY = 250  # the evaluation interval of the exploratory run that learned four hops (see the chapter)
+SEED_SETTINGS = {"k": RECORDED_K, "steps": 16000, "eval_every": 100, "depth": RECORDED_DEEPER["depth"]}
+
+
+def seed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The cumulative curriculum of :func:`members` over :data:`SEEDS` (``"seed 0"``, ...; the seed fixes the
+    hidden permutations, the initialisation and the data), and seed 0 again with its stages advanced (and its
+    accuracy measured) every :data:`EXPLORED_EVERY` steps (``"seed 0, every 250"``, which keeps that interval
+    under a study-wide override)."""
+    size = SIZES[config.get_profile(profile)]
+    out = {f"seed {s}": KHopExperiment.for_profile(profile, data="cumulative", **{**size, "seed": s}) for s in SEEDS}
+    out["seed 0, every 250"] = KHopExperiment.for_profile(
+        profile, data="cumulative", **{**size, "seed": 0, "eval_every": EXPLORED_EVERY})
+    return out
+
+
+def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95) -> report.Summary:
+    """The numbers of a finished :func:`seed_members` set, named ``seeds_*`` (to glue beside the other studies):
+    how many of the seeds at the study's evaluation interval end with every hop count above ``solved`` (lowest
+    final accuracy), the earliest step at which one learns the k-th hop (first evaluation at ``level``) and the
+    fewest steps one spends on its last stage before that, and the same numbers of seed 0 advancing every
+    :data:`EXPLORED_EVERY` steps."""
+    seeds = [f"seed {s}" for s in SEEDS]
+    low = np.array([np.asarray(runs[n]["acc"])[-1].min() for n in seeds])
+    hopk = np.array([learned_at(runs[n], level)[-1] for n in seeds])
+    wait = np.array([h - last_stage_at(runs[n]) if np.isfinite(h) else np.inf for n, h in zip(seeds, hopk)])
+    alt, every = runs["seed 0, every 250"], f"seed 0 advancing every {EXPLORED_EVERY} steps"
+    first = runs[seeds[0]]
+    return report.Summary({
+        "seeds_k": (int(np.asarray(first["acc"]).shape[1]), "hops"),
+        "seeds_steps": (int(first["step"][-1]), "training steps of every run"),
+        "seeds_chance": (1.0 / first["N"], "chance accuracy, 1 / N"),
+        "seeds_n": (len(seeds), "seeds at the study's evaluation interval"),
+        "seeds_solved": (float((low > solved).mean()),
+                         f"fraction of those seeds whose lowest final accuracy over 1..k hops is above {solved}"),
+        "seeds_solved_n": (int((low > solved).sum()), f"seeds whose lowest final accuracy is above {solved}"),
+        "seeds_worst_min": (float(low.min()), "the worst seed's lowest final accuracy over 1..k hops"),
+        "seeds_hopk_first": (float(hopk.min()), "the earliest step at which a seed learns the k-th hop (inf: none)"),
+        "seeds_wait_last": (float(wait.min()),
+                            "the fewest steps a seed trains on its last stage before it learns the k-th hop "
+                            "(inf: none learns it)"),
+        "seeds_alt_min": (float(np.asarray(alt["acc"])[-1].min()),
+                          f"{every}: lowest final accuracy over 1..k hops"),
+        "seeds_alt_hopk_at": (float(learned_at(alt, level)[-1]), f"{every}: first step with the k-th hop learned"),
+        "seeds_alt_stagek_at": (last_stage_at(alt), f"{every}: the step it moved to its last stage"),
+    })
+
+
+def seed_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
+    """:func:`learned_rows` of a seed study with each run's seed, evaluation interval and the step it moved
+    to its last stage."""
+    return [[row[0], members[row[0]].seed, members[row[0]].eval_every, row[3],
+             f"{last_stage_at(runs[row[0]]):.0f}", row[4]] for row in learned_rows(runs, members, level)]
+
+
+SEED_HEADER = ["run", "seed", "advances every", "learned at (steps), hops 1..k", "on the last stage from",
+               "final accuracy, hops 1..k"]
