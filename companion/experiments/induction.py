@@ -989,11 +989,12 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
                          f"{exp.order} and {exp.loss_on!r}")
     model, task, population = _after_first_step(exp)
     Q, K = step2_outer(model, population)
-    trig = list(task.triggers)
+    S = {}
     with torch.no_grad():
-        keys = (model.W_E[:task.n] @ model.layers[0].v().T)[_key_order(trig, task.n)]
-        S = {(a, b): (model.W_E[trig] @ Q[a].T) @ (K[b] @ keys.T) / len(Q[a]) for a in STREAM_PARTS
-             for b in STREAM_PARTS}
+        for a in STREAM_PARTS:  # each part of G in W_QK^2 in turn, read by the probe itself
+            for b in STREAM_PARTS:
+                model.layers[1].W_QK.copy_(Q[a].T @ K[b] / len(Q[a]))
+                S[a, b] = memory_scores(model, task.triggers, task.n)["W_QK^2"]
     whole = sum(S.values())
 
     def read(M: torch.Tensor) -> dict[str, float]:
