@@ -395,7 +395,21 @@ def test_step2_probe_parts_add_up_to_the_runs_probe():
     s = ih.step2_probe_summary(results)
     assert s["g2p_token_iid"] == pytest.approx(gauss["key"]["token"]["spread"] / gauss["key"]["first layer"]["spread"])
     assert s["g2p_first_layer_min"] == min(r["key"]["first layer"]["probe"] for r in results.values())
+    assert s["g2p_coherence_ratio"] == pytest.approx(1.0) and 0 < s["g2p_shared_iid"] <= 1 + 1e-6
     table = ih.step2_probe_table(results)
     assert len(table.splitlines()) == 2 + 1 + 2 * len(ih.STREAM_PARTS)
     with pytest.raises(ValueError, match="missing"):
         ih.step2_probe_summary({ih.GAUSSIAN_RUNS[0]: gauss})
+
+
+def test_key_coherence_tells_a_random_walk_from_a_shared_vector():
+    g = torch.Generator().manual_seed(0)
+    query = torch.zeros(4000, 5, dtype=torch.bool)
+    query[torch.arange(4000), torch.arange(4000) % 5] = True
+    walk = ih.key_coherence(torch.randn(4000, 32, generator=g), query)
+    assert 0.7 < walk["coherence"] < 1.3 and walk["shared"] < 0.5  # independent, mean zero
+    common = torch.randn(32, generator=g)
+    alike = ih.key_coherence(common + 0.1 * torch.randn(4000, 32, generator=g), query)
+    assert alike["coherence"] > 700 and alike["shared"] > 0.99  # 800 sequences per trigger, all alike
+    with pytest.raises(ValueError, match="exactly one trigger per sequence"):
+        ih.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))

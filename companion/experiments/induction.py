@@ -979,7 +979,8 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
     row is a sum of nine parts. ``probe``: the whole probe's recall (step 2 scales G, so this is the run's
     ``probe_QK2_all``); ``query`` and ``key``: for each part of the query (keys whole) or of the keys (query
     whole), the recall of its scores alone and their ``spread`` (the rows' standard deviation over keys, mean
-    over rows); ``without key``: the recall of the whole probe less one part of the keys.
+    over rows); ``without key``: the recall of the whole probe less one part of the keys; ``key tokens``: how the
+    keys' token vectors of the sequences add up in each trigger's row (:func:`key_coherence`).
 
     Raises:
         ValueError: an order other than the slide's, or a loss other than ``final_recall``.
@@ -1001,9 +1002,38 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
         return {"probe": _recall(M), "spread": M.std(1).mean().item()}
 
     key = {b: sum(S[a, b] for a in STREAM_PARTS) for b in STREAM_PARTS}
+    with torch.no_grad():
+        query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)  # (n, K): its trigger
     return {"probe": _recall(whole), "query": {a: read(sum(S[a, b] for b in STREAM_PARTS)) for a in STREAM_PARTS},
             "key": {b: read(M) for b, M in key.items()},
-            "without key": {b: _recall(whole - M) for b, M in key.items()}}
+            "without key": {b: _recall(whole - M) for b, M in key.items()},
+            "key tokens": key_coherence(K["token"], query)}
+
+
+def key_coherence(K: torch.Tensor, query: torch.Tensor) -> dict[str, float]:
+    """How the sequences' key vectors ``K`` (n, d) add up in each trigger's row of step 2's gradient, given
+    ``query`` (n, K), True where sequence n's query is trigger j (one per row). For trigger j, C_j is the sum of
+    its sequences' rows. ``coherence``: the mean over triggers of ||C_j||^2 / sum ||K_n||^2, about 1 when the
+    sequences' vectors add like independent ones of mean zero, up to the number of sequences when they are alike;
+    ``shared``: the mean over triggers of the share of ||C_j||^2 along sum_j C_j, the direction all rows share (1:
+    every trigger's row is the same vector, up to scale).
+
+    >>> same = key_coherence(torch.ones(4, 3), torch.tensor([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=torch.bool))
+    >>> round(same["coherence"], 6), round(same["shared"], 6)
+    (2.0, 1.0)
+
+    Raises:
+        ValueError: a sequence whose query is not exactly one trigger.
+    """
+    if query.ndim != 2 or len(query) != len(K) or not (query.sum(1) == 1).all():
+        raise ValueError(f"key_coherence needs exactly one trigger per sequence as the query; got {query.sum(1)}")
+    with torch.no_grad():
+        q = query.to(K)
+        C = q.T @ K  # (K, d)
+        own = q.T @ K.pow(2).sum(1)  # (K,): sum of ||K_n||^2 per trigger
+        shared = C.sum(0) / C.sum(0).norm()
+        return {"coherence": (C.pow(2).sum(1) / own).mean().item(),
+                "shared": ((C @ shared) ** 2 / C.pow(2).sum(1)).mean().item()}
 
 
 GAUSSIAN_RUNS = ("slide order, Gaussian", "slide order, Gaussian, Shakespeare",
@@ -1037,6 +1067,14 @@ def step2_probe_summary(parts: dict[str, dict]) -> report.Summary:
         "g2p_without_token_iid": (iid["without key"]["token"], "Shakespeare's frequencies i.i.d.: recall of the "
                                   "whole probe less the keys' token part"),
         "g2p_without_position_iid": (iid["without key"]["position"], "the same less the keys' position part"),
+        "g2p_coherence_uniform": (uni["key tokens"]["coherence"], "uniform data: how coherently the keys' token "
+                                  "vectors of one trigger's sequences add (1: as independent ones of mean zero)"),
+        "g2p_coherence_iid": (iid["key tokens"]["coherence"], "Shakespeare's frequencies i.i.d.: the same"),
+        "g2p_shared_uniform": (uni["key tokens"]["shared"], "uniform data: share of each trigger's keys' token "
+                               "part along the direction common to all triggers"),
+        "g2p_shared_iid": (iid["key tokens"]["shared"], "Shakespeare's frequencies i.i.d.: the same"),
+        "g2p_coherence_ratio": (iid["key tokens"]["coherence"] / uni["key tokens"]["coherence"],
+                                "coherence of the keys' token vectors, Shakespeare's frequencies i.i.d. over uniform"),
     })
 
 
