@@ -173,3 +173,28 @@ def test_recorded_overrides_keep_the_single_layer_budget_multiple():
     deep = record.build("khop", "quick", {"k": 4, "depth": 4})
     assert {name: e.layers for name, e in deep.items()} == {
         **{name: 4 for name in ("direct", "mixture", "curriculum", "cumulative")}, "mixture, 1 layer": 1}
+
+
+def test_the_seed_study_keeps_its_explored_interval_and_reads_back():
+    from companion import record
+
+    m = record.build("khop_seeds", "quick", khop.SEED_SETTINGS)
+    assert {name: (e.seed, e.eval_every, e.layers, e.data) for name, e in m.items()} == {
+        **{f"seed {s}": (s, 100, 4, "cumulative") for s in khop.SEEDS}, khop.EXPLORED: (0, khop.EXPLORED_EVERY, 4,
+                                                                                          "cumulative")}
+    rec = khop.recorded(khop.SEED_SETTINGS, experiment="khop_seeds")
+    s = khop.recorded_summary(rec, prefix="", minutes_key="seeds_minutes")
+    for key, value in rec.summary.items():
+        assert s[key] == pytest.approx(value, nan_ok=True), key
+    assert len(khop.seed_rows(*khop.recorded_runs(rec))) == len(m)
+
+
+def test_seeds_summary_counts_the_solved_seeds():
+    stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
+    stalled["stage"] = np.array([1, 2, 2])
+    solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
+    solved["stage"] = np.array([1, 2, 2])
+    s = khop.seeds_summary({"seed 0": stalled, "seed 1": solved, "seed 2": solved, khop.EXPLORED: solved})
+    assert s["seeds_solved"] == pytest.approx(2 / 3) and s["seeds_solved_n"] == 2 and s["seeds_worst_min"] == 0.12
+    assert s["seeds_hopk_first"] == 20 and s["seeds_wait_last"] == 20 and s["seeds_alt_min"] == 0.98
+    assert s["seeds_alt_stagek_at"] == 0  # stage 2 from the evaluation at step 0 (recorded at the next)

@@ -324,8 +324,9 @@ def members(profile: str | None = None) -> dict[str, KHopExperiment]:
 
 # a member's departures from a study-wide override (``python -m companion record khop --set ...``), by name
 SCALED = {"mixture, 1 layer": SHALLOW_STEPS}  # runs this multiple of the others' steps and evaluation interval
-KEPT = {"mixture, 1 layer": ("depth",),  # keeps these settings of its own
-        "seed 0, every 250": ("eval_every",)}
+EXPLORED_EVERY = 250  # the evaluation interval of the exploratory run that learned four hops (see the chapter)
+EXPLORED = f"seed 0, every {EXPLORED_EVERY}"  # its member in the seed study (:func:`seed_members`)
+KEPT = {"mixture, 1 layer": ("depth",), EXPLORED: ("eval_every",)}  # keeps these settings of its own
 
 
 def member_overrides(name: str, overrides: dict) -> dict:
@@ -468,18 +469,17 @@ def recorded_summary(rec, prefix: str = "rec_", minutes_key: str = "minutes") ->
 # --- several seeds of the cumulative curriculum at k = 4 with one more layer (recorded: ``record khop_seeds``) ---
 
 SEEDS = (0, 1, 2)
-EXPLORED_EVERY = 250  # the evaluation interval of the exploratory run that learned four hops (see the chapter)
 SEED_SETTINGS = {"k": RECORDED_K, "steps": 16000, "eval_every": 100, "depth": RECORDED_DEEPER["depth"]}
 
 
 def seed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     """The cumulative curriculum of :func:`members` over :data:`SEEDS` (``"seed 0"``, ...; the seed fixes the
     hidden permutations, the initialisation and the data), and seed 0 again with its stages advanced (and its
-    accuracy measured) every :data:`EXPLORED_EVERY` steps (``"seed 0, every 250"``, which keeps that interval
-    under a study-wide override)."""
+    accuracy measured) every :data:`EXPLORED_EVERY` steps (:data:`EXPLORED`, which keeps that interval under a
+    study-wide override)."""
     size = SIZES[config.get_profile(profile)]
     out = {f"seed {s}": KHopExperiment.for_profile(profile, data="cumulative", **{**size, "seed": s}) for s in SEEDS}
-    out["seed 0, every 250"] = KHopExperiment.for_profile(
+    out[EXPLORED] = KHopExperiment.for_profile(
         profile, data="cumulative", **{**size, "seed": 0, "eval_every": EXPLORED_EVERY})
     return out
 
@@ -494,7 +494,7 @@ def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.9
     low = np.array([np.asarray(runs[n]["acc"])[-1].min() for n in seeds])
     hopk = np.array([learned_at(runs[n], level)[-1] for n in seeds])
     wait = np.array([h - last_stage_at(runs[n]) if np.isfinite(h) else np.inf for n, h in zip(seeds, hopk)])
-    alt, every = runs["seed 0, every 250"], f"seed 0 advancing every {EXPLORED_EVERY} steps"
+    alt, every = runs[EXPLORED], f"seed 0 advancing every {EXPLORED_EVERY} steps"
     first = runs[seeds[0]]
     return report.Summary({
         "seeds_k": (int(np.asarray(first["acc"]).shape[1]), "hops"),
