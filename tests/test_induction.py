@@ -411,5 +411,6 @@ def test_key_coherence_tells_a_random_walk_from_a_shared_vector():
     common = torch.randn(32, generator=g)
     alike = ih.key_coherence(common + 0.1 * torch.randn(4000, 32, generator=g), query)
     assert alike["coherence"] > 700 and alike["shared"] > 0.99  # 800 sequences per trigger, all alike
+    assert walk["sequences"] == alike["sequences"] == 800
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
         ih.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))

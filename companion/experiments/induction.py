@@ -1016,7 +1016,7 @@ def key_coherence(K: torch.Tensor, query: torch.Tensor) -> dict[str, float]:
     its sequences' rows. ``coherence``: the mean over triggers of ||C_j||^2 / sum ||K_n||^2, about 1 when the
     sequences' vectors add like independent ones of mean zero, up to the number of sequences when they are alike;
     ``shared``: the mean over triggers of the share of ||C_j||^2 along sum_j C_j, the direction all rows share (1:
-    every trigger's row is the same vector, up to scale).
+    every trigger's row is the same vector, up to scale); ``sequences``: the fewest sequences of a trigger.
 
     >>> same = key_coherence(torch.ones(4, 3), torch.tensor([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=torch.bool))
     >>> round(same["coherence"], 6), round(same["shared"], 6)
@@ -1033,7 +1033,8 @@ def key_coherence(K: torch.Tensor, query: torch.Tensor) -> dict[str, float]:
         own = q.T @ K.pow(2).sum(1)  # (K,): sum of ||K_n||^2 per trigger
         shared = C.sum(0) / C.sum(0).norm()
         return {"coherence": (C.pow(2).sum(1) / own).mean().item(),
-                "shared": ((C @ shared) ** 2 / C.pow(2).sum(1)).mean().item()}
+                "shared": ((C @ shared) ** 2 / C.pow(2).sum(1)).mean().item(),
+                "sequences": q.sum(0).min().item()}
 
 
 GAUSSIAN_RUNS = ("slide order, Gaussian", "slide order, Gaussian, Shakespeare",
@@ -1073,6 +1074,8 @@ def step2_probe_summary(parts: dict[str, dict]) -> report.Summary:
         "g2p_shared_uniform": (uni["key tokens"]["shared"], "uniform data: share of each trigger's keys' token "
                                "part along the direction common to all triggers"),
         "g2p_shared_iid": (iid["key tokens"]["shared"], "Shakespeare's frequencies i.i.d.: the same"),
+        "g2p_sequences_min": (min(parts[n]["key tokens"]["sequences"] for n in GAUSSIAN_RUNS),
+                              "the fewest sequences in one trigger's row, over the three runs"),
         "g2p_coherence_ratio": (iid["key tokens"]["coherence"] / uni["key tokens"]["coherence"],
                                 "coherence of the keys' token vectors, Shakespeare's frequencies i.i.d. over uniform"),
     })
