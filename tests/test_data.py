@@ -114,6 +114,11 @@ def test_same_seed_same_data():
     (dict(noise="weird"), "unknown noise kind 'weird'"),
     (dict(loss_on="every"), "unknown loss_on"),
     (dict(noise="existing", triggers=(2,)), "is the noise token"),
+    (dict(trigger_draw="random"), "unknown trigger_draw 'random'"),
+    (dict(trigger_draw="unigram", n_triggers=66), r"n_triggers \(K, drawn per sequence\)=66 is out of range: allowed \[1, 65\]"),
+    (dict(trigger_draw="unigram", triggers=(1, 3), n_triggers=3), r"allowed \[1, 2\]"),
+    (dict(trigger_draw="unigram", triggers=(1, 1)), "duplicates"),
+    (dict(trigger_draw="unigram", noise="existing", triggers=(1, 2)), "is the noise token"),
 ])
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -124,3 +129,26 @@ def test_profile_validation(monkeypatch):
     monkeypatch.setenv("COMPANION_PROFILE", "huge")
     with pytest.raises(ValueError, match="unknown profile 'huge': allowed profiles are quick, full"):
         config.get_profile()
+
+
+def test_random_triggers_change_per_sequence_and_keep_their_outputs():
+    task = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram")
+    assert task.triggers == tuple(range(task.n))  # the pool: every ordinary token (no noise is ever drawn)
+    T, b = task.seq_len, task.sample(np.random.default_rng(0), 200)
+    assert b.triggers.shape == (200, 3) and all(len(set(r)) == 3 for r in b.triggers)
+    assert len({tuple(r) for r in b.triggers}) > 100  # drawn afresh for each sequence
+    space = task.triggers[int(np.argmax(task.stats.unigram))]
+    assert (b.triggers == space).any(1).mean() > 0.3  # drawn from pi_u: the space is in most rows
+    for i in range(200):
+        z = b.tokens[i]
+        assert z[T - 1] in b.triggers[i]  # the final input is one of the sequence's triggers
+        for k, q in enumerate(b.triggers[i]):
+            t = np.flatnonzero(z[:T] == q)
+            t = t[t != T - 2]  # the transition into z_T is forced to the final trigger
+            assert (z[t + 1] == b.ybar[i, k]).all()
+        repeated = b.inputs[i][b.occurrence[i] >= 2]
+        assert np.isin(repeated, b.triggers[i]).all()
+    noisy = RecallTask(alpha=0.5, noise="existing", trigger_draw="unigram")
+    assert noisy.noise_token not in noisy.triggers and len(noisy.triggers) == noisy.n - 1
+    fixed = RecallTask(seq_len=16, n_triggers=2).sample(np.random.default_rng(0), 3)
+    assert (fixed.triggers == np.array(RecallTask(n_triggers=2).triggers)).all()

@@ -95,16 +95,20 @@ def test_full_leading_terms_configurations_run():
 def test_full_induction_configurations_run():
     """Seed 002, the bigram task with triggers at the public code's Fig. 3 size (d = T = 256, batch 512): the
     three memories, the two-layer MLP model (the one-layer model runs the same code) and the
-    final-linear-feed-forward model, one step and two evaluations each, probes included."""
+    final-linear-feed-forward model with fixed and with random triggers, one step and two evaluations each,
+    probes included; the random-trigger run is then read by head_or_bigram at its full test size."""
     from dataclasses import replace
 
     from companion.experiments import induction as ih
 
-    exps = [ih.seeds("full")[0], ih.ff_experiment("full"), ih.layer_experiments("full")[2]]
+    exps = [ih.seeds("full")[0], ih.ff_experiment("full"), ih.layer_experiments("full")[2],
+            ih.random_trigger_experiment("full")]
     for exp in exps:
         r = ih.run(replace(exp, steps=1, eval_every=1), progress=False, use_cache=False)
         assert len(r.metrics["step"]) == 2 and np.isfinite(r.metrics["loss_head"]).all()
         assert all(np.isfinite(v).all() for v in r.metrics.values())
+    hb = ih.head_or_bigram(r)
+    assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 10000
 
 
 def test_full_three_step_configuration_runs():

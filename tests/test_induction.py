@@ -21,6 +21,7 @@ from companion.train import TrainConfig, train
     (dict(early_cutoff=65), r"early_cutoff=65 is out of range: allowed \[2, 64\]"),
     (dict(loss_on="some"), "unknown loss_on"),
     (dict(optimizer="lbfgs"), "unknown optimizer"),
+    (dict(trigger_draw="zipf"), "unknown trigger_draw 'zipf'"),
 ])
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -414,3 +415,27 @@ def test_key_coherence_tells_a_random_walk_from_a_shared_vector():
     assert walk["sequences"] == alike["sequences"] == 800
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
         ih.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))
+
+
+def test_head_and_bigram_paths_add_up_to_the_logits():
+    exp = ih.random_trigger_experiment("quick")
+    model = Transformer(exp.model_config(), seed=0)
+    b = exp.task().sample(np.random.default_rng(0), 4)
+    logits, head, rest = ih.head_and_bigram_paths(model, torch.as_tensor(b.inputs))
+    torch.testing.assert_close(head + rest, logits, rtol=1e-4, atol=1e-4)
+
+
+def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
+    exp = dataclasses.replace(ih.random_trigger_experiment("quick"), steps=2, eval_every=1, batch=4, n_test=8)
+    assert exp.task().trigger_draw == "unigram"
+    hb = ih.head_or_bigram(ih.run(exp, progress=False, use_cache=False), n_seq=40, chunk=16)
+    assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 0
+    first = hb["bins"][0]  # o is the bigram's likeliest successor: predicting o is predicting the top
+    assert first["ranks"] == (1, 1) and first["acc"] == first["top1"]
+    assert all(0 <= b[k] <= 1 for b in hb["bins"] if b["n"] for k in ("acc", "top1", "head_acc", "bigram_top1"))
+    rows = ih.head_or_bigram_rows(hb)
+    assert [r[0] for r in rows][:2] == ["1", f"2 to {ih.BIGRAM_TOP}"] and len(rows[0]) == len(ih.HEAD_OR_BIGRAM_HEADER)
+    with pytest.raises(ValueError, match=r"head_or_bigram needs ff=\('none', 'linear'\)"):
+        ih.head_or_bigram(ih.InductionRun(ih.InductionExperiment.quick(), {}))
+    with pytest.raises(ValueError, match=r"n_seq=0 is out of range"):
+        ih.head_or_bigram(ih.InductionRun(exp, {}), n_seq=0)

@@ -18,6 +18,12 @@ Options that the paper and its public code choose differently:
   ``noise="existing"`` (public code): tau is the existing character ``'!'``.
 * ``triggers``: default the K most frequent characters, i.e. the space for
   K = 1; this is the public code's choice and also Fig. 9's ``q = 1``.
+* ``trigger_draw="fixed"``: every sequence uses the same triggers.
+  ``trigger_draw="unigram"`` (Birth of a Transformer's default, seed 002:
+  "random triggers with pi_q = pi_u"; the public code's
+  ``fixed_special_toks=False``): each sequence draws its K triggers afresh,
+  distinct, from the unigram pi_u restricted to the pool ``triggers`` (default
+  every ordinary token, less the noise token when alpha > 0).
 * ``loss_on="final"`` (paper): only the prediction of z_{T+1} at position T
   carries the loss. ``loss_on="triggers"`` (public code): every position
   holding the second or a later occurrence of a trigger in the sequence.
@@ -39,6 +45,7 @@ array operations, no per-token Python work.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -49,6 +56,7 @@ from companion.data.shakespeare import CharStats, load_char_stats
 
 NOISE_KINDS = ("new", "existing")
 LOSS_POSITIONS = ("final", "triggers", "all", "final_recall")
+TRIGGER_DRAWS = ("fixed", "unigram")
 EXISTING_NOISE_CHAR = "!"
 
 
@@ -65,6 +73,7 @@ class Batch:
         loss_mask: (batch, T) bool, positions whose next-token prediction
             carries the loss.
         distractor: (batch,) the distractor y^D of synthetic IOI, else None.
+        triggers: (batch, K) each sequence's triggers (column k goes with ``ybar[:, k]``), else None.
     """
 
     tokens: np.ndarray
@@ -73,6 +82,7 @@ class Batch:
     occurrence: np.ndarray
     loss_mask: np.ndarray
     distractor: np.ndarray | None = None  # (batch,) synthetic IOI only (Appendix J)
+    triggers: np.ndarray | None = None  # (batch, K) recall tasks only
 
     @property
     def inputs(self) -> np.ndarray:  # (batch, T)
@@ -91,10 +101,14 @@ class RecallTask:
         seq_len: context length T (>= 4).
         alpha: noise level in [0, 1).
         triggers: trigger token ids (distinct, in [0, N)); default the
-            ``n_triggers`` most frequent characters.
-        n_triggers: K, used when ``triggers`` is not given.
+            ``n_triggers`` most frequent characters. With ``trigger_draw="unigram"``
+            the pool each sequence draws its triggers from; default every
+            ordinary token (less the noise token when alpha > 0).
+        n_triggers: K, used when ``triggers`` is not given (fixed), or the
+            number drawn per sequence (unigram).
         noise: ``"new"`` (token N+1, paper) or ``"existing"`` (``'!'``, public code).
         loss_on: ``"final"`` (paper), ``"triggers"`` (public code), ``"all"`` or ``"final_recall"``.
+        trigger_draw: ``"fixed"`` or ``"unigram"`` (random triggers per sequence).
     """
 
     seq_len: int = 256
@@ -103,6 +117,7 @@ class RecallTask:
     n_triggers: int = 1
     noise: str = "new"
     loss_on: str = "final"
+    trigger_draw: str = "fixed"
     stats: CharStats = field(default_factory=load_char_stats, repr=False, compare=False)
 
     def __post_init__(self):
@@ -110,8 +125,20 @@ class RecallTask:
         check_float("alpha", self.alpha, 0.0, 1.0, high_open=True)
         check_choice("noise kind", self.noise, NOISE_KINDS)
         check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
+        check_choice("trigger_draw", self.trigger_draw, TRIGGER_DRAWS)
         n = self.stats.n
-        if self.triggers is None:
+        if self.trigger_draw == "unigram":
+            pool = range(n) if self.triggers is None else self.triggers
+            if self.triggers is None and self.alpha > 0:
+                pool = [q for q in pool if q != self.noise_token]
+            pool = tuple(int(q) for q in pool)
+            for q in pool:
+                check_int("trigger", q, low=0, high=n - 1)
+            if len(set(pool)) != len(pool):
+                raise ValueError(f"triggers {pool} contain duplicates: each trigger must be distinct")
+            check_int("n_triggers (K, drawn per sequence)", self.n_triggers, low=1, high=len(pool))
+            object.__setattr__(self, "triggers", pool)
+        elif self.triggers is None:
             check_int("n_triggers", self.n_triggers, low=1, high=n)
             order = np.argsort(-self.stats.unigram, kind="stable")
             object.__setattr__(self, "triggers", tuple(int(i) for i in order[: self.n_triggers]))
@@ -125,7 +152,7 @@ class RecallTask:
                 raise ValueError(f"triggers {trig} contain duplicates: each trigger must be distinct")
             object.__setattr__(self, "triggers", tuple(int(q) for q in trig))
             object.__setattr__(self, "n_triggers", len(trig))
-        if self.noise_token in self.triggers:
+        if self.noise_token in self.triggers and (self.alpha > 0 or self.trigger_draw == "fixed"):
             raise ValueError(f"trigger {self.noise_token} is the noise token: choose another trigger")
 
     # --- vocabulary ---
@@ -143,8 +170,7 @@ class RecallTask:
         return self.n if self.noise == "new" else self.stats.itos.index(EXISTING_NOISE_CHAR)
 
     def with_alpha(self, alpha: float) -> "RecallTask":
-        return RecallTask(self.seq_len, alpha, self.triggers, self.n_triggers, self.noise,
-                          self.loss_on, self.stats)
+        return dataclasses.replace(self, alpha=alpha)
 
     @cached_property
     def _flat_cdf(self) -> np.ndarray:
@@ -161,11 +187,11 @@ class RecallTask:
         """Draw ``batch`` sequences of length T + 1 (a fixed number of draws per batch)."""
         check_int("batch", batch, low=1)
         n, T, K = self.n, self.seq_len, self.n_triggers
-        trig = np.asarray(self.triggers)
-        trig_index = np.full(self.vocab_size, -1)
-        trig_index[trig] = np.arange(K)
-        flat = self._flat_cdf
         rows = np.arange(batch)
+        trig = self._draw_triggers(rng, batch)  # (batch, K)
+        trig_index = np.full((batch, self.vocab_size), -1)  # trig_index[b, i] = k if token i is trigger k of b
+        trig_index[rows[:, None], trig] = np.arange(K)
+        flat = self._flat_cdf
 
         ybar = rng.integers(0, n, size=(batch, K))
         final_k = rng.integers(0, K, size=batch)
@@ -175,22 +201,23 @@ class RecallTask:
 
         z = np.empty((batch, T + 1), dtype=np.int64)
         z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), u_first, side="right").clip(max=n - 1)
+        final_trig = trig[rows, final_k]
         if T == 1:
-            z[:, 0] = trig[final_k]
+            z[:, 0] = final_trig
         for t in range(T):
             cur = z[:, t]
             nxt = np.searchsorted(flat, cur + u[t], side="right") - cur * n
-            k = trig_index[cur]
+            k = trig_index[rows, cur]
             after_trigger = np.where(noisy[t], self.noise_token, ybar[rows, np.maximum(k, 0)])
             nxt = np.where(k >= 0, after_trigger, nxt)
             if t + 1 == T - 1:  # z_T is the final trigger
-                nxt = trig[final_k]
+                nxt = final_trig
             z[:, t + 1] = nxt
 
         inputs = z[:, :T]
         occurrence = np.zeros((batch, T), dtype=np.int64)
-        for q in trig:
-            hit = inputs == q
+        for k in range(K):
+            hit = inputs == trig[:, k:k + 1]
             occurrence += hit * np.cumsum(hit, axis=1)
         if self.loss_on == "final":
             mask = np.zeros((batch, T), dtype=bool)
@@ -202,7 +229,16 @@ class RecallTask:
             mask[:, -1] = occurrence[:, -1] >= 2
         else:
             mask = occurrence >= 2
-        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask)
+        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig)
+
+    def _draw_triggers(self, rng: np.random.Generator, batch: int) -> np.ndarray:
+        """(batch, K) trigger ids: the fixed triggers in every row, or K distinct draws per row from pi_u
+        restricted to the pool (Gumbel top-K: without replacement, each next draw proportional to pi_u)."""
+        pool = np.asarray(self.triggers)
+        if self.trigger_draw == "fixed":
+            return np.broadcast_to(pool, (batch, len(pool)))
+        keys = np.log(self.stats.unigram[pool]) + rng.gumbel(size=(batch, len(pool)))
+        return pool[np.argsort(-keys, axis=1, kind="stable")[:, :self.n_triggers]]
 
 
 def batches(task: RecallTask, rng: np.random.Generator, batch: int):

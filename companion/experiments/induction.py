@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 from companion import cache, config, report
 from companion.config import check_choice, check_float, check_int
-from companion.data.recall import LOSS_POSITIONS, RecallTask
+from companion.data.recall import LOSS_POSITIONS, TRIGGER_DRAWS, RecallTask
 from companion.models import ModelConfig, Transformer
 from companion.train import OPTIMIZERS, TrainConfig, batch_loss, train
 
@@ -83,6 +83,7 @@ class InductionExperiment(config.Profiled):
     batch: int = 64
     steps: int = 300
     n_triggers: int = 5
+    trigger_draw: str = "fixed"
     ff: tuple[str, ...] = ("none", "none")
     trained: tuple[str, ...] | None = THREE
     frozen_first: tuple[str, ...] = ()
@@ -101,6 +102,7 @@ class InductionExperiment(config.Profiled):
         config.check_run(self)
         n = self.task_stats_n()
         check_int("n_triggers (K)", self.n_triggers, low=1, high=n - 1)
+        check_choice("trigger_draw", self.trigger_draw, TRIGGER_DRAWS)
         check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_int("eval_every", self.eval_every, low=1)
@@ -142,7 +144,7 @@ class InductionExperiment(config.Profiled):
 
     def task(self) -> RecallTask:
         return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="existing",
-                          loss_on=self.loss_on)
+                          loss_on=self.loss_on, trigger_draw=self.trigger_draw)
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=self.ff)
@@ -165,9 +167,15 @@ def seeds(profile: str | None = None) -> dict[int, InductionExperiment]:
     return {s: InductionExperiment.for_profile(profile, seed=s) for s in SEEDS[config.get_profile(profile)]}
 
 
-def ff_experiment(profile: str | None = None) -> InductionExperiment:
+def ff_experiment(profile: str | None = None, **overrides) -> InductionExperiment:
     """The three memories plus a final linear feed-forward W_F (the public code's ``final_ffn``), loss on all tokens."""
-    return InductionExperiment.for_profile(profile, ff=("none", "linear"), trained=(*THREE, "F2.W_F"), loss_on="all")
+    return InductionExperiment.for_profile(profile, **{**dict(ff=("none", "linear"), trained=(*THREE, "F2.W_F"),
+                                                             loss_on="all"), **overrides})
+
+
+def random_trigger_experiment(profile: str | None = None) -> InductionExperiment:
+    """:func:`ff_experiment` with random triggers: K drawn afresh per sequence from pi_u (Birth's default data)."""
+    return ff_experiment(profile, trigger_draw="unigram")
 
 
 def layer_experiments(profile: str | None = None) -> dict[int, InductionExperiment]:
@@ -310,7 +318,8 @@ class Evaluator:
                "loss_head": F.cross_entropy(logits[self.head], self.targets[self.head]).item(),
                "loss_bigram": F.cross_entropy(logits[self.other], self.targets[self.other]).item()}
         row.update(memory_probes(self.model, self.task.triggers, self.task.n, self.exp.early_cutoff))
-        bigram, trig = self.task.stats.bigram, self.task.triggers
+        # Eq. (10) leaves out fixed triggers (their next token is not the bigram's); random ones are every token
+        bigram, trig = self.task.stats.bigram, self.task.triggers if self.task.trigger_draw == "fixed" else ()
         for l, kind in enumerate(self.exp.ff, start=1):
             if kind != "none":
                 row[f"ff{l}_kl"] = ff_bigram_kl(self.model, bigram, trig, layer=l)
@@ -376,6 +385,86 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
             "state": {k: v.cpu() for k, v in model.state_dict().items()}}
 
 
+# --- induction head or feed-forward layer (Birth, Section 4.2; the slides' pasted text, B10) ---
+
+BIGRAM_TOP = 5  # B10's "top predictions from the global bigram": the trigger's 5 likeliest successors (our choice)
+RANK_BINS = ((1, 1), (2, BIGRAM_TOP), (BIGRAM_TOP + 1, 10), (11, 20), (21, None))  # ranks of o among q's successors
+HEAD_OR_BIGRAM_HEADER = ("rank of o among the trigger's bigram successors", "positions", "accuracy (argmax = o)",
+                         "argmax = the bigram's top successor", "head path alone: argmax = o",
+                         "bigram path alone: argmax = the bigram's top successor")
+
+
+@torch.no_grad()
+def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Logits (batch, T, V) of a two-layer model with a final linear W_F, and their two exact parts:
+    the head path W_U (h^2 + W_F h^2) and the bigram path W_U (x^1 + W_F x^1), which add up to the logits."""
+    rec: dict = {}
+    logits = model(tokens, record=rec)
+    x1 = model.feed_forward(0, rec["u1"])  # the stream leaving layer 1
+    h2 = rec["u2"] - x1  # the second attention layer's output
+    W_F = model.layers[1].ff.W_F
+    return logits, model.unembed(h2 + h2 @ W_F.T), model.unembed(x1 + x1 @ W_F.T)
+
+
+@torch.no_grad()
+def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
+    """What the model predicts at the second and later occurrences of a trigger q (target: its output o),
+    by the rank of o among the global bigram's successors of q (1 = the likeliest; ties share the better rank).
+
+    The model must have two layers and a linear final feed-forward layer W_F, so that the logits split
+    exactly into a *bigram path* W_U (x^1 + W_F x^1) (everything but the second attention layer) and a
+    *head path* W_U (h^2 + W_F h^2) (the second layer's output, read directly and through W_F). Measured on
+    ``n_seq`` fresh sequences from the run's task (stream "head-or-bigram" of its seed), ``chunk`` at a time.
+
+    Returns:
+        ``bins``: one dict per :data:`RANK_BINS` entry (``ranks``, ``n``, ``acc``, ``top1``, ``head_acc``,
+        ``bigram_top1``); ``acc_off`` / ``top1_off``: accuracy and share predicting the bigram's top
+        successor when o is outside the top :data:`BIGRAM_TOP`; ``acc_in`` / ``top1_in`` the same when o is
+        its 2nd to :data:`BIGRAM_TOP`-th successor.
+    """
+    exp = r.exp
+    if exp.ff != ("none", "linear"):
+        raise ValueError(f"head_or_bigram needs ff=('none', 'linear') (two layers, a final linear W_F); got {exp.ff}")
+    check_int("n_seq", n_seq, low=1)
+    check_int("chunk", chunk, low=1)
+    model = Transformer(exp.model_config(), seed=exp.seed)
+    model.load_state_dict(r.state)
+    task = exp.task()
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
+    cols = {k: [] for k in ("rank", "acc", "top1", "head_acc", "bigram_top1")}
+    bigram = torch.as_tensor(task.stats.bigram)
+    for start in range(0, n_seq, chunk):
+        b = task.sample(rng, min(chunk, n_seq - start))
+        logits, head, rest = head_and_bigram_paths(model, torch.as_tensor(b.inputs))
+        at = torch.as_tensor(b.occurrence >= 2)
+        q, o = torch.as_tensor(b.inputs)[at], torch.as_tensor(b.targets)[at]
+        rows = bigram[q]  # (m, N): pi_b(. | q)
+        top = rows.argmax(-1)
+        cols["rank"].append((rows > rows.gather(1, o[:, None])).sum(1) + 1)
+        cols["acc"].append(logits[at].argmax(-1) == o)
+        cols["top1"].append(logits[at].argmax(-1) == top)
+        cols["head_acc"].append(head[at].argmax(-1) == o)
+        cols["bigram_top1"].append(rest[at].argmax(-1) == top)
+    c = {k: torch.cat(v).numpy() for k, v in cols.items()}
+
+    def share(key: str, lo: int, hi: int | None) -> tuple[int, float]:
+        g = (c["rank"] >= lo) & (c["rank"] <= (hi or np.inf))
+        return int(g.sum()), float(c[key][g].mean()) if g.any() else float("nan")
+
+    bins = [{"ranks": (lo, hi), "n": share("acc", lo, hi)[0],
+             **{k: share(k, lo, hi)[1] for k in ("acc", "top1", "head_acc", "bigram_top1")}} for lo, hi in RANK_BINS]
+    return {"bins": bins, "positions": int(len(c["rank"])),
+            "acc_off": share("acc", BIGRAM_TOP + 1, None)[1], "top1_off": share("top1", BIGRAM_TOP + 1, None)[1],
+            "acc_in": share("acc", 2, BIGRAM_TOP)[1], "top1_in": share("top1", 2, BIGRAM_TOP)[1]}
+
+
+def head_or_bigram_rows(hb: dict) -> list[list]:
+    """Rows for :data:`HEAD_OR_BIGRAM_HEADER`."""
+    def name(lo, hi):
+        return str(lo) if lo == hi else f"{lo} and above" if hi is None else f"{lo} to {hi}"
+    return [[name(*b["ranks"]), b["n"], b["acc"], b["top1"], b["head_acc"], b["bigram_top1"]] for b in hb["bins"]]
+
+
 # --- the chapter's numbers ---
 
 def study(profile: str | None = None, progress: bool = True) -> dict:
@@ -386,6 +475,8 @@ def study(profile: str | None = None, progress: bool = True) -> dict:
     return {"schedules": sched, "seeds": by_seed,
             "layers": {L: run(e, progress=progress) for L, e in layer_experiments(profile).items()},
             "ff": run(ff_experiment(profile), progress=progress),
+            "random": (rnd := run(random_trigger_experiment(profile), progress=progress)),
+            "head_or_bigram": head_or_bigram(rnd),
             "constructed": constructed_run(sched["joint"].exp)}
 
 
@@ -407,7 +498,7 @@ def summary(res: dict) -> report.Summary:
     joint = sched["joint"]
     s = joint.exp.unfreeze_at
     t = learning_order(res["seeds"])
-    one, two, ffr = layers[1], layers[2], res["ff"]
+    one, two, ffr, hb = layers[1], layers[2], res["ff"], res["head_or_bigram"]
     n_seeds = len(res["seeds"])
     return report.Summary({
         "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
@@ -424,6 +515,15 @@ def summary(res: dict) -> report.Summary:
         "ff_kl_residual_end": (ffr.final("ff2_kl_residual"), "the same at the end, with the residual w_E(k)"),
         "bigram_zero_share": (bigram_zero_share(joint.exp.task()), "share of zero entries of pi_b (non-trigger rows)"),
         "acc_constructed": (res["constructed"]["acc"], "the slide's memories written in: in-context accuracy"),
+        "acc_random": (res["random"].final("acc"), "the same model, random triggers: in-context accuracy at the end"),
+        "hb_k": (res["random"].exp.n_triggers, "random triggers: triggers drawn per sequence"),
+        "hb_positions": (hb["positions"], "random triggers: second and later trigger occurrences measured"),
+        "hb_top": (BIGRAM_TOP, "the bigram's 'top predictions': the trigger's likeliest successors counted"),
+        "hb_acc_off": (hb["acc_off"], f"accuracy where o is not among the trigger's {BIGRAM_TOP} likeliest successors"),
+        "hb_acc_in": (hb["acc_in"], f"accuracy where o is the trigger's 2nd to {BIGRAM_TOP}th likeliest successor"),
+        "hb_top1_off": (hb["top1_off"], "share predicting the trigger's likeliest successor, o not in the top"),
+        "hb_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
+        "hb_top1_ratio": (hb["top1_in"] / hb["top1_off"], "o in the top over o not in the top"),
         "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
         "n_seeds": (n_seeds, "seeds of the joint run"),
         "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),
@@ -455,7 +555,7 @@ def summary(res: dict) -> report.Summary:
         "qk2_first_t90_gap": (sched["W_QK^2 frozen first"].first_step_reaching("acc")
                               - sched["W_QK^1 frozen first"].first_step_reaching("acc"),
                               "first step with accuracy >= 0.9: W_QK^2 frozen first minus W_QK^1 frozen first"),
-        "seconds": (sum(r.seconds for r in [*sched.values(), *layers.values(), ffr,
+        "seconds": (sum(r.seconds for r in [*sched.values(), *layers.values(), ffr, res["random"],
                                             *(r for s_, r in res["seeds"].items() if r is not joint)]),
                     "training time of all runs (s)"),
     })
