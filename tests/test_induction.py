@@ -432,9 +432,11 @@ def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 0
     first = hb["bins"][0]  # o is the bigram's likeliest successor: predicting o is predicting the top
     assert first["ranks"] == (1, 1) and first["acc"] == first["top1"]
-    assert all(0 <= b[k] <= 1 for b in hb["bins"] if b["n"] for k in ("acc", "top1", "head_acc", "bigram_top1"))
+    assert all(0 <= b[k] <= 1 for b in hb["bins"] if b["n"] for k in ih.COLUMNS)
     rows = ih.head_or_bigram_rows(hb)
     assert [r[0] for r in rows][:2] == ["1", f"2 to {ih.BIGRAM_TOP}"] and len(rows[0]) == len(ih.HEAD_OR_BIGRAM_HEADER)
+    assert rows[-1][0] == "never follows the trigger" and rows[-2][0] == "21 and above"
+    assert 0 <= hb["triggers_matched"] <= exp.task().n
     with pytest.raises(ValueError, match=r"head_or_bigram needs ff=\('none', 'linear'\)"):
         ih.head_or_bigram(ih.InductionRun(ih.InductionExperiment.quick(), {}))
     with pytest.raises(ValueError, match=r"n_seq=0 is out of range"):

@@ -173,9 +173,13 @@ def ff_experiment(profile: str | None = None, **overrides) -> InductionExperimen
                                                              loss_on="all"), **overrides})
 
 
+RANDOM_STEPS = 1000  # random triggers are learned more slowly: at 300 steps the accuracy is still rising
+
+
 def random_trigger_experiment(profile: str | None = None) -> InductionExperiment:
-    """:func:`ff_experiment` with random triggers: K drawn afresh per sequence from pi_u (Birth's default data)."""
-    return ff_experiment(profile, trigger_draw="unigram")
+    """:func:`ff_experiment` with random triggers, K drawn afresh per sequence from pi_u (Birth's default
+    data), trained :data:`RANDOM_STEPS` steps (``full`` already has as many)."""
+    return ff_experiment(profile, trigger_draw="unigram", steps=RANDOM_STEPS, eval_every=RANDOM_STEPS // 30)
 
 
 def layer_experiments(profile: str | None = None) -> dict[int, InductionExperiment]:
@@ -388,17 +392,21 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
 # --- induction head or feed-forward layer (Birth, Section 4.2; the slides' pasted text, B10) ---
 
 BIGRAM_TOP = 5  # B10's "top predictions from the global bigram": the trigger's 5 likeliest successors (our choice)
-RANK_BINS = ((1, 1), (2, BIGRAM_TOP), (BIGRAM_TOP + 1, 10), (11, 20), (21, None))  # ranks of o among q's successors
+COLUMNS = ("acc", "top1", "head_acc", "bigram_top1", "attention")  # head_or_bigram's measures per position
+NEVER = 10**6  # the rank of an output that never follows the trigger in the bigram (pi_b(o | q) = 0)
+RANK_BINS = ((1, 1), (2, BIGRAM_TOP), (BIGRAM_TOP + 1, 10), (11, 20), (21, NEVER - 1), (NEVER, NEVER))
 HEAD_OR_BIGRAM_HEADER = ("rank of o among the trigger's bigram successors", "positions", "accuracy (argmax = o)",
                          "argmax = the bigram's top successor", "head path alone: argmax = o",
-                         "bigram path alone: argmax = the bigram's top successor")
+                         "bigram path alone: argmax = the bigram's top successor",
+                         "second layer's attention on the positions after earlier q")
 
 
 @torch.no_grad()
-def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor, rec: dict | None = None) -> tuple[torch.Tensor, ...]:
     """Logits (batch, T, V) of a two-layer model with a final linear W_F, and their two exact parts:
-    the head path W_U (h^2 + W_F h^2) and the bigram path W_U (x^1 + W_F x^1), which add up to the logits."""
-    rec: dict = {}
+    the head path W_U (h^2 + W_F h^2) and the bigram path W_U (x^1 + W_F x^1), which add up to the logits.
+    ``rec``, if a dict, receives what ``Transformer.forward`` records (the attention maps among them)."""
+    rec = {} if rec is None else rec
     logits = model(tokens, record=rec)
     x1 = model.feed_forward(0, rec["u1"])  # the stream leaving layer 1
     h2 = rec["u2"] - x1  # the second attention layer's output
@@ -409,7 +417,8 @@ def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor) -> tuple[tor
 @torch.no_grad()
 def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
     """What the model predicts at the second and later occurrences of a trigger q (target: its output o),
-    by the rank of o among the global bigram's successors of q (1 = the likeliest; ties share the better rank).
+    by the rank of o among the global bigram's successors of q: 1 + the number of tokens j with
+    pi_b(j | q) > pi_b(o | q), or :data:`NEVER` when pi_b(o | q) = 0 (o never follows q).
 
     The model must have two layers and a linear final feed-forward layer W_F, so that the logits split
     exactly into a *bigram path* W_U (x^1 + W_F x^1) (everything but the second attention layer) and a
@@ -418,9 +427,13 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
 
     Returns:
         ``bins``: one dict per :data:`RANK_BINS` entry (``ranks``, ``n``, ``acc``, ``top1``, ``head_acc``,
-        ``bigram_top1``); ``acc_off`` / ``top1_off``: accuracy and share predicting the bigram's top
-        successor when o is outside the top :data:`BIGRAM_TOP`; ``acc_in`` / ``top1_in`` the same when o is
-        its 2nd to :data:`BIGRAM_TOP`-th successor.
+        ``bigram_top1``). ``acc_in`` / ``top1_in``: accuracy and share predicting q's likeliest successor
+        when o is q's 2nd to :data:`BIGRAM_TOP`-th likeliest; ``acc_off`` / ``top1_off`` the same when o is
+        not among its :data:`BIGRAM_TOP` likeliest. ``*_matched``: the same with the triggers matched: the mean
+        per trigger over triggers with both kinds of positions (``triggers_matched``), weighted by each
+        one's positions of the first kind, so that which triggers fall in which group does not enter.
+        ``attention`` (per bin, and ``attention_in`` / ``attention_off``): the second layer's attention on
+        the positions s <= t with z_{s-1} = q, the keys that hold o.
     """
     exp = r.exp
     if exp.ff != ("none", "linear"):
@@ -431,38 +444,56 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
     model.load_state_dict(r.state)
     task = exp.task()
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
-    cols = {k: [] for k in ("rank", "acc", "top1", "head_acc", "bigram_top1")}
+    cols = {k: [] for k in ("q", "rank", "acc", "top1", "head_acc", "bigram_top1", "attention")}
     bigram = torch.as_tensor(task.stats.bigram)
     for start in range(0, n_seq, chunk):
         b = task.sample(rng, min(chunk, n_seq - start))
-        logits, head, rest = head_and_bigram_paths(model, torch.as_tensor(b.inputs))
+        x, rec = torch.as_tensor(b.inputs), {}
+        logits, head, rest = head_and_bigram_paths(model, x, rec)
         at = torch.as_tensor(b.occurrence >= 2)
-        q, o = torch.as_tensor(b.inputs)[at], torch.as_tensor(b.targets)[at]
+        q, o = x[at], torch.as_tensor(b.targets)[at]
+        prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)  # z_{s-1}
+        after_q = prev[:, None, :] == x[:, :, None]  # (batch, t, s): key s follows an occurrence of z_t
+        cols["attention"].append((rec["attn2"] * after_q).sum(-1)[at])  # the causal mask zeroes s > t
         rows = bigram[q]  # (m, N): pi_b(. | q)
-        top = rows.argmax(-1)
-        cols["rank"].append((rows > rows.gather(1, o[:, None])).sum(1) + 1)
+        p_o, top = rows.gather(1, o[:, None]), rows.argmax(-1)
+        cols["q"].append(q)
+        cols["rank"].append(torch.where(p_o[:, 0] > 0, (rows > p_o).sum(1) + 1, NEVER))
         cols["acc"].append(logits[at].argmax(-1) == o)
         cols["top1"].append(logits[at].argmax(-1) == top)
         cols["head_acc"].append(head[at].argmax(-1) == o)
         cols["bigram_top1"].append(rest[at].argmax(-1) == top)
     c = {k: torch.cat(v).numpy() for k, v in cols.items()}
+    inside = (c["rank"] >= 2) & (c["rank"] <= BIGRAM_TOP)
+    outside = c["rank"] > BIGRAM_TOP
 
-    def share(key: str, lo: int, hi: int | None) -> tuple[int, float]:
-        g = (c["rank"] >= lo) & (c["rank"] <= (hi or np.inf))
-        return int(g.sum()), float(c[key][g].mean()) if g.any() else float("nan")
+    def mean(key: str, g: np.ndarray) -> float:
+        return float(c[key][g].mean()) if g.any() else float("nan")
 
-    bins = [{"ranks": (lo, hi), "n": share("acc", lo, hi)[0],
-             **{k: share(k, lo, hi)[1] for k in ("acc", "top1", "head_acc", "bigram_top1")}} for lo, hi in RANK_BINS]
+    bins = [{"ranks": (lo, hi), "n": int(((c["rank"] >= lo) & (c["rank"] <= hi)).sum()),
+             **{k: mean(k, (c["rank"] >= lo) & (c["rank"] <= hi)) for k in COLUMNS}}
+            for lo, hi in RANK_BINS]
+    both = [t for t in np.unique(c["q"]) if (inside & (c["q"] == t)).any() and (outside & (c["q"] == t)).any()]
+    weight = np.array([(inside & (c["q"] == t)).sum() for t in both])
+
+    def matched(key: str, g: np.ndarray) -> float:  # per trigger, weighted by the trigger's inside positions
+        return float(np.average([mean(key, g & (c["q"] == t)) for t in both], weights=weight)) if both else float("nan")
+
     return {"bins": bins, "positions": int(len(c["rank"])),
-            "acc_off": share("acc", BIGRAM_TOP + 1, None)[1], "top1_off": share("top1", BIGRAM_TOP + 1, None)[1],
-            "acc_in": share("acc", 2, BIGRAM_TOP)[1], "top1_in": share("top1", 2, BIGRAM_TOP)[1]}
+            "acc_in": mean("acc", inside), "top1_in": mean("top1", inside),
+            "acc_off": mean("acc", outside), "top1_off": mean("top1", outside),
+            "attention_in": mean("attention", inside), "attention_off": mean("attention", outside),
+            **{f"{k}_{side}_matched": matched(k, g) for k in ("acc", "top1") for side, g in (("in", inside),
+                                                                                            ("off", outside))},
+            "triggers_matched": len(both)}
 
 
 def head_or_bigram_rows(hb: dict) -> list[list]:
     """Rows for :data:`HEAD_OR_BIGRAM_HEADER`."""
     def name(lo, hi):
-        return str(lo) if lo == hi else f"{lo} and above" if hi is None else f"{lo} to {hi}"
-    return [[name(*b["ranks"]), b["n"], b["acc"], b["top1"], b["head_acc"], b["bigram_top1"]] for b in hb["bins"]]
+        return ("never follows the trigger" if lo == NEVER else str(lo) if lo == hi
+                else f"{lo} and above" if hi == NEVER - 1 else f"{lo} to {hi}")
+    return [[name(*b["ranks"]), b["n"], *(b[k] for k in COLUMNS)] for b in hb["bins"]]
 
 
 # --- the chapter's numbers ---
@@ -517,6 +548,7 @@ def summary(res: dict) -> report.Summary:
         "acc_constructed": (res["constructed"]["acc"], "the slide's memories written in: in-context accuracy"),
         "acc_random": (res["random"].final("acc"), "the same model, random triggers: in-context accuracy at the end"),
         "hb_k": (res["random"].exp.n_triggers, "random triggers: triggers drawn per sequence"),
+        "hb_steps": (res["random"].exp.steps, "random triggers: training steps"),
         "hb_positions": (hb["positions"], "random triggers: second and later trigger occurrences measured"),
         "hb_top": (BIGRAM_TOP, "the bigram's 'top predictions': the trigger's likeliest successors counted"),
         "hb_acc_off": (hb["acc_off"], f"accuracy where o is not among the trigger's {BIGRAM_TOP} likeliest successors"),
@@ -524,6 +556,15 @@ def summary(res: dict) -> report.Summary:
         "hb_top1_off": (hb["top1_off"], "share predicting the trigger's likeliest successor, o not in the top"),
         "hb_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
         "hb_top1_ratio": (hb["top1_in"] / hb["top1_off"], "o in the top over o not in the top"),
+        "hb_attention_in": (hb["attention_in"], "second layer's attention on the keys after earlier q, o in the top"),
+        "hb_attention_off": (hb["attention_off"], "the same, o not in the top"),
+        "hb_acc_first": (hb["bins"][0]["acc"], "accuracy where o is the trigger's likeliest successor"),
+        "hb_head_first": (hb["bins"][0]["head_acc"], "the same positions: the head path alone predicts o"),
+        "hb_attention_first": (hb["bins"][0]["attention"], "the same positions: attention on the keys after q"),
+        "hb_triggers_matched": (hb["triggers_matched"], "triggers with both kinds of positions"),
+        "hb_acc_off_matched": (hb["acc_off_matched"], "accuracy, o not in the top, triggers matched to the top's"),
+        "hb_top1_ratio_matched": (hb["top1_in_matched"] / hb["top1_off_matched"],
+                                  "share predicting the likeliest successor, in over off, triggers matched"),
         "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
         "n_seeds": (n_seeds, "seeds of the joint run"),
         "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),
