@@ -225,23 +225,36 @@ def command(name: str, profile: str, overrides: dict) -> str:
 
 def record(name: str, profile: str | None = None, overrides: dict | None = None, device=None,
            out_dir: Path | str | None = None) -> Path:
-    """Run experiment ``name`` and write its recorded results file (atomically); return its path."""
+    """Run experiment ``name`` and write its recorded results file (atomically); return its path.
+
+    Raises:
+        ValueError: before any run, when the chapter has no check line reading the experiment's summary
+            variable; after the runs (which are cached, so a second call is quick), when a check line reads
+            an entry that the summary lacks.
+    """
     from companion.experiments import noisy_recall
 
     rec = experiment(name)
     profile = config.get_profile(profile)
     members = build(name, profile, overrides)  # validates first
+    checked = chapter_claims(rec.chapter, rec.summary_var)
+    if not checked:
+        raise ValueError(f"{rec.chapter}.md has no line claims.check(\"...\", {rec.summary_var}[\"...\"]) in its "
+                         f"Check cell: write the chapter's check lines for {name!r} before recording it")
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
     commit, package = _commit(), config.package_hash()  # the code the runs start with, not what a long run ends with
     runner = rec.run or noisy_recall.run
     runs = {k: runner(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
     summary = rec.summary(runs)
+    missing = sorted(set(checked.values()) - set(summary))
+    if missing:
+        raise ValueError(f"{rec.chapter}.md checks {rec.summary_var}{missing} but the summary of {name!r} has no "
+                         f"such entries (it has {sorted(summary)}); nothing written, the runs are cached")
     result = {
         "format": FORMAT, "experiment": name, "chapter": rec.chapter, "profile": profile,
         "overrides": _jsonable(overrides), "config": _configs(members),
         "summary": _jsonable(dict(summary)), "meaning": summary.meaning,
-        "claims": _jsonable({cid: summary[key]
-                             for cid, key in chapter_claims(rec.chapter, rec.summary_var).items()}),
+        "claims": _jsonable({cid: summary[key] for cid, key in checked.items()}),
         "curves": _jsonable(rec.curves(runs)),
         "version": __version__, "commit": commit, "package": package,
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),

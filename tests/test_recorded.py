@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from companion import claims, config, record
+from companion import claims, config, record, report
 
 RECORDED = record.runs()
 
@@ -76,6 +76,25 @@ def test_bad_settings_fail_before_work():
         record.build("recall", "quick", {"d": 0})
     with pytest.raises(ValueError, match="unknown experiment 'nope'"):
         record.build("nope")
+
+
+def test_record_needs_the_chapters_check_lines_before_work(tmp_path, monkeypatch):
+    import dataclasses
+
+    def no_run(exp, device=None):
+        raise AssertionError("record ran before checking the chapter")
+
+    real = record._registry()
+    blind = dataclasses.replace(real["recall"], summary_var="nowhere", run=no_run)
+    monkeypatch.setattr(record, "_registry", lambda: {**real, "recall": blind})
+    with pytest.raises(ValueError, match=r"no line claims.check\(\"...\", nowhere\[\"...\"\]\)"):
+        record.record("recall", "quick", out_dir=tmp_path)
+    odd = dataclasses.replace(real["recall"], run=lambda exp, device=None: {"device": "cpu", "seconds": 0.0},
+                              summary=lambda runs: report.Summary({"x": (1.0, "one")}))
+    monkeypatch.setattr(record, "_registry", lambda: {**real, "recall": odd})
+    with pytest.raises(ValueError, match=r"checks summary\[.*'p_correct_drop'.*\] but the summary of 'recall' has"):
+        record.record("recall", "quick", out_dir=tmp_path)
+    assert not list(tmp_path.iterdir())  # nothing written
 
 
 def _fake(tmp_path):
