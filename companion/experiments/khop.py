@@ -346,19 +346,23 @@ def member_overrides(name: str, overrides: dict) -> dict:
             if key not in KEPT.get(name, ())}
 
 
+def _sizes(r: dict, prefix: str = "") -> dict:
+    """The entries that every study's summary shares, read off one of its runs: hops, steps and chance."""
+    return {f"{prefix}k": (int(np.asarray(r["acc"]).shape[1]), "hops"),
+            f"{prefix}steps": (int(r["step"][-1]), "training steps of every run"),
+            f"{prefix}chance": (1.0 / r["N"], "chance accuracy, 1 / N")}
+
+
 def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     """The K1-K3 numbers of a finished :func:`members` set (every run at the same k, N and budget): the final
     test accuracy at k hops of each kind of data, the lowest final accuracy over the hop counts (a curriculum
     can forget the easy ones), when the mixture learns hop 1 and hop k (first evaluation at ``level``), and the
     best accuracy that direct training and the single-layer mixture ever reach at k hops."""
     acc = {name: np.asarray(r["acc"]) for name, r in runs.items()}
-    k = acc["mixture"].shape[1]
     mix_at = learned_at(runs["mixture"], level)
     out = {
-        "k": (k, "hops"),
+        **_sizes(runs["mixture"]),
         "N": (int(runs["mixture"]["N"]), "values"),
-        "steps": (int(runs["mixture"]["step"][-1]), "training steps of every run"),
-        "chance": (1.0 / runs["mixture"]["N"], "chance accuracy, 1 / N"),
         "level": (level, "accuracy at which a hop count counts as learned"),
         "direct_best": (float(acc["direct"][:, -1].max()), "direct (k hops only): best test accuracy at k hops"),
     }
@@ -415,12 +419,13 @@ LEARNED_HEADER = ["run", "data", "layers", "learned at (steps), hops 1..k", "fin
 def learned_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
     """One row per run: its data, depth, the step each hop count is first learned (``-`` never) and the final
     accuracies."""
-    rows = []
-    for name, r in runs.items():
-        at = ", ".join("-" if not np.isfinite(s) else str(int(s)) for s in learned_at(r, level))
-        final = ", ".join(f"{a:.2f}" for a in np.asarray(r["acc"])[-1])
-        rows.append([name, members[name].data, members[name].layers, at, final])
-    return rows
+    return [[name, members[name].data, members[name].layers, *_learned_cells(r, level)] for name, r in runs.items()]
+
+
+def _learned_cells(r: dict, level: float) -> tuple[str, str]:
+    """A run's table cells: the step each hop count is first learned (``-`` never) and the final accuracies."""
+    at = ", ".join("-" if not np.isfinite(s) else str(int(s)) for s in learned_at(r, level))
+    return at, ", ".join(f"{a:.2f}" for a in np.asarray(r["acc"])[-1])
 
 
 # --- recorded runs at a larger k (``python -m companion record khop --profile quick --set k=4 ...``) ---
@@ -472,13 +477,18 @@ SEEDS = (0, 1, 2)
 SEED_SETTINGS = {"k": RECORDED_K, "steps": 16000, "eval_every": 100, "depth": RECORDED_DEEPER["depth"]}
 
 
+def seed_name(seed: int) -> str:
+    """A seed study member's name: ``"seed 0"``, ..."""
+    return f"seed {seed}"
+
+
 def seed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     """The cumulative curriculum of :func:`members` over :data:`SEEDS` (``"seed 0"``, ...; the seed fixes the
     hidden permutations, the initialisation and the data), and seed 0 again with its stages advanced (and its
     accuracy measured) every :data:`EXPLORED_EVERY` steps (:data:`EXPLORED`, which keeps that interval under a
     study-wide override)."""
     size = SIZES[config.get_profile(profile)]
-    out = {f"seed {s}": KHopExperiment.for_profile(profile, data="cumulative", **{**size, "seed": s}) for s in SEEDS}
+    out = {seed_name(s): KHopExperiment.for_profile(profile, data="cumulative", **{**size, "seed": s}) for s in SEEDS}
     out[EXPLORED] = KHopExperiment.for_profile(
         profile, data="cumulative", **{**size, "seed": 0, "eval_every": EXPLORED_EVERY})
     return out
@@ -490,16 +500,13 @@ def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.9
     final accuracy), the earliest step at which one learns the k-th hop (first evaluation at ``level``) and the
     fewest steps one spends on its last stage before that, and the same numbers of seed 0 advancing every
     :data:`EXPLORED_EVERY` steps."""
-    seeds = [f"seed {s}" for s in SEEDS]
+    seeds = [seed_name(s) for s in SEEDS]
     low = np.array([np.asarray(runs[n]["acc"])[-1].min() for n in seeds])
     hopk = np.array([learned_at(runs[n], level)[-1] for n in seeds])
     wait = np.array([h - last_stage_at(runs[n]) if np.isfinite(h) else np.inf for n, h in zip(seeds, hopk)])
     alt, every = runs[EXPLORED], f"seed 0 advancing every {EXPLORED_EVERY} steps"
-    first = runs[seeds[0]]
     return report.Summary({
-        "seeds_k": (int(np.asarray(first["acc"]).shape[1]), "hops"),
-        "seeds_steps": (int(first["step"][-1]), "training steps of every run"),
-        "seeds_chance": (1.0 / first["N"], "chance accuracy, 1 / N"),
+        **_sizes(runs[seeds[0]], prefix="seeds_"),
         "seeds_n": (len(seeds), "seeds at the study's evaluation interval"),
         "seeds_solved": (float((low > solved).mean()),
                          f"fraction of those seeds whose lowest final accuracy over 1..k hops is above {solved}"),
@@ -519,8 +526,11 @@ def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.9
 def seed_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
     """:func:`learned_rows` of a seed study with each run's seed, evaluation interval and the step it moved
     to its last stage."""
-    return [[row[0], members[row[0]].seed, members[row[0]].eval_every, row[3],
-             f"{last_stage_at(runs[row[0]]):.0f}", row[4]] for row in learned_rows(runs, members, level)]
+    rows = []
+    for name, r in runs.items():
+        at, final = _learned_cells(r, level)
+        rows.append([name, members[name].seed, members[name].eval_every, at, f"{last_stage_at(r):.0f}", final])
+    return rows
 
 
 SEED_HEADER = ["run", "seed", "advances every", "learned at (steps), hops 1..k", "on the last stage from",
