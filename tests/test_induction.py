@@ -436,7 +436,7 @@ def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
     rows = ih.head_or_bigram_rows(hb)
     assert [r[0] for r in rows][:2] == ["1", f"2 to {ih.BIGRAM_TOP}"] and len(rows[0]) == len(ih.HEAD_OR_BIGRAM_HEADER)
     assert rows[-1][0] == "never follows the trigger" and rows[-2][0] == "21 and above"
-    assert 0 <= hb["triggers_matched"] <= exp.task().n
+    assert 0 <= hb["strata_matched"] <= exp.task().n * len(ih.OCCURRENCE_BINS) and 0 <= hb["matched_share"] <= 1
     with pytest.raises(ValueError, match=r"head_or_bigram needs ff=\('none', 'linear'\)"):
         ih.head_or_bigram(ih.InductionRun(ih.InductionExperiment.quick(), {}))
     with pytest.raises(ValueError, match=r"n_seq=0 is out of range"):

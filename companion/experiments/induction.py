@@ -393,6 +393,7 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
 
 BIGRAM_TOP = 5  # B10's "top predictions from the global bigram": the trigger's 5 likeliest successors (our choice)
 COLUMNS = ("acc", "top1", "head_acc", "bigram_top1", "attention")  # head_or_bigram's measures per position
+OCCURRENCE_BINS = (2, 3, 5, 9)  # which occurrence of q (2nd; 3rd-4th; 5th-8th; 9th on): how much evidence
 NEVER = 10**6  # the rank of an output that never follows the trigger in the bigram (pi_b(o | q) = 0)
 RANK_BINS = ((1, 1), (2, BIGRAM_TOP), (BIGRAM_TOP + 1, 10), (11, 20), (21, NEVER - 1), (NEVER, NEVER))
 HEAD_OR_BIGRAM_HEADER = ("rank of o among the trigger's bigram successors", "positions", "accuracy (argmax = o)",
@@ -429,9 +430,11 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         ``bins``: one dict per :data:`RANK_BINS` entry (``ranks``, ``n``, ``acc``, ``top1``, ``head_acc``,
         ``bigram_top1``). ``acc_in`` / ``top1_in``: accuracy and share predicting q's likeliest successor
         when o is q's 2nd to :data:`BIGRAM_TOP`-th likeliest; ``acc_off`` / ``top1_off`` the same when o is
-        not among its :data:`BIGRAM_TOP` likeliest. ``*_matched``: the same with the triggers matched: the mean
-        per trigger over triggers with both kinds of positions (``triggers_matched``), weighted by each
-        one's positions of the first kind, so that which triggers fall in which group does not enter.
+        not among its :data:`BIGRAM_TOP` likeliest. ``*_matched``: the same compared within strata of equal
+        trigger and evidence (the occurrence of q, binned by :data:`OCCURRENCE_BINS`): the mean per stratum
+        over the ``strata_matched`` strata with both kinds of positions, weighted by each one's positions of the
+        first kind (``matched_share`` of them), so that which triggers fall in which group, and how often
+        they occurred before, do not enter.
         ``attention`` (per bin, and ``attention_in`` / ``attention_off``): the second layer's attention on
         the positions s <= t with z_{s-1} = q, the keys that hold o.
     """
@@ -444,7 +447,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
     model.load_state_dict(r.state)
     task = exp.task()
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
-    cols = {k: [] for k in ("q", "rank", "acc", "top1", "head_acc", "bigram_top1", "attention")}
+    cols = {k: [] for k in ("q", "occurrence", "rank", *COLUMNS)}
     bigram = torch.as_tensor(task.stats.bigram)
     for start in range(0, n_seq, chunk):
         b = task.sample(rng, min(chunk, n_seq - start))
@@ -458,6 +461,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         rows = bigram[q]  # (m, N): pi_b(. | q)
         p_o, top = rows.gather(1, o[:, None]), rows.argmax(-1)
         cols["q"].append(q)
+        cols["occurrence"].append(torch.as_tensor(b.occurrence)[at])
         cols["rank"].append(torch.where(p_o[:, 0] > 0, (rows > p_o).sum(1) + 1, NEVER))
         cols["acc"].append(logits[at].argmax(-1) == o)
         cols["top1"].append(logits[at].argmax(-1) == top)
@@ -473,19 +477,20 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
     bins = [{"ranks": (lo, hi), "n": int(((c["rank"] >= lo) & (c["rank"] <= hi)).sum()),
              **{k: mean(k, (c["rank"] >= lo) & (c["rank"] <= hi)) for k in COLUMNS}}
             for lo, hi in RANK_BINS]
-    both = [t for t in np.unique(c["q"]) if (inside & (c["q"] == t)).any() and (outside & (c["q"] == t)).any()]
-    weight = np.array([(inside & (c["q"] == t)).sum() for t in both])
+    stratum = c["q"] * len(OCCURRENCE_BINS) + np.searchsorted(OCCURRENCE_BINS, c["occurrence"], side="right") - 1
+    both = [t for t in np.unique(stratum) if (inside & (stratum == t)).any() and (outside & (stratum == t)).any()]
+    weight = np.array([(inside & (stratum == t)).sum() for t in both])
 
-    def matched(key: str, g: np.ndarray) -> float:  # per trigger, weighted by the trigger's inside positions
-        return float(np.average([mean(key, g & (c["q"] == t)) for t in both], weights=weight)) if both else float("nan")
+    def matched(key: str, g: np.ndarray) -> float:  # per stratum, weighted by the stratum's inside positions
+        return float(np.average([mean(key, g & (stratum == t)) for t in both], weights=weight)) if both else float("nan")
 
+    sides = (("in", inside), ("off", outside))
     return {"bins": bins, "positions": int(len(c["rank"])),
             "acc_in": mean("acc", inside), "top1_in": mean("top1", inside),
             "acc_off": mean("acc", outside), "top1_off": mean("top1", outside),
             "attention_in": mean("attention", inside), "attention_off": mean("attention", outside),
-            **{f"{k}_{side}_matched": matched(k, g) for k in ("acc", "top1") for side, g in (("in", inside),
-                                                                                            ("off", outside))},
-            "triggers_matched": len(both)}
+            **{f"{k}_{side}_matched": matched(k, g) for k in ("acc", "top1", "attention") for side, g in sides},
+            "strata_matched": len(both), "matched_share": float(weight.sum() / max(inside.sum(), 1))}
 
 
 def head_or_bigram_rows(hb: dict) -> list[list]:
@@ -561,10 +566,15 @@ def summary(res: dict) -> report.Summary:
         "hb_acc_first": (hb["bins"][0]["acc"], "accuracy where o is the trigger's likeliest successor"),
         "hb_head_first": (hb["bins"][0]["head_acc"], "the same positions: the head path alone predicts o"),
         "hb_attention_first": (hb["bins"][0]["attention"], "the same positions: attention on the keys after q"),
-        "hb_triggers_matched": (hb["triggers_matched"], "triggers with both kinds of positions"),
-        "hb_acc_off_matched": (hb["acc_off_matched"], "accuracy, o not in the top, triggers matched to the top's"),
+        "hb_strata_matched": (hb["strata_matched"], "strata (trigger, occurrence bin) with both kinds of positions"),
+        "hb_matched_share": (hb["matched_share"], "share of the top positions in those strata"),
+        "hb_attention_in_matched": (hb["attention_in_matched"], "attention on the keys after earlier q, o in the top, "
+                                                                "within strata"),
+        "hb_attention_off_matched": (hb["attention_off_matched"], "the same, o not in the top, same strata"),
+        "hb_acc_in_matched": (hb["acc_in_matched"], "accuracy, o in the top, within strata"),
+        "hb_acc_off_matched": (hb["acc_off_matched"], "accuracy, o not in the top, weighted to the same strata"),
         "hb_top1_ratio_matched": (hb["top1_in_matched"] / hb["top1_off_matched"],
-                                  "share predicting the likeliest successor, in over off, triggers matched"),
+                                  "share predicting the likeliest successor, in over off, within strata"),
         "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
         "n_seeds": (n_seeds, "seeds of the joint run"),
         "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),
