@@ -351,7 +351,7 @@ def test_step2_summary_needs_both_first_layers():
 
 def test_step2_outer_is_the_population_gradient():
     small = dict(d=64, seq_len=16, batch=512, chunk=256, line_batch=256, n_test=64, etas=(1.0, 4.0))
-    model, _, population = ih._after_first_step(ih.ThreeStepExperiment.quick(
+    model, task, population = ih._after_first_step(ih.ThreeStepExperiment.quick(
         embeddings="gaussian", data="shakespeare_iid", **small))
     Q, K = ih.step2_outer(model, population)
     assert set(Q) == set(K) == set(ih.STREAM_PARTS)
@@ -360,6 +360,16 @@ def test_step2_outer_is_the_population_gradient():
     assert auto.norm() > 0 and (G - auto).norm() / auto.norm() < 1e-5
     n_loss = sum(int(b.loss_mask[:, -1].sum()) for b in population)
     assert Q["token"].shape == (n_loss, 64)
+    # the token means: every sequence's weights sum to zero, so their count-weighted mean is zero too; with
+    # the rows' own token vectors, the whole row is K's token part summed per trigger
+    query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)
+    tw = ih.step2_token_weights(model, population, query)
+    assert tw["m"].shape == tw["counts"].shape == (3, model.W_U.shape[0])
+    assert int(tw["counts"].sum()) == n_loss * 16 and abs(float((tw["m"] * tw["counts"]).sum())) < 1e-3
+    assert -1 <= tw["cos_min"] <= tw["cos"] <= 1 and tw["pi"].sum().item() == pytest.approx(1.0, abs=1e-4)
+    assert tw["counts"][1].sum() >= 2 * n_loss  # the query's token: at the query and at an earlier occurrence
+    with pytest.raises(ValueError, match="exactly one trigger per sequence"):
+        ih.step2_token_weights(model, population, query[:, :1])
     with torch.no_grad():
         model.matrix("W_QK^2").add_(1e-3)
     with pytest.raises(ValueError, match="needs W_QK\\^2 = 0"):

@@ -1107,20 +1107,65 @@ def step2_outer(model: Transformer, population) -> tuple[dict[str, torch.Tensor]
     if any(b.loss_mask[:, :-1].any() for b in population):
         raise ValueError("step2_outer needs the loss at the last position only (loss_on='final_recall')")
     Q, K = ({a: [] for a in STREAM_PARTS} for _ in range(2))
-    for b in population:
-        keep = torch.as_tensor(b.loss_mask[:, -1])
-        tokens, target = torch.as_tensor(b.inputs)[keep], torch.as_tensor(b.targets[:, -1])[keep]
-        record = {}
-        logits = model(tokens, last_only=True, record=record)  # (n, V)
-        x = record["u1"]  # (n, T, d): layer 1 has no feed-forward, so this enters layer 2
-        err = F.one_hot(target, logits.shape[-1]).to(x) - torch.softmax(logits, -1)
-        gain = torch.einsum("nv,ntv->nt", err, model.unembed(x @ model.layers[1].v().T))  # b_s
+    for tokens, _, x, gain, _ in _step2_gains(model, population):
         w = model.scale / x.shape[1] * (gain - gain.mean(1, keepdim=True))
         token, position = model.W_E[tokens], model.P[:x.shape[1]].expand_as(x)
         for a, X in zip(STREAM_PARTS, (token, position, x - token - position)):
             Q[a].append(X[:, -1])
             K[a].append(torch.einsum("nt,ntd->nd", w, X))
     return {a: torch.cat(v) for a, v in Q.items()}, {a: torch.cat(v) for a, v in K.items()}
+
+
+def _step2_gains(model: Transformer, population):
+    """Per batch of the population (sequences with a loss position): the tokens (n, T), the outputs (n,), the
+    streams entering layer 2 (n, T, d), the gains b_s = (e_o - pi)^T W_U W_V^2 x_s (n, T) and pi (n, V)."""
+    for b in population:
+        keep = torch.as_tensor(b.loss_mask[:, -1])
+        tokens, target = torch.as_tensor(b.inputs)[keep], torch.as_tensor(b.targets[:, -1])[keep]
+        record = {}
+        logits = model(tokens, last_only=True, record=record)  # (n, V)
+        x = record["u1"]  # (n, T, d): layer 1 has no feed-forward, so this enters layer 2
+        pi = torch.softmax(logits, -1)
+        err = F.one_hot(target, logits.shape[-1]).to(x) - pi
+        yield tokens, target, x, torch.einsum("nv,ntv->nt", err, model.unembed(x @ model.layers[1].v().T)), pi
+
+
+KEY_ROLES = ("other", "query's token", "output")  # what a key's token is to its sequence
+
+
+@torch.no_grad()
+def step2_token_weights(model: Transformer, population, query: torch.Tensor) -> dict:
+    """Why the keys' token vectors of step 2 add up coherently: each key's weight b_s - mean b split into the
+    mean over the population of the keys with its token and role (:data:`KEY_ROLES`: the query's own token, the
+    output, another token) and the rest.
+
+    ``m`` (3, V): those means; ``cos`` / ``cos_min``: over the triggers, the cosine between a trigger's row of
+    the keys' token part, sum_n sum_s (b_s - mean b) w_E(z_s) over its sequences, and the same with every
+    weight replaced by its token's and role's mean (1: the means make the row); ``alpha`` (V,):
+    W_U(j)^T W_V^2 w_E(j), how strongly step 1 stored token j; ``pi`` (V,): its mean predicted probability.
+    For a key holding another token j, b_s = (e_o - pi)^T W_U W_V^2 x_s has the part -alpha_j pi_j.
+    ``query`` as in :func:`key_coherence`, in the population's order.
+    """
+    _check_query(query, sum(int(b.loss_mask[:, -1].sum()) for b in population))
+    V = model.W_U.shape[0]
+    sums, counts, pi_sum, rows, keys = torch.zeros(3 * V), torch.zeros(3 * V), 0.0, [], []
+    for tokens, target, x, gain, pi in _step2_gains(model, population):
+        w = gain - gain.mean(1, keepdim=True)
+        role = torch.where(tokens == target[:, None], 2, (tokens == tokens[:, -1:]).long())  # output wins a tie
+        key = (role * V + tokens).flatten()
+        sums.index_add_(0, key, w.flatten())
+        counts += torch.bincount(key, minlength=3 * V)
+        pi_sum = pi_sum + pi.sum(0)
+        rows.append(torch.einsum("nt,ntd->nd", w, model.W_E[tokens]))
+        keys.append((role * V + tokens, tokens))
+    m = sums / counts.clamp_min(1)
+    key, tokens = (torch.cat(k) for k in zip(*keys))
+    q = query.T.to(m)
+    whole, from_means = q @ torch.cat(rows), q @ torch.einsum("nt,ntd->nd", m[key], model.W_E[tokens])
+    cos = F.cosine_similarity(whole, from_means, dim=1)
+    alpha = (model.W_U * (model.layers[1].v() @ model.W_E.T).T).sum(1)
+    return {"m": m.view(3, V), "counts": counts.view(3, V), "alpha": alpha, "pi": pi_sum / len(tokens),
+            "cos": cos.mean().item(), "cos_min": cos.min().item()}
 
 
 def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
@@ -1155,10 +1200,30 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
     key = {b: sum(S[a, b] for a in STREAM_PARTS) for b in STREAM_PARTS}
     with torch.no_grad():
         query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)  # (n, K): its trigger
+    weights = step2_token_weights(model, population, query)
+    n = task.n  # ordinary tokens: their frequencies
+    unigram = torch.as_tensor(task.stats.unigram, dtype=weights["m"].dtype)
+
+    def corr(a: torch.Tensor, b: torch.Tensor) -> float:  # nan when one is constant (uniform data)
+        return float(np.corrcoef(a[:n].numpy(), b[:n].numpy())[0, 1]) if a[:n].std() > 0 and b[:n].std() > 0 \
+            else float("nan")
+
     return {"probe": _recall(whole), "query": {a: read(sum(S[a, b] for b in STREAM_PARTS)) for a in STREAM_PARTS},
             "key": {b: read(M) for b, M in key.items()},
             "without key": {b: _recall(whole - M) for b, M in key.items()},
-            "key tokens": key_coherence(K["token"], query)}
+            "key tokens": key_coherence(K["token"], query),
+            "token means": {"cos": weights["cos"], "cos_min": weights["cos_min"],
+                            "m_unigram": corr(weights["m"][0], unigram),
+                            "m_predicted": corr(weights["m"][0], -weights["alpha"] * weights["pi"]),
+                            "m_query": float(weights["m"][1][list(task.triggers)].mean()),
+                            "m_other": float(weights["m"][0][list(task.triggers)].mean()),
+                            "alpha_unigram": corr(weights["alpha"], unigram),
+                            "pi_unigram": corr(weights["pi"], unigram)}}
+
+
+def _check_query(query: torch.Tensor, n: int) -> None:
+    if query.ndim != 2 or len(query) != n or not (query.sum(1) == 1).all():
+        raise ValueError(f"the query needs exactly one trigger per sequence ({n} sequences); got {query.sum(-1)}")
 
 
 def key_coherence(K: torch.Tensor, query: torch.Tensor) -> dict[str, float]:
@@ -1176,8 +1241,7 @@ def key_coherence(K: torch.Tensor, query: torch.Tensor) -> dict[str, float]:
     Raises:
         ValueError: a sequence whose query is not exactly one trigger.
     """
-    if query.ndim != 2 or len(query) != len(K) or not (query.sum(1) == 1).all():
-        raise ValueError(f"key_coherence needs exactly one trigger per sequence as the query; got {query.sum(1)}")
+    _check_query(query, len(K))
     with torch.no_grad():
         q = query.to(K)
         C = q.T @ K  # (K, d)
@@ -1229,6 +1293,24 @@ def step2_probe_summary(parts: dict[str, dict]) -> report.Summary:
                               "the fewest sequences in one trigger's row, over the three runs"),
         "g2p_coherence_ratio": (iid["key tokens"]["coherence"] / uni["key tokens"]["coherence"],
                                 "coherence of the keys' token vectors, Shakespeare's frequencies i.i.d. over uniform"),
+        "g2p_means_cos_iid": (iid["token means"]["cos_min"], "Shakespeare's frequencies i.i.d.: cosine between a "
+                              "trigger's keys' token part and the same with each key's weight replaced by its "
+                              "token's mean, smallest over triggers"),
+        "g2p_means_cos_uniform": (uni["token means"]["cos"], "uniform data: the same, mean over triggers"),
+        "g2p_means_cos_iid_mean": (iid["token means"]["cos"], "Shakespeare's frequencies i.i.d.: the same, mean"),
+        "g2p_weight_unigram_iid": (iid["token means"]["m_unigram"], "Shakespeare's frequencies i.i.d.: correlation "
+                                   "over tokens of the mean weight of keys holding the token (not as the query's token "
+                                   "or the output) with its frequency"),
+        "g2p_weight_predicted_iid": (iid["token means"]["m_predicted"], "the same with -alpha_j pi_j"),
+        "g2p_weight_predicted_uniform": (uni["token means"]["m_predicted"], "uniform data: the same"),
+        "g2p_weight_query_iid": (iid["token means"]["m_query"], "Shakespeare's frequencies i.i.d.: mean weight of "
+                                 "keys holding the query's own trigger, mean over the triggers"),
+        "g2p_weight_trigger_other_iid": (iid["token means"]["m_other"], "the same run: mean weight of keys holding a "
+                                         "trigger character that is not the query"),
+        "g2p_alpha_unigram_iid": (iid["token means"]["alpha_unigram"], "the same run: correlation of step 1's "
+                                  "memory strength alpha_j with the frequency"),
+        "g2p_pi_unigram_iid": (iid["token means"]["pi_unigram"], "the same run: correlation of the mean predicted "
+                               "probability pi_j with the frequency"),
     })
 
 
