@@ -134,6 +134,7 @@ def test_profile_validation(monkeypatch):
 def test_random_triggers_change_per_sequence_and_keep_their_outputs():
     task = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram")
     assert task.triggers == tuple(range(task.n))  # the pool: every ordinary token (no noise is ever drawn)
+    assert task.fixed_triggers == () and RecallTask(n_triggers=2).fixed_triggers == RecallTask(n_triggers=2).triggers
     T, b = task.seq_len, task.sample(np.random.default_rng(0), 200)
     assert b.triggers.shape == (200, 3) and all(len(set(r)) == 3 for r in b.triggers)
     assert len({tuple(r) for r in b.triggers}) > 100  # drawn afresh for each sequence

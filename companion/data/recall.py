@@ -166,6 +166,12 @@ class RecallTask:
         return self.n + 1 if self.noise == "new" else self.n
 
     @property
+    def fixed_triggers(self) -> tuple[int, ...]:
+        """The triggers of every sequence: all of ``triggers`` when fixed, none when drawn per sequence (then
+        ``triggers`` is only the pool)."""
+        return self.triggers if self.trigger_draw == "fixed" else ()
+
+    @property
     def noise_token(self) -> int:
         return self.n if self.noise == "new" else self.stats.itos.index(EXISTING_NOISE_CHAR)
 

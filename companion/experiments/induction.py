@@ -298,7 +298,7 @@ def ff_bigram_kl(model: Transformer, bigram: np.ndarray, exclude=(), residual: b
 
 def bigram_zero_share(task: RecallTask) -> float:
     """Share of zero entries pi_b(j | k) = 0 in the bigram rows of non-trigger tokens (KL(model || pi_b) is infinite)."""
-    keep = [k for k in range(task.n) if k not in task.triggers]
+    keep = [k for k in range(task.n) if k not in task.fixed_triggers]
     return float((task.stats.bigram[keep] == 0).mean())
 
 
@@ -322,8 +322,7 @@ class Evaluator:
                "loss_head": F.cross_entropy(logits[self.head], self.targets[self.head]).item(),
                "loss_bigram": F.cross_entropy(logits[self.other], self.targets[self.other]).item()}
         row.update(memory_probes(self.model, self.task.triggers, self.task.n, self.exp.early_cutoff))
-        # Eq. (10) leaves out fixed triggers (their next token is not the bigram's); random ones are every token
-        bigram, trig = self.task.stats.bigram, self.task.triggers if self.task.trigger_draw == "fixed" else ()
+        bigram, trig = self.task.stats.bigram, self.task.fixed_triggers  # their next token is never the bigram's
         for l, kind in enumerate(self.exp.ff, start=1):
             if kind != "none":
                 row[f"ff{l}_kl"] = ff_bigram_kl(self.model, bigram, trig, layer=l)
