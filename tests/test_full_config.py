@@ -96,7 +96,8 @@ def test_full_induction_configurations_run():
     """Seed 002, the bigram task with triggers at the public code's Fig. 3 size (d = T = 256, batch 512): the
     three memories, the two-layer MLP model (the one-layer model runs the same code) and the
     final-linear-feed-forward model with fixed and with random triggers, one step and two evaluations each,
-    probes included; the random-trigger run is then read by head_or_bigram at its full test size."""
+    probes included; the random-trigger run is then read by head_or_bigram at its full test size, and by
+    pair_gradient on 256 sequences."""
     from dataclasses import replace
 
     from companion.experiments import induction as ih
@@ -109,6 +110,9 @@ def test_full_induction_configurations_run():
         assert all(np.isfinite(v).all() for v in r.metrics.values())
     hb = ih.head_or_bigram(r)
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 10000
+    assert all(np.isfinite(hb[f"{k}_in_matched"]) for k in ih.MECHANISM)
+    pg = ih.pair_gradient(r, n_seq=256)
+    assert all(np.isfinite(pg[k]["net"]) for k in ih.KEY_KINDS)
 
 
 def test_full_three_step_configuration_runs():

@@ -5,7 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
+from companion import config
 from companion.data.recall import RecallTask
 from companion.experiments import induction as ih
 from companion.models import ModelConfig, Transformer
@@ -451,3 +453,95 @@ def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
         ih.head_or_bigram(ih.InductionRun(ih.InductionExperiment.quick(), {}))
     with pytest.raises(ValueError, match=r"n_seq=0 is out of range"):
         ih.head_or_bigram(ih.InductionRun(exp, {}), n_seq=0)
+
+
+def _tiny_random_run():
+    exp = dataclasses.replace(ih.random_trigger_experiment("quick"), steps=3, eval_every=1, batch=4, n_test=8)
+    return ih.run(exp, progress=False, use_cache=False)
+
+
+def test_key_measures_match_a_position_by_position_count():
+    r = _tiny_random_run()
+    model, b = r.model(), r.exp.task().sample(np.random.default_rng(1), 3)
+    x, rec = torch.as_tensor(b.inputs), {}
+    model(x, record=rec)
+    T = x.shape[1]
+    prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)
+    keys = (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool).tril()
+    m = ih._key_measures(model, x, rec, keys)
+    W2, c, x1 = model.layers[1].qk(), model.scale, rec["u1"]
+    i, t = [int(v) for v in keys.any(-1).nonzero()[-1]]  # a position with at least one such key
+    s = keys[i, t].nonzero()[:, 0]
+    score = x1[i, t] @ W2 @ x1[i, :t + 1].T * c
+    q = model.W_E[x[i, t]] @ W2 * c
+    h1 = x1[i] - model.W_E[x[i]] - model.P[:T]
+    torch.testing.assert_close(m["key_score"][i, t], score[s].mean())
+    torch.testing.assert_close(m["pair_score"][i, t], (q @ model.W_E[x[i, s]].T).mean())
+    torch.testing.assert_close(m["match_score"][i, t], (q @ h1[s].T).mean())
+    torch.testing.assert_close(m["prev_attention"][i, t], rec["attn1"][i, s, s - 1].mean())
+    others = torch.ones(t + 1, dtype=torch.bool)
+    others[s] = False
+    torch.testing.assert_close(m["rest_score"][i, t], torch.logsumexp(score[others], 0))
+    # the attention on the keys is the softmax share their logits win against the others'
+    torch.testing.assert_close(m["attention"][i, t], torch.sigmoid(torch.logsumexp(score[s], 0) - m["rest_score"][i, t]))
+
+
+def test_pair_scores_read_the_token_token_logits():
+    r = _tiny_random_run()
+    model, task = r.model(trained=False), r.exp.task()
+    N = task.stats.bigram.shape[0]
+    with torch.no_grad():  # orthonormal embeddings, then one pair (q, its likeliest successor) raised in W_QK^2
+        model.W_E[:N] = torch.linalg.qr(torch.randn(model.W_E.shape[1], N, generator=torch.Generator().manual_seed(0)))[0].T
+        base = ih.pair_scores(model, task)
+        q = task.triggers[0]
+        y = int(np.argmax(task.stats.bigram[q]))
+        model.layers[1].W_QK += 50.0 * torch.outer(model.W_E[q], model.W_E[y])
+    ps = ih.pair_scores(model, task)
+    n_likely = int(ih._likely_pairs(task)[[t for t in task.triggers if t < N]].sum())
+    shift = ps["W_QK^2"][ih.PAIR_KINDS[0]] - base["W_QK^2"][ih.PAIR_KINDS[0]]
+    assert shift == pytest.approx(50.0 * model.scale / n_likely, rel=1e-4)  # one pair of n_likely moved by 50 c
+    assert ps["W_QK^1"] == base["W_QK^1"]
+    rows = ih.pair_score_rows(ih.pair_score_models(r, r))
+    assert len(rows) == 2 * len(ih.PAIR_MODELS) and len(rows[0]) == 3 + len(ih.PAIR_KINDS)
+
+
+def test_pair_gradient_is_the_derivative_of_the_training_loss():
+    r = _tiny_random_run()
+    pg = ih.pair_gradient(r, n_seq=6, chunk=4)
+    # the same sequences, the same masks: a central difference of the summed loss along each shift
+    model, task = r.model(), r.exp.task()
+    rng = np.random.default_rng(config.seed_streams(r.exp.seed, ["pair-gradient"])["pair-gradient"])
+    batches = [task.sample(rng, n) for n in (4, 2)]
+    likely = ih._likely_pairs(task)
+
+    def loss(kind: str, eps: float) -> float:
+        total = 0.0
+        for b in batches:
+            masks, _ = ih.pair_masks(likely, b)
+            x = torch.as_tensor(b.inputs)
+            with torch.no_grad():
+                u1 = model.attend(0, model.embed(x))
+                u2 = model.attend(1, model.feed_forward(0, u1), score_bias=eps * masks[kind])
+                logits = model.unembed(model.feed_forward(1, u2))
+            total += float(F.cross_entropy(logits.flatten(0, 1), torch.as_tensor(b.targets).flatten(), reduction="sum"))
+        return total / 6
+
+    for kind in ih.KEY_KINDS:
+        fd = (loss(kind, 1e-2) - loss(kind, -1e-2)) / 2e-2
+        assert pg[kind]["net"] == pytest.approx(fd, rel=0.05, abs=1e-4)
+        assert pg[kind]["net"] == pytest.approx(pg[kind]["trigger"] + pg[kind]["non-trigger"])
+    with pytest.raises(ValueError, match=r"pair_gradient needs two layers"):
+        ih.pair_gradient(ih.InductionRun(ih.layer_experiments("quick")[2], {}))
+    with pytest.raises(ValueError, match=r"chunk=0 is out of range"):
+        ih.pair_gradient(r, chunk=0)
+
+
+def test_score_bias_shifts_the_attention_logits():
+    model = Transformer(ih.random_trigger_experiment("quick").model_config(), seed=0)
+    x = model.embed(torch.randint(0, 60, (2, 8)))
+    with torch.no_grad():
+        torch.testing.assert_close(model.attend(1, x, score_bias=torch.zeros(8, 8)), model.attend(1, x))
+        rec, bias = {}, torch.zeros(8, 8)
+        bias[:, 0] = -1e9  # no query may look at the first key, except the first query (its only key)
+        model.attend(1, x, record=rec, score_bias=bias)
+    assert rec["attn2"][:, 1:, 0].abs().max() < 1e-6

@@ -350,6 +350,13 @@ class InductionRun:
     def final(self, key: str) -> float:
         return float(self.metrics[key][-1])
 
+    def model(self, trained: bool = True) -> Transformer:
+        """The run's model (on the CPU): as trained, or at its initialisation (the same seed)."""
+        m = Transformer(self.exp.model_config(), seed=self.exp.seed)
+        if trained:
+            m.load_state_dict(self.state)
+        return m
+
     def first_step_reaching(self, key: str, threshold: float = 0.9) -> float:
         """First evaluated step at which the metric is at least ``threshold``; inf if never."""
         hit = np.nonzero(self.metrics[key] >= threshold)[0]
@@ -392,6 +399,14 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
 
 BIGRAM_TOP = 5  # B10's "top predictions from the global bigram": the trigger's 5 likeliest successors (our choice)
 COLUMNS = ("acc", "top1", "head_acc", "bigram_top1", "attention")  # head_or_bigram's measures per position
+MECHANISM = {  # head_or_bigram's measures of the second layer's attention on the keys that hold o, per position
+    "attention": "second layer's attention on the keys that hold o",
+    "key_score": "second layer's mean logit of those keys",
+    "pair_score": "its token-token part, c w_E(q)^T W_QK^2 w_E(o)",
+    "match_score": "its part from the query's token and the keys' first-layer output h^1",
+    "prev_attention": "first layer's attention of those keys on their previous token q",
+    "rest_score": "log-sum-exp of the second layer's logits of the other keys",
+}
 OCCURRENCE_BINS = (2, 3, 5, 9)  # which occurrence of q (2nd; 3rd-4th; 5th-8th; 9th on): how much evidence
 NEVER = 10**6  # the rank of an output that never follows the trigger in the bigram (pi_b(o | q) = 0)
 RANK_BINS = ((1, 1), (2, BIGRAM_TOP), (BIGRAM_TOP + 1, 10), (11, 20), (21, NEVER - 1), (NEVER, NEVER))
@@ -435,18 +450,19 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         first kind (``matched_share`` of them), so that which triggers fall in which group, and how often
         they occurred before, do not enter.
         ``attention`` (per bin, and ``attention_in`` / ``attention_off``): the second layer's attention on
-        the positions s <= t with z_{s-1} = q, the keys that hold o.
+        the positions s <= t with z_{s-1} = q, the keys that hold o. The other :data:`MECHANISM` measures
+        (``*_in_matched`` / ``*_off_matched`` only) split where that attention comes from (see
+        :func:`_key_measures`).
     """
     exp = r.exp
     if exp.ff != ("none", "linear"):
         raise ValueError(f"head_or_bigram needs ff=('none', 'linear') (two layers, a final linear W_F); got {exp.ff}")
     check_int("n_seq", n_seq, low=1)
     check_int("chunk", chunk, low=1)
-    model = Transformer(exp.model_config(), seed=exp.seed)
-    model.load_state_dict(r.state)
+    model = r.model()
     task = exp.task()
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
-    cols = {k: [] for k in ("q", "occurrence", "rank", *COLUMNS)}
+    cols = {k: [] for k in ("q", "occurrence", "rank", *COLUMNS, *MECHANISM)}
     bigram = torch.as_tensor(task.stats.bigram)
     for start in range(0, n_seq, chunk):
         b = task.sample(rng, min(chunk, n_seq - start))
@@ -456,7 +472,9 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         q, o = x[at], torch.as_tensor(b.targets)[at]
         prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)  # z_{s-1}
         after_q = prev[:, None, :] == x[:, :, None]  # (batch, t, s): key s follows an occurrence of z_t
-        cols["attention"].append((rec["attn2"] * after_q).sum(-1)[at])  # the causal mask zeroes s > t
+        after_q &= torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril()  # keys s <= t only
+        for k, v in _key_measures(model, x, rec, after_q).items():
+            cols[k].append(v[at])
         rows = bigram[q]  # (m, N): pi_b(. | q)
         p_o, top = rows.gather(1, o[:, None]), rows.argmax(-1)
         cols["q"].append(q)
@@ -488,7 +506,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
             "acc_in": mean("acc", inside), "top1_in": mean("top1", inside),
             "acc_off": mean("acc", outside), "top1_off": mean("top1", outside),
             "attention_in": mean("attention", inside), "attention_off": mean("attention", outside),
-            **{f"{k}_{side}_matched": matched(k, g) for k in ("acc", "top1", "attention") for side, g in sides},
+            **{f"{k}_{side}_matched": matched(k, g) for k in ("acc", "top1", *MECHANISM) for side, g in sides},
             "strata_matched": len(both), "matched_share": float(weight.sum() / max(inside.sum(), 1))}
 
 
@@ -500,18 +518,181 @@ def head_or_bigram_rows(hb: dict) -> list[list]:
     return [[name(*b["ranks"]), b["n"], *(b[k] for k in COLUMNS)] for b in hb["bins"]]
 
 
+MECHANISM_HEADER = ("at the second and later occurrences of q, within strata of equal trigger and occurrence",
+                    f"o is q's 2nd to {BIGRAM_TOP}th likeliest successor",
+                    f"o is not among q's {BIGRAM_TOP} likeliest", "difference")
+
+
+def head_or_bigram_mechanism_rows(hb: dict) -> list[list]:
+    """Rows for :data:`MECHANISM_HEADER`: each :data:`MECHANISM` measure compared within strata."""
+    return [[name, hb[f"{k}_in_matched"], hb[f"{k}_off_matched"], hb[f"{k}_in_matched"] - hb[f"{k}_off_matched"]]
+            for k, name in MECHANISM.items()]
+
+
+def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per query position (batch, T), what sets the second layer's attention on ``keys`` (batch, T, T), a
+    causal mask of the keys that hold the answer: their total attention, their mean logit, its token-token
+    part c w_E(z_t)^T W_QK^2 w_E(z_s) and its part from the query's token and the keys' first-layer output
+    h^1_s, the first layer's attention of those keys on their previous token, and the log-sum-exp of the
+    other keys' logits. ``rec`` is what the forward pass of the two-layer model recorded; its first
+    feed-forward layer must be none, so that the stream entering layer 2 is w_E + p + h^1."""
+    n = keys.sum(-1).clamp_min(1)
+    W2, c = model.layers[1].qk(), model.scale
+    emb = model.W_E[x]
+    h1 = rec["u1"] - model.embed(x)  # the first attention layer's output
+    scores = (rec["u1"] @ W2) @ rec["u1"].transpose(1, 2) * c  # (batch, t, s)
+    q2 = emb @ W2 * c  # the query's token part, (batch, t, d)
+    prev = F.pad(rec["attn1"].diagonal(offset=-1, dim1=1, dim2=2), (1, 0))  # a^1(s, s - 1)
+    causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
+
+    def key_mean(v: torch.Tensor) -> torch.Tensor:  # (batch, t, s) -> (batch, t): mean over the keys
+        return (v * keys).sum(-1) / n
+
+    return {"attention": (rec["attn2"] * keys).sum(-1), "key_score": key_mean(scores),
+            "pair_score": key_mean(q2 @ emb.transpose(1, 2)), "match_score": key_mean(q2 @ h1.transpose(1, 2)),
+            "prev_attention": key_mean(prev[:, None, :].expand_as(scores)),
+            "rest_score": torch.logsumexp(scores.masked_fill(keys | ~causal, float("-inf")), -1)}
+
+
+def _likely_pairs(task: RecallTask) -> torch.Tensor:
+    """(N, N) bool: [q, y] is True when y is among q's :data:`BIGRAM_TOP` likeliest bigram successors."""
+    big = torch.as_tensor(task.stats.bigram)
+    rank = (big[:, None, :] > big[:, :, None]).sum(-1) + 1  # [q, y]: 1 + #{j: pi_b(j|q) > pi_b(y|q)}
+    return (rank <= BIGRAM_TOP) & (big > 0)
+
+
+PAIR_KINDS = (f"y among q's {BIGRAM_TOP} likeliest successors", "y another successor of q", "y never follows q")
+
+
+@torch.no_grad()
+def pair_scores(model: Transformer, task: RecallTask) -> dict[str, dict[str, float]]:
+    """The token-token parts of both attention layers' logits on pairs (q, y), q a trigger of ``task`` (any
+    token of its pool when triggers are drawn per sequence), y any ordinary token, averaged by
+    :data:`PAIR_KINDS` (y's place among q's bigram successors), with ``likely_minus_other``.
+    ``W_QK^2``: c w_E(q)^T W_QK^2 w_E(y), the second layer at q looking at a key that holds y;
+    ``W_QK^1``: c w_E(y)^T W_QK^1 w_E(q), the first layer at a y looking at its previous token q."""
+    N = task.stats.bigram.shape[0]
+    E, c = model.W_E[:N], model.scale
+    qs = torch.as_tensor([q for q in task.triggers if q < N])
+    big = torch.as_tensor(task.stats.bigram)[qs]
+    likely = _likely_pairs(task)[qs]
+    kinds = dict(zip(PAIR_KINDS, (likely, (big > 0) & ~likely, big == 0)))
+    out = {}
+    for name, M in (("W_QK^2", E[qs] @ model.layers[1].qk() @ E.T * c),
+                    ("W_QK^1", (E @ model.layers[0].qk() @ E[qs].T * c).T)):
+        m = {k: float(M[g].mean()) if g.any() else float("nan") for k, g in kinds.items()}
+        out[name] = {**m, "likely_minus_other": m[PAIR_KINDS[0]] - m[PAIR_KINDS[1]]}
+    return out
+
+
+PAIR_MODELS = ("random triggers, trained", "random triggers, at initialisation", "fixed triggers, trained")
+
+
+def pair_score_models(random_run: InductionRun, fixed_run: InductionRun) -> dict[str, dict]:
+    """:func:`pair_scores` of the random-trigger model, of the same model at its initialisation, and of the
+    fixed-trigger model (pairs with its fixed triggers), keyed by :data:`PAIR_MODELS`."""
+    task = random_run.exp.task()
+    return dict(zip(PAIR_MODELS, (pair_scores(random_run.model(), task),
+                                  pair_scores(random_run.model(trained=False), task),
+                                  pair_scores(fixed_run.model(), fixed_run.exp.task()))))
+
+
+PAIR_SCORE_HEADER = ("model", "layer", *PAIR_KINDS, "likely minus another successor")
+
+
+def pair_score_rows(models: dict[str, dict]) -> list[list]:
+    """Rows (model, layer, one column per :data:`PAIR_KINDS`, likely minus other) of :func:`pair_score_models`."""
+    return [[m, layer, *(v[k] for k in PAIR_KINDS), v["likely_minus_other"]]
+            for m, by_layer in models.items() for layer, v in by_layer.items()]
+
+
+KEY_KINDS = ("likely", "other")  # keys after an earlier q that hold one of q's BIGRAM_TOP likeliest successors, or not
+QUERY_PARTS = ("trigger", "non-trigger")  # positions of a trigger seen before (target o), of another token seen before
+
+
+def pair_masks(likely: torch.Tensor, b) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """For a batch ``b`` of :class:`RecallTask` sequences and ``likely`` (:func:`_likely_pairs`): the keys
+    s <= t that follow an earlier occurrence of z_t, split by :data:`KEY_KINDS` (batch, T, T), and the query
+    positions whose token occurred before, split by :data:`QUERY_PARTS` (batch, T)."""
+    x = torch.as_tensor(b.inputs)
+    N, T = likely.shape[0], x.shape[1]
+    prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)
+    keys = (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool).tril()
+    xs = x.clamp(max=N - 1)
+    holds = likely[xs[:, :, None], xs[:, None, :]] & (x[:, :, None] < N) & (x[:, None, :] < N)
+    seen = keys.any(-1)  # z_t occurred before t
+    trig = (x[..., None] == torch.as_tensor(b.triggers)[:, None, :]).any(-1)
+    return {"likely": keys & holds, "other": keys & ~holds}, {"trigger": seen & trig, "non-trigger": seen & ~trig}
+
+
+def pair_gradient(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
+    """Which positions push the second layer's logits of the keys that follow an earlier occurrence of the
+    query's token up, and which down: the derivative of the training loss (summed over positions, per
+    sequence) with respect to a shift delta added to those logits, for keys holding one of the query token's
+    :data:`BIGRAM_TOP` likeliest bigram successors (``likely``) and for the others (``other``), split by
+    query position: a trigger of the sequence seen before (its target is the trigger's output) or any other
+    token seen before (its target is a bigram draw). Positions whose token did not occur before have no such
+    keys, so the two parts add up to the whole derivative (``net``); negative pushes the logits up.
+    ``balance``: -non-trigger / trigger, the share of the triggers' push up that the other positions undo.
+    Measured on ``n_seq`` fresh sequences (stream "pair-gradient" of the run's seed)."""
+    exp = r.exp
+    if exp.ff[0] != "none" or len(exp.ff) != 2:
+        raise ValueError(f"pair_gradient needs two layers, the first without feed-forward; got ff={exp.ff}")
+    check_int("n_seq", n_seq, low=1)
+    check_int("chunk", chunk, low=1)
+    model = r.model()
+    model.requires_grad_(False)
+    task = exp.task()
+    likely = _likely_pairs(task)
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["pair-gradient"])["pair-gradient"])
+    grad = {(k, p): 0.0 for k in KEY_KINDS for p in QUERY_PARTS}
+    for start in range(0, n_seq, chunk):
+        b = task.sample(rng, min(chunk, n_seq - start))
+        x, y = torch.as_tensor(b.inputs), torch.as_tensor(b.targets)
+        masks, parts = pair_masks(likely, b)
+        deltas = {k: torch.zeros((), requires_grad=True) for k in KEY_KINDS}
+        with torch.enable_grad():
+            u1 = model.attend(0, model.embed(x))
+            bias = sum(deltas[k] * masks[k] for k in KEY_KINDS)
+            u2 = model.attend(1, model.feed_forward(0, u1), score_bias=bias)
+            logits = model.unembed(model.feed_forward(1, u2))
+            nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view_as(y)
+            for part, where in parts.items():
+                gs = torch.autograd.grad(nll[where].sum(), [deltas[k] for k in KEY_KINDS], retain_graph=True)
+                for k, g in zip(KEY_KINDS, gs):
+                    grad[k, part] += float(g)
+    out = {k: {p: grad[k, p] / n_seq for p in QUERY_PARTS} for k in KEY_KINDS}
+    for k in KEY_KINDS:
+        out[k]["net"] = out[k]["trigger"] + out[k]["non-trigger"]
+        out[k]["balance"] = -out[k]["non-trigger"] / out[k]["trigger"]
+    return out
+
+
+PAIR_GRADIENT_HEADER = ("keys after an earlier occurrence of the query's token, holding",
+                        "trigger positions", "other positions", "net", "share of the triggers' push undone")
+
+
+def pair_gradient_rows(pg: dict) -> list[list]:
+    """Rows for :data:`PAIR_GRADIENT_HEADER` from :func:`pair_gradient`."""
+    name = {"likely": f"one of its {BIGRAM_TOP} likeliest successors", "other": "another token"}
+    return [[name[k], pg[k]["trigger"], pg[k]["non-trigger"], pg[k]["net"], pg[k]["balance"]] for k in KEY_KINDS]
+
+
 # --- the chapter's numbers ---
 
 def study(profile: str | None = None, progress: bool = True) -> dict:
-    """Every run of the chapter: the freeze schedules and the one- and two-layer models."""
+    """Every run of the chapter: the freeze schedules, the one- and two-layer models, the final-W_F models
+    with fixed and random triggers, and what the random-trigger model does at repeated triggers."""
     sched = {n: run(e, progress=progress) for n, e in schedules(profile).items()}
     by_seed = {s: sched["joint"] if e == sched["joint"].exp else run(e, progress=progress)
                for s, e in seeds(profile).items()}
     return {"schedules": sched, "seeds": by_seed,
             "layers": {L: run(e, progress=progress) for L, e in layer_experiments(profile).items()},
-            "ff": run(ff_experiment(profile), progress=progress),
+            "ff": (ffr := run(ff_experiment(profile), progress=progress)),
             "random": (rnd := run(random_trigger_experiment(profile), progress=progress)),
             "head_or_bigram": head_or_bigram(rnd),
+            "pair_gradient": pair_gradient(rnd),
+            "pair_scores": pair_score_models(rnd, ffr),
             "constructed": constructed_run(sched["joint"].exp)}
 
 
@@ -534,6 +715,7 @@ def summary(res: dict) -> report.Summary:
     s = joint.exp.unfreeze_at
     t = learning_order(res["seeds"])
     one, two, ffr, hb = layers[1], layers[2], res["ff"], res["head_or_bigram"]
+    ps, pg = res["pair_scores"], res["pair_gradient"]
     n_seeds = len(res["seeds"])
     return report.Summary({
         "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
@@ -574,6 +756,26 @@ def summary(res: dict) -> report.Summary:
         "hb_acc_off_matched": (hb["acc_off_matched"], "accuracy, o not in the top, weighted to the same strata"),
         "hb_top1_ratio_matched": (hb["top1_in_matched"] / hb["top1_off_matched"],
                                   "share predicting the likeliest successor, in over off, within strata"),
+        **{f"hb_{k}_{side}": (hb[f"{k}_{side}_matched"], f"{MECHANISM[k]}, o {'in' if side == 'in' else 'not in'} "
+                               "the top, within strata") for k in MECHANISM if k != "attention" for side in ("in", "off")},
+        "hb_prev_attention_gap": (hb["prev_attention_in_matched"] - hb["prev_attention_off_matched"],
+                                  "first layer's attention of the keys holding o on q: in minus off, within strata"),
+        "hb_key_score_gap": (hb["key_score_in_matched"] - hb["key_score_off_matched"],
+                             "second layer's mean logit of the keys holding o: in minus off, within strata"),
+        "hb_pair_score_gap": (hb["pair_score_in_matched"] - hb["pair_score_off_matched"], "its token-token part"),
+        "hb_match_score_gap": (hb["match_score_in_matched"] - hb["match_score_off_matched"],
+                               "its query-token x first-layer part"),
+        **{f"pair_{layer[2:].replace('^', '')}_{m}": (ps[name][layer]["likely_minus_other"],
+                                                      f"{name}, {layer}: token-token logit, y among q's "
+                                                      f"{BIGRAM_TOP} likeliest successors minus another successor")
+           for m, name in zip(("random", "init", "fixed"), PAIR_MODELS) for layer in ("W_QK^1", "W_QK^2")},
+        "pair_discount_weaker": (max(ps[PAIR_MODELS[0]][layer]["likely_minus_other"] for layer in ("W_QK^1", "W_QK^2")),
+                                 "random triggers: the weaker (larger) of the two layers' likely-minus-other"),
+        **{f"pg_{k}_{p.replace('-', '')}": (pg[k][p], f"d(loss per sequence)/d(shift of the logits of {k} keys), "
+                                                       f"{p} positions") for k in KEY_KINDS for p in (*QUERY_PARTS, "net")},
+        **{f"pg_{k}_balance": (pg[k]["balance"], f"share of the triggers' push on {k} keys that the other positions "
+                                                 "undo") for k in KEY_KINDS},
+        "pg_balance_gap": (pg["likely"]["balance"] - pg["other"]["balance"], "likely keys' balance minus other keys'"),
         "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
         "n_seeds": (n_seeds, "seeds of the joint run"),
         "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),

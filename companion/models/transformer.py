@@ -181,9 +181,11 @@ class Transformer(nn.Module):
         return self.W_E[tokens] + self.P[:T]
 
     def attend(self, l: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None,
-               positions: torch.Tensor | None = None):
+               positions: torch.Tensor | None = None, score_bias: torch.Tensor | None = None):
         """x^{l-1} (batch, T, d) -> u = x^{l-1} + h^l: (batch, T, d), (batch, d) at the last position, or
-        (batch, m, d) at ``positions`` (batch, m) only (each query attends to the keys up to its position)."""
+        (batch, m, d) at ``positions`` (batch, m) only (each query attends to the keys up to its position).
+        ``score_bias``, if given, is added to the attention logits before the mask and softmax; it must
+        broadcast to (batch, Tq, T) (a probe: the derivative of a loss along a set of logits)."""
         layer = self.layers[l]
         T = x.shape[1]
         if positions is not None:
@@ -191,6 +193,8 @@ class Transformer(nn.Module):
         else:
             query = x[:, -1:] if last_only else x  # (batch, Tq, d)
         scores = (query @ layer.qk()) @ x.transpose(1, 2) * self.scale  # (batch, Tq, T)
+        if score_bias is not None:
+            scores = scores + score_bias
         if positions is not None:
             future = torch.arange(T, device=x.device) > positions[..., None]  # (batch, m, T)
             scores = scores.masked_fill(future, float("-inf"))
