@@ -355,8 +355,9 @@ def test_step2_outer_is_the_population_gradient():
     small = dict(d=64, seq_len=16, batch=512, chunk=256, line_batch=256, n_test=64, etas=(1.0, 4.0))
     model, task, population = ih._after_first_step(ih.ThreeStepExperiment.quick(
         embeddings="gaussian", data="shakespeare_iid", **small))
-    Q, K = ih.step2_outer(model, population)
-    assert set(Q) == set(K) == set(ih.STREAM_PARTS)
+    kept = []
+    Q, K = ih.step2_outer(model, population, keep=kept)
+    assert set(Q) == set(K) == set(ih.STREAM_PARTS) and len(kept) == len(population)
     G = sum(Q[a].T @ K[b] for a in Q for b in K) / len(Q["token"])
     auto = -ih._population_gradient(model, "W_QK^2", population)
     assert auto.norm() > 0 and (G - auto).norm() / auto.norm() < 1e-5
@@ -370,6 +371,8 @@ def test_step2_outer_is_the_population_gradient():
     assert int(tw["counts"].sum()) == n_loss * 16 and abs(float((tw["m"] * tw["counts"]).sum())) < 1e-3
     assert -1 <= tw["cos_min"] <= tw["cos"] <= 1 and tw["pi"].sum().item() == pytest.approx(1.0, abs=1e-4)
     assert tw["counts"][1].sum() >= 2 * n_loss  # the query's token: at the query and at an earlier occurrence
+    again = ih.step2_token_weights(model, population, query, gains=kept)  # what step2_outer kept: the same
+    assert all(torch.equal(tw[k], again[k]) for k in ("m", "counts", "alpha", "pi")) and tw["cos"] == again["cos"]
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
         ih.step2_token_weights(model, population, query[:, :1])
     with torch.no_grad():

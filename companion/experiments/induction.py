@@ -1287,7 +1287,8 @@ STREAM_PARTS = ("token", "position", "first layer")  # x_t = w_E(z_t) + p_t + h^
 
 
 @torch.no_grad()
-def step2_outer(model: Transformer, population) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def step2_outer(model: Transformer, population, keep: list | None = None
+                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The negative population gradient of W_QK^2 at W_QK^2 = 0, in closed form and split by source.
 
     With W_QK^2 = 0 the last position attends uniformly to the T positions, and for a loss at the last position
@@ -1296,6 +1297,8 @@ def step2_outer(model: Transformer, population) -> tuple[dict[str, torch.Tensor]
     the sum of :data:`STREAM_PARTS`: its token's embedding, its position and what the first layer wrote. Returns
     (Q, K), each part's (n, d) rows over the n sequences with a loss position: Q[a] the query's part a,
     K[b] = (c / T) sum_s (b_s - mean b) (part b of x_s); the gradient is sum_{a, b} Q[a]^T K[b] / n.
+    ``keep``, if a list, receives per batch (tokens, outputs, gains b_s, pi) for :func:`step2_token_weights`,
+    so that it needs no second pass over the population.
 
     Raises:
         ValueError: not two attention-only layers, W_QK^2 not zero, or a loss position before the last.
@@ -1308,7 +1311,9 @@ def step2_outer(model: Transformer, population) -> tuple[dict[str, torch.Tensor]
     if any(b.loss_mask[:, :-1].any() for b in population):
         raise ValueError("step2_outer needs the loss at the last position only (loss_on='final_recall')")
     Q, K = ({a: [] for a in STREAM_PARTS} for _ in range(2))
-    for tokens, _, x, gain, _ in _step2_gains(model, population):
+    for tokens, target, x, gain, pi in _step2_gains(model, population):
+        if keep is not None:
+            keep.append((tokens, target, gain, pi))
         w = model.scale / x.shape[1] * (gain - gain.mean(1, keepdim=True))
         token, position = model.W_E[tokens], model.P[:x.shape[1]].expand_as(x)
         for a, X in zip(STREAM_PARTS, (token, position, x - token - position)):
@@ -1335,7 +1340,7 @@ KEY_ROLES = ("other", "query's token", "output")  # what a key's token is to its
 
 
 @torch.no_grad()
-def step2_token_weights(model: Transformer, population, query: torch.Tensor) -> dict:
+def step2_token_weights(model: Transformer, population, query: torch.Tensor, gains: list | None = None) -> dict:
     """Why the keys' token vectors of step 2 add up coherently: each key's weight b_s - mean b split into the
     mean over the population of the keys with its token and role (:data:`KEY_ROLES`: the query's own token, the
     output, another token) and the rest.
@@ -1345,12 +1350,15 @@ def step2_token_weights(model: Transformer, population, query: torch.Tensor) -> 
     weight replaced by its token's and role's mean (1: the means make the row); ``alpha`` (V,):
     W_U(j)^T W_V^2 w_E(j), how strongly step 1 stored token j; ``pi`` (V,): its mean predicted probability.
     For a key holding another token j, b_s = (e_o - pi)^T W_U W_V^2 x_s has the part -alpha_j pi_j.
-    ``query`` as in :func:`key_coherence`, in the population's order.
+    ``query`` as in :func:`key_coherence`, in the population's order. ``gains``: what :func:`step2_outer`
+    kept (``keep``) for the same model and population, read instead of a pass over the population.
     """
     _check_query(query, sum(int(b.loss_mask[:, -1].sum()) for b in population))
+    if gains is None:
+        gains = [(tokens, target, gain, pi) for tokens, target, _, gain, pi in _step2_gains(model, population)]
     V = model.W_U.shape[0]
     sums, counts, pi_sum, rows, keys = torch.zeros(3 * V), torch.zeros(3 * V), 0.0, [], []
-    for tokens, target, x, gain, pi in _step2_gains(model, population):
+    for tokens, target, gain, pi in gains:
         w = gain - gain.mean(1, keepdim=True)
         role = torch.where(tokens == target[:, None], 2, (tokens == tokens[:, -1:]).long())  # output wins a tie
         key = (role * V + tokens).flatten()
@@ -1386,7 +1394,8 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
         raise ValueError(f"step2_probe_parts needs the slide's order {STEP_ORDER} and loss_on='final_recall', not "
                          f"{exp.order} and {exp.loss_on!r}")
     model, task, population = _after_first_step(exp)
-    Q, K = step2_outer(model, population)
+    kept = []
+    Q, K = step2_outer(model, population, keep=kept)
     S = {}
     with torch.no_grad():
         for a in STREAM_PARTS:  # each part of G in W_QK^2 in turn, read by the probe itself
@@ -1401,7 +1410,7 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
     key = {b: sum(S[a, b] for a in STREAM_PARTS) for b in STREAM_PARTS}
     with torch.no_grad():
         query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)  # (n, K): its trigger
-    weights = step2_token_weights(model, population, query)
+    weights = step2_token_weights(model, population, query, gains=kept)
     n = task.n  # ordinary tokens: their frequencies
     unigram = torch.as_tensor(task.stats.unigram, dtype=weights["m"].dtype)
 
