@@ -471,6 +471,7 @@ def test_key_measures_match_a_position_by_position_count():
     T = x.shape[1]
     prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)
     keys = (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool).tril()
+    assert torch.equal(keys, ih._after_earlier(x))
     m = ih._key_measures(model, x, rec, keys)
     W2, c, x1 = model.layers[1].qk(), model.scale, rec["u1"]
     i, t = [int(v) for v in keys.any(-1).nonzero()[-1]]  # a position with at least one such key

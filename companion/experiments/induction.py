@@ -470,9 +470,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         logits, head, rest = head_and_bigram_paths(model, x, rec)
         at = torch.as_tensor(b.occurrence >= 2)
         q, o = x[at], torch.as_tensor(b.targets)[at]
-        prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)  # z_{s-1}
-        after_q = prev[:, None, :] == x[:, :, None]  # (batch, t, s): key s follows an occurrence of z_t
-        after_q &= torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril()  # keys s <= t only
+        after_q = _after_earlier(x)
         for k, v in _key_measures(model, x, rec, after_q).items():
             cols[k].append(v[at])
         rows = bigram[q]  # (m, N): pi_b(. | q)
@@ -527,6 +525,14 @@ def head_or_bigram_mechanism_rows(hb: dict) -> list[list]:
     """Rows for :data:`MECHANISM_HEADER`: each :data:`MECHANISM` measure compared within strata."""
     return [[name, hb[f"{k}_in_matched"], hb[f"{k}_off_matched"], hb[f"{k}_in_matched"] - hb[f"{k}_off_matched"]]
             for k, name in MECHANISM.items()]
+
+
+def _after_earlier(x: torch.Tensor) -> torch.Tensor:
+    """(batch, T, T) bool: [i, t, s] when s <= t and z_{s-1} = z_t, the keys that follow an earlier occurrence
+    of the query's token (for a trigger q, the keys that hold its output o)."""
+    prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)  # z_{s-1}
+    T = x.shape[1]
+    return (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
 
 
 def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -615,9 +621,8 @@ def pair_masks(likely: torch.Tensor, b) -> tuple[dict[str, torch.Tensor], dict[s
     s <= t that follow an earlier occurrence of z_t, split by :data:`KEY_KINDS` (batch, T, T), and the query
     positions whose token occurred before, split by :data:`QUERY_PARTS` (batch, T)."""
     x = torch.as_tensor(b.inputs)
-    N, T = likely.shape[0], x.shape[1]
-    prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)
-    keys = (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool).tril()
+    N = likely.shape[0]
+    keys = _after_earlier(x)
     xs = x.clamp(max=N - 1)
     holds = likely[xs[:, :, None], xs[:, None, :]] & (x[:, :, None] < N) & (x[:, None, :] < N)
     seen = keys.any(-1)  # z_t occurred before t
