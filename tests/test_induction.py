@@ -501,6 +501,8 @@ def test_pair_scores_read_the_token_token_logits():
         y = int(np.argmax(task.stats.bigram[q]))
         model.layers[1].W_QK += 50.0 * torch.outer(model.W_E[q], model.W_E[y])
     ps = ih.pair_scores(model, task)
+    ranks, big = ih.successor_ranks(task), torch.as_tensor(task.stats.bigram)
+    assert torch.equal(ranks == ih.NEVER, big == 0) and (ranks.gather(1, big.argmax(1)[:, None]) == 1).all()
     n_likely = int(ih._likely_pairs(task)[[t for t in task.triggers if t < N]].sum())
     shift = ps["W_QK^2"][ih.PAIR_KINDS[0]] - base["W_QK^2"][ih.PAIR_KINDS[0]]
     assert shift == pytest.approx(50.0 * model.scale / n_likely, rel=1e-4)  # one pair of n_likely moved by 50 c
@@ -524,9 +526,7 @@ def test_pair_gradient_is_the_derivative_of_the_training_loss():
             masks, _ = ih.pair_masks(likely, b)
             x = torch.as_tensor(b.inputs)
             with torch.no_grad():
-                u1 = model.attend(0, model.embed(x))
-                u2 = model.attend(1, model.feed_forward(0, u1), score_bias=eps * masks[kind])
-                logits = model.unembed(model.feed_forward(1, u2))
+                logits = model(x, score_bias=eps * masks[kind])
             total += float(F.cross_entropy(logits.flatten(0, 1), torch.as_tensor(b.targets).flatten(), reduction="sum"))
         return total / 6
 
@@ -535,7 +535,7 @@ def test_pair_gradient_is_the_derivative_of_the_training_loss():
         assert pg[kind]["net"] == pytest.approx(fd, rel=0.05, abs=1e-4)
         assert pg[kind]["net"] == pytest.approx(pg[kind]["trigger"] + pg[kind]["non-trigger"])
     with pytest.raises(ValueError, match=r"pair_gradient needs two layers"):
-        ih.pair_gradient(ih.InductionRun(ih.layer_experiments("quick")[2], {}))
+        ih.pair_gradient(ih.InductionRun(ih.layer_experiments("quick")[1], {}))
     with pytest.raises(ValueError, match=r"chunk=0 is out of range"):
         ih.pair_gradient(r, chunk=0)
 
@@ -549,3 +549,9 @@ def test_score_bias_shifts_the_attention_logits():
         bias[:, 0] = -1e9  # no query may look at the first key, except the first query (its only key)
         model.attend(1, x, record=rec, score_bias=bias)
     assert rec["attn2"][:, 1:, 0].abs().max() < 1e-6
+    tokens = torch.randint(0, 60, (2, 8))  # the forward pass adds it in the last layer only
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens, score_bias=torch.zeros(8, 8)), model(tokens))
+        rec = {}
+        model(tokens, record=rec, score_bias=bias)
+    assert rec["attn2"][:, 1:, 0].abs().max() < 1e-6 and rec["attn1"][:, 1:, 0].min() > 0

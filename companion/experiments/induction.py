@@ -432,8 +432,8 @@ def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor, rec: dict | 
 @torch.no_grad()
 def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
     """What the model predicts at the second and later occurrences of a trigger q (target: its output o),
-    by the rank of o among the global bigram's successors of q: 1 + the number of tokens j with
-    pi_b(j | q) > pi_b(o | q), or :data:`NEVER` when pi_b(o | q) = 0 (o never follows q).
+    by the rank of o among the global bigram's successors of q (:func:`successor_ranks`; :data:`NEVER` when
+    o never follows q).
 
     The model must have two layers and a linear final feed-forward layer W_F, so that the logits split
     exactly into a *bigram path* W_U (x^1 + W_F x^1) (everything but the second attention layer) and a
@@ -463,7 +463,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
     task = exp.task()
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
     cols = {k: [] for k in ("q", "occurrence", "rank", *COLUMNS, *MECHANISM)}
-    bigram = torch.as_tensor(task.stats.bigram)
+    bigram, ranks = torch.as_tensor(task.stats.bigram), successor_ranks(task)
     for start in range(0, n_seq, chunk):
         b = task.sample(rng, min(chunk, n_seq - start))
         x, rec = torch.as_tensor(b.inputs), {}
@@ -473,11 +473,10 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         after_q = _after_earlier(x)
         for k, v in _key_measures(model, x, rec, after_q).items():
             cols[k].append(v[at])
-        rows = bigram[q]  # (m, N): pi_b(. | q)
-        p_o, top = rows.gather(1, o[:, None]), rows.argmax(-1)
+        top = bigram[q].argmax(-1)  # q's likeliest successor
         cols["q"].append(q)
         cols["occurrence"].append(torch.as_tensor(b.occurrence)[at])
-        cols["rank"].append(torch.where(p_o[:, 0] > 0, (rows > p_o).sum(1) + 1, NEVER))
+        cols["rank"].append(ranks[q, o])
         cols["acc"].append(logits[at].argmax(-1) == o)
         cols["top1"].append(logits[at].argmax(-1) == top)
         cols["head_acc"].append(head[at].argmax(-1) == o)
@@ -560,11 +559,17 @@ def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Te
             "rest_score": torch.logsumexp(scores.masked_fill(keys | ~causal, float("-inf")), -1)}
 
 
+def successor_ranks(task: RecallTask) -> torch.Tensor:
+    """(N, N) long: [q, y] is the rank of y among q's bigram successors, 1 + the number of tokens j with
+    pi_b(j | q) > pi_b(y | q), or :data:`NEVER` when pi_b(y | q) = 0 (y never follows q)."""
+    big = torch.as_tensor(task.stats.bigram)
+    rank = (big[:, None, :] > big[:, :, None]).sum(-1) + 1
+    return torch.where(big > 0, rank, NEVER)
+
+
 def _likely_pairs(task: RecallTask) -> torch.Tensor:
     """(N, N) bool: [q, y] is True when y is among q's :data:`BIGRAM_TOP` likeliest bigram successors."""
-    big = torch.as_tensor(task.stats.bigram)
-    rank = (big[:, None, :] > big[:, :, None]).sum(-1) + 1  # [q, y]: 1 + #{j: pi_b(j|q) > pi_b(y|q)}
-    return (rank <= BIGRAM_TOP) & (big > 0)
+    return successor_ranks(task) <= BIGRAM_TOP
 
 
 PAIR_KINDS = (f"y among q's {BIGRAM_TOP} likeliest successors", "y another successor of q", "y never follows q")
@@ -641,8 +646,8 @@ def pair_gradient(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
     ``balance``: -non-trigger / trigger, the share of the triggers' push up that the other positions undo.
     Measured on ``n_seq`` fresh sequences (stream "pair-gradient" of the run's seed)."""
     exp = r.exp
-    if exp.ff[0] != "none" or len(exp.ff) != 2:
-        raise ValueError(f"pair_gradient needs two layers, the first without feed-forward; got ff={exp.ff}")
+    if len(exp.ff) != 2:
+        raise ValueError(f"pair_gradient needs two layers (the shift is in the second); got ff={exp.ff}")
     check_int("n_seq", n_seq, low=1)
     check_int("chunk", chunk, low=1)
     model = r.model()
@@ -657,10 +662,7 @@ def pair_gradient(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
         masks, parts = pair_masks(likely, b)
         deltas = {k: torch.zeros((), requires_grad=True) for k in KEY_KINDS}
         with torch.enable_grad():
-            u1 = model.attend(0, model.embed(x))
-            bias = sum(deltas[k] * masks[k] for k in KEY_KINDS)
-            u2 = model.attend(1, model.feed_forward(0, u1), score_bias=bias)
-            logits = model.unembed(model.feed_forward(1, u2))
+            logits = model(x, score_bias=sum(deltas[k] * masks[k] for k in KEY_KINDS))
             nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view_as(y)
             for part, where in parts.items():
                 gs = torch.autograd.grad(nll[where].sum(), [deltas[k] for k in KEY_KINDS], retain_graph=True)

@@ -216,7 +216,7 @@ class Transformer(nn.Module):
         return x @ self.W_U.T
 
     def forward(self, tokens: torch.Tensor, last_only: bool = False, record: dict | None = None,
-                positions: torch.Tensor | None = None):
+                positions: torch.Tensor | None = None, score_bias: torch.Tensor | None = None):
         """Logits (batch, T, V), (batch, V) for the last position when ``last_only``, or (batch, m, V) at
         ``positions`` (batch, m), indices into T: the last layer runs only there (a loss on a few positions).
 
@@ -224,12 +224,13 @@ class Transformer(nn.Module):
         of the first and last layers, the stream ``u1`` entering the first
         feed-forward layer (every position) and the stream ``u{L}`` entering the
         last one (the middle layers' maps are not kept: at T = 256 each costs
-        about 0.5 GB for 2048 sequences).
+        about 0.5 GB for 2048 sequences). ``score_bias`` is added to the last layer's attention logits
+        (see :meth:`attend`).
         """
-        return self.forward_from(0, self.embed(tokens), last_only, record, positions)
+        return self.forward_from(0, self.embed(tokens), last_only, record, positions, score_bias)
 
     def forward_from(self, start: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None,
-                     positions: torch.Tensor | None = None):
+                     positions: torch.Tensor | None = None, score_bias: torch.Tensor | None = None):
         """Run layers ``start``, ``start + 1``, ... (0-based) on the stream x (batch, T, d), then unembed.
 
         With ``start = 1`` and x = ``record["u1"]`` this is the model with F1 dropped, without re-running
@@ -249,7 +250,7 @@ class Transformer(nn.Module):
         for l in range(start, L):
             final = l == L - 1
             u = self.attend(l, x, last_only=last_only and final, record=record if (final or l == 0) else None,
-                            positions=positions if final else None)
+                            positions=positions if final else None, score_bias=score_bias if final else None)
             if record is not None and (final or l == 0):
                 record[f"u{l + 1}"] = u.detach()
             x = self.feed_forward(l, u)
