@@ -69,7 +69,7 @@ class Recordable:
 
 
 def _registry() -> dict[str, Recordable]:
-    from companion.experiments import catalog, fact_capacity, khop, summaries
+    from companion.experiments import catalog, fact_capacity, induction, khop, summaries
 
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
@@ -103,11 +103,13 @@ def _registry() -> dict[str, Recordable]:
                    member_overrides=khop.member_overrides),
         Recordable("khop_seeds", "book/khop", khop.seed_members, khop.seeds_summary, khop.curves, run=khop.run,
                    summary_var="seeds", member_overrides=khop.member_overrides),
+        Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
+                   induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
 
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
-               "khop", "khop_seeds")
+               "khop", "khop_seeds", "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_]+)\["([a-z0-9_]+)"\]')
 
 

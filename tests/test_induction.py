@@ -555,3 +555,52 @@ def test_score_bias_shifts_the_attention_logits():
         rec = {}
         model(tokens, record=rec, score_bias=bias)
     assert rec["attn2"][:, 1:, 0].abs().max() < 1e-6 and rec["attn1"][:, 1:, 0].min() > 0
+
+
+def test_b10_curves_along_training_count_the_test_positions():
+    """The random-trigger run logs B10's top-1 shares on its test batch (checked against a position-by-position
+    count at the end) and the pair discounts of pair_scores; a fixed-trigger run logs neither."""
+    r = _tiny_random_run()
+    assert all(len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in ih.B10_CURVES)  # steps 0 to 3
+    exp, task = r.exp, r.exp.task()
+    ev = ih.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
+    pred = r.model()(ev.tokens).argmax(-1)
+    big, ranks = task.stats.bigram, ih.successor_ranks(task)
+    hits = {"in": [], "off": []}
+    for i, t in ev.head.nonzero().tolist():
+        q, o = int(ev.tokens[i, t]), int(ev.targets[i, t])
+        side = "in" if 2 <= ranks[q, o] <= ih.BIGRAM_TOP else "off" if ranks[q, o] > ih.BIGRAM_TOP else None
+        if side:
+            hits[side].append(int(pred[i, t]) == int(big[q].argmax()))
+    assert hits["in"] and hits["off"]
+    row = ev(0)
+    for side in ("in", "off"):
+        assert row[f"b10_top1_{side}"] == pytest.approx(np.mean(hits[side]))
+    scores = ih.pair_scores(r.model(), task)
+    assert row["b10_pair_QK1"] == scores["W_QK^1"]["likely_minus_other"]
+    assert row["b10_pair_QK2"] == scores["W_QK^2"]["likely_minus_other"]
+    fixed = dataclasses.replace(ih.ff_experiment("quick"), steps=1, eval_every=1, batch=4, n_test=8)
+    assert not any(k.startswith("b10_") for k in ih.Evaluator(fixed, Transformer(fixed.model_config()), "cpu")(0))
+
+
+def test_b10_seed_study_summarises_each_seed_and_the_extremes():
+    runs = {"seed 0": _tiny_random_run()}
+    exp1 = dataclasses.replace(runs["seed 0"].exp, seed=1)
+    runs["seed 1"] = ih.run(exp1, progress=False, use_cache=False)
+    s = ih.b10_seeds_summary(runs)
+    per = [ih.b10_values(ih.head_or_bigram(r), ih.pair_gradient(r), ih.pair_scores(r.model(), r.exp.task()))
+           for r in runs.values()]
+    for seed, v in enumerate(per):
+        assert all(s[f"b10s_{m}_s{seed}"] == v[m] for m in ih.B10_MEASURES)
+    ratios = [v["top1_ratio"] for v in per]
+    assert s["b10s_top1_ratio_min"] == min(ratios) and s["b10s_top1_ratio_max"] == max(ratios)
+    assert s["b10s_above_2"] == sum(x > 2 for x in ratios) and s["b10s_n"] == 2
+    assert s["b10s_pair_discount_max"] == max(v["pair_discount_weaker"] for v in per)
+    assert s["b10s_balance_gap_min"] == min(v["balance_gap"] for v in per)
+    rows = ih.b10_seed_rows(s)
+    assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(ih.B10_SEED_HEADER)
+    curves = ih.b10_seed_curves(runs)
+    assert set(curves) == {"step", *ih.B10_CURVES} and curves["acc"]["seed 1"] == runs["seed 1"].metrics["acc"].tolist()
+    members = ih.b10_seed_members("quick")
+    assert [e.seed for e in members.values()] == list(ih.B10_SEEDS)
+    assert {dataclasses.replace(e, seed=0) for e in members.values()} == {ih.random_trigger_experiment("quick")}

@@ -314,6 +314,9 @@ class Evaluator:
         self.targets = torch.as_tensor(b.targets, device=device)
         self.head = torch.as_tensor(b.occurrence >= 2, device=device)
         self.other = torch.as_tensor(b.occurrence == 0, device=device)
+        self.b10 = task.trigger_draw == "unigram" and len(model.layers) == 2  # B10's measures along training
+        if self.b10:
+            self.b10_masks, self.b10_top1 = b10_test_masks(task, self.tokens, self.targets, self.head)
 
     @torch.no_grad()
     def __call__(self, step: int) -> dict:
@@ -327,7 +330,29 @@ class Evaluator:
             if kind != "none":
                 row[f"ff{l}_kl"] = ff_bigram_kl(self.model, bigram, trig, layer=l)
                 row[f"ff{l}_kl_residual"] = ff_bigram_kl(self.model, bigram, trig, residual=True, layer=l)
+        if self.b10:
+            pred = logits.argmax(-1)
+            for side, where in self.b10_masks.items():
+                row[f"b10_top1_{side}"] = (pred[where] == self.b10_top1[where]).float().mean().item()
+            scores = pair_scores(self.model, self.task)
+            for layer in ("W_QK^1", "W_QK^2"):
+                row[f"b10_pair_{layer[2:].replace('^', '')}"] = scores[layer]["likely_minus_other"]
         return row
+
+
+def b10_test_masks(task: RecallTask, tokens: torch.Tensor, targets: torch.Tensor,
+                   head: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """B10's two kinds of repeated-trigger positions in a test batch (``head``: second and later occurrences,
+    where the input is the trigger q and the target its output o): ``in``, o the 2nd to :data:`BIGRAM_TOP`-th
+    likeliest successor of q (:func:`successor_ranks`), and ``off``, o not among the :data:`BIGRAM_TOP`
+    likeliest; and, per position, the input token's likeliest successor (what the bigram predicts)."""
+    N = task.stats.bigram.shape[0]
+    x, y = tokens.clamp(max=N - 1).cpu(), targets.clamp(max=N - 1).cpu()
+    rank = successor_ranks(task)[x, y]
+    head = head.cpu() & (tokens.cpu() < N) & (targets.cpu() < N)
+    masks = {"in": head & (rank >= 2) & (rank <= BIGRAM_TOP), "off": head & (rank > BIGRAM_TOP)}
+    top1 = torch.as_tensor(task.stats.bigram).argmax(-1)[x]
+    return {k: v.to(tokens.device) for k, v in masks.items()}, top1.to(tokens.device)
 
 
 @dataclass
@@ -685,6 +710,88 @@ def pair_gradient_rows(pg: dict) -> list[list]:
     return [[name[k], pg[k]["trigger"], pg[k]["non-trigger"], pg[k]["net"], pg[k]["balance"]] for k in KEY_KINDS]
 
 
+def b10_values(hb: dict, pg: dict, scores: dict) -> dict[str, float]:
+    """B10's numbers of one random-trigger model from :func:`head_or_bigram`, :func:`pair_gradient` and
+    :func:`pair_scores` (of the trained model), named as :data:`B10_MEASURES`."""
+    return {"acc_off": hb["acc_off"], "top1_ratio": hb["top1_in"] / hb["top1_off"],
+            "top1_ratio_matched": hb["top1_in_matched"] / hb["top1_off_matched"],
+            "attention_gap": hb["attention_in_matched"] - hb["attention_off_matched"],
+            "prev_attention_gap": hb["prev_attention_in_matched"] - hb["prev_attention_off_matched"],
+            "pair_QK1": scores["W_QK^1"]["likely_minus_other"], "pair_QK2": scores["W_QK^2"]["likely_minus_other"],
+            "pair_discount_weaker": max(v["likely_minus_other"] for v in scores.values()),
+            "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"]}
+
+
+B10_MEASURES = {  # b10_values: name -> (column header, meaning)
+    "acc_off": ("accuracy, o off the top", f"accuracy where o is not among q's {BIGRAM_TOP} likeliest successors"),
+    "top1_ratio": ("top-1 share, in / off", "share predicting q's likeliest successor, o its 2nd to "
+                                           f"{BIGRAM_TOP}th likeliest over o off the top"),
+    "top1_ratio_matched": ("the same within strata", "the same ratio within strata (trigger, occurrence bin)"),
+    "attention_gap": ("attention on o's keys, in - off", "second layer's attention on the keys holding o, in minus "
+                                                         "off, within strata"),
+    "prev_attention_gap": ("first layer on q, in - off", "first layer's attention of the keys holding o on q, in "
+                                                         "minus off, within strata"),
+    "pair_QK1": ("W_QK^1 likely - other", "token-token logit in W_QK^1, q's likeliest successors minus others"),
+    "pair_QK2": ("W_QK^2 likely - other", "the same in W_QK^2"),
+    "pair_discount_weaker": ("weaker layer", "the larger (weaker) of the two"),
+    "balance_gap": ("push undone, likely - other", "share of the triggers' push that the other repeated "
+                                                   "positions undo, likely keys minus other keys"),
+}
+
+
+# --- B10 over seeds (recorded: ``python -m companion record induction_b10_seeds``) ---
+
+B10_SEEDS = (0, 1, 2, 3, 4)
+B10_CURVES = ("acc", "b10_top1_in", "b10_top1_off", "b10_pair_QK1", "b10_pair_QK2")  # along training, per seed
+
+
+def b10_seed_members(profile: str | None = None) -> dict[str, InductionExperiment]:
+    """The random-trigger run of :func:`random_trigger_experiment` for each of :data:`B10_SEEDS` (``"seed 0"``,
+    ...; the seed fixes the data, the initialisation and the test streams)."""
+    base = random_trigger_experiment(profile)
+    return {f"seed {s}": dataclasses.replace(base, seed=s) for s in B10_SEEDS}
+
+
+def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
+    """B10's numbers (:func:`b10_values`) of each run of a :func:`b10_seed_members` set, named
+    ``b10s_<measure>_s<seed>``, and over the seeds: the smallest accuracy off the top and ratio, the largest
+    ratio, how many seeds have a ratio above 2 (the bar of the single-seed row ``ih.b10_bigram_when_top``), and
+    the largest (weakest) first-layer gap and pair discount and the smallest balance gap."""
+    per = {r.exp.seed: b10_values(head_or_bigram(r), pair_gradient(r), pair_scores(r.model(), r.exp.task()))
+           for r in runs.values()}
+    out = {f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}") for s, v in per.items() for m in B10_MEASURES}
+    col = {m: np.array([v[m] for v in per.values()]) for m in B10_MEASURES}
+    first = next(iter(runs.values())).exp
+    out.update({
+        "b10s_n": (len(per), "seeds"), "b10s_steps": (first.steps, "training steps per seed"),
+        "b10s_acc_off_min": (col["acc_off"].min(), "smallest over seeds: accuracy off the top"),
+        "b10s_top1_ratio_min": (col["top1_ratio"].min(), "smallest over seeds: the top-1 share ratio"),
+        "b10s_top1_ratio_max": (col["top1_ratio"].max(), "largest over seeds: the top-1 share ratio"),
+        "b10s_top1_ratio_matched_min": (col["top1_ratio_matched"].min(), "smallest over seeds: the ratio within strata"),
+        "b10s_above_2": (int((col["top1_ratio"] > 2).sum()), "seeds whose ratio is above 2"),
+        "b10s_attention_gap_max": (col["attention_gap"].max(), "largest over seeds: the attention gap"),
+        "b10s_prev_attention_gap_max": (col["prev_attention_gap"].max(), "largest over seeds: the first-layer gap"),
+        "b10s_pair_discount_max": (col["pair_discount_weaker"].max(), "largest over seeds: the weaker layer's "
+                                                                       "pair discount"),
+        "b10s_balance_gap_min": (col["balance_gap"].min(), "smallest over seeds: the balance gap"),
+    })
+    return report.Summary(out)
+
+
+def b10_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
+    """Along training, per seed: the evaluated steps and :data:`B10_CURVES`."""
+    return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *B10_CURVES)}
+
+
+B10_SEED_HEADER = ("seed", *(B10_MEASURES[m][0] for m in B10_MEASURES))
+
+
+def b10_seed_rows(summary) -> list[list]:
+    """One row per seed of a :func:`b10_seeds_summary` (live or recorded), columns :data:`B10_SEED_HEADER`."""
+    seeds = sorted(int(k.rsplit("_s", 1)[1]) for k in summary if k.startswith("b10s_acc_off_s"))
+    return [[s, *(summary[f"b10s_{m}_s{s}"] for m in B10_MEASURES)] for s in seeds]
+
+
 # --- the chapter's numbers ---
 
 def study(profile: str | None = None, progress: bool = True) -> dict:
@@ -723,6 +830,7 @@ def summary(res: dict) -> report.Summary:
     t = learning_order(res["seeds"])
     one, two, ffr, hb = layers[1], layers[2], res["ff"], res["head_or_bigram"]
     ps, pg = res["pair_scores"], res["pair_gradient"]
+    b10 = b10_values(hb, pg, ps[PAIR_MODELS[0]])
     n_seeds = len(res["seeds"])
     return report.Summary({
         "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
@@ -748,7 +856,7 @@ def summary(res: dict) -> report.Summary:
         "hb_acc_in": (hb["acc_in"], f"accuracy where o is the trigger's 2nd to {BIGRAM_TOP}th likeliest successor"),
         "hb_top1_off": (hb["top1_off"], "share predicting the trigger's likeliest successor, o not in the top"),
         "hb_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
-        "hb_top1_ratio": (hb["top1_in"] / hb["top1_off"], "o in the top over o not in the top"),
+        "hb_top1_ratio": (b10["top1_ratio"], "o in the top over o not in the top"),
         "hb_attention_in": (hb["attention_in"], "second layer's attention on the keys after earlier q, o in the top"),
         "hb_attention_off": (hb["attention_off"], "the same, o not in the top"),
         "hb_acc_first": (hb["bins"][0]["acc"], "accuracy where o is the trigger's likeliest successor"),
@@ -761,11 +869,11 @@ def summary(res: dict) -> report.Summary:
         "hb_attention_off_matched": (hb["attention_off_matched"], "the same, o not in the top, same strata"),
         "hb_acc_in_matched": (hb["acc_in_matched"], "accuracy, o in the top, within strata"),
         "hb_acc_off_matched": (hb["acc_off_matched"], "accuracy, o not in the top, weighted to the same strata"),
-        "hb_top1_ratio_matched": (hb["top1_in_matched"] / hb["top1_off_matched"],
+        "hb_top1_ratio_matched": (b10["top1_ratio_matched"],
                                   "share predicting the likeliest successor, in over off, within strata"),
         **{f"hb_{k}_{side}": (hb[f"{k}_{side}_matched"], f"{MECHANISM[k]}, o {'in' if side == 'in' else 'not in'} "
                                "the top, within strata") for k in MECHANISM if k != "attention" for side in ("in", "off")},
-        "hb_prev_attention_gap": (hb["prev_attention_in_matched"] - hb["prev_attention_off_matched"],
+        "hb_prev_attention_gap": (b10["prev_attention_gap"],
                                   "first layer's attention of the keys holding o on q: in minus off, within strata"),
         "hb_key_score_gap": (hb["key_score_in_matched"] - hb["key_score_off_matched"],
                              "second layer's mean logit of the keys holding o: in minus off, within strata"),
@@ -776,13 +884,13 @@ def summary(res: dict) -> report.Summary:
                                                       f"{name}, {layer}: token-token logit, y among q's "
                                                       f"{BIGRAM_TOP} likeliest successors minus another successor")
            for m, name in zip(("random", "init", "fixed"), PAIR_MODELS) for layer in ("W_QK^1", "W_QK^2")},
-        "pair_discount_weaker": (max(ps[PAIR_MODELS[0]][layer]["likely_minus_other"] for layer in ("W_QK^1", "W_QK^2")),
+        "pair_discount_weaker": (b10["pair_discount_weaker"],
                                  "random triggers: the weaker (larger) of the two layers' likely-minus-other"),
         **{f"pg_{k}_{p.replace('-', '')}": (pg[k][p], f"d(loss per sequence)/d(shift of the logits of {k} keys), "
                                                        f"{p} positions") for k in KEY_KINDS for p in (*QUERY_PARTS, "net")},
         **{f"pg_{k}_balance": (pg[k]["balance"], f"share of the triggers' push on {k} keys that the other positions "
                                                  "undo") for k in KEY_KINDS},
-        "pg_balance_gap": (pg["likely"]["balance"] - pg["other"]["balance"], "likely keys' balance minus other keys'"),
+        "pg_balance_gap": (b10["balance_gap"], "likely keys' balance minus other keys'"),
         "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
         "n_seeds": (n_seeds, "seeds of the joint run"),
         "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),
