@@ -657,3 +657,27 @@ def three_step_panels(results: dict):
     for ax in axes[n:]:
         ax.axis("off")
     return fig
+
+
+def b10_seed_panels(curves: dict):
+    """B10 along training, one colour per seed (``curves`` as :func:`companion.experiments.induction.b10_seed_curves`
+    gives them, live or recorded): the share of the repeated-trigger positions predicting the trigger's likeliest
+    bigram successor, with o among its 2nd to 5th likeliest (solid) and off its 5 likeliest (dashed) (left); the
+    token-token pair discount in W_QK^1 (middle) and in W_QK^2 (right)."""
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), constrained_layout=True)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, name in enumerate(curves["step"]):
+        steps, c = curves["step"][name], colours[i % len(colours)]
+        axes[0].plot(steps, curves["b10_top1_in"][name], "-", color=c, label=name)
+        axes[0].plot(steps, curves["b10_top1_off"][name], "--", color=c)
+        axes[1].plot(steps, curves["b10_pair_QK1"][name], "-", color=c, label=name)
+        axes[2].plot(steps, curves["b10_pair_QK2"][name], "-", color=c, label=name)
+    axes[0].set_ylabel("share predicting the likeliest successor")
+    axes[1].set_ylabel("W_QK^1: likely minus other successors")
+    axes[2].set_ylabel("W_QK^2: likely minus other successors")
+    for ax in axes:
+        ax.set_xlabel("training step")
+    for ax in axes[1:]:
+        ax.axhline(0, color="grey", lw=0.8)
+    axes[0].legend(fontsize=8, title="solid: o 2nd-5th; dashed: off top 5", title_fontsize=7)
+    return fig

@@ -597,6 +597,8 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_above_2"] == sum(x > 2 for x in ratios) and s["b10s_n"] == 2
     assert s["b10s_pair_discount_max"] == max(v["pair_discount_weaker"] for v in per)
     assert s["b10s_balance_gap_min"] == min(v["balance_gap"] for v in per)
+    over = ih.b10_seed_overview(s)
+    assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
     rows = ih.b10_seed_rows(s)
     assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(ih.B10_SEED_HEADER)
     curves = ih.b10_seed_curves(runs)
@@ -604,3 +606,15 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     members = ih.b10_seed_members("quick")
     assert [e.seed for e in members.values()] == list(ih.B10_SEEDS)
     assert {dataclasses.replace(e, seed=0) for e in members.values()} == {ih.random_trigger_experiment("quick")}
+
+
+def test_b10_along_training_averages_each_window_then_the_seeds():
+    steps = [0, 25, 50, 75, 100]
+    curves = {"step": {"a": steps, "b": steps}}
+    for i, k in enumerate(ih.B10_CURVES):
+        curves[k] = {"a": [i, 1.0, 2.0, 3.0, 5.0], "b": [i, 3.0, 4.0, 5.0, 7.0]}
+    s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
+    assert (s["b10t_early_from"], s["b10t_early_to"], s["b10t_late_from"], s["b10t_late_to"]) == (25, 50, 75, 100)
+    assert s["b10t_acc_early"] == np.mean([1.5, 3.5]) and s["b10t_pair_QK2_late"] == np.mean([4.0, 6.0])
+    with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
+        ih.b10_along_training(curves, late=(0.5, 1.2))

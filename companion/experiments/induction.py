@@ -43,6 +43,7 @@ so we compute KL(pi_b || model), the public code's order.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -763,7 +764,8 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     col = {m: np.array([v[m] for v in per.values()]) for m in B10_MEASURES}
     first = next(iter(runs.values())).exp
     out.update({
-        "b10s_n": (len(per), "seeds"), "b10s_steps": (first.steps, "training steps per seed"),
+        "b10s_n": (len(per), "seeds"), "b10s_first_seed": (min(per), "the first seed"),
+        "b10s_last_seed": (max(per), "the last seed"), "b10s_steps": (first.steps, "training steps per seed"),
         "b10s_acc_off_min": (col["acc_off"].min(), "smallest over seeds: accuracy off the top"),
         "b10s_top1_ratio_min": (col["top1_ratio"].min(), "smallest over seeds: the top-1 share ratio"),
         "b10s_top1_ratio_max": (col["top1_ratio"].max(), "largest over seeds: the top-1 share ratio"),
@@ -781,6 +783,38 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
 def b10_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
     """Along training, per seed: the evaluated steps and :data:`B10_CURVES`."""
     return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *B10_CURVES)}
+
+
+def b10_seed_overview(summary) -> report.Summary:
+    """The entries of a :func:`b10_seeds_summary` (live or recorded) that are not one seed's: the extremes."""
+    return report.Summary({k: (v, summary.meaning.get(k, "")) for k, v in summary.items()
+                           if not re.search(r"_s\d+$", k)})
+
+
+def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
+                       late: tuple[float, float] = (0.7, 1.0)) -> report.Summary:
+    """:func:`b10_seed_curves` (live or recorded) in two windows of training, given as fractions of the last
+    evaluated step (``early``: [0.2, 0.4), after the induction head forms; ``late``: [0.7, 1.0]): the mean over
+    the evaluations in the window, then over the seeds, of each of :data:`B10_CURVES`, named
+    ``b10t_<curve>_<window>``, and ``b10t_<window>_from`` / ``_to``, the window's first and last evaluated step."""
+    for name, (lo, hi) in (("early", early), ("late", late)):
+        if not 0 <= lo < hi <= 1:
+            raise ValueError(f"{name}={(lo, hi)} is not a window of training: need 0 <= start < end <= 1")
+    out = {}
+    for window, (lo, hi) in (("early", early), ("late", late)):
+        means = {k: [] for k in B10_CURVES}
+        for name, steps in curves["step"].items():
+            steps = np.asarray(steps)
+            end = steps[-1]
+            keep = (steps >= lo * end) & ((steps < hi * end) | (hi == 1))
+            for k in B10_CURVES:
+                means[k].append(float(np.mean(np.asarray(curves[k][name])[keep])))
+        out[f"b10t_{window}_from"] = (int(steps[keep][0]), f"the {window} window's first evaluated step")
+        out[f"b10t_{window}_to"] = (int(steps[keep][-1]), f"the {window} window's last evaluated step")
+        out.update({f"b10t_{k.removeprefix('b10_')}_{window}": (float(np.mean(v)), f"{k}: mean over the {window} "
+                                                                                   "window, then over seeds")
+                    for k, v in means.items()})
+    return report.Summary(out)
 
 
 B10_SEED_HEADER = ("seed", *(B10_MEASURES[m][0] for m in B10_MEASURES))
