@@ -673,8 +673,8 @@ def b10_seed_panels(curves: dict):
         axes[1].plot(steps, curves["b10_pair_QK1"][name], "-", color=c, label=name)
         axes[2].plot(steps, curves["b10_pair_QK2"][name], "-", color=c, label=name)
     axes[0].set_ylabel("share predicting the likeliest successor")
-    axes[1].set_ylabel("W_QK^1: likely minus other successors")
-    axes[2].set_ylabel("W_QK^2: likely minus other successors")
+    axes[1].set_ylabel(r"$W^1_{QK}$: likely minus other successors")
+    axes[2].set_ylabel(r"$W^2_{QK}$: likely minus other successors")
     for ax in axes:
         ax.set_xlabel("training step")
     for ax in axes[1:]:
