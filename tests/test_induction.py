@@ -472,7 +472,8 @@ def test_key_measures_match_a_position_by_position_count():
     prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)
     keys = (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool).tril()
     assert torch.equal(keys, ih._after_earlier(x))
-    m = ih._key_measures(model, x, rec, keys)
+    y = torch.as_tensor(b.targets)
+    m = ih._key_measures(model, x, rec, keys, y)
     W2, c, x1 = model.layers[1].qk(), model.scale, rec["u1"]
     i, t = [int(v) for v in keys.any(-1).nonzero()[-1]]  # a position with at least one such key
     s = keys[i, t].nonzero()[:, 0]
@@ -488,6 +489,18 @@ def test_key_measures_match_a_position_by_position_count():
     torch.testing.assert_close(m["rest_score"][i, t], torch.logsumexp(score[others], 0))
     # the attention on the keys is the softmax share their logits win against the others'
     torch.testing.assert_close(m["attention"][i, t], torch.sigmoid(torch.logsumexp(score[s], 0) - m["rest_score"][i, t]))
+    # the rest of the attention, by what the other keys hold, counted key by key
+    a2, share = rec["attn2"][i, t], {"attention_query_token": 0.0, "attention_target_elsewhere": 0.0,
+                                     "attention_rest": 0.0}
+    for k in range(t + 1):
+        if not keys[i, t, k]:
+            kind = ("attention_query_token" if x[i, k] == x[i, t] else "attention_target_elsewhere"
+                    if x[i, k] == y[i, t] else "attention_rest")
+            share[kind] += float(a2[k])
+    for kind, v in share.items():
+        assert float(m[kind][i, t]) == pytest.approx(v, abs=1e-6)
+    parts = m["attention"] + m["attention_query_token"] + m["attention_target_elsewhere"] + m["attention_rest"]
+    torch.testing.assert_close(parts, torch.ones_like(parts))
 
 
 def test_pair_scores_read_the_token_token_logits():
@@ -597,10 +610,16 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_above_2"] == sum(x > 2 for x in ratios) and s["b10s_n"] == 2
     assert s["b10s_pair_discount_max"] == max(v["pair_discount_weaker"] for v in per)
     assert s["b10s_balance_gap_min"] == min(v["balance_gap"] for v in per)
+    assert s["b10s_rest_share_min"] == pytest.approx(min(v["attention_rest_gap"] / -v["attention_gap"] for v in per))
     over = ih.b10_seed_overview(s)
     assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
-    rows = ih.b10_seed_rows(s)
-    assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(ih.B10_SEED_HEADER)
+    for table in ih.B10_TABLES:
+        rows = ih.b10_seed_rows(s, table)
+        assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(ih.b10_seed_header(table))
+    assert set(ih.B10_MEASURES) == {m for cols in ih.B10_TABLES.values() for m in cols}
+    assert ih.b10_seed_rows(s, "attention")[1][1] == per[1]["attention_gap"]
+    with pytest.raises(ValueError, match="unknown table 'x'"):
+        ih.b10_seed_rows(s, "x")
     curves = ih.b10_seed_curves(runs)
     assert set(curves) == {"step", *ih.B10_CURVES} and curves["acc"]["seed 1"] == runs["seed 1"].metrics["acc"].tolist()
     members = ih.b10_seed_members("quick")
@@ -618,3 +637,5 @@ def test_b10_along_training_averages_each_window_then_the_seeds():
     assert s["b10t_acc_early"] == np.mean([1.5, 3.5]) and s["b10t_pair_QK2_late"] == np.mean([4.0, 6.0])
     with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
         ih.b10_along_training(curves, late=(0.5, 1.2))
+    with pytest.raises(ValueError, match=r"early=\(0.1, 0.2\) holds no evaluation of 'a'"):
+        ih.b10_along_training(curves, early=(0.1, 0.2))

@@ -432,6 +432,9 @@ MECHANISM = {  # head_or_bigram's measures of the second layer's attention on th
     "match_score": "its part from the query's token and the keys' first-layer output h^1",
     "prev_attention": "first layer's attention of those keys on their previous token q",
     "rest_score": "log-sum-exp of the second layer's logits of the other keys",
+    "attention_query_token": "second layer's attention on the keys holding q itself (its own position included)",
+    "attention_target_elsewhere": "its attention on the keys holding o elsewhere (not after q)",
+    "attention_rest": "its attention on all other keys",
 }
 OCCURRENCE_BINS = (2, 3, 5, 9)  # which occurrence of q (2nd; 3rd-4th; 5th-8th; 9th on): how much evidence
 NEVER = 10**6  # the rank of an output that never follows the trigger in the bigram (pi_b(o | q) = 0)
@@ -497,7 +500,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         at = torch.as_tensor(b.occurrence >= 2)
         q, o = x[at], torch.as_tensor(b.targets)[at]
         after_q = _after_earlier(x)
-        for k, v in _key_measures(model, x, rec, after_q).items():
+        for k, v in _key_measures(model, x, rec, after_q, torch.as_tensor(b.targets)).items():
             cols[k].append(v[at])
         top = bigram[q].argmax(-1)  # q's likeliest successor
         cols["q"].append(q)
@@ -560,13 +563,16 @@ def _after_earlier(x: torch.Tensor) -> torch.Tensor:
     return (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
 
 
-def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Tensor) -> dict[str, torch.Tensor]:
+def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Tensor,
+                  targets: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per query position (batch, T), what sets the second layer's attention on ``keys`` (batch, T, T), a
     causal mask of the keys that hold the answer: their total attention, their mean logit, its token-token
     part c w_E(z_t)^T W_QK^2 w_E(z_s) and its part from the query's token and the keys' first-layer output
     h^1_s, the first layer's attention of those keys on their previous token, and the log-sum-exp of the
-    other keys' logits. ``rec`` is what the forward pass of the two-layer model recorded; its first
-    feed-forward layer must be none, so that the stream entering layer 2 is w_E + p + h^1."""
+    other keys' logits; and where the rest of the attention goes: to the other keys holding the query's
+    token z_t (s = t included), to the other keys holding the target ``targets`` (batch, T), and to all the
+    others (the four attention shares add up to 1). ``rec`` is what the forward pass of the two-layer model
+    recorded; its first feed-forward layer must be none, so that the stream entering layer 2 is w_E + p + h^1."""
     n = keys.sum(-1).clamp_min(1)
     W2, c = model.layers[1].qk(), model.scale
     emb = model.W_E[x]
@@ -579,10 +585,15 @@ def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Te
     def key_mean(v: torch.Tensor) -> torch.Tensor:  # (batch, t, s) -> (batch, t): mean over the keys
         return (v * keys).sum(-1) / n
 
+    own = (x[:, None, :] == x[:, :, None]) & causal & ~keys  # other keys holding the query's token
+    target = (x[:, None, :] == targets[:, :, None]) & causal & ~keys & ~own  # other keys holding the target
+    rest = causal & ~keys & ~own & ~target
     return {"attention": (rec["attn2"] * keys).sum(-1), "key_score": key_mean(scores),
             "pair_score": key_mean(q2 @ emb.transpose(1, 2)), "match_score": key_mean(q2 @ h1.transpose(1, 2)),
             "prev_attention": key_mean(prev[:, None, :].expand_as(scores)),
-            "rest_score": torch.logsumexp(scores.masked_fill(keys | ~causal, float("-inf")), -1)}
+            "rest_score": torch.logsumexp(scores.masked_fill(keys | ~causal, float("-inf")), -1),
+            "attention_query_token": (rec["attn2"] * own).sum(-1), "attention_target_elsewhere":
+            (rec["attn2"] * target).sum(-1), "attention_rest": (rec["attn2"] * rest).sum(-1)}
 
 
 def successor_ranks(task: RecallTask) -> torch.Tensor:
@@ -718,6 +729,9 @@ def b10_values(hb: dict, pg: dict, scores: dict) -> dict[str, float]:
             "top1_ratio_matched": hb["top1_in_matched"] / hb["top1_off_matched"],
             "attention_gap": hb["attention_in_matched"] - hb["attention_off_matched"],
             "prev_attention_gap": hb["prev_attention_in_matched"] - hb["prev_attention_off_matched"],
+            **{f"{k}_gap": hb[f"{k}_in_matched"] - hb[f"{k}_off_matched"]
+               for k in ("key_score", "pair_score", "match_score", "rest_score", "attention_query_token",
+                         "attention_target_elsewhere", "attention_rest")},
             "pair_QK1": scores["W_QK^1"]["likely_minus_other"], "pair_QK2": scores["W_QK^2"]["likely_minus_other"],
             "pair_discount_weaker": max(v["likely_minus_other"] for v in scores.values()),
             "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"]}
@@ -732,6 +746,18 @@ B10_MEASURES = {  # b10_values: name -> (column header, meaning)
                                                          "off, within strata"),
     "prev_attention_gap": ("first layer on q, in - off", "first layer's attention of the keys holding o on q, in "
                                                          "minus off, within strata"),
+    "key_score_gap": ("mean logit of o's keys", "second layer's mean logit of the keys holding o, in minus off, "
+                                                "within strata"),
+    "pair_score_gap": ("its token-token part", "its token-token part, in minus off, within strata"),
+    "match_score_gap": ("its induction match", "its part from the query's token and the keys' h^1, in minus off, "
+                                               "within strata"),
+    "rest_score_gap": ("other keys' log-sum-exp", "log-sum-exp of the other keys' logits, in minus off, within "
+                                                  "strata"),
+    "attention_query_token_gap": ("attention on q's keys", "attention on the keys holding q itself, in minus off, "
+                                                           "within strata"),
+    "attention_target_elsewhere_gap": ("on o elsewhere", "attention on the keys holding o elsewhere, in minus off, "
+                                                         "within strata"),
+    "attention_rest_gap": ("on all other keys", "attention on all other keys, in minus off, within strata"),
     "pair_QK1": ("W_QK^1 likely - other", "token-token logit in W_QK^1, q's likeliest successors minus others"),
     "pair_QK2": ("W_QK^2 likely - other", "the same in W_QK^2"),
     "pair_discount_weaker": ("weaker layer", "the larger (weaker) of the two"),
@@ -776,6 +802,11 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
         "b10s_pair_discount_max": (col["pair_discount_weaker"].max(), "largest over seeds: the weaker layer's "
                                                                        "pair discount"),
         "b10s_balance_gap_min": (col["balance_gap"].min(), "smallest over seeds: the balance gap"),
+        "b10s_match_score_gap_max": (col["match_score_gap"].max(), "largest over seeds: the induction-match gap"),
+        "b10s_pair_score_gap_max": (col["pair_score_gap"].max(), "largest over seeds: the token-token gap"),
+        "b10s_rest_share_min": ((col["attention_rest_gap"] / -col["attention_gap"]).min(),
+                                "smallest over seeds: share of the lost attention that goes to the keys holding "
+                                "neither q nor o"),
     })
     return report.Summary(out)
 
@@ -796,7 +827,9 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
     """:func:`b10_seed_curves` (live or recorded) in two windows of training, given as fractions of the last
     evaluated step (``early``: [0.2, 0.4), after the induction head forms; ``late``: [0.7, 1.0]): the mean over
     the evaluations in the window, then over the seeds, of each of :data:`B10_CURVES`, named
-    ``b10t_<curve>_<window>``, and ``b10t_<window>_from`` / ``_to``, the window's first and last evaluated step."""
+    ``b10t_<curve>_<window>``, and ``b10t_<window>_from`` / ``_to``, the window's first and last evaluated step
+    (of the last run; the runs of a seed study share their steps). The default windows are ours, chosen on the
+    recorded curves to describe them; no claim row reads them."""
     for name, (lo, hi) in (("early", early), ("late", late)):
         if not 0 <= lo < hi <= 1:
             raise ValueError(f"{name}={(lo, hi)} is not a window of training: need 0 <= start < end <= 1")
@@ -807,6 +840,8 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
             steps = np.asarray(steps)
             end = steps[-1]
             keep = (steps >= lo * end) & ((steps < hi * end) | (hi == 1))
+            if not keep.any():
+                raise ValueError(f"{window}={(lo, hi)} holds no evaluation of {name!r} (steps {steps.tolist()})")
             for k in B10_CURVES:
                 means[k].append(float(np.mean(np.asarray(curves[k][name])[keep])))
         out[f"b10t_{window}_from"] = (int(steps[keep][0]), f"the {window} window's first evaluated step")
@@ -817,13 +852,26 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
     return report.Summary(out)
 
 
-B10_SEED_HEADER = ("seed", *(B10_MEASURES[m][0] for m in B10_MEASURES))
+B10_TABLES = {  # the seed study's two tables: B10's preference and the claims' mechanism; where the attention goes
+    "claims": ("acc_off", "top1_ratio", "top1_ratio_matched", "attention_gap", "prev_attention_gap", "pair_QK1",
+               "pair_QK2", "pair_discount_weaker", "balance_gap"),
+    "attention": ("attention_gap", "key_score_gap", "pair_score_gap", "match_score_gap", "rest_score_gap",
+                  "attention_query_token_gap", "attention_target_elsewhere_gap", "attention_rest_gap"),
+}
 
 
-def b10_seed_rows(summary) -> list[list]:
-    """One row per seed of a :func:`b10_seeds_summary` (live or recorded), columns :data:`B10_SEED_HEADER`."""
+def b10_seed_header(table: str = "claims") -> tuple[str, ...]:
+    """The column headers of one of :data:`B10_TABLES`."""
+    check_choice("table", table, tuple(B10_TABLES))
+    return ("seed", *(B10_MEASURES[m][0] for m in B10_TABLES[table]))
+
+
+def b10_seed_rows(summary, table: str = "claims") -> list[list]:
+    """One row per seed of a :func:`b10_seeds_summary` (live or recorded), the columns of
+    :func:`b10_seed_header` ``(table)``."""
+    check_choice("table", table, tuple(B10_TABLES))
     seeds = sorted(int(k.rsplit("_s", 1)[1]) for k in summary if k.startswith("b10s_acc_off_s"))
-    return [[s, *(summary[f"b10s_{m}_s{s}"] for m in B10_MEASURES)] for s in seeds]
+    return [[s, *(summary[f"b10s_{m}_s{s}"] for m in B10_TABLES[table])] for s in seeds]
 
 
 # --- the chapter's numbers ---
