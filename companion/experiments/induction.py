@@ -962,6 +962,8 @@ def summary(res: dict) -> report.Summary:
         "hb_pair_score_gap": (hb["pair_score_in_matched"] - hb["pair_score_off_matched"], "its token-token part"),
         "hb_match_score_gap": (hb["match_score_in_matched"] - hb["match_score_off_matched"],
                                "its query-token x first-layer part"),
+        "hb_rest_score_gap": (b10["rest_score_gap"], "log-sum-exp of the other keys' logits: in minus off, "
+                                                     "within strata"),
         **{f"pair_{layer[2:].replace('^', '')}_{m}": (ps[name][layer]["likely_minus_other"],
                                                       f"{name}, {layer}: token-token logit, y among q's "
                                                       f"{BIGRAM_TOP} likeliest successors minus another successor")
