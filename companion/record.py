@@ -110,7 +110,7 @@ def _registry() -> dict[str, Recordable]:
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
                "khop", "khop_seeds", "induction_b10_seeds")
-_CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_]+)\["([a-z0-9_]+)"\]')
+_CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 
 def chapter_claims(chapter: str, summary_var: str = "summary") -> dict[str, str]:

@@ -57,7 +57,7 @@ def test_recorded_run_checks_every_claim_of_its_chapter(name):
     rec = record.experiment(name)
     rows = {c.id for c in claims.CLAIMS.values() if c.chapter == rec.chapter}
     text = (config.REPO_ROOT / f"{rec.chapter}.md").read_text()
-    checked = dict(re.findall(r'claims\.check\("([a-z0-9_.]+)", ([a-z_]+)\[', text))
+    checked = dict(re.findall(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\[', text))
     others = {cid for cid, var in checked.items() if var != rec.summary_var}
     parsed = set(record.chapter_claims(rec.chapter, rec.summary_var))
     assert parsed and parsed | others == rows and not parsed & others
@@ -138,3 +138,9 @@ def test_lr_sweep_reads_the_recorded_runs():
     empty = scale_study.lr_summary({})
     assert math.isnan(empty["lr_p_spread"]) and math.isnan(empty["lr_noise_step_max"])
     assert len(scale_study.lr_commands("full")) == len(scale_study.LRS)
+
+
+def test_check_lines_may_name_a_summary_with_digits():
+    """A summary variable with digits in its name (``b10s``) is read, not silently skipped."""
+    line = 'claims.check("ih.x", b10s["b10s_min"])\nclaims.check("ih.y", summary["y"])'
+    assert record._CHECK_LINE.findall(line) == [("ih.x", "b10s", "b10s_min"), ("ih.y", "summary", "y")]

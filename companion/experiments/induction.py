@@ -341,6 +341,13 @@ class Evaluator:
         return row
 
 
+def b10_sides(rank):
+    """B10's two kinds of repeated-trigger positions from the rank of o among q's successors
+    (:func:`successor_ranks`; a tensor or an array): ``in``, o q's 2nd to :data:`BIGRAM_TOP`-th likeliest
+    successor, and ``off``, o not among its :data:`BIGRAM_TOP` likeliest (:data:`NEVER` included)."""
+    return {"in": (rank >= 2) & (rank <= BIGRAM_TOP), "off": rank > BIGRAM_TOP}
+
+
 def b10_test_masks(task: RecallTask, tokens: torch.Tensor, targets: torch.Tensor,
                    head: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """B10's two kinds of repeated-trigger positions in a test batch (``head``: second and later occurrences,
@@ -351,7 +358,7 @@ def b10_test_masks(task: RecallTask, tokens: torch.Tensor, targets: torch.Tensor
     x, y = tokens.clamp(max=N - 1).cpu(), targets.clamp(max=N - 1).cpu()
     rank = successor_ranks(task)[x, y]
     head = head.cpu() & (tokens.cpu() < N) & (targets.cpu() < N)
-    masks = {"in": head & (rank >= 2) & (rank <= BIGRAM_TOP), "off": head & (rank > BIGRAM_TOP)}
+    masks = {side: head & where for side, where in b10_sides(rank).items()}
     top1 = torch.as_tensor(task.stats.bigram).argmax(-1)[x]
     return {k: v.to(tokens.device) for k, v in masks.items()}, top1.to(tokens.device)
 
@@ -511,8 +518,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         cols["head_acc"].append(head[at].argmax(-1) == o)
         cols["bigram_top1"].append(rest[at].argmax(-1) == top)
     c = {k: torch.cat(v).numpy() for k, v in cols.items()}
-    inside = (c["rank"] >= 2) & (c["rank"] <= BIGRAM_TOP)
-    outside = c["rank"] > BIGRAM_TOP
+    inside, outside = b10_sides(c["rank"]).values()
 
     def mean(key: str, g: np.ndarray) -> float:
         return float(c[key][g].mean()) if g.any() else float("nan")
@@ -957,11 +963,10 @@ def summary(res: dict) -> report.Summary:
                                "the top, within strata") for k in MECHANISM if k != "attention" for side in ("in", "off")},
         "hb_prev_attention_gap": (b10["prev_attention_gap"],
                                   "first layer's attention of the keys holding o on q: in minus off, within strata"),
-        "hb_key_score_gap": (hb["key_score_in_matched"] - hb["key_score_off_matched"],
+        "hb_key_score_gap": (b10["key_score_gap"],
                              "second layer's mean logit of the keys holding o: in minus off, within strata"),
-        "hb_pair_score_gap": (hb["pair_score_in_matched"] - hb["pair_score_off_matched"], "its token-token part"),
-        "hb_match_score_gap": (hb["match_score_in_matched"] - hb["match_score_off_matched"],
-                               "its query-token x first-layer part"),
+        "hb_pair_score_gap": (b10["pair_score_gap"], "its token-token part"),
+        "hb_match_score_gap": (b10["match_score_gap"], "its query-token x first-layer part"),
         "hb_rest_score_gap": (b10["rest_score_gap"], "log-sum-exp of the other keys' logits: in minus off, "
                                                      "within strata"),
         **{f"pair_{layer[2:].replace('^', '')}_{m}": (ps[name][layer]["likely_minus_other"],
