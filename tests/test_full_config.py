@@ -97,7 +97,7 @@ def test_full_induction_configurations_run():
     three memories, the two-layer MLP model (the one-layer model runs the same code) and the
     final-linear-feed-forward model with fixed and with random triggers, one step and two evaluations each,
     probes included; the random-trigger run is then read by head_or_bigram at its full test size, and by
-    pair_gradient on 256 sequences."""
+    pair_gradient and the discount edits on 256 sequences."""
     from dataclasses import replace
 
     from companion.experiments import induction as ih
@@ -113,6 +113,8 @@ def test_full_induction_configurations_run():
     assert all(np.isfinite(hb[f"{k}_in_matched"]) for k in ih.MECHANISM)
     pg = ih.pair_gradient(r, n_seq=256)
     assert all(np.isfinite(pg[k]["net"]) for k in ih.KEY_KINDS)
+    edits = ih.discount_edits(r, n_seq=256)
+    assert set(edits) == set(ih.DISCOUNT_EDITS) and all(np.isfinite(e["acc_in"]) for e in edits.values())
 
 
 def test_full_three_step_configuration_runs():

@@ -570,6 +570,86 @@ def test_score_bias_shifts_the_attention_logits():
     assert rec["attn2"][:, 1:, 0].abs().max() < 1e-6 and rec["attn1"][:, 1:, 0].min() > 0
 
 
+def test_score_bias_per_layer():
+    model = Transformer(ih.random_trigger_experiment("quick").model_config(), seed=0)
+    tokens = torch.randint(0, 60, (2, 8))
+    bias = torch.zeros(8, 8)
+    bias[:, 0] = -1e9
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens, score_bias={1: bias}), model(tokens, score_bias=bias))
+        rec = {}
+        model(tokens, record=rec, score_bias={0: bias})
+    assert rec["attn1"][:, 1:, 0].abs().max() < 1e-6 and rec["attn2"][:, 1:, 0].min() > 0
+    with pytest.raises(ValueError, match=r"score_bias layer 2 is not run: choose layers in \[0, 1\]"):
+        model(tokens, score_bias={2: bias})
+
+
+def test_discount_edit_moves_only_the_likely_pairs_token_token_logits():
+    r = _tiny_random_run()
+    model, task = r.model(), r.exp.task()
+    N, V = task.stats.bigram.shape[0], task.vocab_size
+    base = ih.pair_scores(model, task)
+    pool = [q for q in task.triggers if q < N]
+    likely = torch.zeros(V, V, dtype=torch.bool)
+    likely[torch.as_tensor(pool)[:, None], torch.arange(N)] = ih._likely_pairs(task)[pool]
+    for name, layer in ih.QK_LAYERS.items():
+        other = next(n for n in ih.QK_LAYERS if n != name)
+        for strength, left in ((1.0, 0.0), (-1.0, 2.0), (0.5, 0.5)):
+            edit = ih.discount_edit(model, task, {name: strength})
+            assert set(edit) == {layer}
+            where = likely if name == "W_QK^2" else likely.T  # [query token, key token]
+            assert (edit[layer][~where] == 0).all() and torch.allclose(
+                edit[layer][where], torch.tensor(-strength * base[name]["likely_minus_other"]))
+            ps = ih.pair_scores(model, task, edit)
+            assert ps[name]["likely_minus_other"] == pytest.approx(left * base[name]["likely_minus_other"], abs=1e-5)
+            assert ps[other] == base[other]
+        # pair by pair: every likely pair of q scores the mean of q's other successors
+        M = ih.token_token_logits(model, ih.discount_edit(model, task, {name: 1.0}, how="pair"))[name]
+        M = M if name == "W_QK^2" else M.T  # [q, y]
+        big = torch.as_tensor(task.stats.bigram)
+        unedited = ih.token_token_logits(model)[name]
+        unedited = unedited if name == "W_QK^2" else unedited.T
+        for q in pool:
+            lik, oth = ih._likely_pairs(task)[q], (big[q] > 0) & ~ih._likely_pairs(task)[q]
+            want = M[q, :N][oth].mean().expand(int(lik.sum())) if oth.any() else unedited[q, :N][lik]
+            torch.testing.assert_close(M[q, :N][lik], want)
+        assert any(not ((big[q] > 0) & ~ih._likely_pairs(task)[q]).any() for q in pool)  # both cases are checked
+    # in the forward pass: the edited logits are the unedited ones plus the table at (z_t, z_s)
+    b = task.sample(np.random.default_rng(2), 2)
+    x = torch.as_tensor(b.inputs)
+    edit = ih.discount_edit(model, task, {"W_QK^1": -3.0, "W_QK^2": 2.0})
+    bias = {l: t[x[:, :, None], x[:, None, :]] for l, t in edit.items()}
+    rec0, rec1 = {}, {}
+    with torch.no_grad():
+        model(x, record=rec0)
+        model(x, record=rec1, score_bias={0: bias[0]})
+        T = x.shape[1]
+        s1 = (model.embed(x) @ model.layers[0].qk()) @ model.embed(x).transpose(1, 2) * model.scale + bias[0]
+        torch.testing.assert_close(rec1["attn1"], torch.softmax(s1.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(),
+                                                                               float("-inf")), -1))
+    keys, y = ih._after_earlier(x), torch.as_tensor(b.targets)
+    m0 = ih._key_measures(model, x, rec0, keys, y)
+    m1 = ih._key_measures(model, x, rec0, keys, y, bias[1])
+    has = keys.any(-1)
+    shift = (bias[1] * keys).sum(-1)[has] / keys.sum(-1)[has]
+    torch.testing.assert_close(m1["key_score"][has], m0["key_score"][has] + shift)
+    torch.testing.assert_close(m1["pair_score"][has], m0["pair_score"][has] + shift)
+    torch.testing.assert_close(m1["match_score"], m0["match_score"])
+    same = ih.head_or_bigram(r, n_seq=8, chunk=4, edit={l: torch.zeros(V, V) for l in (0, 1)})
+    assert same == ih.head_or_bigram(r, n_seq=8, chunk=4)
+    with pytest.raises(ValueError, match="unknown how 'x'"):
+        ih.discount_edit(model, task, {"W_QK^1": 1.0}, how="x")
+    with pytest.raises(ValueError, match="unknown layer 'W_V\\^2'"):
+        ih.discount_edit(model, task, {"W_V^2": 1.0})
+    with pytest.raises(ValueError, match=r"strength of W_QK\^1=nan is out of range"):
+        ih.discount_edit(model, task, {"W_QK^1": float("nan")})
+    with pytest.raises(ValueError, match=r"edit must map layers 0 and 1 to \(65, 65\) tables; got layer 2"):
+        ih.head_or_bigram(r, n_seq=8, edit={2: torch.zeros(V, V)})
+    rows = ih.discount_edit_rows(ih.discount_edits(r, n_seq=8, chunk=4))
+    assert [row[0] for row in rows] == [n for n, *_ in ih.DISCOUNT_EDITS.values()]
+    assert all(len(row) == len(ih.DISCOUNT_EDIT_HEADER) for row in rows)
+
+
 def test_b10_curves_along_training_count_the_test_positions():
     """The random-trigger run logs B10's top-1 shares on its test batch (checked against a position-by-position
     count at the end) and the pair discounts of pair_scores; a fixed-trigger run logs neither."""
@@ -601,7 +681,7 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     exp1 = dataclasses.replace(runs["seed 0"].exp, seed=1)
     runs["seed 1"] = ih.run(exp1, progress=False, use_cache=False)
     s = ih.b10_seeds_summary(runs)
-    per = [ih.b10_values(ih.head_or_bigram(r), ih.pair_gradient(r), ih.pair_scores(r.model(), r.exp.task()))
+    per = [ih.b10_values(ih.discount_edits(r), ih.pair_gradient(r), ih.pair_scores(r.model(), r.exp.task()))
            for r in runs.values()]
     for seed, v in enumerate(per):
         assert all(s[f"b10s_{m}_s{seed}"] == v[m] for m in ih.B10_MEASURES)
@@ -611,6 +691,11 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_pair_discount_max"] == max(v["pair_discount_weaker"] for v in per)
     assert s["b10s_balance_gap_min"] == min(v["balance_gap"] for v in per)
     assert s["b10s_rest_share_min"] == pytest.approx(min(v["attention_rest_gap"] / -v["attention_gap"] for v in per))
+    v = per[0]  # the intervention's shares, from the ratios of the edited models on the same positions
+    assert v["discount_removed_share"] == pytest.approx((v["top1_ratio"] - v["ratio_both_removed"]) / (v["top1_ratio"] - 1))
+    assert v["discount_doubled_growth"] == pytest.approx((v["ratio_both_doubled"] - v["top1_ratio"]) / (v["top1_ratio"] - 1))
+    assert s["b10s_discount_removed_share_min"] == min(v["discount_removed_share"] for v in per)
+    assert s["b10s_discount_doubled_growth_min"] == min(v["discount_doubled_growth"] for v in per)
     over = ih.b10_seed_overview(s)
     assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
     for table in ih.B10_TABLES:

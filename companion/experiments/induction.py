@@ -453,12 +453,14 @@ HEAD_OR_BIGRAM_HEADER = ("rank of o among the trigger's bigram successors", "pos
 
 
 @torch.no_grad()
-def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor, rec: dict | None = None) -> tuple[torch.Tensor, ...]:
+def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor, rec: dict | None = None,
+                          score_bias: dict | None = None) -> tuple[torch.Tensor, ...]:
     """Logits (batch, T, V) of a two-layer model with a final linear W_F, and their two exact parts:
     the head path W_U (h^2 + W_F h^2) and the bigram path W_U (x^1 + W_F x^1), which add up to the logits.
-    ``rec``, if a dict, receives what ``Transformer.forward`` records (the attention maps among them)."""
+    ``rec``, if a dict, receives what ``Transformer.forward`` records (the attention maps among them);
+    ``score_bias`` is passed to it (attention-logit shifts per layer)."""
     rec = {} if rec is None else rec
-    logits = model(tokens, record=rec)
+    logits = model(tokens, record=rec, score_bias=score_bias)
     x1 = model.feed_forward(0, rec["u1"])  # the stream leaving layer 1
     h2 = rec["u2"] - x1  # the second attention layer's output
     W_F = model.layers[1].ff.W_F
@@ -466,7 +468,7 @@ def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor, rec: dict | 
 
 
 @torch.no_grad()
-def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
+def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256, edit: dict | None = None) -> dict:
     """What the model predicts at the second and later occurrences of a trigger q (target: its output o),
     by the rank of o among the global bigram's successors of q (:func:`successor_ranks`; :data:`NEVER` when
     o never follows q).
@@ -489,6 +491,9 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
         the positions s <= t with z_{s-1} = q, the keys that hold o. The other :data:`MECHANISM` measures
         (``*_in_matched`` / ``*_off_matched`` only) split where that attention comes from (see
         :func:`_key_measures`).
+
+    ``edit``, if given, maps layer indices (0-based) to (V, V) tables [query token, key token] added to that
+    layer's attention logits (:func:`discount_edit`): the same positions measured on an edited model.
     """
     exp = r.exp
     if exp.ff != ("none", "linear"):
@@ -497,17 +502,23 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
     check_int("chunk", chunk, low=1)
     model = r.model()
     task = exp.task()
+    V = task.vocab_size
+    for l, table in (edit or {}).items():
+        if l not in (0, 1) or tuple(table.shape) != (V, V):
+            raise ValueError(f"edit must map layers 0 and 1 to ({V}, {V}) tables; got layer {l!r}, shape "
+                             f"{tuple(table.shape)}")
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
     cols = {k: [] for k in ("q", "occurrence", "rank", *COLUMNS, *MECHANISM)}
     bigram, ranks = torch.as_tensor(task.stats.bigram), successor_ranks(task)
     for start in range(0, n_seq, chunk):
         b = task.sample(rng, min(chunk, n_seq - start))
         x, rec = torch.as_tensor(b.inputs), {}
-        logits, head, rest = head_and_bigram_paths(model, x, rec)
+        bias = {l: table[x[:, :, None], x[:, None, :]] for l, table in (edit or {}).items()}
+        logits, head, rest = head_and_bigram_paths(model, x, rec, bias)
         at = torch.as_tensor(b.occurrence >= 2)
         q, o = x[at], torch.as_tensor(b.targets)[at]
         after_q = _after_earlier(x)
-        for k, v in _key_measures(model, x, rec, after_q, torch.as_tensor(b.targets)).items():
+        for k, v in _key_measures(model, x, rec, after_q, torch.as_tensor(b.targets), bias.get(1)).items():
             cols[k].append(v[at])
         top = bigram[q].argmax(-1)  # q's likeliest successor
         cols["q"].append(q)
@@ -570,7 +581,7 @@ def _after_earlier(x: torch.Tensor) -> torch.Tensor:
 
 
 def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Tensor,
-                  targets: torch.Tensor) -> dict[str, torch.Tensor]:
+                  targets: torch.Tensor, bias: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Per query position (batch, T), what sets the second layer's attention on ``keys`` (batch, T, T), a
     causal mask of the keys that hold the answer: their total attention, their mean logit, its token-token
     part c w_E(z_t)^T W_QK^2 w_E(z_s) and its part from the query's token and the keys' first-layer output
@@ -578,12 +589,15 @@ def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Te
     other keys' logits; and where the rest of the attention goes: to the other keys holding the query's
     token z_t (s = t included), to the other keys holding the target ``targets`` (batch, T), and to all the
     others (the four attention shares add up to 1). ``rec`` is what the forward pass of the two-layer model
-    recorded; its first feed-forward layer must be none, so that the stream entering layer 2 is w_E + p + h^1."""
+    recorded; its first feed-forward layer must be none, so that the stream entering layer 2 is w_E + p + h^1.
+    ``bias`` (batch, T, T), if the forward pass added one to the second layer's logits, is a token-token edit
+    (:func:`discount_edit`): it enters the logits and their token-token part."""
     n = keys.sum(-1).clamp_min(1)
     W2, c = model.layers[1].qk(), model.scale
     emb = model.W_E[x]
     h1 = rec["u1"] - model.embed(x)  # the first attention layer's output
-    scores = (rec["u1"] @ W2) @ rec["u1"].transpose(1, 2) * c  # (batch, t, s)
+    bias = torch.zeros(()) if bias is None else bias
+    scores = (rec["u1"] @ W2) @ rec["u1"].transpose(1, 2) * c + bias  # (batch, t, s)
     q2 = emb @ W2 * c  # the query's token part, (batch, t, d)
     prev = F.pad(rec["attn1"].diagonal(offset=-1, dim1=1, dim2=2), (1, 0))  # a^1(s, s - 1)
     causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
@@ -595,7 +609,7 @@ def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Te
     target = (x[:, None, :] == targets[:, :, None]) & causal & ~keys & ~own  # other keys holding the target
     rest = causal & ~keys & ~own & ~target
     return {"attention": (rec["attn2"] * keys).sum(-1), "key_score": key_mean(scores),
-            "pair_score": key_mean(q2 @ emb.transpose(1, 2)), "match_score": key_mean(q2 @ h1.transpose(1, 2)),
+            "pair_score": key_mean(q2 @ emb.transpose(1, 2) + bias), "match_score": key_mean(q2 @ h1.transpose(1, 2)),
             "prev_attention": key_mean(prev[:, None, :].expand_as(scores)),
             "rest_score": torch.logsumexp(scores.masked_fill(keys | ~causal, float("-inf")), -1),
             "attention_query_token": (rec["attn2"] * own).sum(-1), "attention_target_elsewhere":
@@ -618,22 +632,38 @@ def _likely_pairs(task: RecallTask) -> torch.Tensor:
 PAIR_KINDS = (f"y among q's {BIGRAM_TOP} likeliest successors", "y another successor of q", "y never follows q")
 
 
+QK_LAYERS = {"W_QK^1": 0, "W_QK^2": 1}  # the attention layers' key-query matrices and their (0-based) index
+
+
 @torch.no_grad()
-def pair_scores(model: Transformer, task: RecallTask) -> dict[str, dict[str, float]]:
-    """The token-token parts of both attention layers' logits on pairs (q, y), q a trigger of ``task`` (any
-    token of its pool when triggers are drawn per sequence), y any ordinary token, averaged by
-    :data:`PAIR_KINDS` (y's place among q's bigram successors), with ``likely_minus_other``.
-    ``W_QK^2``: c w_E(q)^T W_QK^2 w_E(y), the second layer at q looking at a key that holds y;
-    ``W_QK^1``: c w_E(y)^T W_QK^1 w_E(q), the first layer at a y looking at its previous token q."""
+def token_token_logits(model: Transformer, edit: dict | None = None) -> dict[str, torch.Tensor]:
+    """Per :data:`QK_LAYERS` name, the (V, V) table [query token, key token] of the token-token part
+    c w_E(a)^T W_QK w_E(b) of that layer's attention logits, plus ``edit``'s table for the layer if any."""
+    E, c = model.W_E, model.scale
+    return {name: E @ model.layers[l].qk() @ E.T * c + (edit or {}).get(l, 0.0) for name, l in QK_LAYERS.items()}
+
+
+def _trigger_pool(task: RecallTask) -> torch.Tensor:
+    """The triggers of ``task`` (any token of its pool when triggers are drawn per sequence) that are ordinary
+    tokens (below the bigram's N)."""
+    return torch.as_tensor([q for q in task.triggers if q < task.stats.bigram.shape[0]])
+
+
+@torch.no_grad()
+def pair_scores(model: Transformer, task: RecallTask, edit: dict | None = None) -> dict[str, dict[str, float]]:
+    """The token-token parts of both attention layers' logits on pairs (q, y), q a trigger of ``task``
+    (:func:`_trigger_pool`), y any ordinary token, averaged by :data:`PAIR_KINDS` (y's place among q's bigram
+    successors), with ``likely_minus_other``. ``W_QK^2``: c w_E(q)^T W_QK^2 w_E(y), the second layer at q
+    looking at a key that holds y; ``W_QK^1``: c w_E(y)^T W_QK^1 w_E(q), the first layer at a y looking at its
+    previous token q. ``edit``: as in :func:`token_token_logits` (the parts of an edited model)."""
     N = task.stats.bigram.shape[0]
-    E, c = model.W_E[:N], model.scale
-    qs = torch.as_tensor([q for q in task.triggers if q < N])
+    qs = _trigger_pool(task)
     big = torch.as_tensor(task.stats.bigram)[qs]
     likely = _likely_pairs(task)[qs]
     kinds = dict(zip(PAIR_KINDS, (likely, (big > 0) & ~likely, big == 0)))
+    tables = token_token_logits(model, edit)
     out = {}
-    for name, M in (("W_QK^2", E[qs] @ model.layers[1].qk() @ E.T * c),
-                    ("W_QK^1", (E @ model.layers[0].qk() @ E[qs].T * c).T)):
+    for name, M in (("W_QK^2", tables["W_QK^2"][qs, :N]), ("W_QK^1", tables["W_QK^1"][:N, qs].T)):
         m = {k: float(M[g].mean()) if g.any() else float("nan") for k, g in kinds.items()}
         out[name] = {**m, "likely_minus_other": m[PAIR_KINDS[0]] - m[PAIR_KINDS[1]]}
     return out
@@ -658,6 +688,77 @@ def pair_score_rows(models: dict[str, dict]) -> list[list]:
     """Rows (model, layer, one column per :data:`PAIR_KINDS`, likely minus other) of :func:`pair_score_models`."""
     return [[m, layer, *(v[k] for k in PAIR_KINDS), v["likely_minus_other"]]
             for m, by_layer in models.items() for layer, v in by_layer.items()]
+
+
+# --- does the pair discount cause the preference? An edit of the token-token logits ---
+
+DISCOUNT_EDITS = {  # key -> (name, {layer: strength}, how) for discount_edit; strength: the share taken away
+    "trained": ("as trained", {}, "mean"),
+    "QK1_removed": ("W_QK^1's discount removed", {"W_QK^1": 1.0}, "mean"),
+    "QK2_removed": ("W_QK^2's discount removed", {"W_QK^2": 1.0}, "mean"),
+    "both_removed": ("both discounts removed", {"W_QK^1": 1.0, "W_QK^2": 1.0}, "mean"),
+    "both_doubled": ("both discounts doubled", {"W_QK^1": -1.0, "W_QK^2": -1.0}, "mean"),
+    "both_pairwise": ("both, pair by pair", {"W_QK^1": 1.0, "W_QK^2": 1.0}, "pair"),
+}
+EDIT_HOW = ("mean", "pair")
+
+
+@torch.no_grad()
+def discount_edit(model: Transformer, task: RecallTask, strengths: dict[str, float],
+                  how: str = "mean") -> dict[int, torch.Tensor]:
+    """An edit that takes away ``strengths[name]`` times the pair discount of layer ``name`` (:data:`QK_LAYERS`):
+    per layer index, a (V, V) table [query token, key token] that is 0 except on the pairs (q, y), q in the
+    trigger pool and y among q's :data:`BIGRAM_TOP` likeliest successors (the second layer: query q, key y; the
+    first: query y, key q). There it holds, with ``how="mean"``, -strength x ``likely_minus_other`` of
+    :func:`pair_scores` (of ``model`` on ``task``), so that with strength 1 the edited model's ``pair_scores``
+    read ``likely_minus_other = 0`` for that layer; with ``how="pair"``, strength x (the mean token-token logit
+    of q's other successors - the pair's own), so that with strength 1 every likely pair of q scores that mean
+    (0 for a q without other successors).
+    Added to the attention logits (``head_or_bigram(edit=)``), it changes only their token-token part: the
+    positions, the first layer's output and the other layer are untouched."""
+    check_choice("how", how, EDIT_HOW)
+    for name, st in strengths.items():
+        check_choice("layer", name, tuple(QK_LAYERS))
+        check_float(f"strength of {name}", st, low=-10.0, high=10.0)
+    scores, tables = pair_scores(model, task), token_token_logits(model)
+    V, N = task.vocab_size, task.stats.bigram.shape[0]
+    qs = _trigger_pool(task)
+    likely = torch.zeros(V, V, dtype=torch.bool)
+    likely[qs[:, None], torch.arange(N)] = _likely_pairs(task)[qs]  # [q, y]
+    other = torch.zeros(V, V, dtype=torch.bool)
+    other[:N, :N] = (torch.as_tensor(task.stats.bigram) > 0) & ~_likely_pairs(task)
+    out = {}
+    for name, st in strengths.items():
+        M = tables[name] if name == "W_QK^2" else tables[name].T  # [q, y]
+        if how == "mean":
+            shift = torch.full_like(M, -scores[name]["likely_minus_other"])
+        else:
+            n = other.sum(1, keepdim=True)  # a q without other successors keeps its pairs: nothing to compare
+            shift = torch.where(n > 0, (M * other).sum(1, keepdim=True) / n.clamp_min(1) - M, torch.zeros(()))
+        table = torch.where(likely, st * shift, torch.zeros(()))
+        out[QK_LAYERS[name]] = table if name == "W_QK^2" else table.T
+    return out
+
+
+def discount_edits(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict[str, dict]:
+    """:func:`head_or_bigram` of a random-trigger run for each of :data:`DISCOUNT_EDITS` (``"trained"``: no
+    edit), on the same ``n_seq`` sequences, so that every edit is measured at the same positions."""
+    model, task = r.model(), r.exp.task()
+    return {k: head_or_bigram(r, n_seq, chunk, edit=discount_edit(model, task, strengths, how) or None)
+            for k, (_, strengths, how) in DISCOUNT_EDITS.items()}
+
+
+DISCOUNT_EDIT_HEADER = ("edit", f"accuracy, o q's 2nd to {BIGRAM_TOP}th likeliest", "accuracy, o off the top",
+                        "top-1 share, o in the top", "top-1 share, o off the top", "ratio", "ratio within strata",
+                        "attention on o's keys, in - off (within strata)", "first layer on q, in - off")
+
+
+def discount_edit_rows(edits: dict[str, dict]) -> list[list]:
+    """Rows for :data:`DISCOUNT_EDIT_HEADER` from :func:`discount_edits`."""
+    return [[DISCOUNT_EDITS[k][0], hb["acc_in"], hb["acc_off"], hb["top1_in"], hb["top1_off"],
+             hb["top1_in"] / hb["top1_off"], hb["top1_in_matched"] / hb["top1_off_matched"],
+             hb["attention_in_matched"] - hb["attention_off_matched"],
+             hb["prev_attention_in_matched"] - hb["prev_attention_off_matched"]] for k, hb in edits.items()]
 
 
 KEY_KINDS = ("likely", "other")  # keys after an earlier q that hold one of q's BIGRAM_TOP likeliest successors, or not
@@ -728,10 +829,17 @@ def pair_gradient_rows(pg: dict) -> list[list]:
     return [[name[k], pg[k]["trigger"], pg[k]["non-trigger"], pg[k]["net"], pg[k]["balance"]] for k in KEY_KINDS]
 
 
-def b10_values(hb: dict, pg: dict, scores: dict) -> dict[str, float]:
-    """B10's numbers of one random-trigger model from :func:`head_or_bigram`, :func:`pair_gradient` and
-    :func:`pair_scores` (of the trained model), named as :data:`B10_MEASURES`."""
-    return {"acc_off": hb["acc_off"], "top1_ratio": hb["top1_in"] / hb["top1_off"],
+def b10_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
+    """B10's numbers of one random-trigger model from :func:`discount_edits` (``"trained"``: its
+    :func:`head_or_bigram`), :func:`pair_gradient` and :func:`pair_scores` (of the trained model), named as
+    :data:`B10_MEASURES`. R, the ratio of ``top1_in`` to ``top1_off``, is read for every edit on the same
+    positions; ``discount_removed_share`` is (R trained - R both removed) / (R trained - 1), the share of R's
+    excess over 1 (no preference) that goes with both discounts, ``discount_doubled_growth`` (R both doubled -
+    R trained) / (R trained - 1), ``discount_pairwise_share`` the share that goes with both removed pair by pair."""
+    hb = edits["trained"]
+    ratio = {k: e["top1_in"] / e["top1_off"] for k, e in edits.items()}
+    excess = ratio["trained"] - 1 or float("nan")  # no preference to explain: the shares are undefined
+    return {"acc_off": hb["acc_off"], "top1_ratio": ratio["trained"],
             "top1_ratio_matched": hb["top1_in_matched"] / hb["top1_off_matched"],
             "attention_gap": hb["attention_in_matched"] - hb["attention_off_matched"],
             "prev_attention_gap": hb["prev_attention_in_matched"] - hb["prev_attention_off_matched"],
@@ -740,7 +848,11 @@ def b10_values(hb: dict, pg: dict, scores: dict) -> dict[str, float]:
                          "attention_target_elsewhere", "attention_rest")},
             "pair_QK1": scores["W_QK^1"]["likely_minus_other"], "pair_QK2": scores["W_QK^2"]["likely_minus_other"],
             "pair_discount_weaker": max(v["likely_minus_other"] for v in scores.values()),
-            "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"]}
+            "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"],
+            **{f"ratio_{k}": ratio[k] for k in DISCOUNT_EDITS if k != "trained"},
+            "discount_removed_share": (ratio["trained"] - ratio["both_removed"]) / excess,
+            "discount_doubled_growth": (ratio["both_doubled"] - ratio["trained"]) / excess,
+            "discount_pairwise_share": (ratio["trained"] - ratio["both_pairwise"]) / excess}
 
 
 B10_MEASURES = {  # b10_values: name -> (column header, meaning)
@@ -769,6 +881,11 @@ B10_MEASURES = {  # b10_values: name -> (column header, meaning)
     "pair_discount_weaker": ("weaker layer", "the larger (weaker) of the two"),
     "balance_gap": ("push undone, likely - other", "share of the triggers' push that the other repeated "
                                                    "positions undo, likely keys minus other keys"),
+    **{f"ratio_{k}": (f"ratio, {name}", f"the top-1 share ratio with {name}")
+       for k, (name, *_) in DISCOUNT_EDITS.items() if k != "trained"},
+    "discount_removed_share": ("share of the excess gone", "(R trained - R both removed) / (R trained - 1)"),
+    "discount_doubled_growth": ("growth, doubled", "(R both doubled - R trained) / (R trained - 1)"),
+    "discount_pairwise_share": ("share gone, pair by pair", "(R trained - R both pair by pair) / (R trained - 1)"),
 }
 
 
@@ -790,7 +907,7 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     ``b10s_<measure>_s<seed>``, and over the seeds: the smallest accuracy off the top and ratio, the largest
     ratio, how many seeds have a ratio above 2 (the bar of the single-seed row ``ih.b10_bigram_when_top``), and
     the largest (weakest) first-layer gap and pair discount and the smallest balance gap."""
-    per = {r.exp.seed: b10_values(head_or_bigram(r), pair_gradient(r), pair_scores(r.model(), r.exp.task()))
+    per = {r.exp.seed: b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task()))
            for r in runs.values()}
     out = {f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}") for s, v in per.items() for m in B10_MEASURES}
     col = {m: np.array([v[m] for v in per.values()]) for m in B10_MEASURES}
@@ -813,6 +930,17 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
         "b10s_rest_share_min": ((col["attention_rest_gap"] / -col["attention_gap"]).min(),
                                 "smallest over seeds: share of the lost attention that goes to the keys holding "
                                 "neither q nor o"),
+        "b10s_discount_removed_share_min": (col["discount_removed_share"].min(), "smallest over seeds: share of the "
+                                            "ratio's excess that goes with both discounts removed"),
+        "b10s_discount_removed_share_max": (col["discount_removed_share"].max(), "largest over seeds: the same"),
+        "b10s_discount_doubled_growth_min": (col["discount_doubled_growth"].min(), "smallest over seeds: the ratio's "
+                                             "growth with both discounts doubled, over its excess"),
+        "b10s_discount_doubled_growth_max": (col["discount_doubled_growth"].max(), "largest over seeds: the same"),
+        "b10s_discount_pairwise_share_min": (col["discount_pairwise_share"].min(), "smallest over seeds: the share "
+                                             "that goes with both discounts removed pair by pair"),
+        "b10s_discount_pairwise_share_max": (col["discount_pairwise_share"].max(), "largest over seeds: the same"),
+        "b10s_ratio_both_pairwise_min": (col["ratio_both_pairwise"].min(), "smallest over seeds: the ratio with both "
+                                         "discounts removed pair by pair"),
     })
     return report.Summary(out)
 
@@ -858,11 +986,13 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
     return report.Summary(out)
 
 
-B10_TABLES = {  # the seed study's two tables: B10's preference and the claims' mechanism; where the attention goes
+B10_TABLES = {  # the seed study's tables: B10's preference and the claims' mechanism; where the attention goes; edits
     "claims": ("acc_off", "top1_ratio", "top1_ratio_matched", "attention_gap", "prev_attention_gap", "pair_QK1",
                "pair_QK2", "pair_discount_weaker", "balance_gap"),
     "attention": ("attention_gap", "key_score_gap", "pair_score_gap", "match_score_gap", "rest_score_gap",
                   "attention_query_token_gap", "attention_target_elsewhere_gap", "attention_rest_gap"),
+    "edits": ("top1_ratio", *(f"ratio_{k}" for k in DISCOUNT_EDITS if k != "trained"), "discount_removed_share",
+              "discount_doubled_growth", "discount_pairwise_share"),
 }
 
 
@@ -892,7 +1022,8 @@ def study(profile: str | None = None, progress: bool = True) -> dict:
             "layers": {L: run(e, progress=progress) for L, e in layer_experiments(profile).items()},
             "ff": (ffr := run(ff_experiment(profile), progress=progress)),
             "random": (rnd := run(random_trigger_experiment(profile), progress=progress)),
-            "head_or_bigram": head_or_bigram(rnd),
+            "discount_edits": (edits := discount_edits(rnd)),
+            "head_or_bigram": edits["trained"],
             "pair_gradient": pair_gradient(rnd),
             "pair_scores": pair_score_models(rnd, ffr),
             "constructed": constructed_run(sched["joint"].exp)}
@@ -918,7 +1049,7 @@ def summary(res: dict) -> report.Summary:
     t = learning_order(res["seeds"])
     one, two, ffr, hb = layers[1], layers[2], res["ff"], res["head_or_bigram"]
     ps, pg = res["pair_scores"], res["pair_gradient"]
-    b10 = b10_values(hb, pg, ps[PAIR_MODELS[0]])
+    b10 = b10_values(res["discount_edits"], pg, ps[PAIR_MODELS[0]])
     n_seeds = len(res["seeds"])
     return report.Summary({
         "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
@@ -980,6 +1111,10 @@ def summary(res: dict) -> report.Summary:
         **{f"pg_{k}_balance": (pg[k]["balance"], f"share of the triggers' push on {k} keys that the other positions "
                                                  "undo") for k in KEY_KINDS},
         "pg_balance_gap": (b10["balance_gap"], "likely keys' balance minus other keys'"),
+        **{f"hb_ratio_{k}": (b10[f"ratio_{k}"], B10_MEASURES[f"ratio_{k}"][1]) for k in DISCOUNT_EDITS
+           if k != "trained"},
+        **{f"hb_{k}": (b10[k], B10_MEASURES[k][1]) for k in ("discount_removed_share", "discount_doubled_growth",
+                                                              "discount_pairwise_share")},
         "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
         "n_seeds": (n_seeds, "seeds of the joint run"),
         "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),

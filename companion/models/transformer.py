@@ -216,7 +216,7 @@ class Transformer(nn.Module):
         return x @ self.W_U.T
 
     def forward(self, tokens: torch.Tensor, last_only: bool = False, record: dict | None = None,
-                positions: torch.Tensor | None = None, score_bias: torch.Tensor | None = None):
+                positions: torch.Tensor | None = None, score_bias: torch.Tensor | dict | None = None):
         """Logits (batch, T, V), (batch, V) for the last position when ``last_only``, or (batch, m, V) at
         ``positions`` (batch, m), indices into T: the last layer runs only there (a loss on a few positions).
 
@@ -225,20 +225,26 @@ class Transformer(nn.Module):
         feed-forward layer (every position) and the stream ``u{L}`` entering the
         last one (the middle layers' maps are not kept: at T = 256 each costs
         about 0.5 GB for 2048 sequences). ``score_bias`` is added to the last layer's attention logits
-        (see :meth:`attend`).
+        (see :meth:`attend`), or, given as a dict {layer index (0-based): bias}, to those layers' logits.
         """
         return self.forward_from(0, self.embed(tokens), last_only, record, positions, score_bias)
 
     def forward_from(self, start: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None,
-                     positions: torch.Tensor | None = None, score_bias: torch.Tensor | None = None):
+                     positions: torch.Tensor | None = None, score_bias: torch.Tensor | dict | None = None):
         """Run layers ``start``, ``start + 1``, ... (0-based) on the stream x (batch, T, d), then unembed.
 
         With ``start = 1`` and x = ``record["u1"]`` this is the model with F1 dropped, without re-running
-        the first attention layer.
+        the first attention layer. ``score_bias``: as in :meth:`forward`.
 
         Raises:
-            ValueError: both ``last_only`` and ``positions``, or a position outside [0, T - 1].
+            ValueError: both ``last_only`` and ``positions``, a position outside [0, T - 1], or a
+                ``score_bias`` layer that is not one of the layers run.
         """
+        L = len(self.layers)
+        biases = score_bias if isinstance(score_bias, dict) else {} if score_bias is None else {L - 1: score_bias}
+        for l in biases:
+            if not (isinstance(l, int) and start <= l < L):
+                raise ValueError(f"score_bias layer {l!r} is not run: choose layers in [{start}, {L - 1}]")
         if positions is not None:
             if last_only:
                 raise ValueError("give either last_only or positions, not both")
@@ -246,11 +252,10 @@ class Transformer(nn.Module):
             if positions.numel() and not (0 <= int(positions.min()) and int(positions.max()) < T):
                 raise ValueError(f"positions must lie in [0, {T - 1}]; got [{int(positions.min())}, "
                                  f"{int(positions.max())}]")
-        L = len(self.layers)
         for l in range(start, L):
             final = l == L - 1
             u = self.attend(l, x, last_only=last_only and final, record=record if (final or l == 0) else None,
-                            positions=positions if final else None, score_bias=score_bias if final else None)
+                            positions=positions if final else None, score_bias=biases.get(l))
             if record is not None and (final or l == 0):
                 record[f"u{l + 1}"] = u.detach()
             x = self.feed_forward(l, u)
