@@ -153,3 +153,22 @@ def test_random_triggers_change_per_sequence_and_keep_their_outputs():
     assert noisy.noise_token not in noisy.triggers and len(noisy.triggers) == noisy.n - 1
     fixed = RecallTask(seq_len=16, n_triggers=2).sample(np.random.default_rng(0), 3)
     assert (fixed.triggers == np.array(RecallTask(n_triggers=2).triggers)).all()
+
+
+def test_recall_and_bigram_positions_leave_out_the_forced_transition():
+    """The final input is forced to be a trigger, so the target of the position before it is that trigger:
+    not the output of a trigger there, nor a bigram draw. The recall and bigram positions leave it out."""
+    task = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram")
+    T, b = task.seq_len, task.sample(np.random.default_rng(0), 400)
+    assert b.forced.sum() == 400 and b.forced[:, T - 2].all()
+    output = np.full(b.inputs.shape, -1)  # the output of the trigger each position holds
+    for k in range(b.triggers.shape[1]):
+        output = np.where(b.inputs == b.triggers[:, k:k + 1], b.ybar[:, k:k + 1], output)
+    wrong = (b.occurrence >= 2) & (b.targets != output)
+    assert wrong.any() and (np.nonzero(wrong)[1] == T - 2).all()  # it happens, and only there
+    assert (b.targets[b.recall_positions] == output[b.recall_positions]).all()
+    assert b.recall_positions.sum() == ((b.occurrence >= 2) & ~b.forced).sum()
+    big = task.stats.bigram
+    assert (big[b.inputs[b.bigram_positions], b.targets[b.bigram_positions]] > 0).all()
+    assert (big[b.inputs[:, T - 2], b.targets[:, T - 2]] == 0).any()  # the forced transition need not be one
+    assert b.bigram_positions.sum() == ((b.occurrence == 0) & ~b.forced).sum()

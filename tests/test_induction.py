@@ -443,10 +443,13 @@ def test_head_and_bigram_paths_add_up_to_the_logits():
 def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
     exp = dataclasses.replace(ih.random_trigger_experiment("quick"), steps=2, eval_every=1, batch=4, n_test=8)
     assert exp.task().trigger_draw == "unigram"
-    hb = ih.head_or_bigram(ih.run(exp, progress=False, use_cache=False), n_seq=40, chunk=16)
+    hb = ih.head_or_bigram(ih.run(exp, progress=False, use_cache=False), n_seq=120, chunk=32)
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 0
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
+    batches = [exp.task().sample(rng, 32) for _ in range(3)] + [exp.task().sample(rng, 24)]
+    assert hb["positions"] == sum(int(b.recall_positions.sum()) for b in batches)  # the forced position left out
     first = hb["bins"][0]  # o is the bigram's likeliest successor: predicting o is predicting the top
-    assert first["ranks"] == (1, 1) and first["acc"] == first["top1"]
+    assert first["ranks"] == (1, 1) and first["n"] > 0 and first["acc"] == first["top1"]
     assert all(0 <= b[k] <= 1 for b in hb["bins"] if b["n"] for k in ih.COLUMNS)
     rows = ih.head_or_bigram_rows(hb)
     assert [r[0] for r in rows][:2] == ["1", f"2 to {ih.BIGRAM_TOP}"] and len(rows[0]) == len(ih.HEAD_OR_BIGRAM_HEADER)
@@ -657,6 +660,8 @@ def test_b10_curves_along_training_count_the_test_positions():
     assert all(len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in ih.B10_CURVES)  # steps 0 to 3
     exp, task = r.exp, r.exp.task()
     ev = ih.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
+    T = exp.seq_len
+    assert not ev.head[:, T - 2].any() and not ev.other[:, T - 2].any()  # its target is the forced final trigger
     pred = r.model()(ev.tokens).argmax(-1)
     big, ranks = task.stats.bigram, ih.successor_ranks(task)
     hits = {"in": [], "off": []}

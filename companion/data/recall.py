@@ -74,6 +74,9 @@ class Batch:
             carries the loss.
         distractor: (batch,) the distractor y^D of synthetic IOI, else None.
         triggers: (batch, K) each sequence's triggers (column k goes with ``ybar[:, k]``), else None.
+        forced: (batch, T) bool, True at the position before the final trigger (z_{T-1}, 1-based), whose
+            target is the forced final trigger z_T: neither a bigram draw nor, when z_{T-1} is itself a
+            trigger, its output; None for tasks without a forced final trigger.
     """
 
     tokens: np.ndarray
@@ -83,6 +86,21 @@ class Batch:
     loss_mask: np.ndarray
     distractor: np.ndarray | None = None  # (batch,) synthetic IOI only (Appendix J)
     triggers: np.ndarray | None = None  # (batch, K) recall tasks only
+    forced: np.ndarray | None = None  # (batch, T) recall tasks only
+
+    @property
+    def recall_positions(self) -> np.ndarray:
+        """(batch, T) bool: the in-context recall positions, second and later trigger occurrences whose
+        target is the trigger's output (or the noise token after it): the ``forced`` position is not one."""
+        return self._unforced(self.occurrence >= 2)
+
+    @property
+    def bigram_positions(self) -> np.ndarray:
+        """(batch, T) bool: positions holding no trigger whose target is a bigram draw (not ``forced``)."""
+        return self._unforced(self.occurrence == 0)
+
+    def _unforced(self, where: np.ndarray) -> np.ndarray:
+        return where if self.forced is None else where & ~self.forced
 
     @property
     def inputs(self) -> np.ndarray:  # (batch, T)
@@ -206,6 +224,9 @@ class RecallTask:
         noisy = rng.random((T, batch)) < self.alpha  # noise draws after triggers
 
         z = np.empty((batch, T + 1), dtype=np.int64)
+        forced = np.zeros((batch, T), dtype=bool)
+        if T >= 2:
+            forced[:, T - 2] = True
         z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), u_first, side="right").clip(max=n - 1)
         final_trig = trig[rows, final_k]
         if T == 1:
@@ -216,7 +237,7 @@ class RecallTask:
             k = trig_index[rows, cur]
             after_trigger = np.where(noisy[t], self.noise_token, ybar[rows, np.maximum(k, 0)])
             nxt = np.where(k >= 0, after_trigger, nxt)
-            if t + 1 == T - 1:  # z_T is the final trigger
+            if t + 1 == T - 1:  # z_T is the final trigger (it replaces the output of a trigger z_{T-1})
                 nxt = final_trig
             z[:, t + 1] = nxt
 
@@ -235,7 +256,7 @@ class RecallTask:
             mask[:, -1] = occurrence[:, -1] >= 2
         else:
             mask = occurrence >= 2
-        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig)
+        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig, forced=forced)
 
     def _draw_triggers(self, rng: np.random.Generator, batch: int) -> np.ndarray:
         """(batch, K) trigger ids: the fixed triggers in every row, or K distinct draws per row from pi_u

@@ -313,8 +313,8 @@ class Evaluator:
         self.exp, self.model, self.task = exp, model, task
         self.tokens = torch.as_tensor(b.inputs, device=device)
         self.targets = torch.as_tensor(b.targets, device=device)
-        self.head = torch.as_tensor(b.occurrence >= 2, device=device)
-        self.other = torch.as_tensor(b.occurrence == 0, device=device)
+        self.head = torch.as_tensor(b.recall_positions, device=device)
+        self.other = torch.as_tensor(b.bigram_positions, device=device)
         self.b10 = task.trigger_draw == "unigram" and len(model.layers) == 2  # B10's measures along training
         if self.b10:
             self.b10_masks, self.b10_top1 = b10_test_masks(task, self.tokens, self.targets, self.head)
@@ -515,7 +515,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256, edit: d
         x, rec = torch.as_tensor(b.inputs), {}
         bias = {l: table[x[:, :, None], x[:, None, :]] for l, table in (edit or {}).items()}
         logits, head, rest = head_and_bigram_paths(model, x, rec, bias)
-        at = torch.as_tensor(b.occurrence >= 2)
+        at = torch.as_tensor(b.recall_positions)
         q, o = x[at], torch.as_tensor(b.targets)[at]
         after_q = _after_earlier(x)
         for k, v in _key_measures(model, x, rec, after_q, torch.as_tensor(b.targets), bias.get(1)).items():
@@ -1148,6 +1148,9 @@ def summary(res: dict) -> report.Summary:
         "qk2_first_t90_gap": (sched["W_QK^2 frozen first"].first_step_reaching("acc")
                               - sched["W_QK^1 frozen first"].first_step_reaching("acc"),
                               "first step with accuracy >= 0.9: W_QK^2 frozen first minus W_QK^1 frozen first"),
+        **{f"{k}_t90": (sched[name].first_step_reaching("acc"), f"{name}: first step with accuracy >= 0.9")
+           for k, name in (("qk2_first", "W_QK^1 frozen first"), ("qk1_first", "W_QK^2 frozen first"))},
+        "eval_every": (joint.exp.eval_every, "steps between evaluations"),
         "seconds": (sum(r.seconds for r in [*sched.values(), *layers.values(), ffr, res["random"],
                                             *(r for s_, r in res["seeds"].items() if r is not joint)]),
                     "training time of all runs (s)"),
