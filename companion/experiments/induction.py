@@ -8,7 +8,9 @@ public code); every other transition from the global bigram pi_b, the first
 token from the unigram. The in-context accuracy is measured at the positions
 that hold the second or a later occurrence of their trigger (the next token
 is then predictable from the context); the other positions are "bigram"
-positions.
+positions. The position before the generator's forced final trigger is neither
+(its target is that trigger): ``Batch.recall_positions`` and
+``Batch.bigram_positions`` leave it out.
 
 Model: the transformer of :mod:`companion.models.transformer` (W_E, the
 positions and W_U fixed at random init, attention scores scaled by
