@@ -787,8 +787,9 @@ def pair_gradient(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
     sequence) with respect to a shift delta added to those logits, for keys holding one of the query token's
     :data:`BIGRAM_TOP` likeliest bigram successors (``likely``) and for the others (``other``), split by
     query position: a trigger of the sequence seen before (its target is the trigger's output) or any other
-    token seen before (its target is a bigram draw). Positions whose token did not occur before have no such
-    keys, so the two parts add up to the whole derivative (``net``); negative pushes the logits up.
+    token seen before (its target is a bigram draw); the training loss also holds the position before the
+    forced final trigger (``Batch.forced``), counted by its token. Positions whose token did not occur before
+    have no such keys, so the two parts add up to the whole derivative (``net``); negative pushes the logits up.
     ``balance``: -non-trigger / trigger, the share of the triggers' push up that the other positions undo.
     Measured on ``n_seq`` fresh sequences (stream "pair-gradient" of the run's seed)."""
     exp = r.exp
@@ -908,7 +909,9 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     """B10's numbers (:func:`b10_values`) of each run of a :func:`b10_seed_members` set, named
     ``b10s_<measure>_s<seed>``, and over the seeds: the smallest accuracy off the top and ratio, the largest
     ratio, how many seeds have a ratio above 2 (the bar of the single-seed row ``ih.b10_bigram_when_top``), and
-    the largest (weakest) first-layer gap and pair discount and the smallest balance gap."""
+    the largest (weakest) first-layer gap and pair discount and the smallest balance gap; the extremes of the
+    discount edits' shares (:func:`discount_edits`) and how many seeds the first layer's edit lowers the ratio
+    more in."""
     per = {r.exp.seed: b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task()))
            for r in runs.values()}
     out = {f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}") for s, v in per.items() for m in B10_MEASURES}
