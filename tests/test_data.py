@@ -172,3 +172,29 @@ def test_recall_and_bigram_positions_leave_out_the_forced_transition():
     assert (big[b.inputs[b.bigram_positions], b.targets[b.bigram_positions]] > 0).all()
     assert (big[b.inputs[:, T - 2], b.targets[:, T - 2]] == 0).any()  # the forced transition need not be one
     assert b.bigram_positions.sum() == ((b.occurrence == 0) & ~b.forced).sum()
+
+
+def test_without_a_final_trigger_every_trigger_is_followed_by_its_output():
+    """final_trigger=False (the Birth public code): the last input follows the chain, nothing is forced."""
+    task = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram",
+                      final_trigger=False)
+    T, b = task.seq_len, task.sample(np.random.default_rng(0), 400)
+    assert b.forced is None
+    output = np.full(b.inputs.shape, -1)
+    for k in range(b.triggers.shape[1]):
+        output = np.where(b.inputs == b.triggers[:, k:k + 1], b.ybar[:, k:k + 1], output)
+    held = output >= 0
+    assert (b.targets[held] == output[held]).all()  # T - 2 included
+    assert not np.isin(b.inputs[:, -1], b.triggers).all()  # the last input is not always a trigger
+    assert (b.recall_positions == (b.occurrence >= 2)).all()
+    big = task.stats.bigram
+    assert (big[b.inputs[b.bigram_positions], b.targets[b.bigram_positions]] > 0).all()
+    same = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram")
+    forced = same.sample(np.random.default_rng(0), 400)  # the same draws: only the forced transition differs
+    assert (forced.tokens[:, :T - 1] == b.tokens[:, :T - 1]).all()
+    for loss_on in ("final", "final_recall"):
+        with pytest.raises(ValueError, match=f"loss_on='{loss_on}' predicts after the final trigger: it needs "
+                                             "final_trigger=True"):
+            RecallTask(loss_on=loss_on, final_trigger=False)
+    with pytest.raises(ValueError, match="final_trigger must be True or False, got 1"):
+        RecallTask(final_trigger=1)

@@ -462,7 +462,7 @@ def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
 
 
 def _tiny_random_run():
-    exp = dataclasses.replace(ih.random_trigger_experiment("quick"), steps=3, eval_every=1, batch=4, n_test=8)
+    exp = dataclasses.replace(ih.random_trigger_experiment("quick"), steps=3, eval_every=1, batch=4, n_test=16)
     return ih.run(exp, progress=False, use_cache=False)
 
 
@@ -653,6 +653,18 @@ def test_discount_edit_moves_only_the_likely_pairs_token_token_logits():
     assert all(len(row) == len(ih.DISCOUNT_EDIT_HEADER) for row in rows)
 
 
+def test_evaluator_leaves_out_the_position_before_a_forced_final_trigger():
+    exp = ih.three_step_runs("quick")["slide order, orthonormal"]  # its loss is at the final trigger: kept
+    ev = ih.Evaluator(exp, Transformer(exp.model_config(), seed=0), "cpu")
+    T = exp.seq_len
+    assert exp.task().final_trigger and ev.head.any()
+    assert not ev.head[:, T - 2].any() and not ev.other[:, T - 2].any()  # its target is the forced final trigger
+    birth = ih.random_trigger_experiment("quick")  # the Birth runs: no forced final trigger, as the public code
+    assert not birth.task().final_trigger
+    ev = ih.Evaluator(birth, Transformer(birth.model_config(), seed=0), "cpu")
+    assert ev.head[:, T - 2].any()
+
+
 def test_b10_curves_along_training_count_the_test_positions():
     """The random-trigger run logs B10's top-1 shares on its test batch (checked against a position-by-position
     count at the end) and the pair discounts of pair_scores; a fixed-trigger run logs neither."""
@@ -660,8 +672,6 @@ def test_b10_curves_along_training_count_the_test_positions():
     assert all(len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in ih.B10_CURVES)  # steps 0 to 3
     exp, task = r.exp, r.exp.task()
     ev = ih.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
-    T = exp.seq_len
-    assert not ev.head[:, T - 2].any() and not ev.other[:, T - 2].any()  # its target is the forced final trigger
     pred = r.model()(ev.tokens).argmax(-1)
     big, ranks = task.stats.bigram, ih.successor_ranks(task)
     hits = {"in": [], "off": []}

@@ -127,6 +127,10 @@ class RecallTask:
         noise: ``"new"`` (token N+1, paper) or ``"existing"`` (``'!'``, public code).
         loss_on: ``"final"`` (paper), ``"triggers"`` (public code), ``"all"`` or ``"final_recall"``.
         trigger_draw: ``"fixed"`` or ``"unigram"`` (random triggers per sequence).
+        final_trigger: True (the main paper): the last input z_T is forced to be a trigger, and the target
+            of the position before it is that trigger (``Batch.forced``). False (the Birth paper's public
+            code): the last input follows the chain like any other; ``final_ybar`` is then only the output
+            of a trigger drawn at random. ``loss_on="final"`` and ``"final_recall"`` need True.
     """
 
     seq_len: int = 256
@@ -136,6 +140,7 @@ class RecallTask:
     noise: str = "new"
     loss_on: str = "final"
     trigger_draw: str = "fixed"
+    final_trigger: bool = True
     stats: CharStats = field(default_factory=load_char_stats, repr=False, compare=False)
 
     def __post_init__(self):
@@ -144,6 +149,11 @@ class RecallTask:
         check_choice("noise kind", self.noise, NOISE_KINDS)
         check_choice("loss_on", self.loss_on, LOSS_POSITIONS)
         check_choice("trigger_draw", self.trigger_draw, TRIGGER_DRAWS)
+        if not isinstance(self.final_trigger, bool):
+            raise ValueError(f"final_trigger must be True or False, got {self.final_trigger!r}")
+        if not self.final_trigger and self.loss_on in ("final", "final_recall"):
+            raise ValueError(f"loss_on={self.loss_on!r} predicts after the final trigger: it needs "
+                             "final_trigger=True (allowed loss_on without it: 'triggers', 'all')")
         n = self.stats.n
         if self.trigger_draw == "unigram":
             pool = range(n) if self.triggers is None else self.triggers
@@ -225,11 +235,11 @@ class RecallTask:
 
         z = np.empty((batch, T + 1), dtype=np.int64)
         forced = np.zeros((batch, T), dtype=bool)
-        if T >= 2:
+        if self.final_trigger:
             forced[:, T - 2] = True
         z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), u_first, side="right").clip(max=n - 1)
         final_trig = trig[rows, final_k]
-        if T == 1:
+        if T == 1 and self.final_trigger:
             z[:, 0] = final_trig
         for t in range(T):
             cur = z[:, t]
@@ -237,7 +247,7 @@ class RecallTask:
             k = trig_index[rows, cur]
             after_trigger = np.where(noisy[t], self.noise_token, ybar[rows, np.maximum(k, 0)])
             nxt = np.where(k >= 0, after_trigger, nxt)
-            if t + 1 == T - 1:  # z_T is the final trigger (it replaces the output of a trigger z_{T-1})
+            if t + 1 == T - 1 and self.final_trigger:  # z_T is the final trigger (over a trigger's output)
                 nxt = final_trig
             z[:, t + 1] = nxt
 
@@ -256,7 +266,8 @@ class RecallTask:
             mask[:, -1] = occurrence[:, -1] >= 2
         else:
             mask = occurrence >= 2
-        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig, forced=forced)
+        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig,
+                     forced=forced if self.final_trigger else None)
 
     def _draw_triggers(self, rng: np.random.Generator, batch: int) -> np.ndarray:
         """(batch, K) trigger ids: the fixed triggers in every row, or K distinct draws per row from pi_u

@@ -8,9 +8,11 @@ public code); every other transition from the global bigram pi_b, the first
 token from the unigram. The in-context accuracy is measured at the positions
 that hold the second or a later occurrence of their trigger (the next token
 is then predictable from the context); the other positions are "bigram"
-positions. The position before the generator's forced final trigger is neither
-(its target is that trigger): ``Batch.recall_positions`` and
-``Batch.bigram_positions`` leave it out.
+positions. As in the public code, the last input is not forced to be a trigger
+(``RecallTask(final_trigger=False)``); the three gradient steps, whose loss is
+at the final trigger, keep it, and their measures leave out the position before
+it, whose target is that trigger (``Batch.recall_positions``,
+``Batch.bigram_positions``).
 
 Model: the transformer of :mod:`companion.models.transformer` (W_E, the
 positions and W_U fixed at random init, attention scores scaled by
@@ -146,8 +148,9 @@ class InductionExperiment(config.Profiled):
 
 
     def task(self) -> RecallTask:
+        """The public code's data: no noise, and no forced final trigger (``final_trigger=False``)."""
         return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="existing",
-                          loss_on=self.loss_on, trigger_draw=self.trigger_draw)
+                          loss_on=self.loss_on, trigger_draw=self.trigger_draw, final_trigger=False)
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=self.ff)
