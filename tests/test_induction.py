@@ -712,6 +712,7 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_discount_removed_share_min"] == min(v["discount_removed_share"] for v in per)
     assert s["b10s_discount_doubled_growth_min"] == min(v["discount_doubled_growth"] for v in per)
     assert s["b10s_qk1_stronger"] == sum(v["ratio_QK1_removed"] < v["ratio_QK2_removed"] for v in per)
+    assert s["b10s_pairwise_more"] == sum(v["discount_pairwise_share"] > v["discount_removed_share"] for v in per)
     over = ih.b10_seed_overview(s)
     assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
     for table in ih.B10_TABLES:

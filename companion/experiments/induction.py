@@ -949,6 +949,8 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
         "b10s_discount_pairwise_share_max": (col["discount_pairwise_share"].max(), "largest over seeds: the same"),
         "b10s_qk1_stronger": (int((col["ratio_QK1_removed"] < col["ratio_QK2_removed"]).sum()), "seeds where removing "
                               "W_QK^1's discount alone lowers the ratio more than removing W_QK^2's alone"),
+        "b10s_pairwise_more": (int((col["discount_pairwise_share"] > col["discount_removed_share"]).sum()),
+                               "seeds where the pair-by-pair edit takes away more of the excess than the mean edit"),
         "b10s_ratio_both_pairwise_min": (col["ratio_both_pairwise"].min(), "smallest over seeds: the ratio with both "
                                          "discounts removed pair by pair"),
     })
