@@ -790,8 +790,8 @@ def pair_gradient(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
     sequence) with respect to a shift delta added to those logits, for keys holding one of the query token's
     :data:`BIGRAM_TOP` likeliest bigram successors (``likely``) and for the others (``other``), split by
     query position: a trigger of the sequence seen before (its target is the trigger's output) or any other
-    token seen before (its target is a bigram draw); the training loss also holds the position before the
-    forced final trigger (``Batch.forced``), counted by its token. Positions whose token did not occur before
+    token seen before (its target is a bigram draw); in a task with a forced final trigger (``Batch.forced``)
+    the position before it is in the loss too, counted by its token. Positions whose token did not occur before
     have no such keys, so the two parts add up to the whole derivative (``net``); negative pushes the logits up.
     ``balance``: -non-trigger / trigger, the share of the triggers' push up that the other positions undo.
     Measured on ``n_seq`` fresh sequences (stream "pair-gradient" of the run's seed)."""
