@@ -155,15 +155,21 @@ def test_random_triggers_change_per_sequence_and_keep_their_outputs():
     assert (fixed.triggers == np.array(RecallTask(n_triggers=2).triggers)).all()
 
 
+def _trigger_outputs(b) -> np.ndarray:
+    """(batch, T): the output of the trigger each input position holds, -1 where it holds none."""
+    output = np.full(b.inputs.shape, -1)
+    for k in range(b.triggers.shape[1]):
+        output = np.where(b.inputs == b.triggers[:, k:k + 1], b.ybar[:, k:k + 1], output)
+    return output
+
+
 def test_recall_and_bigram_positions_leave_out_the_forced_transition():
     """The final input is forced to be a trigger, so the target of the position before it is that trigger:
     not the output of a trigger there, nor a bigram draw. The recall and bigram positions leave it out."""
     task = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram")
     T, b = task.seq_len, task.sample(np.random.default_rng(0), 400)
     assert b.forced.sum() == 400 and b.forced[:, T - 2].all()
-    output = np.full(b.inputs.shape, -1)  # the output of the trigger each position holds
-    for k in range(b.triggers.shape[1]):
-        output = np.where(b.inputs == b.triggers[:, k:k + 1], b.ybar[:, k:k + 1], output)
+    output = _trigger_outputs(b)
     wrong = (b.occurrence >= 2) & (b.targets != output)
     assert wrong.any() and (np.nonzero(wrong)[1] == T - 2).all()  # it happens, and only there
     assert (b.targets[b.recall_positions] == output[b.recall_positions]).all()
@@ -180,9 +186,7 @@ def test_without_a_final_trigger_every_trigger_is_followed_by_its_output():
                       final_trigger=False)
     T, b = task.seq_len, task.sample(np.random.default_rng(0), 400)
     assert b.forced is None
-    output = np.full(b.inputs.shape, -1)
-    for k in range(b.triggers.shape[1]):
-        output = np.where(b.inputs == b.triggers[:, k:k + 1], b.ybar[:, k:k + 1], output)
+    output = _trigger_outputs(b)
     held = output >= 0
     assert (b.targets[held] == output[held]).all()  # T - 2 included
     assert not np.isin(b.inputs[:, -1], b.triggers).all()  # the last input is not always a trigger

@@ -234,8 +234,9 @@ class RecallTask:
         noisy = rng.random((T, batch)) < self.alpha  # noise draws after triggers
 
         z = np.empty((batch, T + 1), dtype=np.int64)
-        forced = np.zeros((batch, T), dtype=bool)
+        forced = None  # the position whose target is the forced final trigger (T >= 4, so there is one)
         if self.final_trigger:
+            forced = np.zeros((batch, T), dtype=bool)
             forced[:, T - 2] = True
         z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), u_first, side="right").clip(max=n - 1)
         final_trig = trig[rows, final_k]
@@ -266,8 +267,7 @@ class RecallTask:
             mask[:, -1] = occurrence[:, -1] >= 2
         else:
             mask = occurrence >= 2
-        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig,
-                     forced=forced if self.final_trigger else None)
+        return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig, forced=forced)
 
     def _draw_triggers(self, rng: np.random.Generator, batch: int) -> np.ndarray:
         """(batch, K) trigger ids: the fixed triggers in every row, or K distinct draws per row from pi_u

@@ -571,10 +571,22 @@ MECHANISM_HEADER = ("at the second and later occurrences of q, within strata of 
                     f"o is not among q's {BIGRAM_TOP} likeliest", "difference")
 
 
+def matched_gap(hb: dict, measure: str) -> float:
+    """A :func:`head_or_bigram` measure (``acc``, ``top1`` or one of :data:`MECHANISM`) within strata, o in the
+    top minus o off the top."""
+    return hb[f"{measure}_in_matched"] - hb[f"{measure}_off_matched"]
+
+
+def top1_ratio(hb: dict, matched: bool = False) -> float:
+    """B10's ratio R: the share predicting q's likeliest successor with o its 2nd to :data:`BIGRAM_TOP`-th
+    likeliest over the same share with o off the top (within strata when ``matched``)."""
+    end = "_matched" if matched else ""
+    return hb[f"top1_in{end}"] / hb[f"top1_off{end}"]
+
+
 def head_or_bigram_mechanism_rows(hb: dict) -> list[list]:
     """Rows for :data:`MECHANISM_HEADER`: each :data:`MECHANISM` measure compared within strata."""
-    return [[name, hb[f"{k}_in_matched"], hb[f"{k}_off_matched"], hb[f"{k}_in_matched"] - hb[f"{k}_off_matched"]]
-            for k, name in MECHANISM.items()]
+    return [[name, hb[f"{k}_in_matched"], hb[f"{k}_off_matched"], matched_gap(hb, k)] for k, name in MECHANISM.items()]
 
 
 def _after_earlier(x: torch.Tensor) -> torch.Tensor:
@@ -761,9 +773,8 @@ DISCOUNT_EDIT_HEADER = ("edit", f"accuracy, o q's 2nd to {BIGRAM_TOP}th likelies
 def discount_edit_rows(edits: dict[str, dict]) -> list[list]:
     """Rows for :data:`DISCOUNT_EDIT_HEADER` from :func:`discount_edits`."""
     return [[DISCOUNT_EDITS[k][0], hb["acc_in"], hb["acc_off"], hb["top1_in"], hb["top1_off"],
-             hb["top1_in"] / hb["top1_off"], hb["top1_in_matched"] / hb["top1_off_matched"],
-             hb["attention_in_matched"] - hb["attention_off_matched"],
-             hb["prev_attention_in_matched"] - hb["prev_attention_off_matched"]] for k, hb in edits.items()]
+             top1_ratio(hb), top1_ratio(hb, matched=True), matched_gap(hb, "attention"),
+             matched_gap(hb, "prev_attention")] for k, hb in edits.items()]
 
 
 KEY_KINDS = ("likely", "other")  # keys after an earlier q that hold one of q's BIGRAM_TOP likeliest successors, or not
@@ -843,15 +854,11 @@ def b10_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
     excess over 1 (no preference) that goes with both discounts, ``discount_doubled_growth`` (R both doubled -
     R trained) / (R trained - 1), ``discount_pairwise_share`` the share that goes with both removed pair by pair."""
     hb = edits["trained"]
-    ratio = {k: e["top1_in"] / e["top1_off"] for k, e in edits.items()}
+    ratio = {k: top1_ratio(e) for k, e in edits.items()}
     excess = ratio["trained"] - 1 or float("nan")  # no preference to explain: the shares are undefined
     return {"acc_off": hb["acc_off"], "top1_ratio": ratio["trained"],
-            "top1_ratio_matched": hb["top1_in_matched"] / hb["top1_off_matched"],
-            "attention_gap": hb["attention_in_matched"] - hb["attention_off_matched"],
-            "prev_attention_gap": hb["prev_attention_in_matched"] - hb["prev_attention_off_matched"],
-            **{f"{k}_gap": hb[f"{k}_in_matched"] - hb[f"{k}_off_matched"]
-               for k in ("key_score", "pair_score", "match_score", "rest_score", "attention_query_token",
-                         "attention_target_elsewhere", "attention_rest")},
+            "top1_ratio_matched": top1_ratio(hb, matched=True),
+            **{f"{k}_gap": matched_gap(hb, k) for k in MECHANISM},
             "pair_QK1": scores["W_QK^1"]["likely_minus_other"], "pair_QK2": scores["W_QK^2"]["likely_minus_other"],
             "pair_discount_weaker": max(v["likely_minus_other"] for v in scores.values()),
             "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"],
