@@ -14,7 +14,10 @@ with other choices are shown and described, not held to the paper's number.
 A recorded file is *stale* when its experiment's configuration, rebuilt today
 from the recorded profile and overrides, differs from the recorded one
 (:func:`stale`); ``tests/test_recorded.py`` fails then and names the command
-that regenerates it.
+that regenerates it. A field added to an experiment after a file was recorded
+counts as unchanged while it has its default, so a new field must default to the
+old behaviour; a change of behaviour under an unchanged configuration is not
+seen here, and its recorded files must be regenerated or removed by hand.
 
 >>> parse_overrides(["d=256", "ff=mlp,linear", "noise=existing", "lr=0.01"])
 {'d': 256, 'ff': ('mlp', 'linear'), 'noise': 'existing', 'lr': 0.01}
@@ -366,11 +369,23 @@ def stale(rec: Recorded) -> str:
     except ValueError as e:
         return f"its settings are no longer valid ({e}); regenerate with: {rec.command}"
     now = _configs(exp)
+    if len(exp) == 1:
+        now = _without_new_defaults(now, rec.config, next(iter(exp.values())))
+    else:
+        now = {k: _without_new_defaults(v, rec.config.get(k, {}), exp[k]) for k, v in now.items()}
     changed = sorted(k for k in set(now) | set(rec.config) if now.get(k) != rec.config.get(k))
     if changed:
         diffs = ", ".join(f"{k}: recorded {rec.config.get(k)!r}, now {now.get(k)!r}" for k in changed)
         return f"configuration changed ({diffs}); regenerate with: {rec.command}"
     return ""
+
+
+def _without_new_defaults(now: dict, recorded: dict, exp) -> dict:
+    """``now`` less the fields a recorded configuration predates whose value today is their default: a field is
+    added with the default that keeps the old behaviour (DESIGN.md), so such a file still describes its run."""
+    defaults = {f.name: f.default for f in dataclasses.fields(exp) if f.default is not dataclasses.MISSING}
+    return {k: v for k, v in now.items()
+            if k in recorded or k not in defaults or v != _jsonable(defaults[k])}
 
 
 def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:

@@ -1,5 +1,6 @@
 """The task generator against its specification (main paper, Section 3)."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -91,7 +92,10 @@ def test_public_code_options_and_several_triggers():
     assert len(task.triggers) == 3
     b = task.sample(np.random.default_rng(3), 50)
     assert np.isin(b.inputs[:, -1], task.triggers).all()
-    np.testing.assert_array_equal(b.loss_mask, b.occurrence >= 2)
+    np.testing.assert_array_equal(b.loss_mask, b.recall_positions)  # the public code's loss positions ...
+    assert (b.occurrence[:, -2] >= 2).any() and not b.loss_mask[:, -2].any()  # ... never the forced transition
+    public = dataclasses.replace(task, final_trigger=False).sample(np.random.default_rng(3), 50)
+    np.testing.assert_array_equal(public.loss_mask, public.occurrence >= 2)  # without one, every occurrence
     for i in range(50):  # each trigger is followed by its own ybar or the noise
         for k, qk in enumerate(task.triggers):
             nxt = np.delete(b.tokens[i, 1:], -2)[np.delete(b.tokens[i, :-1], -2) == qk]

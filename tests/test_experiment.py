@@ -54,6 +54,9 @@ def test_cache_roundtrip(tmp_path):
     (dict(truncate="F3.U_in"), r"layer=3 is out of range"),
     (dict(ff=("mlp", "linear"), truncate="F2.U_in"), "has no U_in"),
     (dict(lr=-1.0), r"lr=-1.0 is out of range"),
+    (dict(final_trigger=False), r"loss_on='final' predicts after the final trigger: it needs final_trigger=True"),
+    (dict(final_trigger=False, loss_on="triggers", task_kind="ioi"), "synthetic IOI ends with its trigger"),
+    (dict(final_trigger="no", loss_on="triggers"), "final_trigger must be True or False, got 'no'"),
 ])
 def test_bad_input_fails_before_work(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -103,3 +106,17 @@ def test_evaluator_shares_passes_exactly(overrides):
     assert row["attn_to_correct"] == attn["to_correct"] and row["attn_to_noise"] == attn["to_noise"]
     assert row["clean_p_correct"][-1] == pytest.approx(full["p_correct"], abs=1e-5)  # rho = 1 (via an SVD)
     assert row["clean_dropF1_loss"] != pytest.approx(full["loss"], abs=1e-4)  # F1 does matter here
+
+
+def test_public_code_sequences_train_without_a_final_trigger_and_test_with_one():
+    """final_trigger=False: the training sequences are the public code's (nothing forced, every repeated
+    trigger occurrence in the loss); the test sequences end with a trigger, where Fig. 3 measures."""
+    exp = RecallExperiment.quick(**TINY, loss_on="triggers", noise="existing", final_trigger=False)
+    train = exp.task().sample(np.random.default_rng(0), 64)
+    assert train.forced is None and (train.loss_mask == (train.occurrence >= 2)).all()
+    clean, noisy = exp.test_batches()
+    q = exp.task().triggers[0]
+    assert (clean.inputs[:, -1] == q).all() and (noisy.inputs[:, -1] == q).all()
+    same = RecallExperiment.quick(**TINY, loss_on="triggers", noise="existing")
+    np.testing.assert_array_equal(clean.tokens, same.test_batches()[0].tokens)  # the same test sequences
+    assert exp.key() != same.key()

@@ -144,3 +144,14 @@ def test_check_lines_may_name_a_summary_with_digits():
     """A summary variable with digits in its name (``b10s``) is read, not silently skipped."""
     line = 'claims.check("ih.x", b10s["b10s_min"])\nclaims.check("ih.y", summary["y"])'
     assert record._CHECK_LINE.findall(line) == [("ih.x", "b10s", "b10s_min"), ("ih.y", "summary", "y")]
+
+
+def test_a_field_added_after_recording_is_current_only_at_its_default(tmp_path):
+    """A file recorded before a field existed still matches while that field has its default (which keeps the
+    old behaviour); set to anything else, the file is stale."""
+    rec = record.load(_fake(tmp_path))
+    old = {k: v for k, v in rec.config.items() if k != "final_trigger"}
+    assert "final_trigger" in rec.config and record.stale(record.Recorded(rec.path, dict(rec.data, config=old))) == ""
+    changed = dict(rec.data, config=old, overrides={**rec.settings(), "final_trigger": False, "loss_on": "triggers"})
+    why = record.stale(record.Recorded(rec.path, changed))
+    assert "final_trigger: recorded None, now False" in why

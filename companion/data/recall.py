@@ -26,13 +26,19 @@ Options that the paper and its public code choose differently:
   every ordinary token, less the noise token when alpha > 0).
 * ``loss_on="final"`` (paper): only the prediction of z_{T+1} at position T
   carries the loss. ``loss_on="triggers"`` (public code): every position
-  holding the second or a later occurrence of a trigger in the sequence.
+  holding the second or a later occurrence of a trigger in the sequence
+  (``Batch.recall_positions``: with a forced final trigger, not the position
+  before it, whose target is that trigger and not an output).
   ``loss_on="all"``: every position (Birth of a Transformer's full models,
   seed 002: the bigram loss elsewhere plus the in-context loss).
   ``loss_on="final_recall"``: position T only, and only when z_T is the second
   or a later occurrence of its trigger, so that the correct output is in the
   context (the "three gradient steps" of seed 002: one loss position per
   sequence, its target uniform).
+* ``final_trigger=True`` (paper): step iii. ``False`` (both public codes,
+  leichen2018/ATTN_vs_MLP and albietz/transformer-birth): no step iii, the last
+  input follows the chain like any other; only ``loss_on="triggers"`` or
+  ``"all"`` can train on such sequences.
 
 Generation is vectorised over the batch: one numpy Generator, T steps of
 array operations, no per-token Python work.
@@ -265,8 +271,8 @@ class RecallTask:
         elif self.loss_on == "final_recall":
             mask = np.zeros((batch, T), dtype=bool)
             mask[:, -1] = occurrence[:, -1] >= 2
-        else:
-            mask = occurrence >= 2
+        else:  # "triggers": the recall positions, never the forced one (its target is the final trigger)
+            mask = occurrence >= 2 if forced is None else (occurrence >= 2) & ~forced
         return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig, forced=forced)
 
     def _draw_triggers(self, rng: np.random.Generator, batch: int) -> np.ndarray:

@@ -40,6 +40,9 @@ class RecallExperiment(config.Profiled):
     first trains ``pretrain_steps`` on alpha = 0 (Appendix B.1), then
     ``steps`` on alpha. Measurements are taken at every step up to
     ``dense_until`` (of each phase) and every ``eval_every`` steps after.
+    ``final_trigger=False`` trains on the public code's sequences, which do not
+    end with a forced trigger (only with ``loss_on="triggers"``); the test
+    sequences end with one either way.
     """
 
     profile: str = "quick"
@@ -58,6 +61,7 @@ class RecallExperiment(config.Profiled):
     schedule: str = "noisy"
     task_kind: str = "recall"
     optimizer: str = "sgd"
+    final_trigger: bool = True
     pretrain_steps: int = 0
     rhos: tuple[float, ...] = RHO_GRID
     truncate: str = "F2.U_in"
@@ -101,9 +105,14 @@ class RecallExperiment(config.Profiled):
         return cls(**{**base, **overrides})
 
 
-    def task(self, alpha: float | None = None) -> RecallTask | IOITask:
+    def task(self, alpha: float | None = None, final_trigger: bool | None = None) -> RecallTask | IOITask:
+        """The training distribution (``alpha`` and ``final_trigger`` default to the run's). The test sequences
+        always end with a trigger (``test_batches``): Fig. 3 measures the prediction after it."""
         alpha = self.alpha if alpha is None else alpha
+        final_trigger = self.final_trigger if final_trigger is None else final_trigger
         if self.task_kind == "ioi":
+            if not final_trigger:
+                raise ValueError("synthetic IOI ends with its trigger: final_trigger=False is a recall-task option")
             if self.triggers is not None and len(self.triggers) != 1:
                 raise ValueError(f"triggers={self.triggers}: synthetic IOI has exactly one trigger")
             if (self.noise, self.loss_on) != ("new", "final"):
@@ -111,7 +120,7 @@ class RecallExperiment(config.Profiled):
             return IOITask(seq_len=self.seq_len, alpha=alpha,
                            trigger=None if self.triggers is None else self.triggers[0])
         return RecallTask(seq_len=self.seq_len, alpha=alpha,
-                          triggers=self.triggers, noise=self.noise, loss_on=self.loss_on)
+                          triggers=self.triggers, noise=self.noise, loss_on=self.loss_on, final_trigger=final_trigger)
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=self.ff)
@@ -123,7 +132,7 @@ class RecallExperiment(config.Profiled):
     def test_batches(self):
         """The fixed clean (alpha = 0) and noisy (training alpha) test batches of this run."""
         streams = config.seed_streams(self.seed, ["test-data"])
-        task = self.task()
+        task = self.task(final_trigger=True)
         rng = np.random.default_rng(streams["test-data"])
         clean = task.with_alpha(0.0).sample(rng, self.n_test)
         noisy = task.sample(rng, self.n_test)

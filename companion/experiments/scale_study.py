@@ -3,14 +3,15 @@
 A ladder of sizes from the quick profile towards the paper's (d = T = 256,
 batch 512, 2000 steps), each run for the paper's choices (a new noise token,
 loss on the final position) and the public code's (an existing token as noise,
-loss on every trigger occurrence). The runs are made outside the book with
-``python -m companion record`` (see :func:`commands`) and committed under
-``data/recorded/``; the chapter plots what is there.
+loss on every trigger occurrence, training sequences without a forced final
+trigger). The runs are made outside the book with ``python -m companion record``
+(see :func:`commands`) and committed under ``data/recorded/``; the chapter plots
+what is there.
 
 >>> len(LADDER), sorted(CHOICES)
 (4, ['paper', 'public code'])
 >>> commands()[1]
-'python -m companion record recall --profile quick --set loss_on=triggers --set noise=existing'
+'python -m companion record recall --profile quick --set final_trigger=False --set loss_on=triggers --set noise=existing'
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ LADDER = (
     dict(d=128, seq_len=128, batch=256, steps=2000, eval_every=100, n_test=512),
     dict(d=256, seq_len=128, batch=256, steps=2000, eval_every=100, n_test=512),
 )
-CHOICES = {"paper": {}, "public code": dict(noise="existing", loss_on="triggers")}
+# The public code (leichen2018/ATTN_vs_MLP) also has no forced final trigger in its training sequences.
+CHOICES = {"paper": {}, "public code": dict(noise="existing", loss_on="triggers", final_trigger=False)}
 PAPER_SIZE = dict(d=256, seq_len=256, batch=512, steps=2000)
 
 
@@ -58,9 +60,10 @@ def work(rec: record.Recorded) -> float:
 
 def choice(rec: record.Recorded) -> str | None:
     """Which choice a recorded run made ('paper', 'public code'), or None if neither."""
-    mine = {k: rec.config[k] for k in ("noise", "loss_on")}
+    defaults = {"noise": "new", "loss_on": "final", "final_trigger": True}
+    mine = {k: rec.config.get(k, v) for k, v in defaults.items()}
     for name, c in CHOICES.items():
-        if mine == {"noise": c.get("noise", "new"), "loss_on": c.get("loss_on", "final")}:
+        if mine == {**defaults, **c}:
             return name
     return None
 
