@@ -741,3 +741,39 @@ def test_b10_along_training_averages_each_window_then_the_seeds():
         ih.b10_along_training(curves, late=(0.5, 1.2))
     with pytest.raises(ValueError, match=r"early=\(0.1, 0.2\) holds no evaluation of 'a'"):
         ih.b10_along_training(curves, early=(0.1, 0.2))
+
+
+def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
+    small = dict(d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
+    exp = ih.ThreeStepExperiment.quick(data="shakespeare", **small)
+    paths = ih.step3_row_paths(exp, row=1, factors=(1.0, 2.0))
+    model, task, population, line = ih._step_setup(exp)  # the same model, by hand
+    ih._gradient_step(model, "W_V^2", population, line, exp.etas)
+    assert ih._gradient_step(model, "W_QK^2", population, line, exp.etas)[1] == paths["step2_size"]
+    G = -ih._population_gradient(model, "W_QK^1", population)
+    p = model.P / model.P.norm(dim=1, keepdim=True)
+    total = paths["key"][0] + paths["value"][0]
+    # entry (1, 0) of the P x P block: c |p|^2 = sqrt(d) times the mean logit gradient
+    assert (p[1] @ G @ p[0]).item() == pytest.approx(230 ** 0.5 * total, rel=1e-4)
+    assert (p[1] @ G @ p[1]).item() == pytest.approx(-230 ** 0.5 * total, rel=1e-4)  # the row sums to zero
+    missed = dict(ih.qk1_misses(ih.three_steps(exp, progress=False, use_cache=False)))
+    assert (1 in missed) == (total < 0)  # row 1's probe: exactly the sign of the entry
+    assert 0 < paths["trigger_share"] < 1 and len(paths["key"]) == len(paths["value"]) == 2
+    assert 0 < paths["ov_remapped"] < 1  # step 1 stores remapped tokens too, more weakly than the tokens
+    s = ih.step3_row_summary(paths)
+    assert s["s3r_total"] == pytest.approx(total) and s["s3r_value_over_key"] == -paths["value"][0] / paths["key"][0]
+    with pytest.raises(ValueError, match="factors 1 and 2"):
+        ih.step3_row_summary({**paths, "factors": [1.0, 3.0]})
+
+
+@pytest.mark.parametrize("overrides, kwargs, match", [
+    ({}, dict(row=0), r"row=0 is out of range"),
+    ({}, dict(row=31), r"row=31 is out of range"),
+    ({}, dict(factors=()), r"factors=\(\) must be a non-empty list"),
+    (dict(second_step_sizes=(1.0, 4.0)), {}, "a line-searched step 2"),
+    (dict(loss_on="final"), {}, "loss_on='final_recall'"),
+])
+def test_step3_row_paths_bad_input(overrides, kwargs, match):
+    exp = ih.ThreeStepExperiment.quick(**{"data": "shakespeare", **overrides})
+    with pytest.raises(ValueError, match=match):
+        ih.step3_row_paths(exp, **kwargs)

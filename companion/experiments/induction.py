@@ -1895,6 +1895,108 @@ def step2_probe_table(parts: dict[str, dict]) -> str:
     return report.markdown_table(head, rows, digits=3)
 
 
+STEP3_PATHS = ("key", "value")  # how a first-layer logit reaches the loss: through layer 2's keys or its values
+
+
+def step3_row_paths(exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0)) -> dict:
+    """Why the W_QK^1 probe misses a row after step 3: the (row, row - 1) entry (the previous position) of step 3's
+    negative population gradient on the first layer's attention logits, split by path and by sequence.
+
+    Step 1 and step 2 are taken as in :func:`three_steps` (step 2 line-searched: ``exp`` must have no
+    ``second_step_sizes``); then W_QK^2 is set to each of ``factors`` times step 2 and the gradient is read. At
+    W_QK^1 = 0, entry (t, s) of the gradient's P x P block is c |p|^4 times the mean over the loss sequences of
+    the logit gradient computed here. A logit of row t < T - 1 reaches the loss only through position t's stream
+    as a key of layer 2 (``key``) and as its value (``value``). The entries of a row sum to zero, so in row 1,
+    whose keys are positions 0 and 1, the probe recalls exactly when this entry is positive. ``trigger``: the same
+    parts from the sequences whose token at ``row - 1`` is the final trigger (so that position ``row`` holds its
+    output); ``trigger_share``: their share of the loss sequences. Values are sums over the loss sequences
+    divided by their number. ``ov_remapped``: after step 1, the mean score W_U(k)^T W_V^2 x of a token's own
+    unembedding for x its remapped token W_V^1 w_E(k), over the same for x = w_E(k).
+
+    Raises:
+        ValueError: ``row`` outside [1, T - 2], an empty or non-positive ``factors``, a loss other than
+            ``final_recall``, an order other than the slide's, or a run whose step 2 size is swept.
+    """
+    if exp.order != STEP_ORDER or exp.loss_on != "final_recall" or exp.second_step_sizes:
+        raise ValueError(f"step3_row_paths needs the slide's order {STEP_ORDER}, loss_on='final_recall' and a "
+                         f"line-searched step 2, not {exp.order}, {exp.loss_on!r} and second_step_sizes="
+                         f"{exp.second_step_sizes}")
+    check_int("row", row, low=1, high=exp.seq_len - 2)
+    factors = tuple(float(f) for f in factors)
+    if not factors or min(factors) <= 0:
+        raise ValueError(f"factors={factors} must be a non-empty list of numbers > 0")
+    model, task, population, line = _step_setup(exp)
+    _gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
+    with torch.no_grad():  # step 1's W_V^2 read on the tokens and on the remapped tokens: its own-token recall
+        n_tok = task.n
+        tokens = model.W_E[:n_tok]
+        own = {name: torch.diagonal(model.W_U[:n_tok] @ model.matrix(STEP_ORDER[0]) @ X.T).mean().item()
+               for name, X in (("token", tokens), ("remapped", tokens @ model.layers[0].v().T))}
+    _, size = _gradient_step(model, STEP_ORDER[1], population, line, exp.etas)
+    step2 = model.matrix(STEP_ORDER[1]).detach().clone()
+    layer, T = model.layers[1], exp.seq_len
+    out = {"row": row, "step2_size": size, "factors": list(factors), "trigger_share": 0.0,
+           "ov_remapped": own["remapped"] / own["token"],
+           **{p: [] for p in STEP3_PATHS}, "trigger": {p: [] for p in STEP3_PATHS}}
+    for f in factors:
+        sums = {p: 0.0 for p in STEP3_PATHS}
+        case = {p: 0.0 for p in STEP3_PATHS}
+        n = n_case = 0
+        with torch.no_grad():
+            model.matrix(STEP_ORDER[1]).copy_(f * step2)
+        for b in population:
+            keep = torch.as_tensor(b.loss_mask[:, -1])
+            target = torch.as_tensor(b.targets[:, -1])[keep]
+            bias = torch.zeros(len(b.inputs), T, T, requires_grad=True)
+            u = model.attend(0, model.embed(torch.as_tensor(b.inputs)), score_bias=bias)[keep]
+            query = u[:, -1:].detach()
+
+            def loss(keys, values):
+                attn = torch.softmax((query @ layer.qk()) @ keys.transpose(1, 2) * model.scale, dim=-1)
+                return F.cross_entropy(model.unembed((query + attn @ (values @ layer.v().T))[:, 0]), target,
+                                       reduction="sum")
+
+            grads = dict(zip(STEP3_PATHS, torch.autograd.grad(loss(u, u.detach()), bias, retain_graph=True)
+                             + torch.autograd.grad(loss(u.detach(), u), bias)))
+            first = torch.as_tensor(b.inputs[:, row - 1] == b.inputs[:, -1])[keep]
+            for p, g in grads.items():
+                entry = -g[keep][:, row, row - 1]
+                sums[p] += entry.sum().item()
+                case[p] += entry[first].sum().item()
+            n, n_case = n + int(keep.sum()), n_case + int(first.sum())
+        for p in STEP3_PATHS:
+            out[p].append(sums[p] / n)
+            out["trigger"][p].append(case[p] / n)
+        out["trigger_share"] = n_case / n
+    return out
+
+
+def step3_row_summary(paths: dict) -> report.Summary:
+    """The claim values of :func:`step3_row_paths` (factors 1 and 2 needed): ids ``ih.step3_row1_*``."""
+    f = paths["factors"]
+    if 1.0 not in f or 2.0 not in f:
+        raise ValueError(f"step3_row_summary needs factors 1 and 2 (the run's step 2 and twice it), got {f}")
+    one, two = f.index(1.0), f.index(2.0)
+    key, value = paths["key"][one], paths["value"][one]
+    return report.Summary({
+        "s3r_row": (paths["row"], "the probe row read"),
+        "s3r_size": (paths["step2_size"], "step 2's size, line-searched"),
+        "s3r_key": (key, "previous-position entry of the step-3 logit gradient, through layer 2's keys"),
+        "s3r_value": (value, "the same, through layer 2's values"),
+        "s3r_total": (key + value, "the whole entry (the probe recalls the row when > 0)"),
+        "s3r_value_over_key": (-value / key, "minus the value path over the key path (> 1: the values win)"),
+        "s3r_trigger_share": (paths["trigger_share"], "share of the loss sequences whose token before the row's "
+                                                      "position is the final trigger"),
+        "s3r_value_trigger": (paths["trigger"]["value"][one] / value, "share of the value path that comes from "
+                                                                       "those sequences"),
+        "s3r_key_trigger": (paths["trigger"]["key"][one] / key, "share of the key path from those sequences"),
+        "s3r_total_double": (paths["key"][two] + paths["value"][two], "the whole entry with step 2 twice as large"),
+        "s3r_key_double": (paths["key"][two] / key, "the key path with step 2 twice as large, over the run's"),
+        "s3r_ov_remapped": (paths["ov_remapped"], "step 1's W_V^2: own-unembedding score of a remapped token over "
+                                                  "that of the token itself"),
+    })
+
+
 def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, scales, mixes=None) -> list[dict]:
     """The in-context accuracy, at each of ``scales``, of each mix of ``mixes`` (default :data:`MIXES`): the memories it
     names learned and rescaled (:func:`rescale_memories`), the others :func:`construct`'s, on the same
@@ -1998,6 +2100,13 @@ def three_step_summary(results: dict[str, dict]) -> report.Summary:
         "population_factor": (POPULATION_FACTOR, "the population-size control's factor"),
         "text_ortho_qk1_big": (results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"][
             "rows"][3]["probe_QK1"], f"the same with {POPULATION_FACTOR}x the population: W_QK^1 probe after step 3"),
+        "text_ortho_step2_size": (results["slide order, orthonormal, Shakespeare"]["rows"][2]["eta"],
+                                  "orthonormal embeddings, Shakespeare bigram: step 2's size (line-searched)"),
+        "text_ortho_step2_size_big": (results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"][
+            "rows"][2]["eta"], f"the same with {POPULATION_FACTOR}x the population"),
+        "text_ortho_row1_recalled": (float(1 not in dict(qk1_misses(results["slide order, orthonormal, Shakespeare"]))),
+                                     "orthonormal embeddings, Shakespeare bigram: 1 if the W_QK^1 probe recalls row 1 "
+                                     "after step 3"),
         "seconds": (sum(r["seconds"] for r in results.values()), f"time of the {len(results)} runs (s)"),
     })
 
