@@ -382,7 +382,7 @@ def stale(rec: Recorded) -> str:
 
 def _without_new_defaults(now: dict, recorded: dict, exp) -> dict:
     """``now`` less the fields a recorded configuration predates whose value today is their default: a field is
-    added with the default that keeps the old behaviour (DESIGN.md), so such a file still describes its run."""
+    added with the default that keeps the old behaviour, so such a file still describes its run."""
     defaults = {f.name: f.default for f in dataclasses.fields(exp) if f.default is not dataclasses.MISSING}
     return {k: v for k, v in now.items()
             if k in recorded or k not in defaults or v != _jsonable(defaults[k])}

@@ -674,15 +674,20 @@ def test_b10_curves_along_training_count_the_test_positions():
     ev = ih.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
     pred = r.model()(ev.tokens).argmax(-1)
     big, ranks = task.stats.bigram, ih.successor_ranks(task)
-    hits = {"in": [], "off": []}
+    edit = ih.discount_edit(r.model(), task, {"W_QK^1": 1.0, "W_QK^2": 1.0})  # both discounts removed
+    x = ev.tokens
+    bias = {l: torch.gather(t[x], 2, x[:, None, :].expand(-1, x.shape[1], -1)) for l, t in edit.items()}
+    removed = r.model()(x, score_bias=bias).argmax(-1)
+    hits = {"in": [], "off": [], "in_removed": [], "off_removed": []}
     for i, t in ev.head.nonzero().tolist():
         q, o = int(ev.tokens[i, t]), int(ev.targets[i, t])
         side = "in" if 2 <= ranks[q, o] <= ih.BIGRAM_TOP else "off" if ranks[q, o] > ih.BIGRAM_TOP else None
         if side:
             hits[side].append(int(pred[i, t]) == int(big[q].argmax()))
-    assert hits["in"] and hits["off"]
+            hits[f"{side}_removed"].append(int(removed[i, t]) == int(big[q].argmax()))
+    assert hits["in"] and hits["off"] and not torch.equal(removed, pred)  # the edit changes predictions
     row = ev(0)
-    for side in ("in", "off"):
+    for side in hits:
         assert row[f"b10_top1_{side}"] == pytest.approx(np.mean(hits[side]))
     scores = ih.pair_scores(r.model(), task)
     assert row["b10_pair_QK1"] == scores["W_QK^1"]["likely_minus_other"]
@@ -737,6 +742,12 @@ def test_b10_along_training_averages_each_window_then_the_seeds():
     s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
     assert (s["b10t_early_from"], s["b10t_early_to"], s["b10t_late_from"], s["b10t_late_to"]) == (25, 50, 75, 100)
     assert s["b10t_acc_early"] == np.mean([1.5, 3.5]) and s["b10t_pair_QK2_late"] == np.mean([4.0, 6.0])
+    # the edit's share of the ratio's excess: seed a R = 2 -> 1.5 (half of it), seed b R = 3 -> 1.5 (three quarters)
+    for k, (a, b) in {"b10_top1_in": (0.2, 0.3), "b10_top1_off": (0.1, 0.1), "b10_top1_in_removed": (0.15, 0.15),
+                      "b10_top1_off_removed": (0.1, 0.1)}.items():
+        curves[k] = {"a": [a] * 5, "b": [b] * 5}
+    s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
+    assert s["b10t_removed_share_early"] == pytest.approx(0.625) and s["b10t_removed_share_min_late"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
         ih.b10_along_training(curves, late=(0.5, 1.2))
     with pytest.raises(ValueError, match=r"early=\(0.1, 0.2\) holds no evaluation of 'a'"):

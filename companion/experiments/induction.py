@@ -343,6 +343,11 @@ class Evaluator:
             scores = pair_scores(self.model, self.task)
             for layer in ("W_QK^1", "W_QK^2"):
                 row[f"b10_pair_{layer[2:].replace('^', '')}"] = scores[layer]["likely_minus_other"]
+            _, strengths, how = DISCOUNT_EDITS[B10_EDIT]  # the same measure with both discounts taken away
+            edit = edit_bias(discount_edit(self.model, self.task, strengths, how), self.tokens)
+            pred = self.model(self.tokens, score_bias=edit).argmax(-1)
+            for side, where in self.b10_masks.items():
+                row[f"b10_top1_{side}_removed"] = (pred[where] == self.b10_top1[where]).float().mean().item()
         return row
 
 
@@ -518,7 +523,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256, edit: d
     for start in range(0, n_seq, chunk):
         b = task.sample(rng, min(chunk, n_seq - start))
         x, rec = torch.as_tensor(b.inputs), {}
-        bias = {l: table[x[:, :, None], x[:, None, :]] for l, table in (edit or {}).items()}
+        bias = edit_bias(edit, x)
         logits, head, rest = head_and_bigram_paths(model, x, rec, bias)
         at = torch.as_tensor(b.recall_positions)
         q, o = x[at], torch.as_tensor(b.targets)[at]
@@ -765,6 +770,12 @@ def discount_edits(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
             for k, (_, strengths, how) in DISCOUNT_EDITS.items()}
 
 
+def edit_bias(edit: dict | None, tokens: torch.Tensor) -> dict[int, torch.Tensor]:
+    """The attention-logit biases {layer: (batch, T, T)} of a token-token ``edit`` ({layer: (V, V) table},
+    :func:`discount_edit`) on ``tokens`` (batch, T): entry [b, t, s] is table[z_t, z_s]."""
+    return {l: table.to(tokens.device)[tokens[:, :, None], tokens[:, None, :]] for l, table in (edit or {}).items()}
+
+
 DISCOUNT_EDIT_HEADER = ("edit", f"accuracy, o q's 2nd to {BIGRAM_TOP}th likeliest", "accuracy, o off the top",
                         "top-1 share, o in the top", "top-1 share, o off the top", "ratio", "ratio within strata",
                         "attention on o's keys, in - off (within strata)", "first layer on q, in - off")
@@ -905,7 +916,9 @@ B10_MEASURES = {  # b10_values: name -> (column header, meaning)
 # --- B10 over seeds (recorded: ``python -m companion record induction_b10_seeds``) ---
 
 B10_SEEDS = (0, 1, 2, 3, 4)
-B10_CURVES = ("acc", "b10_top1_in", "b10_top1_off", "b10_pair_QK1", "b10_pair_QK2")  # along training, per seed
+B10_EDIT = "both_removed"  # the edit the Evaluator also measures along training (:data:`DISCOUNT_EDITS`)
+B10_CURVES = ("acc", "b10_top1_in", "b10_top1_off", "b10_pair_QK1", "b10_pair_QK2", "b10_top1_in_removed",
+              "b10_top1_off_removed")  # along training, per seed
 
 
 def b10_seed_members(profile: str | None = None) -> dict[str, InductionExperiment]:
@@ -921,7 +934,8 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     ratio, how many seeds have a ratio above 2 (the bar of the single-seed row ``ih.b10_bigram_when_top``), and
     the largest (weakest) first-layer gap and pair discount and the smallest balance gap; the extremes of the
     discount edits' shares (:func:`discount_edits`) and how many seeds the first layer's edit lowers the ratio
-    more in."""
+    more in; and the share the edit takes away along training (:func:`b10_along_training`'s
+    ``b10t_removed_share*``, as ``b10s_<window>_removed_share_<mean|min>``)."""
     per = {r.exp.seed: b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task()))
            for r in runs.values()}
     out = {f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}") for s, v in per.items() for m in B10_MEASURES}
@@ -961,6 +975,11 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
         "b10s_ratio_both_pairwise_min": (col["ratio_both_pairwise"].min(), "smallest over seeds: the ratio with both "
                                          "discounts removed pair by pair"),
     })
+    along = b10_along_training(b10_seed_curves(runs))  # the edit along training, on the Evaluator's test batches
+    for window in ("early", "late"):
+        for stat, name in (("", "mean"), ("_min", "min")):
+            key = f"b10t_removed_share{stat}_{window}"
+            out[f"b10s_{window}_removed_share_{name}"] = (along[key], along.meaning[key])
     return report.Summary(out)
 
 
@@ -982,7 +1001,10 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
     the evaluations in the window, then over the seeds, of each of :data:`B10_CURVES`, named
     ``b10t_<curve>_<window>``, and ``b10t_<window>_from`` / ``_to``, the window's first and last evaluated step
     (of the last run; the runs of a seed study share their steps). The default windows are ours, chosen on the
-    recorded curves to describe them; no claim row reads them."""
+    recorded curves to describe them. And the edit along training: per seed and window, the ratio
+    R = top-1 share in / off (of the window's means) as trained and with :data:`B10_EDIT`, and the share of
+    R's excess over 1 that the edit takes away, (R - R_edited) / (R - 1); ``b10t_removed_share_<window>`` is its
+    mean over the seeds and ``b10t_removed_share_min_<window>`` its smallest."""
     for name, (lo, hi) in (("early", early), ("late", late)):
         if not 0 <= lo < hi <= 1:
             raise ValueError(f"{name}={(lo, hi)} is not a window of training: need 0 <= start < end <= 1")
@@ -1002,6 +1024,14 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
         out.update({f"b10t_{k.removeprefix('b10_')}_{window}": (float(np.mean(v)), f"{k}: mean over the {window} "
                                                                                    "window, then over seeds")
                     for k, v in means.items()})
+        m = {k: np.array(v) for k, v in means.items()}
+        ratio, edited = m["b10_top1_in"] / m["b10_top1_off"], m["b10_top1_in_removed"] / m["b10_top1_off_removed"]
+        with np.errstate(divide="ignore", invalid="ignore"):  # R = 1: no excess, no share (nan)
+            share = (ratio - edited) / (ratio - 1)
+        out[f"b10t_removed_share_{window}"] = (float(share.mean()), f"{window} window: share of the ratio's excess "
+                                               f"over 1 taken away by the edit {B10_EDIT!r}, mean over seeds")
+        out[f"b10t_removed_share_min_{window}"] = (float(share.min()), f"{window} window: the same, smallest over "
+                                                                       "seeds")
     return report.Summary(out)
 
 
