@@ -701,10 +701,10 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     exp1 = dataclasses.replace(runs["seed 0"].exp, seed=1)
     runs["seed 1"] = ih.run(exp1, progress=False, use_cache=False)
     s = ih.b10_seeds_summary(runs)
-    per = [ih.b10_values(ih.discount_edits(r), ih.pair_gradient(r), ih.pair_scores(r.model(), r.exp.task()))
-           for r in runs.values()]
+    per = [{**ih.b10_values(ih.discount_edits(r), ih.pair_gradient(r), ih.pair_scores(r.model(), r.exp.task())),
+            **ih.b10_training_values(r)} for r in runs.values()]
     for seed, v in enumerate(per):
-        assert all(s[f"b10s_{m}_s{seed}"] == v[m] for m in ih.B10_MEASURES)
+        assert all(np.array_equal(s[f"b10s_{m}_s{seed}"], v[m], equal_nan=True) for m in ih.B10_MEASURES)
     ratios = [v["top1_ratio"] for v in per]
     assert s["b10s_top1_ratio_min"] == min(ratios) and s["b10s_top1_ratio_max"] == max(ratios)
     assert s["b10s_above_2"] == sum(x > 2 for x in ratios) and s["b10s_n"] == 2
@@ -718,6 +718,14 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_discount_doubled_growth_min"] == min(v["discount_doubled_growth"] for v in per)
     assert s["b10s_qk1_stronger"] == sum(v["ratio_QK1_removed"] < v["ratio_QK2_removed"] for v in per)
     assert s["b10s_pairwise_more"] == sum(v["discount_pairwise_share"] > v["discount_removed_share"] for v in per)
+    early = [v["removed_share_early"] for v in per]  # along training: each seed's own windows
+    # numpy's min: an undefined share (nan, a ratio of 1 in the tiny run) makes the minimum undefined too
+    assert np.array_equal(s["b10s_early_removed_share_min"], np.min(early), equal_nan=True)
+    assert s["b10s_early_removed_share_argmin"] == int(np.argmin(early))
+    assert s["b10s_early_removed_share_above"] == sum(x > 0.25 for x in early)
+    one = ih.b10_along_training(ih.b10_seed_curves({"seed 1": runs["seed 1"]}))
+    for m in ("ratio", "ratio_removed", "removed_share"):
+        assert np.array_equal(per[1][f"{m}_late"], one[f"b10t_{m}_late"], equal_nan=True)
     over = ih.b10_seed_overview(s)
     assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
     for table in ih.B10_TABLES:
@@ -748,6 +756,7 @@ def test_b10_along_training_averages_each_window_then_the_seeds():
         curves[k] = {"a": [a] * 5, "b": [b] * 5}
     s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
     assert s["b10t_removed_share_early"] == pytest.approx(0.625) and s["b10t_removed_share_min_late"] == pytest.approx(0.5)
+    assert s["b10t_ratio_early"] == pytest.approx(2.5) and s["b10t_ratio_removed_late"] == pytest.approx(1.5)
     with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
         ih.b10_along_training(curves, late=(0.5, 1.2))
     with pytest.raises(ValueError, match=r"early=\(0.1, 0.2\) holds no evaluation of 'a'"):

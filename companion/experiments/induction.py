@@ -879,7 +879,7 @@ def b10_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
             "discount_pairwise_share": (ratio["trained"] - ratio["both_pairwise"]) / excess}
 
 
-B10_MEASURES = {  # b10_values: name -> (column header, meaning)
+B10_MEASURES = {  # b10_values and b10_training_values: name -> (column header, meaning)
     "acc_off": ("accuracy, o off the top", f"accuracy where o is not among q's {BIGRAM_TOP} likeliest successors"),
     "top1_ratio": ("top-1 share, in / off", "share predicting q's likeliest successor, o its 2nd to "
                                            f"{BIGRAM_TOP}th likeliest over o off the top"),
@@ -910,6 +910,11 @@ B10_MEASURES = {  # b10_values: name -> (column header, meaning)
     "discount_removed_share": ("share of the excess gone", "(R trained - R both removed) / (R trained - 1)"),
     "discount_doubled_growth": ("growth, doubled", "(R both doubled - R trained) / (R trained - 1)"),
     "discount_pairwise_share": ("share gone, pair by pair", "(R trained - R both pair by pair) / (R trained - 1)"),
+    **{f"{m}_{w}": (f"{head}, {w}", f"{w} window of training (test batch): {meaning}")  # b10_training_values
+       for w in ("early", "late") for m, head, meaning in (
+           ("ratio", "ratio", "the top-1 share ratio R"),
+           ("ratio_removed", "ratio, both removed", "R with both discounts removed"),
+           ("removed_share", "share gone", "(R - R both removed) / (R - 1)"))},
 }
 
 
@@ -936,8 +941,8 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     discount edits' shares (:func:`discount_edits`) and how many seeds the first layer's edit lowers the ratio
     more in; and the share the edit takes away along training (:func:`b10_along_training`'s
     ``b10t_removed_share*``, as ``b10s_<window>_removed_share_<mean|min>``)."""
-    per = {r.exp.seed: b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task()))
-           for r in runs.values()}
+    per = {r.exp.seed: {**b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task())),
+                        **b10_training_values(r)} for r in runs.values()}
     out = {f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}") for s, v in per.items() for m in B10_MEASURES}
     col = {m: np.array([v[m] for v in per.values()]) for m in B10_MEASURES}
     first = next(iter(runs.values())).exp
@@ -975,12 +980,22 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
         "b10s_ratio_both_pairwise_min": (col["ratio_both_pairwise"].min(), "smallest over seeds: the ratio with both "
                                          "discounts removed pair by pair"),
     })
-    along = b10_along_training(b10_seed_curves(runs))  # the edit along training, on the Evaluator's test batches
-    for window in ("early", "late"):
-        for stat, name in (("", "mean"), ("_min", "min")):
-            key = f"b10t_removed_share{stat}_{window}"
-            out[f"b10s_{window}_removed_share_{name}"] = (along[key], along.meaning[key])
+    for w in ("early", "late"):  # the edit along training, on the Evaluator's test batches
+        share = col[f"removed_share_{w}"]
+        out[f"b10s_{w}_removed_share_min"] = (share.min(), f"smallest over seeds: {w} window, share of the ratio's "
+                                                           "excess that goes with both discounts removed")
+        out[f"b10s_{w}_removed_share_argmin"] = (int(list(per)[int(share.argmin())]), "the seed with that smallest "
+                                                                                      "share")
+        out[f"b10s_{w}_removed_share_above"] = (int((share > 0.25).sum()), f"seeds whose {w} share is above 0.25")
     return report.Summary(out)
+
+
+def b10_training_values(r: InductionRun) -> dict[str, float]:
+    """One run's edit along training (:func:`b10_along_training` of that run alone): per window, the ratio R,
+    R with both discounts removed and the share of R's excess that goes (``ratio_early``, ...)."""
+    along = b10_along_training(b10_seed_curves({"run": r}))
+    return {f"{m}_{w}": along[f"b10t_{m}_{w}"] for w in ("early", "late")
+            for m in ("ratio", "ratio_removed", "removed_share")}
 
 
 def b10_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
@@ -1026,6 +1041,10 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
                     for k, v in means.items()})
         m = {k: np.array(v) for k, v in means.items()}
         ratio, edited = m["b10_top1_in"] / m["b10_top1_off"], m["b10_top1_in_removed"] / m["b10_top1_off_removed"]
+        out[f"b10t_ratio_{window}"] = (float(ratio.mean()), f"{window} window: the ratio R of the shares (in / off, "
+                                                            "of the window's means), mean over seeds")
+        out[f"b10t_ratio_removed_{window}"] = (float(edited.mean()), f"{window} window: R with the edit "
+                                                                     f"{B10_EDIT!r}, mean over seeds")
         with np.errstate(divide="ignore", invalid="ignore"):  # R = 1: no excess, no share (nan)
             share = (ratio - edited) / (ratio - 1)
         out[f"b10t_removed_share_{window}"] = (float(share.mean()), f"{window} window: share of the ratio's excess "
@@ -1042,6 +1061,7 @@ B10_TABLES = {  # the seed study's tables: B10's preference and the claims' mech
                   "attention_query_token_gap", "attention_target_elsewhere_gap", "attention_rest_gap"),
     "edits": ("top1_ratio", *(f"ratio_{k}" for k in DISCOUNT_EDITS if k != "trained"), "discount_removed_share",
               "discount_doubled_growth", "discount_pairwise_share"),
+    "training": tuple(f"{m}_{w}" for w in ("early", "late") for m in ("ratio", "ratio_removed", "removed_share")),
 }
 
 
