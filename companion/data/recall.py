@@ -66,6 +66,11 @@ TRIGGER_DRAWS = ("fixed", "unigram")
 EXISTING_NOISE_CHAR = "!"
 
 
+def _unforced(where: np.ndarray, forced: np.ndarray | None) -> np.ndarray:
+    """``where`` less the position whose target is the forced final trigger (``Batch.forced``), if any."""
+    return where if forced is None else where & ~forced
+
+
 @dataclass(frozen=True)
 class Batch:
     """One batch of sequences.
@@ -106,7 +111,7 @@ class Batch:
         return self._unforced(self.occurrence == 0)
 
     def _unforced(self, where: np.ndarray) -> np.ndarray:
-        return where if self.forced is None else where & ~self.forced
+        return _unforced(where, self.forced)
 
     @property
     def inputs(self) -> np.ndarray:  # (batch, T)
@@ -271,8 +276,8 @@ class RecallTask:
         elif self.loss_on == "final_recall":
             mask = np.zeros((batch, T), dtype=bool)
             mask[:, -1] = occurrence[:, -1] >= 2
-        else:  # "triggers": the recall positions, never the forced one (its target is the final trigger)
-            mask = occurrence >= 2 if forced is None else (occurrence >= 2) & ~forced
+        else:  # "triggers": the recall positions (Batch.recall_positions), never the forced one
+            mask = _unforced(occurrence >= 2, forced)
         return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig, forced=forced)
 
     def _draw_triggers(self, rng: np.random.Generator, batch: int) -> np.ndarray:

@@ -337,17 +337,15 @@ class Evaluator:
                 row[f"ff{l}_kl"] = ff_bigram_kl(self.model, bigram, trig, layer=l)
                 row[f"ff{l}_kl_residual"] = ff_bigram_kl(self.model, bigram, trig, residual=True, layer=l)
         if self.b10:
-            pred = logits.argmax(-1)
-            for side, where in self.b10_masks.items():
-                row[f"b10_top1_{side}"] = (pred[where] == self.b10_top1[where]).float().mean().item()
             scores = pair_scores(self.model, self.task)
             for layer in ("W_QK^1", "W_QK^2"):
                 row[f"b10_pair_{layer[2:].replace('^', '')}"] = scores[layer]["likely_minus_other"]
             _, strengths, how = DISCOUNT_EDITS[B10_EDIT]  # the same measure with both discounts taken away
             edit = edit_bias(discount_edit(self.model, self.task, strengths, how), self.tokens)
-            pred = self.model(self.tokens, score_bias=edit).argmax(-1)
-            for side, where in self.b10_masks.items():
-                row[f"b10_top1_{side}_removed"] = (pred[where] == self.b10_top1[where]).float().mean().item()
+            preds = {"": logits.argmax(-1), "_removed": self.model(self.tokens, score_bias=edit).argmax(-1)}
+            for end, pred in preds.items():
+                for side, where in self.b10_masks.items():
+                    row[f"b10_top1_{side}{end}"] = (pred[where] == self.b10_top1[where]).float().mean().item()
         return row
 
 

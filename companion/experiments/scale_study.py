@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion import record
+from companion.experiments.noisy_recall import RecallExperiment
 from companion.report import Summary
 
 # Rungs of the ladder: overrides of the quick profile (rung 0 is the quick profile itself). The last two took
@@ -60,7 +61,8 @@ def work(rec: record.Recorded) -> float:
 
 def choice(rec: record.Recorded) -> str | None:
     """Which choice a recorded run made ('paper', 'public code'), or None if neither."""
-    defaults = {"noise": "new", "loss_on": "final", "final_trigger": True}
+    fields = RecallExperiment.__dataclass_fields__  # a field a file predates has its default (record.stale)
+    defaults = {k: fields[k].default for k in ("noise", "loss_on", "final_trigger")}
     mine = {k: rec.config.get(k, v) for k, v in defaults.items()}
     for name, c in CHOICES.items():
         if mine == {**defaults, **c}:
