@@ -663,7 +663,8 @@ def b10_seed_panels(curves: dict):
     """B10 along training, one colour per seed (``curves`` as :func:`companion.experiments.induction.b10_seed_curves`
     gives them, live or recorded): the share of the repeated-trigger positions predicting the trigger's likeliest
     bigram successor, with o among its 2nd to 5th likeliest (solid) and off its 5 likeliest (dashed) (top left);
-    their ratio, in over off, as trained (solid) and with both pair discounts removed (dotted) (top right); the
+    their ratio, in over off, as trained (solid), with both pair discounts removed (dotted) and with both removed
+    pair by pair (dash-dot) (top right); the
     token-token pair discount in W_QK^1 and in W_QK^2 (bottom)."""
     fig, grid = plt.subplots(2, 2, figsize=(10, 6.4), constrained_layout=True)
     axes = grid.ravel()
@@ -679,6 +680,7 @@ def b10_seed_panels(curves: dict):
         axes[0].plot(steps, curves["b10_top1_off"][name], "--", color=c)
         axes[1].plot(steps, ratio(name), "-", color=c, label=name)
         axes[1].plot(steps, ratio(name, "_removed"), ":", color=c)
+        axes[1].plot(steps, ratio(name, "_pairwise"), "-.", color=c, lw=0.9)
         axes[2].plot(steps, curves["b10_pair_QK1"][name], "-", color=c, label=name)
         axes[3].plot(steps, curves["b10_pair_QK2"][name], "-", color=c, label=name)
     axes[0].set_ylabel("share predicting the likeliest successor")
@@ -691,5 +693,6 @@ def b10_seed_panels(curves: dict):
     for ax in axes[2:]:
         ax.axhline(0, color="grey", lw=0.8)
     axes[0].legend(fontsize=8, title="solid: o 2nd-5th; dashed: off top 5", title_fontsize=7)
-    axes[1].legend(fontsize=8, title="solid: as trained; dotted: discounts removed", title_fontsize=7)
+    axes[1].legend(fontsize=8, title="solid: as trained; dotted: discounts removed;\ndash-dot: removed pair by pair",
+                   title_fontsize=7)
     return fig

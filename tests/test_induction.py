@@ -674,18 +674,21 @@ def test_b10_curves_along_training_count_the_test_positions():
     ev = ih.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
     pred = r.model()(ev.tokens).argmax(-1)
     big, ranks = task.stats.bigram, ih.successor_ranks(task)
-    edit = ih.discount_edit(r.model(), task, {"W_QK^1": 1.0, "W_QK^2": 1.0})  # both discounts removed
-    x = ev.tokens
-    bias = {l: torch.gather(t[x], 2, x[:, None, :].expand(-1, x.shape[1], -1)) for l, t in edit.items()}
-    removed = r.model()(x, score_bias=bias).argmax(-1)
-    hits = {"in": [], "off": [], "in_removed": [], "off_removed": []}
+    x, edited = ev.tokens, {}
+    for end, how in (("_removed", "mean"), ("_pairwise", "pair")):  # both discounts removed, as a mean, pair by pair
+        edit = ih.discount_edit(r.model(), task, {"W_QK^1": 1.0, "W_QK^2": 1.0}, how)
+        bias = {l: torch.gather(t[x], 2, x[:, None, :].expand(-1, x.shape[1], -1)) for l, t in edit.items()}
+        edited[end] = r.model()(x, score_bias=bias).argmax(-1)
+    hits = {f"{side}{end}": [] for side in ("in", "off") for end in ("", *edited)}
     for i, t in ev.head.nonzero().tolist():
         q, o = int(ev.tokens[i, t]), int(ev.targets[i, t])
         side = "in" if 2 <= ranks[q, o] <= ih.BIGRAM_TOP else "off" if ranks[q, o] > ih.BIGRAM_TOP else None
         if side:
             hits[side].append(int(pred[i, t]) == int(big[q].argmax()))
-            hits[f"{side}_removed"].append(int(removed[i, t]) == int(big[q].argmax()))
-    assert hits["in"] and hits["off"] and not torch.equal(removed, pred)  # the edit changes predictions
+            for end, p in edited.items():
+                hits[f"{side}{end}"].append(int(p[i, t]) == int(big[q].argmax()))
+    assert hits["in"] and hits["off"] and not any(torch.equal(p, pred) for p in edited.values())  # edits change
+    assert not torch.equal(edited["_removed"], edited["_pairwise"])  # predictions, and differently
     row = ev(0)
     for side in hits:
         assert row[f"b10_top1_{side}"] == pytest.approx(np.mean(hits[side]))
@@ -724,8 +727,12 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_early_removed_share_argmin"] == int(np.argmin(early))
     assert s["b10s_early_removed_share_above"] == sum(x > 0.25 for x in early)
     one = ih.b10_along_training(ih.b10_seed_curves({"seed 1": runs["seed 1"]}))
-    for m in ("ratio", "ratio_removed", "removed_share"):
+    for m in ih.TRAINING_MEASURES:
         assert np.array_equal(per[1][f"{m}_late"], one[f"b10t_{m}_late"], equal_nan=True)
+    pairwise = [v["pairwise_share_early"] for v in per]
+    assert np.array_equal(s["b10s_early_pairwise_share_min"], np.min(pairwise), equal_nan=True)
+    assert s["b10s_early_pairwise_share_above"] == sum(x > 0.25 for x in pairwise)
+    assert s["b10s_early_pairwise_more"] == sum(a > b for a, b in zip(pairwise, early))
     over = ih.b10_seed_overview(s)
     assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
     for table in ih.B10_TABLES:
@@ -751,12 +758,16 @@ def test_b10_along_training_averages_each_window_then_the_seeds():
     assert (s["b10t_early_from"], s["b10t_early_to"], s["b10t_late_from"], s["b10t_late_to"]) == (25, 50, 75, 100)
     assert s["b10t_acc_early"] == np.mean([1.5, 3.5]) and s["b10t_pair_QK2_late"] == np.mean([4.0, 6.0])
     # the edit's share of the ratio's excess: seed a R = 2 -> 1.5 (half of it), seed b R = 3 -> 1.5 (three quarters)
+    # pair by pair: seed a R = 2 -> 1.2 (0.8 of it), seed b R = 3 -> 1 (all of it)
     for k, (a, b) in {"b10_top1_in": (0.2, 0.3), "b10_top1_off": (0.1, 0.1), "b10_top1_in_removed": (0.15, 0.15),
-                      "b10_top1_off_removed": (0.1, 0.1)}.items():
+                      "b10_top1_off_removed": (0.1, 0.1), "b10_top1_in_pairwise": (0.12, 0.2),
+                      "b10_top1_off_pairwise": (0.1, 0.2)}.items():
         curves[k] = {"a": [a] * 5, "b": [b] * 5}
     s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
     assert s["b10t_removed_share_early"] == pytest.approx(0.625) and s["b10t_removed_share_min_late"] == pytest.approx(0.5)
     assert s["b10t_ratio_early"] == pytest.approx(2.5) and s["b10t_ratio_removed_late"] == pytest.approx(1.5)
+    assert s["b10t_pairwise_share_early"] == pytest.approx(0.9) and s["b10t_pairwise_share_min_late"] == pytest.approx(0.8)
+    assert s["b10t_ratio_pairwise_late"] == pytest.approx(1.1)
     with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
         ih.b10_along_training(curves, late=(0.5, 1.2))
     with pytest.raises(ValueError, match=r"early=\(0.1, 0.2\) holds no evaluation of 'a'"):

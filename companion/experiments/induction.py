@@ -340,9 +340,11 @@ class Evaluator:
             scores = pair_scores(self.model, self.task)
             for layer in ("W_QK^1", "W_QK^2"):
                 row[f"b10_pair_{layer[2:].replace('^', '')}"] = scores[layer]["likely_minus_other"]
-            _, strengths, how = DISCOUNT_EDITS[B10_EDIT]  # the same measure with both discounts taken away
-            edit = edit_bias(discount_edit(self.model, self.task, strengths, how), self.tokens)
-            preds = {"": logits.argmax(-1), "_removed": self.model(self.tokens, score_bias=edit).argmax(-1)}
+            preds = {"": logits.argmax(-1)}
+            for end, key in B10_EDITS.items():  # the same measure on the edited models
+                _, strengths, how = DISCOUNT_EDITS[key]
+                edit = edit_bias(discount_edit(self.model, self.task, strengths, how), self.tokens)
+                preds[end] = self.model(self.tokens, score_bias=edit).argmax(-1)
             for end, pred in preds.items():
                 for side, where in self.b10_masks.items():
                     row[f"b10_top1_{side}{end}"] = (pred[where] == self.b10_top1[where]).float().mean().item()
@@ -912,16 +914,21 @@ B10_MEASURES = {  # b10_values and b10_training_values: name -> (column header, 
        for w in ("early", "late") for m, head, meaning in (
            ("ratio", "ratio", "the top-1 share ratio R"),
            ("ratio_removed", "ratio, both removed", "R with both discounts removed"),
-           ("removed_share", "share gone", "(R - R both removed) / (R - 1)"))},
+           ("removed_share", "share gone", "(R - R both removed) / (R - 1)"),
+           ("ratio_pairwise", "ratio, pair by pair", "R with both discounts removed pair by pair"),
+           ("pairwise_share", "share gone, pair by pair", "(R - R both pair by pair) / (R - 1)"))},
 }
+TRAINING_MEASURES = ("ratio", "ratio_removed", "removed_share", "ratio_pairwise", "pairwise_share")
 
 
 # --- B10 over seeds (recorded: ``python -m companion record induction_b10_seeds``) ---
 
 B10_SEEDS = (0, 1, 2, 3, 4)
-B10_EDIT = "both_removed"  # the edit the Evaluator also measures along training (:data:`DISCOUNT_EDITS`)
-B10_CURVES = ("acc", "b10_top1_in", "b10_top1_off", "b10_pair_QK1", "b10_pair_QK2", "b10_top1_in_removed",
-              "b10_top1_off_removed")  # along training, per seed
+B10_EDITS = {"_removed": "both_removed", "_pairwise": "both_pairwise"}  # the edits the Evaluator also measures
+# along training (:data:`DISCOUNT_EDITS`), by the suffix of their curves: both discounts removed, as a mean and pair
+# by pair
+B10_CURVES = ("acc", "b10_top1_in", "b10_top1_off", "b10_pair_QK1", "b10_pair_QK2",
+              *(f"b10_top1_{side}{end}" for end in B10_EDITS for side in ("in", "off")))  # along training, per seed
 
 
 def b10_seed_members(profile: str | None = None) -> dict[str, InductionExperiment]:
@@ -978,22 +985,27 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
         "b10s_ratio_both_pairwise_min": (col["ratio_both_pairwise"].min(), "smallest over seeds: the ratio with both "
                                          "discounts removed pair by pair"),
     })
-    for w in ("early", "late"):  # the edit along training, on the Evaluator's test batches
-        share = col[f"removed_share_{w}"]
-        out[f"b10s_{w}_removed_share_min"] = (share.min(), f"smallest over seeds: {w} window, share of the ratio's "
-                                                           "excess that goes with both discounts removed")
-        out[f"b10s_{w}_removed_share_argmin"] = (int(list(per)[int(share.argmin())]), "the seed with that smallest "
+    for w in ("early", "late"):  # the edits along training, on the Evaluator's test batches
+        for e, how in (("removed", ""), ("pairwise", " pair by pair")):
+            share = col[f"{e}_share_{w}"]
+            out[f"b10s_{w}_{e}_share_min"] = (share.min(), f"smallest over seeds: {w} window, share of the ratio's "
+                                                           f"excess that goes with both discounts removed{how}")
+            out[f"b10s_{w}_{e}_share_argmin"] = (int(list(per)[int(share.argmin())]), "the seed with that smallest "
                                                                                       "share")
-        out[f"b10s_{w}_removed_share_above"] = (int((share > 0.25).sum()), f"seeds whose {w} share is above 0.25")
+            out[f"b10s_{w}_{e}_share_above"] = (int((share > 0.25).sum()), f"seeds whose {w} share{how} is above "
+                                                                           "0.25")
+        out[f"b10s_{w}_pairwise_more"] = (int((col[f"pairwise_share_{w}"] > col[f"removed_share_{w}"]).sum()),
+                                          f"seeds where, in the {w} window, the pair-by-pair edit takes away more "
+                                          "of the excess than the mean edit")
     return report.Summary(out)
 
 
 def b10_training_values(r: InductionRun) -> dict[str, float]:
-    """One run's edit along training (:func:`b10_along_training` of that run alone): per window, the ratio R,
-    R with both discounts removed and the share of R's excess that goes (``ratio_early``, ...)."""
+    """One run's edits along training (:func:`b10_along_training` of that run alone): per window, the ratio R,
+    R with both discounts removed (as a mean, and pair by pair) and the share of R's excess that goes
+    (``ratio_early``, ``ratio_removed_early``, ``removed_share_early``, ``ratio_pairwise_early``, ...)."""
     along = b10_along_training(b10_seed_curves({"run": r}))
-    return {f"{m}_{w}": along[f"b10t_{m}_{w}"] for w in ("early", "late")
-            for m in ("ratio", "ratio_removed", "removed_share")}
+    return {f"{m}_{w}": along[f"b10t_{m}_{w}"] for w in ("early", "late") for m in TRAINING_MEASURES}
 
 
 def b10_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
@@ -1015,9 +1027,10 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
     ``b10t_<curve>_<window>``, and ``b10t_<window>_from`` / ``_to``, the window's first and last evaluated step
     (of the last run; the runs of a seed study share their steps). The default windows are ours, chosen on the
     recorded curves to describe them. And the edit along training: per seed and window, the ratio
-    R = top-1 share in / off (of the window's means) as trained and with :data:`B10_EDIT`, and the share of
-    R's excess over 1 that the edit takes away, (R - R_edited) / (R - 1); ``b10t_removed_share_<window>`` is its
-    mean over the seeds and ``b10t_removed_share_min_<window>`` its smallest."""
+    R = top-1 share in / off (of the window's means) as trained and with each of :data:`B10_EDITS` (``<e>``:
+    ``removed`` or ``pairwise``), ``b10t_ratio_<e>_<window>``, and the share of R's excess over 1 that the edit
+    takes away, (R - R_edited) / (R - 1): ``b10t_<e>_share_<window>`` is its mean over the seeds and
+    ``b10t_<e>_share_min_<window>`` its smallest."""
     for name, (lo, hi) in (("early", early), ("late", late)):
         if not 0 <= lo < hi <= 1:
             raise ValueError(f"{name}={(lo, hi)} is not a window of training: need 0 <= start < end <= 1")
@@ -1038,16 +1051,19 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
                                                                                    "window, then over seeds")
                     for k, v in means.items()})
         m = {k: np.array(v) for k, v in means.items()}
-        ratio, edited = m["b10_top1_in"] / m["b10_top1_off"], m["b10_top1_in_removed"] / m["b10_top1_off_removed"]
+        ratio = m["b10_top1_in"] / m["b10_top1_off"]
         out[f"b10t_ratio_{window}"] = (float(ratio.mean()), f"{window} window: the ratio R of the shares (in / off, "
                                                             "of the window's means), mean over seeds")
-        out[f"b10t_ratio_removed_{window}"] = (float(edited.mean()), f"{window} window: R with the edit "
-                                                                     f"{B10_EDIT!r}, mean over seeds")
-        with np.errstate(divide="ignore", invalid="ignore"):  # R = 1: no excess, no share (nan)
-            share = (ratio - edited) / (ratio - 1)
-        out[f"b10t_removed_share_{window}"] = (float(share.mean()), f"{window} window: share of the ratio's excess "
-                                               f"over 1 taken away by the edit {B10_EDIT!r}, mean over seeds")
-        out[f"b10t_removed_share_min_{window}"] = (float(share.min()), f"{window} window: the same, smallest over "
+        for end, key in B10_EDITS.items():
+            e, edit = end[1:], DISCOUNT_EDITS[key][0]
+            edited = m[f"b10_top1_in{end}"] / m[f"b10_top1_off{end}"]
+            out[f"b10t_ratio_{e}_{window}"] = (float(edited.mean()), f"{window} window: R with {edit}, mean over "
+                                                                      "seeds")
+            with np.errstate(divide="ignore", invalid="ignore"):  # R = 1: no excess, no share (nan)
+                share = (ratio - edited) / (ratio - 1)
+            out[f"b10t_{e}_share_{window}"] = (float(share.mean()), f"{window} window: share of the ratio's excess "
+                                               f"over 1 taken away with {edit}, mean over seeds")
+            out[f"b10t_{e}_share_min_{window}"] = (float(share.min()), f"{window} window: the same, smallest over "
                                                                        "seeds")
     return report.Summary(out)
 
@@ -1060,6 +1076,7 @@ B10_TABLES = {  # the seed study's tables: B10's preference and the claims' mech
     "edits": ("top1_ratio", *(f"ratio_{k}" for k in DISCOUNT_EDITS if k != "trained"), "discount_removed_share",
               "discount_doubled_growth", "discount_pairwise_share"),
     "training": tuple(f"{m}_{w}" for w in ("early", "late") for m in ("ratio", "ratio_removed", "removed_share")),
+    "training_pairwise": tuple(f"{m}_{w}" for w in ("early", "late") for m in ("ratio_pairwise", "pairwise_share")),
 }
 
 
