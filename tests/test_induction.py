@@ -733,6 +733,8 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert np.array_equal(s["b10s_early_pairwise_share_min"], np.min(pairwise), equal_nan=True)
     assert s["b10s_early_pairwise_share_above"] == sum(x > 0.25 for x in pairwise)
     assert s["b10s_early_pairwise_more"] == sum(a > b for a, b in zip(pairwise, early))
+    weakest = [v["pair_QK2_early"] for v in per]
+    assert s["b10s_early_pair_QK2_max"] == max(weakest) and s["b10s_early_pair_QK2_argmax"] == int(np.argmax(weakest))
     over = ih.b10_seed_overview(s)
     assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
     for table in ih.B10_TABLES:

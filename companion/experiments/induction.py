@@ -916,9 +916,12 @@ B10_MEASURES = {  # b10_values and b10_training_values: name -> (column header, 
            ("ratio_removed", "ratio, both removed", "R with both discounts removed"),
            ("removed_share", "share gone", "(R - R both removed) / (R - 1)"),
            ("ratio_pairwise", "ratio, pair by pair", "R with both discounts removed pair by pair"),
-           ("pairwise_share", "share gone, pair by pair", "(R - R both pair by pair) / (R - 1)"))},
+           ("pairwise_share", "share gone, pair by pair", "(R - R both pair by pair) / (R - 1)"),
+           ("pair_QK1", "W_QK^1 likely - other", "W_QK^1's pair discount, mean over the window"),
+           ("pair_QK2", "W_QK^2 likely - other", "W_QK^2's pair discount, mean over the window"))},
 }
-TRAINING_MEASURES = ("ratio", "ratio_removed", "removed_share", "ratio_pairwise", "pairwise_share")
+TRAINING_MEASURES = ("ratio", "ratio_removed", "removed_share", "ratio_pairwise", "pairwise_share", "pair_QK1",
+                     "pair_QK2")
 
 
 # --- B10 over seeds (recorded: ``python -m companion record induction_b10_seeds``) ---
@@ -994,6 +997,11 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
                                                                                       "share")
             out[f"b10s_{w}_{e}_share_above"] = (int((share > 0.25).sum()), f"seeds whose {w} share{how} is above "
                                                                            "0.25")
+        weakest = col[f"pair_QK2_{w}"]
+        out[f"b10s_{w}_pair_QK2_max"] = (weakest.max(), f"largest (weakest) over seeds: W_QK^2's pair discount, "
+                                                        f"mean over the {w} window")
+        out[f"b10s_{w}_pair_QK2_argmax"] = (int(list(per)[int(weakest.argmax())]), "the seed with that weakest "
+                                                                                   "discount")
         out[f"b10s_{w}_pairwise_more"] = (int((col[f"pairwise_share_{w}"] > col[f"removed_share_{w}"]).sum()),
                                           f"seeds where, in the {w} window, the pair-by-pair edit takes away more "
                                           "of the excess than the mean edit")
@@ -1002,8 +1010,9 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
 
 def b10_training_values(r: InductionRun) -> dict[str, float]:
     """One run's edits along training (:func:`b10_along_training` of that run alone): per window, the ratio R,
-    R with both discounts removed (as a mean, and pair by pair) and the share of R's excess that goes
-    (``ratio_early``, ``ratio_removed_early``, ``removed_share_early``, ``ratio_pairwise_early``, ...)."""
+    R with both discounts removed (as a mean, and pair by pair) and the share of R's excess that goes, and the
+    two layers' pair discounts (``ratio_early``, ``ratio_removed_early``, ..., ``pair_QK2_late``:
+    :data:`TRAINING_MEASURES`)."""
     along = b10_along_training(b10_seed_curves({"run": r}))
     return {f"{m}_{w}": along[f"b10t_{m}_{w}"] for w in ("early", "late") for m in TRAINING_MEASURES}
 
@@ -1076,7 +1085,8 @@ B10_TABLES = {  # the seed study's tables: B10's preference and the claims' mech
     "edits": ("top1_ratio", *(f"ratio_{k}" for k in DISCOUNT_EDITS if k != "trained"), "discount_removed_share",
               "discount_doubled_growth", "discount_pairwise_share"),
     "training": tuple(f"{m}_{w}" for w in ("early", "late") for m in ("ratio", "ratio_removed", "removed_share")),
-    "training_pairwise": tuple(f"{m}_{w}" for w in ("early", "late") for m in ("ratio_pairwise", "pairwise_share")),
+    "training_pairwise": tuple(f"{m}_{w}" for w in ("early", "late")
+                               for m in ("ratio_pairwise", "pairwise_share", "pair_QK1", "pair_QK2")),
 }
 
 
