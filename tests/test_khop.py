@@ -198,3 +198,68 @@ def test_seeds_summary_counts_the_solved_seeds():
     assert s["seeds_solved"] == pytest.approx(2 / 3) and s["seeds_solved_n"] == 2 and s["seeds_worst_min"] == 0.12
     assert s["seeds_hopk_first"] == 20 and s["seeds_wait_last"] == 20 and s["seeds_alt_min"] == 0.98
     assert s["seeds_alt_stagek_at"] == 0  # stage 2 from the evaluation at step 0 (recorded at the next)
+
+
+def _probe_run(seed=0, steps=30):
+    exp = khop.KHopExperiment(N=4, k=3, data="mixture", depth=2, d=16, heads=2, steps=steps, eval_every=steps,
+                              n_test=16, batch=32, seed=seed)
+    return khop.probe_run(exp, progress=False)
+
+
+def test_hop_streams_write_out_the_forward_pass():
+    r = _probe_run()
+    exp = r["exp"]
+    model = exp.model()
+    model.load_state_dict(r["state"])
+    b = exp.task().sample(np.random.default_rng(1), np.array([1, 2, 3, 3]))
+    t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
+    streams, maps = khop.hop_streams(model, t, m)
+    assert len(streams) == exp.layers + 1 and len(maps) == exp.layers
+    with torch.no_grad():
+        assert torch.allclose(model.readout(model.ln(streams[-1])), model(t, m), atol=1e-5)
+    for a in maps:
+        assert torch.allclose(a.sum(-1), torch.ones(()), atol=1e-6)
+        assert (a[~m[:, None, None, :].expand_as(a)] == 0).all()  # nothing on the padding
+    with pytest.raises(ValueError, match="attention-only"):
+        khop.hop_streams(khop.KHopExperiment(N=4, k=2, mlp=True).model(), t[:, :9], m[:, :9])
+
+
+def test_each_hop_reads_the_entry_that_holds_its_value():
+    task = khop.KHopTask(N=5, k=3, hidden_seed=2)
+    b = task.sample(np.random.default_rng(0), np.full(64, 3))
+    where = khop.read_positions(task, b)
+    assert np.array_equal(np.take_along_axis(b.tokens, where, 1), b.chain)  # table j at pi_j(v_{j-1}) holds v_j
+    assert ((where - 1) // task.N == np.arange(3)).all()  # hop j reads table j
+
+
+def test_linear_probe_reads_a_linear_code_and_not_noise():
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 4, (800,), generator=g)
+    X = torch.randn(800, 8, generator=g) * 0.1 + torch.nn.functional.one_hot(y, 8).float()
+    assert khop.linear_probe(X[:600], y[:600], X[600:], y[600:], 4) == 1.0
+    noise = torch.randn(800, 8, generator=g)
+    assert khop.linear_probe(noise[:600], y[:600], noise[600:], y[600:], 4) < 0.4  # chance 0.25
+
+
+def test_probe_summary_names_each_layer_and_hop():
+    runs = {"seed 0": _probe_run(), khop.EXPLORED: _probe_run(steps=60)}
+    s = khop.probe_summary(runs)
+    res = khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"])
+    assert res["probe"].shape == (3, 3) and res["attention"].shape == (2, 3)
+    assert s["p100_probe_l2_v3"] == res["probe"][2, 2] and s["p100_attention_l1_v2"] == pytest.approx(res["attention"][0, 1])
+    assert s["p100_best_vk"] == res["probe"][:, 2].max() and s["probe_chance"] == 0.25
+    for j in (1, 2, 3):
+        first = s[f"p250_first_v{j}"]
+        col = [s[f"p250_probe_l{l}_v{j}"] for l in range(3)]
+        assert first == next((l for l, v in enumerate(col) if v >= 0.9), np.inf)
+    assert 0 <= s["p100_acc"] <= 1 and np.all((res["attention"] >= 0) & (res["attention"] <= 1))
+    with pytest.raises(ValueError, match="carries no configuration"):
+        khop.probe_summary({"seed 0": {k: v for k, v in runs["seed 0"].items() if k != "exp"}})
+    rows = khop.probe_rows(s)
+    assert len(rows) == 2 * 3 and rows[0][:2] == ["seed 0", 0] and rows[-1][2:] == [s[f"p250_probe_l2_v{j}"] for j in (1, 2, 3)]
+    att = khop.probe_rows(s, "attention")
+    assert [r[1] for r in att] == [1, 2, 1, 2] and len(att[0]) == len(khop.probe_header(3, "attention"))
+    with pytest.raises(ValueError, match="kind"):
+        khop.probe_rows(s, "x")
+    m = khop.probe_members("quick")
+    assert list(m) == list(khop.PROBED) and [e.eval_every for e in m.values()] == [50, khop.EXPLORED_EVERY]

@@ -231,7 +231,8 @@ MODULES = ("companion.experiments.khop",)
 def run(exp: KHopExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
     """Train (or load) ``exp``: ``"step"`` (every evaluation), ``"acc"`` ((evaluations, k): test accuracy at
     each hop count), ``"stage"`` (the curriculum's hop count at each evaluation; k for direct, 0 for mixture),
-    ``"loss"`` (the training loss at each evaluation step), ``"N"``, ``"seconds"`` and ``"device"``."""
+    ``"loss"`` (the training loss at each evaluation step), ``"N"``, ``"seconds"``, ``"device"`` and ``"state"``
+    (the trained model's state dict, on the CPU)."""
     return cache.load_or_compute("khop", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache)
 
 
@@ -266,7 +267,7 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
         opt.step()
     return {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
             "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
-            "device": config.device_name(device)}
+            "device": config.device_name(device), "state": {k: v.cpu() for k, v in model.state_dict().items()}}
 
 
 def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> np.ndarray:
@@ -535,3 +536,161 @@ def seed_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: 
 
 SEED_HEADER = ["run", "seed", "advances every", "learned at (steps), hops 1..k", "on the last stage from",
                "final accuracy, hops 1..k"]
+
+
+# --- what a trained model computes where: linear probes of the chain at position 0 (recorded: ``khop_probe``) ---
+
+PROBE_SETTINGS = SEED_SETTINGS | {"steps": 8000}  # the depth-4 study's budget: seed 0 stalls, every 250 it does not
+PROBED = ("seed 0", EXPLORED)  # the two runs of seed 0 that differ only in when the curriculum advances
+
+
+@torch.no_grad()
+def hop_streams(model: HopTransformer, tokens: torch.Tensor, mask: torch.Tensor
+                ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The forward pass of ``model`` written out: position 0's stream (b, d) before the first block and after
+    each block (``depth + 1`` entries), and each block's attention weights (b, heads, T, T; query, key). The
+    model must have no MLP (the chapter's runs have none)."""
+    if any(blk.mlp is not None for blk in model.blocks):
+        raise ValueError("hop_streams reads attention-only models: got a block with an MLP")
+    x = model.embed(tokens) + model.pos
+    streams, maps = [x[:, 0]], []
+    for blk in model.blocks:
+        b, T, d = x.shape
+        q, k, v = blk.qkv(blk.ln1(x)).view(b, T, 3, blk.heads, d // blk.heads).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // blk.heads)
+        a = scores.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)
+        x = x + blk.out((a @ v).transpose(1, 2).reshape(b, T, d))
+        streams.append(x[:, 0])
+        maps.append(a)
+    return streams, maps
+
+
+def read_positions(task: KHopTask, b: HopBatch) -> np.ndarray:
+    """(batch, k): the position that hop j reads, 1 + (j - 1) N + pi_j(v_{j-1}) (v_0 = x, the query), the entry
+    of table j that holds v_j."""
+    pi = task.hidden()
+    before = np.concatenate([b.tokens[:, :1], b.chain[:, :-1]], axis=1)  # v_{j-1}
+    return 1 + np.arange(task.k) * task.N + pi[np.arange(task.k), before]
+
+
+def linear_probe(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, y_test: torch.Tensor, classes: int,
+                 l2: float = 1e-3, iters: int = 200) -> float:
+    """Test accuracy of a softmax regression of ``y`` on ``X`` (features standardised on the training set, L2
+    penalty ``l2``, L-BFGS from zero, so that the fit is deterministic)."""
+    mu, sd = X.mean(0), X.std(0).clamp_min(1e-6)
+    X, X_test = (X - mu) / sd, (X_test - mu) / sd
+    W = torch.zeros(X.shape[1] + 1, classes, requires_grad=True)
+    ones = torch.ones(len(X), 1)
+    opt = torch.optim.LBFGS([W], max_iter=iters, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = F.cross_entropy(torch.cat([X, ones], 1) @ W, y) + l2 * (W[:-1] ** 2).sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        opt.step(closure)
+    pred = (torch.cat([X_test, torch.ones(len(X_test), 1)], 1) @ W).argmax(1)
+    return float((pred == y_test).float().mean())
+
+
+def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int = 2048) -> dict:
+    """Where a trained model has the chain of a k-hop example, on fresh k-hop examples (stream "hop-probe" of
+    its seed): ``probe`` (depth + 1, k), the test accuracy of a linear probe (:func:`linear_probe`, fitted on
+    ``n_train`` examples, tested on ``n_test`` others) of v_j, the value after hop j, from position 0's stream
+    before the first block (row 0) and after each block; ``attention`` (depth, k), position 0's attention in
+    each block on the position that hop j reads (:func:`read_positions`), the largest over the heads of its
+    mean over the examples; ``acc``, the model's own accuracy on the test examples."""
+    check_int("n_train", n_train, low=1)
+    check_int("n_test", n_test, low=1)
+    task, model = exp.task(), exp.model()
+    model.load_state_dict(state)
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["hop-probe"])["hop-probe"])
+    parts = []
+    for n in (n_train, n_test):
+        b = task.sample(rng, np.full(n, task.k))
+        t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
+        streams, maps = hop_streams(model, t, m)
+        parts.append((b, streams, maps, model(t, m).argmax(1)))
+    (b, streams, _, _), (bt, streams_t, maps_t, pred) = parts
+    probe = np.array([[linear_probe(s, torch.as_tensor(b.chain[:, j]), st, torch.as_tensor(bt.chain[:, j]), task.N)
+                       for j in range(task.k)] for s, st in zip(streams, streams_t)])
+    where = torch.as_tensor(read_positions(task, bt))  # (n_test, k)
+    rows = torch.arange(len(where))[:, None]
+    attention = np.array([a[:, :, 0][rows, :, where].mean(0).max(-1).values.numpy() for a in maps_t])
+    return {"probe": probe, "attention": attention, "acc": float((pred == torch.as_tensor(bt.answer)).float().mean())}
+
+
+def probe_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The two runs of seed 0 in :data:`PROBED` (of :func:`seed_members`): advancing every 100 steps and every
+    :data:`EXPLORED_EVERY`."""
+    return {k: v for k, v in seed_members(profile).items() if k in PROBED}
+
+
+PROBE_TAGS = {"seed 0": "p100", EXPLORED: f"p{EXPLORED_EVERY}"}  # summary prefixes of the probed runs
+
+
+def probe_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
+    """:func:`run` of ``exp``, carrying ``exp`` itself (``"exp"``), as :func:`probe_summary` reads it."""
+    return {**run(exp, progress=progress, device=device), "exp": exp}
+
+
+def probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`hop_probe` of each run of :func:`probe_members` (from :func:`probe_run`: with ``state`` and ``exp``),
+    named
+    ``<tag>_probe_l<layer>_v<j>`` and ``<tag>_attention_l<layer>_v<j>`` (layers from 0, the embeddings, for the
+    probes; from 1 for the blocks), with per run the model's own k-hop accuracy (``<tag>_acc``), the first
+    layer at which each v_j is read above ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe
+    accuracy of v_k over the layers (``<tag>_best_vk``); ``probe_chance`` is 1/N."""
+    out = {}
+    for name, r in runs.items():
+        tag, exp = PROBE_TAGS[name], _member_of(name, r)
+        res = hop_probe(exp, r["state"])
+        P, A = res["probe"], res["attention"]
+        out[f"{tag}_acc"] = (res["acc"], f"{name}: the model's accuracy on the probe's test examples ({exp.k} hops)")
+        for (l, j), v in np.ndenumerate(P):
+            out[f"{tag}_probe_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{j + 1} after block {l}")
+        for (l, j), v in np.ndenumerate(A):
+            out[f"{tag}_attention_l{l + 1}_v{j + 1}"] = (float(v), f"{name}: position 0's attention in block "
+                                                                   f"{l + 1} on hop {j + 1}'s entry (largest head)")
+        for j in range(exp.k):
+            hit = np.flatnonzero(P[:, j] >= level)
+            out[f"{tag}_first_v{j + 1}"] = (float(hit[0]) if len(hit) else math.inf, f"{name}: first layer (0: "
+                                            f"embeddings) whose probe reads v_{j + 1} at {level} or more")
+        out[f"{tag}_best_vk"] = (float(P[:, -1].max()), f"{name}: best probe accuracy of v_k over the layers")
+        out[f"{tag}_depth"] = (exp.layers, f"{name}: blocks")
+        out["probe_chance"] = (1 / exp.N, "chance: 1/N")
+        out["probe_k"] = (exp.k, "hops")
+        out["probe_steps"] = (exp.steps, "training steps of each probed run")
+    return report.Summary(out)
+
+
+def _member_of(name: str, r: dict) -> KHopExperiment:
+    """The configuration a recorded or live probe run was trained with (its ``exp`` entry)."""
+    if "exp" not in r:
+        raise ValueError(f"run {name!r} carries no configuration ('exp'): probe runs come from probe_run")
+    return r["exp"]
+
+
+PROBE_KINDS = {"probe": "linear probe of v_j at position 0", "attention": "position 0's attention on hop j's entry"}
+
+
+def probe_header(k: int, kind: str = "probe") -> list[str]:
+    """Columns of :func:`probe_rows`: the run, the layer (0: the embeddings; the blocks from 1), one per hop."""
+    check_choice("kind", kind, tuple(PROBE_KINDS))
+    what = "v_{j}, probe accuracy" if kind == "probe" else "hop {j}'s entry, attention"
+    return ["run", "after block" if kind == "probe" else "block", *(what.format(j=j) for j in range(1, k + 1))]
+
+
+def probe_rows(summary, kind: str = "probe") -> list[list]:
+    """One row per probed run and layer of a :func:`probe_summary` (live or recorded): ``kind="probe"``, the
+    probe accuracy of each v_j after that block; ``"attention"``, position 0's attention in that block on the
+    entry each hop reads."""
+    check_choice("kind", kind, tuple(PROBE_KINDS))
+    k, rows = int(summary["probe_k"]), []
+    for name, tag in PROBE_TAGS.items():
+        depth = int(summary[f"{tag}_depth"])
+        layers = range(depth + 1) if kind == "probe" else range(1, depth + 1)
+        rows += [[name, l, *(summary[f"{tag}_{kind}_l{l}_v{j}"] for j in range(1, k + 1))] for l in layers]
+    return rows
