@@ -216,7 +216,7 @@ def test_hop_streams_write_out_the_forward_pass():
     streams, maps = khop.hop_streams(model, t, m)
     assert len(streams) == exp.layers + 1 and len(maps) == exp.layers
     with torch.no_grad():
-        assert torch.allclose(model.readout(model.ln(streams[-1])), model(t, m), atol=1e-5)
+        assert torch.allclose(model.readout(model.ln(streams[-1][:, 0])), model(t, m), atol=1e-5)
     for a in maps:
         assert torch.allclose(a.sum(-1), torch.ones(()), atol=1e-6)
         assert (a[~m[:, None, None, :].expand_as(a)] == 0).all()  # nothing on the padding
@@ -245,7 +245,9 @@ def test_probe_summary_names_each_layer_and_hop():
     runs = {"seed 0": _probe_run(), khop.EXPLORED: _probe_run(steps=60)}
     s = khop.probe_summary(runs)
     res = khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"])
-    assert res["probe"].shape == (3, 3) and res["attention"].shape == (2, 3)
+    assert res["probe"].shape == res["entry"].shape == (3, 3) and res["attention"].shape == (2, 3)
+    assert s["p100_entry_l1_v2"] == res["entry"][1, 1] and s["p100_best_v2"] == res["probe"][:, 1].max()
+    assert res["entry"][0, 2] == 1.0  # hop k's entry holds v_k as its token from the start
     assert s["p100_probe_l2_v3"] == res["probe"][2, 2] and s["p100_attention_l1_v2"] == pytest.approx(res["attention"][0, 1])
     assert s["p100_best_vk"] == res["probe"][:, 2].max() and s["probe_chance"] == 0.25
     for j in (1, 2, 3):
@@ -259,6 +261,8 @@ def test_probe_summary_names_each_layer_and_hop():
     assert len(rows) == 2 * 3 and rows[0][:2] == ["seed 0", 0] and rows[-1][2:] == [s[f"p250_probe_l2_v{j}"] for j in (1, 2, 3)]
     att = khop.probe_rows(s, "attention")
     assert [r[1] for r in att] == [1, 2, 1, 2] and len(att[0]) == len(khop.probe_header(3, "attention"))
+    assert khop.probe_rows(s, "entry")[1][2:] == [s[f"p100_entry_l1_v{j}"] for j in (1, 2, 3)]
+    assert khop.probe_header(3, "entry")[2] == "v_3 at hop 1's entry"
     with pytest.raises(ValueError, match="kind"):
         khop.probe_rows(s, "x")
     m = khop.probe_members("quick")

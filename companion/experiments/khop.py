@@ -547,20 +547,20 @@ PROBED = ("seed 0", EXPLORED)  # the two runs of seed 0 that differ only in when
 @torch.no_grad()
 def hop_streams(model: HopTransformer, tokens: torch.Tensor, mask: torch.Tensor
                 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The forward pass of ``model`` written out: position 0's stream (b, d) before the first block and after
-    each block (``depth + 1`` entries), and each block's attention weights (b, heads, T, T; query, key). The
-    model must have no MLP (the chapter's runs have none)."""
+    """The forward pass of ``model`` written out: the stream (b, T, d) before the first block and after each
+    block (``depth + 1`` entries), and each block's attention weights (b, heads, T, T; query, key). The model
+    must have no MLP (the chapter's runs have none)."""
     if any(blk.mlp is not None for blk in model.blocks):
         raise ValueError("hop_streams reads attention-only models: got a block with an MLP")
     x = model.embed(tokens) + model.pos
-    streams, maps = [x[:, 0]], []
+    streams, maps = [x], []
     for blk in model.blocks:
         b, T, d = x.shape
         q, k, v = blk.qkv(blk.ln1(x)).view(b, T, 3, blk.heads, d // blk.heads).permute(2, 0, 3, 1, 4)
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // blk.heads)
         a = scores.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)
         x = x + blk.out((a @ v).transpose(1, 2).reshape(b, T, d))
-        streams.append(x[:, 0])
+        streams.append(x)
         maps.append(a)
     return streams, maps
 
@@ -599,9 +599,11 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
     """Where a trained model has the chain of a k-hop example, on fresh k-hop examples (stream "hop-probe" of
     its seed): ``probe`` (depth + 1, k), the test accuracy of a linear probe (:func:`linear_probe`, fitted on
     ``n_train`` examples, tested on ``n_test`` others) of v_j, the value after hop j, from position 0's stream
-    before the first block (row 0) and after each block; ``attention`` (depth, k), position 0's attention in
-    each block on the position that hop j reads (:func:`read_positions`), the largest over the heads of its
-    mean over the examples; ``acc``, the model's own accuracy on the test examples."""
+    before the first block (row 0) and after each block; ``entry`` (depth + 1, k), the same probe of v_k, the
+    answer, from the stream at the entry that hop j reads (:func:`read_positions`; does that entry hold the rest
+    of the chain before position 0 reads it?); ``attention`` (depth, k), position 0's attention in each block on
+    the entry that hop j reads, the largest over the heads of its mean over the examples; ``acc``, the model's
+    own accuracy on the test examples."""
     check_int("n_train", n_train, low=1)
     check_int("n_test", n_test, low=1)
     task, model = exp.task(), exp.model()
@@ -614,12 +616,15 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
         streams, maps = hop_streams(model, t, m)
         parts.append((b, streams, maps, model(t, m).argmax(1)))
     (b, streams, _, _), (bt, streams_t, maps_t, pred) = parts
-    probe = np.array([[linear_probe(s, torch.as_tensor(b.chain[:, j]), st, torch.as_tensor(bt.chain[:, j]), task.N)
+    probe = np.array([[linear_probe(s[:, 0], torch.as_tensor(b.chain[:, j]), st[:, 0], torch.as_tensor(bt.chain[:, j]),
+                                    task.N) for j in range(task.k)] for s, st in zip(streams, streams_t)])
+    where, where_t = torch.as_tensor(read_positions(task, b)), torch.as_tensor(read_positions(task, bt))  # (n, k)
+    rows, rows_t = torch.arange(len(where))[:, None], torch.arange(len(where_t))[:, None]
+    y, y_t = torch.as_tensor(b.answer), torch.as_tensor(bt.answer)
+    entry = np.array([[linear_probe(s[rows[:, 0], where[:, j]], y, st[rows_t[:, 0], where_t[:, j]], y_t, task.N)
                        for j in range(task.k)] for s, st in zip(streams, streams_t)])
-    where = torch.as_tensor(read_positions(task, bt))  # (n_test, k)
-    rows = torch.arange(len(where))[:, None]
-    attention = np.array([a[:, :, 0][rows, :, where].mean(0).max(-1).values.numpy() for a in maps_t])
-    return {"probe": probe, "attention": attention, "acc": float((pred == torch.as_tensor(bt.answer)).float().mean())}
+    attention = np.array([a[:, :, 0][rows_t, :, where_t].mean(0).max(-1).values.numpy() for a in maps_t])
+    return {"probe": probe, "entry": entry, "attention": attention, "acc": float((pred == y_t).float().mean())}
 
 
 def probe_members(profile: str | None = None) -> dict[str, KHopExperiment]:
@@ -639,10 +644,11 @@ def probe_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
 def probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     """:func:`hop_probe` of each run of :func:`probe_members` (from :func:`probe_run`: with ``state`` and ``exp``),
     named
-    ``<tag>_probe_l<layer>_v<j>`` and ``<tag>_attention_l<layer>_v<j>`` (layers from 0, the embeddings, for the
-    probes; from 1 for the blocks), with per run the model's own k-hop accuracy (``<tag>_acc``), the first
-    layer at which each v_j is read above ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe
-    accuracy of v_k over the layers (``<tag>_best_vk``); ``probe_chance`` is 1/N."""
+    ``<tag>_probe_l<layer>_v<j>``, ``<tag>_entry_l<layer>_v<j>`` (v_k at hop j's entry) and
+    ``<tag>_attention_l<layer>_v<j>`` (layers from 0, the embeddings, for the probes; from 1 for the blocks),
+    with per run the model's own k-hop accuracy (``<tag>_acc``), the first layer at which each v_j is read
+    above ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe accuracy of each v_j over the layers
+    (``<tag>_best_v<j>``; ``<tag>_best_vk`` for v_k); ``probe_chance`` is 1/N."""
     out = {}
     for name, r in runs.items():
         tag, exp = PROBE_TAGS[name], _member_of(name, r)
@@ -651,6 +657,9 @@ def probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
         out[f"{tag}_acc"] = (res["acc"], f"{name}: the model's accuracy on the probe's test examples ({exp.k} hops)")
         for (l, j), v in np.ndenumerate(P):
             out[f"{tag}_probe_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{j + 1} after block {l}")
+        for (l, j), v in np.ndenumerate(res["entry"]):
+            out[f"{tag}_entry_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{exp.k} at hop {j + 1}'s "
+                                                           f"entry after block {l}")
         for (l, j), v in np.ndenumerate(A):
             out[f"{tag}_attention_l{l + 1}_v{j + 1}"] = (float(v), f"{name}: position 0's attention in block "
                                                                    f"{l + 1} on hop {j + 1}'s entry (largest head)")
@@ -659,6 +668,9 @@ def probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
             out[f"{tag}_first_v{j + 1}"] = (float(hit[0]) if len(hit) else math.inf, f"{name}: first layer (0: "
                                             f"embeddings) whose probe reads v_{j + 1} at {level} or more")
         out[f"{tag}_best_vk"] = (float(P[:, -1].max()), f"{name}: best probe accuracy of v_k over the layers")
+        for j in range(exp.k):
+            out[f"{tag}_best_v{j + 1}"] = (float(P[:, j].max()), f"{name}: best probe accuracy of v_{j + 1} over "
+                                                                 "the layers")
         out[f"{tag}_depth"] = (exp.layers, f"{name}: blocks")
         out["probe_chance"] = (1 / exp.N, "chance: 1/N")
         out["probe_k"] = (exp.k, "hops")
@@ -673,24 +685,27 @@ def _member_of(name: str, r: dict) -> KHopExperiment:
     return r["exp"]
 
 
-PROBE_KINDS = {"probe": "linear probe of v_j at position 0", "attention": "position 0's attention on hop j's entry"}
+PROBE_KINDS = {"probe": "linear probe of v_j at position 0", "entry": "linear probe of v_k at hop j's entry",
+               "attention": "position 0's attention on hop j's entry"}
 
 
 def probe_header(k: int, kind: str = "probe") -> list[str]:
     """Columns of :func:`probe_rows`: the run, the layer (0: the embeddings; the blocks from 1), one per hop."""
     check_choice("kind", kind, tuple(PROBE_KINDS))
-    what = "v_{j}, probe accuracy" if kind == "probe" else "hop {j}'s entry, attention"
-    return ["run", "after block" if kind == "probe" else "block", *(what.format(j=j) for j in range(1, k + 1))]
+    what = {"probe": "v_{j}, probe accuracy", "entry": "v_{k} at hop {j}'s entry", "attention":
+            "hop {j}'s entry, attention"}[kind]
+    return ["run", "block" if kind == "attention" else "after block",
+            *(what.format(j=j, k=k) for j in range(1, k + 1))]
 
 
 def probe_rows(summary, kind: str = "probe") -> list[list]:
     """One row per probed run and layer of a :func:`probe_summary` (live or recorded): ``kind="probe"``, the
-    probe accuracy of each v_j after that block; ``"attention"``, position 0's attention in that block on the
-    entry each hop reads."""
+    probe accuracy of each v_j at position 0 after that block; ``"entry"``, of v_k at the entry each hop reads;
+    ``"attention"``, position 0's attention in that block on the entry each hop reads."""
     check_choice("kind", kind, tuple(PROBE_KINDS))
     k, rows = int(summary["probe_k"]), []
     for name, tag in PROBE_TAGS.items():
         depth = int(summary[f"{tag}_depth"])
-        layers = range(depth + 1) if kind == "probe" else range(1, depth + 1)
+        layers = range(1, depth + 1) if kind == "attention" else range(depth + 1)
         rows += [[name, l, *(summary[f"{tag}_{kind}_l{l}_v{j}"] for j in range(1, k + 1))] for l in layers]
     return rows
