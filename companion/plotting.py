@@ -696,3 +696,27 @@ def b10_seed_panels(curves: dict):
     axes[1].legend(fontsize=8, title="solid: as trained; dotted: discounts removed;\ndash-dot: removed pair by pair",
                    title_fontsize=7)
     return fig
+
+
+def hop_probe_panels(summary):
+    """The k-hop probes of :func:`companion.experiments.khop.probe_summary` (live or recorded), one column per
+    probed run: top, the linear probe of each v_j at position 0 after each block; bottom, the probe of the
+    answer v_k at the entry each hop reads. Each cell is annotated with its accuracy; colour scale 0 to 1."""
+    from companion.experiments.khop import PROBE_TAGS
+
+    k = int(summary["probe_k"])
+    fig, axes = plt.subplots(2, len(PROBE_TAGS), figsize=(4.6 * len(PROBE_TAGS), 6.4), constrained_layout=True,
+                             squeeze=False)
+    for c, (name, tag) in enumerate(PROBE_TAGS.items()):
+        depth = int(summary[f"{tag}_depth"])
+        for r, (kind, xlabel) in enumerate((("probe", "value probed at position 0: v_j after hop j"),
+                                            ("entry", f"entry read by hop j, probed for the answer v_{k}"))):
+            M = np.array([[summary[f"{tag}_{kind}_l{l}_v{j}"] for j in range(1, k + 1)] for l in range(depth + 1)])
+            ax = axes[r, c]
+            heatmap(ax, M, xlabel, "after block (0: embeddings)", "probe accuracy", vmin=0, vmax=1, cmap="viridis")
+            ax.set_xticks(range(k), [str(j) for j in range(1, k + 1)])
+            ax.set_yticks(range(depth + 1), [str(l) for l in range(depth + 1)])
+            for (l, j), v in np.ndenumerate(M):
+                ax.text(j, l, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if v < 0.6 else "black")
+            panel_label(ax, name)
+    return fig

@@ -265,5 +265,10 @@ def test_probe_summary_names_each_layer_and_hop():
     assert khop.probe_header(3, "entry")[2] == "v_3 at hop 1's entry"
     with pytest.raises(ValueError, match="kind"):
         khop.probe_rows(s, "x")
+    from companion import plotting
+
+    fig = plotting.hop_probe_panels(s)
+    assert len(fig.axes) == 8 and sum(len(ax.images) for ax in fig.axes) == 4  # 4 maps, 4 colour bars
+    assert fig.axes[0].get_ylabel() and fig.axes[0].images[0].get_array()[2, 1] == s["p100_probe_l2_v2"]
     m = khop.probe_members("quick")
     assert list(m) == list(khop.PROBED) and [e.eval_every for e in m.values()] == [50, khop.EXPLORED_EVERY]
