@@ -230,6 +230,8 @@ def test_each_hop_reads_the_entry_that_holds_its_value():
     where = khop.read_positions(task, b)
     assert np.array_equal(np.take_along_axis(b.tokens, where, 1), b.chain)  # table j at pi_j(v_{j-1}) holds v_j
     assert ((where - 1) // task.N == np.arange(3)).all()  # hop j reads table j
+    with pytest.raises(ValueError, match="needs 3-hop examples: got hop counts \\[2, 3\\]"):
+        khop.read_positions(task, task.sample(np.random.default_rng(0), np.array([3, 2])))
 
 
 def test_linear_probe_reads_a_linear_code_and_not_noise():

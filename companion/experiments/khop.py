@@ -567,7 +567,13 @@ def hop_streams(model: HopTransformer, tokens: torch.Tensor, mask: torch.Tensor
 
 def read_positions(task: KHopTask, b: HopBatch) -> np.ndarray:
     """(batch, k): the position that hop j reads, 1 + (j - 1) N + pi_j(v_{j-1}) (v_0 = x, the query), the entry
-    of table j that holds v_j."""
+    of table j that holds v_j, in a batch of k-hop examples.
+
+    Raises:
+        ValueError: an example with fewer than k hops (its later tables are padding).
+    """
+    if (b.hops < task.k).any():
+        raise ValueError(f"read_positions needs {task.k}-hop examples: got hop counts {sorted(set(b.hops.tolist()))}")
     pi = task.hidden()
     before = np.concatenate([b.tokens[:, :1], b.chain[:, :-1]], axis=1)  # v_{j-1}
     return 1 + np.arange(task.k) * task.N + pi[np.arange(task.k), before]
