@@ -230,7 +230,10 @@ def test_each_hop_reads_the_entry_that_holds_its_value():
     where = khop.read_positions(task, b)
     assert np.array_equal(np.take_along_axis(b.tokens, where, 1), b.chain)  # table j at pi_j(v_{j-1}) holds v_j
     assert ((where - 1) // task.N == np.arange(3)).all()  # hop j reads table j
-    with pytest.raises(ValueError, match="needs 3-hop examples: got hop counts \\[2, 3\\]"):
+    b2 = task.sample(np.random.default_rng(0), np.full(64, 2))  # 2-hop examples: the first two tables
+    where2 = khop.read_positions(task, b2)
+    assert where2.shape == (64, 2) and np.array_equal(np.take_along_axis(b2.tokens, where2, 1), b2.chain[:, :2])
+    with pytest.raises(ValueError, match="one hop count: got hop counts \\[2, 3\\]"):
         khop.read_positions(task, task.sample(np.random.default_rng(0), np.array([3, 2])))
 
 
@@ -252,6 +255,11 @@ def test_probe_summary_names_each_layer_and_hop():
     assert res["entry"][0, 2] == 1.0  # hop k's entry holds v_k as its token from the start
     assert s["p100_probe_l2_v3"] == res["probe"][2, 2] and s["p100_attention_l1_v2"] == pytest.approx(res["attention"][0, 1])
     assert s["p100_best_vk"] == res["probe"][:, 2].max() and s["probe_chance"] == 0.25
+    two = khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"], hops=2)  # (k - 1)-hop examples
+    assert two["probe"].shape == two["entry"].shape == (3, 2) and s["p100_h2_probe_l1_v2"] == two["probe"][1, 1]
+    assert s["p100_h2_best_vk"] == two["probe"][:, 1].max() and "p100_h2_entry_l2_v2" in s
+    with pytest.raises(ValueError, match="hops"):
+        khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"], hops=4)
     for j in (1, 2, 3):
         first = s[f"p250_first_v{j}"]
         col = [s[f"p250_probe_l{l}_v{j}"] for l in range(3)]

@@ -566,17 +566,18 @@ def hop_streams(model: HopTransformer, tokens: torch.Tensor, mask: torch.Tensor
 
 
 def read_positions(task: KHopTask, b: HopBatch) -> np.ndarray:
-    """(batch, k): the position that hop j reads, 1 + (j - 1) N + pi_j(v_{j-1}) (v_0 = x, the query), the entry
-    of table j that holds v_j, in a batch of k-hop examples.
+    """(batch, h): the position that hop j reads, 1 + (j - 1) N + pi_j(v_{j-1}) (v_0 = x, the query), the entry
+    of table j that holds v_j, in a batch of h-hop examples (one hop count h for all).
 
     Raises:
-        ValueError: an example with fewer than k hops (its later tables are padding).
+        ValueError: examples with different hop counts.
     """
-    if (b.hops < task.k).any():
-        raise ValueError(f"read_positions needs {task.k}-hop examples: got hop counts {sorted(set(b.hops.tolist()))}")
-    pi = task.hidden()
-    before = np.concatenate([b.tokens[:, :1], b.chain[:, :-1]], axis=1)  # v_{j-1}
-    return 1 + np.arange(task.k) * task.N + pi[np.arange(task.k), before]
+    counts = sorted(set(b.hops.tolist()))
+    if len(counts) != 1:
+        raise ValueError(f"read_positions needs examples of one hop count: got hop counts {counts}")
+    h, pi = counts[0], task.hidden()
+    before = np.concatenate([b.tokens[:, :1], b.chain[:, :h - 1]], axis=1)  # v_{j-1}
+    return 1 + np.arange(h) * task.N + pi[np.arange(h), before]
 
 
 def linear_probe(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, y_test: torch.Tensor, classes: int,
@@ -601,34 +602,37 @@ def linear_probe(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, y_test:
     return float((pred == y_test).float().mean())
 
 
-def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int = 2048) -> dict:
-    """Where a trained model has the chain of a k-hop example, on fresh k-hop examples (stream "hop-probe" of
-    its seed): ``probe`` (depth + 1, k), the test accuracy of a linear probe (:func:`linear_probe`, fitted on
-    ``n_train`` examples, tested on ``n_test`` others) of v_j, the value after hop j, from position 0's stream
-    before the first block (row 0) and after each block; ``entry`` (depth + 1, k), the same probe of v_k, the
-    answer, from the stream at the entry that hop j reads (:func:`read_positions`; does that entry hold the rest
-    of the chain before position 0 reads it?); ``attention`` (depth, k), position 0's attention in each block on
-    the entry that hop j reads, the largest over the heads of its mean over the examples; ``acc``, the model's
-    own accuracy on the test examples."""
+def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int = 2048,
+              hops: int | None = None) -> dict:
+    """Where a trained model has the chain of an h-hop example (``hops``, default k), on fresh h-hop examples
+    (stream "hop-probe" of its seed): ``probe`` (depth + 1, h), the test accuracy of a linear probe
+    (:func:`linear_probe`, fitted on ``n_train`` examples, tested on ``n_test`` others) of v_j, the value after
+    hop j, from position 0's stream before the first block (row 0) and after each block; ``entry``
+    (depth + 1, h), the same probe of v_h, the answer, from the stream at the entry that hop j reads
+    (:func:`read_positions`; does that entry hold the rest of the chain before position 0 reads it?);
+    ``attention`` (depth, h), position 0's attention in each block on the entry that hop j reads, the largest
+    over the heads of its mean over the examples; ``acc``, the model's own accuracy on the test examples."""
     check_int("n_train", n_train, low=1)
     check_int("n_test", n_test, low=1)
     task, model = exp.task(), exp.model()
+    h = task.k if hops is None else hops
+    check_int("hops", h, low=1, high=task.k)
     model.load_state_dict(state)
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["hop-probe"])["hop-probe"])
     parts = []
     for n in (n_train, n_test):
-        b = task.sample(rng, np.full(n, task.k))
+        b = task.sample(rng, np.full(n, h))
         t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
         streams, maps = hop_streams(model, t, m)
         parts.append((b, streams, maps, model(t, m).argmax(1)))
     (b, streams, _, _), (bt, streams_t, maps_t, pred) = parts
     probe = np.array([[linear_probe(s[:, 0], torch.as_tensor(b.chain[:, j]), st[:, 0], torch.as_tensor(bt.chain[:, j]),
-                                    task.N) for j in range(task.k)] for s, st in zip(streams, streams_t)])
+                                    task.N) for j in range(h)] for s, st in zip(streams, streams_t)])
     where, where_t = torch.as_tensor(read_positions(task, b)), torch.as_tensor(read_positions(task, bt))  # (n, k)
     rows, rows_t = torch.arange(len(where))[:, None], torch.arange(len(where_t))[:, None]
     y, y_t = torch.as_tensor(b.answer), torch.as_tensor(bt.answer)
     entry = np.array([[linear_probe(s[rows[:, 0], where[:, j]], y, st[rows_t[:, 0], where_t[:, j]], y_t, task.N)
-                       for j in range(task.k)] for s, st in zip(streams, streams_t)])
+                       for j in range(h)] for s, st in zip(streams, streams_t)])
     attention = np.array([a[:, :, 0][rows_t, :, where_t].mean(0).max(-1).values.numpy() for a in maps_t])
     return {"probe": probe, "entry": entry, "attention": attention, "acc": float((pred == y_t).float().mean())}
 
@@ -648,40 +652,46 @@ def probe_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
 
 
 def probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """:func:`hop_probe` of each run of :func:`probe_members` (from :func:`probe_run`: with ``state`` and ``exp``),
-    named
-    ``<tag>_probe_l<layer>_v<j>``, ``<tag>_entry_l<layer>_v<j>`` (v_k at hop j's entry) and
-    ``<tag>_attention_l<layer>_v<j>`` (layers from 0, the embeddings, for the probes; from 1 for the blocks),
-    with per run the model's own k-hop accuracy (``<tag>_acc``), the first layer at which each v_j is read
-    above ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe accuracy of each v_j over the layers
-    (``<tag>_best_v<j>``; ``<tag>_best_vk`` for v_k); ``probe_chance`` is 1/N."""
+    """:func:`hop_probe` of each run of :func:`probe_members` (from :func:`probe_run`: with ``state`` and ``exp``)
+    on k-hop examples, named ``<tag>_probe_l<layer>_v<j>``, ``<tag>_entry_l<layer>_v<j>`` (v_k at hop j's entry)
+    and ``<tag>_attention_l<layer>_v<j>`` (layers from 0, the embeddings, for the probes; from 1 for the blocks),
+    with per run the model's own k-hop accuracy (``<tag>_acc``), the first layer at which each v_j is read above
+    ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe accuracy of each v_j over the layers
+    (``<tag>_best_v<j>``; ``<tag>_best_vk`` for v_k); and the same on (k - 1)-hop examples, named with
+    ``_h<k - 1>`` after the tag (``p100_h3_probe_l4_v3``, ...). ``probe_chance`` is 1/N."""
     out = {}
     for name, r in runs.items():
         tag, exp = PROBE_TAGS[name], _member_of(name, r)
-        res = hop_probe(exp, r["state"])
-        P, A = res["probe"], res["attention"]
-        out[f"{tag}_acc"] = (res["acc"], f"{name}: the model's accuracy on the probe's test examples ({exp.k} hops)")
-        for (l, j), v in np.ndenumerate(P):
-            out[f"{tag}_probe_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{j + 1} after block {l}")
-        for (l, j), v in np.ndenumerate(res["entry"]):
-            out[f"{tag}_entry_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{exp.k} at hop {j + 1}'s "
-                                                           f"entry after block {l}")
-        for (l, j), v in np.ndenumerate(A):
-            out[f"{tag}_attention_l{l + 1}_v{j + 1}"] = (float(v), f"{name}: position 0's attention in block "
-                                                                   f"{l + 1} on hop {j + 1}'s entry (largest head)")
-        for j in range(exp.k):
-            hit = np.flatnonzero(P[:, j] >= level)
-            out[f"{tag}_first_v{j + 1}"] = (float(hit[0]) if len(hit) else math.inf, f"{name}: first layer (0: "
-                                            f"embeddings) whose probe reads v_{j + 1} at {level} or more")
-        out[f"{tag}_best_vk"] = (float(P[:, -1].max()), f"{name}: best probe accuracy of v_k over the layers")
-        for j in range(exp.k):
-            out[f"{tag}_best_v{j + 1}"] = (float(P[:, j].max()), f"{name}: best probe accuracy of v_{j + 1} over "
-                                                                 "the layers")
+        for h in sorted({exp.k, max(exp.k - 1, 1)}, reverse=True):
+            pre = tag if h == exp.k else f"{tag}_h{h}"
+            _probe_values(out, f"{name}, {h}-hop examples", pre, hop_probe(exp, r["state"], hops=h), level)
         out[f"{tag}_depth"] = (exp.layers, f"{name}: blocks")
         out["probe_chance"] = (1 / exp.N, "chance: 1/N")
         out["probe_k"] = (exp.k, "hops")
         out["probe_steps"] = (exp.steps, "training steps of each probed run")
     return report.Summary(out)
+
+
+def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> None:
+    """:func:`probe_summary`'s entries of one :func:`hop_probe` result, named with the prefix ``pre``."""
+    P, A = res["probe"], res["attention"]
+    h = P.shape[1]
+    out[f"{pre}_acc"] = (res["acc"], f"{name}: the model's accuracy on the probe's test examples")
+    for (l, j), v in np.ndenumerate(P):
+        out[f"{pre}_probe_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{j + 1} after block {l}")
+    for (l, j), v in np.ndenumerate(res["entry"]):
+        out[f"{pre}_entry_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{h} at hop {j + 1}'s entry "
+                                                       f"after block {l}")
+    for (l, j), v in np.ndenumerate(A):
+        out[f"{pre}_attention_l{l + 1}_v{j + 1}"] = (float(v), f"{name}: position 0's attention in block {l + 1} "
+                                                               f"on hop {j + 1}'s entry (largest head)")
+    for j in range(h):
+        hit = np.flatnonzero(P[:, j] >= level)
+        out[f"{pre}_first_v{j + 1}"] = (float(hit[0]) if len(hit) else math.inf, f"{name}: first layer (0: "
+                                        f"embeddings) whose probe reads v_{j + 1} at {level} or more")
+        out[f"{pre}_best_v{j + 1}"] = (float(P[:, j].max()), f"{name}: best probe accuracy of v_{j + 1} over the "
+                                                             "layers")
+    out[f"{pre}_best_vk"] = (float(P[:, -1].max()), f"{name}: best probe accuracy of the answer over the layers")
 
 
 def _member_of(name: str, r: dict) -> KHopExperiment:
