@@ -272,6 +272,9 @@ def test_probe_summary_names_each_layer_and_hop():
     att = khop.probe_rows(s, "attention")
     assert [r[1] for r in att] == [1, 2, 1, 2] and len(att[0]) == len(khop.probe_header(3, "attention"))
     assert khop.probe_rows(s, "entry")[1][2:] == [s[f"p100_entry_l1_v{j}"] for j in (1, 2, 3)]
+    assert khop.probe_rows(s, hops=2)[1][2:] == [s[f"p100_h2_probe_l1_v{j}"] for j in (1, 2)]
+    with pytest.raises(ValueError, match="hops"):
+        khop.probe_rows(s, hops=1)
     assert khop.probe_header(3, "entry")[2] == "v_3 at hop 1's entry"
     with pytest.raises(ValueError, match="kind"):
         khop.probe_rows(s, "x")

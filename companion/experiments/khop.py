@@ -706,7 +706,8 @@ PROBE_KINDS = {"probe": "linear probe of v_j at position 0", "entry": "linear pr
 
 
 def probe_header(k: int, kind: str = "probe") -> list[str]:
-    """Columns of :func:`probe_rows`: the run, the layer (0: the embeddings; the blocks from 1), one per hop."""
+    """Columns of :func:`probe_rows` (``k``: the examples' hop count): the run, the layer (0: the embeddings; the
+    blocks from 1), one per hop."""
     check_choice("kind", kind, tuple(PROBE_KINDS))
     what = {"probe": "v_{j}, probe accuracy", "entry": "v_{k} at hop {j}'s entry", "attention":
             "hop {j}'s entry, attention"}[kind]
@@ -714,14 +715,18 @@ def probe_header(k: int, kind: str = "probe") -> list[str]:
             *(what.format(j=j, k=k) for j in range(1, k + 1))]
 
 
-def probe_rows(summary, kind: str = "probe") -> list[list]:
-    """One row per probed run and layer of a :func:`probe_summary` (live or recorded): ``kind="probe"``, the
-    probe accuracy of each v_j at position 0 after that block; ``"entry"``, of v_k at the entry each hop reads;
-    ``"attention"``, position 0's attention in that block on the entry each hop reads."""
+def probe_rows(summary, kind: str = "probe", hops: int | None = None) -> list[list]:
+    """One row per probed run and layer of a :func:`probe_summary` (live or recorded), on its k-hop examples
+    (``hops`` None) or its (k - 1)-hop ones (``hops=k - 1``): ``kind="probe"``, the probe accuracy of each v_j at
+    position 0 after that block; ``"entry"``, of the answer at the entry each hop reads; ``"attention"``,
+    position 0's attention in that block on the entry each hop reads."""
     check_choice("kind", kind, tuple(PROBE_KINDS))
-    k, rows = int(summary["probe_k"]), []
+    k = int(summary["probe_k"])
+    h = k if hops is None else hops
+    check_int("hops", h, low=max(k - 1, 1), high=k)
+    rows = []
     for name, tag in PROBE_TAGS.items():
-        depth = int(summary[f"{tag}_depth"])
+        depth, pre = int(summary[f"{tag}_depth"]), tag if h == k else f"{tag}_h{h}"
         layers = range(1, depth + 1) if kind == "attention" else range(depth + 1)
-        rows += [[name, l, *(summary[f"{tag}_{kind}_l{l}_v{j}"] for j in range(1, k + 1))] for l in layers]
+        rows += [[name, l, *(summary[f"{pre}_{kind}_l{l}_v{j}"] for j in range(1, h + 1))] for l in layers]
     return rows
