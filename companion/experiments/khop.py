@@ -538,7 +538,7 @@ SEED_HEADER = ["run", "seed", "advances every", "learned at (steps), hops 1..k",
                "final accuracy, hops 1..k"]
 
 
-# --- what a trained model computes where: linear probes of the chain at position 0 (recorded: ``khop_probe``) ---
+# --- what a trained model computes where: linear probes of the chain (recorded: ``khop_probe``) ---
 
 PROBE_SETTINGS = SEED_SETTINGS | {"steps": 8000}  # the depth-4 study's budget: seed 0 stalls, every 250 it does not
 PROBED = ("seed 0", EXPLORED)  # the two runs of seed 0 that differ only in when the curriculum advances
