@@ -206,22 +206,26 @@ def _probe_run(seed=0, steps=30):
     return khop.probe_run(exp, progress=False)
 
 
-def test_hop_streams_write_out_the_forward_pass():
+def test_the_recorded_forward_pass_is_the_forward_pass():
     r = _probe_run()
     exp = r["exp"]
     model = exp.model()
     model.load_state_dict(r["state"])
     b = exp.task().sample(np.random.default_rng(1), np.array([1, 2, 3, 3]))
     t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
-    streams, maps = khop.hop_streams(model, t, m)
-    assert len(streams) == exp.layers + 1 and len(maps) == exp.layers
+    rec = {}
     with torch.no_grad():
-        assert torch.allclose(model.readout(model.ln(streams[-1][:, 0])), model(t, m), atol=1e-5)
+        logits = model(t, m, record=rec)
+        assert torch.allclose(logits, model(t, m), atol=1e-5)  # explicit weights = the fused kernel
+        assert torch.allclose(model.readout(model.ln(rec["streams"][-1][:, 0])), logits)
+    streams, maps = rec["streams"], rec["attn"]
+    assert len(streams) == exp.layers + 1 and len(maps) == exp.layers
     for a in maps:
         assert torch.allclose(a.sum(-1), torch.ones(()), atol=1e-6)
         assert (a[~m[:, None, None, :].expand_as(a)] == 0).all()  # nothing on the padding
-    with pytest.raises(ValueError, match="attention-only"):
-        khop.hop_streams(khop.KHopExperiment(N=4, k=2, mlp=True).model(), t[:, :9], m[:, :9])
+    deep = khop.KHopExperiment(N=4, k=2, mlp=True).model()  # an MLP block records as well
+    with torch.no_grad():
+        assert torch.allclose(deep(t[:, :9], m[:, :9], record={}), deep(t[:, :9], m[:, :9]), atol=1e-5)
 
 
 def test_each_hop_reads_the_entry_that_holds_its_value():

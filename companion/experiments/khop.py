@@ -125,10 +125,18 @@ class _Block(torch.nn.Module):
         self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d)) \
             if mlp else None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, record: dict | None = None) -> torch.Tensor:
+        """``record``, if a dict, receives the attention weights (b, heads, T, T; query, key) under ``"attn"``
+        (a list, one entry per block), computed explicitly instead of by the fused kernel."""
         b, T, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, T, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        h = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
+        if record is None:
+            h = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
+        else:
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // self.heads)
+            a = scores.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)
+            record.setdefault("attn", []).append(a)
+            h = a @ v
         x = x + self.out(h.transpose(1, 2).reshape(b, T, d))
         return x + self.mlp(self.ln2(x)) if self.mlp is not None else x
 
@@ -150,11 +158,17 @@ class HopTransformer(torch.nn.Module):
             self.ln = torch.nn.LayerNorm(d)
             self.readout = torch.nn.Linear(d, task.N)
 
-    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """(b, T) tokens and mask -> (b, N) logits of the value after the composition."""
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor, record: dict | None = None) -> torch.Tensor:
+        """(b, T) tokens and mask -> (b, N) logits of the value after the composition. ``record``, if a dict,
+        receives the stream (b, T, d) before the first block and after each block (``"streams"``, depth + 1
+        entries) and each block's attention weights (``"attn"``)."""
         x = self.embed(tokens) + self.pos
+        if record is not None:
+            record["streams"] = [x]
         for blk in self.blocks:
-            x = blk(x, mask)
+            x = blk(x, mask, record)
+            if record is not None:
+                record["streams"].append(x)
         return self.readout(self.ln(x[:, 0]))
 
 
@@ -544,27 +558,6 @@ PROBE_SETTINGS = SEED_SETTINGS | {"steps": 8000}  # the depth-4 study's budget: 
 PROBED = ("seed 0", EXPLORED)  # the two runs of seed 0 that differ only in when the curriculum advances
 
 
-@torch.no_grad()
-def hop_streams(model: HopTransformer, tokens: torch.Tensor, mask: torch.Tensor
-                ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The forward pass of ``model`` written out: the stream (b, T, d) before the first block and after each
-    block (``depth + 1`` entries), and each block's attention weights (b, heads, T, T; query, key). The model
-    must have no MLP (the chapter's runs have none)."""
-    if any(blk.mlp is not None for blk in model.blocks):
-        raise ValueError("hop_streams reads attention-only models: got a block with an MLP")
-    x = model.embed(tokens) + model.pos
-    streams, maps = [x], []
-    for blk in model.blocks:
-        b, T, d = x.shape
-        q, k, v = blk.qkv(blk.ln1(x)).view(b, T, 3, blk.heads, d // blk.heads).permute(2, 0, 3, 1, 4)
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // blk.heads)
-        a = scores.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)
-        x = x + blk.out((a @ v).transpose(1, 2).reshape(b, T, d))
-        streams.append(x)
-        maps.append(a)
-    return streams, maps
-
-
 def read_positions(task: KHopTask, b: HopBatch) -> np.ndarray:
     """(batch, h): the position that hop j reads, 1 + (j - 1) N + pi_j(v_{j-1}) (v_0 = x, the query), the entry
     of table j that holds v_j, in a batch of h-hop examples (one hop count h for all).
@@ -621,10 +614,10 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["hop-probe"])["hop-probe"])
     parts = []
     for n in (n_train, n_test):
-        b = task.sample(rng, np.full(n, h))
-        t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
-        streams, maps = hop_streams(model, t, m)
-        parts.append((b, streams, maps, model(t, m).argmax(1)))
+        b, rec = task.sample(rng, np.full(n, h)), {}
+        with torch.no_grad():
+            pred = model(torch.as_tensor(b.tokens), torch.as_tensor(b.mask), record=rec).argmax(1)
+        parts.append((b, rec["streams"], rec["attn"], pred))
     (b, streams, _, _), (bt, streams_t, maps_t, pred) = parts
     probe = np.array([[linear_probe(s[:, 0], torch.as_tensor(b.chain[:, j]), st[:, 0], torch.as_tensor(bt.chain[:, j]),
                                     task.N) for j in range(h)] for s, st in zip(streams, streams_t)])
@@ -666,9 +659,9 @@ def probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
             pre = tag if h == exp.k else f"{tag}_h{h}"
             _probe_values(out, f"{name}, {h}-hop examples", pre, hop_probe(exp, r["state"], hops=h), level)
         out[f"{tag}_depth"] = (exp.layers, f"{name}: blocks")
-        out["probe_chance"] = (1 / exp.N, "chance: 1/N")
-        out["probe_k"] = (exp.k, "hops")
-        out["probe_steps"] = (exp.steps, "training steps of each probed run")
+    out["probe_chance"] = (1 / exp.N, "chance: 1/N")  # the probed runs share their task and budget
+    out["probe_k"] = (exp.k, "hops")
+    out["probe_steps"] = (exp.steps, "training steps of each probed run")
     return report.Summary(out)
 
 
@@ -685,10 +678,10 @@ def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> No
     for (l, j), v in np.ndenumerate(A):
         out[f"{pre}_attention_l{l + 1}_v{j + 1}"] = (float(v), f"{name}: position 0's attention in block {l + 1} "
                                                                f"on hop {j + 1}'s entry (largest head)")
+    first = learned_at({"step": np.arange(len(P)), "acc": P}, level)  # the first layer instead of the first step
     for j in range(h):
-        hit = np.flatnonzero(P[:, j] >= level)
-        out[f"{pre}_first_v{j + 1}"] = (float(hit[0]) if len(hit) else math.inf, f"{name}: first layer (0: "
-                                        f"embeddings) whose probe reads v_{j + 1} at {level} or more")
+        out[f"{pre}_first_v{j + 1}"] = (float(first[j]), f"{name}: first layer (0: embeddings) whose probe reads "
+                                                          f"v_{j + 1} at {level} or more")
         out[f"{pre}_best_v{j + 1}"] = (float(P[:, j].max()), f"{name}: best probe accuracy of v_{j + 1} over the "
                                                              "layers")
     out[f"{pre}_best_vk"] = (float(P[:, -1].max()), f"{name}: best probe accuracy of the answer over the layers")
