@@ -698,16 +698,17 @@ def b10_seed_panels(curves: dict):
     return fig
 
 
-def hop_probe_panels(summary):
-    """The k-hop probes of :func:`companion.experiments.khop.probe_summary` (live or recorded), one column per
-    probed run: top, the linear probe of each v_j at position 0 after each block; bottom, the probe of the
-    answer v_k at the entry each hop reads. Each cell is annotated with its accuracy; colour scale 0 to 1."""
-    from companion.experiments.khop import PROBE_TAGS
+def hop_probe_panels(summary, study=None):
+    """The k-hop probes of :func:`companion.experiments.khop.probe_summary` (live or recorded) of ``study``
+    (default :data:`companion.experiments.khop.PROBE`), one column per probed run: top, the linear probe of each
+    v_j at position 0 after each block; bottom, the probe of the answer v_k at the entry each hop reads. Each cell
+    is annotated with its accuracy; colour scale 0 to 1."""
+    from companion.experiments.khop import PROBE
 
-    k = int(summary["probe_k"])
-    fig, axes = plt.subplots(2, len(PROBE_TAGS), figsize=(4.6 * len(PROBE_TAGS), 6.4), constrained_layout=True,
-                             squeeze=False)
-    for c, (name, tag) in enumerate(PROBE_TAGS.items()):
+    study = PROBE if study is None else study
+    k, tags = int(summary[f"{study.shared}_k"]), study.tags
+    fig, axes = plt.subplots(2, len(tags), figsize=(4.6 * len(tags), 6.4), constrained_layout=True, squeeze=False)
+    for c, (name, tag) in enumerate(tags.items()):
         depth = int(summary[f"{tag}_depth"])
         for r, (kind, xlabel) in enumerate((("probe", "value probed at position 0: v_j after hop j"),
                                             ("entry", f"entry read by hop j, probed for the answer v_{k}"))):

@@ -108,13 +108,15 @@ def _registry() -> dict[str, Recordable]:
                    summary_var="seeds", member_overrides=khop.member_overrides),
         Recordable("khop_probe", "book/khop", khop.probe_members, khop.probe_summary, khop.curves,
                    run=khop.probe_run, summary_var="probe", member_overrides=khop.member_overrides),
+        Recordable("khop_probe_seeds", "book/khop", khop.seed_probe_members, khop.seed_probe_summary, khop.curves,
+                   run=khop.probe_run, summary_var="sprobe", member_overrides=khop.member_overrides),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
 
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
-               "khop", "khop_seeds", "khop_probe", "induction_b10_seeds")
+               "khop", "khop_seeds", "khop_probe", "khop_probe_seeds", "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 

@@ -289,3 +289,37 @@ def test_probe_summary_names_each_layer_and_hop():
     assert fig.axes[0].get_ylabel() and fig.axes[0].images[0].get_array()[2, 1] == s["p100_probe_l2_v2"]
     m = khop.probe_members("quick")
     assert list(m) == list(khop.PROBED) and [e.eval_every for e in m.values()] == [50, khop.EXPLORED_EVERY]
+
+
+def test_the_entries_walk_is_probed_and_tabled():
+    runs = {"seed 1": _probe_run(seed=1), "seed 2": _probe_run(seed=2, steps=60)}
+    s = khop.seed_probe_summary(runs)
+    res = khop.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"])
+    C, E = res["chain"], res["entry_attention"]
+    assert C.shape == (3, 3, 3) and E.shape == (2, 3, 3)
+    assert np.isnan(C[:, 1, 0]).all() and np.array_equal(C[:, :, -1], res["entry"])  # entry: the answer's column
+    assert (C[0, [0, 1, 2], [0, 1, 2]] == 1.0).all()  # each entry holds its own hop's value as its token
+    assert s["s1_chain_l1_e1_v3"] == C[1, 0, 2] and s["s1_eattn_l2_e2_to3"] == pytest.approx(E[1, 1, 2])
+    assert "s1_chain_l1_e2_v2" not in s and "s1_eattn_l1_e2_to1" not in s  # only the chain after the entry
+    assert s["sprobe_k"] == 3 and "probe_k" not in s and s["s2_depth"] == 2  # the study's own shared names
+    assert np.all((E >= 0) & (E <= 1)) and (E.sum(-1) <= 1 + 1e-6).all()  # shares of one query's attention
+    with pytest.raises(ValueError, match="probed run"):
+        khop.seed_probe_summary({"seed 0": runs["seed 1"]})
+    rows = khop.walk_rows(s, study=khop.SEED_PROBE)
+    assert len(rows) == 2 * 2 * 3 and rows[0][:3] == ["seed 1", 1, 0]
+    assert rows[3][3:] == ["", s["s1_chain_l0_e2_v3"]]  # entry 2 holds v_2: only v_3 is probed
+    att = khop.walk_rows(s, "eattn", study=khop.SEED_PROBE, entries=(2,))
+    assert [r[2] for r in att] == [1, 2, 1, 2] and att[1][3:] == ["", s["s1_eattn_l2_e2_to3"]]
+    assert len(att[0]) == len(khop.walk_header(3, "eattn")) and khop.walk_header(3)[3] == "v_2, probe accuracy"
+    assert khop.walk_rows(s, hops=2, study=khop.SEED_PROBE)[0][3:] == [s["s1_h2_chain_l0_e1_v2"]]
+    with pytest.raises(ValueError, match="entry"):
+        khop.walk_rows(s, study=khop.SEED_PROBE, entries=(3,))
+    with pytest.raises(ValueError, match="kind"):
+        khop.walk_rows(s, "x", study=khop.SEED_PROBE)
+    assert khop.probe_rows(s, study=khop.SEED_PROBE)[0][0] == "seed 1"
+    from companion import plotting
+
+    fig = plotting.hop_probe_panels(s, khop.SEED_PROBE)
+    assert fig.axes[0].images[0].get_array()[1, 0] == s["s1_probe_l1_v1"]
+    m = khop.seed_probe_members("quick")
+    assert list(m) == list(khop.SEED_PROBED) and [e.seed for e in m.values()] == [1, 2]

@@ -604,7 +604,11 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
     (depth + 1, h), the same probe of v_h, the answer, from the stream at the entry that hop j reads
     (:func:`read_positions`; does that entry hold the rest of the chain before position 0 reads it?);
     ``attention`` (depth, h), position 0's attention in each block on the entry that hop j reads, the largest
-    over the heads of its mean over the examples; ``acc``, the model's own accuracy on the test examples."""
+    over the heads of its mean over the examples; ``chain`` (depth + 1, h, h), the probe of v_j from the stream
+    at the entry that hop i reads, ``chain[l, i - 1, j - 1]`` for j >= i (NaN below: the chain before that entry),
+    so that ``entry`` is its last column; ``entry_attention`` (depth, h, h), the attention in each block of hop i's
+    entry on hop j's entry, largest head as above (does that entry walk the rest of the chain itself?); ``acc``,
+    the model's own accuracy on the test examples."""
     check_int("n_train", n_train, low=1)
     check_int("n_test", n_test, low=1)
     task, model = exp.task(), exp.model()
@@ -621,22 +625,49 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
     (b, streams, _, _), (bt, streams_t, maps_t, pred) = parts
     probe = np.array([[linear_probe(s[:, 0], torch.as_tensor(b.chain[:, j]), st[:, 0], torch.as_tensor(bt.chain[:, j]),
                                     task.N) for j in range(h)] for s, st in zip(streams, streams_t)])
-    where, where_t = torch.as_tensor(read_positions(task, b)), torch.as_tensor(read_positions(task, bt))  # (n, k)
-    rows, rows_t = torch.arange(len(where))[:, None], torch.arange(len(where_t))[:, None]
-    y, y_t = torch.as_tensor(b.answer), torch.as_tensor(bt.answer)
-    entry = np.array([[linear_probe(s[rows[:, 0], where[:, j]], y, st[rows_t[:, 0], where_t[:, j]], y_t, task.N)
-                       for j in range(h)] for s, st in zip(streams, streams_t)])
-    attention = np.array([a[:, :, 0][rows_t, :, where_t].mean(0).max(-1).values.numpy() for a in maps_t])
-    return {"probe": probe, "entry": entry, "attention": attention, "acc": float((pred == y_t).float().mean())}
+    where, where_t = torch.as_tensor(read_positions(task, b)), torch.as_tensor(read_positions(task, bt))  # (n, h)
+    rows, rows_t = torch.arange(len(where)), torch.arange(len(where_t))
+    chain = np.full((len(streams), h, h), np.nan)
+    for (l, i, j), _ in np.ndenumerate(chain):
+        if j >= i:
+            s, st = streams[l], streams_t[l]
+            chain[l, i, j] = linear_probe(s[rows, where[:, i]], torch.as_tensor(b.chain[:, j]),
+                                          st[rows_t, where_t[:, i]], torch.as_tensor(bt.chain[:, j]), task.N)
+
+    def attending(a: torch.Tensor, query: torch.Tensor) -> np.ndarray:  # (n, heads, T, T), (n,) -> (h,)
+        return a[rows_t, :, query][rows_t[:, None], :, where_t].mean(0).max(-1).values.numpy()
+
+    attention = np.array([attending(a, torch.zeros_like(rows_t)) for a in maps_t])
+    entry_attention = np.array([[attending(a, where_t[:, i]) for i in range(h)] for a in maps_t])
+    return {"probe": probe, "entry": chain[:, :, -1], "attention": attention, "chain": chain,
+            "entry_attention": entry_attention, "acc": float((pred == torch.as_tensor(bt.answer)).float().mean())}
 
 
-def probe_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """The two runs of seed 0 in :data:`PROBED` (of :func:`seed_members`): advancing every 100 steps and every
-    :data:`EXPLORED_EVERY`."""
-    return {k: v for k, v in seed_members(profile).items() if k in PROBED}
+@dataclass(frozen=True)
+class ProbeStudy:
+    """A set of probed runs of :func:`seed_members`: ``tags`` maps each member's name to the prefix of its summary
+    entries; ``shared`` prefixes the entries the runs share (``<shared>_k``, ``<shared>_chance``, ...), so that two
+    studies glue on one page."""
+
+    tags: dict
+    shared: str
 
 
 PROBE_TAGS = {"seed 0": "p100", EXPLORED: f"p{EXPLORED_EVERY}"}  # summary prefixes of the probed runs
+PROBE = ProbeStudy(PROBE_TAGS, "probe")  # seed 0 stalled and solved (recorded: ``khop_probe``)
+SEED_PROBED = ("seed 1", "seed 2")  # the seeds that learned four hops advancing every 100 steps (the seed study)
+SEED_PROBE = ProbeStudy({n: f"s{n.split()[-1]}" for n in SEED_PROBED}, "sprobe")  # recorded: ``khop_probe_seeds``
+
+
+def probe_members(profile: str | None = None, study: ProbeStudy = PROBE) -> dict[str, KHopExperiment]:
+    """The runs of ``study`` (of :func:`seed_members`); by default :data:`PROBED`, the two runs of seed 0 advancing
+    every 100 steps and every :data:`EXPLORED_EVERY`."""
+    return {k: v for k, v in seed_members(profile).items() if k in study.tags}
+
+
+def seed_probe_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """:func:`probe_members` of :data:`SEED_PROBE`: the seeds of :data:`SEED_PROBED`."""
+    return probe_members(profile, SEED_PROBE)
 
 
 def probe_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
@@ -644,25 +675,37 @@ def probe_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
     return {**run(exp, progress=progress, device=device), "exp": exp}
 
 
-def probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """:func:`hop_probe` of each run of :func:`probe_members` (from :func:`probe_run`: with ``state`` and ``exp``)
-    on k-hop examples, named ``<tag>_probe_l<layer>_v<j>``, ``<tag>_entry_l<layer>_v<j>`` (v_k at hop j's entry)
-    and ``<tag>_attention_l<layer>_v<j>`` (layers from 0, the embeddings, for the probes; from 1 for the blocks),
-    with per run the model's own k-hop accuracy (``<tag>_acc``), the first layer at which each v_j is read above
-    ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe accuracy of each v_j over the layers
-    (``<tag>_best_v<j>``; ``<tag>_best_vk`` for v_k); and the same on (k - 1)-hop examples, named with
-    ``_h<k - 1>`` after the tag (``p100_h3_probe_l4_v3``, ...). ``probe_chance`` is 1/N."""
+def probe_summary(runs: dict[str, dict], level: float = 0.9, study: ProbeStudy = PROBE) -> report.Summary:
+    """:func:`hop_probe` of each run of ``study`` (from :func:`probe_run`: with ``state`` and ``exp``) on k-hop
+    examples, named ``<tag>_probe_l<layer>_v<j>``, ``<tag>_entry_l<layer>_v<j>`` (v_k at hop j's entry),
+    ``<tag>_attention_l<layer>_v<j>`` (layers from 0, the embeddings, for the probes; from 1 for the blocks),
+    ``<tag>_chain_l<layer>_e<i>_v<j>`` (v_j at hop i's entry, j > i) and ``<tag>_eattn_l<layer>_e<i>_to<j>`` (hop
+    i's entry's attention on hop j's, j > i), with per run the model's own k-hop accuracy (``<tag>_acc``), the
+    first layer at which each v_j is read above ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe
+    accuracy of each v_j over the layers (``<tag>_best_v<j>``; ``<tag>_best_vk`` for v_k); and the same on
+    (k - 1)-hop examples, named with ``_h<k - 1>`` after the tag (``p100_h3_probe_l4_v3``, ...).
+    ``<shared>_chance`` is 1/N.
+
+    Raises:
+        ValueError: a run that is not one of the study's.
+    """
     out = {}
     for name, r in runs.items():
-        tag, exp = PROBE_TAGS[name], _member_of(name, r)
+        check_choice("probed run", name, tuple(study.tags))
+        tag, exp = study.tags[name], _member_of(name, r)
         for h in sorted({exp.k, max(exp.k - 1, 1)}, reverse=True):
             pre = tag if h == exp.k else f"{tag}_h{h}"
             _probe_values(out, f"{name}, {h}-hop examples", pre, hop_probe(exp, r["state"], hops=h), level)
         out[f"{tag}_depth"] = (exp.layers, f"{name}: blocks")
-    out["probe_chance"] = (1 / exp.N, "chance: 1/N")  # the probed runs share their task and budget
-    out["probe_k"] = (exp.k, "hops")
-    out["probe_steps"] = (exp.steps, "training steps of each probed run")
+    out[f"{study.shared}_chance"] = (1 / exp.N, "chance: 1/N")  # the probed runs share their task and budget
+    out[f"{study.shared}_k"] = (exp.k, "hops")
+    out[f"{study.shared}_steps"] = (exp.steps, "training steps of each probed run")
     return report.Summary(out)
+
+
+def seed_probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`probe_summary` of :data:`SEED_PROBE` (entries ``s1_*``, ``s2_*`` and ``sprobe_*``)."""
+    return probe_summary(runs, level, SEED_PROBE)
 
 
 def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> None:
@@ -678,6 +721,15 @@ def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> No
     for (l, j), v in np.ndenumerate(A):
         out[f"{pre}_attention_l{l + 1}_v{j + 1}"] = (float(v), f"{name}: position 0's attention in block {l + 1} "
                                                                f"on hop {j + 1}'s entry (largest head)")
+    for (l, i, j), v in np.ndenumerate(res["chain"]):
+        if j > i:
+            out[f"{pre}_chain_l{l}_e{i + 1}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{j + 1} at hop "
+                                                                     f"{i + 1}'s entry after block {l}")
+    for (l, i, j), v in np.ndenumerate(res["entry_attention"]):
+        if j > i:
+            out[f"{pre}_eattn_l{l + 1}_e{i + 1}_to{j + 1}"] = (
+                float(v), f"{name}: hop {i + 1}'s entry's attention in block {l + 1} on hop {j + 1}'s entry "
+                          "(largest head)")
     first = learned_at({"step": np.arange(len(P)), "acc": P}, level)  # the first layer instead of the first step
     for j in range(h):
         out[f"{pre}_first_v{j + 1}"] = (float(first[j]), f"{name}: first layer (0: embeddings) whose probe reads "
@@ -708,18 +760,57 @@ def probe_header(k: int, kind: str = "probe") -> list[str]:
             *(what.format(j=j, k=k) for j in range(1, k + 1))]
 
 
-def probe_rows(summary, kind: str = "probe", hops: int | None = None) -> list[list]:
-    """One row per probed run and layer of a :func:`probe_summary` (live or recorded), on its k-hop examples
-    (``hops`` None) or its (k - 1)-hop ones (``hops=k - 1``): ``kind="probe"``, the probe accuracy of each v_j at
-    position 0 after that block; ``"entry"``, of the answer at the entry each hop reads; ``"attention"``,
-    position 0's attention in that block on the entry each hop reads."""
-    check_choice("kind", kind, tuple(PROBE_KINDS))
-    k = int(summary["probe_k"])
+def _hops(summary, study: ProbeStudy, hops: int | None) -> tuple[int, int]:
+    """(k, h): the study's hop count and the examples' (``hops``: k, the default, or k - 1)."""
+    k = int(summary[f"{study.shared}_k"])
     h = k if hops is None else hops
     check_int("hops", h, low=max(k - 1, 1), high=k)
+    return k, h
+
+
+def probe_rows(summary, kind: str = "probe", hops: int | None = None, study: ProbeStudy = PROBE) -> list[list]:
+    """One row per probed run of ``study`` and layer of its :func:`probe_summary` (live or recorded), on its k-hop
+    examples (``hops`` None) or its (k - 1)-hop ones (``hops=k - 1``): ``kind="probe"``, the probe accuracy of each
+    v_j at position 0 after that block; ``"entry"``, of the answer at the entry each hop reads; ``"attention"``,
+    position 0's attention in that block on the entry each hop reads."""
+    check_choice("kind", kind, tuple(PROBE_KINDS))
+    k, h = _hops(summary, study, hops)
     rows = []
-    for name, tag in PROBE_TAGS.items():
+    for name, tag in study.tags.items():
         depth, pre = int(summary[f"{tag}_depth"]), tag if h == k else f"{tag}_h{h}"
         layers = range(1, depth + 1) if kind == "attention" else range(depth + 1)
         rows += [[name, l, *(summary[f"{pre}_{kind}_l{l}_v{j}"] for j in range(1, h + 1))] for l in layers]
+    return rows
+
+
+WALK_KINDS = {"chain": "linear probe of v_j at hop i's entry", "eattn": "hop i's entry's attention on hop j's"}
+
+
+def walk_header(k: int, kind: str = "chain") -> list[str]:
+    """Columns of :func:`walk_rows` (``k``: the examples' hop count): the run, the entry, the layer, one per hop
+    after the first."""
+    check_choice("kind", kind, tuple(WALK_KINDS))
+    what = "v_{j}, probe accuracy" if kind == "chain" else "hop {j}'s entry, attention"
+    return ["run", "entry of hop", "after block" if kind == "chain" else "block",
+            *(what.format(j=j) for j in range(2, k + 1))]
+
+
+def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: ProbeStudy = PROBE,
+              entries: tuple[int, ...] | None = None) -> list[list]:
+    """Does the entry that hop i reads walk the rest of the chain itself? One row per probed run of ``study``,
+    entry i (``entries``, default every hop but the last) and layer: ``kind="chain"``, the probe accuracy of each
+    later v_j (j = 2..h; blank for j <= i) from that entry's stream after that block; ``"eattn"``, that entry's
+    attention in that block on each later hop's entry. ``hops`` as in :func:`probe_rows`."""
+    check_choice("kind", kind, tuple(WALK_KINDS))
+    k, h = _hops(summary, study, hops)
+    entries = tuple(range(1, h)) if entries is None else entries
+    for i in entries:
+        check_int("entry", i, low=1, high=h - 1)
+    rows = []
+    for name, tag in study.tags.items():
+        depth, pre = int(summary[f"{tag}_depth"]), tag if h == k else f"{tag}_h{h}"
+        layers = range(1, depth + 1) if kind == "eattn" else range(depth + 1)
+        key = "{pre}_chain_l{l}_e{i}_v{j}" if kind == "chain" else "{pre}_eattn_l{l}_e{i}_to{j}"
+        rows += [[name, i, l, *(summary[key.format(pre=pre, l=l, i=i, j=j)] if j > i else ""
+                                for j in range(2, h + 1))] for i in entries for l in layers]
     return rows
