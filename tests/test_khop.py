@@ -323,3 +323,34 @@ def test_the_entries_walk_is_probed_and_tabled():
     assert fig.axes[0].images[0].get_array()[1, 0] == s["s1_probe_l1_v1"]
     m = khop.seed_probe_members("quick")
     assert list(m) == list(khop.SEED_PROBED) and [e.seed for e in m.values()] == [1, 2]
+
+
+def test_continued_training_starts_from_the_state_and_is_reproducible():
+    r = _probe_run(steps=40)
+    exp, before = r["exp"], {k: v.clone() for k, v in r["state"].items()}
+    c = khop.continue_training(exp, r["state"], "cumulative", 1e-3, steps=20, eval_every=10, progress=False)
+    assert list(c["step"]) == [0, 10, 20] and c["acc"].shape == (3, 3) and (c["stage"] == 3).all()
+    assert np.allclose(c["acc"][0], r["acc"][-1])  # where the run ended, on its own test sets
+    again = khop.continue_training(exp, r["state"], "cumulative", 1e-3, steps=20, eval_every=10, progress=False)
+    assert np.array_equal(c["acc"], again["acc"])
+    d = khop.continue_training(exp, r["state"], "direct", 1e-3, steps=20, eval_every=10, progress=False)
+    assert not np.array_equal(c["acc"][1:], d["acc"][1:])  # other data, another path
+    assert all(torch.equal(v, r["state"][k]) for k, v in before.items())  # the run's state is left as it was
+    for bad, match in (({"data": "mixture"}, "unknown data 'mixture'"), ({"lr": 0.0}, "lr"), ({"steps": 0}, "steps"),
+                       ({"eval_every": 0}, "eval_every")):
+        kw = {"data": "cumulative", "lr": 1e-3, **bad}
+        with pytest.raises(ValueError, match=match):
+            khop.continue_training(exp, r["state"], kw.pop("data"), kw.pop("lr"), progress=False, **kw)
+
+
+def test_escape_summary_reads_the_continuations():
+    acc = {"cumulative": [[1.0, 0.9, 0.1], [1.0, 1.0, 0.3]], "k hops only": [[1.0, 0.9, 0.1], [0.2, 0.4, 0.6]],
+           "cumulative, lr x 3": [[1.0, 0.9, 0.1], [1.0, 0.95, 0.2]]}
+    cont = {n: {"step": np.array([0, 5]), "acc": np.array(a), "stage": np.array([3, 3])} for n, a in acc.items()}
+    s = khop.escape_summary({"seed 0": {"continued": cont}})
+    assert s["esc_start_h3"] == 0.1 and s["esc_cum_best_hk"] == 0.3 and s["esc_direct_best_hk"] == 0.6
+    assert s["esc_direct_final_below"] == 0.2 and s["esc_cum_lr3_final_h2"] == 0.95 and s["esc_steps"] == 5
+    assert list(khop.escape_curves({"seed 0": {"continued": cont}})["acc"]) == list(khop.CONTINUATIONS)
+    assert set(khop.ESCAPE_TAGS) == set(khop.CONTINUATIONS)
+    m = khop.escape_members("quick")
+    assert list(m) == ["seed 0"] and m["seed 0"].seed == 0 and m["seed 0"].data == "cumulative"

@@ -40,6 +40,7 @@ decay 0), fresh batches; test accuracy at every hop count every
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -252,11 +253,8 @@ def run(exp: KHopExperiment, progress: bool = True, use_cache: bool = True, devi
 
 def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
     device = config.get_device(device)
-    streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
-    rng = np.random.default_rng(streams["train-data"])
-    task = exp.task()
-    test_rng = np.random.default_rng(streams["test-data"])
-    tests = [_tensors(task.sample(test_rng, np.full(exp.n_test, h)), device) for h in range(1, exp.k + 1)]
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
+    task, tests = exp.task(), _test_sets(exp, device)
     model = exp.model().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=exp.lr, weight_decay=0.0)
     stage = 1
@@ -265,8 +263,7 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
     start = time.perf_counter()
     for step in tqdm(range(exp.steps + 1), desc=f"{exp.k}-hop {exp.data}", disable=not progress, mininterval=2.0):
         if step % exp.eval_every == 0 or step == exp.steps:
-            with torch.no_grad():
-                acc = [float((model(t, m).argmax(1) == y).float().mean()) for t, m, y in tests]
+            acc = _accuracy(model, tests)
             steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
             stages.append({"direct": exp.k, "mixture": 0}.get(exp.data, stage))
             if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
@@ -292,6 +289,18 @@ def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> 
     if exp.data == "cumulative":
         return rng.integers(1, stage + 1, exp.batch)
     return np.full(exp.batch, exp.k if exp.data == "direct" else stage)
+
+
+def _test_sets(exp: KHopExperiment, device) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The run's test sets, one per hop count 1..k (``n_test`` examples each, stream "test-data" of its seed)."""
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["test-data"])["test-data"])
+    return [_tensors(exp.task().sample(rng, np.full(exp.n_test, h)), device) for h in range(1, exp.k + 1)]
+
+
+def _accuracy(model: HopTransformer, tests: list) -> list[float]:
+    """The model's test accuracy on each of :func:`_test_sets`."""
+    with torch.no_grad():
+        return [float((model(t, m).argmax(1) == y).float().mean()) for t, m, y in tests]
 
 
 def _tensors(b: HopBatch, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -814,3 +823,93 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
         rows += [[name, i, l, *(summary[key.format(pre=pre, l=l, i=i, j=j)] if j > i else ""
                                 for j in range(2, h + 1))] for i in entries for l in layers]
     return rows
+
+
+# --- leaving the stall: training continued from the stalled run's state (recorded: ``khop_escape``) ---
+
+ESCAPE_STEPS = 3000  # steps of each continuation
+ESCAPE_EVERY = 250  # its evaluation interval
+CONTINUATIONS = {  # name: (data, learning rate as a multiple of the run's)
+    "cumulative": ("cumulative", 1.0),
+    "k hops only": ("direct", 1.0),
+    "cumulative, lr x 3": ("cumulative", 3.0),
+}
+ESCAPE_TAGS = {"cumulative": "cum", "k hops only": "direct", "cumulative, lr x 3": "cum_lr3"}  # summary prefixes
+
+
+def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, steps: int = ESCAPE_STEPS,
+                      eval_every: int = ESCAPE_EVERY, progress: bool = True, device=None) -> dict:
+    """Train ``exp``'s model from ``state`` for ``steps`` more steps with a fresh AdamW at ``lr`` on ``data``
+    (``"cumulative"``: hop counts uniform over 1..k, the curriculum's last stage; ``"direct"``: k hops only), the
+    batches from stream "continue-data" of its seed, and measure it every ``eval_every`` steps on the run's own
+    test sets: ``"step"``, ``"acc"`` ((evaluations, k)) and ``"stage"`` (k throughout).
+
+    Raises:
+        ValueError: an unknown ``data``, or ``lr``, ``steps`` or ``eval_every`` out of range, before any work.
+    """
+    check_choice("data", data, ("cumulative", "direct"))
+    check_float("lr", lr, 0.0, None, low_open=True)
+    check_int("steps", steps, low=1)
+    check_int("eval_every", eval_every, low=1)
+    device = config.get_device(device)
+    cont = dataclasses.replace(exp, data=data)
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["continue-data"])["continue-data"])
+    task, tests = exp.task(), _test_sets(exp, device)
+    model = exp.model()
+    model.load_state_dict(state)
+    model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    at, accs = [], []
+    for step in tqdm(range(steps + 1), desc=f"continued, {data}, lr {lr:g}", disable=not progress, mininterval=2.0):
+        if step % eval_every == 0 or step == steps:
+            at.append(step), accs.append(_accuracy(model, tests))
+            if step == steps:
+                break
+        t, m, y = _tensors(task.sample(rng, training_hops(cont, exp.k, rng)), device)
+        loss = F.cross_entropy(model(t, m), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return {"step": np.asarray(at), "acc": np.asarray(accs), "stage": np.full(len(at), exp.k)}
+
+
+def escape_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The stalled run: seed 0 of :func:`seed_members`, advancing every 100 steps (with ``PROBE_SETTINGS``)."""
+    return {"seed 0": seed_members(profile)["seed 0"]}
+
+
+def escape_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
+    """:func:`run` of ``exp``, then each of :data:`CONTINUATIONS` from its final state (``"continued"``, by name)."""
+    r = run(exp, progress=progress, device=device)
+    cont = {name: continue_training(exp, r["state"], data, exp.lr * scale, progress=progress, device=device)
+            for name, (data, scale) in CONTINUATIONS.items()}
+    return {**r, "continued": cont}
+
+
+def escape_curves(runs: dict[str, dict]) -> dict:
+    """What a recorded file keeps of the continuations: their :func:`curves` by continuation name."""
+    cont = runs["seed 0"]["continued"]
+    return {key: {name: c[key] for name, c in cont.items()} for key in ("step", "acc", "stage")}
+
+
+def escape_summary(runs: dict[str, dict]) -> report.Summary:
+    """The continuations of :func:`escape_run`, named ``esc_<tag>_*`` (:data:`ESCAPE_TAGS`): the best k-hop
+    accuracy over the continuation's evaluations (``_best_hk``), its final accuracy at each hop count
+    (``_final_h<j>``) and the lowest accuracy over hop counts 1..k-1 at its last evaluation (``_final_below``);
+    ``esc_start_h<j>``, the accuracy at each hop count where they start."""
+    cont = runs["seed 0"]["continued"]
+    first = np.asarray(next(iter(cont.values()))["acc"])[0]
+    k = len(first)
+    out = {f"esc_start_h{j + 1}": (float(v), f"accuracy at {j + 1} hops where the continuations start")
+           for j, v in enumerate(first)}
+    for name, c in cont.items():
+        tag, acc = ESCAPE_TAGS[name], np.asarray(c["acc"])
+        out[f"esc_{tag}_best_hk"] = (float(acc[:, -1].max()), f"{name}: best accuracy at {k} hops over its "
+                                                               "evaluations")
+        for j in range(k):
+            out[f"esc_{tag}_final_h{j + 1}"] = (float(acc[-1, j]), f"{name}: final accuracy at {j + 1} hops")
+        out[f"esc_{tag}_final_below"] = (float(acc[-1, :-1].min()), f"{name}: lowest final accuracy over 1..{k - 1} "
+                                                                    "hops")
+    out["esc_steps"] = (int(np.asarray(next(iter(cont.values()))["step"])[-1]), "steps of each continuation")
+    out["esc_k"] = (k, "hops")
+    return report.Summary(out)
