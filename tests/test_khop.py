@@ -330,6 +330,7 @@ def test_continued_training_starts_from_the_state_and_is_reproducible():
     exp, before = r["exp"], {k: v.clone() for k, v in r["state"].items()}
     c = khop.continue_training(exp, r["state"], "cumulative", 1e-3, steps=20, eval_every=10, progress=False)
     assert list(c["step"]) == [0, 10, 20] and c["acc"].shape == (3, 3) and (c["stage"] == 3).all()
+    assert c["seconds"] > 0
     assert np.allclose(c["acc"][0], r["acc"][-1])  # where the run ended, on its own test sets
     again = khop.continue_training(exp, r["state"], "cumulative", 1e-3, steps=20, eval_every=10, progress=False)
     assert np.array_equal(c["acc"], again["acc"])
@@ -352,5 +353,7 @@ def test_escape_summary_reads_the_continuations():
     assert s["esc_direct_final_below"] == 0.2 and s["esc_cum_lr3_final_h2"] == 0.95 and s["esc_steps"] == 5
     assert list(khop.escape_curves({"seed 0": {"continued": cont}})["acc"]) == list(khop.CONTINUATIONS)
     assert set(khop.ESCAPE_TAGS) == set(khop.CONTINUATIONS)
+    rows = khop.escape_rows(s)
+    assert rows[1] == ["k hops only", 0.6, 0.2, 0.4, 0.6] and len(rows[0]) == len(khop.escape_header(3))
     m = khop.escape_members("quick")
     assert list(m) == ["seed 0"] and m["seed 0"].seed == 0 and m["seed 0"].data == "cumulative"

@@ -842,7 +842,7 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
     """Train ``exp``'s model from ``state`` for ``steps`` more steps with a fresh AdamW at ``lr`` on ``data``
     (``"cumulative"``: hop counts uniform over 1..k, the curriculum's last stage; ``"direct"``: k hops only), the
     batches from stream "continue-data" of its seed, and measure it every ``eval_every`` steps on the run's own
-    test sets: ``"step"``, ``"acc"`` ((evaluations, k)) and ``"stage"`` (k throughout).
+    test sets: ``"step"``, ``"acc"`` ((evaluations, k)), ``"stage"`` (k throughout) and ``"seconds"``.
 
     Raises:
         ValueError: an unknown ``data``, or ``lr``, ``steps`` or ``eval_every`` out of range, before any work.
@@ -859,7 +859,7 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
     model.load_state_dict(state)
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    at, accs = [], []
+    at, accs, start = [], [], time.perf_counter()
     for step in tqdm(range(steps + 1), desc=f"continued, {data}, lr {lr:g}", disable=not progress, mininterval=2.0):
         if step % eval_every == 0 or step == steps:
             at.append(step), accs.append(_accuracy(model, tests))
@@ -870,7 +870,8 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    return {"step": np.asarray(at), "acc": np.asarray(accs), "stage": np.full(len(at), exp.k)}
+    return {"step": np.asarray(at), "acc": np.asarray(accs), "stage": np.full(len(at), exp.k),
+            "seconds": time.perf_counter() - start}
 
 
 def escape_members(profile: str | None = None) -> dict[str, KHopExperiment]:
@@ -879,11 +880,12 @@ def escape_members(profile: str | None = None) -> dict[str, KHopExperiment]:
 
 
 def escape_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
-    """:func:`run` of ``exp``, then each of :data:`CONTINUATIONS` from its final state (``"continued"``, by name)."""
+    """:func:`run` of ``exp``, then each of :data:`CONTINUATIONS` from its final state (``"continued"``, by name);
+    ``"seconds"`` counts the run's training and the continuations."""
     r = run(exp, progress=progress, device=device)
     cont = {name: continue_training(exp, r["state"], data, exp.lr * scale, progress=progress, device=device)
             for name, (data, scale) in CONTINUATIONS.items()}
-    return {**r, "continued": cont}
+    return {**r, "continued": cont, "seconds": r["seconds"] + sum(c["seconds"] for c in cont.values())}
 
 
 def escape_curves(runs: dict[str, dict]) -> dict:
@@ -913,3 +915,17 @@ def escape_summary(runs: dict[str, dict]) -> report.Summary:
     out["esc_steps"] = (int(np.asarray(next(iter(cont.values()))["step"])[-1]), "steps of each continuation")
     out["esc_k"] = (k, "hops")
     return report.Summary(out)
+
+
+def escape_rows(summary) -> list[list]:
+    """One row per continuation of an :func:`escape_summary` (live or recorded): its name, its best k-hop
+    accuracy, and its final accuracy at each hop count (columns :func:`escape_header`)."""
+    k = int(summary["esc_k"])
+    return [[name, summary[f"esc_{tag}_best_hk"], *(summary[f"esc_{tag}_final_h{j}"] for j in range(1, k + 1))]
+            for name, tag in ESCAPE_TAGS.items()]
+
+
+def escape_header(k: int) -> list[str]:
+    """Columns of :func:`escape_rows`."""
+    return ["continued from the stall", f"best accuracy at {k} hops", *(f"final, {j} hop{'s' if j > 1 else ''}"
+                                                                        for j in range(1, k + 1))]
