@@ -270,12 +270,7 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
                 stage += 1
             if step == exp.steps:
                 break
-        hops = training_hops(exp, stage, rng)
-        t, m, y = _tensors(task.sample(rng, hops), device)
-        loss = F.cross_entropy(model(t, m), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        loss = _train_step(model, opt, task, training_hops(exp, stage, rng), rng, device)
     return {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
             "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
             "device": config.device_name(device), "state": {k: v.cpu() for k, v in model.state_dict().items()}}
@@ -289,6 +284,17 @@ def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> 
     if exp.data == "cumulative":
         return rng.integers(1, stage + 1, exp.batch)
     return np.full(exp.batch, exp.k if exp.data == "direct" else stage)
+
+
+def _train_step(model: HopTransformer, opt: torch.optim.Optimizer, task: KHopTask, hops: np.ndarray,
+                rng: np.random.Generator, device) -> torch.Tensor:
+    """One optimiser step on a fresh batch of examples with hop counts ``hops``; the batch's loss."""
+    t, m, y = _tensors(task.sample(rng, hops), device)
+    loss = F.cross_entropy(model(t, m), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
 
 
 def _test_sets(exp: KHopExperiment, device) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -865,11 +871,7 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
             at.append(step), accs.append(_accuracy(model, tests))
             if step == steps:
                 break
-        t, m, y = _tensors(task.sample(rng, training_hops(cont, exp.k, rng)), device)
-        loss = F.cross_entropy(model(t, m), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        _train_step(model, opt, task, training_hops(cont, exp.k, rng), rng, device)
     return {"step": np.asarray(at), "acc": np.asarray(accs), "stage": np.full(len(at), exp.k),
             "seconds": time.perf_counter() - start}
 
