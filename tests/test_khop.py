@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from companion import config
 from companion.experiments import khop
 
 
@@ -347,13 +348,90 @@ def test_continued_training_starts_from_the_state_and_is_reproducible():
 def test_escape_summary_reads_the_continuations():
     acc = {"cumulative": [[1.0, 0.9, 0.1], [1.0, 1.0, 0.3]], "k hops only": [[1.0, 0.9, 0.1], [0.2, 0.4, 0.6]],
            "cumulative, lr x 3": [[1.0, 0.9, 0.1], [1.0, 0.95, 0.2]]}
+    acc |= {n: [[0.5, 0.9, 0.1], [1.0, 0.9, 0.2]] for n in khop.CONTINUATIONS if n not in acc}
     cont = {n: {"step": np.array([0, 5]), "acc": np.array(a), "stage": np.array([3, 3])} for n, a in acc.items()}
     s = khop.escape_summary({"seed 0": {"continued": cont}})
     assert s["esc_start_h3"] == 0.1 and s["esc_cum_best_hk"] == 0.3 and s["esc_direct_best_hk"] == 0.6
     assert s["esc_direct_final_below"] == 0.2 and s["esc_cum_lr3_final_h2"] == 0.95 and s["esc_steps"] == 5
+    assert s["esc_re2_start_below"] == 0.5 and s["esc_cum_start_below"] == 0.9  # just after each change
+    solved = {**cont["cumulative"], "acc": np.array([[1.0, 1.0, 0.1], [1.0, 1.0, 0.95]])}
+    assert s["esc_direct_hk_at"] == np.inf
+    assert khop.escape_summary({"seed 0": {"continued": cont | {"cumulative": solved}}})["esc_cum_hk_at"] == 5
     assert list(khop.escape_curves({"seed 0": {"continued": cont}})["acc"]) == list(khop.CONTINUATIONS)
     assert set(khop.ESCAPE_TAGS) == set(khop.CONTINUATIONS)
     rows = khop.escape_rows(s)
-    assert rows[1] == ["k hops only", 0.6, 0.2, 0.4, 0.6] and len(rows[0]) == len(khop.escape_header(3))
+    assert rows[1] == ["k hops only", 0.9, 0.6, 0.2, 0.4, 0.6] and len(rows[0]) == len(khop.escape_header(3))
+    assert len(rows) == len(khop.CONTINUATIONS) and khop.escape_header(3)[1] == "at its start, lowest over 1..2 hops"
     m = khop.escape_members("quick")
     assert list(m) == ["seed 0"] and m["seed 0"].seed == 0 and m["seed 0"].data == "cumulative"
+
+
+def test_the_last_table_hidden_from_blocks():
+    r = _probe_run()
+    exp = r["exp"]
+    task, model = exp.task(), exp.model()
+    model.load_state_dict(r["state"])
+    H = khop.table_hidden(task, [2], 2)
+    assert H.shape == (2, task.seq_len) and not H[0].any() and H[1].sum() == task.N and H[1, -task.N:].all()
+    with pytest.raises(ValueError, match="block"):
+        khop.table_hidden(task, [3], 2)
+    b = task.sample(np.random.default_rng(2), np.array([1, 2, 3, 3]))
+    t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
+    with torch.no_grad():
+        plain, none = model(t, m), model(t, m, hide=torch.zeros(2, task.seq_len, dtype=torch.bool))
+        hidden = model(t, m, hide=khop.table_hidden(task, [1, 2], 2))
+        two = task.sample(np.random.default_rng(2), np.array([1, 2, 2, 2]))  # the same draws, table 3 padded
+        short = model(torch.as_tensor(two.tokens), torch.as_tensor(two.mask))
+    assert torch.equal(plain, none)
+    assert torch.allclose(hidden[:2], plain[:2], atol=1e-5)  # 1- and 2-hop examples: table 3 is padding already
+    assert torch.allclose(hidden[2:], short[2:], atol=1e-5)  # hidden everywhere: a 2-hop example in the model's eyes
+
+
+def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
+    r = _probe_run(steps=60)
+    exp = r["exp"]
+    res = khop.table_interference(exp, r["state"], n=64)
+    assert res["prev"].shape == res["answer"].shape == (6,) and res["attention"].shape == (2, 2)
+    assert res["prev"][1] == res["prev"][4] and res["prev"][2] == res["prev"][3]  # with two blocks, one = all but one
+    assert ((res["prev"] >= 0) & (res["prev"] <= 1)).all() and (res["attention"] <= 1 + 1e-6).all()
+    assert np.array_equal(res["prev"], khop.table_interference(exp, r["state"], n=64)["prev"])  # its own stream
+    model = exp.model()
+    model.load_state_dict(r["state"])
+    b = exp.task().sample(np.random.default_rng(config.seed_streams(exp.seed, ["interference"])["interference"]),
+                          np.full(64, 3))
+    with torch.no_grad():
+        pred = model(torch.as_tensor(b.tokens), torch.as_tensor(b.mask)).argmax(1).numpy()
+    assert res["answer"][-1] == (pred == b.answer).mean() and res["prev"][-1] == (pred == b.chain[:, 1]).mean()
+    with pytest.raises(ValueError, match="k \\(hops\\)"):
+        one = khop.KHopExperiment(N=4, k=1, depth=1, d=16, heads=2)
+        khop.table_interference(one, one.model().state_dict())
+    s, res = khop.probe_summary({"seed 0": r, khop.EXPLORED: r}), khop.table_interference(exp, r["state"])
+    assert s["p100_tk_all_answer"] == res["answer"][-1] and s["p100_tk_b1_prev"] == res["prev"][1]
+    assert s["p100_tkattn_l2_e1"] == pytest.approx(res["attention"][1, 0])
+    rows = khop.interference_rows(s)
+    assert [row[1] for row in rows[:6]] == ["no block", "block 1 only", "block 2 only", "every block but block 1",
+                                            "every block but block 2", "every block (the model as it is)"]
+    assert len(rows) == 12 and rows[6][0] == khop.EXPLORED
+    assert rows[1][2:] == [s["p100_tk_b1_prev"], s["p100_tk_b1_answer"]] and len(rows[0]) == 4
+    assert khop.interference_header(3)[2:] == ["answers v_2", "answers v_3"]
+
+
+def test_continuations_that_change_the_model():
+    r = _probe_run(steps=40)
+    exp = r["exp"]
+    kw = {"steps": 10, "eval_every": 10, "progress": False}
+    extra = khop.continue_training(exp, r["state"], "cumulative", 1e-3, extra=True, **kw)
+    assert np.allclose(extra["acc"][0], r["acc"][-1])  # the new top block starts silent: the model as it was
+    re1 = khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=1, **kw)
+    assert np.array_equal(re1["acc"], khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=1,
+                                                             **kw)["acc"])  # one seed, one fresh block
+    hid = khop.continue_training(exp, r["state"], "cumulative", 1e-3, hide=(1,), **kw)
+    model = exp.model()
+    model.load_state_dict(r["state"])
+    tests = khop._test_sets(exp, "cpu")
+    assert hid["acc"][0].tolist() == khop._accuracy(model, tests, khop.table_hidden(exp.task(), [1], 2))
+    for bad, match in (({"reinit": 3}, "reinit"), ({"hide": (3,)}, "block"), ({"reinit": -1}, "reinit")):
+        with pytest.raises(ValueError, match=match):
+            khop.continue_training(exp, r["state"], "cumulative", 1e-3, **kw, **bad)
+    assert khop.continue_training(exp, r["state"], "cumulative", 1e-3, extra=True, hide=(3,), **kw)["acc"].shape \
+        == (2, 3)  # the extra block counts

@@ -159,15 +159,17 @@ class HopTransformer(torch.nn.Module):
             self.ln = torch.nn.LayerNorm(d)
             self.readout = torch.nn.Linear(d, task.N)
 
-    def forward(self, tokens: torch.Tensor, mask: torch.Tensor, record: dict | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor, record: dict | None = None,
+                hide: torch.Tensor | None = None) -> torch.Tensor:
         """(b, T) tokens and mask -> (b, N) logits of the value after the composition. ``record``, if a dict,
         receives the stream (b, T, d) before the first block and after each block (``"streams"``, depth + 1
-        entries) and each block's attention weights (``"attn"``)."""
+        entries) and each block's attention weights (``"attn"``). ``hide``, if given, (depth, T) bool: positions
+        hidden from each block's keys besides the masked ones (an intervention; see :func:`table_interference`)."""
         x = self.embed(tokens) + self.pos
         if record is not None:
             record["streams"] = [x]
-        for blk in self.blocks:
-            x = blk(x, mask, record)
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, mask if hide is None else mask & ~hide[i], record)
             if record is not None:
                 record["streams"].append(x)
         return self.readout(self.ln(x[:, 0]))
@@ -287,10 +289,11 @@ def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> 
 
 
 def _train_step(model: HopTransformer, opt: torch.optim.Optimizer, task: KHopTask, hops: np.ndarray,
-                rng: np.random.Generator, device) -> torch.Tensor:
-    """One optimiser step on a fresh batch of examples with hop counts ``hops``; the batch's loss."""
+                rng: np.random.Generator, device, hide: torch.Tensor | None = None) -> torch.Tensor:
+    """One optimiser step on a fresh batch of examples with hop counts ``hops`` (``hide``: as the model's
+    forward); the batch's loss."""
     t, m, y = _tensors(task.sample(rng, hops), device)
-    loss = F.cross_entropy(model(t, m), y)
+    loss = F.cross_entropy(model(t, m, hide=hide), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -303,10 +306,10 @@ def _test_sets(exp: KHopExperiment, device) -> list[tuple[torch.Tensor, torch.Te
     return [_tensors(exp.task().sample(rng, np.full(exp.n_test, h)), device) for h in range(1, exp.k + 1)]
 
 
-def _accuracy(model: HopTransformer, tests: list) -> list[float]:
-    """The model's test accuracy on each of :func:`_test_sets`."""
+def _accuracy(model: HopTransformer, tests: list, hide: torch.Tensor | None = None) -> list[float]:
+    """The model's test accuracy on each of :func:`_test_sets` (``hide``: as the model's forward)."""
     with torch.no_grad():
-        return [float((model(t, m).argmax(1) == y).float().mean()) for t, m, y in tests]
+        return [float((model(t, m, hide=hide).argmax(1) == y).float().mean()) for t, m, y in tests]
 
 
 def _tensors(b: HopBatch, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -658,6 +661,54 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
             "entry_attention": entry_attention, "acc": float((pred == torch.as_tensor(bt.answer)).float().mean())}
 
 
+def table_hidden(task: KHopTask, blocks, depth: int) -> torch.Tensor:
+    """(depth, T) bool: table k's positions in the rows of ``blocks`` (numbered from 1), False elsewhere; the
+    ``hide`` argument of the model's forward that hides the last table from those blocks' keys.
+
+    Raises:
+        ValueError: a block outside 1..depth.
+    """
+    out = torch.zeros(depth, task.seq_len, dtype=torch.bool)
+    for b in blocks:
+        check_int("block", b, low=1, high=depth)
+        out[b - 1, 1 + (task.k - 1) * task.N:] = True
+    return out
+
+
+def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
+    """Does the last table get in the way? On fresh k-hop examples (stream "interference" of the run's seed), the
+    model's answers when table k is shown to the keys of no block, of one block only, of all blocks but one, or
+    of all (in that order: none, 1..depth, all but 1..depth, all; the last is the model as it is): ``prev``
+    (2 depth + 2,), the share of answers that are v_{k-1}, the (k - 1)-hop answer; ``answer``, the share that
+    are v_k; and ``attention``
+    (depth, k - 1): in each block, the attention of hop i's entry on table k's entries in total (the largest head
+    of its mean over the examples).
+
+    Raises:
+        ValueError: ``n`` below 1, or k = 1 (no earlier hop to be disturbed).
+    """
+    check_int("n", n, low=1)
+    task, model = exp.task(), exp.model()
+    check_int("k (hops) of a run measured for interference", task.k, low=2)
+    model.load_state_dict(state)
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["interference"])["interference"])
+    b = task.sample(rng, np.full(n, task.k))
+    t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
+    depth, rows, rec = exp.layers, torch.arange(n), {}
+    every = range(1, depth + 1)
+    prev, ans = [], []
+    with torch.no_grad():
+        for hidden in [every, *([l for l in every if l != b] for b in every), *([b] for b in every), []]:
+            hide = table_hidden(task, hidden, depth) if hidden else None
+            pred = model(t, m, record=rec if hide is None else None, hide=hide).argmax(1).numpy()
+            prev.append(float((pred == b.chain[:, -2]).mean())), ans.append(float((pred == b.answer).mean()))
+    where = torch.as_tensor(read_positions(task, b))[:, :-1]  # the entries of hops 1..k-1
+    last = slice(1 + (task.k - 1) * task.N, task.seq_len)
+    attention = np.array([[a[rows, :, where[:, i], last].sum(-1).mean(0).max().item() for i in range(task.k - 1)]
+                          for a in rec["attn"]])
+    return {"prev": np.array(prev), "answer": np.array(ans), "attention": attention}
+
+
 @dataclass(frozen=True)
 class ProbeStudy:
     """A set of probed runs of :func:`seed_members`: ``tags`` maps each member's name to the prefix of its summary
@@ -711,6 +762,8 @@ def probe_summary(runs: dict[str, dict], level: float = 0.9, study: ProbeStudy =
         for h in sorted({exp.k, max(exp.k - 1, 1)}, reverse=True):
             pre = tag if h == exp.k else f"{tag}_h{h}"
             _probe_values(out, f"{name}, {h}-hop examples", pre, hop_probe(exp, r["state"], hops=h), level)
+        if exp.k > 1:
+            _interference_values(out, name, tag, table_interference(exp, r["state"]))
         out[f"{tag}_depth"] = (exp.layers, f"{name}: blocks")
     out[f"{study.shared}_chance"] = (1 / exp.N, "chance: 1/N")  # the probed runs share their task and budget
     out[f"{study.shared}_k"] = (exp.k, "hops")
@@ -752,6 +805,50 @@ def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> No
         out[f"{pre}_best_v{j + 1}"] = (float(P[:, j].max()), f"{name}: best probe accuracy of v_{j + 1} over the "
                                                              "layers")
     out[f"{pre}_best_vk"] = (float(P[:, -1].max()), f"{name}: best probe accuracy of the answer over the layers")
+
+
+def _interference_values(out: dict, name: str, tag: str, res: dict) -> None:
+    """:func:`probe_summary`'s entries of one :func:`table_interference` result: ``<tag>_tk_<shown>_prev`` and
+    ``_answer`` (``shown``: ``none``, ``b<block>`` (that block only), ``not<block>`` (all but it) or ``all``) and ``<tag>_tkattn_l<block>_e<i>``."""
+    depth = len(res["attention"])
+    for key, p, a in zip(_shown_keys(depth), res["prev"], res["answer"]):
+        where = _shown_to(key)
+        out[f"{tag}_tk_{key}_prev"] = (p, f"{name}: share of k-hop answers that are v_(k-1), the last table shown to "
+                                          f"{where}")
+        out[f"{tag}_tk_{key}_answer"] = (a, f"{name}: share of k-hop answers that are v_k, the last table shown to "
+                                            f"{where}")
+    for (l, i), v in np.ndenumerate(res["attention"]):
+        out[f"{tag}_tkattn_l{l + 1}_e{i + 1}"] = (float(v), f"{name}: hop {i + 1}'s entry's attention in block "
+                                                            f"{l + 1} on the last table in total (largest head)")
+
+
+def _shown_keys(depth: int) -> list[str]:
+    """The names of :func:`table_interference`'s visibilities, in its order."""
+    return ["none", *(f"b{b}" for b in range(1, depth + 1)), *(f"not{b}" for b in range(1, depth + 1)), "all"]
+
+
+def _shown_to(key: str) -> str:
+    """Which blocks see the last table under the visibility ``key`` of :func:`_shown_keys`."""
+    if key.startswith("not"):
+        return f"every block but block {key[3:]}"
+    return {"none": "no block", "all": "every block (the model as it is)"}.get(key, f"block {key[1:]} only")
+
+
+def interference_header(k: int) -> list[str]:
+    """Columns of :func:`interference_rows`."""
+    return ["run", f"table {k} shown to", f"answers v_{k - 1}", f"answers v_{k}"]
+
+
+def interference_rows(summary, study: ProbeStudy = PROBE) -> list[list]:
+    """One row per probed run of ``study`` and visibility of the last table (no block, each block alone, every
+    block but one, every block) of its :func:`probe_summary`: the shares of k-hop answers that are v_(k-1) and v_k."""
+    rows = []
+    for name, tag in study.tags.items():
+        depth = int(summary[f"{tag}_depth"])
+        for key in _shown_keys(depth):
+            where = _shown_to(key)
+            rows.append([name, where, summary[f"{tag}_tk_{key}_prev"], summary[f"{tag}_tk_{key}_answer"]])
+    return rows
 
 
 def _member_of(name: str, r: dict) -> KHopExperiment:
@@ -835,45 +932,93 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
 
 ESCAPE_STEPS = 3000  # steps of each continuation
 ESCAPE_EVERY = 250  # its evaluation interval
-CONTINUATIONS = {  # name: (data, learning rate as a multiple of the run's)
-    "cumulative": ("cumulative", 1.0),
-    "k hops only": ("direct", 1.0),
-    "cumulative, lr x 3": ("cumulative", 3.0),
+@dataclass(frozen=True)
+class Continuation:
+    """One way of training on from a state (:func:`continue_training`): ``data`` (``"cumulative"``, the
+    curriculum's last stage, or ``"direct"``, k hops only), the learning rate as a multiple of the run's
+    (``lr_scale``), a block re-initialised first (``reinit``: 1..depth; -1, the last; 0, none), a fresh block
+    added on top (``extra``), the blocks from whose keys table k is hidden (``hide``) and its length as a
+    multiple of :data:`ESCAPE_STEPS` (``length``); ``tag`` prefixes its summary entries."""
+
+    tag: str
+    data: str = "cumulative"
+    lr_scale: float = 1.0
+    reinit: int = 0
+    extra: bool = False
+    hide: tuple = ()
+    length: int = 1
+
+
+CONTINUATIONS = {
+    "cumulative": Continuation("cum"),
+    "k hops only": Continuation("direct", data="direct"),
+    "cumulative, lr x 3": Continuation("cum_lr3", lr_scale=3.0),
+    "block 2 re-initialised": Continuation("re2", reinit=2),
+    "last block re-initialised": Continuation("relast", reinit=-1),
+    "one block more": Continuation("extra", extra=True),
+    "table k hidden from block 1": Continuation("hide1", hide=(1,)),
+    "k hops only, twice as long": Continuation("direct_long", data="direct", length=2),
+    "table k hidden from block 1, k hops only, twice as long": Continuation("hide1_direct_long", data="direct",
+                                                                            hide=(1,), length=2),
 }
-ESCAPE_TAGS = {"cumulative": "cum", "k hops only": "direct", "cumulative, lr x 3": "cum_lr3"}  # summary prefixes
+ESCAPE_TAGS = {name: c.tag for name, c in CONTINUATIONS.items()}  # summary prefixes
 
 
 def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, steps: int = ESCAPE_STEPS,
-                      eval_every: int = ESCAPE_EVERY, progress: bool = True, device=None) -> dict:
+                      eval_every: int = ESCAPE_EVERY, progress: bool = True, device=None, reinit: int = 0,
+                      extra: bool = False, hide: tuple = ()) -> dict:
     """Train ``exp``'s model from ``state`` for ``steps`` more steps with a fresh AdamW at ``lr`` on ``data``
     (``"cumulative"``: hop counts uniform over 1..k, the curriculum's last stage; ``"direct"``: k hops only), the
     batches from stream "continue-data" of its seed, and measure it every ``eval_every`` steps on the run's own
-    test sets: ``"step"``, ``"acc"`` ((evaluations, k)), ``"stage"`` (k throughout) and ``"seconds"``.
+    test sets: ``"step"``, ``"acc"`` ((evaluations, k)), ``"stage"`` (k throughout) and ``"seconds"``. Changes to
+    the model first: ``reinit``, a block (1..depth) re-initialised (stream "reinit" of the seed; 0: none);
+    ``extra``, a fresh block added on top (stream "extra-block") whose output projection starts at zero, so that
+    the model starts as it was; ``hide``, blocks (1..depth, counting the extra one) from whose keys table k is
+    hidden, in training and when measured (:func:`table_hidden`).
 
     Raises:
-        ValueError: an unknown ``data``, or ``lr``, ``steps`` or ``eval_every`` out of range, before any work.
+        ValueError: an unknown ``data``, or ``lr``, ``steps``, ``eval_every``, ``reinit`` or a block of ``hide``
+            out of range, before any work.
     """
     check_choice("data", data, ("cumulative", "direct"))
     check_float("lr", lr, 0.0, None, low_open=True)
     check_int("steps", steps, low=1)
     check_int("eval_every", eval_every, low=1)
+    check_int("reinit (block)", reinit, low=0, high=exp.layers)
+    depth = exp.layers + bool(extra)
     device = config.get_device(device)
     cont = dataclasses.replace(exp, data=data)
+    task = exp.task()
+    mask = table_hidden(task, hide, depth).to(device) if hide else None
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["continue-data"])["continue-data"])
-    task, tests = exp.task(), _test_sets(exp, device)
+    tests = _test_sets(exp, device)
     model = exp.model()
     model.load_state_dict(state)
+    if reinit:
+        model.blocks[reinit - 1] = _fresh_block(exp, "reinit")
+    if extra:
+        top = _fresh_block(exp, "extra-block")
+        with torch.no_grad():
+            top.out.weight.zero_(), top.out.bias.zero_()
+        model.blocks.append(top)
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     at, accs, start = [], [], time.perf_counter()
     for step in tqdm(range(steps + 1), desc=f"continued, {data}, lr {lr:g}", disable=not progress, mininterval=2.0):
         if step % eval_every == 0 or step == steps:
-            at.append(step), accs.append(_accuracy(model, tests))
+            at.append(step), accs.append(_accuracy(model, tests, mask))
             if step == steps:
                 break
-        _train_step(model, opt, task, training_hops(cont, exp.k, rng), rng, device)
+        _train_step(model, opt, task, training_hops(cont, exp.k, rng), rng, device, mask)
     return {"step": np.asarray(at), "acc": np.asarray(accs), "stage": np.full(len(at), exp.k),
             "seconds": time.perf_counter() - start}
+
+
+def _fresh_block(exp: KHopExperiment, stream: str) -> _Block:
+    """A newly initialised block of ``exp``'s width, from stream ``stream`` of its seed."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(config.seed_streams(exp.seed, [stream])[stream].generate_state(1)[0]))
+        return _Block(exp.d, exp.heads, exp.mlp)
 
 
 def escape_members(profile: str | None = None) -> dict[str, KHopExperiment]:
@@ -884,9 +1029,15 @@ def escape_members(profile: str | None = None) -> dict[str, KHopExperiment]:
 def escape_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
     """:func:`run` of ``exp``, then each of :data:`CONTINUATIONS` from its final state (``"continued"``, by name);
     ``"seconds"`` counts the run's training and the continuations."""
+    for name, c in CONTINUATIONS.items():  # before any work
+        check_int(f"block re-initialised by {name!r}", c.reinit, low=-1, high=exp.layers)
+        check_int(f"blocks hiding the last table in {name!r}", min(c.hide, default=1), low=1,
+                  high=exp.layers + c.extra)
     r = run(exp, progress=progress, device=device)
-    cont = {name: continue_training(exp, r["state"], data, exp.lr * scale, progress=progress, device=device)
-            for name, (data, scale) in CONTINUATIONS.items()}
+    cont = {name: continue_training(exp, r["state"], c.data, exp.lr * c.lr_scale, progress=progress, device=device,
+                                    reinit=exp.layers if c.reinit == -1 else c.reinit, extra=c.extra, hide=c.hide,
+                                    steps=ESCAPE_STEPS * c.length)
+            for name, c in CONTINUATIONS.items()}
     return {**r, "continued": cont, "seconds": r["seconds"] + sum(c["seconds"] for c in cont.values())}
 
 
@@ -914,20 +1065,26 @@ def escape_summary(runs: dict[str, dict]) -> report.Summary:
             out[f"esc_{tag}_final_h{j + 1}"] = (float(acc[-1, j]), f"{name}: final accuracy at {j + 1} hops")
         out[f"esc_{tag}_final_below"] = (float(acc[-1, :-1].min()), f"{name}: lowest final accuracy over 1..{k - 1} "
                                                                     "hops")
-    out["esc_steps"] = (int(np.asarray(next(iter(cont.values()))["step"])[-1]), "steps of each continuation")
+        out[f"esc_{tag}_hk_at"] = (float(learned_at(c)[-1]), f"{name}: first step at which the {k}-hop accuracy "
+                                                               "reaches 0.9 (inf: never)")
+        out[f"esc_{tag}_start_below"] = (float(acc[0, :-1].min()), f"{name}: lowest accuracy over 1..{k - 1} hops "
+                                                                    "at its start (after its change to the model)")
+    out["esc_steps"] = (int(np.asarray(next(iter(cont.values()))["step"])[-1]), "steps of each continuation "
+                                                                                "(unless twice as long)")
     out["esc_k"] = (k, "hops")
     return report.Summary(out)
 
 
 def escape_rows(summary) -> list[list]:
-    """One row per continuation of an :func:`escape_summary` (live or recorded): its name, its best k-hop
-    accuracy, and its final accuracy at each hop count (columns :func:`escape_header`)."""
+    """One row per continuation of an :func:`escape_summary` (live or recorded): its name, the lowest accuracy
+    over 1..k-1 hops at its start, its best k-hop accuracy, and its final accuracy at each hop count (columns
+    :func:`escape_header`)."""
     k = int(summary["esc_k"])
-    return [[name, summary[f"esc_{tag}_best_hk"], *(summary[f"esc_{tag}_final_h{j}"] for j in range(1, k + 1))]
-            for name, tag in ESCAPE_TAGS.items()]
+    return [[name, summary[f"esc_{tag}_start_below"], summary[f"esc_{tag}_best_hk"],
+             *(summary[f"esc_{tag}_final_h{j}"] for j in range(1, k + 1))] for name, tag in ESCAPE_TAGS.items()]
 
 
 def escape_header(k: int) -> list[str]:
     """Columns of :func:`escape_rows`."""
-    return ["continued from the stall", f"best accuracy at {k} hops", *(f"final, {j} hop{'s' if j > 1 else ''}"
-                                                                        for j in range(1, k + 1))]
+    return ["continued from the stall", f"at its start, lowest over 1..{k - 1} hops", f"best accuracy at {k} hops",
+            *(f"final, {j} hop{'s' if j > 1 else ''}" for j in range(1, k + 1))]
