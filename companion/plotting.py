@@ -6,6 +6,8 @@ options), so no function here sets a title.
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -579,7 +581,7 @@ def hop_panels(curves: dict, chance: float):
             tw.set_ylabel("curriculum stage", color="grey")
             tw.set_yticks(range(1, k + 1))
             tw.grid(False)
-        ax.text(0.97, 0.5, name, transform=ax.transAxes, ha="right", va="center", fontsize=9)
+        ax.text(0.97, 0.5, textwrap.fill(name, 26), transform=ax.transAxes, ha="right", va="center", fontsize=9)
         ax.set_xlabel("training step")
         ax.set_ylabel("test accuracy")
     for ax in axes[len(names):]:

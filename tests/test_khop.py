@@ -362,6 +362,10 @@ def test_escape_summary_reads_the_continuations():
     rows = khop.escape_rows(s)
     assert rows[1] == ["k hops only", 0.9, 0.6, 0.2, 0.4, 0.6] and len(rows[0]) == len(khop.escape_header(3))
     assert len(rows) == len(khop.CONTINUATIONS) and khop.escape_header(3)[1] == "at its start, lowest over 1..2 hops"
+    assert [r[0] for r in khop.escape_rows(s, khop.HIDING)] == list(khop.HIDING)
+    assert len(khop.escape_rows(s, khop.CHANGES)) + len(khop.HIDING) == len(khop.CONTINUATIONS)
+    with pytest.raises(ValueError, match="continuation"):
+        khop.escape_rows(s, ["x"])
     m = khop.escape_members("quick")
     assert list(m) == ["seed 0"] and m["seed 0"].seed == 0 and m["seed 0"].data == "cumulative"
 

@@ -962,6 +962,9 @@ CONTINUATIONS = {
                                                                             hide=(1,), length=2),
 }
 ESCAPE_TAGS = {name: c.tag for name, c in CONTINUATIONS.items()}  # summary prefixes
+HIDING = ("table k hidden from block 1", "k hops only, twice as long",
+          "table k hidden from block 1, k hops only, twice as long")  # the chapter's second table
+CHANGES = tuple(n for n in CONTINUATIONS if n not in HIDING)  # its first: data, step size, the model's blocks
 
 
 def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, steps: int = ESCAPE_STEPS,
@@ -1075,13 +1078,20 @@ def escape_summary(runs: dict[str, dict]) -> report.Summary:
     return report.Summary(out)
 
 
-def escape_rows(summary) -> list[list]:
-    """One row per continuation of an :func:`escape_summary` (live or recorded): its name, the lowest accuracy
-    over 1..k-1 hops at its start, its best k-hop accuracy, and its final accuracy at each hop count (columns
-    :func:`escape_header`)."""
+def escape_rows(summary, names=None) -> list[list]:
+    """One row per continuation (``names``, of :data:`CONTINUATIONS`; default all) of an :func:`escape_summary`
+    (live or recorded): its name, the lowest accuracy over 1..k-1 hops at its start, its best k-hop accuracy, and
+    its final accuracy at each hop count (columns :func:`escape_header`).
+
+    Raises:
+        ValueError: a name that is not a continuation.
+    """
     k = int(summary["esc_k"])
+    for name in names or ():
+        check_choice("continuation", name, tuple(CONTINUATIONS))
     return [[name, summary[f"esc_{tag}_start_below"], summary[f"esc_{tag}_best_hk"],
-             *(summary[f"esc_{tag}_final_h{j}"] for j in range(1, k + 1))] for name, tag in ESCAPE_TAGS.items()]
+             *(summary[f"esc_{tag}_final_h{j}"] for j in range(1, k + 1))]
+            for name, tag in ESCAPE_TAGS.items() if names is None or name in names]
 
 
 def escape_header(k: int) -> list[str]:
