@@ -680,9 +680,9 @@ def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
     model's answers when table k is shown to the keys of no block, of one block only, of all blocks but one, or
     of all (in that order: none, 1..depth, all but 1..depth, all; the last is the model as it is): ``prev``
     (2 depth + 2,), the share of answers that are v_{k-1}, the (k - 1)-hop answer; ``answer``, the share that
-    are v_k; and ``attention``
-    (depth, k - 1): in each block, the attention of hop i's entry on table k's entries in total (the largest head
-    of its mean over the examples).
+    are v_k; and ``attention`` (depth, k - 1): in each block, the attention of hop i's entry on table k's entries
+    in total (the largest head of its mean over the examples). Hiding table k from a block hides it from every
+    query of that block, table k's own entries included.
 
     Raises:
         ValueError: ``n`` below 1, or k = 1 (no earlier hop to be disturbed).
@@ -695,10 +695,10 @@ def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
     b = task.sample(rng, np.full(n, task.k))
     t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
     depth, rows, rec = exp.layers, torch.arange(n), {}
-    every = range(1, depth + 1)
+    every = list(range(1, depth + 1))
     prev, ans = [], []
-    with torch.no_grad():
-        for hidden in [every, *([l for l in every if l != b] for b in every), *([b] for b in every), []]:
+    with torch.no_grad():  # shown to: none, each block only, all but each block, all
+        for hidden in [every, *([o for o in every if o != s] for s in every), *([s] for s in every), []]:
             hide = table_hidden(task, hidden, depth) if hidden else None
             pred = model(t, m, record=rec if hide is None else None, hide=hide).argmax(1).numpy()
             prev.append(float((pred == b.chain[:, -2]).mean())), ans.append(float((pred == b.answer).mean()))
@@ -809,7 +809,8 @@ def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> No
 
 def _interference_values(out: dict, name: str, tag: str, res: dict) -> None:
     """:func:`probe_summary`'s entries of one :func:`table_interference` result: ``<tag>_tk_<shown>_prev`` and
-    ``_answer`` (``shown``: ``none``, ``b<block>`` (that block only), ``not<block>`` (all but it) or ``all``) and ``<tag>_tkattn_l<block>_e<i>``."""
+    ``_answer`` (``shown``: ``none``, ``b<block>`` (that block only), ``not<block>`` (all but it) or ``all``)
+    and ``<tag>_tkattn_l<block>_e<i>``."""
     depth = len(res["attention"])
     for key, p, a in zip(_shown_keys(depth), res["prev"], res["answer"]):
         where = _shown_to(key)
@@ -841,7 +842,8 @@ def interference_header(k: int) -> list[str]:
 
 def interference_rows(summary, study: ProbeStudy = PROBE) -> list[list]:
     """One row per probed run of ``study`` and visibility of the last table (no block, each block alone, every
-    block but one, every block) of its :func:`probe_summary`: the shares of k-hop answers that are v_(k-1) and v_k."""
+    block but one, every block) of its :func:`probe_summary`: the shares of k-hop answers that are v_(k-1) and
+    v_k."""
     rows = []
     for name, tag in study.tags.items():
         depth = int(summary[f"{tag}_depth"])
@@ -932,6 +934,8 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
 
 ESCAPE_STEPS = 3000  # steps of each continuation
 ESCAPE_EVERY = 250  # its evaluation interval
+
+
 @dataclass(frozen=True)
 class Continuation:
     """One way of training on from a state (:func:`continue_training`): ``data`` (``"cumulative"``, the
@@ -1034,8 +1038,8 @@ def escape_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
     ``"seconds"`` counts the run's training and the continuations."""
     for name, c in CONTINUATIONS.items():  # before any work
         check_int(f"block re-initialised by {name!r}", c.reinit, low=-1, high=exp.layers)
-        check_int(f"blocks hiding the last table in {name!r}", min(c.hide, default=1), low=1,
-                  high=exp.layers + c.extra)
+        for blk in c.hide:
+            check_int(f"block hiding the last table in {name!r}", blk, low=1, high=exp.layers + c.extra)
     r = run(exp, progress=progress, device=device)
     cont = {name: continue_training(exp, r["state"], c.data, exp.lr * c.lr_scale, progress=progress, device=device,
                                     reinit=exp.layers if c.reinit == -1 else c.reinit, extra=c.extra, hide=c.hide,
