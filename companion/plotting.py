@@ -559,7 +559,8 @@ def facts_params(sweeps: dict):
 
 def hop_panels(curves: dict, chance: float):
     """Seed 002, K1-K3: one panel per run, the test accuracy at each hop count along training (colour = hop
-    count); the curriculum's stage as a grey step line on a right-hand axis where it changes. ``curves``: the
+    count, one legend above the panels, so that it covers no curve); the curriculum's stage as a grey step line
+    on a right-hand axis where it changes; the run's name inside its panel, wrapped. ``curves``: the
     :func:`companion.experiments.khop.curves` of the runs."""
     names = list(curves["acc"])
     ncol = min(3, len(names))
@@ -586,7 +587,7 @@ def hop_panels(curves: dict, chance: float):
         ax.set_ylabel("test accuracy")
     for ax in axes[len(names):]:
         ax.axis("off")
-    axes[0].legend(fontsize=7, loc="center right")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncol=k, fontsize=8, frameon=False)
     return fig
 
 

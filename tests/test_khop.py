@@ -439,3 +439,19 @@ def test_continuations_that_change_the_model():
             khop.continue_training(exp, r["state"], "cumulative", 1e-3, **kw, **bad)
     assert khop.continue_training(exp, r["state"], "cumulative", 1e-3, extra=True, hide=(3,), **kw)["acc"].shape \
         == (2, 3)  # the extra block counts
+
+
+def test_hop_panels_one_panel_per_run_and_one_legend_above():
+    from companion import plotting
+
+    acc = np.array([[0.1, 0.1], [0.9, 0.2], [1.0, 0.95]])
+    names = ["cumulative", "table k hidden from block 1, k hops only, twice as long"]
+    curves = {"step": {n: [0, 5, 10] for n in names}, "acc": {n: acc for n in names},
+              "stage": {n: [1, 2, 2] for n in names}}
+    fig = plotting.hop_panels(curves, 0.125)
+    panels = [ax for ax in fig.axes if ax.get_xlabel() == "training step"]
+    assert len(panels) == 2 and all(ax.get_legend() is None for ax in panels)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["1 hop", "2 hops"]
+    label = [t.get_text() for t in panels[1].texts][0]
+    assert label.replace("\n", " ") == names[1] and "\n" in label  # wrapped inside its panel
+    assert np.array_equal(panels[0].lines[0].get_ydata(), acc[:, 0])
