@@ -112,13 +112,15 @@ def _registry() -> dict[str, Recordable]:
                    run=khop.probe_run, summary_var="sprobe", member_overrides=khop.member_overrides),
         Recordable("khop_escape", "book/khop", khop.escape_members, khop.escape_summary, khop.escape_curves,
                    run=khop.escape_run, summary_var="esc", member_overrides=khop.member_overrides),
+        Recordable("khop_hidden", "book/khop", khop.hidden_members, khop.hidden_summary, khop.curves,
+                   run=khop.run, summary_var="hid", member_overrides=khop.member_overrides),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
 
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
-               "khop", "khop_seeds", "khop_probe", "khop_probe_seeds", "khop_escape",
+               "khop", "khop_seeds", "khop_probe", "khop_probe_seeds", "khop_escape", "khop_hidden",
                "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 

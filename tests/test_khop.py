@@ -1,5 +1,7 @@
 """k-hop composition task (seed 002, K1-K3): the data, its validation, the model, one short run."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -49,6 +51,9 @@ def test_hidden_permutations_are_fixed_by_their_seed():
     (dict(weights=(0.3, 0.3, 0.3, 0.3)), r"summing to 1 \(they sum to 1.2\)"),
     (dict(d=30, heads=4), "d=30 is not a multiple of heads=4"),
     (dict(advance_at=1.5), r"advance_at=1.5 is out of range"),
+    (dict(hide_k_from=(4,)), r"\(hide_k_from\)=4 is out of range: allowed \[1, 3\]"),
+    (dict(hide_k_from=(1, 1)), r"names a block twice: allowed distinct blocks in 1..3"),
+    (dict(hide_k_from=1), r"is not a tuple: allowed a tuple of blocks in 1..3"),
 ])
 def test_bad_settings_are_refused_before_any_work(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -455,3 +460,62 @@ def test_hop_panels_one_panel_per_run_and_one_legend_above():
     label = [t.get_text() for t in panels[1].texts][0]
     assert label.replace("\n", " ") == names[1] and "\n" in label  # wrapped inside its panel
     assert np.array_equal(panels[0].lines[0].get_ydata(), acc[:, 0])
+
+
+def test_a_block_that_never_sees_table_k_is_the_plain_model_with_it_hidden():
+    exp = khop.KHopExperiment(N=4, k=3, depth=2, d=16, heads=2)
+    hid = dataclasses.replace(exp, hide_k_from=(1,))
+    plain, model = exp.model(), hid.model()
+    assert plain.state_dict().keys() == model.state_dict().keys()  # nothing new to save: old states load
+    model.load_state_dict(plain.state_dict())
+    b = exp.task().sample(np.random.default_rng(3), np.array([1, 2, 3, 3]))
+    t, m = torch.as_tensor(b.tokens), torch.as_tensor(b.mask)
+    one = khop.table_hidden(exp.task(), [1], 2)
+    with torch.no_grad():
+        assert torch.equal(model(t, m), plain(t, m, hide=one))
+        assert torch.equal(model(t, m, hide=khop.table_hidden(exp.task(), [2], 2)),
+                           plain(t, m, hide=khop.table_hidden(exp.task(), [1, 2], 2)))  # hide adds to it
+        assert not torch.allclose(model(t, m)[2:], plain(t, m)[2:])  # 3-hop examples: block 1 sees less
+
+
+def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage():
+    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3)
+    plain = {khop.seed_name(s): khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
+             for s in khop.SEEDS}
+    hid = {khop.seed_name(s): khop.run(khop.KHopExperiment(**kw, seed=s, hide_k_from=(1,)), progress=False,
+                                       use_cache=False) for s in khop.SEEDS}
+    assert all(np.isfinite(khop.last_stage_at(r)) and khop.last_stage_at(r) > 0 for r in plain.values())
+    gaps = khop.hidden_gaps(hid, plain)
+    assert gaps["hid_gap"] == 0 and gaps["hid_s1_gap"] == 0
+    assert any(not np.array_equal(hid[n]["acc"], plain[n]["acc"]) for n in plain)  # it acts on the last stage
+    swapped = {"seed 0": plain["seed 1"], "seed 1": plain["seed 0"], "seed 2": plain["seed 2"]}
+    assert khop.hidden_gaps(hid, swapped)["hid_s0_gap"] > 0
+    with pytest.raises(ValueError, match="not among the runs"):
+        khop.hidden_gaps(hid, {"seed 0": plain["seed 0"]})
+    with pytest.raises(ValueError, match="different steps"):
+        khop.hidden_gaps(hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}})
+    s = khop.hidden_summary(hid)
+    for n in plain:
+        tag = f"hid_s{n.split()[-1]}"
+        assert s[f"{tag}_stagek_at"] == khop.last_stage_at(plain[n])
+        assert s[f"{tag}_best_hk"] == hid[n]["acc"][:, -1].max()
+    assert s["hid_learned_n"] == sum(np.isfinite(s[f"hid_s{x}_hk_at"]) for x in khop.SEEDS)
+
+
+def test_hidden_summary_reads_when_each_seed_learns():
+    stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
+    stalled["stage"] = np.array([1, 2, 2])
+    solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
+    solved["stage"] = np.array([1, 1, 2])
+    s = khop.hidden_summary({"seed 0": stalled, "seed 1": solved, "seed 2": solved})
+    assert s["hid_learned_n"] == 2 and s["hid_s0_hk_at"] == np.inf and s["hid_s0_wait"] == np.inf
+    assert s["hid_s1_hk_at"] == 20 and s["hid_s1_stagek_at"] == 10 and s["hid_s1_wait"] == 10
+    assert s["hid_s0_best_hk"] == 0.12 and s["hid_s2_final_min"] == 0.98
+
+
+def test_the_hidden_study_is_the_seed_study_with_table_k_hidden_from_block_1():
+    seeds, hid = khop.seed_members("quick"), khop.hidden_members("quick")
+    assert list(hid) == [khop.seed_name(s) for s in khop.SEEDS]
+    for name, e in hid.items():
+        assert e.hide_k_from == khop.HIDDEN_FROM and dataclasses.replace(e, hide_k_from=()) == seeds[name]

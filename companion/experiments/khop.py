@@ -145,12 +145,17 @@ class _Block(torch.nn.Module):
 class HopTransformer(torch.nn.Module):
     """Bidirectional transformer read at position 0; see the module docstring."""
 
-    def __init__(self, task: KHopTask, d: int, depth: int, heads: int, mlp: bool, seed: int = 0):
+    def __init__(self, task: KHopTask, d: int, depth: int, heads: int, mlp: bool, seed: int = 0,
+                 hidden_k: tuple = ()):
         super().__init__()
         check_int("depth", depth, low=1)
         check_int("heads", heads, low=1)
         if d % heads:
             raise ValueError(f"d={d} is not a multiple of heads={heads}: allowed d in multiples of {heads}")
+        for blk in hidden_k:
+            check_int("block that never sees table k (hide_k_from)", blk, low=1, high=depth)
+        self.hidden_k = tuple(hidden_k)  # blocks (from 1) whose keys never include table k: part of the model
+        self.register_buffer("shows_k", ~table_hidden(task, [1], 1)[0], persistent=False)  # (T,): False on table k
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(config.seed_streams(seed, ["init"])["init"].generate_state(1)[0]))
             self.embed = torch.nn.Embedding(task.N + 1, d)
@@ -164,12 +169,14 @@ class HopTransformer(torch.nn.Module):
         """(b, T) tokens and mask -> (b, N) logits of the value after the composition. ``record``, if a dict,
         receives the stream (b, T, d) before the first block and after each block (``"streams"``, depth + 1
         entries) and each block's attention weights (``"attn"``). ``hide``, if given, (depth, T) bool: positions
-        hidden from each block's keys besides the masked ones (an intervention; see :func:`table_interference`)."""
+        hidden from each block's keys besides the masked ones (an intervention; see :func:`table_interference`).
+        The blocks of ``hidden_k`` never see table k, whatever ``hide`` says."""
         x = self.embed(tokens) + self.pos
         if record is not None:
             record["streams"] = [x]
         for i, blk in enumerate(self.blocks):
-            x = blk(x, mask if hide is None else mask & ~hide[i], record)
+            m = mask if hide is None else mask & ~hide[i]
+            x = blk(x, m & self.shows_k if i + 1 in self.hidden_k else m, record)
             if record is not None:
                 record["streams"].append(x)
         return self.readout(self.ln(x[:, 0]))
@@ -177,8 +184,8 @@ class HopTransformer(torch.nn.Module):
 
 @dataclass(frozen=True)
 class KHopExperiment(config.Profiled):
-    """One run: the task (N, k), the model (d, depth, heads, mlp) and the training data (direct, mixture,
-    curriculum or cumulative)."""
+    """One run: the task (N, k), the model (d, depth, heads, mlp; ``hide_k_from``, blocks that never see table
+    k) and the training data (direct, mixture, curriculum or cumulative)."""
 
     profile: str = "quick"
     N: int = 8
@@ -196,6 +203,7 @@ class KHopExperiment(config.Profiled):
     eval_every: int = 100
     n_test: int = 1024
     seed: int = 0
+    hide_k_from: tuple = ()  # blocks (from 1) whose keys never include table k, in training and when measured
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -210,6 +218,12 @@ class KHopExperiment(config.Profiled):
         check_int("depth", self.depth, low=0)
         check_float("lr", self.lr, 0.0, None, low_open=True)
         check_float("advance_at", self.advance_at, 0.0, 1.0, low_open=True)
+        if not isinstance(self.hide_k_from, tuple):
+            raise ValueError(f"hide_k_from={self.hide_k_from!r} is not a tuple: allowed a tuple of blocks in "
+                             f"1..{self.layers}")
+        if len(set(self.hide_k_from)) != len(self.hide_k_from):
+            raise ValueError(f"hide_k_from={self.hide_k_from!r} names a block twice: allowed distinct blocks in "
+                             f"1..{self.layers}")
         self.mixture()
         self.model()
 
@@ -239,7 +253,12 @@ class KHopExperiment(config.Profiled):
         return w
 
     def model(self) -> HopTransformer:
-        return HopTransformer(self.task(), self.d, self.layers, self.heads, self.mlp, self.seed)
+        """The freshly initialised model (table k hidden from the blocks of ``hide_k_from``).
+
+        Raises:
+            ValueError: a block of ``hide_k_from`` outside 1..depth.
+        """
+        return HopTransformer(self.task(), self.d, self.layers, self.heads, self.mlp, self.seed, self.hide_k_from)
 
 
 MODULES = ("companion.experiments.khop",)
@@ -1102,3 +1121,68 @@ def escape_header(k: int) -> list[str]:
     """Columns of :func:`escape_rows`."""
     return ["continued from the stall", f"at its start, lowest over 1..{k - 1} hops", f"best accuracy at {k} hops",
             *(f"final, {j} hop{'s' if j > 1 else ''}" for j in range(1, k + 1))]
+
+
+# --- table k hidden from block 1 from the first step (recorded: ``khop_hidden``) ---
+
+HIDDEN_FROM = (1,)  # the block that reads table k in seed 0's stall (and in seed 2's algorithm)
+
+
+def hidden_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The seeds of :func:`seed_members` advancing every 100 steps (``"seed 0"``, ...), each with table k hidden
+    from the keys of the blocks :data:`HIDDEN_FROM` from the first step, in training and when measured
+    (``hide_k_from``). Table k is padding before the last stage, so each run is its seed study run until then."""
+    seeds = seed_members(profile)
+    return {seed_name(s): dataclasses.replace(seeds[seed_name(s)], hide_k_from=HIDDEN_FROM) for s in SEEDS}
+
+
+def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """The numbers of a finished :func:`hidden_members` set, named ``hid_*``: for each seed (``hid_s<seed>_*``) the
+    best k-hop accuracy over its evaluations (``_best_hk``), the first step at which it reaches ``level``
+    (``_hk_at``, inf: never), the step it moved to its last stage (``_stagek_at``), the steps between
+    (``_wait``) and its lowest final accuracy over 1..k hops (``_final_min``); ``hid_learned_n``, the seeds that
+    learn the k-th hop."""
+    out = {**_sizes(runs[seed_name(SEEDS[0])], prefix="hid_")}
+    learned = 0
+    for s in SEEDS:
+        r, tag, who = runs[seed_name(s)], f"hid_s{s}", f"seed {s}, table k hidden from block 1"
+        acc, at, stage = np.asarray(r["acc"]), float(learned_at(r, level)[-1]), last_stage_at(r)
+        learned += bool(np.isfinite(at))
+        out |= {
+            f"{tag}_best_hk": (float(acc[:, -1].max()), f"{who}: best accuracy at k hops over its evaluations"),
+            f"{tag}_hk_at": (at, f"{who}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
+            f"{tag}_stagek_at": (stage, f"{who}: the step it moved to its last stage"),
+            f"{tag}_wait": (at - stage if np.isfinite(at) else math.inf,
+                            f"{who}: steps on its last stage before it learns the k-th hop (inf: never)"),
+            f"{tag}_final_min": (float(acc[-1].min()), f"{who}: lowest final accuracy over 1..k hops"),
+        }
+    out["hid_learned_n"] = (learned, "seeds that learn the k-th hop with table k hidden from block 1")
+    return report.Summary(out)
+
+
+def hidden_gaps(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary:
+    """How far each run of :func:`hidden_members` is from the same seed without the hiding (``plain``, by the same
+    names) before the last stage: the largest difference of their accuracies at hop counts 1..k-1 or of their
+    stages over the common evaluations at which ``plain`` is not yet training on k hops (``hid_s<seed>_gap``,
+    and ``hid_gap``, the largest). Zero when hiding table k changes nothing while it is padding.
+
+    Raises:
+        ValueError: a run missing from ``plain``, or two runs evaluated at different steps.
+    """
+    out, worst = {}, 0.0
+    for s in SEEDS:
+        name = seed_name(s)
+        if name not in plain:
+            raise ValueError(f"{name!r} is not among the runs without hiding: allowed {sorted(plain)}")
+        a, b = runs[name], plain[name]
+        n = min(len(a["step"]), len(b["step"]))
+        if not np.array_equal(np.asarray(a["step"])[:n], np.asarray(b["step"])[:n]):
+            raise ValueError(f"{name}: the two runs are evaluated at different steps: allowed the same interval")
+        before = np.asarray(b["stage"])[:n] < np.asarray(b["acc"]).shape[1]
+        acc = np.abs(np.asarray(a["acc"])[:n, :-1] - np.asarray(b["acc"])[:n, :-1])[before]
+        stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])[before]
+        gap = float(max(acc.max(), stage.max()))
+        out[f"hid_s{s}_gap"] = (gap, f"seed {s}: largest difference before the last stage, hidden or not")
+        worst = max(worst, gap)
+    out["hid_gap"] = (worst, "largest difference before the last stage over the seeds, hidden or not")
+    return report.Summary(out)
