@@ -46,6 +46,10 @@ class Summary(dict):
             self[name] = _plain(value)
             self.meaning[name] = meaning
 
+    def entries(self) -> dict:
+        """``{name: (value, meaning)}``, as the constructor takes them (to merge two summaries)."""
+        return {name: (value, self.meaning.get(name, "")) for name, value in self.items()}
+
     def glue(self) -> None:
         """Glue every number and string entry under its name (for ``{glue:text}`` in the prose)."""
         from myst_nb import glue

@@ -439,7 +439,10 @@ def test_continuations_that_change_the_model():
     model.load_state_dict(r["state"])
     tests = khop._test_sets(exp, "cpu")
     assert hid["acc"][0].tolist() == khop._accuracy(model, tests, khop.table_hidden(exp.task(), [1], 2))
-    for bad, match in (({"reinit": 3}, "reinit"), ({"hide": (3,)}, "block"), ({"reinit": -1}, "reinit")):
+    last = khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=-1, **kw)
+    assert np.array_equal(last["acc"], khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=2,
+                                                              **kw)["acc"])  # -1: the last block
+    for bad, match in (({"reinit": 3}, "reinit"), ({"hide": (3,)}, "block"), ({"reinit": -2}, "reinit")):
         with pytest.raises(ValueError, match=match):
             khop.continue_training(exp, r["state"], "cumulative", 1e-3, **kw, **bad)
     assert khop.continue_training(exp, r["state"], "cumulative", 1e-3, extra=True, hide=(3,), **kw)["acc"].shape \
@@ -483,24 +486,30 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage():
               advance_at=0.3)
     plain = {khop.seed_name(s): khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
              for s in khop.SEEDS}
-    hid = {khop.seed_name(s): khop.run(khop.KHopExperiment(**kw, seed=s, hide_k_from=(1,)), progress=False,
-                                       use_cache=False) for s in khop.SEEDS}
+    hid = {khop.seed_name(s): khop.probe_run(khop.KHopExperiment(**kw, seed=s, hide_k_from=(1,)), progress=False)
+           for s in khop.SEEDS}
     assert all(np.isfinite(khop.last_stage_at(r)) and khop.last_stage_at(r) > 0 for r in plain.values())
-    gaps = khop.hidden_gaps(hid, plain)
-    assert gaps["hid_gap"] == 0 and gaps["hid_s1_gap"] == 0
+    vs = khop.hidden_vs_plain(hid, plain)
+    assert vs["hid_gap"] == 0 and vs["hid_s1_gap"] == 0
     assert any(not np.array_equal(hid[n]["acc"], plain[n]["acc"]) for n in plain)  # it acts on the last stage
     swapped = {"seed 0": plain["seed 1"], "seed 1": plain["seed 0"], "seed 2": plain["seed 2"]}
-    assert khop.hidden_gaps(hid, swapped)["hid_s0_gap"] > 0
+    assert khop.hidden_vs_plain(hid, swapped)["hid_s0_gap"] > 0
     with pytest.raises(ValueError, match="not among the runs"):
-        khop.hidden_gaps(hid, {"seed 0": plain["seed 0"]})
+        khop.hidden_vs_plain(hid, {"seed 0": plain["seed 0"]})
     with pytest.raises(ValueError, match="different steps"):
-        khop.hidden_gaps(hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}})
+        khop.hidden_vs_plain(hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}})
     s = khop.hidden_summary(hid)
     for n in plain:
-        tag = f"hid_s{n.split()[-1]}"
-        assert s[f"{tag}_stagek_at"] == khop.last_stage_at(plain[n])
-        assert s[f"{tag}_best_hk"] == hid[n]["acc"][:, -1].max()
+        x = n.split()[-1]
+        assert s[f"hid_s{x}_stagek_at"] == khop.last_stage_at(plain[n])
+        assert s[f"hid_s{x}_best_hk"] == hid[n]["acc"][:, -1].max()
+        assert vs[f"hid_s{x}_plain_wait"] == khop.last_stage_wait(plain[n])
+        change = vs[f"hid_s{x}_wait_change"]
+        assert change == s[f"hid_s{x}_wait"] - vs[f"hid_s{x}_plain_wait"] or np.isnan(change)
+        # block 1 never sees table k: shown to block 1 only = to none, to all but block 1 = to all
+        assert s[f"h{x}_tk_b1_prev"] == s[f"h{x}_tk_none_prev"] and s[f"h{x}_tk_not1_answer"] == s[f"h{x}_tk_all_answer"]
     assert s["hid_learned_n"] == sum(np.isfinite(s[f"hid_s{x}_hk_at"]) for x in khop.SEEDS)
+    assert "h0_acc" not in khop.hidden_summary({n: {k: v for k, v in r.items() if k != "state"} for n, r in hid.items()})
 
 
 def test_hidden_summary_reads_when_each_seed_learns():

@@ -459,6 +459,17 @@ def last_stage_at(r: dict) -> float:
     return float(np.asarray(r["step"])[max(first[0] - 1, 0)]) if len(first) else math.inf
 
 
+def last_stage_wait(r: dict, level: float = 0.9) -> float:
+    """The steps a run trains on its last stage before its k-hop accuracy first reaches ``level`` (inf: never).
+
+    >>> last_stage_wait({"step": np.array([0, 100, 200]), "stage": np.array([1, 2, 2]),
+    ...                  "acc": np.array([[0.1, 0.1], [0.95, 0.2], [1.0, 0.95]])})
+    200.0
+    """
+    at = float(learned_at(r, level)[-1])
+    return at - last_stage_at(r) if np.isfinite(at) else math.inf
+
+
 def curves(runs: dict[str, dict]) -> dict:
     """What a recorded file keeps of each run: the evaluation steps, the accuracy at every hop count, the
     curriculum stage and the training loss."""
@@ -555,7 +566,7 @@ def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.9
     seeds = [seed_name(s) for s in SEEDS]
     low = np.array([np.asarray(runs[n]["acc"])[-1].min() for n in seeds])
     hopk = np.array([learned_at(runs[n], level)[-1] for n in seeds])
-    wait = np.array([h - last_stage_at(runs[n]) if np.isfinite(h) else np.inf for n, h in zip(seeds, hopk)])
+    wait = np.array([last_stage_wait(runs[n], level) for n in seeds])
     alt, every = runs[EXPLORED], f"seed 0 advancing every {EXPLORED_EVERY} steps"
     return report.Summary({
         **_sizes(runs[seeds[0]], prefix="seeds_"),
@@ -697,7 +708,8 @@ def table_hidden(task: KHopTask, blocks, depth: int) -> torch.Tensor:
 def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
     """Does the last table get in the way? On fresh k-hop examples (stream "interference" of the run's seed), the
     model's answers when table k is shown to the keys of no block, of one block only, of all blocks but one, or
-    of all (in that order: none, 1..depth, all but 1..depth, all; the last is the model as it is): ``prev``
+    of all (in that order: none, 1..depth, all but 1..depth, all; the last is the model as it is; a block of the
+    run's ``hide_k_from`` never sees it): ``prev``
     (2 depth + 2,), the share of answers that are v_{k-1}, the (k - 1)-hop answer; ``answer``, the share that
     are v_k; and ``attention`` (depth, k - 1): in each block, the attention of hop i's entry on table k's entries
     in total (the largest head of its mean over the examples). Hiding table k from a block hides it from every
@@ -997,7 +1009,8 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
     (``"cumulative"``: hop counts uniform over 1..k, the curriculum's last stage; ``"direct"``: k hops only), the
     batches from stream "continue-data" of its seed, and measure it every ``eval_every`` steps on the run's own
     test sets: ``"step"``, ``"acc"`` ((evaluations, k)), ``"stage"`` (k throughout) and ``"seconds"``. Changes to
-    the model first: ``reinit``, a block (1..depth) re-initialised (stream "reinit" of the seed; 0: none);
+    the model first: ``reinit``, a block (1..depth; -1, the last) re-initialised (stream "reinit" of the seed; 0:
+    none);
     ``extra``, a fresh block added on top (stream "extra-block") whose output projection starts at zero, so that
     the model starts as it was; ``hide``, blocks (1..depth, counting the extra one) from whose keys table k is
     hidden, in training and when measured (:func:`table_hidden`).
@@ -1010,7 +1023,8 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
     check_float("lr", lr, 0.0, None, low_open=True)
     check_int("steps", steps, low=1)
     check_int("eval_every", eval_every, low=1)
-    check_int("reinit (block)", reinit, low=0, high=exp.layers)
+    check_int("reinit (block)", reinit, low=-1, high=exp.layers)
+    reinit = exp.layers if reinit == -1 else reinit
     depth = exp.layers + bool(extra)
     device = config.get_device(device)
     cont = dataclasses.replace(exp, data=data)
@@ -1061,7 +1075,7 @@ def escape_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
             check_int(f"block hiding the last table in {name!r}", blk, low=1, high=exp.layers + c.extra)
     r = run(exp, progress=progress, device=device)
     cont = {name: continue_training(exp, r["state"], c.data, exp.lr * c.lr_scale, progress=progress, device=device,
-                                    reinit=exp.layers if c.reinit == -1 else c.reinit, extra=c.extra, hide=c.hide,
+                                    reinit=c.reinit, extra=c.extra, hide=c.hide,
                                     steps=ESCAPE_STEPS * c.length)
             for name, c in CONTINUATIONS.items()}
     return {**r, "continued": cont, "seconds": r["seconds"] + sum(c["seconds"] for c in cont.values())}
@@ -1126,6 +1140,7 @@ def escape_header(k: int) -> list[str]:
 # --- table k hidden from block 1 from the first step (recorded: ``khop_hidden``) ---
 
 HIDDEN_FROM = (1,)  # the block that reads table k in seed 0's stall (and in seed 2's algorithm)
+HIDDEN_PROBE = ProbeStudy({seed_name(s): f"h{s}" for s in SEEDS}, "hprobe")  # its probes and interference
 
 
 def hidden_members(profile: str | None = None) -> dict[str, KHopExperiment]:
@@ -1141,7 +1156,8 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     best k-hop accuracy over its evaluations (``_best_hk``), the first step at which it reaches ``level``
     (``_hk_at``, inf: never), the step it moved to its last stage (``_stagek_at``), the steps between
     (``_wait``) and its lowest final accuracy over 1..k hops (``_final_min``); ``hid_learned_n``, the seeds that
-    learn the k-th hop."""
+    learn the k-th hop. Runs from :func:`probe_run` (with ``state`` and ``exp``, as recorded) add their
+    :func:`probe_summary` as :data:`HIDDEN_PROBE` (``h<seed>_*``, ``hprobe_*``): where each uses table k."""
     out = {**_sizes(runs[seed_name(SEEDS[0])], prefix="hid_")}
     learned = 0
     for s in SEEDS:
@@ -1152,19 +1168,24 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
             f"{tag}_best_hk": (float(acc[:, -1].max()), f"{who}: best accuracy at k hops over its evaluations"),
             f"{tag}_hk_at": (at, f"{who}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
             f"{tag}_stagek_at": (stage, f"{who}: the step it moved to its last stage"),
-            f"{tag}_wait": (at - stage if np.isfinite(at) else math.inf,
+            f"{tag}_wait": (last_stage_wait(r, level),
                             f"{who}: steps on its last stage before it learns the k-th hop (inf: never)"),
             f"{tag}_final_min": (float(acc[-1].min()), f"{who}: lowest final accuracy over 1..k hops"),
         }
     out["hid_learned_n"] = (learned, "seeds that learn the k-th hop with table k hidden from block 1")
+    if all("state" in r for r in runs.values()):
+        out |= probe_summary(runs, level, HIDDEN_PROBE).entries()
     return report.Summary(out)
 
 
-def hidden_gaps(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary:
-    """How far each run of :func:`hidden_members` is from the same seed without the hiding (``plain``, by the same
-    names) before the last stage: the largest difference of their accuracies at hop counts 1..k-1 or of their
-    stages over the common evaluations at which ``plain`` is not yet training on k hops (``hid_s<seed>_gap``,
-    and ``hid_gap``, the largest). Zero when hiding table k changes nothing while it is padding.
+def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """Each run of :func:`hidden_members` against the same seed without the hiding (``plain``, by the same names):
+    before the last stage, the largest difference of their accuracies at hop counts 1..k-1 or of their stages
+    over the common evaluations at which ``plain`` is not yet training on k hops (``hid_s<seed>_gap``, and
+    ``hid_gap``, the largest; zero when hiding table k changes nothing while it is padding); the plain run's steps
+    on its last stage before it learns the k-th hop (``hid_s<seed>_plain_wait``, inf: never, as
+    :func:`hidden_summary`'s ``_wait``) and the hidden run's minus it (``hid_s<seed>_wait_change``; NaN when
+    neither learns it).
 
     Raises:
         ValueError: a run missing from ``plain``, or two runs evaluated at different steps.
@@ -1184,5 +1205,11 @@ def hidden_gaps(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary
         gap = float(max(acc.max(), stage.max()))
         out[f"hid_s{s}_gap"] = (gap, f"seed {s}: largest difference before the last stage, hidden or not")
         worst = max(worst, gap)
+        wait = [last_stage_wait(r, level) for r in (a, b)]
+        out[f"hid_s{s}_plain_wait"] = (wait[1], f"seed {s} without the hiding: steps on its last stage before it "
+                                                "learns the k-th hop (inf: never)")
+        out[f"hid_s{s}_wait_change"] = (wait[0] - wait[1] if np.isfinite(wait).any() else math.nan,
+                                        f"seed {s}: steps on the last stage before the k-th hop is learned, hidden "
+                                        "minus plain (inf: only the plain run learns it; NaN: neither)")
     out["hid_gap"] = (worst, "largest difference before the last stage over the seeds, hidden or not")
     return report.Summary(out)
