@@ -146,15 +146,15 @@ class HopTransformer(torch.nn.Module):
     """Bidirectional transformer read at position 0; see the module docstring."""
 
     def __init__(self, task: KHopTask, d: int, depth: int, heads: int, mlp: bool, seed: int = 0,
-                 hidden_k: tuple = ()):
+                 hide_k_from: tuple = ()):
         super().__init__()
         check_int("depth", depth, low=1)
         check_int("heads", heads, low=1)
         if d % heads:
             raise ValueError(f"d={d} is not a multiple of heads={heads}: allowed d in multiples of {heads}")
-        for blk in hidden_k:
+        for blk in hide_k_from:
             check_int("block that never sees table k (hide_k_from)", blk, low=1, high=depth)
-        self.hidden_k = tuple(hidden_k)  # blocks (from 1) whose keys never include table k: part of the model
+        self.hide_k_from = tuple(hide_k_from)  # blocks (from 1) whose keys never include table k: part of the model
         self.register_buffer("shows_k", ~table_hidden(task, [1], 1)[0], persistent=False)  # (T,): False on table k
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(config.seed_streams(seed, ["init"])["init"].generate_state(1)[0]))
@@ -170,13 +170,13 @@ class HopTransformer(torch.nn.Module):
         receives the stream (b, T, d) before the first block and after each block (``"streams"``, depth + 1
         entries) and each block's attention weights (``"attn"``). ``hide``, if given, (depth, T) bool: positions
         hidden from each block's keys besides the masked ones (an intervention; see :func:`table_interference`).
-        The blocks of ``hidden_k`` never see table k, whatever ``hide`` says."""
+        The blocks of ``hide_k_from`` never see table k, whatever ``hide`` says."""
         x = self.embed(tokens) + self.pos
         if record is not None:
             record["streams"] = [x]
         for i, blk in enumerate(self.blocks):
             m = mask if hide is None else mask & ~hide[i]
-            x = blk(x, m & self.shows_k if i + 1 in self.hidden_k else m, record)
+            x = blk(x, m & self.shows_k if i + 1 in self.hide_k_from else m, record)
             if record is not None:
                 record["streams"].append(x)
         return self.readout(self.ln(x[:, 0]))
