@@ -484,15 +484,16 @@ def test_a_block_that_never_sees_table_k_is_the_plain_model_with_it_hidden():
 def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage():
     kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
               advance_at=0.3)
-    plain = {khop.seed_name(s): khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
-             for s in khop.SEEDS}
-    hid = {khop.seed_name(s): khop.probe_run(khop.KHopExperiment(**kw, seed=s, hide_k_from=(1,)), progress=False)
-           for s in khop.SEEDS}
+    seeds = {**{khop.seed_name(s): s for s in khop.SEEDS}, khop.EXPLORED: 0}
+    plain = {name: khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
+             for name, s in seeds.items()}
+    hid = {name: khop.probe_run(khop.KHopExperiment(**kw, seed=s, hide_k_from=(1,)), progress=False)
+           for name, s in seeds.items()}
     assert all(np.isfinite(khop.last_stage_at(r)) and khop.last_stage_at(r) > 0 for r in plain.values())
     vs = khop.hidden_vs_plain(hid, plain)
     assert vs["hid_gap"] == 0 and vs["hid_s1_gap"] == 0
     assert any(not np.array_equal(hid[n]["acc"], plain[n]["acc"]) for n in plain)  # it acts on the last stage
-    swapped = {"seed 0": plain["seed 1"], "seed 1": plain["seed 0"], "seed 2": plain["seed 2"]}
+    swapped = {**plain, "seed 0": plain["seed 1"], "seed 1": plain["seed 0"]}
     assert khop.hidden_vs_plain(hid, swapped)["hid_s0_gap"] > 0
     with pytest.raises(ValueError, match="not among the runs"):
         khop.hidden_vs_plain(hid, {"seed 0": plain["seed 0"]})
@@ -500,15 +501,16 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage():
         khop.hidden_vs_plain(hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}})
     s = khop.hidden_summary(hid)
     for n in plain:
-        x = n.split()[-1]
-        assert s[f"hid_s{x}_stagek_at"] == khop.last_stage_at(plain[n])
-        assert s[f"hid_s{x}_best_hk"] == hid[n]["acc"][:, -1].max()
-        assert vs[f"hid_s{x}_plain_wait"] == khop.last_stage_wait(plain[n])
-        change = vs[f"hid_s{x}_wait_change"]
-        assert change == s[f"hid_s{x}_wait"] - vs[f"hid_s{x}_plain_wait"] or np.isnan(change)
+        x, h = khop.HIDDEN_TAGS[n], khop.HIDDEN_PROBE.tags[n]
+        assert s[f"hid_{x}_stagek_at"] == khop.last_stage_at(plain[n])
+        assert s[f"hid_{x}_best_hk"] == hid[n]["acc"][:, -1].max()
+        assert vs[f"hid_{x}_plain_wait"] == khop.last_stage_wait(plain[n])
+        change = vs[f"hid_{x}_wait_change"]
+        assert change == s[f"hid_{x}_wait"] - vs[f"hid_{x}_plain_wait"] or np.isnan(change)
         # block 1 never sees table k: shown to block 1 only = to none, to all but block 1 = to all
-        assert s[f"h{x}_tk_b1_prev"] == s[f"h{x}_tk_none_prev"] and s[f"h{x}_tk_not1_answer"] == s[f"h{x}_tk_all_answer"]
+        assert s[f"{h}_tk_b1_prev"] == s[f"{h}_tk_none_prev"] and s[f"{h}_tk_not1_answer"] == s[f"{h}_tk_all_answer"]
     assert s["hid_learned_n"] == sum(np.isfinite(s[f"hid_s{x}_hk_at"]) for x in khop.SEEDS)
+    assert sorted(khop.HIDDEN_PROBE.tags.values()) == ["h0", "h1", "h2", "h250"]
     assert "h0_acc" not in khop.hidden_summary({n: {k: v for k, v in r.items() if k != "state"} for n, r in hid.items()})
 
 
@@ -517,14 +519,14 @@ def test_hidden_summary_reads_when_each_seed_learns():
     stalled["stage"] = np.array([1, 2, 2])
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
     solved["stage"] = np.array([1, 1, 2])
-    s = khop.hidden_summary({"seed 0": stalled, "seed 1": solved, "seed 2": solved})
-    assert s["hid_learned_n"] == 2 and s["hid_s0_hk_at"] == np.inf and s["hid_s0_wait"] == np.inf
+    s = khop.hidden_summary({"seed 0": stalled, "seed 1": solved, "seed 2": solved, khop.EXPLORED: solved})
+    assert s["hid_e250_best_hk"] == 0.98 and s["hid_learned_n"] == 2 and s["hid_s0_hk_at"] == np.inf and s["hid_s0_wait"] == np.inf
     assert s["hid_s1_hk_at"] == 20 and s["hid_s1_stagek_at"] == 10 and s["hid_s1_wait"] == 10
     assert s["hid_s0_best_hk"] == 0.12 and s["hid_s2_final_min"] == 0.98
 
 
 def test_the_hidden_study_is_the_seed_study_with_table_k_hidden_from_block_1():
     seeds, hid = khop.seed_members("quick"), khop.hidden_members("quick")
-    assert list(hid) == [khop.seed_name(s) for s in khop.SEEDS]
+    assert list(hid) == list(seeds) == list(khop.HIDDEN_TAGS)
     for name, e in hid.items():
         assert e.hide_k_from == khop.HIDDEN_FROM and dataclasses.replace(e, hide_k_from=()) == seeds[name]

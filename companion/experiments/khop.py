@@ -1140,30 +1140,32 @@ def escape_header(k: int) -> list[str]:
 # --- table k hidden from block 1 from the first step (recorded: ``khop_hidden``) ---
 
 HIDDEN_FROM = (1,)  # the block that reads table k in seed 0's stall (and in seed 2's algorithm)
-HIDDEN_PROBE = ProbeStudy({seed_name(s): f"h{s}" for s in SEEDS}, "hprobe")  # its probes and interference
+HIDDEN_TAGS = {**{seed_name(s): f"s{s}" for s in SEEDS}, EXPLORED: f"e{EXPLORED_EVERY}"}  # ``hid_<tag>_*``
+HIDDEN_PROBE = ProbeStudy({name: f"h{tag[1:]}" for name, tag in HIDDEN_TAGS.items()}, "hprobe")  # ``h<tag>_*``
 
 
 def hidden_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """The seeds of :func:`seed_members` advancing every 100 steps (``"seed 0"``, ...), each with table k hidden
-    from the keys of the blocks :data:`HIDDEN_FROM` from the first step, in training and when measured
-    (``hide_k_from``). Table k is padding before the last stage, so each run is its seed study run until then."""
-    seeds = seed_members(profile)
-    return {seed_name(s): dataclasses.replace(seeds[seed_name(s)], hide_k_from=HIDDEN_FROM) for s in SEEDS}
+    """The runs of :func:`seed_members` (``"seed 0"``, ..., and seed 0 advancing every :data:`EXPLORED_EVERY`
+    steps), each with table k hidden from the keys of the blocks :data:`HIDDEN_FROM` from the first step, in
+    training and when measured (``hide_k_from``). Table k is padding before the last stage, so each run is its
+    seed study run until then."""
+    return {name: dataclasses.replace(e, hide_k_from=HIDDEN_FROM) for name, e in seed_members(profile).items()}
 
 
 def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """The numbers of a finished :func:`hidden_members` set, named ``hid_*``: for each seed (``hid_s<seed>_*``) the
-    best k-hop accuracy over its evaluations (``_best_hk``), the first step at which it reaches ``level``
-    (``_hk_at``, inf: never), the step it moved to its last stage (``_stagek_at``), the steps between
-    (``_wait``) and its lowest final accuracy over 1..k hops (``_final_min``); ``hid_learned_n``, the seeds that
-    learn the k-th hop. Runs from :func:`probe_run` (with ``state`` and ``exp``, as recorded) add their
-    :func:`probe_summary` as :data:`HIDDEN_PROBE` (``h<seed>_*``, ``hprobe_*``): where each uses table k."""
+    """The numbers of a finished :func:`hidden_members` set, named ``hid_*``: for each run (``hid_<tag>_*``,
+    :data:`HIDDEN_TAGS`: ``s0``, ``s1``, ``s2``, ``e250``) the best k-hop accuracy over its evaluations
+    (``_best_hk``), the first step at which it reaches ``level`` (``_hk_at``, inf: never), the step it moved to
+    its last stage (``_stagek_at``), the steps between (``_wait``) and its lowest final accuracy over 1..k hops
+    (``_final_min``); ``hid_learned_n``, the seeds advancing every 100 steps that learn the k-th hop. Runs from
+    :func:`probe_run` (with ``state`` and ``exp``, as recorded) add their :func:`probe_summary` as
+    :data:`HIDDEN_PROBE` (``h0_*``, ..., ``h250_*``, ``hprobe_*``): where each uses table k."""
     out = {**_sizes(runs[seed_name(SEEDS[0])], prefix="hid_")}
     learned = 0
-    for s in SEEDS:
-        r, tag, who = runs[seed_name(s)], f"hid_s{s}", f"seed {s}, table k hidden from block 1"
+    for name, t in HIDDEN_TAGS.items():
+        r, tag, who = runs[name], f"hid_{t}", f"{name}, table k hidden from block 1"
         acc, at, stage = np.asarray(r["acc"]), float(learned_at(r, level)[-1]), last_stage_at(r)
-        learned += bool(np.isfinite(at))
+        learned += bool(np.isfinite(at)) and name != EXPLORED
         out |= {
             f"{tag}_best_hk": (float(acc[:, -1].max()), f"{who}: best accuracy at k hops over its evaluations"),
             f"{tag}_hk_at": (at, f"{who}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
@@ -1179,20 +1181,19 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
 
 
 def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """Each run of :func:`hidden_members` against the same seed without the hiding (``plain``, by the same names):
+    """Each run of :func:`hidden_members` against the same run without the hiding (``plain``, by the same names):
     before the last stage, the largest difference of their accuracies at hop counts 1..k-1 or of their stages
-    over the common evaluations at which ``plain`` is not yet training on k hops (``hid_s<seed>_gap``, and
-    ``hid_gap``, the largest; zero when hiding table k changes nothing while it is padding); the plain run's steps
-    on its last stage before it learns the k-th hop (``hid_s<seed>_plain_wait``, inf: never, as
-    :func:`hidden_summary`'s ``_wait``) and the hidden run's minus it (``hid_s<seed>_wait_change``; NaN when
-    neither learns it).
+    over the common evaluations at which ``plain`` is not yet training on k hops (``hid_<tag>_gap``, tags
+    :data:`HIDDEN_TAGS`, and ``hid_gap``, the largest; zero when hiding table k changes nothing while it is
+    padding); the plain run's steps on its last stage before it learns the k-th hop (``hid_<tag>_plain_wait``,
+    inf: never, as :func:`hidden_summary`'s ``_wait``) and the hidden run's minus it (``hid_<tag>_wait_change``;
+    NaN when neither learns it).
 
     Raises:
         ValueError: a run missing from ``plain``, or two runs evaluated at different steps.
     """
     out, worst = {}, 0.0
-    for s in SEEDS:
-        name = seed_name(s)
+    for name, s in HIDDEN_TAGS.items():
         if name not in plain:
             raise ValueError(f"{name!r} is not among the runs without hiding: allowed {sorted(plain)}")
         a, b = runs[name], plain[name]
@@ -1203,13 +1204,13 @@ def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float 
         acc = np.abs(np.asarray(a["acc"])[:n, :-1] - np.asarray(b["acc"])[:n, :-1])[before]
         stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])[before]
         gap = float(max(acc.max(), stage.max()))
-        out[f"hid_s{s}_gap"] = (gap, f"seed {s}: largest difference before the last stage, hidden or not")
+        out[f"hid_{s}_gap"] = (gap, f"{name}: largest difference before the last stage, hidden or not")
         worst = max(worst, gap)
         wait = [last_stage_wait(r, level) for r in (a, b)]
-        out[f"hid_s{s}_plain_wait"] = (wait[1], f"seed {s} without the hiding: steps on its last stage before it "
-                                                "learns the k-th hop (inf: never)")
-        out[f"hid_s{s}_wait_change"] = (wait[0] - wait[1] if np.isfinite(wait).any() else math.nan,
-                                        f"seed {s}: steps on the last stage before the k-th hop is learned, hidden "
-                                        "minus plain (inf: only the plain run learns it; NaN: neither)")
-    out["hid_gap"] = (worst, "largest difference before the last stage over the seeds, hidden or not")
+        out[f"hid_{s}_plain_wait"] = (wait[1], f"{name} without the hiding: steps on its last stage before it "
+                                               "learns the k-th hop (inf: never)")
+        out[f"hid_{s}_wait_change"] = (wait[0] - wait[1] if np.isfinite(wait).any() else math.nan,
+                                       f"{name}: steps on the last stage before the k-th hop is learned, hidden "
+                                       "minus plain (inf: only the plain run learns it; NaN: neither)")
+    out["hid_gap"] = (worst, "largest difference before the last stage over the runs, hidden or not")
     return report.Summary(out)
