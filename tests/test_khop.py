@@ -195,12 +195,18 @@ def test_the_seed_study_keeps_its_explored_interval_and_reads_back():
     assert len(khop.seed_rows(*khop.recorded_runs(rec))) == len(m)
 
 
-def test_seeds_summary_counts_the_solved_seeds():
+def _seed_study(solved_stages):
+    """A synthetic seed study: seed 0 stalls on its last stage (from the evaluation at step 0), the others and the
+    explored run learn two hops with curriculum stages ``solved_stages``."""
     stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
     stalled["stage"] = np.array([1, 2, 2])
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
-    solved["stage"] = np.array([1, 2, 2])
-    s = khop.seeds_summary({"seed 0": stalled, "seed 1": solved, "seed 2": solved, khop.EXPLORED: solved})
+    solved["stage"] = np.array(solved_stages)
+    return {"seed 0": stalled, "seed 1": solved, "seed 2": solved, khop.EXPLORED: solved}
+
+
+def test_seeds_summary_counts_the_solved_seeds():
+    s = khop.seeds_summary(_seed_study([1, 2, 2]))
     assert s["seeds_solved"] == pytest.approx(2 / 3) and s["seeds_solved_n"] == 2 and s["seeds_worst_min"] == 0.12
     assert s["seeds_hopk_first"] == 20 and s["seeds_wait_last"] == 20 and s["seeds_alt_min"] == 0.98
     assert s["seeds_alt_stagek_at"] == 0  # stage 2 from the evaluation at step 0 (recorded at the next)
@@ -511,16 +517,14 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage():
         assert s[f"{h}_tk_b1_prev"] == s[f"{h}_tk_none_prev"] and s[f"{h}_tk_not1_answer"] == s[f"{h}_tk_all_answer"]
     assert s["hid_learned_n"] == sum(np.isfinite(s[f"hid_s{x}_hk_at"]) for x in khop.SEEDS)
     assert sorted(khop.HIDDEN_PROBE.tags.values()) == ["h0", "h1", "h2", "h250"]
-    assert "h0_acc" not in khop.hidden_summary({n: {k: v for k, v in r.items() if k != "state"} for n, r in hid.items()})
+    curves_only = {n: {k: v for k, v in r.items() if k != "state"} for n, r in hid.items()}
+    assert "h0_acc" not in khop.hidden_summary(curves_only)
 
 
 def test_hidden_summary_reads_when_each_seed_learns():
-    stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
-    stalled["stage"] = np.array([1, 2, 2])
-    solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
-    solved["stage"] = np.array([1, 1, 2])
-    s = khop.hidden_summary({"seed 0": stalled, "seed 1": solved, "seed 2": solved, khop.EXPLORED: solved})
-    assert s["hid_e250_best_hk"] == 0.98 and s["hid_learned_n"] == 2 and s["hid_s0_hk_at"] == np.inf and s["hid_s0_wait"] == np.inf
+    s = khop.hidden_summary(_seed_study([1, 1, 2]))
+    assert s["hid_e250_best_hk"] == 0.98 and s["hid_learned_n"] == 2
+    assert s["hid_s0_hk_at"] == np.inf and s["hid_s0_wait"] == np.inf
     assert s["hid_s1_hk_at"] == 20 and s["hid_s1_stagek_at"] == 10 and s["hid_s1_wait"] == 10
     assert s["hid_s0_best_hk"] == 0.12 and s["hid_s2_final_min"] == 0.98
 
