@@ -112,7 +112,7 @@ def _registry() -> dict[str, Recordable]:
                    run=khop.probe_run, summary_var="sprobe", member_overrides=khop.member_overrides),
         Recordable("khop_escape", "book/khop", khop.escape_members, khop.escape_summary, khop.escape_curves,
                    run=khop.escape_run, summary_var="esc", member_overrides=khop.member_overrides),
-        Recordable("khop_hidden", "book/khop", khop.hidden_members, khop.hidden_summary, khop.curves,
+        Recordable("khop_hidden", "book/khop", khop.hidden_members, khop.hidden_study_summary, khop.curves,
                    run=khop.probe_run, summary_var="hid", member_overrides=khop.member_overrides),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),

@@ -386,6 +386,7 @@ def test_the_last_table_hidden_from_blocks():
     exp = r["exp"]
     task, model = exp.task(), exp.model()
     model.load_state_dict(r["state"])
+    assert task.last_table == slice(1 + 2 * task.N, task.seq_len)
     H = khop.table_hidden(task, [2], 2)
     assert H.shape == (2, task.seq_len) and not H[0].any() and H[1].sum() == task.N and H[1, -task.N:].all()
     with pytest.raises(ValueError, match="block"):
@@ -505,7 +506,7 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage():
         khop.hidden_vs_plain(hid, {"seed 0": plain["seed 0"]})
     with pytest.raises(ValueError, match="different steps"):
         khop.hidden_vs_plain(hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}})
-    s = khop.hidden_summary(hid)
+    s = khop.hidden_study_summary(hid)
     for n in plain:
         x, h = khop.HIDDEN_TAGS[n], khop.HIDDEN_PROBE.tags[n]
         assert s[f"hid_{x}_stagek_at"] == khop.last_stage_at(plain[n])
@@ -517,8 +518,8 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage():
         assert s[f"{h}_tk_b1_prev"] == s[f"{h}_tk_none_prev"] and s[f"{h}_tk_not1_answer"] == s[f"{h}_tk_all_answer"]
     assert s["hid_learned_n"] == sum(np.isfinite(s[f"hid_s{x}_hk_at"]) for x in khop.SEEDS)
     assert sorted(khop.HIDDEN_PROBE.tags.values()) == ["h0", "h1", "h2", "h250"]
-    curves_only = {n: {k: v for k, v in r.items() if k != "state"} for n, r in hid.items()}
-    assert "h0_acc" not in khop.hidden_summary(curves_only)
+    curves = khop.hidden_summary(hid)
+    assert "h0_acc" not in curves and all(s[key] == v or np.isnan(v) for key, v in curves.items())
 
 
 def test_hidden_summary_reads_when_each_seed_learns():

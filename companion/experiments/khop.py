@@ -85,6 +85,11 @@ class KHopTask:
     def pad(self) -> int:
         return self.N
 
+    @property
+    def last_table(self) -> slice:
+        """The positions of table k (the last table) in a sequence."""
+        return slice(1 + (self.k - 1) * self.N, self.seq_len)
+
     def hidden(self) -> np.ndarray:
         """(k, N): the hidden permutations pi_i (row i - 1), fixed by ``hidden_seed``."""
         rng = np.random.default_rng(config.seed_streams(self.hidden_seed, ["khop-hidden"])["khop-hidden"])
@@ -701,7 +706,7 @@ def table_hidden(task: KHopTask, blocks, depth: int) -> torch.Tensor:
     out = torch.zeros(depth, task.seq_len, dtype=torch.bool)
     for b in blocks:
         check_int("block", b, low=1, high=depth)
-        out[b - 1, 1 + (task.k - 1) * task.N:] = True
+        out[b - 1, task.last_table] = True
     return out
 
 
@@ -733,8 +738,7 @@ def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
             hide = table_hidden(task, hidden, depth) if hidden else None
             pred = model(t, m, record=rec if hide is None else None, hide=hide).argmax(1).numpy()
             prev.append(float((pred == b.chain[:, -2]).mean())), ans.append(float((pred == b.answer).mean()))
-    where = torch.as_tensor(read_positions(task, b))[:, :-1]  # the entries of hops 1..k-1
-    last = slice(1 + (task.k - 1) * task.N, task.seq_len)
+    where, last = torch.as_tensor(read_positions(task, b))[:, :-1], task.last_table  # the entries of hops 1..k-1
     attention = np.array([[a[rows, :, where[:, i], last].sum(-1).mean(0).max().item() for i in range(task.k - 1)]
                           for a in rec["attn"]])
     return {"prev": np.array(prev), "answer": np.array(ans), "attention": attention}
@@ -1157,9 +1161,8 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     :data:`HIDDEN_TAGS`: ``s0``, ``s1``, ``s2``, ``e250``) the best k-hop accuracy over its evaluations
     (``_best_hk``), the first step at which it reaches ``level`` (``_hk_at``, inf: never), the step it moved to
     its last stage (``_stagek_at``), the steps between (``_wait``) and its lowest final accuracy over 1..k hops
-    (``_final_min``); ``hid_learned_n``, the seeds advancing every 100 steps that learn the k-th hop. Runs from
-    :func:`probe_run` (with ``state`` and ``exp``, as recorded) add their :func:`probe_summary` as
-    :data:`HIDDEN_PROBE` (``h0_*``, ..., ``h250_*``, ``hprobe_*``): where each uses table k."""
+    (``_final_min``); ``hid_learned_n``, the seeds advancing every 100 steps that learn the k-th hop
+    (:func:`hidden_study_summary` adds the probes)."""
     out = {**_sizes(runs[seed_name(SEEDS[0])], prefix="hid_")}
     learned = 0
     for name, t in HIDDEN_TAGS.items():
@@ -1175,9 +1178,14 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
             f"{tag}_final_min": (float(acc[-1].min()), f"{who}: lowest final accuracy over 1..k hops"),
         }
     out["hid_learned_n"] = (learned, "seeds that learn the k-th hop with table k hidden from block 1")
-    if all("state" in r for r in runs.values()):
-        out |= probe_summary(runs, level, HIDDEN_PROBE).entries()
     return report.Summary(out)
+
+
+def hidden_study_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """What the recorded study keeps: :func:`hidden_summary` and, of runs from :func:`probe_run` (with ``state``
+    and ``exp``), their :func:`probe_summary` as :data:`HIDDEN_PROBE` (``h0_*``, ..., ``h250_*``, ``hprobe_*``):
+    where each uses table k."""
+    return report.Summary(hidden_summary(runs, level).entries() | probe_summary(runs, level, HIDDEN_PROBE).entries())
 
 
 def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9) -> report.Summary:
