@@ -106,14 +106,16 @@ def _registry() -> dict[str, Recordable]:
                    member_overrides=khop.member_overrides),
         Recordable("khop_seeds", "book/khop", khop.seed_members, khop.seeds_summary, khop.curves, run=khop.run,
                    summary_var="seeds", member_overrides=khop.member_overrides),
-        Recordable("khop_probe", "book/khop", khop.probe_members, khop.probe_summary, khop.curves,
+        Recordable("khop_probe", "book/khop_stall", khop.probe_members, khop.probe_summary, khop.curves,
                    run=khop.probe_run, summary_var="probe", member_overrides=khop.member_overrides),
-        Recordable("khop_probe_seeds", "book/khop", khop.seed_probe_members, khop.seed_probe_summary, khop.curves,
-                   run=khop.probe_run, summary_var="sprobe", member_overrides=khop.member_overrides),
-        Recordable("khop_escape", "book/khop", khop.escape_members, khop.escape_summary, khop.escape_curves,
-                   run=khop.escape_run, summary_var="esc", member_overrides=khop.member_overrides),
-        Recordable("khop_hidden", "book/khop", khop.hidden_members, khop.hidden_study_summary, khop.curves,
-                   run=khop.probe_run, summary_var="hid", member_overrides=khop.member_overrides),
+        Recordable("khop_probe_seeds", "book/khop_stall", khop.seed_probe_members, khop.seed_probe_summary,
+                   khop.curves, run=khop.probe_run, summary_var="sprobe", member_overrides=khop.member_overrides),
+        Recordable("khop_escape", "book/khop_stall", khop.escape_members, khop.escape_summary,
+                   khop.escape_curves, run=khop.escape_run, summary_var="esc", member_overrides=khop.member_overrides),
+        Recordable("khop_hidden", "book/khop_stall", khop.hidden_members, khop.hidden_study_summary,
+                   khop.curves, run=khop.probe_run, summary_var="hid", member_overrides=khop.member_overrides),
+        Recordable("khop_hidden12", "book/khop_stall", khop.hidden12_members, khop.hidden12_study_summary,
+                   khop.curves, run=khop.probe_run, summary_var="hid12", member_overrides=khop.member_overrides),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
@@ -121,7 +123,7 @@ def _registry() -> dict[str, Recordable]:
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
                "khop", "khop_seeds", "khop_probe", "khop_probe_seeds", "khop_escape", "khop_hidden",
-               "induction_b10_seeds")
+               "khop_hidden12", "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 

@@ -488,38 +488,49 @@ def test_a_block_that_never_sees_table_k_is_the_plain_model_with_it_hidden():
         assert not torch.allclose(model(t, m)[2:], plain(t, m)[2:])  # 3-hop examples: block 1 sees less
 
 
-def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage():
+@pytest.mark.parametrize("study", [khop.HIDDEN, khop.HIDDEN12], ids=["block 1", "blocks 1 and 2"])
+def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(study):
     kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
               advance_at=0.3)
     seeds = {**{khop.seed_name(s): s for s in khop.SEEDS}, khop.EXPLORED: 0}
     plain = {name: khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
              for name, s in seeds.items()}
-    hid = {name: khop.probe_run(khop.KHopExperiment(**kw, seed=s, hide_k_from=(1,)), progress=False)
+    hid = {name: khop.probe_run(khop.KHopExperiment(**kw, seed=s, hide_k_from=study.blocks), progress=False)
            for name, s in seeds.items()}
     assert all(np.isfinite(khop.last_stage_at(r)) and khop.last_stage_at(r) > 0 for r in plain.values())
-    vs = khop.hidden_vs_plain(hid, plain)
-    assert vs["hid_gap"] == 0 and vs["hid_s1_gap"] == 0
+    p = study.prefix
+    vs = khop.hidden_vs_plain(hid, plain, study=study)
+    assert vs[f"{p}_gap"] == 0 and vs[f"{p}_s1_gap"] == 0
     assert any(not np.array_equal(hid[n]["acc"], plain[n]["acc"]) for n in plain)  # it acts on the last stage
     swapped = {**plain, "seed 0": plain["seed 1"], "seed 1": plain["seed 0"]}
-    assert khop.hidden_vs_plain(hid, swapped)["hid_s0_gap"] > 0
+    assert khop.hidden_vs_plain(hid, swapped, study=study)[f"{p}_s0_gap"] > 0
     with pytest.raises(ValueError, match="not among the runs"):
-        khop.hidden_vs_plain(hid, {"seed 0": plain["seed 0"]})
+        khop.hidden_vs_plain(hid, {"seed 0": plain["seed 0"]}, study=study)
     with pytest.raises(ValueError, match="different steps"):
-        khop.hidden_vs_plain(hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}})
-    s = khop.hidden_study_summary(hid)
+        khop.hidden_vs_plain(hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}},
+                             study=study)
+    s = khop.hidden_study_summary(hid, study=study)
     for n in plain:
-        x, h = khop.HIDDEN_TAGS[n], khop.HIDDEN_PROBE.tags[n]
-        assert s[f"hid_{x}_stagek_at"] == khop.last_stage_at(plain[n])
-        assert s[f"hid_{x}_best_hk"] == hid[n]["acc"][:, -1].max()
-        assert vs[f"hid_{x}_plain_wait"] == khop.last_stage_wait(plain[n])
-        change = vs[f"hid_{x}_wait_change"]
-        assert change == s[f"hid_{x}_wait"] - vs[f"hid_{x}_plain_wait"] or np.isnan(change)
-        # block 1 never sees table k: shown to block 1 only = to none, to all but block 1 = to all
-        assert s[f"{h}_tk_b1_prev"] == s[f"{h}_tk_none_prev"] and s[f"{h}_tk_not1_answer"] == s[f"{h}_tk_all_answer"]
-    assert s["hid_learned_n"] == sum(np.isfinite(s[f"hid_s{x}_hk_at"]) for x in khop.SEEDS)
+        x, h = khop.HIDDEN_TAGS[n], study.probe.tags[n]
+        assert s[f"{p}_{x}_stagek_at"] == khop.last_stage_at(plain[n])
+        assert s[f"{p}_{x}_best_hk"] == hid[n]["acc"][:, -1].max()
+        assert vs[f"{p}_{x}_plain_wait"] == khop.last_stage_wait(plain[n])
+        change = vs[f"{p}_{x}_wait_change"]
+        assert change == s[f"{p}_{x}_wait"] - vs[f"{p}_{x}_plain_wait"] or np.isnan(change)
+        for b in study.blocks:  # a blind block never sees table k: shown to it only = to none, to all but it = to all
+            assert s[f"{h}_tk_b{b}_prev"] == s[f"{h}_tk_none_prev"]
+            assert s[f"{h}_tk_not{b}_answer"] == s[f"{h}_tk_all_answer"]
+    assert s[f"{p}_learned_n"] == sum(np.isfinite(s[f"{p}_s{x}_hk_at"]) for x in khop.SEEDS)
+    curves = khop.hidden_summary(hid, study=study)
+    assert f"{study.probe.tags['seed 0']}_acc" not in curves
+    assert all(s[key] == v or np.isnan(v) for key, v in curves.items())
+
+
+def test_the_hidden_studies_name_their_entries_apart():
     assert sorted(khop.HIDDEN_PROBE.tags.values()) == ["h0", "h1", "h2", "h250"]
-    curves = khop.hidden_summary(hid)
-    assert "h0_acc" not in curves and all(s[key] == v or np.isnan(v) for key, v in curves.items())
+    assert sorted(khop.HIDDEN12.probe.tags.values()) == ["hh0", "hh1", "hh2", "hh250"]
+    assert khop.HIDDEN.where == "block 1" and khop.HIDDEN12.where == "blocks 1 and 2"
+    assert khop.HIDDEN.prefix != khop.HIDDEN12.prefix and khop.HIDDEN.probe.shared != khop.HIDDEN12.probe.shared
 
 
 def test_hidden_summary_reads_when_each_seed_learns():
@@ -530,8 +541,9 @@ def test_hidden_summary_reads_when_each_seed_learns():
     assert s["hid_s0_best_hk"] == 0.12 and s["hid_s2_final_min"] == 0.98
 
 
-def test_the_hidden_study_is_the_seed_study_with_table_k_hidden_from_block_1():
-    seeds, hid = khop.seed_members("quick"), khop.hidden_members("quick")
+@pytest.mark.parametrize("members, blocks", [(khop.hidden_members, (1,)), (khop.hidden12_members, (1, 2))])
+def test_the_hidden_study_is_the_seed_study_with_table_k_hidden(members, blocks):
+    seeds, hid = khop.seed_members("quick"), members("quick")
     assert list(hid) == list(seeds) == list(khop.HIDDEN_TAGS)
     for name, e in hid.items():
-        assert e.hide_k_from == khop.HIDDEN_FROM and dataclasses.replace(e, hide_k_from=()) == seeds[name]
+        assert e.hide_k_from == blocks and dataclasses.replace(e, hide_k_from=()) == seeds[name]

@@ -1141,32 +1141,59 @@ def escape_header(k: int) -> list[str]:
             *(f"final, {j} hop{'s' if j > 1 else ''}" for j in range(1, k + 1))]
 
 
-# --- table k hidden from block 1 from the first step (recorded: ``khop_hidden``) ---
+# --- table k hidden from blocks from the first step (recorded: ``khop_hidden``, ``khop_hidden12``) ---
 
 HIDDEN_FROM = (1,)  # the block that reads table k in seed 0's stall (and in seed 2's algorithm)
 HIDDEN_TAGS = {**{seed_name(s): f"s{s}" for s in SEEDS}, EXPLORED: f"e{EXPLORED_EVERY}"}  # ``hid_<tag>_*``
 HIDDEN_PROBE = ProbeStudy({name: f"h{tag[1:]}" for name, tag in HIDDEN_TAGS.items()}, "hprobe")  # ``h<tag>_*``
 
 
-def hidden_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+@dataclass(frozen=True)
+class HiddenStudy:
+    """The runs of :func:`seed_members`, each with table k hidden from the keys of ``blocks`` (from 1) from the
+    first step: summary entries ``<prefix>_<tag>_*`` (tags :data:`HIDDEN_TAGS`), probes as ``probe``."""
+
+    blocks: tuple
+    prefix: str
+    probe: ProbeStudy
+
+    @property
+    def where(self) -> str:
+        """``block 1``, ``blocks 1 and 2``: the blind blocks in words."""
+        *first, last = self.blocks
+        return f"blocks {', '.join(map(str, first))} and {last}" if first else f"block {last}"
+
+
+HIDDEN = HiddenStudy(HIDDEN_FROM, "hid", HIDDEN_PROBE)  # table k hidden from block 1 (``hid_*``, ``h0_*``, ...)
+HIDDEN12 = HiddenStudy((1, 2), "hid12", ProbeStudy({n: f"hh{t[1:]}" for n, t in HIDDEN_TAGS.items()}, "hhprobe"))
+"""Table k hidden from blocks 1 and 2 (``hid12_*``, ``hh0_*``, ...): does the harm follow it to block 3?"""
+
+
+def hidden_members(profile: str | None = None, study: HiddenStudy = HIDDEN) -> dict[str, KHopExperiment]:
     """The runs of :func:`seed_members` (``"seed 0"``, ..., and seed 0 advancing every :data:`EXPLORED_EVERY`
-    steps), each with table k hidden from the keys of the blocks :data:`HIDDEN_FROM` from the first step, in
-    training and when measured (``hide_k_from``). Table k is padding before the last stage, so each run is its
-    seed study run until then."""
-    return {name: dataclasses.replace(e, hide_k_from=HIDDEN_FROM) for name, e in seed_members(profile).items()}
+    steps), each with table k hidden from the keys of the blocks ``study.blocks`` (by default
+    :data:`HIDDEN_FROM`) from the first step, in training and when measured (``hide_k_from``). Table k is
+    padding before the last stage, so each run is its seed study run until then."""
+    return {name: dataclasses.replace(e, hide_k_from=study.blocks) for name, e in seed_members(profile).items()}
 
 
-def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """The numbers of a finished :func:`hidden_members` set, named ``hid_*``: for each run (``hid_<tag>_*``,
-    :data:`HIDDEN_TAGS`: ``s0``, ``s1``, ``s2``, ``e250``) the best k-hop accuracy over its evaluations
-    (``_best_hk``), the first step at which it reaches ``level`` (``_hk_at``, inf: never), the step it moved to
-    its last stage (``_stagek_at``), the steps between (``_wait``) and its lowest final accuracy over 1..k hops
-    (``_final_min``); ``hid_learned_n``, the seeds advancing every 100 steps that learn the k-th hop
-    (:func:`hidden_study_summary` adds the probes)."""
-    out = {**_sizes(runs[seed_name(SEEDS[0])], prefix="hid_")}
+def hidden12_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """:func:`hidden_members` of :data:`HIDDEN12` (table k hidden from blocks 1 and 2)."""
+    return hidden_members(profile, HIDDEN12)
+
+
+def hidden_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN) -> report.Summary:
+    """The numbers of a finished :func:`hidden_members` set, named ``<prefix>_*`` (``hid_*`` by default): for
+    each run (``hid_<tag>_*``, :data:`HIDDEN_TAGS`: ``s0``, ``s1``, ``s2``, ``e250``) the best k-hop accuracy over
+    its evaluations (``_best_hk``), the first step at which it reaches ``level`` (``_hk_at``, inf: never), the
+    step it moved to its last stage (``_stagek_at``), the steps between (``_wait``) and its lowest final accuracy
+    over 1..k hops (``_final_min``); ``hid_learned_n``, the seeds advancing every 100 steps that learn the k-th
+    hop (:func:`hidden_study_summary` adds the probes)."""
+    pre = study.prefix
+    out = {**_sizes(runs[seed_name(SEEDS[0])], prefix=f"{pre}_")}
     learned = 0
     for name, t in HIDDEN_TAGS.items():
-        r, tag, who = runs[name], f"hid_{t}", f"{name}, table k hidden from block 1"
+        r, tag, who = runs[name], f"{pre}_{t}", f"{name}, table k hidden from {study.where}"
         acc, at, stage = np.asarray(r["acc"]), float(learned_at(r, level)[-1]), last_stage_at(r)
         learned += bool(np.isfinite(at)) and name != EXPLORED
         out |= {
@@ -1177,30 +1204,37 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
                             f"{who}: steps on its last stage before it learns the k-th hop (inf: never)"),
             f"{tag}_final_min": (float(acc[-1].min()), f"{who}: lowest final accuracy over 1..k hops"),
         }
-    out["hid_learned_n"] = (learned, "seeds that learn the k-th hop with table k hidden from block 1")
+    out[f"{pre}_learned_n"] = (learned, f"seeds that learn the k-th hop with table k hidden from {study.where}")
     return report.Summary(out)
 
 
-def hidden_study_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+def hidden_study_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN) -> report.Summary:
     """What the recorded study keeps: :func:`hidden_summary` and, of runs from :func:`probe_run` (with ``state``
-    and ``exp``), their :func:`probe_summary` as :data:`HIDDEN_PROBE` (``h0_*``, ..., ``h250_*``, ``hprobe_*``):
-    where each uses table k."""
-    return report.Summary(hidden_summary(runs, level).entries() | probe_summary(runs, level, HIDDEN_PROBE).entries())
+    and ``exp``), their :func:`probe_summary` as ``study.probe`` (by default :data:`HIDDEN_PROBE`: ``h0_*``, ...,
+    ``h250_*``, ``hprobe_*``): where each uses table k."""
+    return report.Summary(hidden_summary(runs, level, study).entries()
+                          | probe_summary(runs, level, study.probe).entries())
 
 
-def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9) -> report.Summary:
+def hidden12_study_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`hidden_study_summary` of :data:`HIDDEN12` (``hid12_*``; probes ``hh0_*``, ..., ``hhprobe_*``)."""
+    return hidden_study_summary(runs, level, HIDDEN12)
+
+
+def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9,
+                    study: HiddenStudy = HIDDEN) -> report.Summary:
     """Each run of :func:`hidden_members` against the same run without the hiding (``plain``, by the same names):
     before the last stage, the largest difference of their accuracies at hop counts 1..k-1 or of their stages
     over the common evaluations at which ``plain`` is not yet training on k hops (``hid_<tag>_gap``, tags
     :data:`HIDDEN_TAGS`, and ``hid_gap``, the largest; zero when hiding table k changes nothing while it is
     padding); the plain run's steps on its last stage before it learns the k-th hop (``hid_<tag>_plain_wait``,
     inf: never, as :func:`hidden_summary`'s ``_wait``) and the hidden run's minus it (``hid_<tag>_wait_change``;
-    NaN when neither learns it).
+    NaN when neither learns it). Named with ``study.prefix`` for ``hid``.
 
     Raises:
         ValueError: a run missing from ``plain``, or two runs evaluated at different steps.
     """
-    out, worst = {}, 0.0
+    out, worst, pre = {}, 0.0, study.prefix
     for name, s in HIDDEN_TAGS.items():
         if name not in plain:
             raise ValueError(f"{name!r} is not among the runs without hiding: allowed {sorted(plain)}")
@@ -1212,13 +1246,16 @@ def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float 
         acc = np.abs(np.asarray(a["acc"])[:n, :-1] - np.asarray(b["acc"])[:n, :-1])[before]
         stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])[before]
         gap = float(max(acc.max(), stage.max()))
-        out[f"hid_{s}_gap"] = (gap, f"{name}: largest difference before the last stage, hidden or not")
+        out[f"{pre}_{s}_gap"] = (gap, f"{name}: largest difference before the last stage, hidden from "
+                                      f"{study.where} or not")
         worst = max(worst, gap)
         wait = [last_stage_wait(r, level) for r in (a, b)]
-        out[f"hid_{s}_plain_wait"] = (wait[1], f"{name} without the hiding: steps on its last stage before it "
-                                               "learns the k-th hop (inf: never)")
-        out[f"hid_{s}_wait_change"] = (wait[0] - wait[1] if np.isfinite(wait).any() else math.nan,
-                                       f"{name}: steps on the last stage before the k-th hop is learned, hidden "
-                                       "minus plain (inf: only the plain run learns it; NaN: neither)")
-    out["hid_gap"] = (worst, "largest difference before the last stage over the runs, hidden or not")
+        out[f"{pre}_{s}_plain_wait"] = (wait[1], f"{name} without the hiding: steps on its last stage before it "
+                                                 "learns the k-th hop (inf: never)")
+        out[f"{pre}_{s}_wait_change"] = (wait[0] - wait[1] if np.isfinite(wait).any() else math.nan,
+                                         f"{name}: steps on the last stage before the k-th hop is learned, hidden "
+                                         f"from {study.where} minus plain (inf: only the plain run learns it; "
+                                         "NaN: neither)")
+    out[f"{pre}_gap"] = (worst, f"largest difference before the last stage over the runs, hidden from "
+                                f"{study.where} or not")
     return report.Summary(out)
