@@ -547,3 +547,26 @@ def test_the_hidden_study_is_the_seed_study_with_table_k_hidden(members, blocks)
     assert list(hid) == list(seeds) == list(khop.HIDDEN_TAGS)
     for name, e in hid.items():
         assert e.hide_k_from == blocks and dataclasses.replace(e, hide_k_from=()) == seeds[name]
+
+
+def test_the_long_study_is_seed_0s_two_runs_with_blocks_1_and_2_blind():
+    long = khop.hidden12_long_members("quick")
+    assert list(long) == ["seed 0", khop.EXPLORED] and all(e.hide_k_from == (1, 2) for e in long.values())
+    runs = _seed_study([1, 1, 2])
+    s = khop.hidden12_long_summary({n: runs[n] for n in long})
+    assert s["hid12l_s0_best_hk"] == 0.12 and s["hid12l_e250_best_hk"] == 0.98 and "hid12l_s1_best_hk" not in s
+    assert s["hid12l_learned_n"] == 0  # the explored run is not counted among the seeds
+    with pytest.raises(KeyError):
+        khop.hidden12_long_summary({"seed 0": runs["seed 0"]})  # a study's run missing
+
+
+def test_prefix_gap_compares_the_shorter_runs_evaluations():
+    runs = _seed_study([1, 1, 2])
+    short = {n: {k: (v[:2] if k in ("acc", "stage", "step") else v) for k, v in r.items()} for n, r in runs.items()}
+    assert khop.prefix_gap(runs, short, "x")["x_prefix_gap"] == 0
+    other = {**short, "seed 1": {**short["seed 1"], "acc": short["seed 1"]["acc"] + 0.25}}
+    assert khop.prefix_gap(runs, other, "x")["x_prefix_gap"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="not among the shorter runs"):
+        khop.prefix_gap(runs, {"seed 0": short["seed 0"]}, "x")
+    with pytest.raises(ValueError, match="different steps"):
+        khop.prefix_gap(runs, {**short, "seed 2": {**short["seed 2"], "step": short["seed 2"]["step"] + 1}}, "x")

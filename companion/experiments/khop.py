@@ -1150,12 +1150,14 @@ HIDDEN_PROBE = ProbeStudy({name: f"h{tag[1:]}" for name, tag in HIDDEN_TAGS.item
 
 @dataclass(frozen=True)
 class HiddenStudy:
-    """The runs of :func:`seed_members`, each with table k hidden from the keys of ``blocks`` (from 1) from the
-    first step: summary entries ``<prefix>_<tag>_*`` (tags :data:`HIDDEN_TAGS`), probes as ``probe``."""
+    """The runs ``names`` of :func:`seed_members` (by default all four), each with table k hidden from the keys of
+    ``blocks`` (from 1) from the first step: summary entries ``<prefix>_<tag>_*`` (tags :data:`HIDDEN_TAGS`),
+    probes as ``probe`` (none: a study of the curves only)."""
 
     blocks: tuple
     prefix: str
-    probe: ProbeStudy
+    probe: ProbeStudy | None = None
+    names: tuple = tuple(HIDDEN_TAGS)
 
     @property
     def where(self) -> str:
@@ -1167,6 +1169,9 @@ class HiddenStudy:
 HIDDEN = HiddenStudy(HIDDEN_FROM, "hid", HIDDEN_PROBE)  # table k hidden from block 1 (``hid_*``, ``h0_*``, ...)
 HIDDEN12 = HiddenStudy((1, 2), "hid12", ProbeStudy({n: f"hh{t[1:]}" for n, t in HIDDEN_TAGS.items()}, "hhprobe"))
 """Table k hidden from blocks 1 and 2 (``hid12_*``, ``hh0_*``, ...): does the harm follow it to block 3?"""
+HIDDEN12_LONG = HiddenStudy((1, 2), "hid12l", names=("seed 0", EXPLORED))
+"""Seed 0's two runs of :data:`HIDDEN12`, recorded for the seed study's budget (``hid12l_*``, curves only): do they
+stall or only learn late?"""
 
 
 def hidden_members(profile: str | None = None, study: HiddenStudy = HIDDEN) -> dict[str, KHopExperiment]:
@@ -1174,7 +1179,8 @@ def hidden_members(profile: str | None = None, study: HiddenStudy = HIDDEN) -> d
     steps), each with table k hidden from the keys of the blocks ``study.blocks`` (by default
     :data:`HIDDEN_FROM`) from the first step, in training and when measured (``hide_k_from``). Table k is
     padding before the last stage, so each run is its seed study run until then."""
-    return {name: dataclasses.replace(e, hide_k_from=study.blocks) for name, e in seed_members(profile).items()}
+    return {name: dataclasses.replace(e, hide_k_from=study.blocks) for name, e in seed_members(profile).items()
+            if name in study.names}
 
 
 def hidden12_members(profile: str | None = None) -> dict[str, KHopExperiment]:
@@ -1188,12 +1194,12 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy
     its evaluations (``_best_hk``), the first step at which it reaches ``level`` (``_hk_at``, inf: never), the
     step it moved to its last stage (``_stagek_at``), the steps between (``_wait``) and its lowest final accuracy
     over 1..k hops (``_final_min``); ``hid_learned_n``, the seeds advancing every 100 steps that learn the k-th
-    hop (:func:`hidden_study_summary` adds the probes)."""
+    hop; of the runs ``study.names`` only (:func:`hidden_study_summary` adds the probes)."""
     pre = study.prefix
-    out = {**_sizes(runs[seed_name(SEEDS[0])], prefix=f"{pre}_")}
+    out = {**_sizes(runs[study.names[0]], prefix=f"{pre}_")}
     learned = 0
-    for name, t in HIDDEN_TAGS.items():
-        r, tag, who = runs[name], f"{pre}_{t}", f"{name}, table k hidden from {study.where}"
+    for name in study.names:
+        r, tag, who = runs[name], f"{pre}_{HIDDEN_TAGS[name]}", f"{name}, table k hidden from {study.where}"
         acc, at, stage = np.asarray(r["acc"]), float(learned_at(r, level)[-1]), last_stage_at(r)
         learned += bool(np.isfinite(at)) and name != EXPLORED
         out |= {
@@ -1216,6 +1222,16 @@ def hidden_study_summary(runs: dict[str, dict], level: float = 0.9, study: Hidde
                           | probe_summary(runs, level, study.probe).entries())
 
 
+def hidden12_long_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """:func:`hidden_members` of :data:`HIDDEN12_LONG` (seed 0's two runs, table k hidden from blocks 1 and 2)."""
+    return hidden_members(profile, HIDDEN12_LONG)
+
+
+def hidden12_long_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`hidden_summary` of :data:`HIDDEN12_LONG` (``hid12l_*``)."""
+    return hidden_summary(runs, level, HIDDEN12_LONG)
+
+
 def hidden12_study_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     """:func:`hidden_study_summary` of :data:`HIDDEN12` (``hid12_*``; probes ``hh0_*``, ..., ``hhprobe_*``)."""
     return hidden_study_summary(runs, level, HIDDEN12)
@@ -1235,13 +1251,12 @@ def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float 
         ValueError: a run missing from ``plain``, or two runs evaluated at different steps.
     """
     out, worst, pre = {}, 0.0, study.prefix
-    for name, s in HIDDEN_TAGS.items():
+    for name in study.names:
+        s = HIDDEN_TAGS[name]
         if name not in plain:
             raise ValueError(f"{name!r} is not among the runs without hiding: allowed {sorted(plain)}")
         a, b = runs[name], plain[name]
-        n = min(len(a["step"]), len(b["step"]))
-        if not np.array_equal(np.asarray(a["step"])[:n], np.asarray(b["step"])[:n]):
-            raise ValueError(f"{name}: the two runs are evaluated at different steps: allowed the same interval")
+        n = _common_evaluations(name, a, b)
         before = np.asarray(b["stage"])[:n] < np.asarray(b["acc"]).shape[1]
         acc = np.abs(np.asarray(a["acc"])[:n, :-1] - np.asarray(b["acc"])[:n, :-1])[before]
         stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])[before]
@@ -1259,3 +1274,37 @@ def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float 
     out[f"{pre}_gap"] = (worst, f"largest difference before the last stage over the runs, hidden from "
                                 f"{study.where} or not")
     return report.Summary(out)
+
+
+def _common_evaluations(name: str, a: dict, b: dict) -> int:
+    """How many evaluations two runs share from the first (the shorter run's count).
+
+    Raises:
+        ValueError: the two are evaluated at different steps.
+    """
+    n = min(len(a["step"]), len(b["step"]))
+    if not np.array_equal(np.asarray(a["step"])[:n], np.asarray(b["step"])[:n]):
+        raise ValueError(f"{name}: the two runs are evaluated at different steps: allowed the same interval")
+    return n
+
+
+def prefix_gap(runs: dict[str, dict], shorter: dict[str, dict], prefix: str) -> report.Summary:
+    """Runs recorded for a longer budget against the same configurations recorded for a shorter one (the same
+    names): the largest difference of their accuracies at any hop count or of their stages over the shorter
+    runs' evaluations (``<prefix>_prefix_gap``; zero when the longer runs repeat the shorter ones to the last
+    digit before going on, as one seed and a constant step size make them).
+
+    Raises:
+        ValueError: a run of ``runs`` missing from ``shorter``, or two runs evaluated at different steps.
+    """
+    worst = 0.0
+    for name, a in runs.items():
+        if name not in shorter:
+            raise ValueError(f"{name!r} is not among the shorter runs: allowed {sorted(shorter)}")
+        b = shorter[name]
+        n = _common_evaluations(name, a, b)
+        acc = np.abs(np.asarray(a["acc"])[:n] - np.asarray(b["acc"])[:n])
+        stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])
+        worst = max(worst, float(acc.max()), float(stage.max()))
+    return report.Summary({f"{prefix}_prefix_gap": (worst, "largest difference of accuracies or stages over the "
+                                                           "shorter runs' evaluations, longer against shorter")})
