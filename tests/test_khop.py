@@ -558,6 +558,8 @@ def test_the_long_study_is_seed_0s_two_runs_with_blocks_1_and_2_blind():
     assert s["hid12l_learned_n"] == 0  # the explored run is not counted among the seeds
     with pytest.raises(KeyError):
         khop.hidden12_long_summary({"seed 0": runs["seed 0"]})  # a study's run missing
+    with pytest.raises(ValueError, match="has no probes"):
+        khop.hidden_study_summary(runs, study=khop.HIDDEN12_LONG)
 
 
 def test_prefix_gap_compares_the_shorter_runs_evaluations():

@@ -1141,7 +1141,7 @@ def escape_header(k: int) -> list[str]:
             *(f"final, {j} hop{'s' if j > 1 else ''}" for j in range(1, k + 1))]
 
 
-# --- table k hidden from blocks from the first step (recorded: ``khop_hidden``, ``khop_hidden12``) ---
+# --- table k hidden from blocks from the first step (recorded: ``khop_hidden``, ``khop_hidden12``, ``_long``) ---
 
 HIDDEN_FROM = (1,)  # the block that reads table k in seed 0's stall (and in seed 2's algorithm)
 HIDDEN_TAGS = {**{seed_name(s): f"s{s}" for s in SEEDS}, EXPLORED: f"e{EXPLORED_EVERY}"}  # ``hid_<tag>_*``
@@ -1175,8 +1175,8 @@ stall or only learn late?"""
 
 
 def hidden_members(profile: str | None = None, study: HiddenStudy = HIDDEN) -> dict[str, KHopExperiment]:
-    """The runs of :func:`seed_members` (``"seed 0"``, ..., and seed 0 advancing every :data:`EXPLORED_EVERY`
-    steps), each with table k hidden from the keys of the blocks ``study.blocks`` (by default
+    """The runs ``study.names`` of :func:`seed_members` (by default ``"seed 0"``, ..., and seed 0 advancing every
+    :data:`EXPLORED_EVERY` steps), each with table k hidden from the keys of the blocks ``study.blocks`` (by default
     :data:`HIDDEN_FROM`) from the first step, in training and when measured (``hide_k_from``). Table k is
     padding before the last stage, so each run is its seed study run until then."""
     return {name: dataclasses.replace(e, hide_k_from=study.blocks) for name, e in seed_members(profile).items()
@@ -1217,7 +1217,14 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy
 def hidden_study_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN) -> report.Summary:
     """What the recorded study keeps: :func:`hidden_summary` and, of runs from :func:`probe_run` (with ``state``
     and ``exp``), their :func:`probe_summary` as ``study.probe`` (by default :data:`HIDDEN_PROBE`: ``h0_*``, ...,
-    ``h250_*``, ``hprobe_*``): where each uses table k."""
+    ``h250_*``, ``hprobe_*``): where each uses table k.
+
+    Raises:
+        ValueError: a study without probes (its summary is :func:`hidden_summary`).
+    """
+    if study.probe is None:
+        raise ValueError(f"the study {study.prefix!r} has no probes: allowed a study with a ProbeStudy, or "
+                         "hidden_summary for the curves only")
     return report.Summary(hidden_summary(runs, level, study).entries()
                           | probe_summary(runs, level, study.probe).entries())
 
