@@ -118,6 +118,8 @@ def _registry() -> dict[str, Recordable]:
                    khop.curves, run=khop.probe_run, summary_var="hid12", member_overrides=khop.member_overrides),
         Recordable("khop_hidden12_long", "book/khop_stall", khop.hidden12_long_members, khop.hidden12_long_summary,
                    khop.curves, run=khop.run, summary_var="hid12l", member_overrides=khop.member_overrides),
+        Recordable("khop_stage_entry", "book/khop_stall", khop.stage_entry_members, khop.stage_entry_summary,
+                   khop.curves, run=khop.stage_entry_run, summary_var="entry", member_overrides=khop.member_overrides),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
@@ -125,7 +127,8 @@ def _registry() -> dict[str, Recordable]:
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
                "khop", "khop_seeds", "khop_probe", "khop_probe_seeds", "khop_escape", "khop_hidden",
-               "khop_hidden12", "khop_hidden12_long", "induction_b10_seeds")
+               "khop_hidden12", "khop_hidden12_long", "khop_stage_entry",
+               "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 

@@ -572,3 +572,34 @@ def test_prefix_gap_compares_the_shorter_runs_evaluations():
         khop.prefix_gap(runs, {"seed 0": short["seed 0"]}, "x")
     with pytest.raises(ValueError, match="different steps"):
         khop.prefix_gap(runs, {**short, "seed 2": {**short["seed 2"], "step": short["seed 2"]["step"] + 1}}, "x")
+
+
+def test_hiding_rows_compare_runs_over_the_same_steps():
+    long, short = _seed_study([1, 1, 2]), _seed_study([1, 2, 2])
+    short = {n: {k: (v[:2] if k in ("acc", "stage", "step") else v) for k, v in r.items()} for n, r in short.items()}
+    studies = {"a": long, "b": short}
+    rows = khop.hiding_rows(studies, steps=10)  # evaluations at steps 0 and 10
+    assert [r[0] for r in rows] == list(long) and rows[1][1:] == [0.1, 0.1]
+    assert khop.hiding_rows(studies, steps=20)[1][1:] == [0.98, 0.1]  # the shorter runs end at step 10
+    assert khop.hiding_rows({"a": long, "b": {"seed 0": short["seed 0"]}}, steps=20) == [["seed 0", 0.12, 0.1]]
+    assert khop.hiding_header(studies, 2) == ["run", "best 2-hop accuracy, a", "best 2-hop accuracy, b"]
+    with pytest.raises(ValueError, match="steps=0 is out of range"):
+        khop.hiding_rows(studies, steps=0)
+    with pytest.raises(ValueError, match="has none of the runs"):
+        khop.hiding_rows({"a": long, "b": {"other": short["seed 0"]}}, steps=10)
+
+
+def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
+    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3)
+    runs = {name: khop.stage_entry_run(khop.KHopExperiment(**kw, seed=s), progress=False)
+            for name, s in (("seed 0", 0), (khop.EXPLORED, 1))}
+    for r in runs.values():
+        assert r["exp"].steps == khop.last_stage_at(r["full"]) > 0 and r["step"][-1] == r["exp"].steps
+        assert (r["stage"] < 2).all() and r["full"]["stage"][-1] == 2  # no step on the last stage yet
+    s = khop.stage_entry_summary(runs)
+    assert s["nprobe_prefix_gap"] == 0 and s["n100_at"] == runs["seed 0"]["exp"].steps
+    assert s["nprobe_tk_b1_gap"] == abs(s["n100_tk_b1_prev"] - s["n250_tk_b1_prev"])
+    assert list(khop.stage_entry_members("quick")) == ["seed 0", khop.EXPLORED]
+    with pytest.raises(ValueError, match="its last stage starts at step"):
+        khop.stage_entry_run(khop.KHopExperiment(**{**kw, "data": "mixture"}), progress=False)

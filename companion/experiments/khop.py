@@ -1315,3 +1315,83 @@ def prefix_gap(runs: dict[str, dict], shorter: dict[str, dict], prefix: str) -> 
         worst = max(worst, float(acc.max()), float(stage.max()))
     return report.Summary({f"{prefix}_prefix_gap": (worst, "largest difference of accuracies or stages over the "
                                                            "shorter runs' evaluations, longer against shorter")})
+
+
+def hiding_rows(studies: dict[str, dict[str, dict]], steps: int) -> list[list]:
+    """One row per run name (the names every study shares, in the first study's order): the best k-hop test
+    accuracy over its evaluations up to step ``steps`` in each study (``studies``: {column label: {run name:
+    run}}, e.g. no hiding, table k hidden from block 1, from blocks 1 and 2), so that runs recorded for
+    different budgets compare over the same steps.
+
+    Raises:
+        ValueError: ``steps`` below 1, or a study with none of the first study's runs.
+    """
+    check_int("steps", steps, low=1)
+    first = next(iter(studies.values()))
+    for label, runs in studies.items():
+        if not set(first) & set(runs):
+            raise ValueError(f"study {label!r} has none of the runs {sorted(first)}: allowed the same run names")
+    names = [n for n in first if all(n in runs for runs in studies.values())]
+    rows = []
+    for name in names:
+        best = []
+        for runs in studies.values():
+            r = runs[name]
+            upto = np.asarray(r["step"]) <= steps
+            best.append(float(np.asarray(r["acc"])[upto, -1].max()))
+        rows.append([name, *best])
+    return rows
+
+
+def hiding_header(studies, k: int) -> list[str]:
+    """Columns of :func:`hiding_rows`."""
+    return ["run", *(f"best {k}-hop accuracy, {label}" for label in studies)]
+
+
+# --- seed 0's two runs where they move to the last stage (recorded: ``khop_stage_entry``) ---
+
+ENTRY_PROBE = ProbeStudy({"seed 0": "n100", EXPLORED: f"n{EXPLORED_EVERY}"}, "nprobe")  # ``n100_*``, ``n250_*``
+
+
+def stage_entry_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """Seed 0's two runs (advancing every 100 and every :data:`EXPLORED_EVERY` steps, the probe study's), which
+    :func:`stage_entry_run` trains to the step at which each moves to its last stage."""
+    return probe_members(profile, ENTRY_PROBE)
+
+
+def stage_entry_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
+    """:func:`run` of ``exp``, then of ``exp`` trained only up to the step at which that run moves to its last
+    stage (:func:`last_stage_at`): the model there, before one step on k hops. One seed and a constant step size
+    make the shorter run the longer one's prefix (``stage_entry_summary`` checks it). Returns the shorter run
+    (curves and ``state``) with its configuration (``"exp"``, as :func:`probe_summary` reads it), the longer
+    run's curves (``"full"``) and both runs' training time (``"seconds"``).
+
+    Raises:
+        ValueError: a run that never moves to its last stage.
+    """
+    full = run(exp, progress=progress, device=device)
+    at = last_stage_at(full)
+    if not np.isfinite(at) or at < 1:
+        raise ValueError(f"{exp.data} run of seed {exp.seed}: its last stage starts at step {at}: allowed a run "
+                         f"that moves to it after step 0 within its {exp.steps} steps")
+    short = dataclasses.replace(exp, steps=int(at))
+    r = run(short, progress=progress, device=device)
+    return {**r, "exp": short, "full": {key: full[key] for key in ("step", "acc", "stage")},
+            "seconds": full["seconds"] + r["seconds"]}
+
+
+def stage_entry_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`probe_summary` of :func:`stage_entry_run`'s runs as :data:`ENTRY_PROBE` (``n100_*``, ``n250_*``,
+    ``nprobe_*``: the models where they move to the last stage, on k-hop and (k - 1)-hop examples, and where
+    table k disturbs them), with ``<tag>_at`` (that step), ``nprobe_prefix_gap`` (:func:`prefix_gap` of the
+    shorter runs against the longer: zero when they are its prefix) and ``nprobe_tk_b1_gap`` (the difference of
+    the two runs' shares of v_(k-1) answers with table k shown to block 1 only: how differently block 1 reacts
+    to the table it has never seen)."""
+    out = probe_summary(runs, level, ENTRY_PROBE).entries()
+    for name, tag in ENTRY_PROBE.tags.items():
+        out[f"{tag}_at"] = (float(runs[name]["exp"].steps), f"{name}: the step it moves to its last stage")
+    out |= prefix_gap({name: r["full"] for name, r in runs.items()}, runs, "nprobe").entries()
+    a, b = (out[f"{tag}_tk_b1_prev"][0] for tag in ENTRY_PROBE.tags.values())
+    out["nprobe_tk_b1_gap"] = (abs(a - b), "the two runs where they move to the last stage: difference of their "
+                                            "shares of v_(k-1) answers with table k shown to block 1 only")
+    return report.Summary(out)
