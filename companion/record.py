@@ -77,6 +77,11 @@ def _registry() -> dict[str, Recordable]:
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
 
+    def stall(name, members, summary, var, run=khop.probe_run, curves=khop.curves):
+        """A recorded study of the chapter on the stalled k-hop run (``book/khop_stall``)."""
+        return Recordable(name, "book/khop_stall", members, summary, curves, run=run, summary_var=var,
+                          member_overrides=khop.member_overrides)
+
     def architectures(runs):
         best = summaries.truncation_searches({"MLP, MLP": runs["MLP, MLP"]})["MLP, MLP"][0]
         return summaries.architectures_summary(runs, best_mm=best)
@@ -106,20 +111,13 @@ def _registry() -> dict[str, Recordable]:
                    member_overrides=khop.member_overrides),
         Recordable("khop_seeds", "book/khop", khop.seed_members, khop.seeds_summary, khop.curves, run=khop.run,
                    summary_var="seeds", member_overrides=khop.member_overrides),
-        Recordable("khop_probe", "book/khop_stall", khop.probe_members, khop.probe_summary, khop.curves,
-                   run=khop.probe_run, summary_var="probe", member_overrides=khop.member_overrides),
-        Recordable("khop_probe_seeds", "book/khop_stall", khop.seed_probe_members, khop.seed_probe_summary,
-                   khop.curves, run=khop.probe_run, summary_var="sprobe", member_overrides=khop.member_overrides),
-        Recordable("khop_escape", "book/khop_stall", khop.escape_members, khop.escape_summary,
-                   khop.escape_curves, run=khop.escape_run, summary_var="esc", member_overrides=khop.member_overrides),
-        Recordable("khop_hidden", "book/khop_stall", khop.hidden_members, khop.hidden_study_summary,
-                   khop.curves, run=khop.probe_run, summary_var="hid", member_overrides=khop.member_overrides),
-        Recordable("khop_hidden12", "book/khop_stall", khop.hidden12_members, khop.hidden12_study_summary,
-                   khop.curves, run=khop.probe_run, summary_var="hid12", member_overrides=khop.member_overrides),
-        Recordable("khop_hidden12_long", "book/khop_stall", khop.hidden12_long_members, khop.hidden12_long_summary,
-                   khop.curves, run=khop.run, summary_var="hid12l", member_overrides=khop.member_overrides),
-        Recordable("khop_stage_entry", "book/khop_stall", khop.stage_entry_members, khop.stage_entry_summary,
-                   khop.curves, run=khop.stage_entry_run, summary_var="entry", member_overrides=khop.member_overrides),
+        stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
+        stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
+        stall("khop_escape", khop.escape_members, khop.escape_summary, "esc", khop.escape_run, khop.escape_curves),
+        stall("khop_hidden", khop.hidden_members, khop.hidden_study_summary, "hid"),
+        stall("khop_hidden12", khop.hidden12_members, khop.hidden12_study_summary, "hid12"),
+        stall("khop_hidden12_long", khop.hidden12_long_members, khop.hidden12_long_summary, "hid12l", khop.run),
+        stall("khop_stage_entry", khop.stage_entry_members, khop.stage_entry_summary, "entry", khop.stage_entry_run),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
