@@ -72,6 +72,8 @@ class Recordable:
 
 
 def _registry() -> dict[str, Recordable]:
+    from functools import partial
+
     from companion.experiments import catalog, fact_capacity, induction, khop, summaries
 
     def only(fn):
@@ -115,8 +117,10 @@ def _registry() -> dict[str, Recordable]:
         stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
         stall("khop_escape", khop.escape_members, khop.escape_summary, "esc", khop.escape_run, khop.escape_curves),
         stall("khop_hidden", khop.hidden_members, khop.hidden_study_summary, "hid"),
-        stall("khop_hidden12", khop.hidden12_members, khop.hidden12_study_summary, "hid12"),
-        stall("khop_hidden12_long", khop.hidden12_long_members, khop.hidden12_long_summary, "hid12l", khop.run),
+        stall("khop_hidden12", partial(khop.hidden_members, study=khop.HIDDEN12),
+              partial(khop.hidden_study_summary, study=khop.HIDDEN12), "hid12"),
+        stall("khop_hidden12_long", partial(khop.hidden_members, study=khop.HIDDEN12_LONG),
+              partial(khop.hidden_summary, study=khop.HIDDEN12_LONG), "hid12l", khop.run),
         stall("khop_stage_entry", khop.stage_entry_members, khop.stage_entry_summary, "entry", khop.stage_entry_run),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),

@@ -541,23 +541,23 @@ def test_hidden_summary_reads_when_each_seed_learns():
     assert s["hid_s0_best_hk"] == 0.12 and s["hid_s2_final_min"] == 0.98
 
 
-@pytest.mark.parametrize("members, blocks", [(khop.hidden_members, (1,)), (khop.hidden12_members, (1, 2))])
-def test_the_hidden_study_is_the_seed_study_with_table_k_hidden(members, blocks):
-    seeds, hid = khop.seed_members("quick"), members("quick")
+@pytest.mark.parametrize("study, blocks", [(khop.HIDDEN, (1,)), (khop.HIDDEN12, (1, 2))])
+def test_the_hidden_study_is_the_seed_study_with_table_k_hidden(study, blocks):
+    seeds, hid = khop.seed_members("quick"), khop.hidden_members("quick", study)
     assert list(hid) == list(seeds) == list(khop.HIDDEN_TAGS)
     for name, e in hid.items():
         assert e.hide_k_from == blocks and dataclasses.replace(e, hide_k_from=()) == seeds[name]
 
 
 def test_the_long_study_is_seed_0s_two_runs_with_blocks_1_and_2_blind():
-    long = khop.hidden12_long_members("quick")
+    long = khop.hidden_members("quick", khop.HIDDEN12_LONG)
     assert list(long) == ["seed 0", khop.EXPLORED] and all(e.hide_k_from == (1, 2) for e in long.values())
     runs = _seed_study([1, 1, 2])
-    s = khop.hidden12_long_summary({n: runs[n] for n in long})
+    s = khop.hidden_summary({n: runs[n] for n in long}, study=khop.HIDDEN12_LONG)
     assert s["hid12l_s0_best_hk"] == 0.12 and s["hid12l_e250_best_hk"] == 0.98 and "hid12l_s1_best_hk" not in s
     assert s["hid12l_learned_n"] == 0  # the explored run is not counted among the seeds
     with pytest.raises(KeyError):
-        khop.hidden12_long_summary({"seed 0": runs["seed 0"]})  # a study's run missing
+        khop.hidden_summary({"seed 0": runs["seed 0"]}, study=khop.HIDDEN12_LONG)  # a study's run missing
     with pytest.raises(ValueError, match="has no probes"):
         khop.hidden_study_summary(runs, study=khop.HIDDEN12_LONG)
 

@@ -1183,11 +1183,6 @@ def hidden_members(profile: str | None = None, study: HiddenStudy = HIDDEN) -> d
             if name in study.names}
 
 
-def hidden12_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """:func:`hidden_members` of :data:`HIDDEN12` (table k hidden from blocks 1 and 2)."""
-    return hidden_members(profile, HIDDEN12)
-
-
 def hidden_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN) -> report.Summary:
     """The numbers of a finished :func:`hidden_members` set, named ``<prefix>_*`` (``hid_*`` by default): for
     each run (``hid_<tag>_*``, :data:`HIDDEN_TAGS`: ``s0``, ``s1``, ``s2``, ``e250``) the best k-hop accuracy over
@@ -1227,21 +1222,6 @@ def hidden_study_summary(runs: dict[str, dict], level: float = 0.9, study: Hidde
                          "hidden_summary for the curves only")
     return report.Summary(hidden_summary(runs, level, study).entries()
                           | probe_summary(runs, level, study.probe).entries())
-
-
-def hidden12_long_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """:func:`hidden_members` of :data:`HIDDEN12_LONG` (seed 0's two runs, table k hidden from blocks 1 and 2)."""
-    return hidden_members(profile, HIDDEN12_LONG)
-
-
-def hidden12_long_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """:func:`hidden_summary` of :data:`HIDDEN12_LONG` (``hid12l_*``)."""
-    return hidden_summary(runs, level, HIDDEN12_LONG)
-
-
-def hidden12_study_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """:func:`hidden_study_summary` of :data:`HIDDEN12` (``hid12_*``; probes ``hh0_*``, ..., ``hhprobe_*``)."""
-    return hidden_study_summary(runs, level, HIDDEN12)
 
 
 def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9,
