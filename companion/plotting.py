@@ -724,3 +724,39 @@ def hop_probe_panels(summary, study=None):
                 ax.text(j, l, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if v < 0.6 else "black")
             panel_label(ax, name)
     return fig
+
+
+def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = None):
+    """Seed 0's two runs with other data on the last stage (:func:`companion.experiments.khop.reseed_members`):
+    one panel per run, the k-hop test accuracy along training on each stream of last-stage data (colour) and
+    on the run's own (``plain``, the same run without other data: black, dashed), up to step ``upto`` (default:
+    the last of ``curves``); the step it moves to its last stage as a grey vertical line. ``curves``, ``plain``:
+    :func:`companion.experiments.khop.curves` of the runs, the plain ones by their own names."""
+    from companion.experiments import khop
+
+    by_base: dict[str, list] = {}
+    for name in curves["acc"]:
+        base, stream = name.rsplit(khop.RESEED_SUFFIX, 1)
+        by_base.setdefault(base, []).append((int(stream), name))
+    fig, axes = plt.subplots(1, len(by_base), figsize=(5.2 * len(by_base), 3.4), sharey=True, squeeze=False,
+                             constrained_layout=True)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (base, members) in zip(axes[0], by_base.items()):
+        last = upto or max(int(np.asarray(curves["step"][n])[-1]) for _, n in members)
+        for stream, name in members:
+            step, acc = np.asarray(curves["step"][name]), np.asarray(curves["acc"][name])
+            keep = step <= last
+            ax.plot(step[keep], acc[keep, -1], color=colours[(stream - 1) % len(colours)], lw=1.4,
+                    label=f"last-stage data {stream}")
+        if base in plain["acc"]:
+            step, acc = np.asarray(plain["step"][base]), np.asarray(plain["acc"][base])
+            keep = step <= last
+            ax.plot(step[keep], acc[keep, -1], "k--", lw=1.2, label="its own data")
+            ax.axvline(khop.last_stage_at({k: plain[k][base] for k in ("step", "acc", "stage")}), color="grey",
+                       lw=0.8)
+        ax.axhline(chance, color="grey", ls=":", lw=1)
+        ax.set_title(base, fontsize=10)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(f"test accuracy, {np.asarray(curves['acc'][members[0][1]]).shape[1]} hops")
+        ax.legend(fontsize=8, loc="upper left")
+    return fig

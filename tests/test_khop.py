@@ -603,3 +603,85 @@ def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
     assert list(khop.stage_entry_members("quick")) == ["seed 0", khop.EXPLORED]
     with pytest.raises(ValueError, match="its last stage starts at step"):
         khop.stage_entry_run(khop.KHopExperiment(**{**kw, "data": "mixture"}), progress=False)
+
+
+def test_last_stage_data_changes_only_the_last_stages_batches():
+    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=60, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3)
+    own, other = (khop.run(khop.KHopExperiment(**kw, last_stage_data=r), progress=False, use_cache=False)
+                  for r in (0, 1))
+    at = khop.last_stage_at(own)
+    assert 0 < at < kw["steps"] and khop.last_stage_at(other) == at
+    before = own["step"] <= at  # the evaluation at which it moves is the last before other batches
+    assert np.array_equal(own["acc"][before], other["acc"][before])
+    assert any(not torch.equal(own["state"][key], other["state"][key]) for key in own["state"])
+    assert khop._gap_before_last_stage("x", other, own) == 0
+    # two runs of one seed draw the same last-stage batches from the same stream, whatever their evaluations
+    a, b = (khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=2) for e in (5, 7))
+    assert np.array_equal(khop._batches(a, 2).integers(0, 10**6, 8), khop._batches(b, 2).integers(0, 10**6, 8))
+    assert not np.array_equal(khop._batches(a, 2).integers(0, 10**6, 8), khop._batches(a, 1).integers(0, 10**6, 8))
+    with pytest.raises(ValueError, match="last_stage_data \\(stream\\)=-1 is out of range"):
+        khop.KHopExperiment(**kw, last_stage_data=-1)
+    with pytest.raises(ValueError, match="last_stage_data=1 with data='mixture'"):
+        khop.KHopExperiment(**{**kw, "data": "mixture"}, last_stage_data=1)
+
+
+def test_reseed_study_members_and_summary():
+    members = khop.reseed_members("quick")
+    assert list(members) == [khop.reseed_name(n, r) for n in ("seed 0", khop.EXPLORED) for r in khop.RESEED_STREAMS]
+    assert {e.last_stage_data for e in members.values()} == set(khop.RESEED_STREAMS)
+    plain = khop.seed_members("quick")
+    for name, e in members.items():
+        base = name.split(khop.RESEED_SUFFIX)[0]
+        assert dataclasses.replace(e, last_stage_data=0) == plain[base]
+    from companion import record
+    built = record.build("khop_reseed", "quick", {"k": 4, "steps": 80, "eval_every": 20})
+    assert {e.eval_every for n, e in built.items() if n.startswith(khop.EXPLORED)} == {khop.EXPLORED_EVERY}
+    assert {e.eval_every for n, e in built.items() if not n.startswith(khop.EXPLORED)} == {20}
+
+    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3)
+    every = {"seed 0": 5, khop.EXPLORED: 10}
+    runs = {khop.reseed_name(n, r): khop.probe_run(khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=r),
+                                                   progress=False)
+            for n, e in every.items() for r in (1, 2)}
+    s = khop.reseed_summary(runs, level=0.5)
+    assert s["reseed_n"] == 2 and s["reseed_k"] == 2
+    for base, tag in khop.RESEED_TAGS.items():
+        ok = [np.isfinite(s[f"{tag}_d{r}_hk_at"]) for r in (1, 2)]
+        assert s[f"{tag}_learned_n"] == sum(ok)
+        for r in (1, 2):
+            assert (s[f"{tag}_d{r}_best_hk"] >= 0.5) == np.isfinite(s[f"{tag}_d{r}_hk_at"])
+    keys = [f"{t}_d{r}" for t in ("rs100", "rs250") for r in (1, 2)]
+    stalled = [s[f"{t}_tk_b1_prev"] for t in keys if not np.isfinite(s[f"{t}_hk_at"])]
+    learnt = [s[f"{t}_tk_b1_prev"] for t in keys if np.isfinite(s[f"{t}_hk_at"])]
+    for key, values, pick in (("reseed_stalled_b1_max", stalled, max), ("reseed_learned_b1_min", learnt, min)):
+        assert s[key] == pick(values) if values else np.isnan(s[key])
+    split = sum(np.isfinite(s[f"rs100_d{r}_hk_at"]) != np.isfinite(s[f"rs250_d{r}_hk_at"]) for r in (1, 2))
+    assert s["reseed_split_n"] == split
+    rows = khop.reseed_rows(s)
+    assert len(rows) == 4 and len(rows[0]) == len(khop.reseed_header(2)) and rows[1][:2] == [1, khop.EXPLORED]
+    own = {n: khop.run(khop.KHopExperiment(**{**kw, "eval_every": e}), progress=False) for n, e in every.items()}
+    assert khop.reseed_vs_plain(runs, own)["reseed_gap"] == 0
+    assert s["rs100_d2_stagek_at"] == khop.last_stage_at(own["seed 0"]) > 0
+    with pytest.raises(ValueError, match="not among the runs with their own data"):
+        khop.reseed_vs_plain(runs, {"seed 0": own["seed 0"]})
+    with pytest.raises(ValueError, match="has no run with last-stage data \\[2\\]"):
+        khop.reseed_summary({k: v for k, v in runs.items() if k != khop.reseed_name(khop.EXPLORED, 2)})
+    with pytest.raises(ValueError, match="unknown run with last-stage data 'seed 0'"):
+        khop.reseed_summary({"seed 0": runs[khop.reseed_name("seed 0", 1)]})
+
+
+def test_reseed_panels_one_panel_per_run_of_seed_0():
+    from companion import plotting
+
+    step, stage = np.arange(0, 50, 10), np.array([1, 1, 2, 2, 2])
+    acc = np.linspace(0, 1, 10).reshape(5, 2)
+    curves = {key: {khop.reseed_name(n, r): v for n in ("seed 0", khop.EXPLORED) for r in (1, 2)}
+              for key, v in (("step", step), ("acc", acc), ("stage", stage))}
+    plain = {key: {"seed 0": v} for key, v in (("step", step), ("acc", acc), ("stage", stage))}
+    fig = plotting.reseed_panels(curves, plain, 0.25, upto=30)
+    axes = fig.axes
+    assert [ax.get_title() for ax in axes] == ["seed 0", khop.EXPLORED]
+    assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1  # streams, own data and its move, chance
+    assert axes[0].lines[0].get_xdata().max() == 30

@@ -190,7 +190,10 @@ class HopTransformer(torch.nn.Module):
 @dataclass(frozen=True)
 class KHopExperiment(config.Profiled):
     """One run: the task (N, k), the model (d, depth, heads, mlp; ``hide_k_from``, blocks that never see table
-    k) and the training data (direct, mixture, curriculum or cumulative)."""
+    k) and the training data (direct, mixture, curriculum or cumulative; ``last_stage_data``: 0, one stream of
+    batches throughout; r >= 1, the batches of the last stage, from the evaluation at which a curriculum moves to
+    k hops, come from stream "last-stage-data-<r>" of its seed, so that the run is the same up to there and sees
+    other data after)."""
 
     profile: str = "quick"
     N: int = 8
@@ -209,6 +212,7 @@ class KHopExperiment(config.Profiled):
     n_test: int = 1024
     seed: int = 0
     hide_k_from: tuple = ()  # blocks (from 1) whose keys never include table k, in training and when measured
+    last_stage_data: int = 0  # curriculum, cumulative: r >= 1 draws the last stage's batches from stream r (0: none)
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -223,6 +227,10 @@ class KHopExperiment(config.Profiled):
         check_int("depth", self.depth, low=0)
         check_float("lr", self.lr, 0.0, None, low_open=True)
         check_float("advance_at", self.advance_at, 0.0, 1.0, low_open=True)
+        check_int("last_stage_data (stream)", self.last_stage_data, low=0)
+        if self.last_stage_data and self.data not in ("curriculum", "cumulative"):
+            raise ValueError(f"last_stage_data={self.last_stage_data} with data={self.data!r}: allowed 0 (one batch "
+                             "stream throughout), or data 'curriculum' or 'cumulative' (a run with stages)")
         if not isinstance(self.hide_k_from, tuple):
             raise ValueError(f"hide_k_from={self.hide_k_from!r} is not a tuple: allowed a tuple of blocks in "
                              f"1..{self.layers}")
@@ -279,11 +287,11 @@ def run(exp: KHopExperiment, progress: bool = True, use_cache: bool = True, devi
 
 def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
     device = config.get_device(device)
-    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
+    stage = 1
+    rng = _batches(exp, stage)
     task, tests = exp.task(), _test_sets(exp, device)
     model = exp.model().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=exp.lr, weight_decay=0.0)
-    stage = 1
     steps, accs, stages, losses = [], [], [], []
     loss = torch.tensor(float("nan"))
     start = time.perf_counter()
@@ -294,12 +302,21 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
             stages.append({"direct": exp.k, "mixture": 0}.get(exp.data, stage))
             if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
                 stage += 1
+                if stage == exp.k and exp.last_stage_data:
+                    rng = _batches(exp, stage)
             if step == exp.steps:
                 break
         loss = _train_step(model, opt, task, training_hops(exp, stage, rng), rng, device)
     return {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
             "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
             "device": config.device_name(device), "state": {k: v.cpu() for k, v in model.state_dict().items()}}
+
+
+def _batches(exp: KHopExperiment, stage: int) -> np.random.Generator:
+    """The generator of the training batches at curriculum ``stage``: stream "train-data" of the run's seed, or
+    on the last stage of a run with ``last_stage_data`` r >= 1, stream "last-stage-data-<r>" (fresh)."""
+    name = f"last-stage-data-{exp.last_stage_data}" if exp.last_stage_data and stage == exp.k else "train-data"
+    return np.random.default_rng(config.seed_streams(exp.seed, [name])[name])
 
 
 def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> np.ndarray:
@@ -384,12 +401,14 @@ SCALED = {"mixture, 1 layer": SHALLOW_STEPS}  # runs this multiple of the others
 EXPLORED_EVERY = 250  # the evaluation interval of the exploratory run that learned four hops (see the chapter)
 EXPLORED = f"seed 0, every {EXPLORED_EVERY}"  # its member in the seed study (:func:`seed_members`)
 KEPT = {"mixture, 1 layer": ("depth",), EXPLORED: ("eval_every",)}  # keeps these settings of its own
+RESEED_SUFFIX = ", last-stage data "  # a run of a member with other batches on its last stage (reseed_name)
 
 
 def member_overrides(name: str, overrides: dict) -> dict:
     """The overrides of a whole study (``python -m companion record khop --set ...``) as member ``name`` takes
     them: a member in :data:`SCALED` multiplies ``steps`` and ``eval_every``, and one in :data:`KEPT` keeps
-    those settings of its own (the single-layer run keeps its one layer: a ``depth`` override is the others').
+    those settings of its own (the single-layer run keeps its one layer: a ``depth`` override is the others'), as
+    does a run of it with other last-stage data (:func:`reseed_name`).
 
     >>> member_overrides("mixture, 1 layer", {"steps": 100, "k": 4, "depth": 4})
     {'steps': 400, 'k': 4}
@@ -397,10 +416,13 @@ def member_overrides(name: str, overrides: dict) -> dict:
     {'steps': 100, 'depth': 4}
     >>> member_overrides("seed 0, every 250", {"steps": 100, "eval_every": 100})
     {'steps': 100}
+    >>> member_overrides("seed 0, every 250, last-stage data 2", {"steps": 100, "eval_every": 100})
+    {'steps': 100}
     """
-    m = SCALED.get(name, 1)
+    base = name.split(RESEED_SUFFIX)[0]
+    m = SCALED.get(base, 1)
     return {key: m * v if key in ("steps", "eval_every") else v for key, v in overrides.items()
-            if key not in KEPT.get(name, ())}
+            if key not in KEPT.get(base, ())}
 
 
 def _sizes(r: dict, prefix: str = "") -> dict:
@@ -1243,11 +1265,7 @@ def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float 
         if name not in plain:
             raise ValueError(f"{name!r} is not among the runs without hiding: allowed {sorted(plain)}")
         a, b = runs[name], plain[name]
-        n = _common_evaluations(name, a, b)
-        before = np.asarray(b["stage"])[:n] < np.asarray(b["acc"]).shape[1]
-        acc = np.abs(np.asarray(a["acc"])[:n, :-1] - np.asarray(b["acc"])[:n, :-1])[before]
-        stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])[before]
-        gap = float(max(acc.max(), stage.max()))
+        gap = _gap_before_last_stage(name, a, b)
         out[f"{pre}_{s}_gap"] = (gap, f"{name}: largest difference before the last stage, hidden from "
                                       f"{study.where} or not")
         worst = max(worst, gap)
@@ -1261,6 +1279,20 @@ def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float 
     out[f"{pre}_gap"] = (worst, f"largest difference before the last stage over the runs, hidden from "
                                 f"{study.where} or not")
     return report.Summary(out)
+
+
+def _gap_before_last_stage(name: str, a: dict, b: dict) -> float:
+    """The largest difference of run ``a``'s accuracies at hop counts 1..k-1 or stages from run ``b``'s, over
+    their common evaluations at which ``b`` is not yet training on k hops.
+
+    Raises:
+        ValueError: the two are evaluated at different steps.
+    """
+    n = _common_evaluations(name, a, b)
+    before = np.asarray(b["stage"])[:n] < np.asarray(b["acc"]).shape[1]
+    acc = np.abs(np.asarray(a["acc"])[:n, :-1] - np.asarray(b["acc"])[:n, :-1])[before]
+    stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])[before]
+    return float(max(acc.max(initial=0.0), stage.max(initial=0.0)))
 
 
 def _common_evaluations(name: str, a: dict, b: dict) -> int:
@@ -1375,3 +1407,133 @@ def stage_entry_summary(runs: dict[str, dict], level: float = 0.9) -> report.Sum
     out["nprobe_tk_b1_gap"] = (abs(a - b), "the two runs where they move to the last stage: difference of their "
                                             "shares of v_(k-1) answers with table k shown to block 1 only")
     return report.Summary(out)
+
+
+# --- seed 0's two runs with other data on the last stage (recorded: ``khop_reseed``) ---
+
+RESEED_STREAMS = (1, 2, 3, 4)  # the last stage's batch streams (``last_stage_data``) of each run
+RESEED_TAGS = {"seed 0": "rs100", EXPLORED: f"rs{EXPLORED_EVERY}"}  # ``<tag>_d<r>_*`` per run, ``<tag>_*`` per state
+
+
+def reseed_name(name: str, stream: int) -> str:
+    """The member of :func:`reseed_members` that is run ``name`` with last-stage batch stream ``stream``."""
+    return f"{name}{RESEED_SUFFIX}{stream}"
+
+
+def reseed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """Seed 0's two runs (:data:`PROBED`: advancing every 100 and every :data:`EXPLORED_EVERY` steps), each with
+    the batches of its last stage drawn from each of :data:`RESEED_STREAMS` (``last_stage_data``): each run is
+    its seed study run up to the move to k hops, and for a given stream the two runs then see the same batches
+    in the same order. Does the state at the move decide which of them stalls, or the data after it?"""
+    base = seed_members(profile)
+    return {reseed_name(name, r): dataclasses.replace(base[name], last_stage_data=r)
+            for name in RESEED_TAGS for r in RESEED_STREAMS}
+
+
+def _reseed_parts(name: str) -> tuple[str, int]:
+    """The run and the stream of a member of :func:`reseed_members`, from its name.
+
+    Raises:
+        ValueError: a name that is not one of them.
+    """
+    allowed = [reseed_name(n, r) for n in RESEED_TAGS for r in RESEED_STREAMS]
+    check_choice("run with last-stage data", name, allowed)
+    base, r = name.rsplit(RESEED_SUFFIX, 1)
+    return base, int(r)
+
+
+def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """The runs of :func:`reseed_members` (from :func:`probe_run`: with ``state`` and ``exp``), each named
+    ``<tag>_d<r>_*`` (tags :data:`RESEED_TAGS`, r the stream): the best k-hop accuracy over its evaluations
+    (``_best_hk``), the first step at which it reaches ``level`` (``_hk_at``, inf: never), the step it moved to
+    its last stage (``_stagek_at``), its lowest final accuracy over 1..k hops (``_final_min``) and, at its end,
+    where table k disturbs it (:func:`table_interference`: ``_tk_<shown>_prev``, ``_tk_<shown>_answer``,
+    ``_tkattn_l<block>_e<i>``); per run of seed 0, the streams on which it learns the k-th hop
+    (``<tag>_learned_n``); ``reseed_split_n``, the streams on which one of the two learns it and the other not;
+    ``reseed_n``, the streams; and the sizes (``reseed_k``, ``reseed_steps``, ``reseed_chance``).
+
+    Raises:
+        ValueError: a run that is not one of :func:`reseed_members`, or a stream missing for one of the runs.
+    """
+    learned, out = {}, {}
+    for name, r in runs.items():
+        base, stream = _reseed_parts(name)
+        exp, tag = _member_of(name, r), f"{RESEED_TAGS[base]}_d{stream}"
+        acc, at = np.asarray(r["acc"]), float(learned_at(r, level)[-1])
+        learned[base, stream] = bool(np.isfinite(at))
+        out |= {
+            f"{tag}_best_hk": (float(acc[:, -1].max()), f"{name}: best accuracy at k hops over its evaluations"),
+            f"{tag}_hk_at": (at, f"{name}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
+            f"{tag}_stagek_at": (last_stage_at(r), f"{name}: the step it moved to its last stage"),
+            f"{tag}_final_min": (float(acc[-1].min()), f"{name}: lowest final accuracy over 1..k hops"),
+        }
+        _interference_values(out, name, tag, table_interference(exp, r["state"]))
+    streams = sorted({s for _, s in learned})
+    for base, tag in RESEED_TAGS.items():
+        missing = [s for s in streams if (base, s) not in learned]
+        if missing:
+            raise ValueError(f"{base!r} has no run with last-stage data {missing}: allowed a study with every run "
+                             f"on every stream ({streams})")
+        out[f"{tag}_learned_n"] = (sum(learned[base, s] for s in streams),
+                                   f"{base}: streams of last-stage data on which it learns the k-th hop")
+    a, b = RESEED_TAGS
+    out["reseed_split_n"] = (sum(learned[a, s] != learned[b, s] for s in streams),
+                             "streams of last-stage data on which one of seed 0's two runs learns the k-th hop and "
+                             "the other does not")
+    out["reseed_n"] = (len(streams), "streams of last-stage data per run")
+    b1 = {key: out[f"{RESEED_TAGS[key[0]]}_d{key[1]}_tk_b1_prev"][0] for key in learned}
+    stalled, learnt = [b1[key] for key in b1 if not learned[key]], [b1[key] for key in b1 if learned[key]]
+    out["reseed_stalled_b1_max"] = (max(stalled, default=math.nan),
+                                    "the runs that never learn the k-th hop: the largest share of k-hop answers that "
+                                    "are v_(k-1) with table k shown to block 1 only (NaN: none stalls)")
+    out["reseed_learned_b1_min"] = (min(learnt, default=math.nan),
+                                    "the runs that learn the k-th hop: the smallest share of k-hop answers that are "
+                                    "v_(k-1) with table k shown to block 1 only (NaN: none learns)")
+    out |= _sizes(next(iter(runs.values())), prefix="reseed_")
+    return report.Summary(out)
+
+
+def reseed_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary:
+    """The runs of :func:`reseed_members` against seed 0's two runs with their own data throughout (``plain``,
+    by the names ``"seed 0"`` and :data:`EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
+    stages over the common evaluations before the plain run's last stage (``reseed_gap``: zero when other data
+    on the last stage changes nothing before it).
+
+    Raises:
+        ValueError: a run that is not one of :func:`reseed_members`, its plain run missing, or two runs
+            evaluated at different steps.
+    """
+    worst = 0.0
+    for name, r in runs.items():
+        base, _ = _reseed_parts(name)
+        if base not in plain:
+            raise ValueError(f"{base!r} is not among the runs with their own data: allowed {sorted(plain)}")
+        worst = max(worst, _gap_before_last_stage(name, r, plain[base]))
+    return report.Summary({"reseed_gap": (worst, "largest difference before the last stage, other data on the last "
+                                                 "stage against the run's own")})
+
+
+def reseed_header(k: int) -> list[str]:
+    """Columns of :func:`reseed_rows`."""
+    return ["last-stage data", "run", "moves to k hops at (step)", f"best {k}-hop accuracy",
+            f"{k}-hop learned at (step)", f"v_{k - 1} answers, table {k} shown to block 1 only",
+            f"hop {_marked_entry(k)}'s entry's attention on table {k}, block 1"]
+
+
+def _marked_entry(k: int) -> int:
+    """The hop whose entry's attention on table k in block 1 marks the stall (:func:`reseed_rows`): hop k - 2's,
+    which composes v_(k-1) in block 1 in seed 0's runs (hop 1's for k = 2)."""
+    return max(k - 2, 1)
+
+
+def reseed_rows(summary) -> list[list]:
+    """One row per run of :func:`reseed_summary` (by stream, then run): where it moves to the last stage, its
+    best k-hop accuracy, when it learns it, and the two marks of the stall at its end (:func:`table_interference`
+    with table k shown to block 1 only; block 1's attention from hop k - 2's entry on table k)."""
+    rows, e = [], _marked_entry(int(summary["reseed_k"]))
+    for r in range(1, int(summary["reseed_n"]) + 1):
+        for base, tag in RESEED_TAGS.items():
+            t = f"{tag}_d{r}"
+            rows.append([r, base, summary[f"{t}_stagek_at"], summary[f"{t}_best_hk"], summary[f"{t}_hk_at"],
+                         summary[f"{t}_tk_b1_prev"], summary[f"{t}_tkattn_l1_e{e}"]])
+    return rows
