@@ -685,3 +685,44 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     assert [ax.get_title() for ax in axes] == ["seed 0", khop.EXPLORED]
     assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1  # streams, own data and its move, chance
     assert axes[0].lines[0].get_xdata().max() == 30
+
+
+def _reseed_short_summary(b1: dict) -> dict:
+    """A stand-in for a recorded reseed summary: the v_(k-1) shares with table k shown to block 1 only."""
+    out = {"reseed_n": 4, "reseed_k": 4}
+    for tag, shares in b1.items():
+        out |= {f"{tag}_d{r}_tk_b1_prev": v for r, v in enumerate(shares, 1)}
+    return out
+
+
+def test_reseed_paths_count_the_runs_whose_block_1_breaks():
+    short = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
+    p = khop.reseed_paths(short)
+    assert (p["rs100_b1_breaks_n"], p["rs250_b1_breaks_n"], p["reseed_path_split_n"]) == (3, 0, 3)
+    assert khop.reseed_paths(short, level=0.9)["rs250_b1_breaks_n"] == 1  # 0.89
+    with pytest.raises(ValueError, match="level=0 is out of range"):
+        khop.reseed_paths(short, level=0)
+
+
+def test_reseed_long_study_and_its_runs_by_path():
+    assert list(khop.reseed_long_members("quick")) == list(khop.RESEED_LONG)
+    assert khop.RESEED_LONG[-1] == khop.reseed_name(khop.EXPLORED, 1)
+    short = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
+    best = {"rs100_d1": 0.2, "rs100_d2": 0.15, "rs100_d3": 0.99, "rs100_d4": 0.3, "rs250_d1": 0.95}
+    long = {f"rl_{t}_best_hk": v for t, v in best.items()}
+    s = khop.reseed_by_path(long, short)
+    assert (s["rl_broken_n"], s["rl_unbroken_n"]) == (3, 2)
+    assert s["rl_broken_best_max"] == 0.3 and s["rl_unbroken_best_min"] == 0.95
+    with pytest.raises(ValueError, match="missing from the longer or the shorter study"):
+        khop.reseed_by_path({k: v for k, v in long.items() if "rs250" not in k}, short)
+    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=30, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3)
+    runs = {name: khop.probe_run(khop.KHopExperiment(**kw, last_stage_data=1), progress=False)
+            for name in khop.RESEED_LONG[:2]}
+    ls = khop.reseed_long_summary(runs, level=0.5)
+    assert ls["rl_steps"] == 30 and ls["rl_learned_n"] == sum(np.isfinite(ls[f"rl_rs100_d{r}_hk_at"]) for r in (1, 2))
+    assert ls["rl_rs100_d1_best_hk"] == ls["rl_rs100_d2_best_hk"]  # the same configuration twice
+    rows = khop.reseed_rows(ls, names=khop.RESEED_LONG[:2], prefix="rl_")
+    assert [r[:2] for r in rows] == [[1, "seed 0"], [2, "seed 0"]] and rows[0][3] == ls["rl_rs100_d1_best_hk"]
+    with pytest.raises(ValueError, match="unknown run of the longer study"):
+        khop.reseed_long_summary({khop.reseed_name(khop.EXPLORED, 2): runs[khop.RESEED_LONG[0]]})

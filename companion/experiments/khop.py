@@ -1458,16 +1458,7 @@ def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     learned, out = {}, {}
     for name, r in runs.items():
         base, stream = _reseed_parts(name)
-        exp, tag = _member_of(name, r), f"{RESEED_TAGS[base]}_d{stream}"
-        acc, at = np.asarray(r["acc"]), float(learned_at(r, level)[-1])
-        learned[base, stream] = bool(np.isfinite(at))
-        out |= {
-            f"{tag}_best_hk": (float(acc[:, -1].max()), f"{name}: best accuracy at k hops over its evaluations"),
-            f"{tag}_hk_at": (at, f"{name}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
-            f"{tag}_stagek_at": (last_stage_at(r), f"{name}: the step it moved to its last stage"),
-            f"{tag}_final_min": (float(acc[-1].min()), f"{name}: lowest final accuracy over 1..k hops"),
-        }
-        _interference_values(out, name, tag, table_interference(exp, r["state"]))
+        learned[base, stream] = _reseed_values(out, name, r, f"{RESEED_TAGS[base]}_d{stream}", level)
     streams = sorted({s for _, s in learned})
     for base, tag in RESEED_TAGS.items():
         missing = [s for s in streams if (base, s) not in learned]
@@ -1490,6 +1481,101 @@ def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
                                     "the runs that learn the k-th hop: the smallest share of k-hop answers that are "
                                     "v_(k-1) with table k shown to block 1 only (NaN: none learns)")
     out |= _sizes(next(iter(runs.values())), prefix="reseed_")
+    return report.Summary(out)
+
+
+def _reseed_values(out: dict, name: str, r: dict, tag: str, level: float) -> bool:
+    """:func:`reseed_summary`'s entries of one run (``<tag>_*``); whether it learns the k-th hop."""
+    exp, acc, at = _member_of(name, r), np.asarray(r["acc"]), float(learned_at(r, level)[-1])
+    out |= {
+        f"{tag}_best_hk": (float(acc[:, -1].max()), f"{name}: best accuracy at k hops over its evaluations"),
+        f"{tag}_hk_at": (at, f"{name}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
+        f"{tag}_stagek_at": (last_stage_at(r), f"{name}: the step it moved to its last stage"),
+        f"{tag}_final_min": (float(acc[-1].min()), f"{name}: lowest final accuracy over 1..k hops"),
+    }
+    _interference_values(out, name, tag, table_interference(exp, r["state"]))
+    return bool(np.isfinite(at))
+
+
+RESEED_LONG = (*(reseed_name("seed 0", r) for r in RESEED_STREAMS), reseed_name(EXPLORED, 1))
+"""The runs of :func:`reseed_members` that had not learned k hops in the recorded 8000 steps (``khop_reseed``),
+recorded again for the seed study's budget (``khop_reseed_long``)."""
+
+
+def reseed_long_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The runs :data:`RESEED_LONG` of :func:`reseed_members`."""
+    return {name: e for name, e in reseed_members(profile).items() if name in RESEED_LONG}
+
+
+def reseed_long_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`reseed_summary`'s entries of each run of :func:`reseed_long_members` (from :func:`probe_run`),
+    named ``rl_<tag>_d<r>_*``, with ``rl_learned_n`` (the runs that learn the k-th hop) and the sizes
+    (``rl_k``, ``rl_steps``, ``rl_chance``).
+
+    Raises:
+        ValueError: a run that is not one of :data:`RESEED_LONG`.
+    """
+    out, learned = {}, 0
+    for name, r in runs.items():
+        check_choice("run of the longer study", name, RESEED_LONG)
+        base, stream = _reseed_parts(name)
+        learned += _reseed_values(out, name, r, f"rl_{RESEED_TAGS[base]}_d{stream}", level)
+    out["rl_learned_n"] = (learned, f"runs of the longer study that learn the k-th hop (accuracy {level})")
+    out |= _sizes(next(iter(runs.values())), prefix="rl_")
+    return report.Summary(out)
+
+
+def reseed_by_path(long, short, level: float = 0.5) -> report.Summary:
+    """The longer runs (:func:`reseed_long_summary`, ``long``) by the path each had taken at the end of the shorter
+    study (:func:`reseed_summary`, ``short``; as :func:`reseed_paths`, block 1 breaking the (k - 1)-hop answer
+    below ``level``): the best k-hop accuracy of the longer runs whose block 1 broke it (``rl_broken_best_max``,
+    the largest; NaN: none) and of those whose block 1 did not (``rl_unbroken_best_min``, the smallest; NaN:
+    none), and how many of each (``rl_broken_n``, ``rl_unbroken_n``).
+
+    Raises:
+        ValueError: ``level`` outside (0, 1], or a run of :data:`RESEED_LONG` missing from either study.
+    """
+    check_float("level", level, 0.0, 1.0, low_open=True)
+    broken, unbroken = [], []
+    for name in RESEED_LONG:
+        base, stream = _reseed_parts(name)
+        tag = f"{RESEED_TAGS[base]}_d{stream}"
+        if f"rl_{tag}_best_hk" not in long or f"{tag}_tk_b1_prev" not in short:
+            raise ValueError(f"{name!r} is missing from the longer or the shorter study: allowed summaries of both "
+                             f"studies, with every run of {list(RESEED_LONG)}")
+        (broken if short[f"{tag}_tk_b1_prev"] < level else unbroken).append(long[f"rl_{tag}_best_hk"])
+    return report.Summary({
+        "rl_broken_best_max": (max(broken, default=math.nan), "longer runs whose block 1 broke the (k-1)-hop answer "
+                                                              "at the shorter study's end: largest best k-hop "
+                                                              "accuracy"),
+        "rl_unbroken_best_min": (min(unbroken, default=math.nan), "longer runs whose block 1 did not: smallest best "
+                                                                  "k-hop accuracy"),
+        "rl_broken_n": (len(broken), "longer runs whose block 1 broke the (k-1)-hop answer at the shorter study's "
+                                     "end"),
+        "rl_unbroken_n": (len(unbroken), "longer runs whose block 1 did not"),
+    })
+
+
+def reseed_paths(summary, level: float = 0.5) -> report.Summary:
+    """Which path each run of :func:`reseed_summary` took on its last stage, read off its end: block 1 breaks its
+    (k - 1)-hop answer when table k is shown to block 1 only and fewer than ``level`` of its k-hop answers are
+    v_(k-1) (seed 0's stall: 0.27). Per run of seed 0, the streams on which it does (``<tag>_b1_breaks_n``, tags
+    :data:`RESEED_TAGS`), and the streams on which one of the two runs does and the other not
+    (``reseed_path_split_n``).
+
+    Raises:
+        ValueError: ``level`` outside (0, 1].
+    """
+    check_float("level", level, 0.0, 1.0, low_open=True)
+    n = int(summary["reseed_n"])
+    breaks = {tag: [summary[f"{tag}_d{r}_tk_b1_prev"] < level for r in range(1, n + 1)] for tag in RESEED_TAGS.values()}
+    out = {f"{tag}_b1_breaks_n": (sum(b), f"{base}: streams of last-stage data on which block 1, shown table k alone, "
+                                          f"leaves fewer than {level} of the k-hop answers at v_(k-1)")
+           for (base, tag), b in zip(RESEED_TAGS.items(), breaks.values())}
+    a, b = breaks.values()
+    out["reseed_path_split_n"] = (sum(x != y for x, y in zip(a, b)), "streams of last-stage data on which block 1 "
+                                                                     "breaks one of seed 0's two runs and not the "
+                                                                     "other")
     return report.Summary(out)
 
 
@@ -1526,14 +1612,19 @@ def _marked_entry(k: int) -> int:
     return max(k - 2, 1)
 
 
-def reseed_rows(summary) -> list[list]:
-    """One row per run of :func:`reseed_summary` (by stream, then run): where it moves to the last stage, its
-    best k-hop accuracy, when it learns it, and the two marks of the stall at its end (:func:`table_interference`
-    with table k shown to block 1 only; block 1's attention from hop k - 2's entry on table k)."""
-    rows, e = [], _marked_entry(int(summary["reseed_k"]))
-    for r in range(1, int(summary["reseed_n"]) + 1):
+def reseed_rows(summary, names=None, prefix: str = "") -> list[list]:
+    """One row per run of :func:`reseed_summary` (by stream, then run; ``names``: only those runs, e.g.
+    :data:`RESEED_LONG`; ``prefix``: ``"rl_"`` for :func:`reseed_long_summary`): where it moves to the last stage,
+    its best k-hop accuracy, when it learns it, and the two marks of the stall at its end
+    (:func:`table_interference` with table k shown to block 1 only; block 1's attention from hop k - 2's entry on
+    table k)."""
+    sizes = prefix or "reseed_"
+    rows, e = [], _marked_entry(int(summary[f"{sizes}k"]))
+    for r in range(1, (int(summary["reseed_n"]) if names is None else max(RESEED_STREAMS)) + 1):
         for base, tag in RESEED_TAGS.items():
-            t = f"{tag}_d{r}"
+            if names is not None and reseed_name(base, r) not in names:
+                continue
+            t = f"{prefix}{tag}_d{r}"
             rows.append([r, base, summary[f"{t}_stagek_at"], summary[f"{t}_best_hk"], summary[f"{t}_hk_at"],
                          summary[f"{t}_tk_b1_prev"], summary[f"{t}_tkattn_l1_e{e}"]])
     return rows
