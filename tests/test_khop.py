@@ -662,7 +662,8 @@ def test_reseed_study_members_and_summary():
     rows = khop.reseed_rows(s)
     assert len(rows) == 4 and len(rows[0]) == len(khop.reseed_header(2)) and rows[1][:2] == [1, khop.EXPLORED]
     own = {n: khop.run(khop.KHopExperiment(**{**kw, "eval_every": e}), progress=False) for n, e in every.items()}
-    assert khop.reseed_vs_plain(runs, own)["reseed_gap"] == 0
+    vs = khop.reseed_vs_plain(runs, own)
+    assert vs["reseed_gap"] == 0 and vs["rs250_own_hk_at"] == khop.learned_at(own[khop.EXPLORED])[-1]
     assert s["rs100_d2_stagek_at"] == khop.last_stage_at(own["seed 0"]) > 0
     with pytest.raises(ValueError, match="not among the runs with their own data"):
         khop.reseed_vs_plain(runs, {"seed 0": own["seed 0"]})

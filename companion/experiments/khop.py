@@ -1579,11 +1579,12 @@ def reseed_paths(summary, level: float = 0.5) -> report.Summary:
     return report.Summary(out)
 
 
-def reseed_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary:
+def reseed_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9) -> report.Summary:
     """The runs of :func:`reseed_members` against seed 0's two runs with their own data throughout (``plain``,
     by the names ``"seed 0"`` and :data:`EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
     stages over the common evaluations before the plain run's last stage (``reseed_gap``: zero when other data
-    on the last stage changes nothing before it).
+    on the last stage changes nothing before it), and the first step at which each plain run reaches ``level``
+    at k hops (``<tag>_own_hk_at``, tags :data:`RESEED_TAGS`; inf: never).
 
     Raises:
         ValueError: a run that is not one of :func:`reseed_members`, its plain run missing, or two runs
@@ -1595,8 +1596,14 @@ def reseed_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Sum
         if base not in plain:
             raise ValueError(f"{base!r} is not among the runs with their own data: allowed {sorted(plain)}")
         worst = max(worst, _gap_before_last_stage(name, r, plain[base]))
-    return report.Summary({"reseed_gap": (worst, "largest difference before the last stage, other data on the last "
-                                                 "stage against the run's own")})
+    out = {"reseed_gap": (worst, "largest difference before the last stage, other data on the last stage against "
+                                 "the run's own")}
+    for base, tag in RESEED_TAGS.items():
+        if base in plain:
+            out[f"{tag}_own_hk_at"] = (float(learned_at(plain[base], level)[-1]),
+                                       f"{base} with its own data: first step at which the k-hop accuracy reaches "
+                                       f"{level} (inf: never)")
+    return report.Summary(out)
 
 
 def reseed_header(k: int) -> list[str]:
