@@ -1450,7 +1450,10 @@ def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     where table k disturbs it (:func:`table_interference`: ``_tk_<shown>_prev``, ``_tk_<shown>_answer``,
     ``_tkattn_l<block>_e<i>``); per run of seed 0, the streams on which it learns the k-th hop
     (``<tag>_learned_n``); ``reseed_split_n``, the streams on which one of the two learns it and the other not;
-    ``reseed_n``, the streams; and the sizes (``reseed_k``, ``reseed_steps``, ``reseed_chance``).
+    ``reseed_n``, the streams; ``reseed_stalled_b1_max`` and ``reseed_learned_b1_min``, the largest share of
+    v_(k-1) answers with table k shown to block 1 only over the runs that never learn the k-th hop, and the
+    smallest over those that do (NaN: no such run); and the sizes (``reseed_k``, ``reseed_steps``,
+    ``reseed_chance``).
 
     Raises:
         ValueError: a run that is not one of :func:`reseed_members`, or a stream missing for one of the runs.
@@ -1559,7 +1562,7 @@ def reseed_by_path(long, short, level: float = 0.5) -> report.Summary:
 def reseed_paths(summary, level: float = 0.5) -> report.Summary:
     """Which path each run of :func:`reseed_summary` took on its last stage, read off its end: block 1 breaks its
     (k - 1)-hop answer when table k is shown to block 1 only and fewer than ``level`` of its k-hop answers are
-    v_(k-1) (seed 0's stall: 0.27). Per run of seed 0, the streams on which it does (``<tag>_b1_breaks_n``, tags
+    v_(k-1) (as in seed 0's stall). Per run of seed 0, the streams on which it does (``<tag>_b1_breaks_n``, tags
     :data:`RESEED_TAGS`), and the streams on which one of the two runs does and the other not
     (``reseed_path_split_n``).
 
