@@ -1217,18 +1217,27 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy
     learned = 0
     for name in study.names:
         r, tag, who = runs[name], f"{pre}_{HIDDEN_TAGS[name]}", f"{name}, table k hidden from {study.where}"
-        acc, at, stage = np.asarray(r["acc"]), float(learned_at(r, level)[-1]), last_stage_at(r)
-        learned += bool(np.isfinite(at)) and name != EXPLORED
-        out |= {
-            f"{tag}_best_hk": (float(acc[:, -1].max()), f"{who}: best accuracy at k hops over its evaluations"),
-            f"{tag}_hk_at": (at, f"{who}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
-            f"{tag}_stagek_at": (stage, f"{who}: the step it moved to its last stage"),
-            f"{tag}_wait": (last_stage_wait(r, level),
-                            f"{who}: steps on its last stage before it learns the k-th hop (inf: never)"),
-            f"{tag}_final_min": (float(acc[-1].min()), f"{who}: lowest final accuracy over 1..k hops"),
-        }
+        out |= _outcome(r, tag, who, level)
+        learned += bool(np.isfinite(out[f"{tag}_hk_at"][0])) and name != EXPLORED
+        out[f"{tag}_wait"] = (last_stage_wait(r, level),
+                              f"{who}: steps on its last stage before it learns the k-th hop (inf: never)")
     out[f"{pre}_learned_n"] = (learned, f"seeds that learn the k-th hop with table k hidden from {study.where}")
     return report.Summary(out)
+
+
+def _outcome(r: dict, tag: str, who: str, level: float) -> dict:
+    """How a curriculum run ends, as summary entries ``<tag>_*``: its best k-hop accuracy over its evaluations
+    (``_best_hk``), the first step at which it reaches ``level`` (``_hk_at``, inf: never), the step it moved to its
+    last stage (``_stagek_at``) and its lowest final accuracy over 1..k hops (``_final_min``); ``who`` names the
+    run in the meanings."""
+    acc = np.asarray(r["acc"])
+    return {
+        f"{tag}_best_hk": (float(acc[:, -1].max()), f"{who}: best accuracy at k hops over its evaluations"),
+        f"{tag}_hk_at": (float(learned_at(r, level)[-1]),
+                         f"{who}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
+        f"{tag}_stagek_at": (last_stage_at(r), f"{who}: the step it moved to its last stage"),
+        f"{tag}_final_min": (float(acc[-1].min()), f"{who}: lowest final accuracy over 1..k hops"),
+    }
 
 
 def hidden_study_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN) -> report.Summary:
@@ -1489,15 +1498,9 @@ def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
 
 def _reseed_values(out: dict, name: str, r: dict, tag: str, level: float) -> bool:
     """:func:`reseed_summary`'s entries of one run (``<tag>_*``); whether it learns the k-th hop."""
-    exp, acc, at = _member_of(name, r), np.asarray(r["acc"]), float(learned_at(r, level)[-1])
-    out |= {
-        f"{tag}_best_hk": (float(acc[:, -1].max()), f"{name}: best accuracy at k hops over its evaluations"),
-        f"{tag}_hk_at": (at, f"{name}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
-        f"{tag}_stagek_at": (last_stage_at(r), f"{name}: the step it moved to its last stage"),
-        f"{tag}_final_min": (float(acc[-1].min()), f"{name}: lowest final accuracy over 1..k hops"),
-    }
-    _interference_values(out, name, tag, table_interference(exp, r["state"]))
-    return bool(np.isfinite(at))
+    out |= _outcome(r, tag, name, level)
+    _interference_values(out, name, tag, table_interference(_member_of(name, r), r["state"]))
+    return bool(np.isfinite(out[f"{tag}_hk_at"][0]))
 
 
 RESEED_LONG = (*(reseed_name("seed 0", r) for r in RESEED_STREAMS), reseed_name(EXPLORED, 1))
@@ -1546,7 +1549,7 @@ def reseed_by_path(long, short, level: float = 0.5) -> report.Summary:
         if f"rl_{tag}_best_hk" not in long or f"{tag}_tk_b1_prev" not in short:
             raise ValueError(f"{name!r} is missing from the longer or the shorter study: allowed summaries of both "
                              f"studies, with every run of {list(RESEED_LONG)}")
-        (broken if short[f"{tag}_tk_b1_prev"] < level else unbroken).append(long[f"rl_{tag}_best_hk"])
+        (broken if _block1_breaks(short, tag, level) else unbroken).append(long[f"rl_{tag}_best_hk"])
     return report.Summary({
         "rl_broken_best_max": (max(broken, default=math.nan), "longer runs whose block 1 broke the (k-1)-hop answer "
                                                               "at the shorter study's end: largest best k-hop "
@@ -1557,6 +1560,12 @@ def reseed_by_path(long, short, level: float = 0.5) -> report.Summary:
                                      "end"),
         "rl_unbroken_n": (len(unbroken), "longer runs whose block 1 did not"),
     })
+
+
+def _block1_breaks(summary, tag: str, level: float) -> bool:
+    """Whether run ``tag`` of a :func:`reseed_summary` ended on the stall's path: with table k shown to block 1
+    only, fewer than ``level`` of its k-hop answers are v_(k-1)."""
+    return summary[f"{tag}_tk_b1_prev"] < level
 
 
 def reseed_paths(summary, level: float = 0.5) -> report.Summary:
@@ -1571,7 +1580,8 @@ def reseed_paths(summary, level: float = 0.5) -> report.Summary:
     """
     check_float("level", level, 0.0, 1.0, low_open=True)
     n = int(summary["reseed_n"])
-    breaks = {tag: [summary[f"{tag}_d{r}_tk_b1_prev"] < level for r in range(1, n + 1)] for tag in RESEED_TAGS.values()}
+    breaks = {tag: [_block1_breaks(summary, f"{tag}_d{r}", level) for r in range(1, n + 1)]
+              for tag in RESEED_TAGS.values()}
     out = {f"{tag}_b1_breaks_n": (sum(b), f"{base}: streams of last-stage data on which block 1, shown table k alone, "
                                           f"leaves fewer than {level} of the k-hop answers at v_(k-1)")
            for (base, tag), b in zip(RESEED_TAGS.items(), breaks.values())}
