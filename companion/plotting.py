@@ -729,9 +729,11 @@ def hop_probe_panels(summary, study=None):
 def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = None):
     """Seed 0's two runs with other data on the last stage (:func:`companion.experiments.khop.reseed_members`):
     one panel per run, the k-hop test accuracy along training on each stream of last-stage data (colour) and
-    on the run's own (``plain``, the same run without other data: black, dashed), up to step ``upto`` (default:
-    the last of ``curves``); the step it moves to its last stage as a grey vertical line. ``curves``, ``plain``:
-    :func:`companion.experiments.khop.curves` of the runs, the plain ones by their own names."""
+    on the run's own (``plain``, the same run without other data, where it is there: black, dashed), up to step
+    ``upto`` (default: the last of ``curves``); the step it moves to its last stage (the same on every stream) as
+    a grey vertical line. Also for :func:`companion.experiments.khop.delay_members`, one panel per delay.
+    ``curves``, ``plain``: :func:`companion.experiments.khop.curves` of the runs, the plain ones by their own
+    names."""
     from companion.experiments import khop
 
     by_base: dict[str, list] = {}
@@ -752,8 +754,8 @@ def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = N
             step, acc = np.asarray(plain["step"][base]), np.asarray(plain["acc"][base])
             keep = step <= last
             ax.plot(step[keep], acc[keep, -1], "k--", lw=1.2, label="its own data")
-            ax.axvline(khop.last_stage_at({k: plain[k][base] for k in ("step", "acc", "stage")}), color="grey",
-                       lw=0.8)
+        ax.axvline(khop.last_stage_at({k: curves[k][members[0][1]] for k in ("step", "acc", "stage")}), color="grey",
+                   lw=0.8)
         ax.axhline(chance, color="grey", ls=":", lw=1)
         ax.set_title(base, fontsize=10)
         ax.set_xlabel("training step")

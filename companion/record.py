@@ -124,6 +124,7 @@ def _registry() -> dict[str, Recordable]:
         stall("khop_stage_entry", khop.stage_entry_members, khop.stage_entry_summary, "entry", khop.stage_entry_run),
         stall("khop_reseed", khop.reseed_members, khop.reseed_summary, "reseed"),
         stall("khop_reseed_long", khop.reseed_long_members, khop.reseed_long_summary, "rlong"),
+        stall("khop_delay", khop.delay_members, khop.delay_summary, "delay"),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
@@ -132,7 +133,7 @@ def _registry() -> dict[str, Recordable]:
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
                "khop", "khop_seeds", "khop_probe", "khop_probe_seeds", "khop_escape", "khop_hidden",
                "khop_hidden12", "khop_hidden12_long", "khop_stage_entry", "khop_reseed", "khop_reseed_long",
-               "induction_b10_seeds")
+               "khop_delay", "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 

@@ -1,6 +1,7 @@
 """k-hop composition task (seed 002, K1-K3): the data, its validation, the model, one short run."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -684,7 +685,8 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     fig = plotting.reseed_panels(curves, plain, 0.25, upto=30)
     axes = fig.axes
     assert [ax.get_title() for ax in axes] == ["seed 0", khop.EXPLORED]
-    assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1  # streams, own data and its move, chance
+    assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1 + 1  # streams, own data, move, chance
+    assert axes[1].lines[2].get_xdata()[0] == 10  # the move, read off the streams' curves
     assert axes[0].lines[0].get_xdata().max() == 30
 
 
@@ -727,3 +729,89 @@ def test_reseed_long_study_and_its_runs_by_path():
     assert [r[:2] for r in rows] == [[1, "seed 0"], [2, "seed 0"]] and rows[0][3] == ls["rl_rs100_d1_best_hk"]
     with pytest.raises(ValueError, match="unknown run of the longer study"):
         khop.reseed_long_summary({khop.reseed_name(khop.EXPLORED, 2): runs[khop.RESEED_LONG[0]]})
+
+
+def test_last_stage_delay_moves_later_and_nothing_else():
+    kw = dict(N=4, k=3, data="cumulative", d=16, heads=2, steps=80, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3)
+    own, late, odd = (khop.run(khop.KHopExperiment(**kw, last_stage_delay=d), progress=False, use_cache=False)
+                      for d in (0, 10, 7))
+    at = khop.last_stage_at(own)
+    assert 0 < at < kw["steps"] - 10
+    assert khop.last_stage_at(late) == at + 10 and khop.last_stage_at(odd) == at + 10  # at an evaluation
+    assert np.array_equal(late["acc"], odd["acc"]) and np.array_equal(late["stage"], odd["stage"])
+    before = own["step"] <= at
+    assert np.array_equal(own["acc"][before], late["acc"][before])
+    assert np.array_equal(own["stage"][before], late["stage"][before])  # the move to stage 2 is not delayed
+    assert set(late["stage"][(late["step"] > at) & (late["step"] <= at + 10)]) == {2}
+    assert not np.array_equal(own["acc"], late["acc"])
+    # with other last-stage data, the stream starts at the delayed move: before it, the delayed run's own
+    other = khop.run(khop.KHopExperiment(**kw, last_stage_delay=10, last_stage_data=1), progress=False,
+                     use_cache=False)
+    upto = late["step"] <= at + 10
+    assert np.array_equal(other["acc"][upto], late["acc"][upto]) and not np.array_equal(other["acc"], late["acc"])
+    with pytest.raises(ValueError, match="last_stage_delay \\(steps\\)=-5 is out of range"):
+        khop.KHopExperiment(**kw, last_stage_delay=-5)
+    with pytest.raises(ValueError, match="last_stage_delay=10 with data='direct'"):
+        khop.KHopExperiment(**{**kw, "data": "direct"}, last_stage_delay=10)
+
+
+def test_delay_study_members_summary_and_the_repeat():
+    members = khop.delay_members("quick")
+    assert list(members) == [khop.delay_name(d, r) for d, rs in khop.DELAY_GRID.items() for r in rs]
+    plain = khop.seed_members("quick")[khop.DELAYED]
+    for name, e in members.items():
+        assert (e.last_stage_delay, e.last_stage_data) == khop._delay_parts(name)
+        assert dataclasses.replace(e, last_stage_delay=0, last_stage_data=0) == plain
+    assert khop.delay_name(100, 0) == "seed 0, last stage 100 steps later"
+    from companion import record
+    built = record.build("khop_delay", "quick", {"k": 4, "steps": 80, "eval_every": 20})
+    assert {e.eval_every for e in built.values()} == {20} and {e.k for e in built.values()} == {4}
+    with pytest.raises(ValueError, match="unknown run moved to its last stage later 'seed 0'"):
+        khop._delay_parts("seed 0")
+
+    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3)
+    names = [khop.delay_name(100, r) for r in (0, 1)] + [khop.delay_name(*khop.DELAY_REPEATS)]
+    runs = {n: khop.probe_run(khop.KHopExperiment(**kw, last_stage_delay=d, last_stage_data=r), progress=False)
+            for n, (d, r) in zip(names, [(5, 0), (5, 1), (10, 0)])}
+    s = khop.delay_summary(runs, level=0.5)
+    assert (s["dl100_n"], s["dl200_n"], s["delay_k"], s["delay_steps"]) == (2, 1, 2, 40)
+    assert s["dl100_learned_n"] == sum(np.isfinite(s[f"dl100_d{r}_hk_at"]) for r in (0, 1))
+    assert s["dl100_breaks_n"] == sum(s[f"dl100_d{r}_tk_b1_prev"] < 0.5 for r in (0, 1))
+    escapes = sum(s[f"{t}_tk_b1_prev"] < 0.5 and s[f"{t}_best_hk"] >= 0.5 for t in ("dl100_d0", "dl100_d1", "dl200_d0"))
+    assert s["delay_path_escapes_n"] == escapes
+    assert s["dl100_d0_stagek_at"] == s["dl100_d1_stagek_at"] == s["dl200_d0_stagek_at"] - 5
+    assert khop.delay_summary(runs, level=0.5, path=1.0)["dl200_breaks_n"] == (s["dl200_d0_tk_b1_prev"] < 1.0)
+    with pytest.raises(ValueError, match="path=0 is out of range"):
+        khop.delay_summary(runs, path=0)
+
+    own = khop.run(khop.KHopExperiment(**kw), progress=False)
+    same = {key: runs[names[-1]][key][::2] for key in ("step", "acc", "stage")}  # evaluated every 10 steps
+    vs = khop.delay_vs_plain(runs, {khop.DELAYED: own, khop.EXPLORED: same})
+    assert vs["delay_gap"] == 0 and vs["delay_repeat_gap"] == 0 and vs["delay_repeat_n"] == len(same["step"])
+    vs = khop.delay_vs_plain(runs, {khop.DELAYED: own, khop.EXPLORED: own})  # not the same run
+    assert vs["delay_repeat_gap"] > 0
+    with pytest.raises(ValueError, match="not among the runs with their own data"):
+        khop.delay_vs_plain(runs, {khop.DELAYED: own})
+    with pytest.raises(ValueError, match="is missing: allowed runs of delay_members that include it"):
+        khop.delay_vs_plain({n: r for n, r in runs.items() if n != names[-1]}, {khop.DELAYED: own, khop.EXPLORED: own})
+
+
+def test_delay_by_move_counts_the_same_streams_of_every_state():
+    reseeds = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
+    reseeds |= {f"{t}_d{r}_{key}": v for t in ("rs100", "rs250") for r in range(1, 5)
+                for key, v in (("stagek_at", 2800.0 if t == "rs100" else 3000.0),
+                               ("hk_at", math.inf if t == "rs100" or r == 1 else 6750.0))}
+    delays = {f"dl{d}_d{r}_{key}": v for d in (100, 400) for r in range(1, 5)
+              for key, v in (("stagek_at", 2800.0 + d), ("hk_at", 7000.0 if r > d // 100 else math.inf),
+                             ("tk_b1_prev", 0.2 if r <= d // 200 else 0.95))}
+    s = khop.delay_by_move(delays, reseeds)
+    assert [s[f"dmove{d}_at"] for d in (0, 100, 200, 400)] == [2800, 2900, 3000, 3200]
+    assert [s[f"dmove{d}_breaks_n"] for d in (0, 100, 200, 400)] == [3, 0, 0, 2]
+    assert [s[f"dmove{d}_learned_n"] for d in (0, 100, 200, 400)] == [0, 3, 3, 0]
+    rows = khop.delay_move_rows(s)
+    assert [r[0] for r in rows] == [0, 100, 200, 400] and rows[3][2:] == ["2 of 4", "0 of 4"]
+    assert len(rows[0]) == len(khop.DELAY_HEADER)
+    with pytest.raises(ValueError, match="missing: allowed summaries with every stream"):
+        khop.delay_by_move({k: v for k, v in delays.items() if "dl400_d4" not in k}, reseeds)

@@ -193,7 +193,9 @@ class KHopExperiment(config.Profiled):
     k) and the training data (direct, mixture, curriculum or cumulative; ``last_stage_data``: 0, one stream of
     batches throughout; r >= 1, the batches of the last stage, from the evaluation at which a curriculum moves to
     k hops, come from stream "last-stage-data-<r>" of its seed, so that the run is the same up to there and sees
-    other data after)."""
+    other data after; ``last_stage_delay``: the move to k hops comes at the first evaluation at least that many
+    steps after the one at which the (k - 1)-hop accuracy first reaches ``advance_at``, the steps between still
+    on k - 1 hops, whatever the accuracy does then; earlier moves are not delayed)."""
 
     profile: str = "quick"
     N: int = 8
@@ -213,6 +215,7 @@ class KHopExperiment(config.Profiled):
     seed: int = 0
     hide_k_from: tuple = ()  # blocks (from 1) whose keys never include table k, in training and when measured
     last_stage_data: int = 0  # curriculum, cumulative: r >= 1 draws the last stage's batches from stream r (0: none)
+    last_stage_delay: int = 0  # curriculum, cumulative: move to k hops at the evaluation this many steps after the bar
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -231,6 +234,10 @@ class KHopExperiment(config.Profiled):
         if self.last_stage_data and self.data not in ("curriculum", "cumulative"):
             raise ValueError(f"last_stage_data={self.last_stage_data} with data={self.data!r}: allowed 0 (one batch "
                              "stream throughout), or data 'curriculum' or 'cumulative' (a run with stages)")
+        check_int("last_stage_delay (steps)", self.last_stage_delay, low=0)
+        if self.last_stage_delay and self.data not in ("curriculum", "cumulative"):
+            raise ValueError(f"last_stage_delay={self.last_stage_delay} with data={self.data!r}: allowed 0 (no "
+                             "stages to delay), or data 'curriculum' or 'cumulative' (a run with stages)")
         if not isinstance(self.hide_k_from, tuple):
             raise ValueError(f"hide_k_from={self.hide_k_from!r} is not a tuple: allowed a tuple of blocks in "
                              f"1..{self.layers}")
@@ -293,6 +300,7 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
     model = exp.model().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=exp.lr, weight_decay=0.0)
     steps, accs, stages, losses = [], [], [], []
+    move_at = None  # the step of the move to the last stage, once its bar is met (``last_stage_delay`` later)
     loss = torch.tensor(float("nan"))
     start = time.perf_counter()
     for step in tqdm(range(exp.steps + 1), desc=f"{exp.k}-hop {exp.data}", disable=not progress, mininterval=2.0):
@@ -301,8 +309,13 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
             steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
             stages.append({"direct": exp.k, "mixture": 0}.get(exp.data, stage))
             if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
-                stage += 1
-                if stage == exp.k and exp.last_stage_data:
+                if stage + 1 < exp.k:
+                    stage += 1
+                elif move_at is None:
+                    move_at = step + exp.last_stage_delay
+            if move_at is not None and move_at <= step and stage < exp.k:
+                stage = exp.k
+                if exp.last_stage_data:
                     rng = _batches(exp, stage)
             if step == exp.steps:
                 break
@@ -1648,3 +1661,155 @@ def reseed_rows(summary, names=None, prefix: str = "") -> list[list]:
             rows.append([r, base, summary[f"{t}_stagek_at"], summary[f"{t}_best_hk"], summary[f"{t}_hk_at"],
                          summary[f"{t}_tk_b1_prev"], summary[f"{t}_tkattn_l1_e{e}"]])
     return rows
+
+
+# --- seed 0's stalled run moved to its last stage later (recorded: ``khop_delay``) ---
+
+DELAYED = "seed 0"  # the run advancing every 100 steps: it moves to its last stage when its bar is met, and stalls
+DELAY_GRID = {100: (0, 1, 2, 3, 4), 200: (0,), 400: (1, 2, 3, 4)}
+"""The steps by which :func:`delay_members` delays the move of :data:`DELAYED` to its last stage, each with its
+last-stage batch streams (0: its own, else ``last_stage_data``). Delay 0 is the run itself and its runs in
+:func:`reseed_members`; delay 200 moves it at the step where :data:`EXPLORED` moves (the two advance at the same
+evaluation then, and see the same batches), so that with its own data it is that run again."""
+DELAY_REPEATS = (200, 0)  # (delay, stream) of :data:`DELAY_GRID` that repeats the run :data:`EXPLORED`
+
+
+def delay_name(delay: int, stream: int) -> str:
+    """The member of :func:`delay_members` that moves ``delay`` steps later with last-stage stream ``stream``."""
+    name = f"{DELAYED}, last stage {delay} steps later"
+    return reseed_name(name, stream) if stream else name
+
+
+def delay_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """:data:`DELAYED` moved to its last stage later (``last_stage_delay``), with its own last-stage data and
+    with other streams (:data:`DELAY_GRID`): up to its bar the run is its own; for a given stream the delayed
+    runs see the same last-stage batches as the runs of :func:`reseed_members`, from a state trained longer on
+    k - 1 hops. How long after the bar must the move come for seed 0 to be spared the stall?"""
+    base = seed_members(profile)[DELAYED]
+    return {delay_name(d, r): dataclasses.replace(base, last_stage_delay=d, last_stage_data=r)
+            for d, streams in DELAY_GRID.items() for r in streams}
+
+
+def _delay_parts(name: str) -> tuple[int, int]:
+    """The delay and the stream of a member of :func:`delay_members`, from its name.
+
+    Raises:
+        ValueError: a name that is not one of them.
+    """
+    grid = {delay_name(d, r): (d, r) for d, streams in DELAY_GRID.items() for r in streams}
+    check_choice("run moved to its last stage later", name, list(grid))
+    return grid[name]
+
+
+def delay_summary(runs: dict[str, dict], level: float = 0.9, path: float = 0.5) -> report.Summary:
+    """The runs of :func:`delay_members` (from :func:`probe_run`), each named ``dl<delay>_d<stream>_*`` with
+    :func:`reseed_summary`'s entries of one run (how it ends; where table k disturbs it at its end); per delay,
+    its runs (``dl<delay>_n``), those that learn the k-th hop (``_learned_n``) and those on the stall's path
+    (``_breaks_n``: block 1, shown table k alone, leaves fewer than ``path`` of the k-hop answers at v_(k-1), as
+    :func:`reseed_paths`); ``delay_path_escapes_n``, the runs on that path whose best k-hop accuracy reaches
+    ``path`` all the same; and the sizes (``delay_k``, ``delay_steps``, ``delay_chance``).
+
+    Raises:
+        ValueError: ``path`` outside (0, 1], or a run that is not one of :func:`delay_members`.
+    """
+    check_float("path", path, 0.0, 1.0, low_open=True)
+    out, by_delay, escapes = {}, {}, 0
+    for name, r in runs.items():
+        d, stream = _delay_parts(name)
+        tag = f"dl{d}_d{stream}"
+        learned = _reseed_values(out, name, r, tag, level)
+        breaks = _block1_breaks(report.Summary(out), tag, path)
+        escapes += breaks and out[f"{tag}_best_hk"][0] >= path
+        by_delay.setdefault(d, []).append((learned, breaks))
+    for d, res in sorted(by_delay.items()):
+        who = f"{DELAYED}, last stage {d} steps later"
+        out[f"dl{d}_n"] = (len(res), f"{who}: runs (streams of last-stage data, its own included)")
+        out[f"dl{d}_learned_n"] = (sum(a for a, _ in res), f"{who}: runs that learn the k-th hop ({level})")
+        out[f"dl{d}_breaks_n"] = (sum(b for _, b in res), f"{who}: runs on the stall's path (block 1, shown table k "
+                                                          f"alone, leaves fewer than {path} of the k-hop answers at "
+                                                          "v_(k-1))")
+    out["delay_path_escapes_n"] = (escapes, f"runs on the stall's path whose best k-hop accuracy reaches {path}")
+    out |= _sizes(next(iter(runs.values())), prefix="delay_")
+    return report.Summary(out)
+
+
+def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary:
+    """The runs of :func:`delay_members` against seed 0's runs with their own data throughout (``plain``, by the
+    names :data:`DELAYED` and :data:`EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
+    stages over the common evaluations before :data:`DELAYED` moves to its last stage (``delay_gap``: zero when
+    the delay changes nothing before the bar), and of the run :data:`DELAY_REPEATS` from :data:`EXPLORED` at every
+    hop count and stage over the steps at which both are evaluated, to the shorter one's end
+    (``delay_repeat_gap``: zero when moving seed 0 that much later is the run advancing every
+    :data:`EXPLORED_EVERY` steps).
+
+    Raises:
+        ValueError: a run that is not one of :func:`delay_members`, the repeating run or a plain run missing, or
+            two runs evaluated at different steps (before the move), or with no step in common.
+    """
+    for name in (DELAYED, EXPLORED):
+        if name not in plain:
+            raise ValueError(f"{name!r} is not among the runs with their own data: allowed {sorted(plain)}")
+    worst = 0.0
+    for name, r in runs.items():
+        _delay_parts(name)
+        worst = max(worst, _gap_before_last_stage(name, r, plain[DELAYED]))
+    repeat = delay_name(*DELAY_REPEATS)
+    if repeat not in runs:
+        raise ValueError(f"{repeat!r} is missing: allowed runs of delay_members that include it")
+    a, b = runs[repeat], plain[EXPLORED]
+    steps, ia, ib = np.intersect1d(np.asarray(a["step"]), np.asarray(b["step"]), return_indices=True)
+    if not len(steps):
+        raise ValueError(f"{repeat!r} and {EXPLORED!r} have no evaluation step in common: allowed runs that do")
+    gap = max(np.abs(np.asarray(a["acc"])[ia] - np.asarray(b["acc"])[ib]).max(),
+              np.abs(np.asarray(a["stage"])[ia] - np.asarray(b["stage"])[ib]).max())
+    return report.Summary({
+        "delay_gap": (worst, f"largest difference before the bar, {DELAYED} moved later against its own run"),
+        "delay_repeat_gap": (float(gap), f"{repeat} against {EXPLORED}: largest difference of their accuracies "
+                                         "(every hop count) or stages at their common evaluations"),
+        "delay_repeat_n": (len(steps), f"{repeat} and {EXPLORED}: common evaluations"),
+    })
+
+
+def delay_by_move(delays, reseeds, streams=RESEED_STREAMS, level: float = 0.5) -> report.Summary:
+    """Seed 0's runs on the same last-stage streams (``streams``) by the step at which they move to the last
+    stage: the reseeded runs (:func:`reseed_summary`, ``reseeds``: the run advancing every 100 steps, delay 0, and
+    the one advancing every :data:`EXPLORED_EVERY`, moving where delay 200 does) and the delayed ones
+    (:func:`delay_summary`, ``delays``), per delay ``<d>``: the step of the move (``dmove<d>_at``), the streams on
+    which the run takes the stall's path (``dmove<d>_breaks_n``, :func:`reseed_paths`' test at ``level``) and on
+    which it learns the k-th hop (``dmove<d>_learned_n``); ``dmove_n``, the streams.
+
+    Raises:
+        ValueError: ``level`` outside (0, 1], or a stream missing from one of the runs.
+    """
+    check_float("level", level, 0.0, 1.0, low_open=True)
+    tags = {0: (reseeds, RESEED_TAGS[DELAYED]), 200: (reseeds, RESEED_TAGS[EXPLORED])}
+    tags |= {d: (delays, f"dl{d}") for d, s in DELAY_GRID.items() if set(streams) <= set(s)}
+    out = {}
+    for d, (summary, tag) in sorted(tags.items()):
+        runs = [f"{tag}_d{r}" for r in streams]
+        missing = [t for t in runs if f"{t}_hk_at" not in summary]
+        if missing:
+            raise ValueError(f"runs {missing} are missing: allowed summaries with every stream of {list(streams)}")
+        moves = {summary[f"{t}_stagek_at"] for t in runs}
+        out[f"dmove{d}_at"] = (max(moves), f"{DELAYED}, last stage {d} steps later: the step it moves to it")
+        out[f"dmove{d}_breaks_n"] = (sum(_block1_breaks(summary, t, level) for t in runs),
+                                     f"{DELAYED}, last stage {d} steps later: streams on which block 1 breaks the "
+                                     "(k-1)-hop answer")
+        out[f"dmove{d}_learned_n"] = (sum(bool(np.isfinite(summary[f"{t}_hk_at"])) for t in runs),
+                                      f"{DELAYED}, last stage {d} steps later: streams on which it learns the k-th "
+                                      "hop")
+    out["dmove_n"] = (len(streams), "streams of last-stage data compared")
+    return report.Summary(out)
+
+
+DELAY_HEADER = ["last stage later by (steps)", "moves at (step)", "streams on the stall's path",
+                "streams on which it learns k hops"]
+
+
+def delay_move_rows(summary) -> list[list]:
+    """One row per delay of :func:`delay_by_move`, by delay: the move's step, and the streams (out of
+    ``dmove_n``) on the stall's path and on which the run learns the k-th hop."""
+    n = int(summary["dmove_n"])
+    delays = sorted(int(key[5:-3]) for key in summary if key.startswith("dmove") and key.endswith("_at"))
+    return [[d, summary[f"dmove{d}_at"], f"{int(summary[f'dmove{d}_breaks_n'])} of {n}",
+             f"{int(summary[f'dmove{d}_learned_n'])} of {n}"] for d in delays]
