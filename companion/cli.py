@@ -148,7 +148,7 @@ def _record(args) -> int:
     path = record.record(args.experiment, args.profile, overrides, device=args.device, out_dir=args.out_dir)
     rec = record.load(path)
     print(json.dumps({"file": str(path), "label": rec.label(), "train_seconds": rec.train_seconds,
-                      "claims": rec.claims}, indent=1))
+                      "wall_seconds": rec.wall_seconds, "claims": rec.claims}, indent=1))
     return 0
 
 

@@ -125,6 +125,7 @@ def _registry() -> dict[str, Recordable]:
         stall("khop_reseed", khop.reseed_members, khop.reseed_summary, "reseed"),
         stall("khop_reseed_long", khop.reseed_long_members, khop.reseed_long_summary, "rlong"),
         stall("khop_delay", khop.delay_members, khop.delay_summary, "delay"),
+        stall("khop_onset", khop.onset_members, khop.onset_summary, "onset", khop.onset_run),
         Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
@@ -133,7 +134,7 @@ def _registry() -> dict[str, Recordable]:
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
                "khop", "khop_seeds", "khop_probe", "khop_probe_seeds", "khop_escape", "khop_hidden",
                "khop_hidden12", "khop_hidden12_long", "khop_stage_entry", "khop_reseed", "khop_reseed_long",
-               "khop_delay", "induction_b10_seeds")
+               "khop_delay", "khop_onset", "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 
@@ -270,8 +271,10 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
     commit, package = _commit(), config.package_hash()  # the code the runs start with, not what a long run ends with
     runner = rec.run or noisy_recall.run
+    start = time.perf_counter()
     runs = {k: runner(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
     summary = rec.summary(runs)
+    wall = time.perf_counter() - start
     missing = sorted(set(checked.values()) - set(summary))
     if missing:
         raise ValueError(f"{rec.chapter}.md checks {rec.summary_var}{missing} but the summary of {name!r} has no "
@@ -285,6 +288,7 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
         "version": __version__, "commit": commit, "package": package,
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
         "train_seconds": sum(_field(r, "seconds") for r in runs.values()),  # training and evaluation, when computed
+        "wall_seconds": wall,  # the runs (or their cache) and the summary (probes included), as this call took them
         "date": time.strftime("%Y-%m-%d"), "command": command(name, profile, overrides),
     }
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides)
@@ -446,13 +450,16 @@ def side_by_side(live, recs: list[Recorded], keys, live_label: str = "this build
 
 
 def listing(recs: list[Recorded] | None = None) -> str:
-    """A Markdown table of recorded files: what made each one and the command that regenerates it."""
+    """A Markdown table of recorded files: what made each one, its training time (``train_seconds``: training
+    and evaluation of runs computed in that call), the whole call's (``wall_seconds``: runs and summary, probes
+    included; files recorded before it was kept have none) and the command that regenerates it."""
     from companion.report import markdown_table
 
     recs = runs() if recs is None else recs
-    rows = [[f"`{r.path.name}`", r.label(), (r.train_seconds or float("nan")) / 60, f"`{r.command}`"]
-            for r in recs]
-    return markdown_table(["file", "made with", "minutes", "command"], rows, digits=3)
+    rows = [[f"`{r.path.name}`", r.label(), (r.train_seconds or float("nan")) / 60,
+             r.data.get("wall_seconds", float("nan")) / 60, f"`{r.command}`"] for r in recs]
+    return markdown_table(["file", "made with", "minutes (training)", "minutes (whole call; NaN: not recorded)",
+                           "command"], rows, digits=3)
 
 
 def show(name: str, live, live_label: str, recs: list[Recorded] | None = None) -> str:

@@ -687,6 +687,10 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     assert [ax.get_title() for ax in axes] == ["seed 0", khop.EXPLORED]
     assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1 + 1  # streams, own data, move, chance
     assert axes[1].lines[2].get_xdata()[0] == 10  # the move, read off the streams' curves
+    both = {key: {**v, "seed 0": plain[key]["seed 0"]} for key, v in curves.items()}
+    other, own = khop.split_streams(both)
+    assert set(other) == set(own) == set(curves) and set(other["acc"]) == set(curves["acc"])
+    assert set(own["step"]) == {"seed 0"} and own["acc"]["seed 0"] is acc
     assert axes[0].lines[0].get_xdata().max() == 30
 
 
@@ -785,6 +789,10 @@ def test_delay_study_members_summary_and_the_repeat():
     assert khop.delay_summary(runs, level=0.5, path=1.0)["dl200_breaks_n"] == (s["dl200_d0_tk_b1_prev"] < 1.0)
     with pytest.raises(ValueError, match="path=0 is out of range"):
         khop.delay_summary(runs, path=0)
+    rows = khop.delay_rows(s)
+    assert [r[:2] for r in rows] == [[100, "own"], [100, 1], [200, "own"]] and len(rows[0]) == len(khop.delay_header(2))
+    assert rows[1][2:] == khop.reseed_rows({**{k.replace("dl100", "rs100"): v for k, v in s.items()},
+                                            "reseed_k": 2, "reseed_n": 1}, names=[khop.reseed_name("seed 0", 1)])[0][2:]
 
     own = khop.run(khop.KHopExperiment(**kw), progress=False)
     same = {key: runs[names[-1]][key][::2] for key in ("step", "acc", "stage")}  # evaluated every 10 steps
@@ -812,6 +820,57 @@ def test_delay_by_move_counts_the_same_streams_of_every_state():
     assert [s[f"dmove{d}_learned_n"] for d in (0, 100, 200, 400)] == [0, 3, 3, 0]
     rows = khop.delay_move_rows(s)
     assert [r[0] for r in rows] == [0, 100, 200, 400] and rows[3][2:] == ["2 of 4", "0 of 4"]
-    assert len(rows[0]) == len(khop.DELAY_HEADER)
+    assert len(rows[0]) == len(khop.DELAY_MOVE_HEADER)
     with pytest.raises(ValueError, match="missing: allowed summaries with every stream"):
         khop.delay_by_move({k: v for k, v in delays.items() if "dl400_d4" not in k}, reseeds)
+
+
+def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkeypatch):
+    kw = dict(N=4, k=3, data="cumulative", d=16, heads=2, steps=80, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3)
+    exp = khop.KHopExperiment(**kw)
+    r = khop._train(exp, False, keep=(0, 3, 10))
+    plain = khop.run(exp, progress=False, use_cache=False)
+    assert np.array_equal(r["acc"], plain["acc"]) and "kept" not in plain  # keeping changes nothing
+    at = int(khop.last_stage_at(r))
+    assert sorted(r["kept"]) == [0, 3, 10]
+    for a, state in r["kept"].items():
+        short = khop.run(dataclasses.replace(exp, steps=at + a), progress=False, use_cache=False)["state"]
+        assert all(torch.equal(state[key], short[key]) for key in short)
+    assert any(not torch.equal(r["kept"][3][key], r["kept"][10][key]) for key in r["state"])
+
+    members = khop.onset_members("quick")
+    assert list(members) == list(khop.ONSET_RUNS)
+    every = khop.seed_members("quick") | khop.reseed_members("quick")
+    assert all(members[n] == every[n] for n in members)
+    monkeypatch.setattr(khop, "ONSET_AFTER", (0, 3, 10))
+    runs = {"seed 0": {**r, "exp": exp}, khop.EXPLORED: {**r, "exp": exp}}
+    s = khop.onset_summary(runs)
+    for a in (0, 3, 10):
+        res = khop.table_interference(exp, r["kept"][a])
+        assert s[f"on100_a{a}_tk_b1_prev"] == res["prev"][1] and s[f"on250_a{a}_tk_all_answer"] == res["answer"][-1]
+    breaks = [a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 0.5]
+    assert s["on100_onset"] == (breaks[0] if breaks else math.inf)
+    assert khop.onset_summary(runs, path=1.0)["on100_onset"] == next(
+        (a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 1.0), math.inf)
+    assert s["on100_stagek_at"] == at and s["onset_k"] == 3
+    assert s["on100_end_tk_b1_prev"] == khop.table_interference(exp, r["state"])["prev"][1]
+    on_path = s["on100_end_tk_b1_prev"] < 0.5  # both runs are the same run here
+    assert (s["onset_path_n"], s["onset_spared_n"]) == ((2, 0) if on_path else (0, 2))
+    lowest = min(s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10))
+    assert s["onset_path_latest"] == s["on100_onset"] if on_path else math.isnan(s["onset_path_latest"])
+    assert math.isnan(s["onset_spared_min"]) if on_path else s["onset_spared_min"] == lowest
+    rows = khop.onset_rows(s)
+    assert len(rows) == 6 and len(rows[0]) == 2 + 3 and rows[0][2:] == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
+    entry = {f"{t}{key[8:]}": v for t in ("n100", "n250") for key, v in s.items() if key.startswith("on100_a0_tk")}
+    g = khop.onset_vs_entry(s, entry)
+    assert g["onset_entry_gap"] == 0 and g["onset_entry_n"] == 2 * sum(k.startswith("on100_a0_tk") for k in s)
+    entry["n250_tk_b1_prev"] += 0.25
+    assert khop.onset_vs_entry(s, entry)["onset_entry_gap"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="missing from the onset or the stage-entry summary"):
+        khop.onset_vs_entry({k: v for k, v in s.items() if not k.startswith("on250")}, entry)
+    with pytest.raises(ValueError, match="unknown run read along its last stage 'seed 1'"):
+        khop.onset_summary({"seed 1": runs["seed 0"]})
+    monkeypatch.setattr(khop, "ONSET_AFTER", (0, 3, 10, 1000))
+    with pytest.raises(ValueError, match="has no state after \\[1000\\] steps on its last stage"):
+        khop.onset_summary(runs)

@@ -120,6 +120,10 @@ def test_record_roundtrip_tiny(name, tmp_path, monkeypatch):
     rec = record.load(path)
     assert path.name == record.file_name(name, "quick", tiny) and record.stale(rec) == ""
     assert set(rec.claims) == set(record.chapter_claims(rec.chapter)) and rec.train_seconds > 0
+    assert rec.wall_seconds > 0  # the whole call: the runs and the summary
+    table = record.listing([rec, record.load(_fake(tmp_path))])
+    assert "minutes (whole call" in table and f"| {report.format_value(rec.wall_seconds / 60, 3)} |" in table
+    assert "| nan |" in table  # the older file has no whole-call time
     assert "python -m companion record " + name in rec.command and "--set d=8" in rec.command
     assert "| `" in record.show(name, rec.summary, "live", [rec])
 

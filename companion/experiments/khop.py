@@ -292,7 +292,10 @@ def run(exp: KHopExperiment, progress: bool = True, use_cache: bool = True, devi
     return cache.load_or_compute("khop", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache)
 
 
-def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
+def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -> dict:
+    """:func:`run`'s training; ``keep``: also return (``"kept"``) the model's state dict after each of these
+    numbers of training steps on the last stage (0: where it moves there), as a run of exactly that many steps
+    would end."""
     device = config.get_device(device)
     stage = 1
     rng = _batches(exp, stage)
@@ -301,9 +304,12 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=exp.lr, weight_decay=0.0)
     steps, accs, stages, losses = [], [], [], []
     move_at = None  # the step of the move to the last stage, once its bar is met (``last_stage_delay`` later)
+    moved, kept = None, {}  # the step at which training on the last stage starts; the states of ``keep``
     loss = torch.tensor(float("nan"))
     start = time.perf_counter()
     for step in tqdm(range(exp.steps + 1), desc=f"{exp.k}-hop {exp.data}", disable=not progress, mininterval=2.0):
+        if moved is not None and step - moved in keep:
+            kept[step - moved] = _snapshot(model)
         if step % exp.eval_every == 0 or step == exp.steps:
             acc = _accuracy(model, tests)
             steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
@@ -314,15 +320,23 @@ def _train(exp: KHopExperiment, progress: bool, device=None) -> dict:
                 elif move_at is None:
                     move_at = step + exp.last_stage_delay
             if move_at is not None and move_at <= step and stage < exp.k:
-                stage = exp.k
+                stage, moved = exp.k, step
+                if 0 in keep:
+                    kept[0] = _snapshot(model)
                 if exp.last_stage_data:
                     rng = _batches(exp, stage)
             if step == exp.steps:
                 break
         loss = _train_step(model, opt, task, training_hops(exp, stage, rng), rng, device)
-    return {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
-            "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
-            "device": config.device_name(device), "state": {k: v.cpu() for k, v in model.state_dict().items()}}
+    out = {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
+           "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
+           "device": config.device_name(device), "state": {k: v.cpu() for k, v in model.state_dict().items()}}
+    return {**out, "kept": kept} if keep else out
+
+
+def _snapshot(model: torch.nn.Module) -> dict:
+    """A copy of the model's state dict, on the CPU."""
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
 
 def _batches(exp: KHopExperiment, stage: int) -> np.random.Generator:
@@ -1657,10 +1671,16 @@ def reseed_rows(summary, names=None, prefix: str = "") -> list[list]:
         for base, tag in RESEED_TAGS.items():
             if names is not None and reseed_name(base, r) not in names:
                 continue
-            t = f"{prefix}{tag}_d{r}"
-            rows.append([r, base, summary[f"{t}_stagek_at"], summary[f"{t}_best_hk"], summary[f"{t}_hk_at"],
-                         summary[f"{t}_tk_b1_prev"], summary[f"{t}_tkattn_l1_e{e}"]])
+            rows.append([r, base, *_run_cells(summary, f"{prefix}{tag}_d{r}", e)])
     return rows
+
+
+def _run_cells(summary, t: str, e: int) -> list:
+    """The cells of one run ``t`` of a study with other last-stage data (:func:`reseed_rows`,
+    :func:`delay_rows`): its move, best k-hop accuracy, when it learns it, and the two marks of the stall (hop
+    ``e``'s entry's attention on table k in block 1)."""
+    return [summary[f"{t}_stagek_at"], summary[f"{t}_best_hk"], summary[f"{t}_hk_at"], summary[f"{t}_tk_b1_prev"],
+            summary[f"{t}_tkattn_l1_e{e}"]]
 
 
 # --- seed 0's stalled run moved to its last stage later (recorded: ``khop_delay``) ---
@@ -1733,6 +1753,14 @@ def delay_summary(runs: dict[str, dict], level: float = 0.9, path: float = 0.5) 
     return report.Summary(out)
 
 
+def split_streams(curves: dict) -> tuple[dict, dict]:
+    """:func:`curves` of runs with and without other last-stage data (as :func:`reseed_name` names them), as two
+    :func:`curves`: the runs with it, and those with their own (for :func:`companion.plotting.reseed_panels`)."""
+    other = {n for n in curves["acc"] if RESEED_SUFFIX in n}
+    return tuple({key: {n: v for n, v in runs.items() if (n in other) == want} for key, runs in curves.items()}
+                 for want in (True, False))
+
+
 def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary:
     """The runs of :func:`delay_members` against seed 0's runs with their own data throughout (``plain``, by the
     names :data:`DELAYED` and :data:`EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
@@ -1802,8 +1830,24 @@ def delay_by_move(delays, reseeds, streams=RESEED_STREAMS, level: float = 0.5) -
     return report.Summary(out)
 
 
-DELAY_HEADER = ["last stage later by (steps)", "moves at (step)", "streams on the stall's path",
-                "streams on which it learns k hops"]
+def delay_header(k: int) -> list[str]:
+    """Columns of :func:`delay_rows`."""
+    return ["last stage later by (steps)", "last-stage data", *reseed_header(k)[2:]]
+
+
+def delay_rows(summary) -> list[list]:
+    """One row per run of :func:`delay_summary` (by delay, then stream; data 0: the run's own): as
+    :func:`reseed_rows`."""
+    rows, e = [], _marked_entry(int(summary["delay_k"]))
+    for d, streams in DELAY_GRID.items():
+        for r in streams:
+            if f"dl{d}_d{r}_hk_at" in summary:
+                rows.append([d, r or "own", *_run_cells(summary, f"dl{d}_d{r}", e)])
+    return rows
+
+
+DELAY_MOVE_HEADER = ["last stage later by (steps)", "moves at (step)", "streams on the stall's path",
+                     "streams on which it learns k hops"]
 
 
 def delay_move_rows(summary) -> list[list]:
@@ -1813,3 +1857,122 @@ def delay_move_rows(summary) -> list[list]:
     delays = sorted(int(key[5:-3]) for key in summary if key.startswith("dmove") and key.endswith("_at"))
     return [[d, summary[f"dmove{d}_at"], f"{int(summary[f'dmove{d}_breaks_n'])} of {n}",
              f"{int(summary[f'dmove{d}_learned_n'])} of {n}"] for d in delays]
+
+
+# --- where block 1 comes to read table k along the last stage (recorded: ``khop_onset``) ---
+
+ONSET_AFTER = (0, 100, 200, 400, 800, 1600, 3200)  # training steps on the last stage at which the model is read
+ONSET_RUNS = {"seed 0": "on100", EXPLORED: f"on{EXPLORED_EVERY}", reseed_name("seed 0", 1): "on100_d1",
+              reseed_name("seed 0", 3): "on100_d3"}
+"""The runs read along their last stage (summary tags): seed 0's two runs with their own data (stalled, and
+learned), and the stalled run's state on two streams of :func:`reseed_members` on which it took the stall's path
+(stream 1) and did not (stream 3), chosen after that study for the contrast within one state."""
+
+
+def onset_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The runs :data:`ONSET_RUNS`, as the seed study and :func:`reseed_members` configure them."""
+    every = seed_members(profile) | reseed_members(profile)
+    return {name: every[name] for name in ONSET_RUNS}
+
+
+def onset_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
+    """:func:`run` of ``exp`` that also keeps the model after each of :data:`ONSET_AFTER` training steps on its
+    last stage (``"kept"``: {steps: state dict}; the states that runs of exactly that many steps would end with),
+    with its configuration (``"exp"``)."""
+    r = cache.load_or_compute("khop-onset", exp, lambda: _train(exp, progress, device, keep=ONSET_AFTER), MODULES)
+    return {**r, "exp": exp}
+
+
+def onset_summary(runs: dict[str, dict], path: float = 0.5) -> report.Summary:
+    """The runs of :func:`onset_members` (from :func:`onset_run`) read after each of :data:`ONSET_AFTER` steps
+    ``a`` on their last stage: :func:`table_interference`'s entries as :func:`probe_summary` names them, under
+    ``<tag>_a<a>`` (tags :data:`ONSET_RUNS`: ``_tk_b1_prev``, the share of k-hop answers that are v_(k-1) with
+    table k shown to block 1 only; ``_tk_all_answer``, the share that are right; ``_tkattn_l<block>_e<i>``, ...);
+    per run, the same at its end (``<tag>_end_*``), the first of those steps at which block 1 breaks the
+    (k - 1)-hop answer (``<tag>_onset``, as :func:`reseed_paths` at ``path``; inf: at none) and how it ends
+    (:func:`_outcome`, at 0.9); over the runs on that path at their end, how many (``onset_path_n``) and the
+    latest of their onsets (``onset_path_latest``); over the others, how many (``onset_spared_n``) and the
+    smallest share of v_(k-1) answers with table k shown to block 1 only at any step read
+    (``onset_spared_min``); and the sizes (``onset_k``, ``onset_steps``, ``onset_chance``).
+
+    Raises:
+        ValueError: ``path`` outside (0, 1], a run that is not one of :func:`onset_members`, or one without a
+            kept state at one of :data:`ONSET_AFTER` (its last stage too short).
+    """
+    check_float("path", path, 0.0, 1.0, low_open=True)
+    out, onsets, spared = {}, [], []
+    for name, r in runs.items():
+        check_choice("run read along its last stage", name, list(ONSET_RUNS))
+        tag = ONSET_RUNS[name]
+        short = [a for a in ONSET_AFTER if a not in r["kept"]]
+        if short:
+            raise ValueError(f"{name!r} has no state after {short} steps on its last stage: allowed runs that train "
+                             f"at least {max(ONSET_AFTER)} steps on it")
+        for a in ONSET_AFTER:
+            res = table_interference(r["exp"], r["kept"][a])
+            _interference_values(out, f"{name}, after {a} steps on its last stage", f"{tag}_a{a}", res)
+        _interference_values(out, f"{name}, at its end", f"{tag}_end", table_interference(r["exp"], r["state"]))
+        breaks = [a for a in ONSET_AFTER if _block1_breaks(report.Summary(out), f"{tag}_a{a}", path)]
+        out[f"{tag}_onset"] = (float(breaks[0]) if breaks else math.inf,
+                               f"{name}: first of {list(ONSET_AFTER)} steps on its last stage at which block 1, "
+                               f"shown table k alone, leaves fewer than {path} of the k-hop answers at v_(k-1) "
+                               "(inf: none)")
+        out |= _outcome(r, tag, name, 0.9)
+        on_path = _block1_breaks(report.Summary(out), f"{tag}_end", path)
+        (onsets if on_path else spared).append((out[f"{tag}_onset"][0], min(out[f"{tag}_a{a}_tk_b1_prev"][0]
+                                                                             for a in ONSET_AFTER)))
+    out["onset_path_n"] = (len(onsets), f"runs on the stall's path at their end (block 1's share below {path})")
+    out["onset_path_latest"] = (max((o for o, _ in onsets), default=math.nan),
+                                "runs on the stall's path at their end: the latest first step at which they are on it "
+                                "(NaN: no such run)")
+    out["onset_spared_n"] = (len(spared), "runs off the stall's path at their end")
+    out["onset_spared_min"] = (min((m for _, m in spared), default=math.nan),
+                               "runs off the stall's path at their end: the smallest share of k-hop answers at "
+                               "v_(k-1) with table k shown to block 1 only, over every step read (NaN: no such run)")
+    out["onset_after"] = (", ".join(map(str, ONSET_AFTER)), "the steps on the last stage after which the runs are read")
+    out |= _sizes(next(iter(runs.values())), prefix="onset_")
+    return report.Summary(out)
+
+
+def onset_vs_entry(onset, entry) -> report.Summary:
+    """The states kept at the move (0 steps on the last stage, :func:`onset_summary`) of seed 0's two runs against
+    the same runs trained to that step (:func:`stage_entry_summary`, tags :data:`ENTRY_PROBE`): the largest
+    difference of their :func:`table_interference` entries (``onset_entry_gap``: zero when a kept state is the
+    state that a run of that many steps ends with), over ``onset_entry_n`` entries.
+
+    Raises:
+        ValueError: one of the two runs missing from either summary.
+    """
+    worst, n = 0.0, 0
+    for name, tag in ENTRY_PROBE.tags.items():
+        keys = [key[len(tag):] for key in entry if key.startswith(f"{tag}_tk")]
+        mine = f"{ONSET_RUNS.get(name)}_a0"
+        if not keys or any(mine + key not in onset for key in keys):
+            raise ValueError(f"{name!r} is missing from the onset or the stage-entry summary: allowed summaries of "
+                             "both studies with seed 0's two runs")
+        worst = max([worst, *(abs(onset[mine + key] - entry[tag + key]) for key in keys)])
+        n += len(keys)
+    return report.Summary({
+        "onset_entry_gap": (float(worst), "largest difference of the interference entries, the state kept at the "
+                                          "move against the run trained to it"),
+        "onset_entry_n": (n, "interference entries compared"),
+    })
+
+
+ONSET_HEADER_ROWS = ("v_(k-1) answers, table k shown to block 1 only",
+                     "hop (k-2)'s entry's attention on table k, block 1", "right k-hop answers")
+
+
+ONSET_HEADER = ["run", "measure", *(f"after {a} steps" for a in ONSET_AFTER)]  # columns of :func:`onset_rows`
+
+
+def onset_rows(summary) -> list[list]:
+    """Three rows per run of :func:`onset_summary` (its share of v_(k-1) answers with table k shown to block 1
+    only, block 1's attention on table k, its right answers), one column per step of :data:`ONSET_AFTER`."""
+    rows, e = [], _marked_entry(int(summary["onset_k"]))
+    for name, tag in ONSET_RUNS.items():
+        if f"{tag}_onset" not in summary:
+            continue
+        for key, what in zip(("tk_b1_prev", f"tkattn_l1_e{e}", "tk_all_answer"), ONSET_HEADER_ROWS):
+            rows.append([name, what, *(summary[f"{tag}_a{a}_{key}"] for a in ONSET_AFTER)])
+    return rows
