@@ -762,3 +762,30 @@ def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = N
         ax.set_ylabel(f"test accuracy, {np.asarray(curves['acc'][members[0][1]]).shape[1]} hops")
         ax.legend(fontsize=8, loc="upper left")
     return fig
+
+
+def onset_lines(summary):
+    """Seed 0's runs read along their last stage (:func:`companion.experiments.khop.onset_summary`): the share
+    of k-hop answers at v_(k-1) with table k shown to block 1 only (left) and hop k - 2's entry's attention on
+    table k in block 1 (right) against the steps on the last stage (symmetric log axis: 0 is the move), one line
+    per run; the stall's path (share below one half) shaded on the left."""
+    from companion.experiments import khop
+
+    k = int(summary["onset_k"])
+    e = khop.marked_entry(k)
+    fig, axes = plt.subplots(1, 2, figsize=(10.4, 3.4), constrained_layout=True)
+    x = np.asarray(khop.ONSET_AFTER, float)
+    for name, tag in khop.ONSET_RUNS.items():
+        if f"{tag}_onset" not in summary:
+            continue
+        for ax, key in zip(axes, ("tk_b1_prev", f"tkattn_l1_e{e}")):
+            ax.plot(x, [summary[f"{tag}_a{a}_{key}"] for a in khop.ONSET_AFTER], "o-", ms=3, lw=1.4, label=name)
+    axes[0].axhspan(0, 0.5, color="grey", alpha=0.12, lw=0)
+    axes[0].set_ylabel(f"answers v_{k - 1}, table {k} shown to block 1 only")
+    axes[1].set_ylabel(f"hop {e}'s entry's attention on table {k}, block 1")
+    for ax in axes:
+        ax.set_xscale("symlog", linthresh=100)
+        ax.set_xlabel("training steps on the last stage")
+        ax.set_ylim(0, 1.02)
+    axes[0].legend(fontsize=8, loc="lower left")
+    return fig

@@ -798,8 +798,20 @@ def test_delay_study_members_summary_and_the_repeat():
     same = {key: runs[names[-1]][key][::2] for key in ("step", "acc", "stage")}  # evaluated every 10 steps
     vs = khop.delay_vs_plain(runs, {khop.DELAYED: own, khop.EXPLORED: same})
     assert vs["delay_gap"] == 0 and vs["delay_repeat_gap"] == 0 and vs["delay_repeat_n"] == len(same["step"])
+    assert vs["delay_repeat_first"] == math.inf
+    assert vs["delay_moves_rs100"] == ", ".join(f"{m:.0f}" for m in khop.stage_moves(own))
     vs = khop.delay_vs_plain(runs, {khop.DELAYED: own, khop.EXPLORED: own})  # not the same run
-    assert vs["delay_repeat_gap"] > 0
+    a, b = runs[names[-1]], own
+    differ = [t for i, t in enumerate(b["step"]) if not np.array_equal(a["acc"][i], b["acc"][i])
+              or a["stage"][i] != b["stage"][i]]
+    assert vs["delay_repeat_gap"] > 0 and vs["delay_repeat_first"] == differ[0]
+    assert khop.stage_moves(own) == [khop.last_stage_at(own)]  # k = 2: one move
+    longer = khop.run(dataclasses.replace(khop.KHopExperiment(**kw), steps=60), progress=False)
+    c = khop.repeat_curves(runs, {khop.DELAYED: own, khop.EXPLORED: longer})
+    assert list(c["acc"]) == [khop.DELAYED, names[-1], khop.EXPLORED]
+    assert c["step"][khop.EXPLORED][-1] == 40 and np.array_equal(c["acc"][khop.EXPLORED], longer["acc"][:9])
+    with pytest.raises(ValueError, match="missing: allowed the delay study's runs"):
+        khop.repeat_curves(runs, {khop.DELAYED: own})
     with pytest.raises(ValueError, match="not among the runs with their own data"):
         khop.delay_vs_plain(runs, {khop.DELAYED: own})
     with pytest.raises(ValueError, match="is missing: allowed runs of delay_members that include it"):
@@ -815,11 +827,13 @@ def test_delay_by_move_counts_the_same_streams_of_every_state():
               for key, v in (("stagek_at", 2800.0 + d), ("hk_at", 7000.0 if r > d // 100 else math.inf),
                              ("tk_b1_prev", 0.2 if r <= d // 200 else 0.95))}
     s = khop.delay_by_move(delays, reseeds)
-    assert [s[f"dmove{d}_at"] for d in (0, 100, 200, 400)] == [2800, 2900, 3000, 3200]
-    assert [s[f"dmove{d}_breaks_n"] for d in (0, 100, 200, 400)] == [3, 0, 0, 2]
-    assert [s[f"dmove{d}_learned_n"] for d in (0, 100, 200, 400)] == [0, 3, 3, 0]
+    keys = ("0", "100", "400", "e250")  # delays, then seed 0 advancing every 250 steps (another run)
+    assert [s[f"dmove{d}_at"] for d in keys] == [2800, 2900, 3200, 3000]
+    assert [s[f"dmove{d}_breaks_n"] for d in keys] == [3, 0, 2, 0]
+    assert [s[f"dmove{d}_learned_n"] for d in keys] == [0, 3, 0, 3]
     rows = khop.delay_move_rows(s)
-    assert [r[0] for r in rows] == [0, 100, 200, 400] and rows[3][2:] == ["2 of 4", "0 of 4"]
+    assert [r[0] for r in rows] == [f"seed 0, last stage {d} steps later" for d in (0, 100, 400)] + [khop.EXPLORED]
+    assert rows[2][1:] == [3200, "2 of 4", "0 of 4"]
     assert len(rows[0]) == len(khop.DELAY_MOVE_HEADER)
     with pytest.raises(ValueError, match="missing: allowed summaries with every stream"):
         khop.delay_by_move({k: v for k, v in delays.items() if "dl400_d4" not in k}, reseeds)
@@ -860,6 +874,11 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     lowest = min(s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10))
     assert s["onset_path_latest"] == s["on100_onset"] if on_path else math.isnan(s["onset_path_latest"])
     assert math.isnan(s["onset_spared_min"]) if on_path else s["onset_spared_min"] == lowest
+    from companion import plotting
+
+    fig = plotting.onset_lines(s)
+    assert len(fig.axes[0].lines) == len(fig.axes[1].lines) == 2  # the two runs given
+    assert list(fig.axes[0].lines[0].get_ydata()) == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
     rows = khop.onset_rows(s)
     assert len(rows) == 6 and len(rows[0]) == 2 + 3 and rows[0][2:] == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
     entry = {f"{t}{key[8:]}": v for t in ("n100", "n250") for key, v in s.items() if key.startswith("on100_a0_tk")}

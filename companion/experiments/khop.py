@@ -1650,10 +1650,10 @@ def reseed_header(k: int) -> list[str]:
     """Columns of :func:`reseed_rows`."""
     return ["last-stage data", "run", "moves to k hops at (step)", f"best {k}-hop accuracy",
             f"{k}-hop learned at (step)", f"v_{k - 1} answers, table {k} shown to block 1 only",
-            f"hop {_marked_entry(k)}'s entry's attention on table {k}, block 1"]
+            f"hop {marked_entry(k)}'s entry's attention on table {k}, block 1"]
 
 
-def _marked_entry(k: int) -> int:
+def marked_entry(k: int) -> int:
     """The hop whose entry's attention on table k in block 1 marks the stall (:func:`reseed_rows`): hop k - 2's,
     which composes v_(k-1) in block 1 in seed 0's runs (hop 1's for k = 2)."""
     return max(k - 2, 1)
@@ -1666,7 +1666,7 @@ def reseed_rows(summary, names=None, prefix: str = "") -> list[list]:
     (:func:`table_interference` with table k shown to block 1 only; block 1's attention from hop k - 2's entry on
     table k)."""
     sizes = prefix or "reseed_"
-    rows, e = [], _marked_entry(int(summary[f"{sizes}k"]))
+    rows, e = [], marked_entry(int(summary[f"{sizes}k"]))
     for r in range(1, (int(summary["reseed_n"]) if names is None else max(RESEED_STREAMS)) + 1):
         for base, tag in RESEED_TAGS.items():
             if names is not None and reseed_name(base, r) not in names:
@@ -1689,9 +1689,10 @@ DELAYED = "seed 0"  # the run advancing every 100 steps: it moves to its last st
 DELAY_GRID = {100: (0, 1, 2, 3, 4), 200: (0,), 400: (1, 2, 3, 4)}
 """The steps by which :func:`delay_members` delays the move of :data:`DELAYED` to its last stage, each with its
 last-stage batch streams (0: its own, else ``last_stage_data``). Delay 0 is the run itself and its runs in
-:func:`reseed_members`; delay 200 moves it at the step where :data:`EXPLORED` moves (the two advance at the same
-evaluation then, and see the same batches), so that with its own data it is that run again."""
-DELAY_REPEATS = (200, 0)  # (delay, stream) of :data:`DELAY_GRID` that repeats the run :data:`EXPLORED`
+:func:`reseed_members`; delay 200 moves it at the step where :data:`EXPLORED` moves. We registered that with its
+own data it would be that run again; it is not: the two runs part from their first stage (each advances at its
+own evaluations: :func:`stage_moves`), which :func:`delay_vs_plain` shows."""
+DELAY_REPEATS = (200, 0)  # (delay, stream) of :data:`DELAY_GRID` moving where :data:`EXPLORED` moves
 
 
 def delay_name(delay: int, stream: int) -> str:
@@ -1765,14 +1766,15 @@ def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summ
     """The runs of :func:`delay_members` against seed 0's runs with their own data throughout (``plain``, by the
     names :data:`DELAYED` and :data:`EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
     stages over the common evaluations before :data:`DELAYED` moves to its last stage (``delay_gap``: zero when
-    the delay changes nothing before the bar), and of the run :data:`DELAY_REPEATS` from :data:`EXPLORED` at every
-    hop count and stage over the steps at which both are evaluated, to the shorter one's end
-    (``delay_repeat_gap``: zero when moving seed 0 that much later is the run advancing every
-    :data:`EXPLORED_EVERY` steps).
+    the delay changes nothing before the bar); the run :data:`DELAY_REPEATS`, which moves to the last stage where
+    :data:`EXPLORED` does, against that run at every hop count and stage over the steps at which both are
+    evaluated, to the shorter one's end (``delay_repeat_gap``: zero if they were one run; ``delay_repeat_n``, the
+    common evaluations; ``delay_repeat_first``, the first of them at which they differ, inf: none); and where each
+    plain run moves to each stage (``delay_moves_<tag>``, :func:`stage_moves`, tags :data:`RESEED_TAGS`).
 
     Raises:
-        ValueError: a run that is not one of :func:`delay_members`, the repeating run or a plain run missing, or
-            two runs evaluated at different steps (before the move), or with no step in common.
+        ValueError: a run that is not one of :func:`delay_members`, the run :data:`DELAY_REPEATS` or a plain run
+            missing, or two runs evaluated at different steps (before the move), or with no step in common.
     """
     for name in (DELAYED, EXPLORED):
         if name not in plain:
@@ -1788,44 +1790,85 @@ def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summ
     steps, ia, ib = np.intersect1d(np.asarray(a["step"]), np.asarray(b["step"]), return_indices=True)
     if not len(steps):
         raise ValueError(f"{repeat!r} and {EXPLORED!r} have no evaluation step in common: allowed runs that do")
-    gap = max(np.abs(np.asarray(a["acc"])[ia] - np.asarray(b["acc"])[ib]).max(),
-              np.abs(np.asarray(a["stage"])[ia] - np.asarray(b["stage"])[ib]).max())
-    return report.Summary({
+    diff = np.maximum(np.abs(np.asarray(a["acc"])[ia] - np.asarray(b["acc"])[ib]).max(1),
+                      np.abs(np.asarray(a["stage"])[ia] - np.asarray(b["stage"])[ib]))
+    out = {
         "delay_gap": (worst, f"largest difference before the bar, {DELAYED} moved later against its own run"),
-        "delay_repeat_gap": (float(gap), f"{repeat} against {EXPLORED}: largest difference of their accuracies "
-                                         "(every hop count) or stages at their common evaluations"),
+        "delay_repeat_gap": (float(diff.max()), f"{repeat} against {EXPLORED}: largest difference of their "
+                                                "accuracies (every hop count) or stages at their common evaluations"),
         "delay_repeat_n": (len(steps), f"{repeat} and {EXPLORED}: common evaluations"),
-    })
+        "delay_repeat_first": (float(steps[np.flatnonzero(diff > 0)[0]]) if (diff > 0).any() else math.inf,
+                               f"{repeat} and {EXPLORED}: the first common evaluation at which they differ (inf: "
+                               "none)"),
+    }
+    for name, tag in RESEED_TAGS.items():
+        out[f"delay_moves_{tag}"] = (", ".join(f"{m:.0f}" for m in stage_moves(plain[name])),
+                                     f"{name}: the steps at which it moves to 2, ..., k hops")
+    return report.Summary(out)
+
+
+def repeat_curves(runs: dict[str, dict], plain: dict[str, dict]) -> dict:
+    """:func:`curves` of :data:`DELAYED`, the run :data:`DELAY_REPEATS` of :func:`delay_members` (``runs``) and
+    :data:`EXPLORED` (``plain``: by those names), each to the last step of the delayed run (for
+    :func:`companion.plotting.hop_panels`).
+
+    Raises:
+        ValueError: one of the three missing.
+    """
+    repeat = delay_name(*DELAY_REPEATS)
+    picked = {name: src.get(name) for name, src in ((DELAYED, plain), (repeat, runs), (EXPLORED, plain))}
+    missing = [name for name, r in picked.items() if r is None]
+    if missing:
+        raise ValueError(f"{missing} missing: allowed the delay study's runs and seed 0's two runs with their own data")
+    last = np.asarray(runs[repeat]["step"])[-1]
+    keep = {name: np.asarray(r["step"]) <= last for name, r in picked.items()}
+    return {key: {name: np.asarray(r[key])[keep[name]] for name, r in picked.items()}
+            for key in ("step", "acc", "stage", "loss")}
+
+
+def stage_moves(r: dict) -> list[float]:
+    """The evaluation steps at which a curriculum run moves to stages 2..k (training on each starts right after;
+    inf: never), as :func:`last_stage_at` for the last.
+
+    >>> stage_moves({"step": np.array([0, 100, 200, 300]), "stage": np.array([1, 2, 2, 3]), "acc": np.zeros((4, 3))})
+    [0.0, 200.0]
+    """
+    step, stage = np.asarray(r["step"]), np.asarray(r["stage"])
+    out = []
+    for s in range(2, np.asarray(r["acc"]).shape[1] + 1):
+        first = np.flatnonzero(stage >= s)
+        out.append(float(step[max(first[0] - 1, 0)]) if len(first) else math.inf)
+    return out
 
 
 def delay_by_move(delays, reseeds, streams=RESEED_STREAMS, level: float = 0.5) -> report.Summary:
-    """Seed 0's runs on the same last-stage streams (``streams``) by the step at which they move to the last
-    stage: the reseeded runs (:func:`reseed_summary`, ``reseeds``: the run advancing every 100 steps, delay 0, and
-    the one advancing every :data:`EXPLORED_EVERY`, moving where delay 200 does) and the delayed ones
-    (:func:`delay_summary`, ``delays``), per delay ``<d>``: the step of the move (``dmove<d>_at``), the streams on
-    which the run takes the stall's path (``dmove<d>_breaks_n``, :func:`reseed_paths`' test at ``level``) and on
-    which it learns the k-th hop (``dmove<d>_learned_n``); ``dmove_n``, the streams.
+    """:data:`DELAYED` on the same last-stage streams (``streams``) by the delay of its move to the last stage:
+    delay 0 from :func:`reseed_summary` (``reseeds``), the others from :func:`delay_summary` (``delays``; the
+    delays whose runs cover ``streams``), and as a reference :data:`EXPLORED` on the same streams
+    (``reseeds``; key ``e<EXPLORED_EVERY>``: another run, which moves where delay 200 would); per delay (or
+    reference) ``<d>``: the step of the move (``dmove<d>_at``), the streams on which the run takes the stall's path
+    (``dmove<d>_breaks_n``, :func:`reseed_paths`' test at ``level``) and on which it learns the k-th hop
+    (``dmove<d>_learned_n``); ``dmove_n``, the streams.
 
     Raises:
         ValueError: ``level`` outside (0, 1], or a stream missing from one of the runs.
     """
     check_float("level", level, 0.0, 1.0, low_open=True)
-    tags = {0: (reseeds, RESEED_TAGS[DELAYED]), 200: (reseeds, RESEED_TAGS[EXPLORED])}
-    tags |= {d: (delays, f"dl{d}") for d, s in DELAY_GRID.items() if set(streams) <= set(s)}
+    tags = {"0": (reseeds, RESEED_TAGS[DELAYED])}
+    tags |= {str(d): (delays, f"dl{d}") for d, s in sorted(DELAY_GRID.items()) if set(streams) <= set(s)}
+    tags[f"e{EXPLORED_EVERY}"] = (reseeds, RESEED_TAGS[EXPLORED])
     out = {}
-    for d, (summary, tag) in sorted(tags.items()):
+    for d, (summary, tag) in tags.items():
         runs = [f"{tag}_d{r}" for r in streams]
         missing = [t for t in runs if f"{t}_hk_at" not in summary]
         if missing:
             raise ValueError(f"runs {missing} are missing: allowed summaries with every stream of {list(streams)}")
-        moves = {summary[f"{t}_stagek_at"] for t in runs}
-        out[f"dmove{d}_at"] = (max(moves), f"{DELAYED}, last stage {d} steps later: the step it moves to it")
+        who = EXPLORED if d.startswith("e") else f"{DELAYED}, last stage {d} steps later"
+        out[f"dmove{d}_at"] = (max(summary[f"{t}_stagek_at"] for t in runs), f"{who}: the step it moves to it")
         out[f"dmove{d}_breaks_n"] = (sum(_block1_breaks(summary, t, level) for t in runs),
-                                     f"{DELAYED}, last stage {d} steps later: streams on which block 1 breaks the "
-                                     "(k-1)-hop answer")
+                                     f"{who}: streams on which block 1 breaks the (k-1)-hop answer")
         out[f"dmove{d}_learned_n"] = (sum(bool(np.isfinite(summary[f"{t}_hk_at"])) for t in runs),
-                                      f"{DELAYED}, last stage {d} steps later: streams on which it learns the k-th "
-                                      "hop")
+                                      f"{who}: streams on which it learns the k-th hop")
     out["dmove_n"] = (len(streams), "streams of last-stage data compared")
     return report.Summary(out)
 
@@ -1838,7 +1881,7 @@ def delay_header(k: int) -> list[str]:
 def delay_rows(summary) -> list[list]:
     """One row per run of :func:`delay_summary` (by delay, then stream; data 0: the run's own): as
     :func:`reseed_rows`."""
-    rows, e = [], _marked_entry(int(summary["delay_k"]))
+    rows, e = [], marked_entry(int(summary["delay_k"]))
     for d, streams in DELAY_GRID.items():
         for r in streams:
             if f"dl{d}_d{r}_hk_at" in summary:
@@ -1846,17 +1889,19 @@ def delay_rows(summary) -> list[list]:
     return rows
 
 
-DELAY_MOVE_HEADER = ["last stage later by (steps)", "moves at (step)", "streams on the stall's path",
+DELAY_MOVE_HEADER = ["run", "moves to k hops at (step)", "streams on the stall's path",
                      "streams on which it learns k hops"]
 
 
 def delay_move_rows(summary) -> list[list]:
-    """One row per delay of :func:`delay_by_move`, by delay: the move's step, and the streams (out of
-    ``dmove_n``) on the stall's path and on which the run learns the k-th hop."""
+    """One row per delay of :func:`delay_by_move` (by delay), then the reference run: the move's step, and the
+    streams (out of ``dmove_n``) on the stall's path and on which the run learns the k-th hop."""
     n = int(summary["dmove_n"])
-    delays = sorted(int(key[5:-3]) for key in summary if key.startswith("dmove") and key.endswith("_at"))
-    return [[d, summary[f"dmove{d}_at"], f"{int(summary[f'dmove{d}_breaks_n'])} of {n}",
-             f"{int(summary[f'dmove{d}_learned_n'])} of {n}"] for d in delays]
+    keys = [key[5:-3] for key in summary if key.startswith("dmove") and key.endswith("_at")]
+    delays = sorted((k for k in keys if k.isdigit()), key=int) + [k for k in keys if not k.isdigit()]
+    return [[f"{DELAYED}, last stage {d} steps later" if d.isdigit() else EXPLORED, summary[f"dmove{d}_at"],
+             f"{int(summary[f'dmove{d}_breaks_n'])} of {n}", f"{int(summary[f'dmove{d}_learned_n'])} of {n}"]
+            for d in delays]
 
 
 # --- where block 1 comes to read table k along the last stage (recorded: ``khop_onset``) ---
@@ -1969,7 +2014,7 @@ ONSET_HEADER = ["run", "measure", *(f"after {a} steps" for a in ONSET_AFTER)]  #
 def onset_rows(summary) -> list[list]:
     """Three rows per run of :func:`onset_summary` (its share of v_(k-1) answers with table k shown to block 1
     only, block 1's attention on table k, its right answers), one column per step of :data:`ONSET_AFTER`."""
-    rows, e = [], _marked_entry(int(summary["onset_k"]))
+    rows, e = [], marked_entry(int(summary["onset_k"]))
     for name, tag in ONSET_RUNS.items():
         if f"{tag}_onset" not in summary:
             continue
