@@ -781,8 +781,8 @@ def onset_lines(summary):
         for ax, key in zip(axes, ("tk_b1_prev", f"tkattn_l1_e{e}")):
             ax.plot(x, [summary[f"{tag}_a{a}_{key}"] for a in khop.ONSET_AFTER], "o-", ms=3, lw=1.4, label=name)
     axes[0].axhspan(0, 0.5, color="grey", alpha=0.12, lw=0)
-    axes[0].set_ylabel(f"answers v_{k - 1}, table {k} shown to block 1 only")
-    axes[1].set_ylabel(f"hop {e}'s entry's attention on table {k}, block 1")
+    axes[0].set_ylabel(f"answers v_{k - 1}\n(table {k} shown to block 1 only)")
+    axes[1].set_ylabel(f"hop {e}'s entry's attention\non table {k}, block 1")
     for ax in axes:
         ax.set_xscale("symlog", linthresh=100)
         ax.set_xlabel("training steps on the last stage")
