@@ -852,6 +852,8 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
         short = khop.run(dataclasses.replace(exp, steps=at + a), progress=False, use_cache=False)["state"]
         assert all(torch.equal(state[key], short[key]) for key in short)
     assert any(not torch.equal(r["kept"][3][key], r["kept"][10][key]) for key in r["state"])
+    last = khop._train(exp, False, keep=(kw["steps"] - at,))["kept"][kw["steps"] - at]  # the run's own end
+    assert all(torch.equal(last[key], plain["state"][key]) for key in last)
 
     members = khop.onset_members("quick")
     assert list(members) == list(khop.ONSET_RUNS)

@@ -308,8 +308,6 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
     loss = torch.tensor(float("nan"))
     start = time.perf_counter()
     for step in tqdm(range(exp.steps + 1), desc=f"{exp.k}-hop {exp.data}", disable=not progress, mininterval=2.0):
-        if moved is not None and step - moved in keep:
-            kept[step - moved] = _snapshot(model)
         if step % exp.eval_every == 0 or step == exp.steps:
             acc = _accuracy(model, tests)
             steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
@@ -321,12 +319,12 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
                     move_at = step + exp.last_stage_delay
             if move_at is not None and move_at <= step and stage < exp.k:
                 stage, moved = exp.k, step
-                if 0 in keep:
-                    kept[0] = _snapshot(model)
                 if exp.last_stage_data:
                     rng = _batches(exp, stage)
-            if step == exp.steps:
-                break
+        if moved is not None and step - moved in keep:
+            kept[step - moved] = _snapshot(model)
+        if step == exp.steps:
+            break
         loss = _train_step(model, opt, task, training_hops(exp, stage, rng), rng, device)
     out = {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
            "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
