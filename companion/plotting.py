@@ -591,6 +591,38 @@ def hop_panels(curves: dict, chance: float):
     return fig
 
 
+def interval_lines(runs: dict, chance: float):
+    """Seed 002, K2 at two evaluation intervals: one panel per interval, the k-hop test accuracy of each seed along
+    training (colour = seed, the same in both panels), a dot where the run moves to its last stage. ``runs``: the
+    :func:`companion.experiments.khop.interval_pool`."""
+    from companion.experiments.khop import INTERVALS, _interval_of, last_stage_at
+
+    seeds = sorted({_interval_of(name)[0] for name in runs})
+    cmap = plt.get_cmap("tab10")
+    fig, axes = plt.subplots(1, len(INTERVALS), figsize=(5.2 * len(INTERVALS), 3.3), sharey=True,
+                             constrained_layout=True)
+    for ax, every in zip(axes, INTERVALS):
+        for name, r in runs.items():
+            seed, e = _interval_of(name)
+            if e != every:
+                continue
+            step, acc = np.asarray(r["step"]), np.asarray(r["acc"])[:, -1]
+            colour = cmap(seeds.index(seed) % 10)
+            ax.plot(step, acc, color=colour, lw=1.4, label=f"seed {seed}")
+            move = last_stage_at(r)
+            if np.isfinite(move):
+                ax.plot([move], [np.interp(move, step, acc)], "o", color=colour, ms=4)
+        ax.axhline(chance, color="grey", ls=":", lw=1)
+        ax.set_title(f"advancing every {every} steps", fontsize=10)
+        ax.set_xlabel("training step")
+    axes[0].set_ylabel(f"test accuracy, {np.asarray(next(iter(runs.values()))['acc']).shape[1]} hops")
+    handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(sorted(handles.values(), key=lambda h: int(h.get_label().split()[1])),
+               sorted(handles, key=lambda n: int(n.split()[1])), loc="outside upper center", ncol=len(seeds),
+               fontsize=8, frameon=False)
+    return fig
+
+
 def three_step_scales(res: dict, title: str = ""):
     """Seed 002, the three gradient steps rescaled: in-context accuracy against the scale of the memories'
     stored pairs, one line per mix of learned and hand-written memories

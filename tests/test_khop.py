@@ -895,3 +895,56 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     monkeypatch.setattr(khop, "ONSET_AFTER", (0, 3, 10, 1000))
     with pytest.raises(ValueError, match="has no state after \\[1000\\] steps on its last stage"):
         khop.onset_summary(runs)
+
+
+def test_the_interval_study_keeps_each_members_interval():
+    from companion import record
+
+    m = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
+    assert {name: (e.seed, e.eval_every, e.steps, e.layers, e.data) for name, e in m.items()} == {
+        khop.interval_name(s, every): (s, every, 10000, 4, "cumulative")
+        for every, seeds in khop.INTERVAL_SEEDS.items() for s in seeds}
+    assert khop.member_overrides("seed 3, every 250", {"steps": 10, "eval_every": 100}) == {"steps": 10}
+    assert khop.member_overrides("seed 3", {"steps": 10, "eval_every": 100}) == {"steps": 10, "eval_every": 100}
+    assert khop.interval_name(0, khop.EXPLORED_EVERY) == khop.EXPLORED  # the seed study's run joins the pool
+    # every seed of the pool is run at both intervals, once
+    pooled = set(m) | {khop.interval_name(s, 100) for s in khop.SEEDS} | {khop.EXPLORED}
+    assert len(pooled) == len(m) + len(khop.SEEDS) + 1
+    assert pooled == {khop.interval_name(s, e) for s in range(7) for e in khop.INTERVALS}
+
+
+def test_interval_summary_pools_and_counts_the_seeds():
+    def run(acc, stage):
+        r = _fake(acc)
+        r["stage"] = np.array(stage)
+        return r
+
+    solved = run([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], [1, 2, 2])
+    stalled = run([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12], [0.99, 0.99]], [1, 2, 2, 2])  # learns after the cut
+    early = run([[0.1, 0.1], [0.3, 0.1], [0.5, 0.12]], [1, 1, 1])
+    earlier = {"seed 0": stalled, "seed 1": run([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], [1, 2, 2, 2]),
+               khop.EXPLORED: run([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], [1, 2, 2, 2])}
+    runs = {"seed 1, every 250": solved, "seed 3, every 100": early, "seed 3, every 250": solved}
+    pool = khop.interval_pool(runs, earlier)
+    assert {name: int(r["step"][-1]) for name, r in pool.items()} == {
+        "seed 0, every 100": 20, "seed 1, every 100": 20, khop.EXPLORED: 20, **{n: 20 for n in runs}}
+    s = khop.interval_summary(runs, earlier)
+    assert (s["int_n100"], s["int_solved100_n"], s["int_n250"], s["int_solved250_n"]) == (3, 1, 3, 3)
+    assert s["int_solved100"] == pytest.approx(1 / 3) and s["int_pairs_n"] == 3
+    assert (s["int_only_slow_n"], s["int_only_fast_n"], s["int_gap_n"]) == (2, 0, 2)
+    assert (s["int_unsolved_n"], s["int_unsolved_early_n"]) == (2, 1)
+    assert s["int_move100_med"] == 0 and s["int_wait250_med"] == 20 and s["int_steps"] == 20
+    rows = khop.interval_rows(pool)
+    assert [r[0] for r in rows] == [0, 1, 3] and all(len(r) == len(khop.INTERVAL_HEADER) for r in rows)
+    assert rows[2][1] == "-, -" and rows[0][6].endswith("0.99")
+    assert khop.interval_rows({"seed 3, every 100": early})[0][4:] == ["(not run)"] * 3
+    with pytest.raises(ValueError, match="steps=30 is beyond"):
+        khop.truncated(solved, 30)
+    import matplotlib.pyplot as plt
+
+    from companion import plotting
+
+    fig = plotting.interval_lines(pool, 0.125)
+    # every 100: three curves, dots at the moves of the two that move (seed 3 never does), chance
+    assert len(fig.axes) == 2 and [len(ax.lines) for ax in fig.axes] == [3 + 2 + 1, 3 + 3 + 1]
+    plt.close(fig)

@@ -446,8 +446,8 @@ def member_overrides(name: str, overrides: dict) -> dict:
     """
     base = name.split(RESEED_SUFFIX)[0]
     m = SCALED.get(base, 1)
-    return {key: m * v if key in ("steps", "eval_every") else v for key, v in overrides.items()
-            if key not in KEPT.get(base, ())}
+    kept = KEPT.get(base, ("eval_every",) if _interval_of(base) else ())
+    return {key: m * v if key in ("steps", "eval_every") else v for key, v in overrides.items() if key not in kept}
 
 
 def _sizes(r: dict, prefix: str = "") -> dict:
@@ -650,6 +650,133 @@ def seed_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: 
 
 SEED_HEADER = ["run", "seed", "advances every", "learned at (steps), hops 1..k", "on the last stage from",
                "final accuracy, hops 1..k"]
+
+
+# --- the seed study at two evaluation intervals (recorded: ``record khop_interval``) ---
+
+INTERVALS = (100, EXPLORED_EVERY)  # the seed study's interval and the exploratory run's
+# seeds recorded here at each interval; with the seed study's runs (read up to INTERVAL_SETTINGS' steps) every
+# seed of 0..6 is run at both
+INTERVAL_SEEDS = {100: (3, 4, 5, 6), EXPLORED_EVERY: (1, 2, 3, 4, 5, 6)}
+INTERVAL_SETTINGS = SEED_SETTINGS | {"steps": 10000}  # the longest wait for four hops so far is about 4000 steps
+
+
+def interval_name(seed: int, every: int) -> str:
+    """A member of :func:`interval_members`: ``"seed 3, every 100"``; seed 0 every 250 is :data:`EXPLORED`."""
+    return f"seed {seed}, every {every}"
+
+
+def _interval_of(name: str) -> tuple[int, int] | None:
+    """(seed, interval) of an :func:`interval_name`, None for another name.
+
+    >>> _interval_of("seed 3, every 100"), _interval_of("seed 3")
+    ((3, 100), None)
+    """
+    parts = name.split(", every ")
+    if len(parts) != 2 or not parts[0].startswith("seed ") or not (parts[0][5:] + parts[1]).isdigit():
+        return None
+    return int(parts[0][5:]), int(parts[1])
+
+
+def interval_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The cumulative curriculum of :func:`seed_members` for the seeds :data:`INTERVAL_SEEDS` at each of
+    :data:`INTERVALS` (each member keeps its interval under a study-wide override)."""
+    size = SIZES[config.get_profile(profile)]
+    return {interval_name(s, every): KHopExperiment.for_profile(
+        profile, data="cumulative", **{**size, "seed": s, "eval_every": every})
+        for every, seeds in INTERVAL_SEEDS.items() for s in seeds}
+
+
+def truncated(r: dict, steps: int) -> dict:
+    """A run's curves up to step ``steps`` (what a run of that many steps records, for a run whose training does
+    not depend on its budget, as this module's do).
+
+    Raises:
+        ValueError: the run did not train that long.
+    """
+    step = np.asarray(r["step"])
+    if steps > step[-1]:
+        raise ValueError(f"steps={steps} is beyond the run's last evaluation {int(step[-1])}")
+    keep = step <= steps
+    return {**r, **{key: np.asarray(r[key])[keep] for key in ("step", "acc", "stage", "loss")}}
+
+
+def interval_pool(runs: dict[str, dict], earlier: dict[str, dict] | None = None) -> dict[str, dict]:
+    """:func:`interval_members`' runs with the seed study's (``earlier``, default its recording) cut to the same
+    budget and named by :func:`interval_name`: seeds 0..6, each at both :data:`INTERVALS`."""
+    if earlier is None:
+        earlier = recorded_runs(recorded(SEED_SETTINGS, experiment="khop_seeds"))[0]
+    steps = int(next(iter(runs.values()))["step"][-1])
+    renamed = {name if _interval_of(name) else interval_name(int(name[5:]), SEED_SETTINGS["eval_every"]): r
+               for name, r in earlier.items()}
+    return {**{name: truncated(r, steps) for name, r in renamed.items()}, **runs}
+
+
+def _solved(r: dict, solved: float) -> bool:
+    return bool(np.asarray(r["acc"])[-1].min() > solved)
+
+
+def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = None, level: float = 0.9,
+                     solved: float = 0.95) -> report.Summary:
+    """The numbers of the interval study, named ``int_*``: over :func:`interval_pool` (the runs with the seed
+    study's), per interval the runs and how many end solved (lowest final accuracy over 1..k above ``solved``);
+    over the seeds run at both, how many are solved at one interval only; how many unsolved runs had not learned
+    hops 1..k-1 (stalled before the last stage); the median step of the move to the last stage and the median
+    wait on it before the k-th hop (first evaluation at ``level``) of the solved runs."""
+    pool = interval_pool(runs, earlier)
+    by = {every: {s: r for name, r in pool.items() for s, e in [_interval_of(name)] if e == every}
+          for every in INTERVALS}
+    ok = {every: {s: _solved(r, solved) for s, r in rs.items()} for every, rs in by.items()}
+    slow, fast = EXPLORED_EVERY, INTERVALS[0]
+    pairs = sorted(set(by[fast]) & set(by[slow]))
+    out = {**_sizes(next(iter(runs.values())), prefix="int_"),
+           "int_pairs_n": (len(pairs), "seeds run at both intervals")}
+    for every in INTERVALS:
+        rs, good = by[every], ok[every]
+        moves = [last_stage_at(r) for s, r in rs.items() if good[s]]
+        waits = [last_stage_wait(r, level) for s, r in rs.items() if good[s]]
+        out |= {
+            f"int_n{every}": (len(rs), f"runs advancing every {every} steps"),
+            f"int_solved{every}_n": (int(sum(good.values())),
+                                     f"runs advancing every {every} steps whose lowest final accuracy is above {solved}"),
+            f"int_solved{every}": (float(np.mean(list(good.values()))), "the same, as a fraction of the runs"),
+            f"int_move{every}_med": (float(np.median(moves)) if moves else math.nan,
+                                     f"every {every}, solved runs: median step of the move to the last stage"),
+            f"int_wait{every}_med": (float(np.median(waits)) if waits else math.nan,
+                                     f"every {every}, solved runs: median steps on the last stage before the k-th "
+                                     "hop is learned"),
+        }
+    unsolved = [r for every in INTERVALS for s, r in by[every].items() if not ok[every][s]]
+    early = sum(bool(np.isinf(learned_at(r, level)[:-1]).any()) for r in unsolved)
+    return report.Summary(out | {
+        "int_only_slow_n": (sum(ok[slow][s] and not ok[fast][s] for s in pairs),
+                            f"seeds solved advancing every {slow} steps and not every {fast}"),
+        "int_only_fast_n": (sum(ok[fast][s] and not ok[slow][s] for s in pairs),
+                            f"seeds solved advancing every {fast} steps and not every {slow}"),
+        "int_gap_n": (sum(ok[slow][s] for s in pairs) - sum(ok[fast][s] for s in pairs),
+                      f"over those seeds, solved every {slow} minus solved every {fast}"),
+        "int_unsolved_n": (len(unsolved), "unsolved runs, both intervals"),
+        "int_unsolved_early_n": (int(early), f"unsolved runs that never learned one of hops 1..k-1 (at {level})"),
+    })
+
+
+def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
+    """One row per seed of :func:`interval_pool`'s runs (pass the pool): at each interval, the step each hop
+    count is first learned, the move to the last stage and the final accuracies."""
+    seeds = sorted({_interval_of(name)[0] for name in runs})
+    rows = []
+    for s in seeds:
+        row = [s]
+        for every in INTERVALS:
+            r = runs.get(interval_name(s, every))
+            row += ["(not run)"] * 3 if r is None else [_learned_cells(r, level)[0], f"{last_stage_at(r):.0f}",
+                                                        _learned_cells(r, level)[1]]
+        rows.append(row)
+    return rows
+
+
+INTERVAL_HEADER = ["seed", *[f"every {e}: {c}" for e in INTERVALS for c in (
+    "learned at, hops 1..k", "last stage from", "final, hops 1..k")]]
 
 
 # --- what a trained model computes where: linear probes of the chain (recorded: ``khop_probe``) ---
