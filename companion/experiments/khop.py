@@ -737,8 +737,8 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
         waits = [last_stage_wait(r, level) for s, r in rs.items() if good[s]]
         out |= {
             f"int_n{every}": (len(rs), f"runs advancing every {every} steps"),
-            f"int_solved{every}_n": (int(sum(good.values())),
-                                     f"runs advancing every {every} steps whose lowest final accuracy is above {solved}"),
+            f"int_solved{every}_n": (int(sum(good.values())), f"runs advancing every {every} steps whose lowest "
+                                                               f"final accuracy is above {solved}"),
             f"int_solved{every}": (float(np.mean(list(good.values()))), "the same, as a fraction of the runs"),
             f"int_move{every}_med": (float(np.median(moves)) if moves else math.nan,
                                      f"every {every}, solved runs: median step of the move to the last stage"),
