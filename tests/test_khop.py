@@ -948,3 +948,19 @@ def test_interval_summary_pools_and_counts_the_seeds():
     # every 100: three curves, dots at the moves of the two that move (seed 3 never does), chance
     assert len(fig.axes) == 2 and [len(ax.lines) for ax in fig.axes] == [3 + 2 + 1, 3 + 3 + 1]
     plt.close(fig)
+
+
+def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
+    from companion import record
+
+    m = record.build("khop_interval_long", "quick", khop.INTERVAL_LONG_SETTINGS)
+    short = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
+    assert list(m) == [khop.interval_name(s, 100) for s in (3, 4, 5, 6)]
+    for name, e in m.items():
+        assert e.steps == 20000 and dataclasses.replace(e, steps=short[name].steps) == short[name]
+    solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
+    stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
+    s = khop.interval_long_summary({"seed 3, every 100": solved, "seed 4, every 100": stalled,
+                                    "seed 5, every 100": solved})
+    assert (s["ilong_n"], s["ilong_solved_n"], s["ilong_flat_solved_n"], s["ilong_steps"]) == (3, 2, 1, 20)
+    assert s["ilong_s3_hk_at"] == 20 and math.isinf(s["ilong_s4_hk_at"]) and s["ilong_s4_final"] == 0.12

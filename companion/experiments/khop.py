@@ -775,6 +775,37 @@ def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
     return rows
 
 
+# the seeds that every 100 steps had not learned four hops in 10000 steps (khop_interval), run for twice the budget
+INTERVAL_LONG = tuple(interval_name(s, 100) for s in INTERVAL_SEEDS[100])
+INTERVAL_LONG_SETTINGS = INTERVAL_SETTINGS | {"steps": 20000}
+INTERVAL_FLAT = (3, 6)  # of those, the seeds whose k-hop accuracy was flat at chance at 10000 steps (khop_interval)
+
+
+def interval_long_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The runs :data:`INTERVAL_LONG` of :func:`interval_members`."""
+    every = interval_members(profile)
+    return {name: every[name] for name in INTERVAL_LONG}
+
+
+def interval_long_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95) -> report.Summary:
+    """The numbers of :func:`interval_long_members`' runs, named ``ilong_*``: per seed the first step at which the
+    k-hop accuracy reaches ``level`` (inf: never) and the final k-hop accuracy; how many end solved (lowest final
+    accuracy over 1..k above ``solved``), in all and among :data:`INTERVAL_FLAT`."""
+    out = {**_sizes(next(iter(runs.values())), prefix="ilong_"), "ilong_n": (len(runs), "runs")}
+    ok = {}
+    for name, r in runs.items():
+        seed = _interval_of(name)[0]
+        ok[seed] = _solved(r, solved)
+        out[f"ilong_s{seed}_hk_at"] = (float(learned_at(r, level)[-1]),
+                                       f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)")
+        out[f"ilong_s{seed}_final"] = (float(np.asarray(r["acc"])[-1, -1]), f"seed {seed}: final k-hop accuracy")
+    return report.Summary(out | {
+        "ilong_solved_n": (sum(ok.values()), f"runs whose lowest final accuracy is above {solved}"),
+        "ilong_flat_solved_n": (sum(ok[s] for s in INTERVAL_FLAT if s in ok),
+                                f"of seeds {INTERVAL_FLAT} (flat at chance at 10000 steps), those solved"),
+    })
+
+
 INTERVAL_HEADER = ["seed", *[f"every {e}: {c}" for e in INTERVALS for c in (
     "learned at, hops 1..k", "last stage from", "final, hops 1..k")]]
 
