@@ -932,7 +932,10 @@ def test_interval_summary_pools_and_counts_the_seeds():
     assert (s["int_n100"], s["int_solved100_n"], s["int_n250"], s["int_solved250_n"]) == (3, 1, 3, 3)
     assert s["int_solved100"] == pytest.approx(1 / 3) and s["int_pairs_n"] == 3
     assert (s["int_only_slow_n"], s["int_only_fast_n"], s["int_gap_n"]) == (2, 0, 2)
+    assert (s["int_only_slow_seeds"], s["int_only_fast_seeds"], s["int_solved100_seeds"]) == ("0, 3", "none", "1")
     assert (s["int_unsolved_n"], s["int_unsolved_early_n"]) == (2, 1)
+    assert (s["int_wait_max"], s["int_unsolved_time_min"], s["int_unsolved_last_max"]) == (20, 0, 0.12)  # seed 3 never moves
+    assert s["int_unsolved_flat_n"] == 2
     assert s["int_move100_med"] == 0 and s["int_wait250_med"] == 20 and s["int_steps"] == 20
     rows = khop.interval_rows(pool)
     assert [r[0] for r in rows] == [0, 1, 3] and all(len(r) == len(khop.INTERVAL_HEADER) for r in rows)

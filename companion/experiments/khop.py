@@ -712,6 +712,11 @@ def interval_pool(runs: dict[str, dict], earlier: dict[str, dict] | None = None)
     return {**{name: truncated(r, steps) for name, r in renamed.items()}, **runs}
 
 
+def _seed_list(seeds) -> str:
+    """Seeds as the text names them: ``"0, 2"``, ``"none"``."""
+    return ", ".join(str(s) for s in sorted(seeds)) or "none"
+
+
 def _solved(r: dict, solved: float) -> bool:
     return bool(np.asarray(r["acc"])[-1].min() > solved)
 
@@ -737,6 +742,7 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
         waits = [last_stage_wait(r, level) for s, r in rs.items() if good[s]]
         out |= {
             f"int_n{every}": (len(rs), f"runs advancing every {every} steps"),
+            f"int_solved{every}_seeds": (_seed_list(s for s in rs if good[s]), f"every {every}: the solved seeds"),
             f"int_solved{every}_n": (int(sum(good.values())), f"runs advancing every {every} steps whose lowest "
                                                                f"final accuracy is above {solved}"),
             f"int_solved{every}": (float(np.mean(list(good.values()))), "the same, as a fraction of the runs"),
@@ -748,15 +754,30 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
         }
     unsolved = [r for every in INTERVALS for s, r in by[every].items() if not ok[every][s]]
     early = sum(bool(np.isinf(learned_at(r, level)[:-1]).any()) for r in unsolved)
+    waits = [last_stage_wait(r, level) for every in INTERVALS for s, r in by[every].items() if ok[every][s]]
+    final = np.array([np.asarray(r["acc"])[-1, -1] for r in unsolved])
+    chance = 1.0 / next(iter(runs.values()))["N"]
     return report.Summary(out | {
         "int_only_slow_n": (sum(ok[slow][s] and not ok[fast][s] for s in pairs),
                             f"seeds solved advancing every {slow} steps and not every {fast}"),
+        "int_only_slow_seeds": (_seed_list(s for s in pairs if ok[slow][s] and not ok[fast][s]), "those seeds"),
         "int_only_fast_n": (sum(ok[fast][s] and not ok[slow][s] for s in pairs),
                             f"seeds solved advancing every {fast} steps and not every {slow}"),
+        "int_only_fast_seeds": (_seed_list(s for s in pairs if ok[fast][s] and not ok[slow][s]), "those seeds"),
         "int_gap_n": (sum(ok[slow][s] for s in pairs) - sum(ok[fast][s] for s in pairs),
                       f"over those seeds, solved every {slow} minus solved every {fast}"),
         "int_unsolved_n": (len(unsolved), "unsolved runs, both intervals"),
         "int_unsolved_early_n": (int(early), f"unsolved runs that never learned one of hops 1..k-1 (at {level})"),
+        "int_wait_max": (float(max(waits)) if waits else math.nan,
+                         "solved runs, both intervals: the most steps one trained on its last stage before the "
+                         "k-th hop"),
+        "int_unsolved_time_min": (min(max(0.0, float(r["step"][-1]) - last_stage_at(r)) for r in unsolved)
+                                  if unsolved else math.nan,
+                                  "unsolved runs: the fewest steps one trained on its last stage (0: never got there)"),
+        "int_unsolved_last_max": (float(final.max()) if unsolved else math.nan,
+                                  "unsolved runs: the highest final k-hop accuracy"),
+        "int_unsolved_flat_n": (int((final < 2 * chance).sum()),
+                                "unsolved runs whose final k-hop accuracy is below twice chance"),
     })
 
 
