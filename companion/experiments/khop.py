@@ -727,7 +727,9 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
     study's), per interval the runs and how many end solved (lowest final accuracy over 1..k above ``solved``);
     over the seeds run at both, how many are solved at one interval only; how many unsolved runs had not learned
     hops 1..k-1 (stalled before the last stage); the median step of the move to the last stage and the median
-    wait on it before the k-th hop (first evaluation at ``level``) of the solved runs."""
+    wait on it before the k-th hop (first evaluation at ``level``) of the solved runs; and what bears on the budget:
+    the longest such wait, the fewest steps an unsolved run had on its last stage, the highest final k-hop
+    accuracy of an unsolved run and how many end below twice chance."""
     pool = interval_pool(runs, earlier)
     by = {every: {s: r for name, r in pool.items() for s, e in [_interval_of(name)] if e == every}
           for every in INTERVALS}
@@ -754,7 +756,7 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
         }
     unsolved = [r for every in INTERVALS for s, r in by[every].items() if not ok[every][s]]
     early = sum(bool(np.isinf(learned_at(r, level)[:-1]).any()) for r in unsolved)
-    waits = [last_stage_wait(r, level) for every in INTERVALS for s, r in by[every].items() if ok[every][s]]
+    solved_waits = [last_stage_wait(r, level) for every in INTERVALS for s, r in by[every].items() if ok[every][s]]
     final = np.array([np.asarray(r["acc"])[-1, -1] for r in unsolved])
     chance = 1.0 / next(iter(runs.values()))["N"]
     return report.Summary(out | {
@@ -768,7 +770,7 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
                       f"over those seeds, solved every {slow} minus solved every {fast}"),
         "int_unsolved_n": (len(unsolved), "unsolved runs, both intervals"),
         "int_unsolved_early_n": (int(early), f"unsolved runs that never learned one of hops 1..k-1 (at {level})"),
-        "int_wait_max": (float(max(waits)) if waits else math.nan,
+        "int_wait_max": (float(max(solved_waits)) if solved_waits else math.nan,
                          "solved runs, both intervals: the most steps one trained on its last stage before the "
                          "k-th hop"),
         "int_unsolved_time_min": (min(max(0.0, float(r["step"][-1]) - last_stage_at(r)) for r in unsolved)
@@ -810,17 +812,23 @@ def interval_long_members(profile: str | None = None) -> dict[str, KHopExperimen
 
 def interval_long_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95) -> report.Summary:
     """The numbers of :func:`interval_long_members`' runs, named ``ilong_*``: per seed the first step at which the
-    k-hop accuracy reaches ``level`` (inf: never) and the final k-hop accuracy; how many end solved (lowest final
-    accuracy over 1..k above ``solved``), in all and among :data:`INTERVAL_FLAT`."""
+    k-hop accuracy reaches ``level`` (inf: never) and the final k-hop accuracy; the largest rise of the k-hop
+    accuracy over the second half of the budget; how many end solved (lowest final accuracy over 1..k above
+    ``solved``), in all and among :data:`INTERVAL_FLAT`."""
     out = {**_sizes(next(iter(runs.values())), prefix="ilong_"), "ilong_n": (len(runs), "runs")}
-    ok = {}
+    ok, gain = {}, []
     for name, r in runs.items():
         seed = _interval_of(name)[0]
         ok[seed] = _solved(r, solved)
         out[f"ilong_s{seed}_hk_at"] = (float(learned_at(r, level)[-1]),
                                        f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)")
         out[f"ilong_s{seed}_final"] = (float(np.asarray(r["acc"])[-1, -1]), f"seed {seed}: final k-hop accuracy")
+        step = np.asarray(r["step"])
+        half = int(np.argmin(np.abs(step - step[-1] / 2)))
+        gain.append(float(np.asarray(r["acc"])[-1, -1] - np.asarray(r["acc"])[half, -1]))
     return report.Summary(out | {
+        "ilong_gain_max": (max(gain), "the largest rise of a run's k-hop accuracy over the second half of its "
+                                      "budget (final minus at the middle evaluation)"),
         "ilong_solved_n": (sum(ok.values()), f"runs whose lowest final accuracy is above {solved}"),
         "ilong_flat_solved_n": (sum(ok[s] for s in INTERVAL_FLAT if s in ok),
                                 f"of seeds {INTERVAL_FLAT} (flat at chance at 10000 steps), those solved"),
