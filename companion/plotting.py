@@ -617,9 +617,9 @@ def interval_lines(runs: dict, chance: float):
         ax.set_xlabel("training step")
     axes[0].set_ylabel(f"test accuracy, {np.asarray(next(iter(runs.values()))['acc']).shape[1]} hops")
     handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
-    fig.legend(sorted(handles.values(), key=lambda h: int(h.get_label().split()[1])),
-               sorted(handles, key=lambda n: int(n.split()[1])), loc="outside upper center", ncol=len(seeds),
-               fontsize=8, frameon=False)
+    labels = [f"seed {s}" for s in seeds if f"seed {s}" in handles]  # in seed order, each once
+    fig.legend([handles[n] for n in labels], labels, loc="outside upper center", ncol=len(labels), fontsize=8,
+               frameon=False)
     return fig
 
 

@@ -425,7 +425,7 @@ def members(profile: str | None = None) -> dict[str, KHopExperiment]:
 SCALED = {"mixture, 1 layer": SHALLOW_STEPS}  # runs this multiple of the others' steps and evaluation interval
 EXPLORED_EVERY = 250  # the evaluation interval of the exploratory run that learned four hops (see the chapter)
 EXPLORED = f"seed 0, every {EXPLORED_EVERY}"  # its member in the seed study (:func:`seed_members`)
-KEPT = {"mixture, 1 layer": ("depth",), EXPLORED: ("eval_every",)}  # keeps these settings of its own
+KEPT = {"mixture, 1 layer": ("depth",)}  # keeps these settings of its own (and a "seed N, every M" its interval)
 RESEED_SUFFIX = ", last-stage data "  # a run of a member with other batches on its last stage (reseed_name)
 
 
@@ -433,7 +433,8 @@ def member_overrides(name: str, overrides: dict) -> dict:
     """The overrides of a whole study (``python -m companion record khop --set ...``) as member ``name`` takes
     them: a member in :data:`SCALED` multiplies ``steps`` and ``eval_every``, and one in :data:`KEPT` keeps
     those settings of its own (the single-layer run keeps its one layer: a ``depth`` override is the others'), as
-    does a run of it with other last-stage data (:func:`reseed_name`).
+    does a member named by its interval (:func:`interval_name`, :data:`EXPLORED` among them) its ``eval_every``,
+    and a run of any of them with other last-stage data (:func:`reseed_name`).
 
     >>> member_overrides("mixture, 1 layer", {"steps": 100, "k": 4, "depth": 4})
     {'steps': 400, 'k': 4}
@@ -792,8 +793,11 @@ def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
         row = [s]
         for every in INTERVALS:
             r = runs.get(interval_name(s, every))
-            row += ["(not run)"] * 3 if r is None else [_learned_cells(r, level)[0], f"{last_stage_at(r):.0f}",
-                                                        _learned_cells(r, level)[1]]
+            if r is None:
+                row += ["(not run)"] * 3
+            else:
+                at, final = _learned_cells(r, level)
+                row += [at, f"{last_stage_at(r):.0f}", final]
         rows.append(row)
     return rows
 
@@ -1998,17 +2002,15 @@ def repeat_curves(runs: dict[str, dict], plain: dict[str, dict]) -> dict:
     :func:`companion.plotting.hop_panels`).
 
     Raises:
-        ValueError: one of the three missing.
+        ValueError: one of the three missing, or one shorter than the delayed run.
     """
     repeat = delay_name(*DELAY_REPEATS)
     picked = {name: src.get(name) for name, src in ((DELAYED, plain), (repeat, runs), (EXPLORED, plain))}
     missing = [name for name, r in picked.items() if r is None]
     if missing:
         raise ValueError(f"{missing} missing: allowed the delay study's runs and seed 0's two runs with their own data")
-    last = np.asarray(runs[repeat]["step"])[-1]
-    keep = {name: np.asarray(r["step"]) <= last for name, r in picked.items()}
-    return {key: {name: np.asarray(r[key])[keep[name]] for name, r in picked.items()}
-            for key in ("step", "acc", "stage", "loss")}
+    last = int(np.asarray(runs[repeat]["step"])[-1])
+    return curves({name: truncated(r, last) for name, r in picked.items()})
 
 
 def stage_moves(r: dict) -> list[float]:
