@@ -591,21 +591,18 @@ def hop_panels(curves: dict, chance: float):
     return fig
 
 
-def interval_lines(runs: dict, chance: float):
-    """Seed 002, K2 at two evaluation intervals: one panel per interval, the k-hop test accuracy of each seed along
-    training (colour = seed, the same in both panels), a dot where the run moves to its last stage. ``runs``: the
-    :func:`companion.experiments.khop.interval_pool`."""
-    from companion.experiments.khop import INTERVALS, _interval_of, last_stage_at
+def seed_lines(panels: dict[str, dict[int, dict]], chance: float):
+    """Seed 002, K2 over seeds: one panel per study ({title: {seed: run}}), the k-hop test accuracy of each seed
+    along training (colour = seed, the same in every panel), a dot where the run moves to its last stage."""
+    from companion.experiments.khop import last_stage_at
 
-    seeds = sorted({_interval_of(name)[0] for name in runs})
+    seeds = sorted(set().union(*panels.values()))
     cmap = plt.get_cmap("tab10")
-    fig, axes = plt.subplots(1, len(INTERVALS), figsize=(5.2 * len(INTERVALS), 3.3), sharey=True,
-                             constrained_layout=True)
-    for ax, every in zip(axes, INTERVALS):
-        for name, r in runs.items():
-            seed, e = _interval_of(name)
-            if e != every:
-                continue
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.3), sharey=True, constrained_layout=True,
+                             squeeze=False)
+    axes = axes[0]
+    for ax, (title, runs) in zip(axes, panels.items()):
+        for seed, r in sorted(runs.items()):
             step, acc = np.asarray(r["step"]), np.asarray(r["acc"])[:, -1]
             colour = cmap(seeds.index(seed) % 10)
             ax.plot(step, acc, color=colour, lw=1.4, label=f"seed {seed}")
@@ -613,14 +610,24 @@ def interval_lines(runs: dict, chance: float):
             if np.isfinite(move):
                 ax.plot([move], [np.interp(move, step, acc)], "o", color=colour, ms=4)
         ax.axhline(chance, color="grey", ls=":", lw=1)
-        ax.set_title(f"advancing every {every} steps", fontsize=10)
+        ax.set_title(title, fontsize=10)
         ax.set_xlabel("training step")
-    axes[0].set_ylabel(f"test accuracy, {np.asarray(next(iter(runs.values()))['acc']).shape[1]} hops")
+    k = np.asarray(next(r for runs in panels.values() for r in runs.values())["acc"]).shape[1]
+    axes[0].set_ylabel(f"test accuracy, {k} hops")
     handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
-    labels = [f"seed {s}" for s in seeds if f"seed {s}" in handles]  # in seed order, each once
+    labels = [f"seed {s}" for s in seeds]
     fig.legend([handles[n] for n in labels], labels, loc="outside upper center", ncol=len(labels), fontsize=8,
                frameon=False)
     return fig
+
+
+def interval_lines(runs: dict, chance: float):
+    """Seed 002, K2 at two evaluation intervals: :func:`seed_lines` with one panel per interval. ``runs``: the
+    :func:`companion.experiments.khop.interval_pool`."""
+    from companion.experiments.khop import INTERVALS, by_interval
+
+    by = by_interval(runs)
+    return seed_lines({f"advancing every {every} steps": by[every] for every in INTERVALS}, chance)
 
 
 def three_step_scales(res: dict, title: str = ""):

@@ -722,77 +722,103 @@ def _solved(r: dict, solved: float) -> bool:
     return bool(np.asarray(r["acc"])[-1].min() > solved)
 
 
+def by_interval(pool: dict[str, dict]) -> dict[int, dict[int, dict]]:
+    """:func:`interval_pool`'s runs as {interval: {seed: run}}, for each of :data:`INTERVALS`."""
+    return {every: {s: r for name, r in pool.items() for s, e in [_interval_of(name)] if e == every}
+            for every in INTERVALS}
+
+
+def _population(rs: dict[int, dict], ok: dict[int, bool], p: str, t: str, who: str, level: float,
+                solved: float) -> dict:
+    """Summary entries of one population of runs ({seed: run}, ``ok``: solved or not): the runs, the solved
+    seeds, their count and fraction, the median step of their move to the last stage and their median wait there
+    before the k-th hop (first evaluation at ``level``); named ``<p>n<t>``, ``<p>solved<t>_seeds``,
+    ``<p>solved<t>_n``, ``<p>solved<t>``, ``<p>move<t>_med``, ``<p>wait<t>_med``."""
+    moves = [last_stage_at(r) for s, r in rs.items() if ok[s]]
+    waits = [last_stage_wait(r, level) for s, r in rs.items() if ok[s]]
+    return {
+        f"{p}n{t}": (len(rs), f"runs {who}"),
+        f"{p}solved{t}_seeds": (_seed_list(s for s in rs if ok[s]), f"{who}: the solved seeds"),
+        f"{p}solved{t}_n": (int(sum(ok.values())), f"runs {who} whose lowest final accuracy is above {solved}"),
+        f"{p}solved{t}": (float(np.mean(list(ok.values()))), "the same, as a fraction of the runs"),
+        f"{p}move{t}_med": (float(np.median(moves)) if moves else math.nan,
+                            f"{who}, solved runs: median step of the move to the last stage"),
+        f"{p}wait{t}_med": (float(np.median(waits)) if waits else math.nan,
+                            f"{who}, solved runs: median steps on the last stage before the k-th hop is learned"),
+    }
+
+
+def _unsolved(unsolved: list[dict], solved_runs: list[dict], p: str, level: float) -> dict:
+    """Summary entries of the unsolved runs of a study, and what bears on its budget: how many had not learned
+    hops 1..k-1 (at ``level``), the longest wait of a solved run on its last stage before the k-th hop, the fewest
+    steps an unsolved run had there, the highest final k-hop accuracy of an unsolved run and how many end below
+    twice chance; named ``<p>unsolved_n``, ``<p>unsolved_early_n``, ``<p>wait_max``, ``<p>unsolved_time_min``,
+    ``<p>unsolved_last_max``, ``<p>unsolved_flat_n``."""
+    early = sum(bool(np.isinf(learned_at(r, level)[:-1]).any()) for r in unsolved)
+    waits = [last_stage_wait(r, level) for r in solved_runs]
+    final = np.array([np.asarray(r["acc"])[-1, -1] for r in unsolved])
+    chance = 1.0 / (unsolved or solved_runs)[0]["N"]
+    return {
+        f"{p}unsolved_n": (len(unsolved), "unsolved runs"),
+        f"{p}unsolved_early_n": (int(early), f"unsolved runs that never learned one of hops 1..k-1 (at {level})"),
+        f"{p}wait_max": (float(max(waits)) if waits else math.nan,
+                         "solved runs: the most steps one trained on its last stage before the k-th hop"),
+        f"{p}unsolved_time_min": (min(max(0.0, float(r["step"][-1]) - last_stage_at(r)) for r in unsolved)
+                                  if unsolved else math.nan,
+                                  "unsolved runs: the fewest steps one trained on its last stage (0: never got there)"),
+        f"{p}unsolved_last_max": (float(final.max()) if unsolved else math.nan,
+                                  "unsolved runs: the highest final k-hop accuracy"),
+        f"{p}unsolved_flat_n": (int((final < 2 * chance).sum()),
+                                "unsolved runs whose final k-hop accuracy is below twice chance"),
+    }
+
+
+def _pair_counts(a: dict[int, bool], b: dict[int, bool], p: str, only_a: str, only_b: str, what_a: str,
+                 what_b: str) -> dict:
+    """Over the seeds of both ``a`` and ``b`` ({seed: solved}): how many (and which) are solved in one only, and
+    solved in ``b`` minus solved in ``a`` (``<p>pairs_n``, ``<p><only_a>_n``/``_seeds``, ``<p><only_b>_n``/``_seeds``,
+    ``<p>gap_n``)."""
+    pairs = sorted(set(a) & set(b))
+    just_a = [s for s in pairs if a[s] and not b[s]]
+    just_b = [s for s in pairs if b[s] and not a[s]]
+    return {
+        f"{p}pairs_n": (len(pairs), f"seeds run {what_a} and {what_b}"),
+        f"{p}{only_b}_n": (len(just_b), f"seeds solved {what_b} and not {what_a}"),
+        f"{p}{only_b}_seeds": (_seed_list(just_b), "those seeds"),
+        f"{p}{only_a}_n": (len(just_a), f"seeds solved {what_a} and not {what_b}"),
+        f"{p}{only_a}_seeds": (_seed_list(just_a), "those seeds"),
+        f"{p}gap_n": (sum(b[s] for s in pairs) - sum(a[s] for s in pairs),
+                      f"over those seeds, solved {what_b} minus solved {what_a}"),
+    }
+
+
 def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = None, level: float = 0.9,
                      solved: float = 0.95) -> report.Summary:
     """The numbers of the interval study, named ``int_*``: over :func:`interval_pool` (the runs with the seed
-    study's), per interval the runs and how many end solved (lowest final accuracy over 1..k above ``solved``);
-    over the seeds run at both, how many are solved at one interval only; how many unsolved runs had not learned
-    hops 1..k-1 (stalled before the last stage); the median step of the move to the last stage and the median
-    wait on it before the k-th hop (first evaluation at ``level``) of the solved runs; and what bears on the budget:
-    the longest such wait, the fewest steps an unsolved run had on its last stage, the highest final k-hop
-    accuracy of an unsolved run and how many end below twice chance."""
-    pool = interval_pool(runs, earlier)
-    by = {every: {s: r for name, r in pool.items() for s, e in [_interval_of(name)] if e == every}
-          for every in INTERVALS}
+    study's), per interval the runs and how many end solved (lowest final accuracy over 1..k above ``solved``;
+    :func:`_population`); over the seeds run at both, how many are solved at one interval only; and the
+    unsolved runs of both intervals (:func:`_unsolved`)."""
+    by = by_interval(interval_pool(runs, earlier))
     ok = {every: {s: _solved(r, solved) for s, r in rs.items()} for every, rs in by.items()}
-    slow, fast = EXPLORED_EVERY, INTERVALS[0]
-    pairs = sorted(set(by[fast]) & set(by[slow]))
-    out = {**_sizes(next(iter(runs.values())), prefix="int_"),
-           "int_pairs_n": (len(pairs), "seeds run at both intervals")}
+    fast, slow = INTERVALS
+    out = _sizes(next(iter(runs.values())), prefix="int_")
     for every in INTERVALS:
-        rs, good = by[every], ok[every]
-        moves = [last_stage_at(r) for s, r in rs.items() if good[s]]
-        waits = [last_stage_wait(r, level) for s, r in rs.items() if good[s]]
-        out |= {
-            f"int_n{every}": (len(rs), f"runs advancing every {every} steps"),
-            f"int_solved{every}_seeds": (_seed_list(s for s in rs if good[s]), f"every {every}: the solved seeds"),
-            f"int_solved{every}_n": (int(sum(good.values())), f"runs advancing every {every} steps whose lowest "
-                                                               f"final accuracy is above {solved}"),
-            f"int_solved{every}": (float(np.mean(list(good.values()))), "the same, as a fraction of the runs"),
-            f"int_move{every}_med": (float(np.median(moves)) if moves else math.nan,
-                                     f"every {every}, solved runs: median step of the move to the last stage"),
-            f"int_wait{every}_med": (float(np.median(waits)) if waits else math.nan,
-                                     f"every {every}, solved runs: median steps on the last stage before the k-th "
-                                     "hop is learned"),
-        }
-    unsolved = [r for every in INTERVALS for s, r in by[every].items() if not ok[every][s]]
-    early = sum(bool(np.isinf(learned_at(r, level)[:-1]).any()) for r in unsolved)
-    solved_waits = [last_stage_wait(r, level) for every in INTERVALS for s, r in by[every].items() if ok[every][s]]
-    final = np.array([np.asarray(r["acc"])[-1, -1] for r in unsolved])
-    chance = 1.0 / next(iter(runs.values()))["N"]
-    return report.Summary(out | {
-        "int_only_slow_n": (sum(ok[slow][s] and not ok[fast][s] for s in pairs),
-                            f"seeds solved advancing every {slow} steps and not every {fast}"),
-        "int_only_slow_seeds": (_seed_list(s for s in pairs if ok[slow][s] and not ok[fast][s]), "those seeds"),
-        "int_only_fast_n": (sum(ok[fast][s] and not ok[slow][s] for s in pairs),
-                            f"seeds solved advancing every {fast} steps and not every {slow}"),
-        "int_only_fast_seeds": (_seed_list(s for s in pairs if ok[fast][s] and not ok[slow][s]), "those seeds"),
-        "int_gap_n": (sum(ok[slow][s] for s in pairs) - sum(ok[fast][s] for s in pairs),
-                      f"over those seeds, solved every {slow} minus solved every {fast}"),
-        "int_unsolved_n": (len(unsolved), "unsolved runs, both intervals"),
-        "int_unsolved_early_n": (int(early), f"unsolved runs that never learned one of hops 1..k-1 (at {level})"),
-        "int_wait_max": (float(max(solved_waits)) if solved_waits else math.nan,
-                         "solved runs, both intervals: the most steps one trained on its last stage before the "
-                         "k-th hop"),
-        "int_unsolved_time_min": (min(max(0.0, float(r["step"][-1]) - last_stage_at(r)) for r in unsolved)
-                                  if unsolved else math.nan,
-                                  "unsolved runs: the fewest steps one trained on its last stage (0: never got there)"),
-        "int_unsolved_last_max": (float(final.max()) if unsolved else math.nan,
-                                  "unsolved runs: the highest final k-hop accuracy"),
-        "int_unsolved_flat_n": (int((final < 2 * chance).sum()),
-                                "unsolved runs whose final k-hop accuracy is below twice chance"),
-    })
+        out |= _population(by[every], ok[every], "int_", str(every), f"advancing every {every} steps", level, solved)
+    out |= _pair_counts(ok[fast], ok[slow], "int_", "only_fast", "only_slow", f"every {fast}", f"every {slow}")
+    flat = [(r, ok[every][s]) for every in INTERVALS for s, r in by[every].items()]
+    return report.Summary(out | _unsolved([r for r, good in flat if not good], [r for r, good in flat if good],
+                                          "int_", level))
 
 
-def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
-    """One row per seed of :func:`interval_pool`'s runs (pass the pool): at each interval, the step each hop
-    count is first learned, the move to the last stage and the final accuracies."""
-    seeds = sorted({_interval_of(name)[0] for name in runs})
+def paired_rows(groups: list[dict[int, dict]], level: float = 0.9) -> list[list]:
+    """One row per seed of several studies ({seed: run} each, in the columns' order): in each, the step each
+    hop count is first learned, the move to the last stage and the final accuracies ("(not run)" where a study
+    lacks the seed)."""
     rows = []
-    for s in seeds:
+    for s in sorted(set().union(*groups)):
         row = [s]
-        for every in INTERVALS:
-            r = runs.get(interval_name(s, every))
+        for runs in groups:
+            r = runs.get(s)
             if r is None:
                 row += ["(not run)"] * 3
             else:
@@ -800,6 +826,19 @@ def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
                 row += [at, f"{last_stage_at(r):.0f}", final]
         rows.append(row)
     return rows
+
+
+def paired_header(titles) -> list[str]:
+    """:func:`paired_rows`' header, the studies titled ``titles``."""
+    return ["seed", *[f"{t}: {c}" for t in titles for c in ("learned at, hops 1..k", "last stage from",
+                                                             "final, hops 1..k")]]
+
+
+def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
+    """One row per seed of :func:`interval_pool`'s runs (pass the pool): at each interval, the step each hop
+    count is first learned, the move to the last stage and the final accuracies (:func:`paired_rows`)."""
+    by = by_interval(runs)
+    return paired_rows([by[every] for every in INTERVALS], level)
 
 
 # the seeds that every 100 steps had not learned four hops in 10000 steps (khop_interval), run for twice the budget
@@ -839,8 +878,60 @@ def interval_long_summary(runs: dict[str, dict], level: float = 0.9, solved: flo
     })
 
 
-INTERVAL_HEADER = ["seed", *[f"every {e}: {c}" for e in INTERVALS for c in (
-    "learned at, hops 1..k", "last stage from", "final, hops 1..k")]]
+INTERVAL_HEADER = paired_header(f"every {e}" for e in INTERVALS)
+
+
+# --- the same seeds with a wider model (recorded: ``record khop_wide``) ---
+
+WIDE_FACTOR = 2  # the wide study's width, as a multiple of the profile's (quick: d = 64 against 32)
+WIDE_SEEDS = tuple(range(7))  # the interval study's seeds
+WIDE_SETTINGS = INTERVAL_SETTINGS | {"d": WIDE_FACTOR * SIZES["quick"]["d"]}
+
+
+def wide_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The cumulative curriculum of :func:`seed_members` for the seeds :data:`WIDE_SEEDS`, advancing every 100
+    steps, with :data:`WIDE_FACTOR` times the profile's width (the same heads, so wider heads): ``"seed 0"``, ..."""
+    size = SIZES[config.get_profile(profile)]
+    return {seed_name(s): KHopExperiment.for_profile(
+        profile, data="cumulative", **{**size, "seed": s, "d": WIDE_FACTOR * size["d"]}) for s in WIDE_SEEDS}
+
+
+def _seeded(runs: dict[str, dict]) -> dict[int, dict]:
+    """{seed: run} of a study whose runs are named :func:`seed_name`."""
+    return {int(name[5:]): r for name, r in runs.items()}
+
+
+def narrow_runs(every: int = 100) -> dict[int, dict]:
+    """The interval study's pool (:func:`interval_pool`, recorded) advancing every ``every`` steps, by seed: the
+    narrow model the wide study is compared with."""
+    pool = interval_pool(recorded_runs(recorded(INTERVAL_SETTINGS, experiment="khop_interval"))[0])
+    return by_interval(pool)[every]
+
+
+def wide_summary(runs: dict[str, dict], narrow: dict[int, dict] | None = None, level: float = 0.9,
+                 solved: float = 0.95) -> report.Summary:
+    """The numbers of :func:`wide_members`' runs, named ``wide_*``, against the same seeds with the profile's
+    width (``narrow``: {seed: run}, default :func:`narrow_runs`): the wide runs and how many end solved
+    (:func:`_population`), the same of the narrow runs (``wide_narrow_*``), over the seeds of both how many are
+    solved at one width only (``wide_gained_*``, ``wide_lost_*``, ``wide_gap_n``), and the wide study's unsolved
+    runs (:func:`_unsolved`).
+
+    Raises:
+        ValueError: the narrow runs were trained for another budget.
+    """
+    wide = _seeded(runs)
+    narrow = narrow_runs() if narrow is None else narrow
+    steps = {int(r["step"][-1]) for r in [*wide.values(), *narrow.values()]}
+    if len(steps) != 1:
+        raise ValueError(f"budgets {sorted(steps)}: allowed wide and narrow runs of the same number of steps")
+    ok = {s: _solved(r, solved) for s, r in wide.items()}
+    ok_narrow = {s: _solved(r, solved) for s, r in narrow.items()}
+    out = _sizes(next(iter(runs.values())), prefix="wide_") | _population(
+        wide, ok, "wide_", "", "of the wide model", level, solved)
+    out |= _population(narrow, ok_narrow, "wide_narrow_", "", "of the narrow model", level, solved)
+    out |= _pair_counts(ok_narrow, ok, "wide_", "lost", "gained", "narrow", "wide")
+    return report.Summary(out | _unsolved([r for s, r in wide.items() if not ok[s]],
+                                          [r for s, r in wide.items() if ok[s]], "wide_", level))
 
 
 # --- what a trained model computes where: linear probes of the chain (recorded: ``khop_probe``) ---
