@@ -121,10 +121,14 @@ def test_members_share_task_model_and_budget(profile, k):
     assert all(e.profile == profile for e in m.values())
 
 
-def _fake(acc, N=8):
+def _fake(acc, N=8, stage=None):
     acc = np.asarray(acc, dtype=float)
-    return {"step": np.arange(len(acc)) * 10, "acc": acc, "stage": np.ones(len(acc), int), "loss": np.ones(len(acc)),
-            "N": N}
+    stage = np.ones(len(acc), int) if stage is None else np.asarray(stage)
+    return {"step": np.arange(len(acc)) * 10, "acc": acc, "stage": stage, "loss": np.ones(len(acc)), "N": N}
+
+
+def _staged(acc, stage):
+    return _fake(acc, stage=stage)
 
 
 def test_summary_reads_the_runs():
@@ -914,16 +918,11 @@ def test_the_interval_study_keeps_each_members_interval():
 
 
 def test_interval_summary_pools_and_counts_the_seeds():
-    def run(acc, stage):
-        r = _fake(acc)
-        r["stage"] = np.array(stage)
-        return r
-
-    solved = run([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], [1, 2, 2])
-    stalled = run([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12], [0.99, 0.99]], [1, 2, 2, 2])  # learns after the cut
-    early = run([[0.1, 0.1], [0.3, 0.1], [0.5, 0.12]], [1, 1, 1])
-    earlier = {"seed 0": stalled, "seed 1": run([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], [1, 2, 2, 2]),
-               khop.EXPLORED: run([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], [1, 2, 2, 2])}
+    solved = _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], [1, 2, 2])
+    stalled = _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12], [0.99, 0.99]], [1, 2, 2, 2])  # learns after the cut
+    early = _staged([[0.1, 0.1], [0.3, 0.1], [0.5, 0.12]], [1, 1, 1])
+    earlier = {"seed 0": stalled, "seed 1": _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], [1, 2, 2, 2]),
+               khop.EXPLORED: _staged([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], [1, 2, 2, 2])}
     runs = {"seed 1, every 250": solved, "seed 3, every 100": early, "seed 3, every 250": solved}
     pool = khop.interval_pool(runs, earlier)
     assert {name: int(r["step"][-1]) for name, r in pool.items()} == {
@@ -969,3 +968,48 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
     assert (s["ilong_n"], s["ilong_solved_n"], s["ilong_flat_solved_n"], s["ilong_steps"]) == (3, 2, 1, 20)
     assert s["ilong_s3_hk_at"] == 20 and math.isinf(s["ilong_s4_hk_at"]) and s["ilong_s4_final"] == 0.12
     assert s["ilong_gain_max"] == pytest.approx(0.98 - 0.1)  # the middle evaluation is step 10
+
+
+def test_the_wide_study_is_the_interval_seeds_at_twice_the_width():
+    from companion import record
+
+    m = record.build("khop_wide", "quick", khop.WIDE_SETTINGS)
+    narrow = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
+    assert list(m) == [khop.seed_name(s) for s in range(7)]
+    for s, e in enumerate(m.values()):
+        assert (e.d, e.heads, e.seed) == (64, 4, s)
+        if s >= 3:  # the same run as the narrow one but for the width
+            assert dataclasses.replace(e, d=32) == narrow[khop.interval_name(s, 100)]
+    assert khop.wide_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
+    heads = record.build("khop_wide_heads", "quick", khop.WIDE_HEADS_SETTINGS)  # twice the heads, each as wide
+    assert {name: dataclasses.replace(e, heads=4) for name, e in heads.items()} == m
+    assert {(e.heads, e.d // e.heads) for e in heads.values()} == {(8, 32 // 4)}  # heads as wide as at d = 32
+
+
+def test_wide_summary_compares_the_widths_seed_by_seed():
+    solved = _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], [1, 2, 2])
+    stalled = _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]], [1, 2, 2])
+    early = _staged([[0.1, 0.1], [0.3, 0.1], [0.5, 0.3]], [1, 1, 1])
+    wide = {"seed 0": solved, "seed 1": early, "seed 2": solved}
+    narrow = {0: stalled, 1: solved, 2: solved, 3: stalled}
+    s = khop.wide_summary(wide, narrow)
+    assert (s["wide_n"], s["wide_solved_n"], s["wide_solved_seeds"], s["wide_narrow_solved_n"]) == (3, 2, "0, 2", 2)
+    assert s["wide_solved"] == pytest.approx(2 / 3) and s["wide_narrow_n"] == 4 and s["wide_pairs_n"] == 3
+    assert (s["wide_gained_n"], s["wide_gained_seeds"], s["wide_lost_n"], s["wide_lost_seeds"]) == (1, "0", 1, "1")
+    assert s["wide_gap_n"] == 0  # over seeds 0-2: two solved at each width
+    assert (s["wide_unsolved_n"], s["wide_unsolved_early_n"], s["wide_unsolved_time_min"]) == (1, 1, 0)
+    assert s["wide_unsolved_last_max"] == 0.3 and s["wide_unsolved_flat_n"] == 0
+    with pytest.raises(ValueError, match=r"budgets \[20, 30\]"):
+        khop.wide_summary(wide, {0: _staged([[0.1, 0.1]] * 4, [1] * 4)})
+    rows = khop.paired_rows([khop.seeded(wide), narrow])
+    assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[3][1:4] == ["(not run)"] * 3
+    assert all(len(r) == len(khop.paired_header(["wide", "narrow"])) for r in rows)
+    import matplotlib.pyplot as plt
+
+    from companion import plotting
+
+    fig = plotting.seed_lines({"d = 64": khop.seeded(wide), "d = 32": narrow}, 0.125)
+    # wide: three curves, dots at the two moves (seed 1 never moves), chance; narrow: four curves, four dots, chance
+    assert [len(ax.lines) for ax in fig.axes] == [3 + 2 + 1, 4 + 4 + 1]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [f"seed {s}" for s in range(4)]
+    plt.close(fig)
