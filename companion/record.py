@@ -119,9 +119,6 @@ def _registry() -> dict[str, Recordable]:
                    khop.curves, run=khop.run, summary_var="ilong", member_overrides=khop.member_overrides),
         Recordable("khop_wide", "book/khop", khop.wide_members, khop.wide_summary, khop.curves, run=khop.run,
                    summary_var="wide", member_overrides=khop.member_overrides),
-        Recordable("khop_wide_heads", "book/khop", partial(khop.wide_members, more_heads=True),
-                   partial(khop.wide_summary, prefix="wideh_"), khop.curves, run=khop.run, summary_var="wideh",
-                   member_overrides=khop.member_overrides),
         stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
         stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
         stall("khop_escape", khop.escape_members, khop.escape_summary, "esc", khop.escape_run, khop.escape_curves),
@@ -141,8 +138,8 @@ def _registry() -> dict[str, Recordable]:
 
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
-               "khop", "khop_seeds", "khop_interval", "khop_interval_long", "khop_wide", "khop_wide_heads",
-               "khop_probe", "khop_probe_seeds", "khop_escape", "khop_hidden", "khop_hidden12", "khop_hidden12_long",
+               "khop", "khop_seeds", "khop_interval", "khop_interval_long", "khop_wide", "khop_probe",
+               "khop_probe_seeds", "khop_escape", "khop_hidden", "khop_hidden12", "khop_hidden12_long",
                "khop_stage_entry", "khop_reseed", "khop_reseed_long", "khop_delay", "khop_onset", "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 

@@ -812,8 +812,8 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
 
 def paired_rows(groups: list[dict[int, dict]], level: float = 0.9) -> list[list]:
     """One row per seed of several studies ({seed: run} each, in the columns' order): in each, the step each
-    hop count is first learned, the move to the last stage and the final accuracies ("(not run)" where a study
-    lacks the seed)."""
+    hop count is first learned, the move to the last stage ("-": never) and the final accuracies ("(not run)"
+    where a study lacks the seed)."""
     rows = []
     for s in sorted(set().union(*groups)):
         row = [s]
@@ -823,7 +823,8 @@ def paired_rows(groups: list[dict[int, dict]], level: float = 0.9) -> list[list]
                 row += ["(not run)"] * 3
             else:
                 at, final = _learned_cells(r, level)
-                row += [at, f"{last_stage_at(r):.0f}", final]
+                move = last_stage_at(r)
+                row += [at, f"{move:.0f}" if np.isfinite(move) else "-", final]
         rows.append(row)
     return rows
 
@@ -886,18 +887,14 @@ INTERVAL_HEADER = paired_header(f"every {e}" for e in INTERVALS)
 WIDE_FACTOR = 2  # the wide study's width, as a multiple of the profile's (quick: d = 64 against 32)
 WIDE_SEEDS = tuple(range(7))  # the interval study's seeds
 WIDE_SETTINGS = INTERVAL_SETTINGS | {"d": WIDE_FACTOR * SIZES["quick"]["d"]}
-# the same width with as many more heads, so heads as wide as the narrow model's (recorded: ``khop_wide_heads``)
-WIDE_HEADS_SETTINGS = WIDE_SETTINGS | {"heads": WIDE_FACTOR * KHopExperiment.heads}
 
 
-def wide_members(profile: str | None = None, more_heads: bool = False) -> dict[str, KHopExperiment]:
+def wide_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     """The cumulative curriculum of :func:`seed_members` for the seeds :data:`WIDE_SEEDS`, advancing every 100
-    steps, with :data:`WIDE_FACTOR` times the profile's width: with the same heads, so wider heads, or
-    (``more_heads``) that many times the heads too, each as wide as before: ``"seed 0"``, ..."""
+    steps, with :data:`WIDE_FACTOR` times the profile's width (the same heads, so wider heads): ``"seed 0"``, ..."""
     size = SIZES[config.get_profile(profile)]
-    heads = {"heads": WIDE_FACTOR * KHopExperiment.heads} if more_heads else {}
     return {seed_name(s): KHopExperiment.for_profile(
-        profile, data="cumulative", **{**size, "seed": s, "d": WIDE_FACTOR * size["d"], **heads}) for s in WIDE_SEEDS}
+        profile, data="cumulative", **{**size, "seed": s, "d": WIDE_FACTOR * size["d"]}) for s in WIDE_SEEDS}
 
 
 def seeded(runs: dict[str, dict]) -> dict[int, dict]:
@@ -913,12 +910,12 @@ def narrow_runs(every: int = 100) -> dict[int, dict]:
 
 
 def wide_summary(runs: dict[str, dict], narrow: dict[int, dict] | None = None, level: float = 0.9,
-                 solved: float = 0.95, prefix: str = "wide_") -> report.Summary:
-    """The numbers of :func:`wide_members`' runs, named ``<prefix>*`` (``"wide_"``; ``"wideh_"`` for the study
-    with more heads), against the same seeds with the profile's width (``narrow``: {seed: run}, default
-    :func:`narrow_runs`): the wide runs and how many end solved (:func:`_population`), the same of the narrow
-    runs (``<prefix>narrow_*``), over the seeds of both how many are solved at one width only (``<prefix>gained_*``,
-    ``<prefix>lost_*``, ``<prefix>gap_n``), and the wide study's unsolved runs (:func:`_unsolved`).
+                 solved: float = 0.95) -> report.Summary:
+    """The numbers of :func:`wide_members`' runs, named ``wide_*``, against the same seeds with the profile's
+    width (``narrow``: {seed: run}, default :func:`narrow_runs`): the wide runs and how many end solved
+    (:func:`_population`), the same of the narrow runs (``wide_narrow_*``), over the seeds of both how many are
+    solved at one width only (``wide_gained_*``, ``wide_lost_*``, ``wide_gap_n``), and the wide study's unsolved
+    runs (:func:`_unsolved`).
 
     Raises:
         ValueError: the narrow runs were trained for another budget.
@@ -930,13 +927,12 @@ def wide_summary(runs: dict[str, dict], narrow: dict[int, dict] | None = None, l
         raise ValueError(f"budgets {sorted(steps)}: allowed wide and narrow runs of the same number of steps")
     ok = {s: _solved(r, solved) for s, r in wide.items()}
     ok_narrow = {s: _solved(r, solved) for s, r in narrow.items()}
-    p = prefix
-    out = _sizes(next(iter(runs.values())), prefix=p) | _population(wide, ok, p, "", "of the wide model", level,
-                                                                     solved)
-    out |= _population(narrow, ok_narrow, f"{p}narrow_", "", "of the narrow model", level, solved)
-    out |= _pair_counts(ok_narrow, ok, p, "lost", "gained", "narrow", "wide")
+    out = _sizes(next(iter(runs.values())), prefix="wide_") | _population(
+        wide, ok, "wide_", "", "of the wide model", level, solved)
+    out |= _population(narrow, ok_narrow, "wide_narrow_", "", "of the narrow model", level, solved)
+    out |= _pair_counts(ok_narrow, ok, "wide_", "lost", "gained", "narrow", "wide")
     return report.Summary(out | _unsolved([r for s, r in wide.items() if not ok[s]],
-                                          [r for s, r in wide.items() if ok[s]], p, level))
+                                          [r for s, r in wide.items() if ok[s]], "wide_", level))
 
 
 # --- what a trained model computes where: linear probes of the chain (recorded: ``khop_probe``) ---
