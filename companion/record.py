@@ -117,6 +117,10 @@ def _registry() -> dict[str, Recordable]:
                    run=khop.run, summary_var="interval", member_overrides=khop.member_overrides),
         Recordable("khop_interval_long", "book/khop", khop.interval_long_members, khop.interval_long_summary,
                    khop.curves, run=khop.run, summary_var="ilong", member_overrides=khop.member_overrides),
+        Recordable("khop_interval_long250", "book/khop", partial(khop.interval_long_members,
+                                                                  names=khop.INTERVAL_LONG250),
+                   partial(khop.interval_long_summary, prefix="il250_", flat=khop.INTERVAL_FLAT250), khop.curves,
+                   run=khop.run, summary_var="il250", member_overrides=khop.member_overrides),
         Recordable("khop_wide", "book/khop", khop.wide_members, khop.wide_summary, khop.curves, run=khop.run,
                    summary_var="wide", member_overrides=khop.member_overrides),
         stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
@@ -138,9 +142,10 @@ def _registry() -> dict[str, Recordable]:
 
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
-               "khop", "khop_seeds", "khop_interval", "khop_interval_long", "khop_wide", "khop_probe",
-               "khop_probe_seeds", "khop_escape", "khop_hidden", "khop_hidden12", "khop_hidden12_long",
-               "khop_stage_entry", "khop_reseed", "khop_reseed_long", "khop_delay", "khop_onset", "induction_b10_seeds")
+               "khop", "khop_seeds", "khop_interval", "khop_interval_long", "khop_interval_long250",
+               "khop_wide", "khop_probe", "khop_probe_seeds", "khop_escape", "khop_hidden", "khop_hidden12",
+               "khop_hidden12_long", "khop_stage_entry", "khop_reseed", "khop_reseed_long", "khop_delay", "khop_onset",
+               "induction_b10_seeds")
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 

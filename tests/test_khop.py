@@ -968,6 +968,12 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
     assert (s["ilong_n"], s["ilong_solved_n"], s["ilong_flat_solved_n"], s["ilong_steps"]) == (3, 2, 1, 20)
     assert s["ilong_s3_hk_at"] == 20 and math.isinf(s["ilong_s4_hk_at"]) and s["ilong_s4_final"] == 0.12
     assert s["ilong_gain_max"] == pytest.approx(0.98 - 0.1)  # the middle evaluation is step 10
+    m250 = record.build("khop_interval_long250", "quick", khop.INTERVAL_LONG_SETTINGS)  # every 250 kept
+    assert {name: (e.seed, e.eval_every, e.steps) for name, e in m250.items()} == {
+        "seed 3, every 250": (3, 250, 20000), "seed 6, every 250": (6, 250, 20000)}
+    s = record.experiment("khop_interval_long250").summary({"seed 3, every 250": stalled,
+                                                            "seed 6, every 250": solved})
+    assert (s["il250_n"], s["il250_solved_n"], s["il250_flat_solved_n"], s["il250_s6_final"]) == (2, 1, 0, 0.98)
 
 
 def test_the_wide_study_is_the_interval_seeds_at_twice_the_width():

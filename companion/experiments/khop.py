@@ -848,34 +848,43 @@ INTERVAL_LONG_SETTINGS = INTERVAL_SETTINGS | {"steps": 20000}
 INTERVAL_FLAT = (3, 6)  # of those, the seeds whose k-hop accuracy was flat at chance at 10000 steps (khop_interval)
 
 
-def interval_long_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """The runs :data:`INTERVAL_LONG` of :func:`interval_members`."""
+# the seeds that every 250 steps had not learned four hops in 10000 steps and whose budget was in doubt (khop_interval):
+# seed 3 moved to its last stage late (step 5000, its four-hop accuracy flat at chance since), seed 6 rising at the end
+INTERVAL_LONG250 = tuple(interval_name(s, EXPLORED_EVERY) for s in (3, 6))
+INTERVAL_FLAT250 = (3,)  # of those, the one flat at chance at 10000 steps
+
+
+def interval_long_members(profile: str | None = None, names: tuple = INTERVAL_LONG) -> dict[str, KHopExperiment]:
+    """The runs ``names`` (:data:`INTERVAL_LONG`, :data:`INTERVAL_LONG250`) of :func:`interval_members`."""
     every = interval_members(profile)
-    return {name: every[name] for name in INTERVAL_LONG}
+    return {name: every[name] for name in names}
 
 
-def interval_long_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95) -> report.Summary:
-    """The numbers of :func:`interval_long_members`' runs, named ``ilong_*``: per seed the first step at which the
-    k-hop accuracy reaches ``level`` (inf: never) and the final k-hop accuracy; the largest rise of the k-hop
-    accuracy over the second half of the budget; how many end solved (lowest final accuracy over 1..k above
-    ``solved``), in all and among :data:`INTERVAL_FLAT`."""
-    out = {**_sizes(next(iter(runs.values())), prefix="ilong_"), "ilong_n": (len(runs), "runs")}
+def interval_long_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95, prefix: str = "ilong_",
+                          flat: tuple = INTERVAL_FLAT) -> report.Summary:
+    """The numbers of :func:`interval_long_members`' runs, named ``<prefix>*`` (``"ilong_"``; ``"il250_"`` for
+    :data:`INTERVAL_LONG250`): per seed the first step at which the k-hop accuracy reaches ``level`` (inf: never)
+    and the final k-hop accuracy; the largest rise of the k-hop accuracy over the second half of the budget; how
+    many end solved (lowest final accuracy over 1..k above ``solved``), in all and among the seeds ``flat`` (flat
+    at chance at the shorter budget: :data:`INTERVAL_FLAT`, :data:`INTERVAL_FLAT250`)."""
+    p = prefix
+    out = {**_sizes(next(iter(runs.values())), prefix=p), f"{p}n": (len(runs), "runs")}
     ok, gain = {}, []
     for name, r in runs.items():
         seed = _interval_of(name)[0]
         ok[seed] = _solved(r, solved)
-        out[f"ilong_s{seed}_hk_at"] = (float(learned_at(r, level)[-1]),
-                                       f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)")
-        out[f"ilong_s{seed}_final"] = (float(np.asarray(r["acc"])[-1, -1]), f"seed {seed}: final k-hop accuracy")
+        out[f"{p}s{seed}_hk_at"] = (float(learned_at(r, level)[-1]),
+                                    f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)")
+        out[f"{p}s{seed}_final"] = (float(np.asarray(r["acc"])[-1, -1]), f"seed {seed}: final k-hop accuracy")
         step = np.asarray(r["step"])
         half = int(np.argmin(np.abs(step - step[-1] / 2)))
         gain.append(float(np.asarray(r["acc"])[-1, -1] - np.asarray(r["acc"])[half, -1]))
     return report.Summary(out | {
-        "ilong_gain_max": (max(gain), "the largest rise of a run's k-hop accuracy over the second half of its "
-                                      "budget (final minus at the middle evaluation)"),
-        "ilong_solved_n": (sum(ok.values()), f"runs whose lowest final accuracy is above {solved}"),
-        "ilong_flat_solved_n": (sum(ok[s] for s in INTERVAL_FLAT if s in ok),
-                                f"of seeds {INTERVAL_FLAT} (flat at chance at 10000 steps), those solved"),
+        f"{p}gain_max": (max(gain), "the largest rise of a run's k-hop accuracy over the second half of its "
+                                    "budget (final minus at the middle evaluation)"),
+        f"{p}solved_n": (sum(ok.values()), f"runs whose lowest final accuracy is above {solved}"),
+        f"{p}flat_solved_n": (sum(ok[s] for s in flat if s in ok),
+                              f"of seeds {flat} (flat at chance at 10000 steps), those solved"),
     })
 
 
