@@ -805,8 +805,8 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
     for every in INTERVALS:
         out |= _population(by[every], ok[every], "int_", str(every), f"advancing every {every} steps", level, solved)
     out |= _pair_counts(ok[fast], ok[slow], "int_", "only_fast", "only_slow", f"every {fast}", f"every {slow}")
-    flat = [(r, ok[every][s]) for every in INTERVALS for s, r in by[every].items()]
-    return report.Summary(out | _unsolved([r for r, good in flat if not good], [r for r, good in flat if good],
+    both = [(r, ok[every][s]) for every in INTERVALS for s, r in by[every].items()]  # the runs of both intervals
+    return report.Summary(out | _unsolved([r for r, good in both if not good], [r for r, good in both if good],
                                           "int_", level))
 
 
