@@ -127,10 +127,6 @@ def _fake(acc, N=8, stage=None):
     return {"step": np.arange(len(acc)) * 10, "acc": acc, "stage": stage, "loss": np.ones(len(acc)), "N": N}
 
 
-def _staged(acc, stage):
-    return _fake(acc, stage=stage)
-
-
 def test_summary_reads_the_runs():
     runs = {"direct": _fake([[0.1, 0.1], [0.2, 0.15], [0.3, 0.12]]),
             "mixture": _fake([[0.1, 0.1], [0.95, 0.2], [1.0, 0.97]]),
@@ -918,11 +914,11 @@ def test_the_interval_study_keeps_each_members_interval():
 
 
 def test_interval_summary_pools_and_counts_the_seeds():
-    solved = _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], [1, 2, 2])
-    stalled = _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12], [0.99, 0.99]], [1, 2, 2, 2])  # learns after the cut
-    early = _staged([[0.1, 0.1], [0.3, 0.1], [0.5, 0.12]], [1, 1, 1])
-    earlier = {"seed 0": stalled, "seed 1": _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], [1, 2, 2, 2]),
-               khop.EXPLORED: _staged([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], [1, 2, 2, 2])}
+    solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], stage=[1, 2, 2])
+    stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12], [0.99, 0.99]], stage=[1, 2, 2, 2])  # learns after the cut
+    early = _fake([[0.1, 0.1], [0.3, 0.1], [0.5, 0.12]], stage=[1, 1, 1])
+    earlier = {"seed 0": stalled, "seed 1": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], stage=[1, 2, 2, 2]),
+               khop.EXPLORED: _fake([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], stage=[1, 2, 2, 2])}
     runs = {"seed 1, every 250": solved, "seed 3, every 100": early, "seed 3, every 250": solved}
     pool = khop.interval_pool(runs, earlier)
     assert {name: int(r["step"][-1]) for name, r in pool.items()} == {
@@ -990,9 +986,9 @@ def test_the_wide_study_is_the_interval_seeds_at_twice_the_width():
 
 
 def test_wide_summary_compares_the_widths_seed_by_seed():
-    solved = _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], [1, 2, 2])
-    stalled = _staged([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]], [1, 2, 2])
-    early = _staged([[0.1, 0.1], [0.3, 0.1], [0.5, 0.3]], [1, 1, 1])
+    solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], stage=[1, 2, 2])
+    stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]], stage=[1, 2, 2])
+    early = _fake([[0.1, 0.1], [0.3, 0.1], [0.5, 0.3]], stage=[1, 1, 1])
     wide = {"seed 0": solved, "seed 1": early, "seed 2": solved}
     narrow = {0: stalled, 1: solved, 2: solved, 3: stalled}
     s = khop.wide_summary(wide, narrow)
@@ -1003,7 +999,7 @@ def test_wide_summary_compares_the_widths_seed_by_seed():
     assert (s["wide_unsolved_n"], s["wide_unsolved_early_n"], s["wide_unsolved_time_min"]) == (1, 1, 0)
     assert s["wide_unsolved_last_max"] == 0.3 and s["wide_unsolved_flat_n"] == 0
     with pytest.raises(ValueError, match=r"budgets \[20, 30\]"):
-        khop.wide_summary(wide, {0: _staged([[0.1, 0.1]] * 4, [1] * 4)})
+        khop.wide_summary(wide, {0: _fake([[0.1, 0.1]] * 4, stage=[1] * 4)})
     rows = khop.paired_rows([khop.seeded(wide), narrow])
     assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[3][1:4] == ["(not run)"] * 3
     assert rows[1][1:3] == ["-, -", "-"] and rows[0][2] == "0"  # seed 1 never moves; seed 0 at its first evaluation
