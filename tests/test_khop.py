@@ -972,17 +972,37 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
     assert (s["il250_n"], s["il250_solved_n"], s["il250_flat_solved_n"], s["il250_s6_final"]) == (2, 1, 0, 0.98)
 
 
-def test_the_wide_study_is_the_interval_seeds_at_twice_the_width():
+def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
     from companion import record
 
-    m = record.build("khop_wide", "quick", khop.WIDE_SETTINGS)
     narrow = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
-    assert list(m) == [khop.seed_name(s) for s in range(7)]
-    for s, e in enumerate(m.values()):
-        assert (e.d, e.heads, e.seed) == (64, 4, s)
-        if s >= 3:  # the same run as the narrow one but for the width
-            assert dataclasses.replace(e, d=32) == narrow[khop.interval_name(s, 100)]
-    assert khop.wide_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
+    for variant, name, changed in ((khop.WIDE, "khop_wide", {"d": 64}), (khop.LR, "khop_lr", {"lr": 1e-3})):
+        m = record.build(name, "quick", variant.settings())
+        assert variant.settings()[variant.field] == changed[variant.field]
+        assert list(m) == [khop.seed_name(s) for s in range(7)]
+        for s, e in enumerate(m.values()):
+            assert (e.heads, e.seed, e.steps, e.eval_every, e.k, e.depth) == (4, s, variant.steps, 100, 4, 4)
+            assert getattr(e, variant.field) == changed[variant.field]
+            if s >= 3:  # the same run as the interval study's but for the changed setting and the budget
+                base = dataclasses.replace(narrow[khop.interval_name(s, 100)], steps=variant.steps)
+                assert dataclasses.replace(e, **{variant.field: getattr(base, variant.field)}) == base
+    assert khop.WIDE.steps == 10000 and khop.LR.steps == 15000
+    assert khop.variant_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
+    assert khop.variant_members("full", variant=khop.LR)["seed 0"].lr == pytest.approx(1e-3)
+
+
+def test_base_runs_cut_the_shortest_recording_that_is_long_enough():
+    """Seeds 0-2 come from the seed study (16000 steps), seeds 3-6 from the interval study (10000) or its longer
+    runs (20000); cutting a longer run gives the shorter one (the exact-cut rows check the same)."""
+    short, long = khop.base_runs(10000), khop.base_runs(15000)
+    assert sorted(short) == sorted(long) == list(range(7))
+    assert {int(r["step"][-1]) for r in [*short.values(), *long.values()]} == {10000, 15000}
+    for s in range(7):
+        cut = khop.truncated(long[s], 10000)
+        assert np.array_equal(cut["acc"], short[s]["acc"]) and np.array_equal(cut["stage"], short[s]["stage"])
+    assert len(khop.base_runs(10000, every=250)) == 7
+    with pytest.raises(ValueError, match=r"steps=17000, every=100: allowed at most 16000 steps \(the longest"):
+        khop.base_runs(17000)
 
 
 def test_wide_summary_compares_the_widths_seed_by_seed():
@@ -991,7 +1011,7 @@ def test_wide_summary_compares_the_widths_seed_by_seed():
     early = _fake([[0.1, 0.1], [0.3, 0.1], [0.5, 0.3]], stage=[1, 1, 1])
     wide = {"seed 0": solved, "seed 1": early, "seed 2": solved}
     narrow = {0: stalled, 1: solved, 2: solved, 3: stalled}
-    s = khop.wide_summary(wide, narrow)
+    s = khop.variant_summary(wide, narrow)
     assert (s["wide_n"], s["wide_solved_n"], s["wide_solved_seeds"], s["wide_narrow_solved_n"]) == (3, 2, "0, 2", 2)
     assert s["wide_solved"] == pytest.approx(2 / 3) and s["wide_narrow_n"] == 4 and s["wide_pairs_n"] == 3
     assert (s["wide_gained_n"], s["wide_gained_seeds"], s["wide_lost_n"], s["wide_lost_seeds"]) == (1, "0", 1, "1")
@@ -999,7 +1019,10 @@ def test_wide_summary_compares_the_widths_seed_by_seed():
     assert (s["wide_unsolved_n"], s["wide_unsolved_early_n"], s["wide_unsolved_time_min"]) == (1, 1, 0)
     assert s["wide_unsolved_last_max"] == 0.3 and s["wide_unsolved_flat_n"] == 0
     with pytest.raises(ValueError, match=r"budgets \[20, 30\]"):
-        khop.wide_summary(wide, {0: _fake([[0.1, 0.1]] * 4, stage=[1] * 4)})
+        khop.variant_summary(wide, {0: _fake([[0.1, 0.1]] * 4, stage=[1] * 4)})
+    s = khop.variant_summary(wide, narrow, variant=khop.LR)  # the same numbers under the variant's own names
+    assert (s["lr_solved_n"], s["lr_base_solved_n"], s["lr_gained_seeds"], s["lr_lost_seeds"]) == (2, 2, "0", "1")
+    assert "a third of the step size" in s.meaning["lr_solved_n"]
     rows = khop.paired_rows([khop.seeded(wide), narrow])
     assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[3][1:4] == ["(not run)"] * 3
     assert rows[1][1:3] == ["-, -", "-"] and rows[0][2] == "0"  # seed 1 never moves; seed 0 at its first evaluation

@@ -891,19 +891,50 @@ def interval_long_summary(runs: dict[str, dict], level: float = 0.9, solved: flo
 INTERVAL_HEADER = paired_header(f"every {e}" for e in INTERVALS)
 
 
-# --- the same seeds with a wider model (recorded: ``record khop_wide``) ---
-
-WIDE_FACTOR = 2  # the wide study's width, as a multiple of the profile's (quick: d = 64 against 32)
-WIDE_SEEDS = tuple(range(7))  # the interval study's seeds
-WIDE_SETTINGS = INTERVAL_SETTINGS | {"d": WIDE_FACTOR * SIZES["quick"]["d"]}
+# --- the same seeds with one setting changed: twice the width (``record khop_wide``), a third of the step size
+# (``record khop_lr``) ---
 
 
-def wide_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """The cumulative curriculum of :func:`seed_members` for the seeds :data:`WIDE_SEEDS`, advancing every 100
-    steps, with :data:`WIDE_FACTOR` times the profile's width (the same heads, so wider heads): ``"seed 0"``, ..."""
+@dataclass(frozen=True)
+class SeedVariant:
+    """The cumulative curriculum of :func:`seed_members` for seeds :data:`VARIANT_SEEDS` advancing every 100 steps
+    (the interval study's runs) with one setting changed: ``field`` is the profile's value times ``num / den``, the
+    rest as before, for ``steps`` steps. Recorded as ``khop_<tag>``; its summary entries are ``<tag>_*`` and those of
+    the profile's own runs of the same seeds ``<tag>_<base>_*``; ``who`` and ``base_who`` name the two populations."""
+
+    tag: str
+    field: str
+    num: int
+    den: int
+    steps: int
+    who: str
+    base: str
+    base_who: str
+
+    def value(self, profile: str | None = None):
+        """The changed setting's value in ``profile``."""
+        v = SIZES[config.get_profile(profile)].get(self.field, getattr(KHopExperiment, self.field))
+        return v * self.num // self.den if isinstance(v, int) else v * self.num / self.den
+
+    def settings(self) -> dict:
+        """The recording's settings (``record khop_<tag> --set ...``): the interval study's, with its budget and
+        the changed setting's quick value."""
+        return INTERVAL_SETTINGS | {"steps": self.steps, self.field: self.value("quick")}
+
+
+VARIANT_SEEDS = tuple(range(7))  # the interval study's seeds
+WIDE = SeedVariant("wide", "d", 2, 1, INTERVAL_SETTINGS["steps"], "with twice the width", "narrow",
+                   "with the profile's width")  # d = 64 in quick, with the same 4 heads (so each twice as wide)
+# a third of the step size, for 1.5 times the budget (the profile's runs of these seeds are recorded that long)
+LR = SeedVariant("lr", "lr", 1, 3, 15000, "with a third of the step size", "base", "with the profile's step size")
+
+
+def variant_members(profile: str | None = None, variant: SeedVariant = WIDE) -> dict[str, KHopExperiment]:
+    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`): ``"seed 0"``, ... (:class:`SeedVariant`)."""
     size = SIZES[config.get_profile(profile)]
     return {seed_name(s): KHopExperiment.for_profile(
-        profile, data="cumulative", **{**size, "seed": s, "d": WIDE_FACTOR * size["d"]}) for s in WIDE_SEEDS}
+        profile, data="cumulative", **{**size, "seed": s, variant.field: variant.value(profile)})
+        for s in VARIANT_SEEDS}
 
 
 def seeded(runs: dict[str, dict]) -> dict[int, dict]:
@@ -911,37 +942,55 @@ def seeded(runs: dict[str, dict]) -> dict[int, dict]:
     return {int(name[5:]): r for name, r in runs.items()}
 
 
-def narrow_runs(every: int = 100) -> dict[int, dict]:
-    """The interval study's pool (:func:`interval_pool`, recorded) advancing every ``every`` steps, by seed: the
-    narrow model the wide study is compared with."""
-    pool = interval_pool(recorded_runs(recorded(INTERVAL_SETTINGS, experiment="khop_interval"))[0])
-    return by_interval(pool)[every]
-
-
-def wide_summary(runs: dict[str, dict], narrow: dict[int, dict] | None = None, level: float = 0.9,
-                 solved: float = 0.95) -> report.Summary:
-    """The numbers of :func:`wide_members`' runs, named ``wide_*``, against the same seeds with the profile's
-    width (``narrow``: {seed: run}, default :func:`narrow_runs`): the wide runs and how many end solved
-    (:func:`_population`), the same of the narrow runs (``wide_narrow_*``), over the seeds of both how many are
-    solved at one width only (``wide_gained_*``, ``wide_lost_*``, ``wide_gap_n``), and the wide study's unsolved
-    runs (:func:`_unsolved`).
+def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
+    """The profile's own runs of seeds 0..6 at k = 4 (depth 4, cumulative) advancing every ``every`` steps, by seed,
+    each cut at ``steps`` (:func:`truncated`) from the shortest recording that long: the seed study's (16000 steps),
+    the interval study's (10000) and the longer runs of :data:`INTERVAL_LONG` and :data:`INTERVAL_LONG250` (20000).
 
     Raises:
-        ValueError: the narrow runs were trained for another budget.
+        ValueError: a seed has no recorded run of ``steps`` steps at that interval.
     """
-    wide = seeded(runs)
-    narrow = narrow_runs() if narrow is None else narrow
-    steps = {int(r["step"][-1]) for r in [*wide.values(), *narrow.values()]}
+    studies = [(SEED_SETTINGS, "khop_seeds"), (INTERVAL_SETTINGS, "khop_interval"),
+               (INTERVAL_LONG_SETTINGS, "khop_interval_long"), (INTERVAL_LONG_SETTINGS, "khop_interval_long250")]
+    found: dict[int, list[dict]] = {s: [] for s in VARIANT_SEEDS}
+    for settings, experiment in studies:
+        for name, r in recorded_runs(recorded(settings, experiment=experiment))[0].items():
+            seed, e = _interval_of(name) or (int(name[5:]), SEED_SETTINGS["eval_every"])
+            if e == every and seed in found:
+                found[seed].append(r)
+    longest = {s: max((int(r["step"][-1]) for r in rs), default=0) for s, rs in found.items()}
+    if min(longest.values()) < steps:
+        raise ValueError(f"steps={steps}, every={every}: allowed at most {min(longest.values())} steps (the longest "
+                         f"recorded run of each seed: {longest})")
+    return {s: truncated(min((r for r in rs if r["step"][-1] >= steps), key=lambda r: r["step"][-1]), steps)
+            for s, rs in found.items()}
+
+
+def variant_summary(runs: dict[str, dict], base: dict[int, dict] | None = None, level: float = 0.9,
+                    solved: float = 0.95, variant: SeedVariant = WIDE) -> report.Summary:
+    """The numbers of :func:`variant_members`' runs, named ``<tag>_*``, against the same seeds at the profile's
+    settings (``base``: {seed: run}, default :func:`base_runs` at the variant's budget): the variant's runs and how
+    many end solved (:func:`_population`), the same of the base runs (``<tag>_<base>_*``), over the seeds of both
+    how many are solved in one only (``<tag>_gained_*``, ``<tag>_lost_*``, ``<tag>_gap_n``), and the variant's
+    unsolved runs (:func:`_unsolved`).
+
+    Raises:
+        ValueError: the base runs were trained for another budget.
+    """
+    p = f"{variant.tag}_"
+    runs_by = seeded(runs)
+    base = base_runs(variant.steps) if base is None else base
+    steps = {int(r["step"][-1]) for r in [*runs_by.values(), *base.values()]}
     if len(steps) != 1:
-        raise ValueError(f"budgets {sorted(steps)}: allowed wide and narrow runs of the same number of steps")
-    ok = {s: _solved(r, solved) for s, r in wide.items()}
-    ok_narrow = {s: _solved(r, solved) for s, r in narrow.items()}
-    out = _sizes(next(iter(runs.values())), prefix="wide_") | _population(
-        wide, ok, "wide_", "", "of the wide model", level, solved)
-    out |= _population(narrow, ok_narrow, "wide_narrow_", "", "of the narrow model", level, solved)
-    out |= _pair_counts(ok_narrow, ok, "wide_", "lost", "gained", "narrow", "wide")
-    return report.Summary(out | _unsolved([r for s, r in wide.items() if not ok[s]],
-                                          [r for s, r in wide.items() if ok[s]], "wide_", level))
+        raise ValueError(f"budgets {sorted(steps)}: allowed {variant.tag} and {variant.base} runs of the same "
+                         "number of steps")
+    ok = {s: _solved(r, solved) for s, r in runs_by.items()}
+    ok_base = {s: _solved(r, solved) for s, r in base.items()}
+    out = _sizes(next(iter(runs.values())), prefix=p) | _population(runs_by, ok, p, "", variant.who, level, solved)
+    out |= _population(base, ok_base, f"{p}{variant.base}_", "", variant.base_who, level, solved)
+    out |= _pair_counts(ok_base, ok, p, "lost", "gained", variant.base_who, variant.who)
+    return report.Summary(out | _unsolved([r for s, r in runs_by.items() if not ok[s]],
+                                          [r for s, r in runs_by.items() if ok[s]], p, level))
 
 
 # --- what a trained model computes where: linear probes of the chain (recorded: ``khop_probe``) ---
