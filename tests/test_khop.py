@@ -1023,6 +1023,8 @@ def test_wide_summary_compares_the_widths_seed_by_seed():
     s = khop.variant_summary(wide, narrow, variant=khop.LR)  # the same numbers under the variant's own names
     assert (s["lr_solved_n"], s["lr_base_solved_n"], s["lr_gained_seeds"], s["lr_lost_seeds"]) == (2, 2, "0", "1")
     assert "a third of the step size" in s.meaning["lr_solved_n"]
+    t = khop.sign_test(s, "lr_", "lost", "gained")  # one seed each way of three: no evidence either way
+    assert (t["lr_sign_p"], t["lr_sign_p_best"]) == (1.0, 0.25) and "lr_lost_n = 1" in t.meaning["lr_sign_p"]
     rows = khop.paired_rows([khop.seeded(wide), narrow])
     assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[3][1:4] == ["(not run)"] * 3
     assert rows[1][1:3] == ["-, -", "-"] and rows[0][2] == "0"  # seed 1 never moves; seed 0 at its first evaluation
@@ -1036,3 +1038,12 @@ def test_wide_summary_compares_the_widths_seed_by_seed():
     assert [len(ax.lines) for ax in fig.axes] == [3 + 2 + 1, 4 + 4 + 1]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [f"seed {s}" for s in range(4)]
     plt.close(fig)
+
+
+def test_sign_test_needs_six_of_seven_seeds_one_way():
+    def p(a, b, n=7):
+        return khop.sign_test({"x_a_n": a, "x_b_n": b, "x_pairs_n": n}, "x_", "a", "b")
+
+    assert p(0, 6)["x_sign_p"] == pytest.approx(2 / 64) and p(0, 5)["x_sign_p"] == pytest.approx(2 / 32)
+    assert p(1, 6)["x_sign_p"] == pytest.approx(2 * 8 / 128) and p(6, 1)["x_sign_p"] == p(1, 6)["x_sign_p"]
+    assert p(0, 0)["x_sign_p"] == 1.0 and p(0, 0)["x_sign_p_best"] == pytest.approx(2 / 128)

@@ -792,6 +792,29 @@ def _pair_counts(a: dict[int, bool], b: dict[int, bool], p: str, only_a: str, on
     }
 
 
+def sign_test(summary, p: str, only_a: str, only_b: str) -> report.Summary:
+    """The exact two-sided sign test (McNemar's, exact) of a seed-by-seed comparison in ``summary``
+    (:func:`_pair_counts`' ``<p><only_a>_n`` and ``<p><only_b>_n``, the seeds solved at one setting only): the
+    probability, with each such seed equally likely to fall either way, of a split at least as uneven
+    (``<p>sign_p``, 1 when none differ), and the same for the most uneven split the seeds allow, all of them one
+    way (``<p>sign_p_best``): below 0.05 only when six or more seeds differ.
+
+    >>> s = sign_test({"x_lost_n": 1, "x_gained_n": 2, "x_pairs_n": 7}, "x_", "lost", "gained")
+    >>> s["x_sign_p"], s["x_sign_p_best"]
+    (1.0, 0.015625)
+    """
+    a, b, n = int(summary[f"{p}{only_a}_n"]), int(summary[f"{p}{only_b}_n"]), int(summary[f"{p}pairs_n"])
+
+    def two_sided(low: int, m: int) -> float:
+        return min(1.0, 2 * sum(math.comb(m, i) for i in range(low + 1)) / 2 ** m) if m else 1.0
+
+    return report.Summary({
+        f"{p}sign_p": (two_sided(min(a, b), a + b), f"exact two-sided sign test of {p}{only_a}_n = {a} against "
+                                                     f"{p}{only_b}_n = {b}"),
+        f"{p}sign_p_best": (two_sided(0, n), f"the same test had all {n} seeds fallen one way"),
+    })
+
+
 def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = None, level: float = 0.9,
                      solved: float = 0.95) -> report.Summary:
     """The numbers of the interval study, named ``int_*``: over :func:`interval_pool` (the runs with the seed
