@@ -1005,7 +1005,7 @@ def test_base_runs_cut_the_shortest_recording_that_is_long_enough():
         khop.base_runs(17000)
 
 
-def test_wide_summary_compares_the_widths_seed_by_seed():
+def test_variant_summary_compares_the_settings_seed_by_seed():
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], stage=[1, 2, 2])
     stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]], stage=[1, 2, 2])
     early = _fake([[0.1, 0.1], [0.3, 0.1], [0.5, 0.3]], stage=[1, 1, 1])
