@@ -679,6 +679,16 @@ def _interval_of(name: str) -> tuple[int, int] | None:
     return int(parts[0][5:]), int(parts[1])
 
 
+def _seed_interval(name: str) -> tuple[int, int]:
+    """(seed, interval) of a run of the seed or interval studies: an :func:`interval_name`, or a
+    :func:`seed_name`, which advances every :data:`SEED_SETTINGS`' interval.
+
+    >>> _seed_interval("seed 3, every 250"), _seed_interval("seed 1")
+    ((3, 250), (1, 100))
+    """
+    return _interval_of(name) or (int(name[5:]), SEED_SETTINGS["eval_every"])
+
+
 def interval_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     """The cumulative curriculum of :func:`seed_members` for the seeds :data:`INTERVAL_SEEDS` at each of
     :data:`INTERVALS` (each member keeps its interval under a study-wide override)."""
@@ -708,8 +718,7 @@ def interval_pool(runs: dict[str, dict], earlier: dict[str, dict] | None = None)
     if earlier is None:
         earlier = recorded_runs(recorded(SEED_SETTINGS, experiment="khop_seeds"))[0]
     steps = int(next(iter(runs.values()))["step"][-1])
-    renamed = {name if _interval_of(name) else interval_name(int(name[5:]), SEED_SETTINGS["eval_every"]): r
-               for name, r in earlier.items()}
+    renamed = {interval_name(*_seed_interval(name)): r for name, r in earlier.items()}
     return {**{name: truncated(r, steps) for name, r in renamed.items()}, **runs}
 
 
@@ -978,7 +987,7 @@ def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
     found: dict[int, list[dict]] = {s: [] for s in VARIANT_SEEDS}
     for settings, experiment in studies:
         for name, r in recorded_runs(recorded(settings, experiment=experiment))[0].items():
-            seed, e = _interval_of(name) or (int(name[5:]), SEED_SETTINGS["eval_every"])
+            seed, e = _seed_interval(name)
             if e == every and seed in found:
                 found[seed].append(r)
     longest = {s: max((int(r["step"][-1]) for r in rs), default=0) for s, rs in found.items()}
