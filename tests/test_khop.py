@@ -760,6 +760,52 @@ def test_last_stage_delay_moves_later_and_nothing_else():
         khop.KHopExperiment(**{**kw, "data": "direct"}, last_stage_delay=10)
 
 
+def test_doubling_stages_skip_three_hops_and_match_every_count_until_then():
+    assert khop.hop_levels("every", 4) == (1, 2, 3, 4) and khop.hop_levels("doubling", 8) == (1, 2, 4, 8)
+    assert khop.hop_levels("doubling", 1) == (1,) and khop.hop_levels("doubling", 2) == (1, 2)
+    kw = dict(N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=200, eval_every=5, n_test=64, batch=16,
+              advance_at=0.3, lr=1e-2)
+    every, dbl = (khop.run(khop.KHopExperiment(**kw, levels=v), progress=False, use_cache=False)
+                  for v in ("every", "doubling"))
+    assert set(dbl["stage"]) <= {1, 2, 4} and 4 in set(dbl["stage"]) and 3 in set(every["stage"])
+    split = int(np.flatnonzero(every["stage"] != dbl["stage"])[0])  # every trains on 3 where doubling does on 4
+    assert (every["stage"][split], dbl["stage"][split]) == (3, 4)
+    assert np.array_equal(every["acc"][:split], dbl["acc"][:split])  # the same run until the move
+    assert not np.array_equal(every["acc"], dbl["acc"])
+    e = khop.KHopExperiment(**kw, levels="doubling")
+    rng = np.random.default_rng(0)
+    assert set(khop.training_hops(e, 2, rng)) == {1, 2} and set(khop.training_hops(e, 4, rng)) == {1, 2, 4}
+    # every hop count: the draws of the cumulative curriculum before stages could be chosen
+    e = khop.KHopExperiment(**kw)
+    assert np.array_equal(khop.training_hops(e, 3, np.random.default_rng(1)),
+                          np.random.default_rng(1).integers(1, 4, 16))
+    with pytest.raises(ValueError, match="levels='doubling' with k=3: allowed k a power of two"):
+        khop.KHopExperiment(**{**kw, "k": 3}, levels="doubling")
+    with pytest.raises(ValueError, match="levels='doubling' with data='mixture'"):
+        khop.KHopExperiment(**{**kw, "data": "mixture"}, levels="doubling")
+    with pytest.raises(ValueError, match="levels"):
+        khop.KHopExperiment(**kw, levels="halving")
+
+
+def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
+    every = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.95, 0.1],
+                   [0.99, 0.99, 0.99, 0.12]], stage=[1, 2, 2, 3, 3])
+    dbl = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.97, 0.4, 0.5],
+                 [0.99, 0.99, 0.3, 0.98]], stage=[1, 2, 2, 4, 4])
+    flat = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.97, 0.2, 0.12],
+                  [0.99, 0.99, 0.3, 0.13]], stage=[1, 2, 2, 4, 4])
+    s = khop.variant_summary({"seed 0": dbl, "seed 1": flat}, {0: every, 1: every}, variant=khop.DOUBLING)
+    # seed 0 is solved: three hops are never trained on, so they do not count
+    assert (s["doubling_solved_n"], s["doubling_every_solved_n"], s["doubling_gained_seeds"]) == (1, 0, "0")
+    assert s["doubling_split_gap"] == 0 and s["doubling_split_med"] == 20  # both part at the third evaluation
+    assert s["doubling_untrained_min"] == s["doubling_untrained_max"] == 0.3
+    assert s["doubling_unsolved_early_n"] == 0  # seed 1 learned hops 1 and 2 (three is not among its stages)
+    off = _fake(np.asarray(dbl["acc"]) + np.array([[0.0] * 4, [0.01, 0, 0, 0]] + [[0.0] * 4] * 3), stage=dbl["stage"])
+    assert khop.variant_summary({"seed 0": off}, {0: every}, variant=khop.DOUBLING)["doubling_split_gap"] == \
+        pytest.approx(0.01)
+    assert khop.DOUBLING.trained(4) == (1, 2, 4) and khop.LR.trained(4) == (1, 2, 3, 4)
+
+
 def test_delay_study_members_summary_and_the_repeat():
     members = khop.delay_members("quick")
     assert list(members) == [khop.delay_name(d, r) for d, rs in khop.DELAY_GRID.items() for r in rs]
@@ -976,7 +1022,8 @@ def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
     from companion import record
 
     narrow = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
-    for variant, name, changed in ((khop.WIDE, "khop_wide", {"d": 64}), (khop.LR, "khop_lr", {"lr": 1e-3})):
+    for variant, name, changed in ((khop.WIDE, "khop_wide", {"d": 64}), (khop.LR, "khop_lr", {"lr": 1e-3}),
+                                   (khop.DOUBLING, "khop_doubling", {"levels": "doubling"})):
         m = record.build(name, "quick", variant.settings())
         assert variant.settings()[variant.field] == changed[variant.field]
         assert list(m) == [khop.seed_name(s) for s in range(7)]
@@ -986,7 +1033,8 @@ def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
             if s >= 3:  # the same run as the interval study's but for the changed setting and the budget
                 base = dataclasses.replace(narrow[khop.interval_name(s, 100)], steps=variant.steps)
                 assert dataclasses.replace(e, **{variant.field: getattr(base, variant.field)}) == base
-    assert khop.WIDE.steps == 10000 and khop.LR.steps == 15000
+    assert khop.WIDE.steps == khop.DOUBLING.steps == 10000 and khop.LR.steps == 15000
+    assert khop.variant_members("full", variant=khop.DOUBLING)["seed 0"].stages == (1, 2, 4, 8)
     assert khop.variant_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
     assert khop.variant_members("full", variant=khop.LR)["seed 0"].lr == pytest.approx(1e-3)
 

@@ -28,7 +28,9 @@ Training data (``data``): ``"direct"`` (every example has k hops), ``"mixture"``
 (k' drawn from ``weights`` over 1..k, uniform by default) or ``"curriculum"``
 (k' = the current stage, starting at 1 and moving to the next hop count once
 the test accuracy at the current one reaches ``advance_at``) or ``"cumulative"`` (the same stages, but
-stage s draws k' uniformly from 1..s, so the easier hop counts stay in the data). AdamW (weight
+stage s draws k' uniformly from the stages up to s, so the easier hop counts stay in the data). The stages
+(``levels``) are every hop count 1, 2, ..., k (``"every"``, ours) or the powers of two 1, 2, 4, ..., k
+(``"doubling"``, the slides' "hops 1, 2, 4, etc. are learned incrementally"; k a power of two). AdamW (weight
 decay 0), fresh batches; test accuracy at every hop count every
 ``eval_every`` steps.
 
@@ -54,6 +56,25 @@ from companion import cache, config, report
 from companion.config import check_choice, check_float, check_int
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
+LEVELS = ("every", "doubling")  # a curriculum's stages: 1, 2, ..., k or 1, 2, 4, ..., k
+
+
+def hop_levels(levels: str, k: int) -> tuple[int, ...]:
+    """The hop counts a curriculum's stages train on, in order.
+
+    >>> hop_levels("every", 4), hop_levels("doubling", 8)
+    ((1, 2, 3, 4), (1, 2, 4, 8))
+
+    Raises:
+        ValueError: an unknown ``levels``, or ``"doubling"`` with k not a power of two.
+    """
+    check_choice("levels", levels, LEVELS)
+    if levels == "every":
+        return tuple(range(1, k + 1))
+    if k & (k - 1):
+        raise ValueError(f"levels='doubling' with k={k}: allowed k a power of two (1, 2, 4, 8, ...), or "
+                         "levels='every'")
+    return tuple(2 ** i for i in range(k.bit_length()))
 
 
 @dataclass(frozen=True)
@@ -194,8 +215,9 @@ class KHopExperiment(config.Profiled):
     batches throughout; r >= 1, the batches of the last stage, from the evaluation at which a curriculum moves to
     k hops, come from stream "last-stage-data-<r>" of its seed, so that the run is the same up to there and sees
     other data after; ``last_stage_delay``: the move to k hops comes at the first evaluation at least that many
-    steps after the one at which the (k - 1)-hop accuracy first reaches ``advance_at``, the steps between still
-    on k - 1 hops, whatever the accuracy does then; earlier moves are not delayed)."""
+    steps after the one at which the accuracy at the stage before k first reaches ``advance_at``, the steps between
+    still on that stage, whatever the accuracy does then; earlier moves are not delayed; ``levels``: the stages,
+    :func:`hop_levels`)."""
 
     profile: str = "quick"
     N: int = 8
@@ -216,6 +238,7 @@ class KHopExperiment(config.Profiled):
     hide_k_from: tuple = ()  # blocks (from 1) whose keys never include table k, in training and when measured
     last_stage_data: int = 0  # curriculum, cumulative: r >= 1 draws the last stage's batches from stream r (0: none)
     last_stage_delay: int = 0  # curriculum, cumulative: move to k hops at the evaluation this many steps after the bar
+    levels: str = "every"  # curriculum, cumulative: stages 1, 2, ..., k ("every") or 1, 2, 4, ..., k ("doubling")
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -238,6 +261,10 @@ class KHopExperiment(config.Profiled):
         if self.last_stage_delay and self.data not in ("curriculum", "cumulative"):
             raise ValueError(f"last_stage_delay={self.last_stage_delay} with data={self.data!r}: allowed 0 (no "
                              "stages to delay), or data 'curriculum' or 'cumulative' (a run with stages)")
+        hop_levels(self.levels, self.k)
+        if self.levels != "every" and self.data not in ("curriculum", "cumulative"):
+            raise ValueError(f"levels={self.levels!r} with data={self.data!r}: allowed 'every', or data "
+                             "'curriculum' or 'cumulative' (a run with stages)")
         if not isinstance(self.hide_k_from, tuple):
             raise ValueError(f"hide_k_from={self.hide_k_from!r} is not a tuple: allowed a tuple of blocks in "
                              f"1..{self.layers}")
@@ -251,6 +278,11 @@ class KHopExperiment(config.Profiled):
     def layers(self) -> int:
         """The depth used: ``depth``, or ceil(log2 k) + 1."""
         return self.depth or math.ceil(math.log2(self.k)) + 1
+
+    @property
+    def stages(self) -> tuple[int, ...]:
+        """The hop counts of a curriculum's stages (:func:`hop_levels`)."""
+        return hop_levels(self.levels, self.k)
 
     def task(self) -> KHopTask:
         return KHopTask(self.N, self.k, self.seed)
@@ -313,8 +345,9 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
             steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
             stages.append({"direct": exp.k, "mixture": 0}.get(exp.data, stage))
             if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
-                if stage + 1 < exp.k:
-                    stage += 1
+                after = exp.stages[exp.stages.index(stage) + 1]
+                if after < exp.k:
+                    stage = after
                 elif move_at is None:
                     move_at = step + exp.last_stage_delay
             if move_at is not None and move_at <= step and stage < exp.k:
@@ -349,8 +382,9 @@ def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> 
     mixture data)."""
     if exp.data == "mixture":
         return rng.choice(exp.k, size=exp.batch, p=exp.mixture()) + 1
-    if exp.data == "cumulative":
-        return rng.integers(1, stage + 1, exp.batch)
+    if exp.data == "cumulative":  # uniform over the stages so far (every: the same draws as integers(1, stage + 1))
+        so_far = np.asarray([h for h in exp.stages if h <= stage])
+        return so_far[rng.integers(0, len(so_far), exp.batch)]
     return np.full(exp.batch, exp.k if exp.data == "direct" else stage)
 
 
@@ -727,8 +761,10 @@ def _seed_list(seeds) -> str:
     return ", ".join(str(s) for s in sorted(seeds)) or "none"
 
 
-def _solved(r: dict, solved: float) -> bool:
-    return bool(np.asarray(r["acc"])[-1].min() > solved)
+def _solved(r: dict, solved: float, hops: tuple | None = None) -> bool:
+    """Whether the run's lowest final accuracy over ``hops`` (default: every hop count) is above ``solved``."""
+    final = np.asarray(r["acc"])[-1]
+    return bool((final if hops is None else final[np.asarray(hops) - 1]).min() > solved)
 
 
 def by_interval(pool: dict[str, dict]) -> dict[int, dict[int, dict]]:
@@ -757,13 +793,16 @@ def _population(rs: dict[int, dict], ok: dict[int, bool], p: str, t: str, who: s
     }
 
 
-def _unsolved(unsolved: list[dict], solved_runs: list[dict], p: str, level: float) -> dict:
+def _unsolved(unsolved: list[dict], solved_runs: list[dict], p: str, level: float,
+              hops: tuple | None = None) -> dict:
     """Summary entries of the unsolved runs of a study, and what bears on its budget: how many had not learned
-    hops 1..k-1 (at ``level``), the longest wait of a solved run on its last stage before the k-th hop, the fewest
-    steps an unsolved run had there, the highest final k-hop accuracy of an unsolved run and how many end below
-    twice chance; named ``<p>unsolved_n``, ``<p>unsolved_early_n``, ``<p>wait_max``, ``<p>unsolved_time_min``,
-    ``<p>unsolved_last_max``, ``<p>unsolved_flat_n``."""
-    early = sum(bool(np.isinf(learned_at(r, level)[:-1]).any()) for r in unsolved)
+    hops 1..k-1 (at ``level``; of ``hops``, the hop counts trained on, those below k), the longest wait of a
+    solved run on its last stage before the k-th hop, the fewest steps an unsolved run had there, the highest
+    final k-hop accuracy of an unsolved run and how many end below twice chance; named ``<p>unsolved_n``,
+    ``<p>unsolved_early_n``, ``<p>wait_max``, ``<p>unsolved_time_min``, ``<p>unsolved_last_max``,
+    ``<p>unsolved_flat_n``."""
+    below = slice(None, -1) if hops is None else np.asarray(hops[:-1], dtype=int) - 1
+    early = sum(bool(np.isinf(learned_at(r, level)[below]).any()) for r in unsolved)
     waits = [last_stage_wait(r, level) for r in solved_runs]
     final = np.array([np.asarray(r["acc"])[-1, -1] for r in unsolved])
     chance = 1.0 / (unsolved or solved_runs)[0]["N"]
@@ -924,15 +963,16 @@ INTERVAL_HEADER = paired_header(f"every {e}" for e in INTERVALS)
 
 
 # --- the same seeds with one setting changed: twice the width (``record khop_wide``), a third of the step size
-# (``record khop_lr``) ---
+# (``record khop_lr``), the stages 1, 2, 4 (``record khop_doubling``) ---
 
 
 @dataclass(frozen=True)
 class SeedVariant:
     """The cumulative curriculum of :func:`seed_members` for seeds :data:`VARIANT_SEEDS` advancing every 100 steps
-    (the interval study's runs) with one setting changed: ``field`` is the profile's value times ``num / den``, the
-    rest as before, for ``steps`` steps. Recorded as ``khop_<tag>``; its summary entries are ``<tag>_*`` and those of
-    the profile's own runs of the same seeds ``<tag>_<base>_*``; ``who`` and ``base_who`` name the two populations."""
+    (the interval study's runs) with one setting changed: ``field`` is the profile's value times ``num / den`` (or
+    ``to``, when given), the rest as before, for ``steps`` steps. Recorded as ``khop_<tag>``; its summary entries are
+    ``<tag>_*`` and those of the profile's own runs of the same seeds ``<tag>_<base>_*``; ``who`` and ``base_who``
+    name the two populations."""
 
     tag: str
     field: str
@@ -942,11 +982,18 @@ class SeedVariant:
     who: str
     base: str
     base_who: str
+    to: object = None
 
     def value(self, profile: str | None = None):
         """The changed setting's value in ``profile``."""
+        if self.to is not None:
+            return self.to
         v = SIZES[config.get_profile(profile)].get(self.field, getattr(KHopExperiment, self.field))
         return v * self.num // self.den if isinstance(v, int) else v * self.num / self.den
+
+    def trained(self, k: int) -> tuple[int, ...]:
+        """The hop counts the variant's runs train on (its stages: 1..k unless it changes ``levels``)."""
+        return hop_levels(self.value() if self.field == "levels" else "every", k)
 
     def settings(self) -> dict:
         """The recording's settings (``record khop_<tag> --set ...``): the interval study's, with its budget and
@@ -959,10 +1006,14 @@ WIDE = SeedVariant("wide", "d", 2, 1, INTERVAL_SETTINGS["steps"], "with twice th
                    "with the profile's width")  # d = 64 in quick, with the same 4 heads (so each twice as wide)
 # a third of the step size, for 1.5 times the budget (the profile's runs of these seeds are recorded that long)
 LR = SeedVariant("lr", "lr", 1, 3, 15000, "with a third of the step size", "base", "with the profile's step size")
+# the stages 1, 2, 4 (the slides' "hops 1, 2, 4, etc."): the same run as the profile's until it moves past two hops
+DOUBLING = SeedVariant("doubling", "levels", 1, 1, INTERVAL_SETTINGS["steps"], "with stages 1, 2, 4", "every",
+                       "with stages 1, 2, 3, 4", to="doubling")
 
 
 def variant_members(profile: str | None = None, variant: SeedVariant = WIDE) -> dict[str, KHopExperiment]:
-    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`): ``"seed 0"``, ... (:class:`SeedVariant`)."""
+    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`, :data:`DOUBLING`): ``"seed 0"``, ...
+    (:class:`SeedVariant`)."""
     size = SIZES[config.get_profile(profile)]
     return {seed_name(s): KHopExperiment.for_profile(
         profile, data="cumulative", **{**size, "seed": s, variant.field: variant.value(profile)})
@@ -1004,7 +1055,9 @@ def variant_summary(runs: dict[str, dict], base: dict[int, dict] | None = None, 
     settings (``base``: {seed: run}, default :func:`base_runs` at the variant's budget): the variant's runs and how
     many end solved (:func:`_population`), the same of the base runs (``<tag>_<base>_*``), over the seeds of both
     how many are solved in one only (``<tag>_gained_*``, ``<tag>_lost_*``, ``<tag>_gap_n``), and the variant's
-    unsolved runs (:func:`_unsolved`).
+    unsolved runs (:func:`_unsolved`). "Solved" counts the hop counts each population trains on
+    (:meth:`SeedVariant.trained`); a variant of the stages adds what its runs do at the hop counts they never train
+    on and where they part from the base runs (:func:`_split`).
 
     Raises:
         ValueError: the base runs were trained for another budget.
@@ -1016,13 +1069,47 @@ def variant_summary(runs: dict[str, dict], base: dict[int, dict] | None = None, 
     if len(steps) != 1:
         raise ValueError(f"budgets {sorted(steps)}: allowed {variant.tag} and {variant.base} runs of the same "
                          "number of steps")
-    ok = {s: _solved(r, solved) for s, r in runs_by.items()}
+    hops = variant.trained(np.asarray(next(iter(runs.values()))["acc"]).shape[1])
+    ok = {s: _solved(r, solved, hops) for s, r in runs_by.items()}
     ok_base = {s: _solved(r, solved) for s, r in base.items()}
     out = _sizes(next(iter(runs.values())), prefix=p) | _population(runs_by, ok, p, "", variant.who, level, solved)
     out |= _population(base, ok_base, f"{p}{variant.base}_", "", variant.base_who, level, solved)
     out |= _pair_counts(ok_base, ok, p, "lost", "gained", variant.base_who, variant.who)
+    if variant.field == "levels":
+        out |= _split(runs_by, base, ok, hops, p)
     return report.Summary(out | _unsolved([r for s, r in runs_by.items() if not ok[s]],
-                                          [r for s, r in runs_by.items() if ok[s]], p, level))
+                                          [r for s, r in runs_by.items() if ok[s]], p, level, hops))
+
+
+def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], hops: tuple, p: str) -> dict:
+    """Summary entries of runs ({seed: run}) with other stages than the base runs of the same seeds: each is the
+    base run until the evaluation at which the two move to different stages (the last before their recorded
+    stages, the stage trained on before each evaluation, differ), so their test accuracies up to there agree
+    (``<p>split_gap``, the largest difference; 0 when the code keeps that promise); the median step of that
+    evaluation (``<p>split_med``, over the runs that get there); and the final accuracy of the solved runs at the
+    hop counts outside ``hops``, never trained on (``<p>untrained_min``/``_max``)."""
+    gaps, at = [], []
+    for s, r in runs.items():
+        a, b = np.asarray(r["stage"]), np.asarray(base[s]["stage"])
+        n = min(len(a), len(b))
+        diff = np.flatnonzero(a[:n] != b[:n])
+        end = int(diff[0]) if len(diff) else n
+        if len(diff):
+            at.append(float(np.asarray(r["step"])[end - 1]))
+        gaps.append(float(np.abs(np.asarray(r["acc"])[:end] - np.asarray(base[s]["acc"])[:end]).max()))
+    k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
+    never = [h - 1 for h in range(1, k + 1) if h not in hops]
+    free = [float(v) for s, r in runs.items() if ok[s] for v in np.asarray(r["acc"])[-1, never]]
+    return {
+        f"{p}split_gap": (max(gaps), "largest difference of test accuracy from the base run of the same seed up to "
+                                     "the first evaluation at which their stages differ"),
+        f"{p}split_med": (float(np.median(at)) if at else math.nan,
+                          "median step of that evaluation (the runs part after it)"),
+        f"{p}untrained_min": (min(free) if free else math.nan,
+                              "solved runs: lowest final accuracy at a hop count never trained on"),
+        f"{p}untrained_max": (max(free) if free else math.nan,
+                              "solved runs: highest final accuracy at a hop count never trained on"),
+    }
 
 
 # --- what a trained model computes where: linear probes of the chain (recorded: ``khop_probe``) ---
