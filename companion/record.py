@@ -69,6 +69,8 @@ class Recordable:
     run: Callable | None = None  # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
     summary_var: str = "summary"  # the chapter's name for this experiment's summary in its Check cell
     member_overrides: Callable = lambda name, overrides: overrides  # (member, overrides) -> that member's
+    precheck: Callable | None = None  # (profile, members) -> None; raises ValueError for a recording its summary
+    # could not make (a comparison with other recorded runs), before any run
 
 
 def _registry() -> dict[str, Recordable]:
@@ -123,7 +125,7 @@ def _registry() -> dict[str, Recordable]:
                    run=khop.run, summary_var="il250", member_overrides=khop.member_overrides),
         *(Recordable(f"khop_{v.tag}", "book/khop", partial(khop.variant_members, variant=v),
                      partial(khop.variant_summary, variant=v), khop.curves, run=khop.run, summary_var=var,
-                     member_overrides=khop.member_overrides)
+                     member_overrides=khop.member_overrides, precheck=v.check_recording)
           for v, var in ((khop.WIDE, "wide"), (khop.LR, "lrs"), (khop.DOUBLING, "dbl"))),
         stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
         stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
@@ -270,8 +272,8 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
 
     Raises:
         ValueError: before any run, when the chapter has no check line reading the experiment's summary
-            variable; after the runs (which are cached, so a second call is quick), when a check line reads
-            an entry that the summary lacks.
+            variable or the experiment's ``precheck`` refuses the recording; after the runs (which are cached,
+            so a second call is quick), when a check line reads an entry that the summary lacks.
     """
     from companion.experiments import noisy_recall
 
@@ -282,6 +284,8 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
     if not checked:
         raise ValueError(f"{rec.chapter}.md has no line claims.check(\"...\", {rec.summary_var}[\"...\"]) in its "
                          f"Check cell: write the chapter's check lines for {name!r} before recording it")
+    if rec.precheck is not None:
+        rec.precheck(profile, members)
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
     commit, package = _commit(), config.package_hash()  # the code the runs start with, not what a long run ends with
     runner = rec.run or noisy_recall.run

@@ -798,6 +798,8 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
     # seed 0 is solved: three hops are never trained on, so they do not count
     assert (s["doubling_solved_n"], s["doubling_every_solved_n"], s["doubling_gained_seeds"]) == (1, 0, "0")
     assert s["doubling_split_gap"] == 0 and s["doubling_split_med"] == 20  # both part at the third evaluation
+    assert s["doubling_split_next_n"] == 1  # seed 0 learned four hops (at 0.9) after the split, seed 1 did not
+    assert s["doubling_split_base_next_max"] == 10  # the base runs learned three hops one evaluation after it
     assert s["doubling_untrained_min"] == s["doubling_untrained_max"] == 0.3
     assert s["doubling_unsolved_early_n"] == 0  # seed 1 learned hops 1 and 2 (three is not among its stages)
     off = _fake(np.asarray(dbl["acc"]) + np.array([[0.0] * 4, [0.01, 0, 0, 0]] + [[0.0] * 4] * 3), stage=dbl["stage"])
@@ -1037,6 +1039,31 @@ def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
     assert khop.variant_members("full", variant=khop.DOUBLING)["seed 0"].stages == (1, 2, 4, 8)
     assert khop.variant_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
     assert khop.variant_members("full", variant=khop.LR)["seed 0"].lr == pytest.approx(1e-3)
+
+
+def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tmp_path, monkeypatch):
+    import dataclasses as dc
+
+    from companion import record
+
+    def no_run(exp, device=None):
+        raise AssertionError("record ran before its precheck")
+
+    real = record._registry()
+    monkeypatch.setattr(record, "_registry", lambda: {**real, "khop_doubling": dc.replace(real["khop_doubling"],
+                                                                                          run=no_run)})
+    settings = khop.DOUBLING.settings()
+    with pytest.raises(ValueError, match="khop_doubling with profile 'full': allowed 'quick'"):
+        record.record("khop_doubling", "full", settings, out_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"run 'seed 0' with \{'k': 2\}: allowed the runs of settings"):
+        record.record("khop_doubling", "quick", {**settings, "k": 2}, out_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"run 'seed 0' with \{'levels': 'every'\}"):
+        record.record("khop_doubling", "quick", {**settings, "levels": "every"}, out_dir=tmp_path)
+    with pytest.raises(ValueError, match="steps=17000, every=100: allowed at most 16000 steps"):
+        record.record("khop_doubling", "quick", {**settings, "steps": 17000}, out_dir=tmp_path)
+    khop.DOUBLING.check_recording("quick", record.build("khop_doubling", "quick", settings))  # the study itself
+    khop.LR.check_recording("quick", record.build("khop_lr", "quick", khop.LR.settings()))
+    assert not list(tmp_path.iterdir())
 
 
 def test_base_runs_cut_the_shortest_recording_that_is_long_enough():

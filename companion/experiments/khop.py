@@ -991,6 +991,28 @@ class SeedVariant:
         v = SIZES[config.get_profile(profile)].get(self.field, getattr(KHopExperiment, self.field))
         return v * self.num // self.den if isinstance(v, int) else v * self.num / self.den
 
+    def check_recording(self, profile: str, members: dict[str, KHopExperiment]) -> None:
+        """Refuse, before any run, a recording that :func:`variant_summary` cannot compare with the recorded base
+        runs: another profile than quick, runs other than those of :meth:`settings` (the budget aside), or a
+        budget longer than the base runs' recordings (:func:`base_runs`).
+
+        Raises:
+            ValueError: naming what differs and what is allowed.
+        """
+        if profile != "quick":
+            raise ValueError(f"khop_{self.tag} with profile {profile!r}: allowed 'quick' (its runs are compared "
+                             "seed by seed with the quick profile's recorded runs, khop.base_runs)")
+        steps = next(iter(members.values())).steps
+        want = {n: dataclasses.replace(e, **{**self.settings(), "steps": steps})
+                for n, e in variant_members(profile, self).items()}
+        for n, e in members.items():
+            diff = {f.name: getattr(e, f.name) for f in dataclasses.fields(e)
+                    if n in want and getattr(e, f.name) != getattr(want[n], f.name)}
+            if n not in want or diff:
+                raise ValueError(f"khop_{self.tag}: run {n!r} with {diff or 'another name'}: allowed the runs of "
+                                 f"settings {self.settings()} (steps aside), which the base runs share")
+        base_runs(steps)
+
     def trained(self, k: int) -> tuple[int, ...]:
         """The hop counts the variant's runs train on (its stages: 1..k unless it changes ``levels``)."""
         return hop_levels(self.value() if self.field == "levels" else "every", k)
@@ -1076,26 +1098,32 @@ def variant_summary(runs: dict[str, dict], base: dict[int, dict] | None = None, 
     out |= _population(base, ok_base, f"{p}{variant.base}_", "", variant.base_who, level, solved)
     out |= _pair_counts(ok_base, ok, p, "lost", "gained", variant.base_who, variant.who)
     if variant.field == "levels":
-        out |= _split(runs_by, base, ok, hops, p)
+        out |= _split(runs_by, base, ok, hops, p, level)
     return report.Summary(out | _unsolved([r for s, r in runs_by.items() if not ok[s]],
                                           [r for s, r in runs_by.items() if ok[s]], p, level, hops))
 
 
-def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], hops: tuple, p: str) -> dict:
+def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], hops: tuple, p: str,
+           level: float = 0.9) -> dict:
     """Summary entries of runs ({seed: run}) with other stages than the base runs of the same seeds: each is the
     base run until the evaluation at which the two move to different stages (the last before their recorded
     stages, the stage trained on before each evaluation, differ), so their test accuracies up to there agree
     (``<p>split_gap``, the largest difference; 0 when the code keeps that promise); the median step of that
-    evaluation (``<p>split_med``, over the runs that get there); and the final accuracy of the solved runs at the
-    hop counts outside ``hops``, never trained on (``<p>untrained_min``/``_max``)."""
-    gaps, at = [], []
+    evaluation (``<p>split_med``, over the runs that get there); how many runs learned the stage they moved to
+    there (accuracy at ``level``; ``<p>split_next_n``) and the most steps a base run took to learn its own
+    (``<p>split_base_next_max``); and the final accuracy of the solved runs at the hop counts outside ``hops``,
+    never trained on (``<p>untrained_min``/``_max``)."""
+    gaps, at, learned, base_took = [], [], 0, []
     for s, r in runs.items():
         a, b = np.asarray(r["stage"]), np.asarray(base[s]["stage"])
         n = min(len(a), len(b))
         diff = np.flatnonzero(a[:n] != b[:n])
         end = int(diff[0]) if len(diff) else n
         if len(diff):
-            at.append(float(np.asarray(r["step"])[end - 1]))
+            t = float(np.asarray(r["step"])[end - 1])
+            at.append(t)
+            learned += bool(np.isfinite(learned_at(r, level)[a[end] - 1]))
+            base_took.append(float(learned_at(base[s], level)[b[end] - 1]) - t)
         gaps.append(float(np.abs(np.asarray(r["acc"])[:end] - np.asarray(base[s]["acc"])[:end]).max()))
     k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
     never = [h - 1 for h in range(1, k + 1) if h not in hops]
@@ -1105,6 +1133,10 @@ def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], ho
                                      "the first evaluation at which their stages differ"),
         f"{p}split_med": (float(np.median(at)) if at else math.nan,
                           "median step of that evaluation (the runs part after it)"),
+        f"{p}split_next_n": (learned, f"runs that learned (at {level}) the stage they moved to there"),
+        f"{p}split_base_next_max": (max(base_took) if base_took else math.nan,
+                                    "base runs: the most steps from there to learning the stage they moved to (inf: "
+                                    "one never did)"),
         f"{p}untrained_min": (min(free) if free else math.nan,
                               "solved runs: lowest final accuracy at a hop count never trained on"),
         f"{p}untrained_max": (max(free) if free else math.nan,
