@@ -800,6 +800,8 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
     assert s["doubling_split_gap"] == 0 and s["doubling_split_med"] == 20  # both part at the third evaluation
     assert s["doubling_split_next_n"] == 1  # seed 0 learned four hops (at 0.9) after the split, seed 1 did not
     assert s["doubling_split_base_next_max"] == 10  # the base runs learned three hops one evaluation after it
+    assert (s["doubling_split_base_next_n"], s["doubling_next_pairs_n"], s["doubling_next_lost_n"]) == (2, 2, 1)
+    assert s["doubling_next_lost_seeds"] == "1" and s["doubling_next_gained_n"] == 0
     assert s["doubling_untrained_min"] == s["doubling_untrained_max"] == 0.3
     assert s["doubling_unsolved_early_n"] == 0  # seed 1 learned hops 1 and 2 (three is not among its stages)
     off = _fake(np.asarray(dbl["acc"]) + np.array([[0.0] * 4, [0.01, 0, 0, 0]] + [[0.0] * 4] * 3), stage=dbl["stage"])

@@ -1098,22 +1098,24 @@ def variant_summary(runs: dict[str, dict], base: dict[int, dict] | None = None, 
     out |= _population(base, ok_base, f"{p}{variant.base}_", "", variant.base_who, level, solved)
     out |= _pair_counts(ok_base, ok, p, "lost", "gained", variant.base_who, variant.who)
     if variant.field == "levels":
-        out |= _split(runs_by, base, ok, hops, p, level)
+        out |= _split(runs_by, base, ok, variant, level)
     return report.Summary(out | _unsolved([r for s, r in runs_by.items() if not ok[s]],
                                           [r for s, r in runs_by.items() if ok[s]], p, level, hops))
 
 
-def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], hops: tuple, p: str,
+def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], variant: SeedVariant,
            level: float = 0.9) -> dict:
-    """Summary entries of runs ({seed: run}) with other stages than the base runs of the same seeds: each is the
-    base run until the evaluation at which the two move to different stages (the last before their recorded
-    stages, the stage trained on before each evaluation, differ), so their test accuracies up to there agree
-    (``<p>split_gap``, the largest difference; 0 when the code keeps that promise); the median step of that
-    evaluation (``<p>split_med``, over the runs that get there); how many runs learned the stage they moved to
-    there (accuracy at ``level``; ``<p>split_next_n``) and the most steps a base run took to learn its own
-    (``<p>split_base_next_max``); and the final accuracy of the solved runs at the hop counts outside ``hops``,
-    never trained on (``<p>untrained_min``/``_max``)."""
-    gaps, at, learned, base_took = [], [], 0, []
+    """Summary entries of ``variant``'s runs ({seed: run}), whose stages differ from the base runs' of the same
+    seeds: each is the base run until the evaluation at which the two move to different stages (the last before
+    their recorded stages, the stage trained on before each evaluation, differ), so their test accuracies up to
+    there agree (``<p>split_gap``, the largest difference; 0 when the code keeps that promise); the median step of
+    that evaluation (``<p>split_med``, over the runs that get there); how many runs learned the stage they moved to
+    there (accuracy at ``level``; ``<p>split_next_n``), how many base runs learned theirs
+    (``<p>split_base_next_n``) and the most steps one took (``<p>split_base_next_max``); over the seeds that part,
+    how many learned their next stage in one of the pair only (:func:`_pair_counts`, named ``<p>next_*``); and the
+    final accuracy of the solved runs at the hop counts they never train on (``<p>untrained_min``/``_max``)."""
+    p = f"{variant.tag}_"
+    gaps, at, nxt, nxt_base, base_took = [], [], {}, {}, []
     for s, r in runs.items():
         a, b = np.asarray(r["stage"]), np.asarray(base[s]["stage"])
         n = min(len(a), len(b))
@@ -1122,21 +1124,26 @@ def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], ho
         if len(diff):
             t = float(np.asarray(r["step"])[end - 1])
             at.append(t)
-            learned += bool(np.isfinite(learned_at(r, level)[a[end] - 1]))
+            nxt[s] = bool(np.isfinite(learned_at(r, level)[a[end] - 1]))
             base_took.append(float(learned_at(base[s], level)[b[end] - 1]) - t)
+            nxt_base[s] = bool(np.isfinite(base_took[-1]))
         gaps.append(float(np.abs(np.asarray(r["acc"])[:end] - np.asarray(base[s]["acc"])[:end]).max()))
     k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
-    never = [h - 1 for h in range(1, k + 1) if h not in hops]
+    never = [h - 1 for h in range(1, k + 1) if h not in variant.trained(k)]
     free = [float(v) for s, r in runs.items() if ok[s] for v in np.asarray(r["acc"])[-1, never]]
     return {
         f"{p}split_gap": (max(gaps), "largest difference of test accuracy from the base run of the same seed up to "
-                                     "the first evaluation at which their stages differ"),
+                                     "the evaluation at which the two move to different stages"),
         f"{p}split_med": (float(np.median(at)) if at else math.nan,
                           "median step of that evaluation (the runs part after it)"),
-        f"{p}split_next_n": (learned, f"runs that learned (at {level}) the stage they moved to there"),
+        f"{p}split_next_n": (sum(nxt.values()), f"runs that learned (at {level}) the stage they moved to there"),
+        f"{p}split_base_next_n": (sum(nxt_base.values()), "base runs that learned the stage they moved to there"),
         f"{p}split_base_next_max": (max(base_took) if base_took else math.nan,
                                     "base runs: the most steps from there to learning the stage they moved to (inf: "
                                     "one never did)"),
+        **_pair_counts(nxt_base, nxt, f"{p}next_", "lost", "gained",
+                       f"{variant.base_who}, counting the stage after the split as solved",
+                       f"{variant.who}, counting the same"),
         f"{p}untrained_min": (min(free) if free else math.nan,
                               "solved runs: lowest final accuracy at a hop count never trained on"),
         f"{p}untrained_max": (max(free) if free else math.nan,
