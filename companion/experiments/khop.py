@@ -1007,7 +1007,7 @@ class SeedVariant:
                 for n, e in variant_members(profile, self).items()}
         for n, e in members.items():
             diff = {f.name: getattr(e, f.name) for f in dataclasses.fields(e)
-                    if n in want and getattr(e, f.name) != getattr(want[n], f.name)}
+                    if getattr(e, f.name) != getattr(want.get(n, e), f.name)}
             if n not in want or diff:
                 raise ValueError(f"khop_{self.tag}: run {n!r} with {diff or 'another name'}: allowed the runs of "
                                  f"settings {self.settings()} (steps aside), which the base runs share")
