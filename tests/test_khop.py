@@ -787,6 +787,61 @@ def test_doubling_stages_skip_three_hops_and_match_every_count_until_then():
         khop.KHopExperiment(**kw, levels="halving")
 
 
+def test_examples_that_start_at_another_table_compose_those_tables_only():
+    task = khop.KHopTask(N=5, k=4, hidden_seed=3)
+    hops, starts = np.array([1, 2, 1, 4, 3, 2]), np.array([3, 2, 4, 1, 2, 3])
+    b = task.sample(np.random.default_rng(0), hops, starts)
+    pi, N = task.hidden(), task.N
+    for j in range(len(hops)):
+        tables = b.tokens[j, 1:].reshape(task.k, N)
+        v = b.tokens[j, 0]
+        for i in range(starts[j] - 1, starts[j] - 1 + hops[j]):
+            v = tables[i, pi[i][v]]
+        assert b.answer[j] == v
+        shown = [i + 1 for i in range(task.k) if b.mask[j, 1 + i * N:1 + (i + 1) * N].all()]
+        assert shown == list(range(starts[j], starts[j] + hops[j])) and b.mask[j, 0]
+        assert (b.tokens[j, 1:][~b.mask[j, 1:]] == task.pad).all() and not b.mask[j, 1:][b.tokens[j, 1:] == N].any()
+    # starting at table 1 is the old sample: the same draws, the same batch
+    a, c = task.sample(np.random.default_rng(1), hops), task.sample(np.random.default_rng(1), hops, np.ones(6, int))
+    assert all(np.array_equal(getattr(a, f), getattr(c, f)) for f in ("tokens", "mask", "chain", "answer"))
+    with pytest.raises(ValueError, match=r"starts \[2\] for hop counts \[4\]: allowed .* 1..k - k' \+ 1 \(k = 4\)"):
+        task.sample(np.random.default_rng(0), [4], [2])
+    with pytest.raises(ValueError, match="starts"):
+        task.sample(np.random.default_rng(0), [1], [0])
+    kw = dict(N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=30, eval_every=10, n_test=64, batch=16)
+    e = khop.KHopExperiment(**kw, starts="any")
+    rng = np.random.default_rng(0)
+    drawn = khop.training_starts(e, np.full(4000, 2), rng)
+    assert set(drawn) == {1, 2, 3} and khop.training_starts(e, np.full(50, 4), rng).tolist() == [1] * 50
+    assert khop.training_starts(khop.KHopExperiment(**kw), np.full(5, 2), rng) is None  # table 1, nothing drawn
+    first, anyw = (khop.run(khop.KHopExperiment(**kw, starts=v), progress=False, use_cache=False)
+                   for v in ("first", "any"))
+    assert np.array_equal(first["acc"][0], anyw["acc"][0]) and not np.array_equal(first["acc"], anyw["acc"])
+    with pytest.raises(ValueError, match="starts"):
+        khop.KHopExperiment(**kw, starts="last")
+
+
+def test_a_variant_over_another_compares_with_that_variants_recorded_runs():
+    v = khop.ANYSTART
+    assert v.settings() == {**khop.DOUBLING.settings(), "starts": "any"} and v.trained(4) == (1, 2, 4)
+    m = khop.variant_members("quick", v)
+    assert all((e.levels, e.starts, e.seed) == ("doubling", "any", s) for s, e in enumerate(m.values()))
+    assert dataclasses.replace(m["seed 2"], starts="first") == khop.variant_members("quick", khop.DOUBLING)["seed 2"]
+    base = v.base_runs(4000)  # the recorded runs with stages 1, 2, 4 from table 1, cut
+    assert sorted(base) == list(range(7)) and {int(r["step"][-1]) for r in base.values()} == {4000}
+    with pytest.raises(ValueError, match=r"steps=12000: allowed at most 10000 \(the recorded khop_doubling"):
+        v.base_runs(12000)
+    solved = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.2, 0.97]],
+                   stage=[1, 2, 4, 4])
+    flat = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.2, 0.12]],
+                 stage=[1, 2, 4, 4])
+    s = khop.variant_summary({"seed 0": solved, "seed 1": flat}, {0: flat, 1: solved}, variant=v)
+    # both populations count the hop counts 1, 2 and 4 (three is trained on by neither)
+    assert (s["anystart_solved_n"], s["anystart_doubling_solved_n"]) == (1, 1)
+    assert (s["anystart_gained_seeds"], s["anystart_lost_seeds"], s["anystart_unsolved_early_n"]) == ("0", "1", 0)
+    assert "anystart_split_gap" not in s.entries()  # different data from the first step: nothing to pair
+
+
 def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
     every = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.95, 0.1],
                    [0.99, 0.99, 0.99, 0.12]], stage=[1, 2, 2, 3, 3])
@@ -1065,6 +1120,16 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
         record.record("khop_doubling", "quick", {**settings, "steps": 17000}, out_dir=tmp_path)
     khop.DOUBLING.check_recording("quick", record.build("khop_doubling", "quick", settings))  # the study itself
     khop.LR.check_recording("quick", record.build("khop_lr", "quick", khop.LR.settings()))
+    any_settings = khop.ANYSTART.settings()
+
+    def anystart(**changed):
+        khop.ANYSTART.check_recording("quick", record.build("khop_anystart", "quick", {**any_settings, **changed}))
+
+    anystart()  # the study itself
+    with pytest.raises(ValueError, match=r"run 'seed 0' with \{'starts': 'first'\}"):
+        anystart(starts="first")
+    with pytest.raises(ValueError, match="allowed at most 10000 "):
+        anystart(steps=15000)
     assert not list(tmp_path.iterdir())
 
 

@@ -30,14 +30,19 @@ Training data (``data``): ``"direct"`` (every example has k hops), ``"mixture"``
 the test accuracy at the current one reaches ``advance_at``) or ``"cumulative"`` (the same stages, but
 stage s draws k' uniformly from the stages up to s, so the easier hop counts stay in the data). The stages
 (``levels``) are every hop count 1, 2, ..., k (``"every"``, ours) or the powers of two 1, 2, 4, ..., k
-(``"doubling"``, the slides' "hops 1, 2, 4, etc. are learned incrementally"; k a power of two). AdamW (weight
-decay 0), fresh batches; test accuracy at every hop count every
-``eval_every`` steps.
+(``"doubling"``, the slides' "hops 1, 2, 4, etc. are learned incrementally"; k a power of two). A training
+example starts at table 1 (``starts="first"``), or at a table drawn uniformly from those from which its k' hops
+fit (``"any"``: a one-hop example from table 3 composes sigma_3 o pi_3 alone, the other tables padding; ours, to
+show every pi_i from the first stage on); test examples start at table 1. AdamW (weight decay 0), fresh batches;
+test accuracy at every hop count every ``eval_every`` steps.
 
 >>> t = KHopTask(N=4, k=2)
 >>> b = t.sample(np.random.default_rng(0), np.array([1, 2]))
 >>> b.tokens.shape, b.tokens[0, 5:].tolist(), bool(b.mask[1].all())
 ((2, 9), [4, 4, 4, 4], True)
+>>> b = t.sample(np.random.default_rng(0), np.array([1]), starts=[2])
+>>> b.mask[0].astype(int).tolist(), int(b.chain[0, 0]) == int(b.tokens[0, 0])
+([1, 0, 0, 0, 0, 1, 1, 1, 1], True)
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from companion.config import check_choice, check_float, check_int
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
 LEVELS = ("every", "doubling")  # a curriculum's stages: 1, 2, ..., k or 1, 2, 4, ..., k
+STARTS = ("first", "any")  # the first table of a training example: table 1, or any from which its hops fit
 
 
 def hop_levels(levels: str, k: int) -> tuple[int, ...]:
@@ -79,10 +85,10 @@ def hop_levels(levels: str, k: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class HopBatch:
-    tokens: np.ndarray  # (batch, 1 + k N): x, then the tables, padding (token N) after hop k'
+    tokens: np.ndarray  # (batch, 1 + k N): x, then the tables, padding (token N) at those an example does not use
     mask: np.ndarray  # (batch, 1 + k N) bool: True where a token is shown
     hops: np.ndarray  # (batch,) k' per example
-    chain: np.ndarray  # (batch, k): the value after each hop (after hop k' it stays put)
+    chain: np.ndarray  # (batch, k): the value after each table (it stays put at the tables an example does not use)
     answer: np.ndarray  # (batch,): the value after k' hops
 
 
@@ -116,27 +122,33 @@ class KHopTask:
         rng = np.random.default_rng(config.seed_streams(self.hidden_seed, ["khop-hidden"])["khop-hidden"])
         return np.stack([rng.permutation(self.N) for _ in range(self.k)])
 
-    def sample(self, rng: np.random.Generator, hops) -> HopBatch:
-        """One example per entry of ``hops`` (its k', each in 1..k).
+    def sample(self, rng: np.random.Generator, hops, starts=None) -> HopBatch:
+        """One example per entry of ``hops`` (its k', each in 1..k). ``starts`` (default: all 1), per example,
+        the first table its hops use: an example with k' hops from table s composes tables s..s + k' - 1 (s in
+        1..k - k' + 1); the tables before and after are padding.
 
         Raises:
-            ValueError: a hop count outside 1..k.
+            ValueError: a hop count outside 1..k, or a start outside 1..k - k' + 1.
         """
         hops = np.asarray(hops, dtype=np.int64)
         if hops.ndim != 1 or len(hops) == 0 or hops.min() < 1 or hops.max() > self.k:
             bad = hops[(hops < 1) | (hops > self.k)] if hops.ndim == 1 else hops
             raise ValueError(f"hop counts {bad.tolist()[:5]} out of range: allowed 1..{self.k} (k = {self.k})")
         n, N, k = len(hops), self.N, self.k
+        first = np.ones(n, dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
+        if first.shape != hops.shape or first.min() < 1 or (first + hops - 1).max() > k:
+            raise ValueError(f"starts {np.asarray(starts).tolist()[:5]} for hop counts {hops.tolist()[:5]}: allowed "
+                             f"one start per example, in 1..k - k' + 1 (k = {k})")
         sigma = np.argsort(rng.random((n, k, N)), axis=-1)  # uniform permutations, one per hop and example
         x = rng.integers(0, N, n)
         pi = self.hidden()
         chain = np.empty((n, k), dtype=np.int64)
         v, rows = x.copy(), np.arange(n)
-        for i in range(k):
-            v = np.where(i < hops, sigma[rows, i, pi[i][v]], v)
+        for i in range(k):  # table i + 1 is used when first <= i + 1 < first + hops
+            v = np.where((first <= i + 1) & (i + 1 < first + hops), sigma[rows, i, pi[i][v]], v)
             chain[:, i] = v
         block = np.concatenate([[0], np.repeat(np.arange(1, k + 1), N)])  # 0 for x, i for table i
-        mask = block[None, :] <= hops[:, None]
+        mask = (block[None, :] == 0) | ((block[None, :] >= first[:, None]) & (block[None, :] < (first + hops)[:, None]))
         tokens = np.where(mask, np.concatenate([x[:, None], sigma.reshape(n, k * N)], axis=1), self.pad)
         return HopBatch(tokens, mask, hops, chain, chain[:, -1])
 
@@ -217,7 +229,9 @@ class KHopExperiment(config.Profiled):
     other data after; ``last_stage_delay``: the move to k hops comes at the first evaluation at least that many
     steps after the one at which the accuracy at the stage before k first reaches ``advance_at``, the steps between
     still on that stage, whatever the accuracy does then; earlier moves are not delayed; ``levels``: the stages,
-    :func:`hop_levels`)."""
+    :func:`hop_levels`; ``starts``: "any" draws the first table of each training example with k' hops uniformly
+    from 1..k - k' + 1, independently of everything else, where "first" always starts at table 1; the test sets
+    start at table 1 either way)."""
 
     profile: str = "quick"
     N: int = 8
@@ -239,6 +253,7 @@ class KHopExperiment(config.Profiled):
     last_stage_data: int = 0  # curriculum, cumulative: r >= 1 draws the last stage's batches from stream r (0: none)
     last_stage_delay: int = 0  # curriculum, cumulative: move to k hops at the evaluation this many steps after the bar
     levels: str = "every"  # curriculum, cumulative: stages 1, 2, ..., k ("every") or 1, 2, 4, ..., k ("doubling")
+    starts: str = "first"  # training examples start at table 1 ("first") or at any table from which they fit ("any")
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -262,6 +277,7 @@ class KHopExperiment(config.Profiled):
             raise ValueError(f"last_stage_delay={self.last_stage_delay} with data={self.data!r}: allowed 0 (no "
                              "stages to delay), or data 'curriculum' or 'cumulative' (a run with stages)")
         hop_levels(self.levels, self.k)
+        check_choice("starts", self.starts, STARTS)
         if self.levels != "every" and self.data not in ("curriculum", "cumulative"):
             raise ValueError(f"levels={self.levels!r} with data={self.data!r}: allowed 'every', or data "
                              "'curriculum' or 'cumulative' (a run with stages)")
@@ -358,7 +374,8 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
             kept[step - moved] = _snapshot(model)
         if step == exp.steps:
             break
-        loss = _train_step(model, opt, task, training_hops(exp, stage, rng), rng, device)
+        hops = training_hops(exp, stage, rng)
+        loss = _train_step(model, opt, task, hops, rng, device, starts=training_starts(exp, hops, rng))
     out = {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
            "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
            "device": config.device_name(device), "state": {k: v.cpu() for k, v in model.state_dict().items()}}
@@ -388,11 +405,18 @@ def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> 
     return np.full(exp.batch, exp.k if exp.data == "direct" else stage)
 
 
+def training_starts(exp: KHopExperiment, hops: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+    """(batch,): the first table of each training example with hop counts ``hops``, uniform over the tables from
+    which its hops fit (``starts="any"``); None (table 1, nothing drawn) for ``starts="first"``."""
+    return rng.integers(1, exp.k - hops + 2) if exp.starts == "any" else None
+
+
 def _train_step(model: HopTransformer, opt: torch.optim.Optimizer, task: KHopTask, hops: np.ndarray,
-                rng: np.random.Generator, device, hide: torch.Tensor | None = None) -> torch.Tensor:
-    """One optimiser step on a fresh batch of examples with hop counts ``hops`` (``hide``: as the model's
-    forward); the batch's loss."""
-    t, m, y = _tensors(task.sample(rng, hops), device)
+                rng: np.random.Generator, device, hide: torch.Tensor | None = None,
+                starts: np.ndarray | None = None) -> torch.Tensor:
+    """One optimiser step on a fresh batch of examples with hop counts ``hops`` starting at tables ``starts``
+    (:meth:`KHopTask.sample`; ``hide``: as the model's forward); the batch's loss."""
+    t, m, y = _tensors(task.sample(rng, hops, starts), device)
     loss = F.cross_entropy(model(t, m, hide=hide), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -970,9 +994,10 @@ INTERVAL_HEADER = paired_header(f"every {e}" for e in INTERVALS)
 class SeedVariant:
     """The cumulative curriculum of :func:`seed_members` for seeds :data:`VARIANT_SEEDS` advancing every 100 steps
     (the interval study's runs) with one setting changed: ``field`` is the profile's value times ``num / den`` (or
-    ``to``, when given), the rest as before, for ``steps`` steps. Recorded as ``khop_<tag>``; its summary entries are
-    ``<tag>_*`` and those of the profile's own runs of the same seeds ``<tag>_<base>_*``; ``who`` and ``base_who``
-    name the two populations."""
+    ``to``, when given), the rest as before, for ``steps`` steps; with ``over``, another variant, that variant's
+    runs with this setting changed too, compared with its recorded runs instead of the profile's. Recorded as
+    ``khop_<tag>``; its summary entries are ``<tag>_*`` and those of the base runs of the same seeds
+    ``<tag>_<base>_*``; ``who`` and ``base_who`` name the two populations."""
 
     tag: str
     field: str
@@ -983,6 +1008,7 @@ class SeedVariant:
     base: str
     base_who: str
     to: object = None
+    over: SeedVariant | None = None
 
     def value(self, profile: str | None = None):
         """The changed setting's value in ``profile``."""
@@ -1001,7 +1027,7 @@ class SeedVariant:
         """
         if profile != "quick":
             raise ValueError(f"khop_{self.tag} with profile {profile!r}: allowed 'quick' (its runs are compared "
-                             "seed by seed with the quick profile's recorded runs, khop.base_runs)")
+                             "seed by seed with recorded runs of the quick profile, khop.SeedVariant.base_runs)")
         steps = next(iter(members.values())).steps
         want = {n: dataclasses.replace(e, **{**self.settings(), "steps": steps})
                 for n, e in variant_members(profile, self).items()}
@@ -1011,16 +1037,36 @@ class SeedVariant:
             if n not in want or diff:
                 raise ValueError(f"khop_{self.tag}: run {n!r} with {diff or 'another name'}: allowed the runs of "
                                  f"settings {self.settings()} (steps aside), which the base runs share")
-        base_runs(steps)
+        self.base_runs(steps)
 
     def trained(self, k: int) -> tuple[int, ...]:
-        """The hop counts the variant's runs train on (its stages: 1..k unless it changes ``levels``)."""
-        return hop_levels(self.value() if self.field == "levels" else "every", k)
+        """The hop counts the variant's runs train on (its stages: 1..k unless it, or ``over``, changes
+        ``levels``)."""
+        return hop_levels(self.settings().get("levels", "every"), k)
+
+    def changes(self, profile: str | None = None) -> dict:
+        """The settings the variant's runs change from the profile's, in ``profile`` (``over``'s too)."""
+        return (self.over.changes(profile) if self.over else {}) | {self.field: self.value(profile)}
 
     def settings(self) -> dict:
         """The recording's settings (``record khop_<tag> --set ...``): the interval study's, with its budget and
-        the changed setting's quick value."""
-        return INTERVAL_SETTINGS | {"steps": self.steps, self.field: self.value("quick")}
+        the changed settings' quick values."""
+        return INTERVAL_SETTINGS | self.changes("quick") | {"steps": self.steps}
+
+    def base_runs(self, steps: int) -> dict[int, dict]:
+        """The runs this variant is compared with, {seed: run}, cut at ``steps``: the profile's own
+        (:func:`base_runs`), or ``over``'s recorded runs.
+
+        Raises:
+            ValueError: those runs are shorter than ``steps`` (or not recorded).
+        """
+        if self.over is None:
+            return base_runs(steps)
+        if steps > self.over.steps:
+            raise ValueError(f"steps={steps}: allowed at most {self.over.steps} (the recorded khop_{self.over.tag} "
+                             "runs this variant is compared with)")
+        rec = recorded(self.over.settings(), experiment=f"khop_{self.over.tag}")
+        return {s: truncated(r, steps) for s, r in seeded(recorded_runs(rec)[0]).items()}
 
 
 VARIANT_SEEDS = tuple(range(7))  # the interval study's seeds
@@ -1031,15 +1077,17 @@ LR = SeedVariant("lr", "lr", 1, 3, 15000, "with a third of the step size", "base
 # the stages 1, 2, 4 (the slides' "hops 1, 2, 4, etc."): the same run as the profile's until it moves past two hops
 DOUBLING = SeedVariant("doubling", "levels", 1, 1, INTERVAL_SETTINGS["steps"], "with stages 1, 2, 4", "every",
                        "with stages 1, 2, 3, 4", to="doubling")
+# those runs with training examples that start at any table (one hop from tables 1-4 from the first stage on)
+ANYSTART = SeedVariant("anystart", "starts", 1, 1, DOUBLING.steps, "with stages 1, 2, 4 starting at any table",
+                       "doubling", "with stages 1, 2, 4 from table 1", to="any", over=DOUBLING)
 
 
 def variant_members(profile: str | None = None, variant: SeedVariant = WIDE) -> dict[str, KHopExperiment]:
-    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`, :data:`DOUBLING`): ``"seed 0"``, ...
+    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`, :data:`DOUBLING`, :data:`ANYSTART`): ``"seed 0"``, ...
     (:class:`SeedVariant`)."""
     size = SIZES[config.get_profile(profile)]
     return {seed_name(s): KHopExperiment.for_profile(
-        profile, data="cumulative", **{**size, "seed": s, variant.field: variant.value(profile)})
-        for s in VARIANT_SEEDS}
+        profile, data="cumulative", **{**size, "seed": s, **variant.changes(profile)}) for s in VARIANT_SEEDS}
 
 
 def seeded(runs: dict[str, dict]) -> dict[int, dict]:
@@ -1074,26 +1122,27 @@ def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
 def variant_summary(runs: dict[str, dict], base: dict[int, dict] | None = None, level: float = 0.9,
                     solved: float = 0.95, variant: SeedVariant = WIDE) -> report.Summary:
     """The numbers of :func:`variant_members`' runs, named ``<tag>_*``, against the same seeds at the profile's
-    settings (``base``: {seed: run}, default :func:`base_runs` at the variant's budget): the variant's runs and how
-    many end solved (:func:`_population`), the same of the base runs (``<tag>_<base>_*``), over the seeds of both
-    how many are solved in one only (``<tag>_gained_*``, ``<tag>_lost_*``, ``<tag>_gap_n``), and the variant's
-    unsolved runs (:func:`_unsolved`). "Solved" counts the hop counts each population trains on
-    (:meth:`SeedVariant.trained`); a variant of the stages adds what its runs do at the hop counts they never train
-    on and where they part from the base runs (:func:`_split`).
+    settings or ``over``'s (``base``: {seed: run}, default :meth:`SeedVariant.base_runs` at the variant's budget):
+    the variant's runs and how many end solved (:func:`_population`), the same of the base runs
+    (``<tag>_<base>_*``), over the seeds of both how many are solved in one only (``<tag>_gained_*``,
+    ``<tag>_lost_*``, ``<tag>_gap_n``), and the variant's unsolved runs (:func:`_unsolved`). "Solved" counts the hop
+    counts each population trains on (:meth:`SeedVariant.trained`); a variant of the stages adds what its runs do at
+    the hop counts they never train on and where they part from the base runs (:func:`_split`).
 
     Raises:
         ValueError: the base runs were trained for another budget.
     """
     p = f"{variant.tag}_"
     runs_by = seeded(runs)
-    base = base_runs(variant.steps) if base is None else base
+    base = variant.base_runs(variant.steps) if base is None else base
     steps = {int(r["step"][-1]) for r in [*runs_by.values(), *base.values()]}
     if len(steps) != 1:
         raise ValueError(f"budgets {sorted(steps)}: allowed {variant.tag} and {variant.base} runs of the same "
                          "number of steps")
-    hops = variant.trained(np.asarray(next(iter(runs.values()))["acc"]).shape[1])
+    k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
+    hops = variant.trained(k)
     ok = {s: _solved(r, solved, hops) for s, r in runs_by.items()}
-    ok_base = {s: _solved(r, solved) for s, r in base.items()}
+    ok_base = {s: _solved(r, solved, variant.over.trained(k) if variant.over else None) for s, r in base.items()}
     out = _sizes(next(iter(runs.values())), prefix=p) | _population(runs_by, ok, p, "", variant.who, level, solved)
     out |= _population(base, ok_base, f"{p}{variant.base}_", "", variant.base_who, level, solved)
     out |= _pair_counts(ok_base, ok, p, "lost", "gained", variant.base_who, variant.who)
