@@ -1189,3 +1189,30 @@ def test_sign_test_needs_six_of_seven_seeds_one_way():
     assert p(0, 6)["x_sign_p"] == pytest.approx(2 / 64) and p(0, 5)["x_sign_p"] == pytest.approx(2 / 32)
     assert p(1, 6)["x_sign_p"] == pytest.approx(2 * 8 / 128) and p(6, 1)["x_sign_p"] == p(1, 6)["x_sign_p"]
     assert p(0, 0)["x_sign_p"] == 1.0 and p(0, 0)["x_sign_p_best"] == pytest.approx(2 / 128)
+
+
+def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
+    e = khop.KHopExperiment(N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=20, eval_every=10, n_test=64,
+                            batch=16, levels="doubling", starts="any")
+    r = khop.run(e, progress=False, use_cache=False)
+    acc = khop.start_accuracy(e, r["state"], n=256)
+    fits = np.array([[s + h <= 4 for s in range(4)] for h in range(1, 5)])
+    assert np.array_equal(np.isfinite(acc), fits) and ((acc[fits] >= 0) & (acc[fits] <= 1)).all()
+    # the cells from table 1 are the test sets' kind of example: the same model, other draws, about the same
+    assert np.abs(acc[:, 0] - r["acc"][-1]).max() < 0.2
+    assert np.array_equal(acc, khop.start_accuracy(e, r["state"], n=256), equal_nan=True)  # its own stream
+    with pytest.raises(ValueError, match="n"):
+        khop.start_accuracy(e, r["state"], n=0)
+    fake = np.array([[1.0, 0.95, 0.97, 0.99], [0.98, 0.96, 0.92, np.nan], [0.1, 0.2, np.nan, np.nan],
+                     [0.13, np.nan, np.nan, np.nan]])
+    s = khop.start_summary(fake, (1, 2, 4), 0.125)
+    assert (s["start_h1_min"], s["start_h2_min"], s["start_k"], s["start_untrained_max"]) == (0.95, 0.92, 0.13, 0.2)
+    assert "start_h4_min" not in s.entries() and s["start_chance"] == 0.125
+    header, rows = khop.start_rows(fake)
+    assert header[1] == "from table 1" and rows[2] == [3, "0.10", "0.20", "", ""] and len(rows) == 4
+    m = khop.ANYSTART.member(3, 500)
+    assert (m.seed, m.steps, m.starts, m.levels, m.k, m.depth) == (3, 500, "any", "doubling", 4, 4)
+    from companion import record
+
+    assert dataclasses.replace(m, steps=10000) == record.build("khop_anystart", "quick", khop.ANYSTART.settings())[
+        "seed 3"]  # the recorded run's configuration

@@ -1053,6 +1053,12 @@ class SeedVariant:
         the changed settings' quick values."""
         return INTERVAL_SETTINGS | self.changes("quick") | {"steps": self.steps}
 
+    def member(self, seed: int, steps: int) -> KHopExperiment:
+        """The recording's run of ``seed`` (:meth:`settings`) with a budget of ``steps``: with a constant step size
+        and nothing drawn that depends on the budget, the recorded run's first ``steps`` steps."""
+        member = variant_members("quick", self)[seed_name(seed)]
+        return dataclasses.replace(member, **{**self.settings(), "steps": steps})
+
     def base_runs(self, steps: int) -> dict[int, dict]:
         """The runs this variant is compared with, {seed: run}, cut at ``steps``: the profile's own
         (:func:`base_runs`), or ``over``'s recorded runs.
@@ -1198,6 +1204,53 @@ def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], va
         f"{p}untrained_max": (max(free) if free else math.nan,
                               "solved runs: highest final accuracy at a hop count never trained on"),
     }
+
+
+def start_accuracy(exp: KHopExperiment, state: dict, n: int = 1024) -> np.ndarray:
+    """(k, k): the trained model's accuracy on ``n`` fresh examples of k' hops starting at table s (row k' - 1,
+    column s - 1; :meth:`KHopTask.sample`), stream "start-test" of its seed; NaN where the hops do not fit
+    (s + k' - 1 > k). Row k' - 1, column 0 is the test set's kind of example (from table 1).
+
+    Raises:
+        ValueError: ``n`` below 1.
+    """
+    check_int("n (examples per cell)", n, low=1)
+    task, model = exp.task(), exp.model()
+    model.load_state_dict(state)
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["start-test"])["start-test"])
+    out = np.full((task.k, task.k), np.nan)
+    for h in range(1, task.k + 1):
+        for start in range(1, task.k - h + 2):
+            t, m, y = _tensors(task.sample(rng, np.full(n, h), np.full(n, start)), "cpu")
+            with torch.no_grad():
+                out[h - 1, start - 1] = float((model(t, m).argmax(1) == y).float().mean())
+    return out
+
+
+START_PROBE = (0, 2000)  # the seed and budget of the khop_anystart run trained live and tested from every table
+
+
+def start_rows(acc: np.ndarray) -> tuple[list[str], list[list]]:
+    """:func:`start_accuracy` as a table: header and one row per hop count, "" where the hops do not fit."""
+    k = acc.shape[0]
+    return (["hops"] + [f"from table {s}" for s in range(1, k + 1)],
+            [[h] + [f"{a:.2f}" if np.isfinite(a) else "" for a in acc[h - 1]] for h in range(1, k + 1)])
+
+
+def start_summary(acc: np.ndarray, trained: tuple, chance: float, prefix: str = "start_") -> report.Summary:
+    """Summary entries of :func:`start_accuracy` for a model trained on the hop counts ``trained`` starting at any
+    table (and on the last, k, from table 1 only): the lowest accuracy over the starts of each trained hop count
+    below k (``<prefix>h<k'>_min``), the accuracy at k hops (``<prefix>k``) and the highest over the hop counts
+    never trained on, at every start (``<prefix>untrained_max``, NaN if none), with chance (``<prefix>chance``)."""
+    k = acc.shape[0]
+    never = [h for h in range(1, k + 1) if h not in trained]
+    out = {f"{prefix}h{h}_min": (float(np.nanmin(acc[h - 1])), f"lowest accuracy over the start tables, {h} hop(s)")
+           for h in trained if h < k}
+    out[f"{prefix}k"] = (float(acc[k - 1, 0]), f"accuracy at {k} hops (from table 1, the only start)")
+    out[f"{prefix}untrained_max"] = (float(np.nanmax(acc[np.asarray(never) - 1])) if never else math.nan,
+                                     "highest accuracy at a hop count never trained on, over its start tables")
+    out[f"{prefix}chance"] = (chance, "chance accuracy, 1 / N")
+    return report.Summary(out)
 
 
 # --- what a trained model computes where: linear probes of the chain (recorded: ``khop_probe``) ---
