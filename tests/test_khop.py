@@ -1205,9 +1205,10 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
         khop.start_accuracy(e, r["state"], n=0)
     fake = np.array([[1.0, 0.95, 0.97, 0.99], [0.98, 0.96, 0.92, np.nan], [0.1, 0.2, np.nan, np.nan],
                      [0.13, np.nan, np.nan, np.nan]])
-    s = khop.start_summary(fake, (1, 2, 4), 0.125)
+    s = khop.start_summary(fake, dataclasses.replace(e, N=8, seed=3))
     assert (s["start_h1_min"], s["start_h2_min"], s["start_k"], s["start_untrained_max"]) == (0.95, 0.92, 0.13, 0.2)
-    assert "start_h4_min" not in s.entries() and s["start_chance"] == 0.125
+    assert "start_h4_min" not in s.entries() and (s["start_chance"], s["start_seed"], s["start_steps"]) == (0.125, 3, 20)
+    assert np.isnan(khop.start_summary(fake, dataclasses.replace(e, levels="every"))["start_untrained_max"])
     header, rows = khop.start_rows(fake)
     assert header[1] == "from table 1" and rows[2] == [3, "0.10", "0.20", "", ""] and len(rows) == 4
     m = khop.ANYSTART.member(3, 500)

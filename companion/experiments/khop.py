@@ -1237,19 +1237,21 @@ def start_rows(acc: np.ndarray) -> tuple[list[str], list[list]]:
             [[h] + [f"{a:.2f}" if np.isfinite(a) else "" for a in acc[h - 1]] for h in range(1, k + 1)])
 
 
-def start_summary(acc: np.ndarray, trained: tuple, chance: float, prefix: str = "start_") -> report.Summary:
-    """Summary entries of :func:`start_accuracy` for a model trained on the hop counts ``trained`` starting at any
-    table (and on the last, k, from table 1 only): the lowest accuracy over the starts of each trained hop count
-    below k (``<prefix>h<k'>_min``), the accuracy at k hops (``<prefix>k``) and the highest over the hop counts
-    never trained on, at every start (``<prefix>untrained_max``, NaN if none), with chance (``<prefix>chance``)."""
-    k = acc.shape[0]
+def start_summary(acc: np.ndarray, exp: KHopExperiment, prefix: str = "start_") -> report.Summary:
+    """Summary entries of :func:`start_accuracy` for ``exp``'s model (a curriculum whose examples start at any
+    table; k hops only from table 1): the run's seed and budget (``<prefix>seed``, ``<prefix>steps``), the lowest
+    accuracy over the starts of each hop count below k that its stages train on (``<prefix>h<k'>_min``), the
+    accuracy at k hops (``<prefix>k``), the highest over the hop counts never trained on, at every start
+    (``<prefix>untrained_max``, NaN if none), and chance (``<prefix>chance``)."""
+    k, trained = exp.k, exp.stages
     never = [h for h in range(1, k + 1) if h not in trained]
-    out = {f"{prefix}h{h}_min": (float(np.nanmin(acc[h - 1])), f"lowest accuracy over the start tables, {h} hop(s)")
-           for h in trained if h < k}
+    out = {f"{prefix}seed": (exp.seed, "the run's seed"), f"{prefix}steps": (exp.steps, "its training steps")}
+    out |= {f"{prefix}h{h}_min": (float(np.nanmin(acc[h - 1])), f"lowest accuracy over the start tables, {h} hop(s)")
+            for h in trained if h < k}
     out[f"{prefix}k"] = (float(acc[k - 1, 0]), f"accuracy at {k} hops (from table 1, the only start)")
     out[f"{prefix}untrained_max"] = (float(np.nanmax(acc[np.asarray(never) - 1])) if never else math.nan,
                                      "highest accuracy at a hop count never trained on, over its start tables")
-    out[f"{prefix}chance"] = (chance, "chance accuracy, 1 / N")
+    out[f"{prefix}chance"] = (1 / exp.N, "chance accuracy, 1 / N")
     return report.Summary(out)
 
 
