@@ -349,6 +349,9 @@ def test_continued_training_starts_from_the_state_and_is_reproducible():
     assert np.array_equal(c["acc"], again["acc"])
     d = khop.continue_training(exp, r["state"], "direct", 1e-3, steps=20, eval_every=10, progress=False)
     assert not np.array_equal(c["acc"][1:], d["acc"][1:])  # other data, another path
+    anywhere = khop.continue_training(dataclasses.replace(exp, starts="any"), r["state"], "cumulative", 1e-3, steps=20,
+                                      eval_every=10, progress=False)
+    assert np.array_equal(c["acc"][0], anywhere["acc"][0]) and not np.array_equal(c["acc"][1:], anywhere["acc"][1:])
     assert all(torch.equal(v, r["state"][k]) for k, v in before.items())  # the run's state is left as it was
     for bad, match in (({"data": "mixture"}, "unknown data 'mixture'"), ({"lr": 0.0}, "lr"), ({"steps": 0}, "steps"),
                        ({"eval_every": 0}, "eval_every")):
@@ -1207,7 +1210,8 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
                      [0.13, np.nan, np.nan, np.nan]])
     s = khop.start_summary(fake, dataclasses.replace(e, N=8, seed=3))
     assert (s["start_h1_min"], s["start_h2_min"], s["start_k"], s["start_untrained_max"]) == (0.95, 0.92, 0.13, 0.2)
-    assert "start_h4_min" not in s.entries() and (s["start_chance"], s["start_seed"], s["start_steps"]) == (0.125, 3, 20)
+    assert "start_h4_min" not in s.entries()
+    assert (s["start_chance"], s["start_seed"], s["start_steps"]) == (0.125, 3, 20)
     assert np.isnan(khop.start_summary(fake, dataclasses.replace(e, levels="every"))["start_untrained_max"])
     header, rows = khop.start_rows(fake)
     assert header[1] == "from table 1" and rows[2] == [3, "0.10", "0.20", "", ""] and len(rows) == 4

@@ -1660,14 +1660,14 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
                       eval_every: int = ESCAPE_EVERY, progress: bool = True, device=None, reinit: int = 0,
                       extra: bool = False, hide: tuple = ()) -> dict:
     """Train ``exp``'s model from ``state`` for ``steps`` more steps with a fresh AdamW at ``lr`` on ``data``
-    (``"cumulative"``: hop counts uniform over 1..k, the curriculum's last stage; ``"direct"``: k hops only), the
-    batches from stream "continue-data" of its seed, and measure it every ``eval_every`` steps on the run's own
-    test sets: ``"step"``, ``"acc"`` ((evaluations, k)), ``"stage"`` (k throughout) and ``"seconds"``. Changes to
-    the model first: ``reinit``, a block (1..depth; -1, the last) re-initialised (stream "reinit" of the seed; 0:
-    none);
-    ``extra``, a fresh block added on top (stream "extra-block") whose output projection starts at zero, so that
-    the model starts as it was; ``hide``, blocks (1..depth, counting the extra one) from whose keys table k is
-    hidden, in training and when measured (:func:`table_hidden`).
+    (``"cumulative"``: hop counts uniform over the curriculum's stages, its last stage; ``"direct"``: k hops only;
+    the examples start as ``exp.starts`` says), the batches from stream "continue-data" of its seed, and measure it
+    every ``eval_every`` steps on the run's own test sets: ``"step"``, ``"acc"`` ((evaluations, k)), ``"stage"`` (k
+    throughout) and ``"seconds"``. Changes to the model first: ``reinit``, a block (1..depth; -1, the last)
+    re-initialised (stream "reinit" of the seed; 0: none); ``extra``, a fresh block added on top (stream
+    "extra-block") whose output projection starts at zero, so that the model starts as it was; ``hide``, blocks
+    (1..depth, counting the extra one) from whose keys table k is hidden, in training and when measured
+    (:func:`table_hidden`).
 
     Raises:
         ValueError: an unknown ``data``, or ``lr``, ``steps``, ``eval_every``, ``reinit`` or a block of ``hide``
@@ -1703,7 +1703,8 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
             at.append(step), accs.append(_accuracy(model, tests, mask))
             if step == steps:
                 break
-        _train_step(model, opt, task, training_hops(cont, exp.k, rng), rng, device, mask)
+        hops = training_hops(cont, exp.k, rng)
+        _train_step(model, opt, task, hops, rng, device, mask, training_starts(cont, hops, rng))
     return {"step": np.asarray(at), "acc": np.asarray(accs), "stage": np.full(len(at), exp.k),
             "seconds": time.perf_counter() - start}
 
