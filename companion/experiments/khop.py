@@ -374,8 +374,7 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
             kept[step - moved] = _snapshot(model)
         if step == exp.steps:
             break
-        hops = training_hops(exp, stage, rng)
-        loss = _train_step(model, opt, task, hops, rng, device, starts=training_starts(exp, hops, rng))
+        loss = _train_step(model, opt, task, exp, stage, rng, device)
     out = {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
            "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
            "device": config.device_name(device), "state": {k: v.cpu() for k, v in model.state_dict().items()}}
@@ -411,12 +410,13 @@ def training_starts(exp: KHopExperiment, hops: np.ndarray, rng: np.random.Genera
     return rng.integers(1, exp.k - hops + 2) if exp.starts == "any" else None
 
 
-def _train_step(model: HopTransformer, opt: torch.optim.Optimizer, task: KHopTask, hops: np.ndarray,
-                rng: np.random.Generator, device, hide: torch.Tensor | None = None,
-                starts: np.ndarray | None = None) -> torch.Tensor:
-    """One optimiser step on a fresh batch of examples with hop counts ``hops`` starting at tables ``starts``
-    (:meth:`KHopTask.sample`; ``hide``: as the model's forward); the batch's loss."""
-    t, m, y = _tensors(task.sample(rng, hops, starts), device)
+def _train_step(model: HopTransformer, opt: torch.optim.Optimizer, task: KHopTask, exp: KHopExperiment, stage: int,
+                rng: np.random.Generator, device, hide: torch.Tensor | None = None) -> torch.Tensor:
+    """One optimiser step on a fresh batch of ``exp``'s training examples at curriculum ``stage``: their hop counts
+    (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples, all from ``rng``
+    (``hide``: as the model's forward); the batch's loss."""
+    hops = training_hops(exp, stage, rng)
+    t, m, y = _tensors(task.sample(rng, hops, training_starts(exp, hops, rng)), device)
     loss = F.cross_entropy(model(t, m, hide=hide), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -1029,8 +1029,7 @@ class SeedVariant:
             raise ValueError(f"khop_{self.tag} with profile {profile!r}: allowed 'quick' (its runs are compared "
                              "seed by seed with recorded runs of the quick profile, khop.SeedVariant.base_runs)")
         steps = next(iter(members.values())).steps
-        want = {n: dataclasses.replace(e, **{**self.settings(), "steps": steps})
-                for n, e in variant_members(profile, self).items()}
+        want = {seed_name(s): self.member(s, steps) for s in VARIANT_SEEDS}
         for n, e in members.items():
             diff = {f.name: getattr(e, f.name) for f in dataclasses.fields(e)
                     if getattr(e, f.name) != getattr(want.get(n, e), f.name)}
@@ -1218,12 +1217,11 @@ def start_accuracy(exp: KHopExperiment, state: dict, n: int = 1024) -> np.ndarra
     task, model = exp.task(), exp.model()
     model.load_state_dict(state)
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["start-test"])["start-test"])
+    cells = [(h, s) for h in range(1, task.k + 1) for s in range(1, task.k - h + 2)]
+    tests = [_tensors(task.sample(rng, np.full(n, h), np.full(n, s)), "cpu") for h, s in cells]
     out = np.full((task.k, task.k), np.nan)
-    for h in range(1, task.k + 1):
-        for start in range(1, task.k - h + 2):
-            t, m, y = _tensors(task.sample(rng, np.full(n, h), np.full(n, start)), "cpu")
-            with torch.no_grad():
-                out[h - 1, start - 1] = float((model(t, m).argmax(1) == y).float().mean())
+    for (h, s), acc in zip(cells, _accuracy(model, tests)):
+        out[h - 1, s - 1] = acc
     return out
 
 
@@ -1703,8 +1701,7 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
             at.append(step), accs.append(_accuracy(model, tests, mask))
             if step == steps:
                 break
-        hops = training_hops(cont, exp.k, rng)
-        _train_step(model, opt, task, hops, rng, device, mask, training_starts(cont, hops, rng))
+        _train_step(model, opt, task, cont, exp.k, rng, device, mask)
     return {"step": np.asarray(at), "acc": np.asarray(accs), "stage": np.full(len(at), exp.k),
             "seconds": time.perf_counter() - start}
 
