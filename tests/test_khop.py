@@ -1221,3 +1221,33 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
 
     assert dataclasses.replace(m, steps=10000) == record.build("khop_anystart", "quick", khop.ANYSTART.settings())[
         "seed 3"]  # the recorded run's configuration
+
+
+def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
+    r = _probe_run(steps=40)
+    res = khop.hop_probe(r["exp"], r["state"])
+    rng = np.random.default_rng(khop.config.seed_streams(0, ["hop-probe"])["hop-probe"])
+    task, model = r["exp"].task(), r["exp"].model()
+    model.load_state_dict(r["state"])
+    task.sample(rng, np.full(4096, 3))  # the probe's training examples come first, then its test examples
+    bt = task.sample(rng, np.full(2048, 3))
+    with torch.no_grad():
+        pred = model(torch.as_tensor(bt.tokens), torch.as_tensor(bt.mask)).argmax(1).numpy()
+    x, chain = bt.tokens[:, 0], bt.chain
+    assert res["answers"].shape == (4,) and res["answers"][0] == (pred == x).mean()
+    assert res["answers"][3] == res["acc"] and res["answers"][1] == (pred == chain[:, 0]).mean()
+    study = khop.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(3, 1))
+    assert study.probed(3) == (3, 1) and khop.PROBE.probed(3) == (3, 2) and khop.PROBE.probed(1) == (1,)
+    with pytest.raises(ValueError, match="hops probed"):
+        khop.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(4,)).probed(3)
+    s = khop.probe_summary({"seed 0": r}, study=study)
+    assert s["q_answers_v3"] == res["acc"] and s["q_answers_v0"] == res["answers"][0]
+    assert "q_h1_probe_l2_v1" in s and "q_h2_probe_l2_v1" not in s and s["q_h1_answers_v1"] == s["q_h1_acc"]
+    assert khop.probe_rows(s, hops=1, study=study)[0][2:] == [s["q_h1_probe_l0_v1"]]
+    with pytest.raises(ValueError, match="hops"):
+        khop.probe_rows(s, hops=2, study=study)
+    assert list(khop.ANYSTART_PROBE.tags) == [khop.START_PROBED] and khop.ANYSTART_PROBE.probed(4) == (4, 2)
+    header, rows = khop.answers_rows(s, study)
+    assert header[:3] == ["run", "hops", "answers x"] and len(header) == 6
+    assert rows[0] == ["seed 0", 3, *(s[f"q_answers_v{j}"] for j in range(4))]
+    assert rows[1] == ["seed 0", 1, s["q_h1_answers_v0"], s["q_h1_answers_v1"], "", ""]

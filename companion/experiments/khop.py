@@ -1309,7 +1309,8 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
     at the entry that hop i reads, ``chain[l, i - 1, j - 1]`` for j >= i (NaN below: the chain before that entry),
     so that ``entry`` is its last column; ``entry_attention`` (depth, h, h), the attention in each block of hop i's
     entry on hop j's entry, largest head as above (does that entry walk the rest of the chain itself?); ``acc``,
-    the model's own accuracy on the test examples."""
+    the model's own accuracy on the test examples; ``answers`` (h + 1,), the share of its answers on them that
+    are v_j, j = 0..h (v_0 = x; values of a chain may coincide, so the shares may sum to more than 1)."""
     check_int("n_train", n_train, low=1)
     check_int("n_test", n_test, low=1)
     task, model = exp.task(), exp.model()
@@ -1341,7 +1342,8 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
     attention = np.array([attending(a, torch.zeros_like(rows_t)) for a in maps_t])
     entry_attention = np.array([[attending(a, where_t[:, i]) for i in range(h)] for a in maps_t])
     return {"probe": probe, "entry": chain[:, :, -1], "attention": attention, "chain": chain,
-            "entry_attention": entry_attention, "acc": float((pred == torch.as_tensor(bt.answer)).float().mean())}
+            "entry_attention": entry_attention, "acc": float((pred == torch.as_tensor(bt.answer)).float().mean()),
+            "answers": (pred.numpy()[:, None] == np.concatenate([bt.tokens[:, :1], bt.chain[:, :h]], 1)).mean(0)}
 
 
 def table_hidden(task: KHopTask, blocks, depth: int) -> torch.Tensor:
@@ -1400,12 +1402,25 @@ class ProbeStudy:
 
     tags: dict
     shared: str
+    hops: tuple = ()  # the hop counts of the probed examples, the first unprefixed (empty: k, then k - 1)
+
+    def probed(self, k: int) -> tuple[int, ...]:
+        """The hop counts probed in a run with k hops, the first named without a hop suffix.
+
+        Raises:
+            ValueError: a hop count outside 1..k.
+        """
+        for h in self.hops:
+            check_int(f"hops probed (k = {k})", h, low=1, high=k)
+        return self.hops or tuple(sorted({k, max(k - 1, 1)}, reverse=True))
 
 
 PROBE_TAGS = {"seed 0": "p100", EXPLORED: f"p{EXPLORED_EVERY}"}  # summary prefixes of the probed runs
 PROBE = ProbeStudy(PROBE_TAGS, "probe")  # seed 0 stalled and solved (recorded: ``khop_probe``)
 SEED_PROBED = ("seed 1", "seed 2")  # the seeds that learned four hops advancing every 100 steps (the seed study)
 SEED_PROBE = ProbeStudy({n: f"s{n.split()[-1]}" for n in SEED_PROBED}, "sprobe")  # recorded: ``khop_probe_seeds``
+START_PROBED = f"seed {START_PROBE[0]}, from any table"  # the khop_anystart run trained live (:data:`START_PROBE`)
+ANYSTART_PROBE = ProbeStudy({START_PROBED: "a0"}, "aprobe", hops=(RECORDED_K, 2))  # its four-hop and two-hop examples
 
 
 def probe_members(profile: str | None = None, study: ProbeStudy = PROBE) -> dict[str, KHopExperiment]:
@@ -1430,9 +1445,11 @@ def probe_summary(runs: dict[str, dict], level: float = 0.9, study: ProbeStudy =
     ``<tag>_attention_l<layer>_v<j>`` (layers from 0, the embeddings, for the probes; from 1 for the blocks),
     ``<tag>_chain_l<layer>_e<i>_v<j>`` (v_j at hop i's entry, j > i) and ``<tag>_eattn_l<layer>_e<i>_to<j>`` (hop
     i's entry's attention on hop j's, j > i), with per run the model's own k-hop accuracy (``<tag>_acc``), the
-    first layer at which each v_j is read above ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe
-    accuracy of each v_j over the layers (``<tag>_best_v<j>``; ``<tag>_best_vk`` for v_k); and the same on
-    (k - 1)-hop examples, named with ``_h<k - 1>`` after the tag (``p100_h3_probe_l4_v3``, ...).
+    share of its answers that are v_j (``<tag>_answers_v<j>``, j from 0: x), the first layer at which each v_j is
+    read above ``level`` (``<tag>_first_v<j>``; inf: none) and the best probe accuracy of each v_j over the layers
+    (``<tag>_best_v<j>``; ``<tag>_best_vk`` for v_k); and the same on (k - 1)-hop examples, named with
+    ``_h<k - 1>`` after the tag (``p100_h3_probe_l4_v3``, ...), or on the study's own hop counts
+    (:meth:`ProbeStudy.probed`: the first unsuffixed, the others with ``_h<h>``).
     ``<shared>_chance`` is 1/N.
 
     Raises:
@@ -1442,8 +1459,9 @@ def probe_summary(runs: dict[str, dict], level: float = 0.9, study: ProbeStudy =
     for name, r in runs.items():
         check_choice("probed run", name, tuple(study.tags))
         tag, exp = study.tags[name], _member_of(name, r)
-        for h in sorted({exp.k, max(exp.k - 1, 1)}, reverse=True):
-            pre = tag if h == exp.k else f"{tag}_h{h}"
+        probed = study.probed(exp.k)
+        for h in probed:
+            pre = tag if h == probed[0] else f"{tag}_h{h}"
             _probe_values(out, f"{name}, {h}-hop examples", pre, hop_probe(exp, r["state"], hops=h), level)
         if exp.k > 1:
             _interference_values(out, name, tag, table_interference(exp, r["state"]))
@@ -1464,6 +1482,9 @@ def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> No
     P, A = res["probe"], res["attention"]
     h = P.shape[1]
     out[f"{pre}_acc"] = (res["acc"], f"{name}: the model's accuracy on the probe's test examples")
+    for j, v in enumerate(res["answers"]):
+        out[f"{pre}_answers_v{j}"] = (float(v), f"{name}: share of the model's answers on them that are "
+                                                f"{'x, the query' if j == 0 else f'v_{j}'}")
     for (l, j), v in np.ndenumerate(P):
         out[f"{pre}_probe_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{j + 1} after block {l}")
     for (l, j), v in np.ndenumerate(res["entry"]):
@@ -1558,11 +1579,12 @@ def probe_header(k: int, kind: str = "probe") -> list[str]:
 
 
 def _hops(summary, study: ProbeStudy, hops: int | None) -> tuple[int, int]:
-    """(k, h): the study's hop count and the examples' (``hops``: k, the default, or k - 1)."""
-    k = int(summary[f"{study.shared}_k"])
-    h = k if hops is None else hops
-    check_int("hops", h, low=max(k - 1, 1), high=k)
-    return k, h
+    """(k, h): the hop count of the study's first probed examples (k by default) and the examples' (``hops``: one
+    of :meth:`ProbeStudy.probed`, the first by default)."""
+    probed = study.probed(int(summary[f"{study.shared}_k"]))
+    h = probed[0] if hops is None else hops
+    check_choice("hops (a probed hop count)", h, probed)
+    return probed[0], h
 
 
 def probe_rows(summary, kind: str = "probe", hops: int | None = None, study: ProbeStudy = PROBE) -> list[list]:
@@ -1578,6 +1600,16 @@ def probe_rows(summary, kind: str = "probe", hops: int | None = None, study: Pro
         layers = range(1, depth + 1) if kind == "attention" else range(depth + 1)
         rows += [[name, l, *(summary[f"{pre}_{kind}_l{l}_v{j}"] for j in range(1, h + 1))] for l in layers]
     return rows
+
+
+def answers_rows(summary, study: ProbeStudy = PROBE) -> tuple[list[str], list[list]]:
+    """What the probed models answer: header and one row per run of ``study`` and probed hop count h (its
+    :func:`probe_summary`), the share of the model's answers on the h-hop examples that are x and each v_j (blank
+    past v_h)."""
+    hops = study.probed(int(summary[f"{study.shared}_k"]))
+    rows = [[name, h, *(summary[f"{tag if h == hops[0] else f'{tag}_h{h}'}_answers_v{j}"] for j in range(h + 1)),
+             *[""] * (max(hops) - h)] for name, tag in study.tags.items() for h in hops]
+    return ["run", "hops", "answers x", *(f"answers v_{j}" for j in range(1, max(hops) + 1))], rows
 
 
 WALK_KINDS = {"chain": "linear probe of v_j at hop i's entry", "eattn": "hop i's entry's attention on hop j's"}
