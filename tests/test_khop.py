@@ -1251,3 +1251,17 @@ def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
     assert header[:3] == ["run", "hops", "answers x"] and len(header) == 6
     assert rows[0] == ["seed 0", 3, *(s[f"q_answers_v{j}"] for j in range(4))]
     assert rows[1] == ["seed 0", 1, s["q_h1_answers_v0"], s["q_h1_answers_v1"], "", ""]
+
+
+def test_a_run_stopped_at_its_move_has_trained_no_last_stage_step():
+    """A curriculum run whose budget ends at the evaluation where it moves to k hops is the longer run's state there
+    (the anystart probe at the move reads it): it ends at the move's evaluation and trained on no k-hop batch."""
+    e = khop.KHopExperiment(N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=300, eval_every=20, n_test=64,
+                            batch=16, levels="doubling", starts="any", advance_at=0.3)
+    long = khop._train(e, progress=False, keep=(0,))
+    move = int(khop.last_stage_at(long))
+    assert 0 < move < e.steps
+    short = khop.run(dataclasses.replace(e, steps=move), progress=False, use_cache=False)
+    assert short["step"][-1] == move and short["stage"][-1] == 2  # its last evaluation, on the stage before the move
+    assert all(torch.equal(short["state"][k], long["kept"][0][k]) for k in short["state"])
+    assert list(khop.ANYSTART_MOVE_PROBE.tags) == [khop.MOVE_PROBED] and khop.ANYSTART_MOVE_PROBE.probed(4) == (4, 2)

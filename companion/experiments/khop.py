@@ -1421,6 +1421,8 @@ SEED_PROBED = ("seed 1", "seed 2")  # the seeds that learned four hops advancing
 SEED_PROBE = ProbeStudy({n: f"s{n.split()[-1]}" for n in SEED_PROBED}, "sprobe")  # recorded: ``khop_probe_seeds``
 START_PROBED = f"seed {START_PROBE[0]}, from any table"  # the khop_anystart run trained live (:data:`START_PROBE`)
 ANYSTART_PROBE = ProbeStudy({START_PROBED: "a0"}, "aprobe", hops=(RECORDED_K, 2))  # its four-hop and two-hop examples
+MOVE_PROBED = f"{START_PROBED}, at the move"  # the same run stopped where it moves to four hops (none trained yet)
+ANYSTART_MOVE_PROBE = ProbeStudy({MOVE_PROBED: "m0"}, "mprobe", hops=(RECORDED_K, 2))
 
 
 def probe_members(profile: str | None = None, study: ProbeStudy = PROBE) -> dict[str, KHopExperiment]:
