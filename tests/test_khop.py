@@ -1265,3 +1265,36 @@ def test_a_run_stopped_at_its_move_has_trained_no_last_stage_step():
     assert short["step"][-1] == move and short["stage"][-1] == 2  # its last evaluation, on the stage before the move
     assert all(torch.equal(short["state"][k], long["kept"][0][k]) for k in short["state"])
     assert list(khop.ANYSTART_MOVE_PROBE.tags) == [khop.MOVE_PROBED] and khop.ANYSTART_MOVE_PROBE.probed(4) == (4, 2)
+
+
+def test_every_anystart_seed_is_probed_at_its_move():
+    m = khop.move_members("quick")
+    rec = khop.seeded(khop.recorded_runs(khop.recorded(khop.ANYSTART.settings(), experiment="khop_anystart"))[0])
+    assert list(m) == [khop.seed_name(s) for s in khop.VARIANT_SEEDS]
+    for s in khop.VARIANT_SEEDS:  # each stopped at its recorded move: the recorded run's first steps
+        assert m[khop.seed_name(s)] == khop.ANYSTART.member(s, int(khop.last_stage_at(rec[s])))
+    assert m["seed 0"].steps == 600  # the chapter's probe at the move is seed 0's
+    with pytest.raises(ValueError, match="allowed 'quick'"):
+        khop.move_members("full")
+    runs = {khop.seed_name(s): khop.probe_run(khop.KHopExperiment(
+        N=4, k=4, data="mixture", depth=2, d=16, heads=2, steps=40, eval_every=40, n_test=16, batch=32, seed=s),
+        progress=False) for s in (0, 1)}
+    s = khop.move_summary(runs)
+    res = {h: khop.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"], hops=h) for h in (4, 2)}
+    assert s["mv1_v2"] == res[4]["probe"][:, 1].max() and s["mv1_h2_walk"] == np.nanmax(res[2]["chain"][:, 0, 1])
+    assert s["mv1_read"] == res[4]["attention"][:, 0].max() and s["mv1_h2_answers_v2"] == res[2]["answers"][2]
+    assert s["mv1_h2_acc"] == res[2]["acc"] and s["mv0_step"] == 40 and s["mv_n"] == 2 and s["mv_chance"] == 0.25
+    for level in (0.0, 1.01):  # every seed walks, or none does: the counts follow the per-seed values
+        t = khop.move_summary(runs, level=level)
+        assert t["mv_walk2_n"] == (2 if level == 0 else 0) and t["mv_v2_n"] == t["mv_walk2_n"]
+        assert t["mv_walk_kept_n"] == t["mv_walk2_n"] and (level == 0) != np.isnan(t["mv_walk_max"])
+    assert s["mv_v2_max"] == max(s["mv0_v2"], s["mv1_v2"])
+    assert s["mv_h2_acc_min"] == min(s["mv0_h2_acc"], s["mv1_h2_acc"])
+    assert khop.move_summary(runs, level=0.0)["mv_walk2_seeds"] == "0, 1"
+    rows = khop.move_rows(s)
+    assert len(rows) == 2 and len(rows[0]) == len(khop.MOVE_HEADER)
+    assert rows[1] == ["seed 1", 40, s["mv1_h2_acc"], s["mv1_h2_walk"], s["mv1_h2_read"], s["mv1_walk"], s["mv1_read"],
+                       s["mv1_v2"], s["mv1_answers_v2"]]
+    with pytest.raises(ValueError, match="k \\(hops\\)"):
+        khop.move_summary({"seed 0": khop.probe_run(khop.KHopExperiment(N=4, k=2, d=16, heads=2, steps=5, eval_every=5,
+                                                                         n_test=16, batch=8), progress=False)})
