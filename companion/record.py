@@ -129,6 +129,9 @@ def _registry() -> dict[str, Recordable]:
           for v, var in ((khop.WIDE, "wide"), (khop.LR, "lrs"), (khop.DOUBLING, "dbl"), (khop.ANYSTART, "anys"))),
         Recordable("khop_anystart_move", "book/khop", khop.move_members, khop.move_summary, khop.curves,
                    run=khop.probe_run, summary_var="moves", member_overrides=khop.member_overrides),
+        Recordable("khop_doubling_move", "book/khop", partial(khop.move_members, variant=khop.DOUBLING),
+                   partial(khop.move_summary, prefix="dmv"), khop.curves, run=khop.probe_run, summary_var="dmoves",
+                   member_overrides=khop.member_overrides),
         stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
         stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
         stall("khop_escape", khop.escape_members, khop.escape_summary, "esc", khop.escape_run, khop.escape_curves),
@@ -149,7 +152,7 @@ def _registry() -> dict[str, Recordable]:
 
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
                "khop", "khop_seeds", "khop_interval", "khop_interval_long", "khop_interval_long250",
-               "khop_wide", "khop_lr", "khop_doubling", "khop_anystart", "khop_anystart_move",
+               "khop_wide", "khop_lr", "khop_doubling", "khop_anystart", "khop_anystart_move", "khop_doubling_move",
                "khop_probe", "khop_probe_seeds", "khop_escape",
                "khop_hidden", "khop_hidden12",
                "khop_hidden12_long", "khop_stage_entry", "khop_reseed", "khop_reseed_long", "khop_delay", "khop_onset",

@@ -1274,6 +1274,11 @@ def test_every_anystart_seed_is_probed_at_its_move():
     for s in khop.VARIANT_SEEDS:  # each stopped at its recorded move: the recorded run's first steps
         assert m[khop.seed_name(s)] == khop.ANYSTART.member(s, int(khop.last_stage_at(rec[s])))
     assert m["seed 0"].steps == 600  # the chapter's probe at the move is seed 0's
+    d = khop.move_members("quick", khop.DOUBLING)  # the stages 1, 2, 4 from table 1, from their own recording
+    drec = khop.seeded(khop.recorded_runs(khop.recorded(khop.DOUBLING.settings(), experiment="khop_doubling"))[0])
+    assert all(d[khop.seed_name(s)] == khop.DOUBLING.member(s, int(khop.last_stage_at(drec[s])))
+               for s in khop.VARIANT_SEEDS)
+    assert {e.starts for e in d.values()} == {"first"} and {e.levels for e in d.values()} == {"doubling"}
     with pytest.raises(ValueError, match="allowed 'quick'"):
         khop.move_members("full")
     runs = {khop.seed_name(s): khop.probe_run(khop.KHopExperiment(
@@ -1291,6 +1296,9 @@ def test_every_anystart_seed_is_probed_at_its_move():
     assert s["mv_v2_max"] == max(s["mv0_v2"], s["mv1_v2"])
     assert s["mv_h2_acc_min"] == min(s["mv0_h2_acc"], s["mv1_h2_acc"])
     assert khop.move_summary(runs, level=0.0)["mv_walk2_seeds"] == "0, 1"
+    other = khop.move_summary(runs, prefix="dmv")  # a second study on the same page
+    assert other["dmv1_v2"] == s["mv1_v2"] and other["dmv_walk2_n"] == s["mv_walk2_n"] and "mv_n" not in other
+    assert khop.move_rows(other, prefix="dmv") == khop.move_rows(s)
     rows = khop.move_rows(s)
     assert len(rows) == 2 and len(rows[0]) == len(khop.MOVE_HEADER)
     assert rows[1] == ["seed 1", 40, s["mv1_h2_acc"], s["mv1_h2_walk"], s["mv1_h2_read"], s["mv1_walk"], s["mv1_read"],

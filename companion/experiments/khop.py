@@ -1650,26 +1650,28 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
 # --- the stages 1, 2, 4 from any table, every seed at its move to four hops (recorded: ``khop_anystart_move``) ---
 
 
-def move_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """The ``khop_anystart`` runs of seeds :data:`VARIANT_SEEDS`, each stopped at the evaluation where its recording
-    moves to four hops (:meth:`SeedVariant.member` with that budget: the recorded run's first steps, no batch with
-    four hops; the probe of seed 0 at its move in the chapter is the first of them).
+def move_members(profile: str | None = None, variant: SeedVariant = ANYSTART) -> dict[str, KHopExperiment]:
+    """The recorded runs of ``variant`` (``khop_<tag>``; :data:`ANYSTART` by default, :data:`DOUBLING`) for seeds
+    :data:`VARIANT_SEEDS`, each stopped at the evaluation where its recording moves to k hops
+    (:meth:`SeedVariant.member` with that budget: the recorded run's first steps, no batch with k hops; the probe of
+    seed 0 at its move in the chapter is the first of :data:`ANYSTART`'s).
 
     Raises:
         ValueError: a profile other than quick (the budgets come from the quick recording), or a recorded run that
             never moves.
     """
+    name = f"khop_{variant.tag}"
     if config.get_profile(profile) != "quick":
-        raise ValueError(f"khop_anystart_move with profile {profile!r}: allowed 'quick' (its budgets are the moves "
-                         "of the quick khop_anystart recording)")
-    runs = seeded(recorded_runs(recorded(ANYSTART.settings(), experiment=f"khop_{ANYSTART.tag}"))[0])
+        raise ValueError(f"{name}_move with profile {profile!r}: allowed 'quick' (its budgets are the moves of the "
+                         f"quick {name} recording)")
+    runs = seeded(recorded_runs(recorded(variant.settings(), experiment=name))[0])
     out = {}
     for s in VARIANT_SEEDS:
         move = last_stage_at(runs[s])
         if not np.isfinite(move) or move <= 0:
-            raise ValueError(f"seed {s}'s recorded khop_anystart run moves to four hops at {move}: allowed a step "
+            raise ValueError(f"seed {s}'s recorded {name} run moves to its last stage at {move}: allowed a step "
                              "after the start (a budget that ends there)")
-        out[seed_name(s)] = ANYSTART.member(s, int(move))
+        out[seed_name(s)] = variant.member(s, int(move))
     return out
 
 
@@ -1678,10 +1680,11 @@ MOVE_MEASURES = {"v2": "v_2 at position 0, best over the layers", "walk": "v_2 a
                  "answers_v2": "share of the answers that are v_2", "acc": "accuracy"}
 
 
-def move_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+def move_summary(runs: dict[str, dict], level: float = 0.9, prefix: str = "mv") -> report.Summary:
     """:func:`hop_probe` of each run of :func:`move_members` (from :func:`probe_run`) on four-hop and two-hop
     examples, reduced to what the chapter's probe of seed 0 at its move turned on (:data:`MOVE_MEASURES`):
-    ``mv<seed>_<measure>`` on k hops and ``mv<seed>_h2_<measure>`` on two; ``mv<seed>_step``, its move. Across the
+    ``mv<seed>_<measure>`` on k hops and ``mv<seed>_h2_<measure>`` on two; ``mv<seed>_step``, its move (``mv``:
+    ``prefix``, so that two studies glue on one page). Across the
     seeds: ``mv_n``; ``mv_walk2_n``, the seeds whose hop 1's entry holds v_2 on two hops (probe at ``level`` or
     more: table 1's entries walk to table 2) and ``mv_walk2_seeds``; ``mv_walk_kept_n``, of those, the seeds where
     it still does on k hops, and ``mv_walk_max``, the highest k-hop value among them (NaN if none);
@@ -1695,7 +1698,7 @@ def move_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     for name, r in runs.items():
         exp = _member_of(name, r)
         check_int("k (hops) of a run probed at its move", exp.k, low=3)
-        tag, per[name] = f"mv{exp.seed}", {}
+        tag, per[name] = f"{prefix}{exp.seed}", {}
         out[f"{tag}_step"] = (exp.steps, f"{name}: its move to {exp.k} hops (its training steps)")
         for h in (exp.k, 2):
             res, pre = hop_probe(exp, r["state"], hops=h), tag if h == exp.k else f"{tag}_h{h}"
@@ -1705,20 +1708,20 @@ def move_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
                 out[f"{pre}_{key}"] = (float(got[key]), f"{name}, {h}-hop examples: {what}")
                 per[name][h if h == 2 else "k", key] = float(got[key])
     walkers = [n for n, v in per.items() if v[2, "walk"] >= level]
-    out["mv_n"] = (len(runs), "runs probed at their move")
-    out["mv_walk2_n"] = (len(walkers), f"seeds whose hop 1's entry holds v_2 on two hops (probe >= {level})")
-    out["mv_walk2_seeds"] = (_seed_list(int(n.split()[-1]) for n in walkers), "those seeds")
-    out["mv_walk_kept_n"] = (sum(per[n]["k", "walk"] >= level for n in walkers),
-                             "of those, seeds where it still does on four hops")
-    out["mv_walk_max"] = (max((per[n]["k", "walk"] for n in walkers), default=math.nan),
-                          "of those, the highest probe of v_2 at hop 1's entry on four hops")
-    out["mv_v2_n"] = (sum(v["k", "v2"] >= level for v in per.values()),
-                      f"seeds whose position 0 holds v_2 on four hops (probe >= {level})")
-    out["mv_v2_max"] = (max((v["k", "v2"] for v in per.values()), default=math.nan),
-                        "the highest probe of v_2 at position 0 on four hops")
-    out["mv_h2_acc_min"] = (min((v[2, "acc"] for v in per.values()), default=math.nan),
-                            "the lowest two-hop accuracy at the move")
-    out["mv_chance"] = (1 / exp.N, "chance: 1/N")
+    out[f"{prefix}_n"] = (len(runs), "runs probed at their move")
+    out[f"{prefix}_walk2_n"] = (len(walkers), f"seeds whose hop 1's entry holds v_2 on two hops (probe >= {level})")
+    out[f"{prefix}_walk2_seeds"] = (_seed_list(int(n.split()[-1]) for n in walkers), "those seeds")
+    out[f"{prefix}_walk_kept_n"] = (sum(per[n]["k", "walk"] >= level for n in walkers),
+                                    "of those, seeds where it still does on four hops")
+    out[f"{prefix}_walk_max"] = (max((per[n]["k", "walk"] for n in walkers), default=math.nan),
+                                 "of those, the highest probe of v_2 at hop 1's entry on four hops")
+    out[f"{prefix}_v2_n"] = (sum(v["k", "v2"] >= level for v in per.values()),
+                             f"seeds whose position 0 holds v_2 on four hops (probe >= {level})")
+    out[f"{prefix}_v2_max"] = (max((v["k", "v2"] for v in per.values()), default=math.nan),
+                               "the highest probe of v_2 at position 0 on four hops")
+    out[f"{prefix}_h2_acc_min"] = (min((v[2, "acc"] for v in per.values()), default=math.nan),
+                                   "the lowest two-hop accuracy at the move")
+    out[f"{prefix}_chance"] = (1 / exp.N, "chance: 1/N")
     return report.Summary(out)
 
 
@@ -1727,11 +1730,12 @@ MOVE_HEADER = ["run", "moves at", "2 hops: accuracy", "2 hops: v_2 at hop 1's en
                "4 hops: position 0 on hop 1's entry", "4 hops: v_2 at position 0", "4 hops: answers v_2"]
 
 
-def move_rows(summary) -> list[list]:
-    """One row per seed of :func:`move_summary` (columns :data:`MOVE_HEADER`)."""
-    seeds = [s for s in VARIANT_SEEDS if f"mv{s}_step" in summary]
-    return [[seed_name(s), summary[f"mv{s}_step"], *(summary[f"mv{s}_h2_{k}"] for k in ("acc", "walk", "read")),
-             *(summary[f"mv{s}_{k}"] for k in ("walk", "read", "v2", "answers_v2"))] for s in seeds]
+def move_rows(summary, prefix: str = "mv") -> list[list]:
+    """One row per seed of :func:`move_summary` with ``prefix`` (columns :data:`MOVE_HEADER`)."""
+    seeds = [s for s in VARIANT_SEEDS if f"{prefix}{s}_step" in summary]
+    return [[seed_name(s), summary[f"{prefix}{s}_step"],
+             *(summary[f"{prefix}{s}_h2_{k}"] for k in ("acc", "walk", "read")),
+             *(summary[f"{prefix}{s}_{k}"] for k in ("walk", "read", "v2", "answers_v2"))] for s in seeds]
 
 
 # --- leaving the stall: training continued from the stalled run's state (recorded: ``khop_escape``) ---
