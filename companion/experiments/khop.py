@@ -1647,7 +1647,7 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
     return rows
 
 
-# --- the stages 1, 2, 4 from any table, every seed at its move to four hops (recorded: ``khop_anystart_move``) ---
+# --- the stages 1, 2, 4, every seed at its move to four hops (recorded: ``khop_anystart_move``, ``khop_doubling_move``)
 
 
 def move_members(profile: str | None = None, variant: SeedVariant = ANYSTART) -> dict[str, KHopExperiment]:
@@ -1681,22 +1681,23 @@ MOVE_MEASURES = {"v2": "v_2 at position 0, best over the layers", "walk": "v_2 a
 
 
 def move_summary(runs: dict[str, dict], level: float = 0.9, prefix: str = "mv") -> report.Summary:
-    """:func:`hop_probe` of each run of :func:`move_members` (from :func:`probe_run`) on four-hop and two-hop
-    examples, reduced to what the chapter's probe of seed 0 at its move turned on (:data:`MOVE_MEASURES`):
-    ``mv<seed>_<measure>`` on k hops and ``mv<seed>_h2_<measure>`` on two; ``mv<seed>_step``, its move (``mv``:
-    ``prefix``, so that two studies glue on one page). Across the
-    seeds: ``mv_n``; ``mv_walk2_n``, the seeds whose hop 1's entry holds v_2 on two hops (probe at ``level`` or
-    more: table 1's entries walk to table 2) and ``mv_walk2_seeds``; ``mv_walk_kept_n``, of those, the seeds where
-    it still does on k hops, and ``mv_walk_max``, the highest k-hop value among them (NaN if none);
-    ``mv_v2_n``, the seeds whose position 0 holds v_2 on k hops (at ``level``), and ``mv_v2_max``;
-    ``mv_h2_acc_min``, the lowest two-hop accuracy; ``mv_chance``, 1/N.
+    """:func:`hop_probe` of each run of :func:`move_members` (from :func:`probe_run`) on k-hop (four in the recorded
+    studies) and two-hop examples, reduced to what the chapter's probe of seed 0 at its move turned on
+    (:data:`MOVE_MEASURES`): ``mv<seed>_<measure>`` on k hops and ``mv<seed>_h2_<measure>`` on two;
+    ``mv<seed>_step``, its move (``mv``: ``prefix``, so that two studies glue on one page). Across the seeds:
+    ``mv_n``; ``mv_walk2_n``, the seeds whose hop 1's entry holds v_2 on two hops (probe at ``level`` or more:
+    table 1's entries walk to table 2) and ``mv_walk2_seeds``; ``mv_walk_kept_n``, of those, the seeds where it
+    still does on k hops, and ``mv_walk_max``, the highest k-hop value among them (NaN if none); ``mv_v2_n``, the
+    seeds whose position 0 holds v_2 on k hops (at ``level``), and ``mv_v2_max``; ``mv_h2_acc_min``, the lowest
+    two-hop accuracy; ``mv_chance``, 1/N.
 
     Raises:
         ValueError: a run without its configuration, or one with fewer than three hops.
     """
-    out, per = {}, {}
+    out, per, k = {}, {}, 0
     for name, r in runs.items():
         exp = _member_of(name, r)
+        k = exp.k
         check_int("k (hops) of a run probed at its move", exp.k, low=3)
         tag, per[name] = f"{prefix}{exp.seed}", {}
         out[f"{tag}_step"] = (exp.steps, f"{name}: its move to {exp.k} hops (its training steps)")
@@ -1712,13 +1713,13 @@ def move_summary(runs: dict[str, dict], level: float = 0.9, prefix: str = "mv") 
     out[f"{prefix}_walk2_n"] = (len(walkers), f"seeds whose hop 1's entry holds v_2 on two hops (probe >= {level})")
     out[f"{prefix}_walk2_seeds"] = (_seed_list(int(n.split()[-1]) for n in walkers), "those seeds")
     out[f"{prefix}_walk_kept_n"] = (sum(per[n]["k", "walk"] >= level for n in walkers),
-                                    "of those, seeds where it still does on four hops")
+                                    f"of those, seeds where it still does on {k} hops")
     out[f"{prefix}_walk_max"] = (max((per[n]["k", "walk"] for n in walkers), default=math.nan),
-                                 "of those, the highest probe of v_2 at hop 1's entry on four hops")
+                                 f"of those, the highest probe of v_2 at hop 1's entry on {k} hops")
     out[f"{prefix}_v2_n"] = (sum(v["k", "v2"] >= level for v in per.values()),
-                             f"seeds whose position 0 holds v_2 on four hops (probe >= {level})")
+                             f"seeds whose position 0 holds v_2 on {k} hops (probe >= {level})")
     out[f"{prefix}_v2_max"] = (max((v["k", "v2"] for v in per.values()), default=math.nan),
-                               "the highest probe of v_2 at position 0 on four hops")
+                               f"the highest probe of v_2 at position 0 on {k} hops")
     out[f"{prefix}_h2_acc_min"] = (min((v[2, "acc"] for v in per.values()), default=math.nan),
                                    "the lowest two-hop accuracy at the move")
     out[f"{prefix}_chance"] = (1 / exp.N, "chance: 1/N")
