@@ -1238,6 +1238,7 @@ def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
     assert res["answers"][3] == res["acc"] and res["answers"][1] == (pred == chain[:, 0]).mean()
     study = khop.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(3, 1))
     assert study.probed(3) == (3, 1) and khop.PROBE.probed(3) == (3, 2) and khop.PROBE.probed(1) == (1,)
+    assert (study.prefix("q", 3, 3), study.prefix("q", 1, 3), khop.PROBE.prefix("p", 2, 3)) == ("q", "q_h1", "p_h2")
     with pytest.raises(ValueError, match="hops probed"):
         khop.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(4,)).probed(3)
     s = khop.probe_summary({"seed 0": r}, study=study)

@@ -1414,6 +1414,11 @@ class ProbeStudy:
             check_int(f"hops probed (k = {k})", h, low=1, high=k)
         return self.hops or tuple(sorted({k, max(k - 1, 1)}, reverse=True))
 
+    def prefix(self, tag: str, h: int, k: int) -> str:
+        """The summary prefix of a run's (``tag``) probe on h-hop examples, k its hop count: the tag for the first
+        probed hop count, ``<tag>_h<h>`` for the others."""
+        return tag if h == self.probed(k)[0] else f"{tag}_h{h}"
+
 
 PROBE_TAGS = {"seed 0": "p100", EXPLORED: f"p{EXPLORED_EVERY}"}  # summary prefixes of the probed runs
 PROBE = ProbeStudy(PROBE_TAGS, "probe")  # seed 0 stalled and solved (recorded: ``khop_probe``)
@@ -1461,9 +1466,8 @@ def probe_summary(runs: dict[str, dict], level: float = 0.9, study: ProbeStudy =
     for name, r in runs.items():
         check_choice("probed run", name, tuple(study.tags))
         tag, exp = study.tags[name], _member_of(name, r)
-        probed = study.probed(exp.k)
-        for h in probed:
-            pre = tag if h == probed[0] else f"{tag}_h{h}"
+        for h in study.probed(exp.k):
+            pre = study.prefix(tag, h, exp.k)
             _probe_values(out, f"{name}, {h}-hop examples", pre, hop_probe(exp, r["state"], hops=h), level)
         if exp.k > 1:
             _interference_values(out, name, tag, table_interference(exp, r["state"]))
@@ -1581,12 +1585,13 @@ def probe_header(k: int, kind: str = "probe") -> list[str]:
 
 
 def _hops(summary, study: ProbeStudy, hops: int | None) -> tuple[int, int]:
-    """(k, h): the hop count of the study's first probed examples (k by default) and the examples' (``hops``: one
-    of :meth:`ProbeStudy.probed`, the first by default)."""
-    probed = study.probed(int(summary[f"{study.shared}_k"]))
+    """(k, h): the probed runs' hop count and the examples' (``hops``: one of :meth:`ProbeStudy.probed`, the first
+    by default)."""
+    k = int(summary[f"{study.shared}_k"])
+    probed = study.probed(k)
     h = probed[0] if hops is None else hops
     check_choice("hops (a probed hop count)", h, probed)
-    return probed[0], h
+    return k, h
 
 
 def probe_rows(summary, kind: str = "probe", hops: int | None = None, study: ProbeStudy = PROBE) -> list[list]:
@@ -1598,7 +1603,7 @@ def probe_rows(summary, kind: str = "probe", hops: int | None = None, study: Pro
     k, h = _hops(summary, study, hops)
     rows = []
     for name, tag in study.tags.items():
-        depth, pre = int(summary[f"{tag}_depth"]), tag if h == k else f"{tag}_h{h}"
+        depth, pre = int(summary[f"{tag}_depth"]), study.prefix(tag, h, k)
         layers = range(1, depth + 1) if kind == "attention" else range(depth + 1)
         rows += [[name, l, *(summary[f"{pre}_{kind}_l{l}_v{j}"] for j in range(1, h + 1))] for l in layers]
     return rows
@@ -1608,8 +1613,9 @@ def answers_rows(summary, study: ProbeStudy = PROBE) -> tuple[list[str], list[li
     """What the probed models answer: header and one row per run of ``study`` and probed hop count h (its
     :func:`probe_summary`), the share of the model's answers on the h-hop examples that are x and each v_j (blank
     past v_h)."""
-    hops = study.probed(int(summary[f"{study.shared}_k"]))
-    rows = [[name, h, *(summary[f"{tag if h == hops[0] else f'{tag}_h{h}'}_answers_v{j}"] for j in range(h + 1)),
+    k = int(summary[f"{study.shared}_k"])
+    hops = study.probed(k)
+    rows = [[name, h, *(summary[f"{study.prefix(tag, h, k)}_answers_v{j}"] for j in range(h + 1)),
              *[""] * (max(hops) - h)] for name, tag in study.tags.items() for h in hops]
     return ["run", "hops", "answers x", *(f"answers v_{j}" for j in range(1, max(hops) + 1))], rows
 
@@ -1639,7 +1645,7 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
         check_int("entry", i, low=1, high=h - 1)
     rows = []
     for name, tag in study.tags.items():
-        depth, pre = int(summary[f"{tag}_depth"]), tag if h == k else f"{tag}_h{h}"
+        depth, pre = int(summary[f"{tag}_depth"]), study.prefix(tag, h, k)
         layers = range(1, depth + 1) if kind == "eattn" else range(depth + 1)
         key = "{pre}_chain_l{l}_e{i}_v{j}" if kind == "chain" else "{pre}_eattn_l{l}_e{i}_to{j}"
         rows += [[name, i, l, *(summary[key.format(pre=pre, l=l, i=i, j=j)] if j > i else ""
