@@ -817,9 +817,23 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
     drawn = khop.training_starts(e, np.full(4000, 2), rng)
     assert set(drawn) == {1, 2, 3} and khop.training_starts(e, np.full(50, 4), rng).tolist() == [1] * 50
     assert khop.training_starts(khop.KHopExperiment(**kw), np.full(5, 2), rng) is None  # table 1, nothing drawn
-    first, anyw = (khop.run(khop.KHopExperiment(**kw, starts=v), progress=False, use_cache=False)
-                   for v in ("first", "any"))
+    # "one": the draws of "any", kept for one-hop examples only; the generator ends where "any" leaves it
+    hops = np.random.default_rng(1).choice([1, 2, 4], 500)
+    r_any, r_one = np.random.default_rng(2), np.random.default_rng(2)
+    got_any, got_one = (khop.training_starts(dataclasses.replace(e, starts=v), hops, r)
+                        for v, r in (("any", r_any), ("one", r_one)))
+    assert np.array_equal(got_one[hops == 1], got_any[hops == 1]) and set(got_one[hops == 1]) == {1, 2, 3, 4}
+    assert (got_one[hops > 1] == 1).all() and (got_any[hops == 2] > 1).any()
+    assert r_any.random() == r_one.random()
+    first, anyw, one = (khop.run(khop.KHopExperiment(**kw, starts=v), progress=False, use_cache=False)
+                        for v in ("first", "any", "one"))
     assert np.array_equal(first["acc"][0], anyw["acc"][0]) and not np.array_equal(first["acc"], anyw["acc"])
+    # on the first stage (one hop) "one" is "any", batch for batch; with longer examples it is neither
+    assert (one["stage"] == 1).all() and np.array_equal(one["acc"], anyw["acc"])
+    assert all(torch.equal(one["state"][n], anyw["state"][n]) for n in one["state"])
+    mixed = {v: khop.run(khop.KHopExperiment(**{**kw, "data": "mixture"}, starts=v), progress=False,
+                         use_cache=False)["acc"] for v in ("first", "any", "one")}
+    assert not np.array_equal(mixed["one"], mixed["any"]) and not np.array_equal(mixed["one"], mixed["first"])
     with pytest.raises(ValueError, match="starts"):
         khop.KHopExperiment(**kw, starts="last")
 
@@ -843,6 +857,27 @@ def test_a_variant_over_another_compares_with_that_variants_recorded_runs():
     assert (s["anystart_solved_n"], s["anystart_doubling_solved_n"]) == (1, 1)
     assert (s["anystart_gained_seeds"], s["anystart_lost_seeds"], s["anystart_unsolved_early_n"]) == ("0", "1", 0)
     assert "anystart_split_gap" not in s.entries()  # different data from the first step: nothing to pair
+
+
+def test_onestart_is_anystart_with_two_hops_from_table_1():
+    v = khop.ONESTART
+    assert v.settings() == {**khop.ANYSTART.settings(), "starts": "one"} and v.trained(4) == (1, 2, 4)
+    assert v.over is khop.DOUBLING and v.base_runs(3000).keys() == khop.ANYSTART.base_runs(3000).keys()
+    one, any_ = khop.variant_members("quick", v), khop.variant_members("quick", khop.ANYSTART)
+    assert all(dataclasses.replace(e, starts="any") == any_[n] for n, e in one.items())
+
+
+def test_stage_gap_compares_two_studies_until_either_trains_past_a_stage():
+    a = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.5, 0.1, 0.1], [0.99, 0.9, 0.1, 0.1]], stage=[1, 1, 2, 2])
+    b = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2])
+    s = khop.stage_gap({0: a, 3: b}, {0: b, 3: b}, 1, "x")
+    assert s["x_stage_gap"] == 0 and s["x_stage_med"] == 10  # they part after the evaluation at step 10
+    c = _fake([[0.1] * 4, [0.9, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2])
+    assert khop.stage_gap({0: a}, {0: c}, 1, "x")["x_stage_gap"] == pytest.approx(0.05)
+    # moving at different evaluations is a difference (of stage), whatever the accuracies
+    assert khop.stage_gap({0: a}, {0: _fake(a["acc"], stage=[1, 1, 1, 2])}, 1, "x")["x_stage_gap"] == 1
+    with pytest.raises(ValueError, match=r"seed 3 is not among the other study's seeds: allowed \[0\]"):
+        khop.stage_gap({3: a}, {0: b}, 1, "x")
 
 
 def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():

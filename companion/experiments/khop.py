@@ -62,7 +62,8 @@ from companion.config import check_choice, check_float, check_int
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
 LEVELS = ("every", "doubling")  # a curriculum's stages: 1, 2, ..., k or 1, 2, 4, ..., k
-STARTS = ("first", "any")  # the first table of a training example: table 1, or any from which its hops fit
+STARTS = ("first", "any", "one")  # a training example's first table: table 1, any from which its hops fit, or
+# any for one-hop examples and table 1 for longer ones
 
 
 def hop_levels(levels: str, k: int) -> tuple[int, ...]:
@@ -230,8 +231,9 @@ class KHopExperiment(config.Profiled):
     steps after the one at which the accuracy at the stage before k first reaches ``advance_at``, the steps between
     still on that stage, whatever the accuracy does then; earlier moves are not delayed; ``levels``: the stages,
     :func:`hop_levels`; ``starts``: "any" draws the first table of each training example with k' hops uniformly
-    from 1..k - k' + 1, independently of everything else, where "first" always starts at table 1; the test sets
-    start at table 1 either way)."""
+    from 1..k - k' + 1, independently of everything else, where "first" always starts at table 1; "one" makes the
+    same draws as "any" and keeps them for the one-hop examples only, the longer ones starting at table 1, so that
+    its batches with one hop only are those of "any"; the test sets start at table 1 either way)."""
 
     profile: str = "quick"
     N: int = 8
@@ -253,7 +255,8 @@ class KHopExperiment(config.Profiled):
     last_stage_data: int = 0  # curriculum, cumulative: r >= 1 draws the last stage's batches from stream r (0: none)
     last_stage_delay: int = 0  # curriculum, cumulative: move to k hops at the evaluation this many steps after the bar
     levels: str = "every"  # curriculum, cumulative: stages 1, 2, ..., k ("every") or 1, 2, 4, ..., k ("doubling")
-    starts: str = "first"  # training examples start at table 1 ("first") or at any table from which they fit ("any")
+    starts: str = "first"  # training examples start at table 1 ("first"), at any table from which they fit ("any"),
+    # or at any table with one hop and at table 1 with more ("one")
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -406,8 +409,12 @@ def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> 
 
 def training_starts(exp: KHopExperiment, hops: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
     """(batch,): the first table of each training example with hop counts ``hops``, uniform over the tables from
-    which its hops fit (``starts="any"``); None (table 1, nothing drawn) for ``starts="first"``."""
-    return rng.integers(1, exp.k - hops + 2) if exp.starts == "any" else None
+    which its hops fit (``starts="any"``), or that for the one-hop examples and table 1 for the others, from the
+    same draws (``"one"``); None (table 1, nothing drawn) for ``starts="first"``."""
+    if exp.starts == "first":
+        return None
+    drawn = rng.integers(1, exp.k - hops + 2)
+    return drawn if exp.starts == "any" else np.where(hops == 1, drawn, 1)
 
 
 def _train_step(model: HopTransformer, opt: torch.optim.Optimizer, task: KHopTask, exp: KHopExperiment, stage: int,
@@ -1085,11 +1092,15 @@ DOUBLING = SeedVariant("doubling", "levels", 1, 1, INTERVAL_SETTINGS["steps"], "
 # those runs with training examples that start at any table (one hop from tables 1-4 from the first stage on)
 ANYSTART = SeedVariant("anystart", "starts", 1, 1, DOUBLING.steps, "with stages 1, 2, 4 starting at any table",
                        "doubling", "with stages 1, 2, 4 from table 1", to="any", over=DOUBLING)
+# those runs with one-hop examples from any table and longer ones from table 1: the tables ANYSTART trains on, with the
+# two-hop examples of DOUBLING (its batches are ANYSTART's until the move to two hops)
+ONESTART = SeedVariant("onestart", "starts", 1, 1, DOUBLING.steps, "with stages 1, 2, 4, one hop from any table",
+                       "doubling", "with stages 1, 2, 4 from table 1", to="one", over=DOUBLING)
 
 
 def variant_members(profile: str | None = None, variant: SeedVariant = WIDE) -> dict[str, KHopExperiment]:
-    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`, :data:`DOUBLING`, :data:`ANYSTART`): ``"seed 0"``, ...
-    (:class:`SeedVariant`)."""
+    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`, :data:`DOUBLING`, :data:`ANYSTART`, :data:`ONESTART`):
+    ``"seed 0"``, ... (:class:`SeedVariant`)."""
     size = SIZES[config.get_profile(profile)]
     return {seed_name(s): KHopExperiment.for_profile(
         profile, data="cumulative", **{**size, "seed": s, **variant.changes(profile)}) for s in VARIANT_SEEDS}
@@ -1203,6 +1214,34 @@ def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], va
         f"{p}untrained_max": (max(free) if free else math.nan,
                               "solved runs: highest final accuracy at a hop count never trained on"),
     }
+
+
+def stage_gap(runs: dict[int, dict], other: dict[int, dict], stage: int, prefix: str) -> report.Summary:
+    """Two studies' runs of the same seeds ({seed: run}) whose batches agree while they train on the stages up to
+    ``stage`` (as :data:`ONESTART`'s and :data:`ANYSTART`'s on the first stage): the largest difference of their
+    test accuracies over the evaluations before the first at which either trained past ``stage``, and of their
+    stages up to that one (``<prefix>_stage_gap``; 0 when the code keeps that promise); ``<prefix>_stage_med``, the
+    median step of the last evaluation before it.
+
+    Raises:
+        ValueError: a seed of ``runs`` missing from ``other``.
+    """
+    gaps, at = [], []
+    for s, a in runs.items():
+        if s not in other:
+            raise ValueError(f"seed {s} is not among the other study's seeds: allowed {sorted(other)}")
+        b = other[s]
+        n = min(len(a["stage"]), len(b["stage"]))
+        sa, sb = np.asarray(a["stage"])[:n], np.asarray(b["stage"])[:n]
+        past = np.flatnonzero((sa > stage) | (sb > stage))
+        end = int(past[0]) if len(past) else n
+        gaps += [float(np.abs(np.asarray(a["acc"])[:end] - np.asarray(b["acc"])[:end]).max()),
+                 float(np.abs(sa[:end + 1] - sb[:end + 1]).max())]
+        at.append(float(np.asarray(a["step"])[end - 1]))
+    return report.Summary({
+        f"{prefix}_stage_gap": (max(gaps), f"largest difference of test accuracy (or stage) from the other study's run "
+                                           f"of the same seed before either trains past {stage} hops"),
+        f"{prefix}_stage_med": (float(np.median(at)), "median step of the last evaluation before that")})
 
 
 def start_accuracy(exp: KHopExperiment, state: dict, n: int = 1024) -> np.ndarray:
@@ -1657,10 +1696,10 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
 
 
 def move_members(profile: str | None = None, variant: SeedVariant = ANYSTART) -> dict[str, KHopExperiment]:
-    """The recorded runs of ``variant`` (``khop_<tag>``; :data:`ANYSTART` by default, :data:`DOUBLING`) for seeds
-    :data:`VARIANT_SEEDS`, each stopped at the evaluation where its recording moves to k hops
-    (:meth:`SeedVariant.member` with that budget: the recorded run's first steps, no batch with k hops; the probe of
-    seed 0 at its move in the chapter is the first of :data:`ANYSTART`'s).
+    """The recorded runs of ``variant`` (``khop_<tag>``; :data:`ANYSTART` by default, :data:`DOUBLING`,
+    :data:`ONESTART`) for seeds :data:`VARIANT_SEEDS`, each stopped at the evaluation where its recording moves to k
+    hops (:meth:`SeedVariant.member` with that budget: the recorded run's first steps, no batch with k hops; the probe
+    of seed 0 at its move in the chapter is the first of :data:`ANYSTART`'s).
 
     Raises:
         ValueError: a profile other than quick (the budgets come from the quick recording), or a recorded run that
