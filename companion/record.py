@@ -127,7 +127,7 @@ def _registry() -> dict[str, Recordable]:
                      partial(khop.variant_summary, variant=v), khop.curves, run=khop.run, summary_var=var,
                      member_overrides=khop.member_overrides, precheck=v.check_recording)
           for v, var in ((khop.WIDE, "wide"), (khop.LR, "lrs"), (khop.DOUBLING, "dbl"), (khop.ANYSTART, "anys"),
-                         (khop.ONESTART, "ones"))),
+                         (khop.ONESTART, "ones"), (khop.LONGSTART, "longs"))),
         Recordable("khop_anystart_move", "book/khop", khop.move_members, khop.move_summary, khop.curves,
                    run=khop.probe_run, summary_var="moves", member_overrides=khop.member_overrides),
         Recordable("khop_doubling_move", "book/khop", partial(khop.move_members, variant=khop.DOUBLING),
@@ -135,6 +135,9 @@ def _registry() -> dict[str, Recordable]:
                    member_overrides=khop.member_overrides),
         Recordable("khop_onestart_move", "book/khop", partial(khop.move_members, variant=khop.ONESTART),
                    partial(khop.move_summary, prefix="omv"), khop.curves, run=khop.probe_run, summary_var="omoves",
+                   member_overrides=khop.member_overrides),
+        Recordable("khop_longstart_move", "book/khop", partial(khop.move_members, variant=khop.LONGSTART),
+                   partial(khop.move_summary, prefix="lmv"), khop.curves, run=khop.probe_run, summary_var="lmoves",
                    member_overrides=khop.member_overrides),
         stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
         stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
@@ -157,7 +160,8 @@ def _registry() -> dict[str, Recordable]:
 EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
                "khop", "khop_seeds", "khop_interval", "khop_interval_long", "khop_interval_long250",
                "khop_wide", "khop_lr", "khop_doubling", "khop_anystart", "khop_anystart_move", "khop_doubling_move",
-               "khop_onestart", "khop_onestart_move", "khop_probe", "khop_probe_seeds", "khop_escape",
+               "khop_onestart", "khop_onestart_move", "khop_longstart", "khop_longstart_move",
+               "khop_probe", "khop_probe_seeds", "khop_escape",
                "khop_hidden", "khop_hidden12",
                "khop_hidden12_long", "khop_stage_entry", "khop_reseed", "khop_reseed_long", "khop_delay", "khop_onset",
                "induction_b10_seeds")

@@ -1,6 +1,7 @@
 """k-hop composition task (seed 002, K1-K3): the data, its validation, the model, one short run."""
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -825,15 +826,24 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
     assert np.array_equal(got_one[hops == 1], got_any[hops == 1]) and set(got_one[hops == 1]) == {1, 2, 3, 4}
     assert (got_one[hops > 1] == 1).all() and (got_any[hops == 2] > 1).any()
     assert r_any.random() == r_one.random()
+    # "longer": table 1 for one-hop examples, drawn for the others only (a one-hop batch draws nothing: "first")
+    r_long, r_first = np.random.default_rng(2), np.random.default_rng(2)
+    got = khop.training_starts(dataclasses.replace(e, starts="longer"), hops, r_long)
+    assert (got[hops == 1] == 1).all() and set(got[hops == 2]) == {1, 2, 3} and (got[hops == 4] == 1).all()
+    assert khop.training_starts(dataclasses.replace(e, starts="longer"), np.ones(9, int), r_first).tolist() == [1] * 9
+    assert r_first.random() == np.random.default_rng(2).random()
     first, anyw, one = (khop.run(khop.KHopExperiment(**kw, starts=v), progress=False, use_cache=False)
                         for v in ("first", "any", "one"))
     assert np.array_equal(first["acc"][0], anyw["acc"][0]) and not np.array_equal(first["acc"], anyw["acc"])
     # on the first stage (one hop) "one" is "any", batch for batch; with longer examples it is neither
     assert (one["stage"] == 1).all() and np.array_equal(one["acc"], anyw["acc"])
     assert all(torch.equal(one["state"][n], anyw["state"][n]) for n in one["state"])
+    longer = khop.run(khop.KHopExperiment(**kw, starts="longer"), progress=False, use_cache=False)  # "first" there
+    assert all(torch.equal(longer["state"][n], first["state"][n]) for n in first["state"])
     mixed = {v: khop.run(khop.KHopExperiment(**{**kw, "data": "mixture"}, starts=v), progress=False,
-                         use_cache=False)["acc"] for v in ("first", "any", "one")}
-    assert not np.array_equal(mixed["one"], mixed["any"]) and not np.array_equal(mixed["one"], mixed["first"])
+                         use_cache=False)["state"] for v in ("first", "any", "one", "longer")}
+    assert all(not torch.equal(mixed[a]["embed.weight"], mixed[b]["embed.weight"])
+               for a, b in itertools.combinations(mixed, 2))
     with pytest.raises(ValueError, match="starts"):
         khop.KHopExperiment(**kw, starts="last")
 
@@ -859,12 +869,15 @@ def test_a_variant_over_another_compares_with_that_variants_recorded_runs():
     assert "anystart_split_gap" not in s.entries()  # different data from the first step: nothing to pair
 
 
-def test_onestart_is_anystart_with_two_hops_from_table_1():
+def test_onestart_and_longstart_split_anystart_by_hop_count():
     v = khop.ONESTART
     assert v.settings() == {**khop.ANYSTART.settings(), "starts": "one"} and v.trained(4) == (1, 2, 4)
     assert v.over is khop.DOUBLING and v.base_runs(3000).keys() == khop.ANYSTART.base_runs(3000).keys()
     one, any_ = khop.variant_members("quick", v), khop.variant_members("quick", khop.ANYSTART)
     assert all(dataclasses.replace(e, starts="any") == any_[n] for n, e in one.items())
+    longer, dbl = khop.variant_members("quick", khop.LONGSTART), khop.variant_members("quick", khop.DOUBLING)
+    assert all(dataclasses.replace(e, starts="first") == dbl[n] for n, e in longer.items())
+    assert khop.LONGSTART.settings() == {**khop.ANYSTART.settings(), "starts": "longer"}
 
 
 def test_stage_gap_compares_two_studies_until_either_trains_past_a_stage():

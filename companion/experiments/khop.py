@@ -62,8 +62,8 @@ from companion.config import check_choice, check_float, check_int
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
 LEVELS = ("every", "doubling")  # a curriculum's stages: 1, 2, ..., k or 1, 2, 4, ..., k
-STARTS = ("first", "any", "one")  # a training example's first table: table 1, any from which its hops fit, or
-# any for one-hop examples and table 1 for longer ones
+STARTS = ("first", "any", "one", "longer")  # a training example's first table: table 1, any from which its hops
+# fit, any for one-hop examples and table 1 for longer ones, or table 1 for one-hop examples and any for longer ones
 
 
 def hop_levels(levels: str, k: int) -> tuple[int, ...]:
@@ -233,7 +233,9 @@ class KHopExperiment(config.Profiled):
     :func:`hop_levels`; ``starts``: "any" draws the first table of each training example with k' hops uniformly
     from 1..k - k' + 1, independently of everything else, where "first" always starts at table 1; "one" makes the
     same draws as "any" and keeps them for the one-hop examples only, the longer ones starting at table 1, so that
-    its batches with one hop only are those of "any"; the test sets start at table 1 either way)."""
+    its batches with one hop only are those of "any"; "longer" starts one-hop examples at table 1 and draws for the
+    longer ones only, so that its batches with one hop only are those of "first"; the test sets start at table 1
+    either way)."""
 
     profile: str = "quick"
     N: int = 8
@@ -256,7 +258,7 @@ class KHopExperiment(config.Profiled):
     last_stage_delay: int = 0  # curriculum, cumulative: move to k hops at the evaluation this many steps after the bar
     levels: str = "every"  # curriculum, cumulative: stages 1, 2, ..., k ("every") or 1, 2, 4, ..., k ("doubling")
     starts: str = "first"  # training examples start at table 1 ("first"), at any table from which they fit ("any"),
-    # or at any table with one hop and at table 1 with more ("one")
+    # at any table with one hop and at table 1 with more ("one"), or the other way round ("longer")
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -410,9 +412,14 @@ def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> 
 def training_starts(exp: KHopExperiment, hops: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
     """(batch,): the first table of each training example with hop counts ``hops``, uniform over the tables from
     which its hops fit (``starts="any"``), or that for the one-hop examples and table 1 for the others, from the
-    same draws (``"one"``); None (table 1, nothing drawn) for ``starts="first"``."""
+    same draws (``"one"``), or table 1 for the one-hop examples and a draw for the others only (``"longer"``: a
+    batch of one-hop examples draws nothing); None (table 1, nothing drawn) for ``starts="first"``."""
     if exp.starts == "first":
         return None
+    if exp.starts == "longer":
+        out, longer = np.ones_like(hops), hops > 1
+        out[longer] = rng.integers(1, exp.k - hops[longer] + 2)
+        return out
     drawn = rng.integers(1, exp.k - hops + 2)
     return drawn if exp.starts == "any" else np.where(hops == 1, drawn, 1)
 
@@ -1096,11 +1103,16 @@ ANYSTART = SeedVariant("anystart", "starts", 1, 1, DOUBLING.steps, "with stages 
 # two-hop examples of DOUBLING (its batches are ANYSTART's until the move to two hops)
 ONESTART = SeedVariant("onestart", "starts", 1, 1, DOUBLING.steps, "with stages 1, 2, 4, one hop from any table",
                        "doubling", "with stages 1, 2, 4 from table 1", to="one", over=DOUBLING)
+# the other way round: one-hop examples from table 1 and longer ones from any table (its batches are DOUBLING's until
+# the move to two hops)
+LONGSTART = SeedVariant("longstart", "starts", 1, 1, DOUBLING.steps,
+                        "with stages 1, 2, 4, one hop from table 1, longer from any table", "doubling",
+                        "with stages 1, 2, 4 from table 1", to="longer", over=DOUBLING)
 
 
 def variant_members(profile: str | None = None, variant: SeedVariant = WIDE) -> dict[str, KHopExperiment]:
-    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`, :data:`DOUBLING`, :data:`ANYSTART`, :data:`ONESTART`):
-    ``"seed 0"``, ... (:class:`SeedVariant`)."""
+    """The runs of ``variant`` (:data:`WIDE`, :data:`LR`, :data:`DOUBLING`, :data:`ANYSTART`, :data:`ONESTART`,
+    :data:`LONGSTART`): ``"seed 0"``, ... (:class:`SeedVariant`)."""
     size = SIZES[config.get_profile(profile)]
     return {seed_name(s): KHopExperiment.for_profile(
         profile, data="cumulative", **{**size, "seed": s, **variant.changes(profile)}) for s in VARIANT_SEEDS}
@@ -1218,10 +1230,10 @@ def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], va
 
 def stage_gap(runs: dict[int, dict], other: dict[int, dict], stage: int, prefix: str) -> report.Summary:
     """Two studies' runs of the same seeds ({seed: run}) whose batches agree while they train on the stages up to
-    ``stage`` (as :data:`ONESTART`'s and :data:`ANYSTART`'s on the first stage): the largest difference of their
-    test accuracies over the evaluations before the first at which either trained past ``stage``, and of their
-    stages up to that one (``<prefix>_stage_gap``; 0 when the code keeps that promise); ``<prefix>_stage_med``, the
-    median step of the last evaluation before it.
+    ``stage`` (as :data:`ONESTART`'s and :data:`ANYSTART`'s, or :data:`LONGSTART`'s and :data:`DOUBLING`'s, on the
+    first stage): the largest difference of their test accuracies over the evaluations before the first at which
+    either trained past ``stage``, and of their stages up to that one (``<prefix>_stage_gap``; 0 when the code keeps
+    that promise); ``<prefix>_stage_med``, the median step of the last evaluation before it.
 
     Raises:
         ValueError: a seed of ``runs`` missing from ``other``.
@@ -1697,9 +1709,9 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
 
 def move_members(profile: str | None = None, variant: SeedVariant = ANYSTART) -> dict[str, KHopExperiment]:
     """The recorded runs of ``variant`` (``khop_<tag>``; :data:`ANYSTART` by default, :data:`DOUBLING`,
-    :data:`ONESTART`) for seeds :data:`VARIANT_SEEDS`, each stopped at the evaluation where its recording moves to k
-    hops (:meth:`SeedVariant.member` with that budget: the recorded run's first steps, no batch with k hops; the probe
-    of seed 0 at its move in the chapter is the first of :data:`ANYSTART`'s).
+    :data:`ONESTART`, :data:`LONGSTART`) for seeds :data:`VARIANT_SEEDS`, each stopped at the evaluation where its
+    recording moves to k hops (:meth:`SeedVariant.member` with that budget: the recorded run's first steps, no batch
+    with k hops; the probe of seed 0 at its move in the chapter is the first of :data:`ANYSTART`'s).
 
     Raises:
         ValueError: a profile other than quick (the budgets come from the quick recording), or a recorded run that
