@@ -880,6 +880,23 @@ def test_onestart_and_longstart_split_anystart_by_hop_count():
     assert khop.LONGSTART.settings() == {**khop.ANYSTART.settings(), "starts": "longer"}
 
 
+def test_move_medians_read_the_per_seed_entries_of_a_move_summary():
+    from companion import report
+    entries = {}
+    for s, (v2, ans, walk, w2) in enumerate([(0.2, 0.1, 0.3, 1.0), (0.9, 0.8, 0.95, 0.97), (0.5, 0.4, 0.1, 0.2)]):
+        entries |= {f"x{s}_step": (400, ""), f"x{s}_v2": (v2, ""), f"x{s}_answers_v2": (ans, ""),
+                    f"x{s}_walk": (walk, ""), f"x{s}_h2_walk": (w2, "")}
+    entries |= {"x_walk2_n": (2, ""), "x_walk_kept_n": (1, "")}
+    m = khop.move_medians(report.Summary(entries), "x")
+    assert (m["x_v2_med"], m["x_v2_lo"], m["x_v2_hi"]) == (0.5, 0.2, 0.9)
+    assert (m["x_answers_v2_med"], m["x_walk_med"], m["x_h2_walk_med"], m["x_h2_walk_lo"]) == (0.4, 0.3, 0.97, 0.2)
+    rows = khop.move_compare_rows({"a study": (report.Summary(entries), "x")})
+    assert rows == [["a study", 2, 1, "0.50 (0.20-0.90)", "0.40 (0.10-0.80)"]]
+    assert len(rows[0]) == len(khop.MOVE_COMPARE_HEADER)
+    with pytest.raises(ValueError, match="prefix 'y': no seed's entries"):
+        khop.move_medians(report.Summary(entries), "y")
+
+
 def test_stage_gap_compares_two_studies_until_either_trains_past_a_stage():
     a = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.5, 0.1, 0.1], [0.99, 0.9, 0.1, 0.1]], stage=[1, 1, 2, 2])
     b = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2])

@@ -1796,6 +1796,47 @@ def move_rows(summary, prefix: str = "mv") -> list[list]:
              *(summary[f"{prefix}{s}_{k}"] for k in ("walk", "read", "v2", "answers_v2"))] for s in seeds]
 
 
+def move_medians(summary, prefix: str = "mv") -> report.Summary:
+    """The medians over the seeds of :func:`move_summary`'s per-seed measures (``prefix``): ``<prefix>_v2_med`` and
+    ``<prefix>_answers_v2_med`` (k hops: v_2 at position 0, answers v_2), ``<prefix>_walk_med`` and
+    ``<prefix>_h2_walk_med`` (v_2 at hop 1's entry on k and on two hops), and the range of each,
+    ``<prefix>_<measure>_lo`` and ``_hi``; read from the per-seed entries, so that a recording made before these
+    medians existed gives them too.
+
+    Raises:
+        ValueError: no seed of ``prefix`` in ``summary``.
+    """
+    seeds = [s for s in VARIANT_SEEDS if f"{prefix}{s}_step" in summary]
+    if not seeds:
+        raise ValueError(f"prefix {prefix!r}: no seed's entries ({prefix}0_step, ...) in the summary; allowed the "
+                         "prefix of a move_summary")
+    out = {}
+    for key, what in (("v2", MOVE_MEASURES["v2"]), ("answers_v2", MOVE_MEASURES["answers_v2"]),
+                      ("walk", MOVE_MEASURES["walk"]), ("h2_walk", f"two hops: {MOVE_MEASURES['walk']}")):
+        v = np.asarray([summary[f"{prefix}{s}_{key}"] for s in seeds], dtype=float)
+        where = "" if key.startswith("h2") else "k hops: "
+        out[f"{prefix}_{key}_med"] = (float(np.median(v)), f"median over the seeds, {where}{what}")
+        out[f"{prefix}_{key}_lo"] = (float(v.min()), f"lowest over the seeds, {where}{what}")
+        out[f"{prefix}_{key}_hi"] = (float(v.max()), f"highest over the seeds, {where}{what}")
+    return report.Summary(out)
+
+
+MOVE_COMPARE_HEADER = ["study", "seeds walking at table 1 (2 hops)", "of those, still on 4 hops",
+                       "4 hops: v_2 at position 0, median (range)", "4 hops: answers v_2, median (range)"]
+
+
+def move_compare_rows(studies: dict[str, tuple]) -> list[list]:
+    """One row per study ({label: (move summary, prefix)}) of :data:`MOVE_COMPARE_HEADER`: the counts of
+    :func:`move_summary` and the medians and ranges of :func:`move_medians`."""
+    rows = []
+    for label, (summary, p) in studies.items():
+        m = move_medians(summary, p)
+        rows.append([label, summary[f"{p}_walk2_n"], summary[f"{p}_walk_kept_n"],
+                     *(f"{m[f'{p}_{k}_med']:.2f} ({m[f'{p}_{k}_lo']:.2f}-{m[f'{p}_{k}_hi']:.2f})"
+                       for k in ("v2", "answers_v2"))])
+    return rows
+
+
 # --- leaving the stall: training continued from the stalled run's state (recorded: ``khop_escape``) ---
 
 ESCAPE_STEPS = 3000  # steps of each continuation
