@@ -1345,6 +1345,11 @@ def test_every_anystart_seed_is_probed_at_its_move():
     assert all(d[khop.seed_name(s)] == khop.DOUBLING.member(s, int(khop.last_stage_at(drec[s])))
                for s in khop.VARIANT_SEEDS)
     assert {e.starts for e in d.values()} == {"first"} and {e.levels for e in d.values()} == {"doubling"}
+    for v in (khop.ONESTART, khop.LONGSTART):  # the crossed studies, each from its own recording
+        got = khop.move_members("quick", v)
+        vrec = khop.seeded(khop.recorded_runs(khop.recorded(v.settings(), experiment=f"khop_{v.tag}"))[0])
+        assert all(got[khop.seed_name(s)] == v.member(s, int(khop.last_stage_at(vrec[s]))) for s in khop.VARIANT_SEEDS)
+        assert {e.starts for e in got.values()} == {v.to}
     with pytest.raises(ValueError, match="allowed 'quick'"):
         khop.move_members("full")
     runs = {khop.seed_name(s): khop.probe_run(khop.KHopExperiment(
