@@ -908,6 +908,8 @@ def test_stage_gap_compares_two_studies_until_either_trains_past_a_stage():
     assert khop.stage_gap({0: a}, {0: _fake(a["acc"], stage=[1, 1, 1, 2])}, 1, "x")["x_stage_gap"] == 1
     with pytest.raises(ValueError, match=r"seed 3 is not among the other study's seeds: allowed \[0\]"):
         khop.stage_gap({3: a}, {0: b}, 1, "x")
+    with pytest.raises(ValueError, match="stage"):
+        khop.stage_gap({0: a}, {0: b}, 0, "x")
 
 
 def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():

@@ -1236,8 +1236,9 @@ def stage_gap(runs: dict[int, dict], other: dict[int, dict], stage: int, prefix:
     that promise); ``<prefix>_stage_med``, the median step of the last evaluation before it.
 
     Raises:
-        ValueError: a seed of ``runs`` missing from ``other``.
+        ValueError: ``stage`` below 1, or a seed of ``runs`` missing from ``other``.
     """
+    check_int("stage", stage, low=1)
     gaps, at = [], []
     for s, a in runs.items():
         if s not in other:
