@@ -94,7 +94,7 @@ def _registry() -> dict[str, Recordable]:
         return {f"{opt} L={L}": exp for (opt, L), exp in catalog.ioi(profile).items()}
 
     def ioi(runs):
-        return summaries.ioi_summary({(k.split()[0], int(k.split("=")[1])): r for k, r in runs.items()})
+        return summaries.ioi_summary({summaries.ioi_key(k): r for k, r in runs.items()})
 
     return {r.name: r for r in [
         Recordable("recall", "book/noisy_recall", lambda p: {"recall": catalog.recall(p)},
@@ -104,7 +104,7 @@ def _registry() -> dict[str, Recordable]:
         Recordable("triggers", "book/triggers", catalog.triggers,
                    lambda runs: summaries.triggers_summary(runs["one trigger"], runs["five triggers"])),
         Recordable("architectures", "book/architectures", catalog.architectures, architectures),
-        Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi),
+        Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi, summaries.ioi_curves),
         Recordable("fact_capacity", "book/fact_capacity", fact_capacity.grid, fact_capacity.grid_summary,
                    fact_capacity.grid_curves, run=fact_capacity.run),
         Recordable("fact_scaling", "book/fact_capacity",

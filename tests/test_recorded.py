@@ -126,6 +126,21 @@ def test_record_roundtrip_tiny(name, tmp_path, monkeypatch):
     assert "| nan |" in table  # the older file has no whole-call time
     assert "python -m companion record " + name in rec.command and "--set d=8" in rec.command
     assert "| `" in record.show(name, rec.summary, "live", [rec])
+    if name == "synthetic_ioi":  # its curves give back the runs the chapter's summary reads (float32 metrics)
+        import numpy as np
+
+        from companion.experiments import summaries
+
+        runs = summaries.ioi_recorded(rec.curves)
+        assert sorted(runs) == sorted(summaries.ioi_key(k) for k in rec.config)
+        again = summaries.ioi_summary(runs)
+        assert set(again) == set(rec.summary)
+        assert all(np.isclose(again[k], rec.summary[k], rtol=1e-6, equal_nan=True) for k in again), \
+            (dict(again), rec.summary)
+        with pytest.raises(ValueError, match="'clean_loss@0.5' is not recorded"):
+            runs["adam", 3].series("clean_loss", rho=0.5)
+        with pytest.raises(ValueError, match="no recorded run 'adam L=9'"):
+            summaries.CurveRun(rec.curves, "adam L=9")
 
 
 def test_lr_sweep_reads_the_recorded_runs():

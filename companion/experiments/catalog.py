@@ -49,6 +49,13 @@ def architectures(profile: str | None = None) -> dict[str, RecallExperiment]:
     return {name: RecallExperiment.for_profile(profile, ff=ff, truncate=m) for name, (ff, m) in ARCHS.items()}
 
 
+# Recorded runs of the full-scale-only claims at larger sizes than the quick profile (``--set`` settings of the
+# quick profile, as `python -m companion record NAME --profile quick --set ...` takes them): the largest each
+# chapter's runs reach in about an hour or less on a 2-core CPU.
+ARCH_LARGER = {"batch": 256, "eval_every": 50, "n_test": 512, "seq_len": 64, "steps": 1000}  # Figs. 11, 13
+IOI_LARGER = {"d": 256, "eval_every": 100, "steps": 2000}  # Fig. 20: the paper's width and steps, quick T and batch
+
+
 def ioi(profile: str | None = None) -> dict[tuple[str, int], RecallExperiment]:
     """Appendix J, Figs. 19-20: synthetic IOI with L layers, SGD and Adam."""
     depths = IOI_LAYERS[config.get_profile(profile)]

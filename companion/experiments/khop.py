@@ -1204,7 +1204,7 @@ def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], va
             nxt[s] = bool(np.isfinite(learned_at(r, level)[a[end] - 1]))
             base_took.append(float(learned_at(base[s], level)[b[end] - 1]) - t)
             nxt_base[s] = bool(np.isfinite(base_took[-1]))
-        gaps.append(float(np.abs(np.asarray(r["acc"])[:end] - np.asarray(base[s]["acc"])[:end]).max()))
+        gaps.append(_difference(r, base[s], slice(0, end)))
     k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
     never = [h - 1 for h in range(1, k + 1) if h not in variant.trained(k)]
     free = [float(v) for s, r in runs.items() if ok[s] for v in np.asarray(r["acc"])[-1, never]]
@@ -1248,8 +1248,7 @@ def stage_gap(runs: dict[int, dict], other: dict[int, dict], stage: int, prefix:
         sa, sb = np.asarray(a["stage"])[:n], np.asarray(b["stage"])[:n]
         past = np.flatnonzero((sa > stage) | (sb > stage))
         end = int(past[0]) if len(past) else n
-        gaps += [float(np.abs(np.asarray(a["acc"])[:end] - np.asarray(b["acc"])[:end]).max()),
-                 float(np.abs(sa[:end + 1] - sb[:end + 1]).max())]
+        gaps.append(_difference(a, b, slice(0, end), stages=slice(0, min(end + 1, n))))
         at.append(float(np.asarray(a["step"])[end - 1]))
     return report.Summary({
         f"{prefix}_stage_gap": (max(gaps), f"largest difference of test accuracy (or stage) from the other study's run "
@@ -2149,10 +2148,30 @@ def _gap_before_last_stage(name: str, a: dict, b: dict) -> float:
         ValueError: the two are evaluated at different steps.
     """
     n = _common_evaluations(name, a, b)
-    before = np.asarray(b["stage"])[:n] < np.asarray(b["acc"]).shape[1]
-    acc = np.abs(np.asarray(a["acc"])[:n, :-1] - np.asarray(b["acc"])[:n, :-1])[before]
-    stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])[before]
-    return float(max(acc.max(initial=0.0), stage.max(initial=0.0)))
+    before = np.flatnonzero(np.asarray(b["stage"])[:n] < np.asarray(b["acc"]).shape[1])
+    return _difference(a, b, before, stages=before, hops=slice(0, -1))
+
+
+def _difference(a: dict, b: dict, rows, stages=None, hops=slice(None)) -> float:
+    """The largest absolute difference of two runs' test accuracies at the hop counts ``hops`` (columns) over the
+    evaluations ``rows`` (a slice or index array valid for both runs), and of their stages over the evaluations
+    ``stages`` (None: stages not compared); 0.0 over no evaluation. The one measure of "the same run until X"
+    behind :func:`prefix_gap`, :func:`stage_gap`, ``_split``'s ``split_gap`` and ``_gap_before_last_stage``,
+    each of which keeps only its own rule for X.
+
+    >>> a = {"acc": [[1.0, 0.5], [1.0, 0.25]], "stage": [1, 2]}
+    >>> b = {"acc": [[1.0, 0.5], [0.5, 0.25]], "stage": [1, 1]}
+    >>> _difference(a, b, slice(0, 1)), _difference(a, b, slice(0, 2)), _difference(a, b, slice(0, 2), hops=[1])
+    (0.0, 0.5, 0.0)
+    >>> _difference(a, b, slice(0, 1), stages=slice(0, 2)), _difference(a, b, slice(0, 0))
+    (1.0, 0.0)
+    """
+    acc = np.abs(np.asarray(a["acc"])[rows][:, hops] - np.asarray(b["acc"])[rows][:, hops])
+    worst = float(acc.max(initial=0.0))
+    if stages is not None:
+        worst = max(worst, float(np.abs(np.asarray(a["stage"])[stages] - np.asarray(b["stage"])[stages])
+                                 .max(initial=0.0)))
+    return worst
 
 
 def _common_evaluations(name: str, a: dict, b: dict) -> int:
@@ -2182,9 +2201,7 @@ def prefix_gap(runs: dict[str, dict], shorter: dict[str, dict], prefix: str) -> 
             raise ValueError(f"{name!r} is not among the shorter runs: allowed {sorted(shorter)}")
         b = shorter[name]
         n = _common_evaluations(name, a, b)
-        acc = np.abs(np.asarray(a["acc"])[:n] - np.asarray(b["acc"])[:n])
-        stage = np.abs(np.asarray(a["stage"])[:n] - np.asarray(b["stage"])[:n])
-        worst = max(worst, float(acc.max()), float(stage.max()))
+        worst = max(worst, _difference(a, b, slice(0, n), stages=slice(0, n)))
     return report.Summary({f"{prefix}_prefix_gap": (worst, "largest difference of accuracies or stages over the "
                                                            "shorter runs' evaluations, longer against shorter")})
 

@@ -210,6 +210,54 @@ IOI_COLUMNS = [("acc full", "pred_correct", 1.0), ("acc drop", "pred_correct", 0
                ("p(distractor) drop", "p_distractor", 0.0), ("p(noise) full", "p_noise", 1.0)]
 
 
+def ioi_key(name: str) -> tuple[str, int]:
+    """A recorded synthetic-IOI member's name as the chapter's run key.
+
+    >>> ioi_key("adam L=5")
+    ('adam', 5)
+    """
+    opt, depth = name.split()
+    return opt, int(depth.removeprefix("L="))
+
+
+def ioi_curves(runs: dict[str, RecallRun]) -> dict:
+    """What a recorded synthetic-IOI file keeps of each run (``{"adam L=5": run, ...}``): the evaluated steps,
+    the step it diverged at (None: it did not), and each clean metric of :data:`IOI_COLUMNS` at its rho along
+    training, under ``"<metric>@<rho>"``; :func:`ioi_recorded` reads them back."""
+    out = {"step": {n: r.series("clean_loss", rho=1.0)[0] for n, r in runs.items()},
+           "diverged_at": {n: r.diverged_at for n, r in runs.items()}}
+    for _, key, rho in IOI_COLUMNS:
+        out[f"clean_{key}@{rho}"] = {n: r.series(f"clean_{key}", rho=rho)[1] for n, r in runs.items()}
+    return out
+
+
+class CurveRun:
+    """A recorded run read back from :func:`ioi_curves`: the part of a run that :func:`ioi_table`,
+    :func:`ioi_summary` and :func:`companion.plotting.depth_panels` read (``series`` of the recorded clean
+    metrics, ``late_mean`` by the same rule as a live run, ``diverged_at``)."""
+
+    late_mean = RecallRun.late_mean
+
+    def __init__(self, curves: dict, name: str):
+        if name not in curves["step"]:
+            raise ValueError(f"no recorded run {name!r}: allowed {sorted(curves['step'])}")
+        self.curves, self.name = curves, name
+        self.diverged_at = curves["diverged_at"][name]
+
+    def series(self, key: str, rho: float | None = None, phase: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(evaluated steps, values) of clean metric ``key`` at ``rho``, as recorded."""
+        column = f"{key}@{rho}"
+        if column not in self.curves:
+            raise ValueError(f"{column!r} is not recorded: allowed {sorted(c for c in self.curves if '@' in c)}")
+        return (np.asarray(self.curves["step"][self.name]),
+                np.asarray(self.curves[column][self.name], dtype=float))  # "nan" strings back to floats
+
+
+def ioi_recorded(curves: dict) -> dict[tuple[str, int], CurveRun]:
+    """A recorded synthetic-IOI file's runs ({(optimiser, L): run}), read back from its curves."""
+    return {ioi_key(name): CurveRun(curves, name) for name in curves["step"]}
+
+
 def ioi_table(runs: dict[tuple[str, int], RecallRun]) -> dict:
     """{(optimiser, L): {column: late clean value}}, NaN for a diverged run."""
     return {k: {name: float("nan") if run.diverged_at is not None else run.late_mean(f"clean_{key}", rho=rho)
