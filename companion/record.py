@@ -475,6 +475,40 @@ def side_by_side(live, recs: list[Recorded], keys, live_label: str = "this build
     return markdown_table(header, rows)
 
 
+FULL_ONLY_HEADER = ["claim", "the paper", "recorded run", "observed", "the paper's bar (full profile)",
+                    "meets it"]
+
+
+def full_only_rows(names, recs: list[Recorded] | None = None, registry=None) -> list[list]:
+    """One row per full-scale-only claim (scale ``full``) measured by a recorded run of experiment ``names``
+    that is not the paper's configuration: the claim, the paper's value, the run's profile and settings, the
+    recorded value, the full profile's criterion and whether the value meets it (columns
+    :data:`FULL_ONLY_HEADER`). Such a run is set against the paper's bar, never held to it: its chapter
+    asserts what holds at its size.
+
+    Raises:
+        ValueError: a name that is not a recordable experiment.
+    """
+    from companion import claims
+
+    for name in names:
+        experiment(name)
+    registry = claims.CLAIMS if registry is None else registry
+    recs = runs() if recs is None else recs
+    rows = []
+    for r in recs:
+        if r.experiment not in names or r.paper_config:
+            continue
+        sets = ", ".join(f"{k}={v}" for k, v in r.overrides.items())
+        for cid, value in r.claims.items():
+            claim = registry[cid]
+            if claim.scale == "full":
+                crit = claim.criterion("full")
+                rows.append([f"`{cid}`", claim.paper, f"{r.profile} profile" + (f" ({sets})" if sets else ""),
+                             value, str(crit), "yes" if crit.holds(value, claim.infinite_ok) else "no"])
+    return rows
+
+
 def listing(recs: list[Recorded] | None = None) -> str:
     """A Markdown table of recorded files: what made each one, its training time (``train_seconds``: training
     and evaluation of runs computed in that call), the whole call's (``wall_seconds``: runs and summary, probes

@@ -174,3 +174,18 @@ def test_a_field_added_after_recording_is_current_only_at_its_default(tmp_path):
     changed = dict(rec.data, config=old, overrides={**rec.settings(), "final_trigger": False, "loss_on": "triggers"})
     why = record.stale(record.Recorded(rec.path, changed))
     assert "final_trigger: recorded None, now False" in why
+
+
+def test_full_only_rows_set_larger_runs_against_the_paper_bar():
+    rows = record.full_only_rows(["architectures"])
+    from companion.experiments import catalog
+
+    larger = record.latest("architectures", "quick", catalog.ARCH_LARGER)
+    mine = {r[0]: r for r in rows if "seq_len=64" in r[2]}
+    assert set(mine) == {"`arch.ml_drop_f1`", "`arch.nn_best_rho`"}  # the chapter's two full-scale-only rows
+    for cid, row in mine.items():
+        value = larger.claims[cid.strip("`")]
+        assert row[3] == value and row[5] == ("yes" if value > 0 else "no") and row[4] == "> 0"
+    assert all(r[0].strip("`") in claims.CLAIMS and claims.CLAIMS[r[0].strip("`")].scale == "full" for r in rows)
+    with pytest.raises(ValueError, match="unknown experiment 'nope'"):
+        record.full_only_rows(["nope"])
