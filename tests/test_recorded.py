@@ -189,3 +189,23 @@ def test_full_only_rows_set_larger_runs_against_the_paper_bar():
     assert all(r[0].strip("`") in claims.CLAIMS and claims.CLAIMS[r[0].strip("`")].scale == "full" for r in rows)
     with pytest.raises(ValueError, match="unknown experiment 'nope'"):
         record.full_only_rows(["nope"])
+
+
+def test_ioi_stability_reads_best_and_late_losses():
+    """A converging run ends at its best; one that learns and loses it rises; a diverged one has no late loss."""
+    import math
+
+    from companion.experiments import summaries
+
+    steps = list(range(0, 1000, 100))
+    curves = {"step": {"adam L=3": steps, "adam L=5": steps, "sgd L=7": [0]},
+              "diverged_at": {"adam L=3": None, "adam L=5": None, "sgd L=7": 17},
+              "clean_loss@1.0": {"adam L=3": [5, 4, 3, 2, 1.5, 1.2, 1.1, 1.0, 1.0, 1.0],
+                                 "adam L=5": [5, 3, 2, 1.0, 2, 9, 50, 90, 100, "nan"], "sgd L=7": [6.0]}}
+    s = summaries.ioi_stability(summaries.ioi_recorded(curves))
+    assert (s["adam3_best"], s["adam3_best_step"], s["adam3_late"], s["adam3_rise"]) == (1.0, 700.0, 1.0, 0.0)
+    assert s["adam5_best"] == 1.0 and s["adam5_best_step"] == 300.0 and math.isnan(s["adam5_late"])  # nan at 900
+    assert s["sgd7_best"] == 6.0 and math.isnan(s["sgd7_late"]) and math.isnan(s["sgd7_rise"])
+    assert s["sgd7_diverged_at"] == 17.0 and math.isnan(s["adam3_diverged_at"])
+    table = summaries.ioi_stability_markdown(summaries.ioi_recorded(curves))
+    assert "| sgd | 7 | 17 |" in table and "| adam | 3 | - | 1 | 700 |" in table

@@ -283,6 +283,10 @@ def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: 
         deep_gap = t["adam", deep]["loss full"] - t["adam", shallow]["loss full"]
     counting = [s["p(correct) drop"] - s["p(distractor) drop"] for s in t.values()]
     sgd_counting = [s["p(correct) drop"] - s["p(distractor) drop"] for (opt, _), s in t.items() if opt == "sgd"]
+    finished = {k for k, r in runs.items() if r.diverged_at is None}
+    sgd_fin = [t[k]["acc drop"] - t[k]["acc full"] for k in t if k[0] == "sgd" and k in finished]
+    sgd_counting_fin = [t[k]["p(correct) drop"] - t[k]["p(distractor) drop"] for k in t
+                        if k[0] == "sgd" and k in finished]
     return Summary({
         "sgd_gain": (strict_min(sgd), "SGD: smallest accuracy gain from dropping the last MLP over L"),
         "adam_gain": (strict_min(adam), "Adam: smallest accuracy gain from rho = 0.01, L = 3, 4"),
@@ -291,4 +295,39 @@ def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: 
         "min_counting": (strict_min(counting), "smallest p(correct) - p(distractor), last MLP dropped"),
         "max_counting": (strict_max(counting), "largest p(correct) - p(distractor), last MLP dropped"),
         "sgd_counting": (strict_min(sgd_counting), "SGD: smallest p(correct) - p(distractor), last MLP dropped"),
+        "sgd_gain_finished": (min(sgd_fin, default=float("nan")),
+                              "SGD: smallest accuracy gain from dropping the last MLP over the depths that did not "
+                              "diverge (nan: none finished)"),
+        "sgd_counting_finished": (min(sgd_counting_fin, default=float("nan")),
+                                  "SGD: smallest p(correct) - p(distractor), last MLP dropped, over the depths that "
+                                  "did not diverge (nan: none finished)"),
     })
+
+
+def ioi_stability(runs: dict[tuple[str, int], RecallRun]) -> Summary:
+    """Whether each run kept what it learned: its best clean test loss along training (full model), the step of
+    that evaluation, its late clean loss and the rise from best to late (``<opt><L>_best``, ``_best_step``,
+    ``_late``, ``_rise``; late and rise NaN for a run that diverged, whose metrics stop there), and the step at
+    which it diverged (``<opt><L>_diverged_at``, NaN if it did not). A run that
+    converges ends near its best (rise near 0); one that learns and then loses it does not."""
+    out = {}
+    for (opt, L), run in runs.items():
+        steps, loss = run.series("clean_loss", rho=1.0)
+        late = float("nan") if run.diverged_at is not None else run.late_mean("clean_loss", rho=1.0)
+        at = int(np.nanargmin(loss))
+        out |= {f"{opt}{L}_diverged_at": (float("nan") if run.diverged_at is None else float(run.diverged_at),
+                                          f"{opt}, L = {L}: step at which training diverged (nan: it did not)"),
+                f"{opt}{L}_best": (float(loss[at]), f"{opt}, L = {L}: lowest clean test loss along training"),
+                f"{opt}{L}_best_step": (float(steps[at]), f"{opt}, L = {L}: step of that evaluation"),
+                f"{opt}{L}_late": (late, f"{opt}, L = {L}: late clean test loss (nan: diverged)"),
+                f"{opt}{L}_rise": (late - float(loss[at]), f"{opt}, L = {L}: late minus lowest clean test loss")}
+    return Summary(out)
+
+
+def ioi_stability_markdown(runs: dict[tuple[str, int], RecallRun]) -> str:
+    """:func:`ioi_stability` as a table, one row per run."""
+    s = ioi_stability(runs)
+    rows = [[opt, L, "-" if r.diverged_at is None else r.diverged_at, s[f"{opt}{L}_best"],
+             int(s[f"{opt}{L}_best_step"]), s[f"{opt}{L}_late"], s[f"{opt}{L}_rise"]] for (opt, L), r in runs.items()]
+    return markdown_table(["optimiser", "L", "diverged at step", "lowest clean loss", "at step", "late clean loss",
+                           "late minus lowest"], rows, digits=3)
