@@ -177,9 +177,9 @@ def test_a_field_added_after_recording_is_current_only_at_its_default(tmp_path):
 
 
 def test_full_only_rows_set_larger_runs_against_the_paper_bar():
-    rows = record.full_only_rows(["architectures"])
     from companion.experiments import catalog
 
+    rows = record.full_only_rows(["architectures"])
     larger = record.latest("architectures", "quick", catalog.ARCH_LARGER)
     mine = {r[0]: r for r in rows if "seq_len=64" in r[2]}
     assert set(mine) == {"`arch.ml_drop_f1`", "`arch.nn_best_rho`"}  # the chapter's two full-scale-only rows

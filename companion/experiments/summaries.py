@@ -275,18 +275,18 @@ def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: 
     """Appendix J, Figs. 19-20. A diverged run makes the gains NaN (they fail), and the Adam
     "fails to converge" gap infinite (it holds)."""
     t = ioi_table(runs)
-    sgd = [s["acc drop"] - s["acc full"] for (opt, _), s in t.items() if opt == "sgd"]
+    sgd_gains = {k: s["acc drop"] - s["acc full"] for k, s in t.items() if k[0] == "sgd"}  # {(opt, L): gain}
+    sgd_counts = {k: s["p(correct) drop"] - s["p(distractor) drop"] for k, s in t.items() if k[0] == "sgd"}
+    sgd = list(sgd_gains.values())
     adam = [t["adam", L]["acc rho=0.01"] - t["adam", L]["acc full"] for L in (3, 4)]
     if runs["adam", deep].diverged_at is not None:
         deep_gap = float("inf")
     else:
         deep_gap = t["adam", deep]["loss full"] - t["adam", shallow]["loss full"]
     counting = [s["p(correct) drop"] - s["p(distractor) drop"] for s in t.values()]
-    sgd_counting = [s["p(correct) drop"] - s["p(distractor) drop"] for (opt, _), s in t.items() if opt == "sgd"]
-    finished = {k for k, r in runs.items() if r.diverged_at is None}
-    sgd_fin = [t[k]["acc drop"] - t[k]["acc full"] for k in t if k[0] == "sgd" and k in finished]
-    sgd_counting_fin = [t[k]["p(correct) drop"] - t[k]["p(distractor) drop"] for k in t
-                        if k[0] == "sgd" and k in finished]
+    sgd_counting = list(sgd_counts.values())
+    sgd_fin = [v for k, v in sgd_gains.items() if runs[k].diverged_at is None]
+    sgd_counting_fin = [v for k, v in sgd_counts.items() if runs[k].diverged_at is None]
     return Summary({
         "sgd_gain": (strict_min(sgd), "SGD: smallest accuracy gain from dropping the last MLP over L"),
         "adam_gain": (strict_min(adam), "Adam: smallest accuracy gain from rho = 0.01, L = 3, 4"),
