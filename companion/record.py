@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -248,12 +249,15 @@ def _number(value):
 
 
 def _commit() -> str:
+    """The checkout's commit (``git describe --dirty``); in a copy without its ``.git`` (a working tree sent to a
+    remote GPU machine), ``$COMPANION_COMMIT`` as the sender gave it; else ``"unknown"``."""
     try:
         out = subprocess.run(["git", "-C", str(config.REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
                              capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
+        described = out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        described = ""
+    return described or os.environ.get("COMPANION_COMMIT", "").strip() or "unknown"
 
 
 def file_name(name: str, profile: str, overrides: dict) -> str:

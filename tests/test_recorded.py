@@ -209,3 +209,15 @@ def test_ioi_stability_reads_best_and_late_losses():
     assert s["sgd7_diverged_at"] == 17.0 and math.isnan(s["adam3_diverged_at"])
     table = summaries.ioi_stability_markdown(summaries.ioi_recorded(curves))
     assert "| sgd | 7 | 17 |" in table and "| adam | 3 | - | 1 | 700 |" in table
+
+
+def test_commit_outside_a_git_checkout_reads_the_senders_commit(tmp_path, monkeypatch):
+    """A working tree copied without its .git (a remote GPU machine) labels its files with $COMPANION_COMMIT."""
+    monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
+    monkeypatch.setenv("COMPANION_COMMIT", "abc123def456")
+    assert record._commit() == "abc123def456"
+    monkeypatch.delenv("COMPANION_COMMIT")
+    assert record._commit() == "unknown"
+    monkeypatch.setattr(config, "REPO_ROOT", config.Path(__file__).resolve().parent.parent)
+    monkeypatch.setenv("COMPANION_COMMIT", "abc123def456")
+    assert record._commit() != "abc123def456"  # in a checkout, git's answer wins
