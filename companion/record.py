@@ -124,12 +124,14 @@ def _registry() -> dict[str, Recordable]:
                                                                   names=khop.INTERVAL_LONG250),
                    partial(khop.interval_long_summary, prefix="il250_", flat=khop.INTERVAL_FLAT250), khop.curves,
                    run=khop.run, summary_var="il250", member_overrides=khop.member_overrides),
-        *(Recordable(f"khop_{v.tag}", "book/khop", partial(khop.variant_members, variant=v),
+        *(Recordable(f"khop_{v.tag}", chapter, partial(khop.variant_members, variant=v),
                      partial(khop.variant_summary, variant=v), khop.curves, run=khop.run, summary_var=var,
                      member_overrides=khop.member_overrides, precheck=v.check_recording)
-          for v, var in ((khop.WIDE, "wide"), (khop.LR, "lrs"), (khop.DOUBLING, "dbl"), (khop.ANYSTART, "anys"),
-                         (khop.ONESTART, "ones"), (khop.LONGSTART, "longs"))),
-        *(Recordable(f"khop_{v.tag}_move", "book/khop", partial(khop.move_members, variant=v),
+          for v, var, chapter in ((khop.WIDE, "wide", "book/khop"), (khop.LR, "lrs", "book/khop"),
+                                  (khop.DOUBLING, "dbl", "book/khop"), (khop.ANYSTART, "anys", "book/khop_starts"),
+                                  (khop.ONESTART, "ones", "book/khop_starts"),
+                                  (khop.LONGSTART, "longs", "book/khop_starts"))),
+        *(Recordable(f"khop_{v.tag}_move", "book/khop_starts", partial(khop.move_members, variant=v),
                      partial(khop.move_summary, prefix=prefix), khop.curves, run=khop.probe_run, summary_var=var,
                      member_overrides=khop.member_overrides)
           for v, prefix, var in ((khop.ANYSTART, "mv", "moves"), (khop.DOUBLING, "dmv", "dmoves"),
@@ -249,15 +251,19 @@ def _number(value):
 
 
 def _commit() -> str:
-    """The checkout's commit (``git describe --dirty``); in a copy without its ``.git`` (a working tree sent to a
-    remote GPU machine), ``$COMPANION_COMMIT`` as the sender gave it; else ``"unknown"``."""
+    """``$COMPANION_COMMIT`` when set (the commit of a working tree sent to a remote GPU machine, as the sender
+    gave it: such a copy may carry no ``.git``, or a stale one), else the checkout's ``git describe --dirty``,
+    else ``"unknown"``."""
+    given = os.environ.get("COMPANION_COMMIT", "").strip()
+    if given:
+        return given
     try:
         out = subprocess.run(["git", "-C", str(config.REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
                              capture_output=True, text=True, timeout=10)
         described = out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         described = ""
-    return described or os.environ.get("COMPANION_COMMIT", "").strip() or "unknown"
+    return described or "unknown"
 
 
 def file_name(name: str, profile: str, overrides: dict) -> str:
@@ -479,16 +485,31 @@ def side_by_side(live, recs: list[Recorded], keys, live_label: str = "this build
     return markdown_table(header, rows)
 
 
-FULL_ONLY_HEADER = ["claim", "the paper", "recorded run", "observed", "the paper's bar (full profile)",
-                    "meets it"]
+FULL_ONLY_HEADER = ["claim", "the paper", "recorded run", "observed", "full-profile criterion", "meets it",
+                    "finding (corrected statement)"]
+PAPER_HEADER = ["claim", "the paper", "recorded run", "observed", "full-profile criterion", "holds",
+                "finding (corrected statement)"]
+
+
+def _judged(rec: "Recorded", cid: str, value, registry) -> tuple:
+    """A recorded claim value judged by the claim's full-profile criterion: (claim, criterion, holds)."""
+    claim = registry[cid]
+    crit = claim.criterion("full")
+    return claim, crit, crit.holds(value, claim.infinite_ok)
+
+
+def _run_label(r: "Recorded") -> str:
+    sets = ", ".join(f"{k}={v}" for k, v in r.overrides.items())
+    return f"{r.profile} profile" + (f" ({sets})" if sets else "")
 
 
 def full_only_rows(names, recs: list[Recorded] | None = None, registry=None) -> list[list]:
     """One row per full-scale-only claim (scale ``full``) measured by a recorded run of experiment ``names``
     that is not the paper's configuration: the claim, the paper's value, the run's profile and settings, the
-    recorded value, the full profile's criterion and whether the value meets it (columns
-    :data:`FULL_ONLY_HEADER`). Such a run is set against the paper's bar, never held to it: its chapter
-    asserts what holds at its size.
+    recorded value, the full profile's criterion, whether the value meets it and the row's finding (columns
+    :data:`FULL_ONLY_HEADER`). The criterion is the paper's bar, or, where a recording of the paper's configuration
+    refuted the claim, the finding's. Such a run is set against it, never held to it: its chapter asserts what
+    holds at its size.
 
     Raises:
         ValueError: a name that is not a recordable experiment.
@@ -503,13 +524,31 @@ def full_only_rows(names, recs: list[Recorded] | None = None, registry=None) -> 
     for r in recs:
         if r.experiment not in names or r.paper_config:
             continue
-        sets = ", ".join(f"{k}={v}" for k, v in r.overrides.items())
         for cid, value in r.claims.items():
-            claim = registry[cid]
+            claim, crit, ok = _judged(r, cid, value, registry)
             if claim.scale == "full":
-                crit = claim.criterion("full")
-                rows.append([f"`{cid}`", claim.paper, f"{r.profile} profile" + (f" ({sets})" if sets else ""),
-                             value, str(crit), "yes" if crit.holds(value, claim.infinite_ok) else "no"])
+                rows.append([f"`{cid}`", claim.paper, _run_label(r), value, str(crit), "yes" if ok else "no",
+                             claim.finding or ""])
+    return rows
+
+
+def paper_rows(recs: list[Recorded] | None = None, registry=None) -> list[list]:
+    """One row per claim of every recorded full-profile run of the paper's configuration: the claim, the
+    paper's value, the run (experiment, device, date), the recorded value, the full profile's criterion,
+    whether it holds (what :func:`check` asserts) and the row's finding, where the claim row records one
+    (columns :data:`PAPER_HEADER`)."""
+    from companion import claims
+
+    registry = claims.CLAIMS if registry is None else registry
+    recs = runs() if recs is None else recs
+    rows = []
+    for r in recs:
+        if not r.paper_config:
+            continue
+        for cid, value in r.claims.items():
+            claim, crit, ok = _judged(r, cid, value, registry)
+            rows.append([f"`{cid}`", claim.paper, f"{r.experiment} ({r.device}, {r.date})", value, str(crit),
+                         "yes" if ok else "no", claim.finding or ""])
     return rows
 
 

@@ -185,10 +185,28 @@ def test_full_only_rows_set_larger_runs_against_the_paper_bar():
     assert set(mine) == {"`arch.ml_drop_f1`", "`arch.nn_best_rho`"}  # the chapter's two full-scale-only rows
     for cid, row in mine.items():
         value = larger.claims[cid.strip("`")]
-        assert row[3] == value and row[5] == ("yes" if value > 0 else "no") and row[4] == "> 0"
+        claim = claims.CLAIMS[cid.strip("`")]
+        crit = claim.criterion("full")
+        assert row[3] == value and row[4] == str(crit) and row[6] == (claim.finding or "")
+        assert row[5] == ("yes" if crit.holds(value) else "no")
     assert all(r[0].strip("`") in claims.CLAIMS and claims.CLAIMS[r[0].strip("`")].scale == "full" for r in rows)
     with pytest.raises(ValueError, match="unknown experiment 'nope'"):
         record.full_only_rows(["nope"])
+
+
+def test_paper_rows_judge_every_claim_of_the_paper_configuration_runs():
+    """One row per recorded claim of each full-profile paper-configuration run, judged as ``check`` judges it."""
+    recs = [r for r in record.runs() if r.paper_config]
+    rows = record.paper_rows(recs)
+    assert len(rows) == sum(len(r.claims) for r in recs) and len(rows[0]) == len(record.PAPER_HEADER)
+    for row, (r, (cid, value)) in zip(rows, ((r, kv) for r in recs for kv in r.claims.items())):
+        claim = claims.CLAIMS[cid]
+        assert row[0] == f"`{cid}`" and row[3] == value and r.experiment in row[2]
+        assert row[5] == ("yes" if claim.criterion("full").holds(value, claim.infinite_ok) else "no")
+        assert row[6] == (claim.finding or "")
+    assert record.paper_rows([record.load(p) for p in []]) == []
+    quick = [r for r in record.runs() if not r.paper_config][:3]
+    assert record.paper_rows(quick) == []  # other runs are shown, never held to the paper
 
 
 def test_ioi_stability_reads_best_and_late_losses():
@@ -211,13 +229,13 @@ def test_ioi_stability_reads_best_and_late_losses():
     assert "| sgd | 7 | 17 |" in table and "| adam | 3 | - | 1 | 700 |" in table
 
 
-def test_commit_outside_a_git_checkout_reads_the_senders_commit(tmp_path, monkeypatch):
-    """A working tree copied without its .git (a remote GPU machine) labels its files with $COMPANION_COMMIT."""
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
+def test_commit_is_the_senders_when_given_else_gits(tmp_path, monkeypatch):
+    """A working tree sent to a GPU machine labels its files with $COMPANION_COMMIT (its copy of .git, if any, may
+    be stale: on 2026-11-26 it described the previous commit); without it, git's answer, else "unknown"."""
     monkeypatch.setenv("COMPANION_COMMIT", "abc123def456")
     assert record._commit() == "abc123def456"
     monkeypatch.delenv("COMPANION_COMMIT")
+    if (config.REPO_ROOT / ".git").exists():
+        assert record._commit() not in ("abc123def456", "unknown")  # this checkout's git describe
+    monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
     assert record._commit() == "unknown"
-    monkeypatch.setattr(config, "REPO_ROOT", config.Path(__file__).resolve().parent.parent)
-    monkeypatch.setenv("COMPANION_COMMIT", "abc123def456")
-    assert record._commit() != "abc123def456"  # in a checkout, git's answer wins

@@ -1,0 +1,32 @@
+#!/bin/bash
+# One call on a lent GPU machine (the device tool runs it in a copy of the working tree): the benchmark alone
+# (its --full-run trains and caches the full Fig. 3 run), then full-profile recordings in three parallel queues on
+# the same GPU. Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT.
+# Used on 2026-11-26: COMPANION_COMMIT=<commit sent> DEADLINE=530 bash benchmarks/gpu_session.sh
+set -u
+T0=$(date +%s); DEADLINE=${DEADLINE:-530}
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COMPANION_CACHE_DIR=/tmp/cc OMP_NUM_THREADS=4 MKL_NUM_THREADS=4
+PY=${PY:-python3}; DEV=${DEV:-cuda}; PROFILE=${PROFILE:-full}; EXTRA=${EXTRA:-}
+OUTD=${OUT:-/tmp/out}; mkdir -p "$OUTD" /tmp/logs
+nvidia-smi -L 2>/dev/null; $PY -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
+echo "commit $COMPANION_COMMIT"
+BENCH=${BENCH:-1}
+if [ "$BENCH" = 1 ]; then
+  timeout $(( $(left) - 240 )) $PY benchmarks/bench_recall.py --device $DEV --full-run > /tmp/logs/bench.log 2>&1
+  echo "bench rc=$? at $(( $(date +%s) - T0 )) s"; tail -c 1500 /tmp/logs/bench.log | tr '\r' '\n' | tail -25
+  cp benchmarks/results/*.json "$OUTD/" 2>/dev/null
+  rm -f "$OUTD"/CPU_* "$OUTD"/llm_*
+fi
+rec() {  # rec NAME...: record each in turn, bounded by the deadline
+  for n in "$@"; do
+    timeout $(( $(left) - 15 )) $PY -m companion record $n --profile $PROFILE $EXTRA --device $DEV --out-dir "$OUTD" \
+      > /tmp/logs/$n.log 2>&1
+    echo "record $n rc=$? at $(( $(date +%s) - T0 )) s"
+  done
+}
+QUEUES=${QUEUES:-"recall,triggers architectures finetune"}  # space: parallel queues; comma: one after another
+for q in $QUEUES; do rec ${q//,/ } & done
+wait
+for f in /tmp/logs/*.log; do echo "== $f"; tr '\r' '\n' < $f | grep -v "^\s*$" | tail -6; done
+ls -la "$OUTD"; echo "total $(( $(date +%s) - T0 )) s"
