@@ -146,9 +146,54 @@ def benchmarks(directory=None) -> list[list]:
         if "eval_share_of_full_run_full" in b:
             rows.append([b["device"], b["date"], b["train_step_s_full_config"], b["eval_over_train_step_d128_T128"],
                          b["eval_share_of_full_run_d128_T128"], b["eval_over_train_step_full"],
-                         b["eval_share_of_full_run_full"]])
+                         b["eval_share_of_full_run_full"], b.get("full_fig3_run_s", float("nan"))])
     return rows
 
 
+def measured_run_seconds(device: str, directory=None) -> float:
+    """The full-profile Fig. 3 run's wall-clock seconds that ``benchmarks/bench_recall.py --full-run`` recorded
+    on ``device`` (its name as the results file gives it).
+
+    Raises:
+        ValueError: no committed benchmark of that device has a full run (the message lists the devices that do).
+    """
+    import json
+    from pathlib import Path
+
+    from companion.config import REPO_ROOT
+
+    found = {}
+    for path in sorted(Path(directory or REPO_ROOT / "benchmarks" / "results").glob("*.json")):
+        b = json.loads(path.read_text())
+        if "full_fig3_run_s" in b:
+            found[b["device"]] = b["full_fig3_run_s"]
+    if device not in found:
+        raise ValueError(f"no benchmark with a full run on device {device!r}: recorded on {sorted(found) or 'none'}"
+                         f" (run benchmarks/bench_recall.py --full-run --device cuda there)")
+    return float(found[device])
+
+
 BENCHMARK_HEADER = ["device", "date", "one training step, full sizes (s)", "evaluation / step (d = T = 128)", "evaluations' share (d = T = 128)",
-                    "evaluation / step (full)", "evaluations' share (full)"]
+                    "evaluation / step (full)", "evaluations' share (full)",
+                    "full Fig. 3 run (s; NaN: not run)"]
+
+
+def achieved(exp, seconds: float):
+    """What a measured run of ``exp`` that took ``seconds`` achieved: its counted FLOPs per second and that
+    rate as a share of one H100's plain FP32 and TF32 dense peaks (:data:`H100_PEAK`). PyTorch runs float32
+    matrix products without TF32 unless asked (``torch.backends.cuda.matmul.allow_tf32``), and the package
+    does not ask, so the FP32 share is the one to read.
+
+    >>> from companion.experiments import catalog
+    >>> a = achieved(catalog.recall("full"), 100.0)
+    >>> round(a["flops_per_s"] / 1e12, 2), round(a["fp32_share"], 3), round(a["tf32_share"], 4)
+    (13.55, 0.202, 0.0274)
+    """
+    check_float("seconds", seconds, 0.0, low_open=True)
+    from companion.report import Summary
+
+    rate = run_flops(exp)["total"] / seconds
+    return Summary({"run_seconds": (seconds, "measured wall-clock time of the run"),
+                    "flops_per_s": (rate, "counted matmul FLOPs of the run per second"),
+                    "fp32_share": (rate / H100_PEAK["fp32"], "share of one H100's plain FP32 peak (67 TFLOP/s)"),
+                    "tf32_share": (rate / H100_PEAK["tf32"], "share of one H100's TF32 tensor-core peak")})

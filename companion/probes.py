@@ -96,6 +96,24 @@ def previous_token_attention(model, tokens: torch.Tensor) -> tuple[np.ndarray, f
     return attn.cpu().numpy(), attn.diagonal(-1).mean().item()
 
 
+def previous_token_by_position(attn: np.ndarray, parts: int = 4) -> np.ndarray:
+    """Mean mass on s = t - 1 of an attention map ``attn`` (T, T) over each of ``parts`` consecutive, equal
+    (up to one) groups of query positions t = 1..T-1, earliest first: how a previous-token head's mass changes
+    along the context.
+
+    >>> a = np.tril(np.ones((5, 5))) / np.arange(1, 6)[:, None]  # uniform causal attention
+    >>> previous_token_by_position(a, 2).round(3).tolist()
+    [0.417, 0.225]
+    """
+    from companion.config import check_int
+
+    attn = np.asarray(attn)
+    if attn.ndim != 2 or attn.shape[0] != attn.shape[1]:
+        raise ValueError(f"attention map of shape {attn.shape}: expected a square (T, T) map")
+    check_int("parts", parts, low=1, high=attn.shape[0] - 1)
+    return np.array([g.mean() for g in np.array_split(np.diagonal(attn, -1), parts)])
+
+
 @torch.no_grad()
 def recall_attention(model, tokens: torch.Tensor, triggers, noise_token: int,
                      attn: torch.Tensor | None = None) -> dict:

@@ -37,3 +37,27 @@ def test_bad_input():
         cost.forward_flops(cfg, 1, 32, True)
     with pytest.raises(ValueError, match="utilisation=0 is out of range"):
         cost.seconds(1.0, 1.0, 0)
+
+
+def test_benchmarks_and_measured_run_read_the_committed_results(tmp_path):
+    """The committed H100 benchmark has a full run; a device without one is refused by name."""
+    import json
+
+    rows = cost.benchmarks()
+    assert all(len(r) == len(cost.BENCHMARK_HEADER) for r in rows)
+    h100 = cost.measured_run_seconds("NVIDIA H100 80GB HBM3")
+    assert [r[-1] for r in rows if r[0] == "NVIDIA H100 80GB HBM3"] == [h100] and 0 < h100 < 3600
+    (tmp_path / "x.json").write_text(json.dumps({"device": "dev A", "full_fig3_run_s": 12.5}))
+    assert cost.measured_run_seconds("dev A", tmp_path) == 12.5
+    with pytest.raises(ValueError, match=r"device 'dev B': recorded on \['dev A'\]"):
+        cost.measured_run_seconds("dev B", tmp_path)
+    a = cost.achieved(catalog_recall_full(), h100)
+    assert a["flops_per_s"] * h100 == pytest.approx(cost.run_flops(catalog_recall_full())["total"])
+    with pytest.raises(ValueError, match="seconds"):
+        cost.achieved(catalog_recall_full(), 0.0)
+
+
+def catalog_recall_full():
+    from companion.experiments import catalog
+
+    return catalog.recall("full")

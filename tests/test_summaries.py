@@ -103,3 +103,25 @@ def test_noise_logit_summary_small_grid():
 def test_assoc_iqr():
     run = {"loss": np.stack([np.linspace(0, 1, 5)[:, None] * np.ones((5, 3))] * 4)}  # (steps, runs, ranks)
     assert assoc_study.mean_iqr(run) == pytest.approx(0.5)
+
+
+def test_previous_token_by_position_reads_the_subdiagonal_in_order():
+    """A sharp previous-token head has mass 1 everywhere; one that fades late shows it in its last group;
+    a map that is not square, or too many groups, is refused by name."""
+    import numpy as np
+    import pytest
+
+    from companion import probes
+
+    T = 9
+    sharp = np.eye(T, k=-1)
+    sharp[0, 0] = 1.0
+    assert probes.previous_token_by_position(sharp, 4).tolist() == [1.0, 1.0, 1.0, 1.0]
+    fading = sharp.copy()
+    fading[7, 6], fading[7, 7] = 0.25, 0.75
+    fading[8, 7], fading[8, 8] = 0.25, 0.75
+    assert probes.previous_token_by_position(fading, 4).tolist() == [1.0, 1.0, 1.0, 0.25]
+    with pytest.raises(ValueError, match=r"shape \(3, 4\)"):
+        probes.previous_token_by_position(np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="parts"):
+        probes.previous_token_by_position(sharp, 9)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion import probes
+from companion.config import check_int
 from companion.experiments.noisy_recall import RecallRun
 from companion.report import Summary, markdown_table, strict_max, strict_min
 
@@ -86,6 +87,28 @@ def finetune_summary(run: RecallRun) -> Summary:
         "noise_late": (run.late_mean("noisy_p_noise"), "late p(noise) on noisy data"),
         "p_correct_drop": (run.late_mean("clean_p_correct", rho=0.0), "late p(correct), F2 dropped, clean data"),
     })
+
+
+def previous_token_profile(attn: np.ndarray, parts: int = 4) -> Summary:
+    """The first-layer previous-token mass of an attention map (T, T) by group of query positions
+    (``prev_part1`` earliest ... ``prev_part<parts>``; :func:`companion.probes.previous_token_by_position`)."""
+    groups = probes.previous_token_by_position(attn, parts)
+    return Summary({f"prev_part{i + 1}": (float(v), f"mean mass on s = t - 1 over query group {i + 1} of {parts} "
+                                                    f"(earliest first)") for i, v in enumerate(groups)})
+
+
+def over_uniform(summary, seq_len: int, keys=("pre_c", "pre_n"), prefix: str = "") -> Summary:
+    """Per-position attention entries of a summary (``finetune_summary``'s ``pre_c``, ``pre_n``) against the
+    uniform ``1 / seq_len``: ``uniform`` and ``<key>_over_uniform`` for each key (names prefixed with ``prefix``).
+
+    >>> over_uniform({"pre_c": 0.04, "pre_n": 0.01}, 100)["pre_c_over_uniform"]
+    4.0
+    """
+    check_int("seq_len", seq_len, low=1)
+    out = {f"{prefix}uniform": (1.0 / seq_len, "uniform attention per position, 1 / T")}
+    for k in keys:
+        out[f"{prefix}{k}_over_uniform"] = (summary[k] * seq_len, f"{k} in units of the uniform 1 / T")
+    return Summary(out)
 
 
 def matching_summary(run: RecallRun) -> tuple[np.ndarray, dict]:
