@@ -1379,3 +1379,21 @@ def test_every_anystart_seed_is_probed_at_its_move():
     with pytest.raises(ValueError, match="k \\(hops\\)"):
         khop.move_summary({"seed 0": khop.probe_run(khop.KHopExperiment(N=4, k=2, d=16, heads=2, steps=5, eval_every=5,
                                                                          n_test=16, batch=8), progress=False)})
+
+
+def test_probe_run_and_move_is_the_run_and_the_run_stopped_at_its_move(tmp_path, monkeypatch):
+    """One training gives both: the whole run, and the curves and state of a run of exactly the move's steps."""
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    exp = khop.KHopExperiment(N=4, k=3, data="cumulative", d=16, heads=2, steps=80, eval_every=5, n_test=64,
+                              batch=16, advance_at=0.3)
+    whole, moved = khop.probe_run_and_move(exp, progress=False)
+    plain = khop.probe_run(exp, progress=False)
+    at = int(khop.last_stage_at(plain))
+    short = khop.probe_run(dataclasses.replace(exp, steps=at), progress=False)
+    assert whole["exp"] == exp and moved["exp"] == short["exp"] and 0 < at < exp.steps
+    for a, b in ((whole, plain), (moved, short)):
+        for key in ("step", "acc", "stage", "loss"):
+            assert np.array_equal(a[key], b[key], equal_nan=key == "loss"), key
+        assert all(torch.equal(a["state"][key], b["state"][key]) for key in b["state"])
+    with pytest.raises(ValueError, match="moves to its last stage at 0"):
+        khop.probe_run_and_move(dataclasses.replace(exp, data="direct"), progress=False)

@@ -1497,6 +1497,25 @@ def probe_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
     return {**run(exp, progress=progress, device=device), "exp": exp}
 
 
+def probe_run_and_move(exp: KHopExperiment, progress: bool = True, device=None) -> tuple[dict, dict]:
+    """:func:`probe_run` of a curriculum run ``exp`` and, from the same training, what :func:`probe_run` of the
+    run stopped at its move to the last stage gives (``exp`` with ``steps`` = that evaluation step: the curves up
+    to it, the state there, which ``_train(..., keep=(0,))`` keeps; a run's training does not depend on its
+    budget), trained once and cached as one run.
+
+    Raises:
+        ValueError: a run that never moves to its last stage, or starts there.
+    """
+    r = cache.load_or_compute("khop-and-move", exp, lambda: _train(exp, progress, device, keep=(0,)), MODULES)
+    at = last_stage_at(r)
+    if not np.isfinite(at) or at <= 0 or 0 not in r["kept"]:
+        raise ValueError(f"the run moves to its last stage at {at}: allowed a step after the start and within "
+                         f"steps={exp.steps}")
+    full = {k: v for k, v in r.items() if k != "kept"}
+    short = dataclasses.replace(exp, steps=int(at))
+    return {**full, "exp": exp}, {**truncated(full, int(at)), "state": r["kept"][0], "exp": short}
+
+
 def probe_summary(runs: dict[str, dict], level: float = 0.9, study: ProbeStudy = PROBE) -> report.Summary:
     """:func:`hop_probe` of each run of ``study`` (from :func:`probe_run`: with ``state`` and ``exp``) on k-hop
     examples, named ``<tag>_probe_l<layer>_v<j>``, ``<tag>_entry_l<layer>_v<j>`` (v_k at hop j's entry),
