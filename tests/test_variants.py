@@ -138,11 +138,12 @@ def test_full_scale_claims_are_shown_not_asserted(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
     claim = "arch.ml_drop_f1"
     assert claims.CLAIMS[claim].scale == "full"
-    r = claims.check(claim, -1.0, profile="quick", quiet=True)  # fails, but not asserted here
+    bad = 1.0  # against its full criterion (below 0 since the H100 recording: a finding)
+    r = claims.check(claim, bad, profile="quick", quiet=True)  # fails, but not asserted here
     assert r["passed"] is False and r["asserted"] is False
     row = next(x for x in claims.results("quick") if x["claim"] == claim)
     assert row["category"] == claims.NOT_HERE
     with pytest.raises(AssertionError):
-        claims.check(claim, -1.0, profile="full", quiet=True)
+        claims.check(claim, bad, profile="full", quiet=True)
     quick_claim = "arch.ml_drop_f1_quick"
     assert claims.check(quick_claim, -1.0, profile="full", quiet=True)["asserted"] is False
