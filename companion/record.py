@@ -491,7 +491,7 @@ PAPER_HEADER = ["claim", "the paper", "recorded run", "observed", "full-profile 
                 "finding (corrected statement)"]
 
 
-def _judged(rec: "Recorded", cid: str, value, registry) -> tuple:
+def _judged(cid: str, value, registry) -> tuple:
     """A recorded claim value judged by the claim's full-profile criterion: (claim, criterion, holds)."""
     claim = registry[cid]
     crit = claim.criterion("full")
@@ -525,7 +525,7 @@ def full_only_rows(names, recs: list[Recorded] | None = None, registry=None) -> 
         if r.experiment not in names or r.paper_config:
             continue
         for cid, value in r.claims.items():
-            claim, crit, ok = _judged(r, cid, value, registry)
+            claim, crit, ok = _judged(cid, value, registry)
             if claim.scale == "full":
                 rows.append([f"`{cid}`", claim.paper, _run_label(r), value, str(crit), "yes" if ok else "no",
                              claim.finding or ""])
@@ -546,7 +546,7 @@ def paper_rows(recs: list[Recorded] | None = None, registry=None) -> list[list]:
         if not r.paper_config:
             continue
         for cid, value in r.claims.items():
-            claim, crit, ok = _judged(r, cid, value, registry)
+            claim, crit, ok = _judged(cid, value, registry)
             rows.append([f"`{cid}`", claim.paper, f"{r.experiment} ({r.device}, {r.date})", value, str(crit),
                          "yes" if ok else "no", claim.finding or ""])
     return rows
