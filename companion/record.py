@@ -149,7 +149,7 @@ def _registry() -> dict[str, Recordable]:
         stall("khop_reseed_long", khop.reseed_long_members, khop.reseed_long_summary, "rlong"),
         stall("khop_delay", khop.delay_members, khop.delay_summary, "delay"),
         stall("khop_onset", khop.onset_members, khop.onset_summary, "onset", khop.onset_run),
-        Recordable("induction_b10_seeds", "book/induction_head", induction.b10_seed_members,
+        Recordable("induction_b10_seeds", "book/induction_random", induction.b10_seed_members,
                    induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
     ]}
 

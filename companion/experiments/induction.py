@@ -1107,20 +1107,27 @@ def b10_seed_rows(summary, table: str = "claims") -> list[list]:
 # --- the chapter's numbers ---
 
 def study(profile: str | None = None, progress: bool = True) -> dict:
-    """Every run of the chapter: the freeze schedules, the one- and two-layer models, the final-W_F models
-    with fixed and random triggers, and what the random-trigger model does at repeated triggers."""
+    """Every run of ``book/induction_head``: the freeze schedules, the seed runs, the one- and two-layer
+    models, the final-W_F model with fixed triggers, and the slide's memories written in. The random-trigger
+    runs are :func:`random_study`'s."""
     sched = {n: run(e, progress=progress) for n, e in schedules(profile).items()}
     by_seed = {s: sched["joint"] if e == sched["joint"].exp else run(e, progress=progress)
                for s, e in seeds(profile).items()}
     return {"schedules": sched, "seeds": by_seed,
             "layers": {L: run(e, progress=progress) for L, e in layer_experiments(profile).items()},
-            "ff": (ffr := run(ff_experiment(profile), progress=progress)),
-            "random": (rnd := run(random_trigger_experiment(profile), progress=progress)),
-            "discount_edits": (edits := discount_edits(rnd)),
-            "head_or_bigram": edits["trained"],
-            "pair_gradient": pair_gradient(rnd),
-            "pair_scores": pair_score_models(rnd, ffr),
+            "ff": run(ff_experiment(profile), progress=progress),
             "constructed": constructed_run(sched["joint"].exp)}
+
+
+def random_study(profile: str | None = None, progress: bool = True) -> dict:
+    """Every run of ``book/induction_random``: the final-W_F models with random and with fixed triggers
+    (the latter shared with :func:`study`, cached), and what the random-trigger model does at repeated
+    triggers: head or bigram, the pair gradient, the pair scores and the discount edits."""
+    ffr = run(ff_experiment(profile), progress=progress)
+    rnd = run(random_trigger_experiment(profile), progress=progress)
+    edits = discount_edits(rnd)
+    return {"ff": ffr, "random": rnd, "discount_edits": edits, "head_or_bigram": edits["trained"],
+            "pair_gradient": pair_gradient(rnd), "pair_scores": pair_score_models(rnd, ffr)}
 
 
 def learning_order(runs: dict) -> dict[str, np.ndarray]:
@@ -1136,14 +1143,12 @@ def ff_curves(r: InductionRun) -> dict[str, np.ndarray]:
 
 
 def summary(res: dict) -> report.Summary:
-    """The chapter's claim values (see ``data/claims.toml``, ids ``ih.*``)."""
+    """The claim values of :func:`study` (see ``data/claims.toml``, ids ``ih.*`` of ``book/induction_head``)."""
     sched, layers = res["schedules"], res["layers"]
     joint = sched["joint"]
     s = joint.exp.unfreeze_at
     t = learning_order(res["seeds"])
-    one, two, ffr, hb = layers[1], layers[2], res["ff"], res["head_or_bigram"]
-    ps, pg = res["pair_scores"], res["pair_gradient"]
-    b10 = b10_values(res["discount_edits"], pg, ps[PAIR_MODELS[0]])
+    one, two, ffr = layers[1], layers[2], res["ff"]
     n_seeds = len(res["seeds"])
     return report.Summary({
         "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
@@ -1160,6 +1165,54 @@ def summary(res: dict) -> report.Summary:
         "ff_kl_residual_end": (ffr.final("ff2_kl_residual"), "the same at the end, with the residual w_E(k)"),
         "bigram_zero_share": (bigram_zero_share(joint.exp.task()), "share of zero entries of pi_b (non-trigger rows)"),
         "acc_constructed": (res["constructed"]["acc"], "the slide's memories written in: in-context accuracy"),
+        "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
+        "n_seeds": (n_seeds, "seeds of the joint run"),
+        "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),
+        "t90_QK2": (np.median(t["probe_QK2"]), "joint: the same for W_QK^2 (median)"),
+        "t90_QK2_all": (np.median(t["probe_QK2_all"]), "joint: the same for W_QK^2, N-way probe (median)"),
+        "t90_QK1_early": (np.median(t["probe_QK1_early"]),
+                          f"joint: the same for W_QK^1 on t < {joint.exp.early_cutoff} (median)"),
+        "t90_QK1": (np.median(t["probe_QK1"]), "joint: the same for W_QK^1 on all positions (median)"),
+        "order_ov_qk2_min": ((t["probe_QK2"] - t["probe_OV2"]).min(), "t90(W_QK^2) - t90(W_OV^2), smallest over seeds"),
+        "order_ov_qk2_max": ((t["probe_QK2"] - t["probe_OV2"]).max(), "the same, largest over seeds"),
+        "order_ov_qk2_abs": (-(t["probe_QK2"] - t["probe_OV2"]).max(), "W_QK^2's lead over W_OV^2, smallest over seeds"),
+        "order_ov_qk2all_max": ((t["probe_QK2_all"] - t["probe_OV2"]).max(),
+                                "t90(W_QK^2, N-way probe) - t90(W_OV^2), largest over seeds"),
+        "order_qk2_qk1_min": ((t["probe_QK1_early"] - t["probe_QK2"]).min(),
+                              "t90(W_QK^1 early) - t90(W_QK^2), smallest over seeds"),
+        "early_cutoff": (joint.exp.early_cutoff, "early positions are t < this"),
+        "qk1_early_final": (joint.final("probe_QK1_early"), "joint: W_QK^1 probe on early positions at the end"),
+        "qk1_all_final": (joint.final("probe_QK1"), "joint: W_QK^1 probe on all positions at the end"),
+        "early_gap": (joint.final("probe_QK1_early") - joint.final("probe_QK1"), "early minus all positions"),
+        "unfreeze_at": (s, "the unfreeze step of the staged runs"),
+        "ov_late_acc": (sched["W_OV^2 frozen first"].at("acc", s),
+                        "W_OV^2 frozen first: in-context accuracy at the unfreeze step"),
+        "ov_alone_acc": (sched["both W_QK frozen first"].at("acc", s),
+                         "both W_QK frozen first: in-context accuracy at the unfreeze step"),
+        "ov_alone_probe": (sched["both W_QK frozen first"].at("probe_OV2", s),
+                           "the same run: W_OV^2 probe at the unfreeze step"),
+        "qk2_first_acc_gap": (sched["W_QK^1 frozen first"].at("acc", s) - sched["W_QK^2 frozen first"].at("acc", s),
+                              "accuracy at the unfreeze step: W_QK^1 frozen first minus W_QK^2 frozen first"),
+        "qk2_first_t90_gap": (sched["W_QK^2 frozen first"].first_step_reaching("acc")
+                              - sched["W_QK^1 frozen first"].first_step_reaching("acc"),
+                              "first step with accuracy >= 0.9: W_QK^2 frozen first minus W_QK^1 frozen first"),
+        **{f"{k}_t90": (sched[name].first_step_reaching("acc"), f"{name}: first step with accuracy >= 0.9")
+           for k, name in (("qk2_first", "W_QK^1 frozen first"), ("qk1_first", "W_QK^2 frozen first"))},
+        "eval_every": (joint.exp.eval_every, "steps between evaluations"),
+        "seconds": (sum(r.seconds for r in [*sched.values(), *layers.values(), ffr,
+                                            *(r for s_, r in res["seeds"].items() if r is not joint)]),
+                    "training time of all runs (s)"),
+    })
+
+
+def random_summary(res: dict) -> report.Summary:
+    """The claim values of :func:`random_study` (see ``data/claims.toml``, ids ``ih.b10_*`` of
+    ``book/induction_random``)."""
+    ffr, hb = res["ff"], res["head_or_bigram"]
+    ps, pg = res["pair_scores"], res["pair_gradient"]
+    b10 = b10_values(res["discount_edits"], pg, ps[PAIR_MODELS[0]])
+    return report.Summary({
+        "acc_ff": (ffr.final("acc"), "memories + final linear W_F, fixed triggers: in-context accuracy at the end"),
         "acc_random": (res["random"].final("acc"), "the same model, random triggers: in-context accuracy at the end"),
         "hb_k": (res["random"].exp.n_triggers, "random triggers: triggers drawn per sequence"),
         "hb_steps": (res["random"].exp.steps, "random triggers: training steps"),
@@ -1209,43 +1262,7 @@ def summary(res: dict) -> report.Summary:
            if k != "trained"},
         **{f"hb_{k}": (b10[k], B10_MEASURES[k][1]) for k in ("discount_removed_share", "discount_doubled_growth",
                                                               "discount_pairwise_share")},
-        "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
-        "n_seeds": (n_seeds, "seeds of the joint run"),
-        "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),
-        "t90_QK2": (np.median(t["probe_QK2"]), "joint: the same for W_QK^2 (median)"),
-        "t90_QK2_all": (np.median(t["probe_QK2_all"]), "joint: the same for W_QK^2, N-way probe (median)"),
-        "t90_QK1_early": (np.median(t["probe_QK1_early"]),
-                          f"joint: the same for W_QK^1 on t < {joint.exp.early_cutoff} (median)"),
-        "t90_QK1": (np.median(t["probe_QK1"]), "joint: the same for W_QK^1 on all positions (median)"),
-        "order_ov_qk2_min": ((t["probe_QK2"] - t["probe_OV2"]).min(), "t90(W_QK^2) - t90(W_OV^2), smallest over seeds"),
-        "order_ov_qk2_max": ((t["probe_QK2"] - t["probe_OV2"]).max(), "the same, largest over seeds"),
-        "order_ov_qk2_abs": (-(t["probe_QK2"] - t["probe_OV2"]).max(), "W_QK^2's lead over W_OV^2, smallest over seeds"),
-        "order_ov_qk2all_max": ((t["probe_QK2_all"] - t["probe_OV2"]).max(),
-                                "t90(W_QK^2, N-way probe) - t90(W_OV^2), largest over seeds"),
-        "order_qk2_qk1_min": ((t["probe_QK1_early"] - t["probe_QK2"]).min(),
-                              "t90(W_QK^1 early) - t90(W_QK^2), smallest over seeds"),
-        "early_cutoff": (joint.exp.early_cutoff, "early positions are t < this"),
-        "qk1_early_final": (joint.final("probe_QK1_early"), "joint: W_QK^1 probe on early positions at the end"),
-        "qk1_all_final": (joint.final("probe_QK1"), "joint: W_QK^1 probe on all positions at the end"),
-        "early_gap": (joint.final("probe_QK1_early") - joint.final("probe_QK1"), "early minus all positions"),
-        "unfreeze_at": (s, "the unfreeze step of the staged runs"),
-        "ov_late_acc": (sched["W_OV^2 frozen first"].at("acc", s),
-                        "W_OV^2 frozen first: in-context accuracy at the unfreeze step"),
-        "ov_alone_acc": (sched["both W_QK frozen first"].at("acc", s),
-                         "both W_QK frozen first: in-context accuracy at the unfreeze step"),
-        "ov_alone_probe": (sched["both W_QK frozen first"].at("probe_OV2", s),
-                           "the same run: W_OV^2 probe at the unfreeze step"),
-        "qk2_first_acc_gap": (sched["W_QK^1 frozen first"].at("acc", s) - sched["W_QK^2 frozen first"].at("acc", s),
-                              "accuracy at the unfreeze step: W_QK^1 frozen first minus W_QK^2 frozen first"),
-        "qk2_first_t90_gap": (sched["W_QK^2 frozen first"].first_step_reaching("acc")
-                              - sched["W_QK^1 frozen first"].first_step_reaching("acc"),
-                              "first step with accuracy >= 0.9: W_QK^2 frozen first minus W_QK^1 frozen first"),
-        **{f"{k}_t90": (sched[name].first_step_reaching("acc"), f"{name}: first step with accuracy >= 0.9")
-           for k, name in (("qk2_first", "W_QK^1 frozen first"), ("qk1_first", "W_QK^2 frozen first"))},
-        "eval_every": (joint.exp.eval_every, "steps between evaluations"),
-        "seconds": (sum(r.seconds for r in [*sched.values(), *layers.values(), ffr, res["random"],
-                                            *(r for s_, r in res["seeds"].items() if r is not joint)]),
-                    "training time of all runs (s)"),
+        "seconds": (res["random"].seconds, "training time of the random-trigger run (s)"),
     })
 
 
