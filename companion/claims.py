@@ -1,7 +1,8 @@
 """The claim registry: every checked claim of the book, the paper's value next to ours.
 
 The rows (id, chapter, source, statement, the paper's value, scale, the
-criterion per profile, and for a finding the corrected statement) are data,
+criterion per profile, for a finding the corrected statement, and for a
+prediction of ours that its result refuted the mark ``refuted = true``) are data,
 in ``data/claims.toml``; this module reads and validates them. A chapter's
 Check cell is one line per claim::
 
@@ -41,8 +42,9 @@ HOLDS_HERE = "holds at this scale only"
 NOT_HERE = "does not hold here"
 NOT_CHECKED = "not checked here"
 FINDING = "finding against the paper"
+REFUTED = "our prediction, refuted"
 FAIL = "FAIL"
-CATEGORIES = (HOLDS, HOLDS_HERE, FINDING, NOT_HERE, NOT_CHECKED, FAIL)
+CATEGORIES = (HOLDS, HOLDS_HERE, FINDING, REFUTED, NOT_HERE, NOT_CHECKED, FAIL)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,9 @@ class Claim:
     scale: str = "any"  # "any" | "quick" | "full" | "real"
     finding: str | None = None  # the corrected statement, where the check shows the paper wrong
     infinite_ok: bool = False
+    # A prediction registered before its result (ours, or the paper's statement at a size it does not give), which
+    # the result refuted: the criterion now asserts what was observed, the statement gives the prediction.
+    refuted: bool = False
 
     def criterion(self, profile: str) -> Criterion:
         """The criterion of ``profile``; for a claim of the other scale, that scale's (to judge an observation)."""
@@ -116,7 +121,7 @@ class Claim:
 
 
 _ROW_KEYS = {"id", "chapter", "source", "statement", "paper", "scale", "check", "quick", "full", "finding",
-             "infinite_ok"}
+             "infinite_ok", "refuted"}
 
 
 def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
@@ -155,8 +160,14 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
         needed = [scale] if scale in config.PROFILES else list(config.PROFILES)
         if any(p not in criteria for p in needed):
             raise ValueError(f"claim {name!r} (scale {scale!r}) needs a criterion for {', '.join(needed)}")
+        refuted = row.get("refuted", False)
+        if not isinstance(refuted, bool):
+            raise ValueError(f"claim {name!r}: refuted={refuted!r} is not a boolean: allowed true or false")
+        if refuted and row.get("finding"):
+            raise ValueError(f"claim {name!r}: a finding against the paper (finding) and a refuted prediction of "
+                             "ours (refuted) exclude each other: give one")
         out[name] = Claim(row["id"], row["chapter"], row["source"], row["statement"], row["paper"], criteria,
-                          scale, row.get("finding"), bool(row.get("infinite_ok", False)))
+                          scale, row.get("finding"), bool(row.get("infinite_ok", False)), refuted)
     return out
 
 
@@ -215,8 +226,8 @@ def check(claim_id: str, observed: float, *, note: str = "", profile: str | None
                   f"in the {profile} profile ({'holds' if passed else 'does not hold'} here; asserted only in "
                   f"the {claim.scale} profile; paper: {claim.paper})")
         else:
-            mark = ("FINDING" if claim.finding else "HOLDS AT THIS SCALE" if claim.scaled_down(profile)
-                    else "PASS") if passed else "FAIL"
+            mark = ("FINDING" if claim.finding else "PREDICTION REFUTED" if claim.refuted
+                    else "HOLDS AT THIS SCALE" if claim.scaled_down(profile) else "PASS") if passed else "FAIL"
             print(f"[{mark}] {claim_id}: expected {crit}, observed {observed:.4g} (paper: {claim.paper})"
                   + (f"; corrected: {claim.finding}" if claim.finding and passed else ""))
     if asserted and not passed:
@@ -263,6 +274,8 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
         return FAIL, ""
     if claim.finding:
         return FINDING, claim.finding
+    if claim.refuted:
+        return REFUTED, "asserts what was observed; the statement gives the prediction"
     if claim.scaled_down(profile):
         return HOLDS_HERE, f"paper-scale criterion: {claim.criterion('full')}" if "full" in claim.criteria else ""
     return HOLDS, ""

@@ -34,6 +34,17 @@ def test_every_row_is_valid_and_every_chapter_exists():
             assert set(c.criteria) == {"quick", "full"}, c.id
 
 
+def test_a_row_says_refuted_exactly_where_it_is_marked_refuted():
+    """The mark and the statement agree: a row whose statement tells of a refuted prediction is marked
+    ``refuted = true`` (and so counted apart in the scorecard, not as "holds"), and only such a row."""
+    import re
+
+    said = {c.id for c in claims.CLAIMS.values() if re.search(r"\brefut", c.statement)}
+    marked = {c.id for c in claims.CLAIMS.values() if c.refuted}
+    assert said == marked, f"statement and mark differ: said only {said - marked}, marked only {marked - said}"
+    assert len(marked) >= 40
+
+
 def test_every_claim_is_checked_by_its_chapter():
     from pathlib import Path
 
@@ -51,6 +62,8 @@ def test_every_claim_is_checked_by_its_chapter():
     ('check = { around = 1.0 }\n', "bad criterion"),
     ('quick = { above = 1.0 }\n', "needs a criterion for quick, full"),
     ('check = { expected = 1.0, tol = -0.1 }\n', r"tol=-0.1 is out of range"),
+    ('check = { above = 1.0 }\nrefuted = "yes"\n', r"refuted='yes' is not a boolean"),
+    ('check = { above = 1.0 }\nrefuted = true\nfinding = "f"\n', "exclude each other"),
 ])
 def test_bad_rows_are_refused_with_the_row_named(tmp_path, body, match):
     with pytest.raises(ValueError, match=match):
@@ -90,21 +103,26 @@ def test_categories_profile_criteria_and_findings(tmp_path):
         "[[claim]]", ROW.replace("x.a", "x.big2"), 'scale = "full"', "full = { above = 0.0 }",
         "[[claim]]", ROW.replace("x.a", "x.real"), 'scale = "real"', "check = { above = 0.0 }",
         "[[claim]]", ROW.replace("x.a", "x.unrun"), "check = { above = 0.0 }",
+        "[[claim]]", ROW.replace("x.a", "x.refuted"), "check = { below = 0.5 }", "refuted = true",
     ]))
     reg = claims.load(rows)
-    for cid, value in [("x.same", 1), ("x.scaled", 0.5), ("x.finding", 1), ("x.big", 1), ("x.big2", -1)]:
+    for cid, value in [("x.same", 1), ("x.scaled", 0.5), ("x.finding", 1), ("x.big", 1), ("x.big2", -1),
+                       ("x.refuted", 0)]:
         claims.check(cid, value, profile="quick", quiet=True, registry=reg,
                      note="corpus <z>" if cid == "x.same" else "")
     claims.skip("x.real", "weights unavailable", profile="quick", quiet=True, registry=reg)
     cat = {r["claim"]: r["category"] for r in claims.results("quick", registry=reg)}
     assert cat == {"x.same": claims.HOLDS, "x.scaled": claims.HOLDS_HERE, "x.finding": claims.FINDING,
                    "x.big": claims.HOLDS_HERE, "x.big2": claims.NOT_HERE, "x.real": claims.NOT_CHECKED,
-                   "x.unrun": claims.NOT_CHECKED}
+                   "x.unrun": claims.NOT_CHECKED, "x.refuted": claims.REFUTED}
+    with pytest.raises(AssertionError):  # a refuted prediction's row asserts what was observed, and can fail
+        claims.check("x.refuted", 1, profile="quick", quiet=True, registry=reg, record=False)
     # the scaled claim is judged by its full criterion in the full profile
     with pytest.raises(AssertionError):
         claims.check("x.scaled", 0.5, profile="full", quiet=True, registry=reg)
     n = claims.counts("quick", registry=reg)
-    assert n[claims.HOLDS_HERE] == 2 and n[claims.NOT_CHECKED] == 2 and sum(n.values()) == 7
+    assert n[claims.HOLDS_HERE] == 2 and n[claims.NOT_CHECKED] == 2 and n[claims.REFUTED] == 1
+    assert sum(n.values()) == 8
     html = claims.scorecard("quick", registry=reg)
     assert html.count('class="table scorecard"') == 1 and 'href="x.html"' in html and "it is 2" in html
     assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 1  # the note, escaped
