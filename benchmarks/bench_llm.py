@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from bench_recall import best_of  # the same timing rule as the recall benchmark (scripts run from benchmarks/)
+# the same timing rule as the recall benchmark (scripts run from benchmarks/)
+from bench_recall import best_of
 
 from companion import config
 from companion.io import atomic_write_text

@@ -67,11 +67,13 @@ class Recordable:
     members: Callable  # profile -> {name: validated configuration}
     summary: Callable  # {name: run} -> report.Summary (the chapter's own call)
     curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
-    run: Callable | None = None  # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
+    # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
+    run: Callable | None = None
     summary_var: str = "summary"  # the chapter's name for this experiment's summary in its Check cell
     member_overrides: Callable = lambda name, overrides: overrides  # (member, overrides) -> that member's
-    precheck: Callable | None = None  # (profile, members) -> None; raises ValueError for a recording its summary
+    # (profile, members) -> None; raises ValueError for a recording its summary
     # could not make (a comparison with other recorded runs), before any run
+    precheck: Callable | None = None
 
 
 def _registry() -> dict[str, Recordable]:
@@ -305,7 +307,8 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
     if rec.precheck is not None:
         rec.precheck(profile, members)
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
-    commit, package = _commit(), config.package_hash()  # the code the runs start with, not what a long run ends with
+    # the code the runs start with, not what a long run ends with
+    commit, package = _commit(), config.package_hash()
     runner = rec.run or noisy_recall.run
     start = time.perf_counter()
     runs = {k: runner(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
@@ -323,8 +326,10 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
         "curves": _jsonable(rec.curves(runs)),
         "version": __version__, "commit": commit, "package": package,
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
-        "train_seconds": sum(_field(r, "seconds") for r in runs.values()),  # training and evaluation, when computed
-        "wall_seconds": wall,  # the runs (or their cache) and the summary (probes included), as this call took them
+        # training and evaluation, when computed
+        "train_seconds": sum(_field(r, "seconds") for r in runs.values()),
+        # the runs (or their cache) and the summary (probes included), as this call took them
+        "wall_seconds": wall,
         "date": time.strftime("%Y-%m-%d"), "command": command(name, profile, overrides),
     }
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides)

@@ -93,7 +93,8 @@ def test_public_code_options_and_several_triggers():
     b = task.sample(np.random.default_rng(3), 50)
     assert np.isin(b.inputs[:, -1], task.triggers).all()
     np.testing.assert_array_equal(b.loss_mask, b.recall_positions)  # the public code's loss positions ...
-    assert (b.occurrence[:, -2] >= 2).any() and not b.loss_mask[:, -2].any()  # ... never the forced transition
+    # ... never the forced transition
+    assert (b.occurrence[:, -2] >= 2).any() and not b.loss_mask[:, -2].any()
     public = dataclasses.replace(task, final_trigger=False).sample(np.random.default_rng(3), 50)
     np.testing.assert_array_equal(public.loss_mask, public.occurrence >= 2)  # without one, every occurrence
     for i in range(50):  # each trigger is followed by its own ybar or the noise

@@ -90,7 +90,8 @@ def test_evaluator_shares_passes_exactly(overrides):
     model = Transformer(exp.model_config(), seed=3).eval()
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        for p in model.parameters():  # a non-trivial model: F1 and F_L both matter (seeded: the same every run)
+        # a non-trivial model: F1 and F_L both matter (seeded: the same every run)
+        for p in model.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=gen))
     ev = noisy_recall.Evaluator(exp, model, torch.device("cpu"))
     row = ev(0)

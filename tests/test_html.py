@@ -65,7 +65,8 @@ def test_chapter_has_figures_math_and_no_errors(docname):
         assert bad not in html, f"{docname}: error output in the page ({bad!r})"
     assert re.search(r'<figcaption', html), f"{docname}: figures have no captions"
     text = re.sub(r"<[^>]+>", "", html)
-    for raw in (":::{", "|---|", "|\u2014|"):  # a directive or table printed as text (smartquotes: --- -> \u2014)
+    # a directive or table printed as text (smartquotes: --- -> \u2014)
+    for raw in (":::{", "|---|", "|\u2014|"):
         assert raw not in text, f"{docname}: unrendered Markdown ({raw!r}) in the page"
     mathjax = re.findall(r'<script[^>]+src="([^"]*mathjax[^"]*)"', html, flags=re.I)
     assert mathjax and not any(s.startswith(("http:", "https:", "//")) for s in mathjax), \

@@ -83,7 +83,8 @@ def test_unfreeze_releases_a_matrix_at_its_step():
     seen = []
     train(m, task, TrainConfig(steps=3, batch=2), np.random.default_rng(0), progress=False, unfreeze={2: [W]},
           evaluate=lambda s: seen.append(torch.equal(W.detach(), before)) or {}, eval_at=range(3))
-    assert seen == [True, True, True, False]  # unchanged before each of steps 0-2 (released at 2), moved after
+    # unchanged before each of steps 0-2 (released at 2), moved after
+    assert seen == [True, True, True, False]
 
 
 def test_run_is_reproducible_and_freezes_what_it_says():
@@ -255,7 +256,8 @@ def test_qk2_rows_agree_with_the_probe():
     assert all(r >= 1 for r in rows["qk2_rank"])
     with torch.no_grad():
         m.matrix("W_QK^2").zero_()
-    assert ih.qk2_rows(m, task.triggers, task.n)["qk2_rank"] == [task.n] * len(task.triggers)  # ties count against
+    # ties count against
+    assert ih.qk2_rows(m, task.triggers, task.n)["qk2_rank"] == [task.n] * len(task.triggers)
 
 
 def test_three_steps_compares_scales_and_reports_blocks_and_rows():
@@ -265,7 +267,8 @@ def test_three_steps_compares_scales_and_reports_blocks_and_rows():
     assert all(set(s) == {"scale", *ih.MIXES} for s in r["scales"])
     values = np.array([[s[m] for m in ih.MIXES] for s in r["scales"]])
     assert ((values >= 0) & (values <= 1) | np.isnan(values)).all(), values
-    assert not np.isnan([s["constructed"] for s in r["scales"]]).any()  # NaN only where a learned memory scores <= 0
+    # NaN only where a learned memory scores <= 0
+    assert not np.isnan([s["constructed"] for s in r["scales"]]).any()
     assert set(r["blocks"]) == set(ih.STEP_ORDER)
     total = {n: sum(v.values()) for n, v in r["blocks"].items()}
     assert all(0.9 < t <= 1.0 + 1e-4 for t in total.values())
@@ -326,7 +329,8 @@ def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
     assert uni["parts"]["stored pairs"]["mean / stored"] == pytest.approx(1.0) and uni["stored"] > 0
     assert set(uni["accuracy"]) == {5.0} and 0 <= uni["accuracy"][5.0] <= 1
     prev = ih.step2_gradient(exp, "previous token")
-    assert prev["stored"] > uni["stored"]  # the previous token, passed undiluted, strengthens the stored pairs
+    # the previous token, passed undiluted, strengthens the stored pairs
+    assert prev["stored"] > uni["stored"]
     s = ih.step2_summary([uni, prev])
     assert s["g2_stored_ratio"] == pytest.approx(prev["stored"] / uni["stored"])
     assert s["g2_best_prev"] == prev["accuracy"][5.0]
@@ -447,7 +451,8 @@ def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 0
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
     batches = [exp.task().sample(rng, 32) for _ in range(3)] + [exp.task().sample(rng, 24)]
-    assert hb["positions"] == sum(int(b.recall_positions.sum()) for b in batches)  # the forced position left out
+    # the forced position left out
+    assert hb["positions"] == sum(int(b.recall_positions.sum()) for b in batches)
     first = hb["bins"][0]  # o is the bigram's likeliest successor: predicting o is predicting the top
     assert first["ranks"] == (1, 1) and first["n"] > 0 and first["acc"] == first["top1"]
     assert all(0 <= b[k] <= 1 for b in hb["bins"] if b["n"] for k in ih.COLUMNS)
@@ -510,7 +515,8 @@ def test_pair_scores_read_the_token_token_logits():
     r = _tiny_random_run()
     model, task = r.model(trained=False), r.exp.task()
     N = task.stats.bigram.shape[0]
-    with torch.no_grad():  # orthonormal embeddings, then one pair (q, its likeliest successor) raised in W_QK^2
+    # orthonormal embeddings, then one pair (q, its likeliest successor) raised in W_QK^2
+    with torch.no_grad():
         model.W_E[:N] = torch.linalg.qr(torch.randn(model.W_E.shape[1], N, generator=torch.Generator().manual_seed(0)))[0].T
         base = ih.pair_scores(model, task)
         q = task.triggers[0]
@@ -521,7 +527,8 @@ def test_pair_scores_read_the_token_token_logits():
     assert torch.equal(ranks == ih.NEVER, big == 0) and (ranks.gather(1, big.argmax(1)[:, None]) == 1).all()
     n_likely = int(ih._likely_pairs(task)[[t for t in task.triggers if t < N]].sum())
     shift = ps["W_QK^2"][ih.PAIR_KINDS[0]] - base["W_QK^2"][ih.PAIR_KINDS[0]]
-    assert shift == pytest.approx(50.0 * model.scale / n_likely, rel=1e-4)  # one pair of n_likely moved by 50 c
+    # one pair of n_likely moved by 50 c
+    assert shift == pytest.approx(50.0 * model.scale / n_likely, rel=1e-4)
     assert ps["W_QK^1"] == base["W_QK^1"]
     rows = ih.pair_score_rows(ih.pair_score_models(r, r))
     assert len(rows) == 2 * len(ih.PAIR_MODELS) and len(rows[0]) == 3 + len(ih.PAIR_KINDS)
@@ -616,7 +623,8 @@ def test_discount_edit_moves_only_the_likely_pairs_token_token_logits():
             lik, oth = ih._likely_pairs(task)[q], (big[q] > 0) & ~ih._likely_pairs(task)[q]
             want = M[q, :N][oth].mean().expand(int(lik.sum())) if oth.any() else unedited[q, :N][lik]
             torch.testing.assert_close(M[q, :N][lik], want)
-        assert any(not ((big[q] > 0) & ~ih._likely_pairs(task)[q]).any() for q in pool)  # both cases are checked
+        # both cases are checked
+        assert any(not ((big[q] > 0) & ~ih._likely_pairs(task)[q]).any() for q in pool)
     # in the forward pass: the edited logits are the unedited ones plus the table at (z_t, z_s)
     b = task.sample(np.random.default_rng(2), 2)
     x = torch.as_tensor(b.inputs)
@@ -658,8 +666,10 @@ def test_evaluator_leaves_out_the_position_before_a_forced_final_trigger():
     ev = ih.Evaluator(exp, Transformer(exp.model_config(), seed=0), "cpu")
     T = exp.seq_len
     assert exp.task().final_trigger and ev.head.any()
-    assert not ev.head[:, T - 2].any() and not ev.other[:, T - 2].any()  # its target is the forced final trigger
-    birth = ih.random_trigger_experiment("quick")  # the Birth runs: no forced final trigger, as the public code
+    # its target is the forced final trigger
+    assert not ev.head[:, T - 2].any() and not ev.other[:, T - 2].any()
+    # the Birth runs: no forced final trigger, as the public code
+    birth = ih.random_trigger_experiment("quick")
     assert not birth.task().final_trigger
     ev = ih.Evaluator(birth, Transformer(birth.model_config(), seed=0), "cpu")
     assert ev.head[:, T - 2].any()
@@ -675,7 +685,8 @@ def test_b10_curves_along_training_count_the_test_positions():
     pred = r.model()(ev.tokens).argmax(-1)
     big, ranks = task.stats.bigram, ih.successor_ranks(task)
     x, edited = ev.tokens, {}
-    for end, how in (("_removed", "mean"), ("_pairwise", "pair")):  # both discounts removed, as a mean, pair by pair
+    # both discounts removed, as a mean, pair by pair
+    for end, how in (("_removed", "mean"), ("_pairwise", "pair")):
         edit = ih.discount_edit(r.model(), task, {"W_QK^1": 1.0, "W_QK^2": 1.0}, how)
         bias = {l: torch.gather(t[x], 2, x[:, None, :].expand(-1, x.shape[1], -1)) for l, t in edit.items()}
         edited[end] = r.model()(x, score_bias=bias).argmax(-1)
@@ -687,7 +698,8 @@ def test_b10_curves_along_training_count_the_test_positions():
             hits[side].append(int(pred[i, t]) == int(big[q].argmax()))
             for end, p in edited.items():
                 hits[f"{side}{end}"].append(int(p[i, t]) == int(big[q].argmax()))
-    assert hits["in"] and hits["off"] and not any(torch.equal(p, pred) for p in edited.values())  # edits change
+    # edits change
+    assert hits["in"] and hits["off"] and not any(torch.equal(p, pred) for p in edited.values())
     assert not torch.equal(edited["_removed"], edited["_pairwise"])  # predictions, and differently
     row = ev(0)
     for side in hits:

@@ -246,7 +246,8 @@ def test_each_hop_reads_the_entry_that_holds_its_value():
     task = khop.KHopTask(N=5, k=3, hidden_seed=2)
     b = task.sample(np.random.default_rng(0), np.full(64, 3))
     where = khop.read_positions(task, b)
-    assert np.array_equal(np.take_along_axis(b.tokens, where, 1), b.chain)  # table j at pi_j(v_{j-1}) holds v_j
+    # table j at pi_j(v_{j-1}) holds v_j
+    assert np.array_equal(np.take_along_axis(b.tokens, where, 1), b.chain)
     assert ((where - 1) // task.N == np.arange(3)).all()  # hop j reads table j
     b2 = task.sample(np.random.default_rng(0), np.full(64, 2))  # 2-hop examples: the first two tables
     where2 = khop.read_positions(task, b2)
@@ -311,7 +312,8 @@ def test_the_entries_walk_is_probed_and_tabled():
     res = khop.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"])
     C, E = res["chain"], res["entry_attention"]
     assert C.shape == (3, 3, 3) and E.shape == (2, 3, 3)
-    assert np.isnan(C[:, 1, 0]).all() and np.array_equal(C[:, :, -1], res["entry"])  # entry: the answer's column
+    # entry: the answer's column
+    assert np.isnan(C[:, 1, 0]).all() and np.array_equal(C[:, :, -1], res["entry"])
     assert (C[0, [0, 1, 2], [0, 1, 2]] == 1.0).all()  # each entry holds its own hop's value as its token
     assert s["s1_chain_l1_e1_v3"] == C[1, 0, 2] and s["s1_eattn_l2_e2_to3"] == pytest.approx(E[1, 1, 2])
     assert "s1_chain_l1_e2_v2" not in s and "s1_eattn_l1_e2_to1" not in s  # only the chain after the entry
@@ -404,8 +406,10 @@ def test_the_last_table_hidden_from_blocks():
         two = task.sample(np.random.default_rng(2), np.array([1, 2, 2, 2]))  # the same draws, table 3 padded
         short = model(torch.as_tensor(two.tokens), torch.as_tensor(two.mask))
     assert torch.equal(plain, none)
-    assert torch.allclose(hidden[:2], plain[:2], atol=1e-5)  # 1- and 2-hop examples: table 3 is padding already
-    assert torch.allclose(hidden[2:], short[2:], atol=1e-5)  # hidden everywhere: a 2-hop example in the model's eyes
+    # 1- and 2-hop examples: table 3 is padding already
+    assert torch.allclose(hidden[:2], plain[:2], atol=1e-5)
+    # hidden everywhere: a 2-hop example in the model's eyes
+    assert torch.allclose(hidden[2:], short[2:], atol=1e-5)
 
 
 def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
@@ -413,9 +417,11 @@ def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
     exp = r["exp"]
     res = khop.table_interference(exp, r["state"], n=64)
     assert res["prev"].shape == res["answer"].shape == (6,) and res["attention"].shape == (2, 2)
-    assert res["prev"][1] == res["prev"][4] and res["prev"][2] == res["prev"][3]  # with two blocks, one = all but one
+    # with two blocks, one = all but one
+    assert res["prev"][1] == res["prev"][4] and res["prev"][2] == res["prev"][3]
     assert ((res["prev"] >= 0) & (res["prev"] <= 1)).all() and (res["attention"] <= 1 + 1e-6).all()
-    assert np.array_equal(res["prev"], khop.table_interference(exp, r["state"], n=64)["prev"])  # its own stream
+    # its own stream
+    assert np.array_equal(res["prev"], khop.table_interference(exp, r["state"], n=64)["prev"])
     model = exp.model()
     model.load_state_dict(r["state"])
     b = exp.task().sample(np.random.default_rng(config.seed_streams(exp.seed, ["interference"])["interference"]),
@@ -522,7 +528,8 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
         assert vs[f"{p}_{x}_plain_wait"] == khop.last_stage_wait(plain[n])
         change = vs[f"{p}_{x}_wait_change"]
         assert change == s[f"{p}_{x}_wait"] - vs[f"{p}_{x}_plain_wait"] or np.isnan(change)
-        for b in study.blocks:  # a blind block never sees table k: shown to it only = to none, to all but it = to all
+        # a blind block never sees table k: shown to it only = to none, to all but it = to all
+        for b in study.blocks:
             assert s[f"{h}_tk_b{b}_prev"] == s[f"{h}_tk_none_prev"]
             assert s[f"{h}_tk_not{b}_answer"] == s[f"{h}_tk_all_answer"]
     assert s[f"{p}_learned_n"] == sum(np.isfinite(s[f"{p}_s{x}_hk_at"]) for x in khop.SEEDS)
@@ -689,7 +696,8 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     fig = plotting.reseed_panels(curves, plain, 0.25, upto=30)
     axes = fig.axes
     assert [ax.get_title() for ax in axes] == ["seed 0", khop.EXPLORED]
-    assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1 + 1  # streams, own data, move, chance
+    # streams, own data, move, chance
+    assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1 + 1
     assert axes[1].lines[2].get_xdata()[0] == 10  # the move, read off the streams' curves
     both = {key: {**v, "seed 0": plain[key]["seed 0"]} for key, v in curves.items()}
     other, own = khop.split_streams(both)
@@ -772,7 +780,8 @@ def test_doubling_stages_skip_three_hops_and_match_every_count_until_then():
     every, dbl = (khop.run(khop.KHopExperiment(**kw, levels=v), progress=False, use_cache=False)
                   for v in ("every", "doubling"))
     assert set(dbl["stage"]) <= {1, 2, 4} and 4 in set(dbl["stage"]) and 3 in set(every["stage"])
-    split = int(np.flatnonzero(every["stage"] != dbl["stage"])[0])  # every trains on 3 where doubling does on 4
+    # every trains on 3 where doubling does on 4
+    split = int(np.flatnonzero(every["stage"] != dbl["stage"])[0])
     assert (every["stage"][split], dbl["stage"][split]) == (3, 4)
     assert np.array_equal(every["acc"][:split], dbl["acc"][:split])  # the same run until the move
     assert not np.array_equal(every["acc"], dbl["acc"])
@@ -817,7 +826,8 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
     rng = np.random.default_rng(0)
     drawn = khop.training_starts(e, np.full(4000, 2), rng)
     assert set(drawn) == {1, 2, 3} and khop.training_starts(e, np.full(50, 4), rng).tolist() == [1] * 50
-    assert khop.training_starts(khop.KHopExperiment(**kw), np.full(5, 2), rng) is None  # table 1, nothing drawn
+    # table 1, nothing drawn
+    assert khop.training_starts(khop.KHopExperiment(**kw), np.full(5, 2), rng) is None
     # "one": the draws of "any", kept for one-hop examples only; the generator ends where "any" leaves it
     hops = np.random.default_rng(1).choice([1, 2, 4], 500)
     r_any, r_one = np.random.default_rng(2), np.random.default_rng(2)
@@ -838,7 +848,8 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
     # on the first stage (one hop) "one" is "any", batch for batch; with longer examples it is neither
     assert (one["stage"] == 1).all() and np.array_equal(one["acc"], anyw["acc"])
     assert all(torch.equal(one["state"][n], anyw["state"][n]) for n in one["state"])
-    longer = khop.run(khop.KHopExperiment(**kw, starts="longer"), progress=False, use_cache=False)  # "first" there
+    # "first" there
+    longer = khop.run(khop.KHopExperiment(**kw, starts="longer"), progress=False, use_cache=False)
     assert all(torch.equal(longer["state"][n], first["state"][n]) for n in first["state"])
     mixed = {v: khop.run(khop.KHopExperiment(**{**kw, "data": "mixture"}, starts=v), progress=False,
                          use_cache=False)["state"] for v in ("first", "any", "one", "longer")}
@@ -923,7 +934,8 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
     # seed 0 is solved: three hops are never trained on, so they do not count
     assert (s["doubling_solved_n"], s["doubling_every_solved_n"], s["doubling_gained_seeds"]) == (1, 0, "0")
     assert s["doubling_split_gap"] == 0 and s["doubling_split_med"] == 20  # both part at the third evaluation
-    assert s["doubling_split_next_n"] == 1  # seed 0 learned four hops (at 0.9) after the split, seed 1 did not
+    # seed 0 learned four hops (at 0.9) after the split, seed 1 did not
+    assert s["doubling_split_next_n"] == 1
     assert s["doubling_split_base_next_max"] == 10  # the base runs learned three hops one evaluation after it
     assert (s["doubling_split_base_next_n"], s["doubling_next_pairs_n"], s["doubling_next_lost_n"]) == (2, 2, 1)
     assert s["doubling_next_lost_seeds"] == "1" and s["doubling_next_gained_n"] == 0
@@ -1090,7 +1102,8 @@ def test_the_interval_study_keeps_each_members_interval():
 
 def test_interval_summary_pools_and_counts_the_seeds():
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]], stage=[1, 2, 2])
-    stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12], [0.99, 0.99]], stage=[1, 2, 2, 2])  # learns after the cut
+    # learns after the cut
+    stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12], [0.99, 0.99]], stage=[1, 2, 2, 2])
     early = _fake([[0.1, 0.1], [0.3, 0.1], [0.5, 0.12]], stage=[1, 1, 1])
     earlier = {"seed 0": stalled, "seed 1": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], stage=[1, 2, 2, 2]),
                khop.EXPLORED: _fake([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], stage=[1, 2, 2, 2])}
@@ -1188,7 +1201,8 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
         record.record("khop_doubling", "quick", {**settings, "levels": "every"}, out_dir=tmp_path)
     with pytest.raises(ValueError, match="steps=17000, every=100: allowed at most 16000 steps"):
         record.record("khop_doubling", "quick", {**settings, "steps": 17000}, out_dir=tmp_path)
-    khop.DOUBLING.check_recording("quick", record.build("khop_doubling", "quick", settings))  # the study itself
+    # the study itself
+    khop.DOUBLING.check_recording("quick", record.build("khop_doubling", "quick", settings))
     khop.LR.check_recording("quick", record.build("khop_lr", "quick", khop.LR.settings()))
     any_settings = khop.ANYSTART.settings()
 
@@ -1239,7 +1253,8 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
     assert (t["lr_sign_p"], t["lr_sign_p_best"]) == (1.0, 0.25) and "lr_lost_n = 1" in t.meaning["lr_sign_p"]
     rows = khop.paired_rows([khop.seeded(wide), narrow])
     assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[3][1:4] == ["(not run)"] * 3
-    assert rows[1][1:3] == ["-, -", "-"] and rows[0][2] == "0"  # seed 1 never moves; seed 0 at its first evaluation
+    # seed 1 never moves; seed 0 at its first evaluation
+    assert rows[1][1:3] == ["-, -", "-"] and rows[0][2] == "0"
     assert all(len(r) == len(khop.paired_header(["wide", "narrow"])) for r in rows)
     import matplotlib.pyplot as plt
 
@@ -1330,7 +1345,8 @@ def test_a_run_stopped_at_its_move_has_trained_no_last_stage_step():
     move = int(khop.last_stage_at(long))
     assert 0 < move < e.steps
     short = khop.run(dataclasses.replace(e, steps=move), progress=False, use_cache=False)
-    assert short["step"][-1] == move and short["stage"][-1] == 2  # its last evaluation, on the stage before the move
+    # its last evaluation, on the stage before the move
+    assert short["step"][-1] == move and short["stage"][-1] == 2
     assert all(torch.equal(short["state"][k], long["kept"][0][k]) for k in short["state"])
     assert list(khop.ANYSTART_MOVE_PROBE.tags) == [khop.MOVE_PROBED] and khop.ANYSTART_MOVE_PROBE.probed(4) == (4, 2)
 

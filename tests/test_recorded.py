@@ -222,7 +222,8 @@ def test_ioi_stability_reads_best_and_late_losses():
                                  "adam L=5": [5, 3, 2, 1.0, 2, 9, 50, 90, 100, "nan"], "sgd L=7": [6.0]}}
     s = summaries.ioi_stability(summaries.ioi_recorded(curves))
     assert (s["adam3_best"], s["adam3_best_step"], s["adam3_late"], s["adam3_rise"]) == (1.0, 700.0, 1.0, 0.0)
-    assert s["adam5_best"] == 1.0 and s["adam5_best_step"] == 300.0 and math.isnan(s["adam5_late"])  # nan at 900
+    # nan at 900
+    assert s["adam5_best"] == 1.0 and s["adam5_best_step"] == 300.0 and math.isnan(s["adam5_late"])
     assert s["sgd7_best"] == 6.0 and math.isnan(s["sgd7_late"]) and math.isnan(s["sgd7_rise"])
     assert s["sgd7_diverged_at"] == 17.0 and math.isnan(s["adam3_diverged_at"])
     table = summaries.ioi_stability_markdown(summaries.ioi_recorded(curves))

@@ -26,7 +26,8 @@ def test_recall_summary_matches_the_run(tiny_run):
     s = summaries.recall_summary(tiny_run)
     assert s["p_correct_drop"] == tiny_run.late_mean("clean_p_correct", rho=0.0)
     assert s["drop_gain"] == pytest.approx(s["p_correct_drop"] - s["p_correct_full"])
-    assert s["icl_after_noise"] == s["icl_step"] - s["noise_step"] or math.isnan(s["icl_after_noise"])  # inf - inf
+    # inf - inf
+    assert s["icl_after_noise"] == s["icl_step"] - s["noise_step"] or math.isnan(s["icl_after_noise"])
     assert 0 <= s["value_diag"] <= 1 and set(s.meaning) == set(s)
 
 

@@ -234,7 +234,8 @@ class RecallTask:
         n, T, K = self.n, self.seq_len, self.n_triggers
         rows = np.arange(batch)
         trig = self._draw_triggers(rng, batch)  # (batch, K)
-        trig_index = np.full((batch, self.vocab_size), -1)  # trig_index[b, i] = k if token i is trigger k of b
+        # trig_index[b, i] = k if token i is trigger k of b
+        trig_index = np.full((batch, self.vocab_size), -1)
         trig_index[rows[:, None], trig] = np.arange(K)
         flat = self._flat_cdf
 

@@ -183,7 +183,8 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
         b = task.sample(rng, exp.batch)
         loss = F.cross_entropy(model(torch.as_tensor(b.tokens, device=device)),
                                torch.as_tensor(b.answer, device=device))
-        if not torch.isfinite(loss):  # a diverged run is data: the best accuracy so far stands (the code's max)
+        # a diverged run is data: the best accuracy so far stands (the code's max)
+        if not torch.isfinite(loss):
             diverged = step
             break
         opt.zero_grad(set_to_none=True)
@@ -382,7 +383,8 @@ def _scaling(exp: ScalingExperiment, progress: bool, device) -> dict:
     low = exp.min_size
     for d in exp.ds:
         lo, hi, trials, verified = low, exp.max_size, [], False
-        while hi - lo > 1:  # the code's binary search: lo is stored (or the lower end), hi is not (or the upper end)
+        # the code's binary search: lo is stored (or the lower end), hi is not (or the upper end)
+        while hi - lo > 1:
             size = (lo + hi) // 2
             for lr in exp.lrs:
                 r = run(exp.point(d, size, lr), progress=progress, device=device)
@@ -506,7 +508,8 @@ def construct(exp: CapacityExperiment, beta: float = 8.0, readout: str = "dual")
     model = exp.model()
     E, U = model.E, model.U
     by_rel, by_subj = (torch.as_tensor(m, dtype=E.dtype) for m in task.answer_sets())
-    members = torch.cat([by_subj, by_rel])  # (S + R, |A|): the answers each subject / relation token points to
+    # (S + R, |A|): the answers each subject / relation token points to
+    members = torch.cat([by_subj, by_rel])
     eos = E[task.eos]
     read = torch.linalg.pinv(E).T if readout == "dual" else E  # (vocab, d): read[z] . E[z'] ~ 1{z = z'}
     with torch.no_grad():

@@ -204,7 +204,8 @@ def layer_experiments(profile: str | None = None) -> dict[int, InductionExperime
 # --- the memories by construction (the slide "Induction head with associative memories") ---
 
 STEP_ORDER = ("W_V^2", "W_QK^2", "W_QK^1")  # the slide's order: W_OV^2, then W_QK^2, then W_QK^1
-PAIR_SCORE = {"W_QK^1": 1.0, "W_QK^2": 1.0, "W_V^2": 0.5}  # what construct's stored pairs score, per unit of scale
+# what construct's stored pairs score, per unit of scale
+PAIR_SCORE = {"W_QK^1": 1.0, "W_QK^2": 1.0, "W_V^2": 0.5}
 
 @torch.no_grad()
 def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0, names=STEP_ORDER) -> Transformer:
@@ -224,7 +225,8 @@ def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0, 
     l1 = model.layers[0]
     c = scale / model.scale
 
-    def memory(outs: torch.Tensor, ins: torch.Tensor) -> torch.Tensor:  # sum_i outs_i ins_i^T / (|outs_i|^2 |ins_i|^2)
+    # sum_i outs_i ins_i^T / (|outs_i|^2 |ins_i|^2)
+    def memory(outs: torch.Tensor, ins: torch.Tensor) -> torch.Tensor:
         w = 1.0 / (outs.pow(2).sum(1) * ins.pow(2).sum(1))
         return (outs * w[:, None]).T @ ins
 
@@ -331,7 +333,8 @@ class Evaluator:
                "loss_head": F.cross_entropy(logits[self.head], self.targets[self.head]).item(),
                "loss_bigram": F.cross_entropy(logits[self.other], self.targets[self.other]).item()}
         row.update(memory_probes(self.model, self.task.triggers, self.task.n, self.exp.early_cutoff))
-        bigram, trig = self.task.stats.bigram, self.task.fixed_triggers  # their next token is never the bigram's
+        # their next token is never the bigram's
+        bigram, trig = self.task.stats.bigram, self.task.fixed_triggers
         for l, kind in enumerate(self.exp.ff, start=1):
             if kind != "none":
                 row[f"ff{l}_kl"] = ff_bigram_kl(self.model, bigram, trig, layer=l)
@@ -440,9 +443,11 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
 
 # --- induction head or feed-forward layer (Birth, Section 4.2; the slides' pasted text, B10) ---
 
-BIGRAM_TOP = 5  # B10's "top predictions from the global bigram": the trigger's 5 likeliest successors (our choice)
+# B10's "top predictions from the global bigram": the trigger's 5 likeliest successors (our choice)
+BIGRAM_TOP = 5
 COLUMNS = ("acc", "top1", "head_acc", "bigram_top1", "attention")  # head_or_bigram's measures per position
-MECHANISM = {  # head_or_bigram's measures of the second layer's attention on the keys that hold o, per position
+# head_or_bigram's measures of the second layer's attention on the keys that hold o, per position
+MECHANISM = {
     "attention": "second layer's attention on the keys that hold o",
     "key_score": "second layer's mean logit of those keys",
     "pair_score": "its token-token part, c w_E(q)^T W_QK^2 w_E(o)",
@@ -788,8 +793,10 @@ def discount_edit_rows(edits: dict[str, dict]) -> list[list]:
              matched_gap(hb, "prev_attention")] for k, hb in edits.items()]
 
 
-KEY_KINDS = ("likely", "other")  # keys after an earlier q that hold one of q's BIGRAM_TOP likeliest successors, or not
-QUERY_PARTS = ("trigger", "non-trigger")  # positions of a trigger seen before (target o), of another token seen before
+# keys after an earlier q that hold one of q's BIGRAM_TOP likeliest successors, or not
+KEY_KINDS = ("likely", "other")
+# positions of a trigger seen before (target o), of another token seen before
+QUERY_PARTS = ("trigger", "non-trigger")
 
 
 def pair_masks(likely: torch.Tensor, b) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -927,11 +934,13 @@ TRAINING_MEASURES = ("ratio", "ratio_removed", "removed_share", "ratio_pairwise"
 # --- B10 over seeds (recorded: ``python -m companion record induction_b10_seeds``) ---
 
 B10_SEEDS = (0, 1, 2, 3, 4)
-B10_EDITS = {"_removed": "both_removed", "_pairwise": "both_pairwise"}  # the edits the Evaluator also measures
+# the edits the Evaluator also measures
 # along training (:data:`DISCOUNT_EDITS`), by the suffix of their curves: both discounts removed, as a mean and pair
 # by pair
+B10_EDITS = {"_removed": "both_removed", "_pairwise": "both_pairwise"}
 B10_CURVES = ("acc", "b10_top1_in", "b10_top1_off", "b10_pair_QK1", "b10_pair_QK2",
-              *(f"b10_top1_{side}{end}" for end in B10_EDITS for side in ("in", "off")))  # along training, per seed
+              # along training, per seed
+              *(f"b10_top1_{side}{end}" for end in B10_EDITS for side in ("in", "off")))
 
 
 def b10_seed_members(profile: str | None = None) -> dict[str, InductionExperiment]:
@@ -1077,7 +1086,8 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
     return report.Summary(out)
 
 
-B10_TABLES = {  # the seed study's tables: B10's preference and the claims' mechanism; where the attention goes; edits
+# the seed study's tables: B10's preference and the claims' mechanism; where the attention goes; edits
+B10_TABLES = {
     "claims": ("acc_off", "top1_ratio", "top1_ratio_matched", "attention_gap", "prev_attention_gap", "pair_QK1",
                "pair_QK2", "pair_discount_weaker", "balance_gap"),
     "attention": ("attention_gap", "key_score_gap", "pair_score_gap", "match_score_gap", "rest_score_gap",
@@ -1406,7 +1416,8 @@ def orthonormal_embeddings(model: Transformer, seed: int) -> Transformer:
     V, d = model.W_E.shape
     T = model.P.shape[0]
     gen = config.torch_generator(config.seed_streams(seed, ["orthonormal-embeddings"])["orthonormal-embeddings"])
-    Q = torch.linalg.qr(torch.randn(d, 3 * V + T, generator=gen)).Q.T.to(model.W_E)  # (3V + T, d), orthonormal
+    # (3V + T, d), orthonormal
+    Q = torch.linalg.qr(torch.randn(d, 3 * V + T, generator=gen)).Q.T.to(model.W_E)
     E, P, U, E_remap = Q[:V], Q[V:V + T], Q[V + T:2 * V + T], Q[2 * V + T:]
     v1 = model.matrix("W_V^1")
     gain = v1.norm() / d ** 0.5
@@ -1532,7 +1543,8 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
     return {"rows": rows, "sweep": sweep, "scales": scales, "blocks": blocks, "seconds": time.perf_counter() - start}
 
 
-RESCALE = (2.5, 5.0, 10.0, 20.0, 40.0, 80.0)  # the chapter's scales at which learned and hand-written memories meet
+# the chapter's scales at which learned and hand-written memories meet
+RESCALE = (2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 
 
 @torch.no_grad()
@@ -1608,7 +1620,8 @@ def own_block(model: Transformer, name: str, n_tokens: int) -> torch.Tensor:
     return out_space @ (out_space.T @ model.matrix(name) @ in_space) @ in_space.T
 
 
-OWN_BLOCK = {"W_V^2": ("U", "E"), "W_QK^2": ("E", "R"), "W_QK^1": ("P", "P")}  # (output or query, input or key)
+# (output or query, input or key)
+OWN_BLOCK = {"W_V^2": ("U", "E"), "W_QK^2": ("E", "R"), "W_QK^1": ("P", "P")}
 
 
 def _bases(model: Transformer, n_tokens: int) -> dict[str, torch.Tensor]:
@@ -1693,7 +1706,8 @@ def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> di
             "accuracy": {row["scale"]: row[mix] for row in scales}}
 
 
-SELF_PARTS = ("own token", "own position", "triggers from the last position")  # keys that hold the query's token or place
+# keys that hold the query's token or place
+SELF_PARTS = ("own token", "own position", "triggers from the last position")
 
 
 def step2_summary(grads: list[dict]) -> report.Summary:
@@ -1736,7 +1750,8 @@ def step2_table(grads: list[dict]) -> str:
     return report.markdown_table(head, rows, digits=3)
 
 
-STREAM_PARTS = ("token", "position", "first layer")  # x_t = w_E(z_t) + p_t + h^1_t, the stream entering layer 2
+# x_t = w_E(z_t) + p_t + h^1_t, the stream entering layer 2
+STREAM_PARTS = ("token", "position", "first layer")
 
 
 @torch.no_grad()
@@ -1813,7 +1828,8 @@ def step2_token_weights(model: Transformer, population, query: torch.Tensor, gai
     sums, counts, pi_sum, rows, keys = torch.zeros(3 * V), torch.zeros(3 * V), 0.0, [], []
     for tokens, target, gain, pi in gains:
         w = gain - gain.mean(1, keepdim=True)
-        role = torch.where(tokens == target[:, None], 2, (tokens == tokens[:, -1:]).long())  # output wins a tie
+        # output wins a tie
+        role = torch.where(tokens == target[:, None], 2, (tokens == tokens[:, -1:]).long())
         key = (role * V + tokens).flatten()
         sums.index_add_(0, key, w.flatten())
         counts += torch.bincount(key, minlength=3 * V)
@@ -1862,7 +1878,8 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
 
     key = {b: sum(S[a, b] for a in STREAM_PARTS) for b in STREAM_PARTS}
     with torch.no_grad():
-        query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)  # (n, K): its trigger
+        # (n, K): its trigger
+        query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)
     weights = step2_token_weights(model, population, query, gains=kept)
     n = task.n  # ordinary tokens: their frequencies
     unigram = torch.as_tensor(task.stats.unigram, dtype=weights["m"].dtype)
@@ -1987,7 +2004,8 @@ def step2_probe_table(parts: dict[str, dict]) -> str:
     return report.markdown_table(head, rows, digits=3)
 
 
-STEP3_PATHS = ("key", "value")  # how a first-layer logit reaches the loss: through layer 2's keys or its values
+# how a first-layer logit reaches the loss: through layer 2's keys or its values
+STEP3_PATHS = ("key", "value")
 
 
 def step3_row_paths(exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0)) -> dict:
@@ -2019,7 +2037,8 @@ def step3_row_paths(exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0)) 
         raise ValueError(f"factors={factors} must be a non-empty list of numbers > 0")
     model, task, population, line = _step_setup(exp)
     _gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
-    with torch.no_grad():  # step 1's W_V^2 read on the tokens and on the remapped tokens: its own-token recall
+    # step 1's W_V^2 read on the tokens and on the remapped tokens: its own-token recall
+    with torch.no_grad():
         n_tok = task.n
         tokens = model.W_E[:n_tok]
         own = {name: torch.diagonal(model.W_U[:n_tok] @ model.matrix(STEP_ORDER[0]) @ X.T).mean().item()

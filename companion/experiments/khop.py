@@ -62,8 +62,9 @@ from companion.config import check_choice, check_float, check_int
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
 LEVELS = ("every", "doubling")  # a curriculum's stages: 1, 2, ..., k or 1, 2, 4, ..., k
-STARTS = ("first", "any", "one", "longer")  # a training example's first table: table 1, any from which its hops
+# a training example's first table: table 1, any from which its hops
 # fit, any for one-hop examples and table 1 for longer ones, or table 1 for one-hop examples and any for longer ones
+STARTS = ("first", "any", "one", "longer")
 
 
 def hop_levels(levels: str, k: int) -> tuple[int, ...]:
@@ -86,10 +87,12 @@ def hop_levels(levels: str, k: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class HopBatch:
-    tokens: np.ndarray  # (batch, 1 + k N): x, then the tables, padding (token N) at those an example does not use
+    # (batch, 1 + k N): x, then the tables, padding (token N) at those an example does not use
+    tokens: np.ndarray
     mask: np.ndarray  # (batch, 1 + k N) bool: True where a token is shown
     hops: np.ndarray  # (batch,) k' per example
-    chain: np.ndarray  # (batch, k): the value after each table (it stays put at the tables an example does not use)
+    # (batch, k): the value after each table (it stays put at the tables an example does not use)
+    chain: np.ndarray
     answer: np.ndarray  # (batch,): the value after k' hops
 
 
@@ -193,12 +196,15 @@ class HopTransformer(torch.nn.Module):
             raise ValueError(f"d={d} is not a multiple of heads={heads}: allowed d in multiples of {heads}")
         for blk in hide_k_from:
             check_int("block that never sees table k (hide_k_from)", blk, low=1, high=depth)
-        self.hide_k_from = tuple(hide_k_from)  # blocks (from 1) whose keys never include table k: part of the model
-        self.register_buffer("shows_k", ~table_hidden(task, [1], 1)[0], persistent=False)  # (T,): False on table k
+        # blocks (from 1) whose keys never include table k: part of the model
+        self.hide_k_from = tuple(hide_k_from)
+        # (T,): False on table k
+        self.register_buffer("shows_k", ~table_hidden(task, [1], 1)[0], persistent=False)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(config.seed_streams(seed, ["init"])["init"].generate_state(1)[0]))
             self.embed = torch.nn.Embedding(task.N + 1, d)
-            self.pos = torch.nn.Parameter(torch.randn(task.seq_len, d))  # the tokens' scale (0.02 stalls hop 2)
+            # the tokens' scale (0.02 stalls hop 2)
+            self.pos = torch.nn.Parameter(torch.randn(task.seq_len, d))
             self.blocks = torch.nn.ModuleList([_Block(d, heads, mlp) for _ in range(depth)])
             self.ln = torch.nn.LayerNorm(d)
             self.readout = torch.nn.Linear(d, task.N)
@@ -254,11 +260,15 @@ class KHopExperiment(config.Profiled):
     n_test: int = 1024
     seed: int = 0
     hide_k_from: tuple = ()  # blocks (from 1) whose keys never include table k, in training and when measured
-    last_stage_data: int = 0  # curriculum, cumulative: r >= 1 draws the last stage's batches from stream r (0: none)
-    last_stage_delay: int = 0  # curriculum, cumulative: move to k hops at the evaluation this many steps after the bar
-    levels: str = "every"  # curriculum, cumulative: stages 1, 2, ..., k ("every") or 1, 2, 4, ..., k ("doubling")
-    starts: str = "first"  # training examples start at table 1 ("first"), at any table from which they fit ("any"),
+    # curriculum, cumulative: r >= 1 draws the last stage's batches from stream r (0: none)
+    last_stage_data: int = 0
+    # curriculum, cumulative: move to k hops at the evaluation this many steps after the bar
+    last_stage_delay: int = 0
+    # curriculum, cumulative: stages 1, 2, ..., k ("every") or 1, 2, 4, ..., k ("doubling")
+    levels: str = "every"
+    # training examples start at table 1 ("first"), at any table from which they fit ("any"),
     # at any table with one hop and at table 1 with more ("one"), or the other way round ("longer")
+    starts: str = "first"
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -403,7 +413,8 @@ def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> 
     mixture data)."""
     if exp.data == "mixture":
         return rng.choice(exp.k, size=exp.batch, p=exp.mixture()) + 1
-    if exp.data == "cumulative":  # uniform over the stages so far (every: the same draws as integers(1, stage + 1))
+    # uniform over the stages so far (every: the same draws as integers(1, stage + 1))
+    if exp.data == "cumulative":
         so_far = np.asarray([h for h in exp.stages if h <= stage])
         return so_far[rng.integers(0, len(so_far), exp.batch)]
     return np.full(exp.batch, exp.k if exp.data == "direct" else stage)
@@ -477,7 +488,8 @@ SIZES = {
 }
 
 
-SHALLOW_STEPS = 4  # the single-layer run gets this many times the others' steps: its failure is not the budget's
+# the single-layer run gets this many times the others' steps: its failure is not the budget's
+SHALLOW_STEPS = 4
 
 
 def members(profile: str | None = None) -> dict[str, KHopExperiment]:
@@ -494,10 +506,13 @@ def members(profile: str | None = None) -> dict[str, KHopExperiment]:
 
 
 # a member's departures from a study-wide override (``python -m companion record khop --set ...``), by name
-SCALED = {"mixture, 1 layer": SHALLOW_STEPS}  # runs this multiple of the others' steps and evaluation interval
-EXPLORED_EVERY = 250  # the evaluation interval of the exploratory run that learned four hops (see the chapter)
+# runs this multiple of the others' steps and evaluation interval
+SCALED = {"mixture, 1 layer": SHALLOW_STEPS}
+# the evaluation interval of the exploratory run that learned four hops (see the chapter)
+EXPLORED_EVERY = 250
 EXPLORED = f"seed 0, every {EXPLORED_EVERY}"  # its member in the seed study (:func:`seed_members`)
-KEPT = {"mixture, 1 layer": ("depth",)}  # keeps these settings of its own (and a "seed N, every M" its interval)
+# keeps these settings of its own (and a "seed N, every M" its interval)
+KEPT = {"mixture, 1 layer": ("depth",)}
 RESEED_SUFFIX = ", last-stage data "  # a run of a member with other batches on its last stage (reseed_name)
 
 
@@ -731,7 +746,8 @@ INTERVALS = (100, EXPLORED_EVERY)  # the seed study's interval and the explorato
 # seeds recorded here at each interval; with the seed study's runs (read up to INTERVAL_SETTINGS' steps) every
 # seed of 0..6 is run at both
 INTERVAL_SEEDS = {100: (3, 4, 5, 6), EXPLORED_EVERY: (1, 2, 3, 4, 5, 6)}
-INTERVAL_SETTINGS = SEED_SETTINGS | {"steps": 10000}  # the longest wait for four hops so far is about 4000 steps
+# the longest wait for four hops so far is about 4000 steps
+INTERVAL_SETTINGS = SEED_SETTINGS | {"steps": 10000}
 
 
 def interval_name(seed: int, every: int) -> str:
@@ -914,7 +930,8 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
     for every in INTERVALS:
         out |= _population(by[every], ok[every], "int_", str(every), f"advancing every {every} steps", level, solved)
     out |= _pair_counts(ok[fast], ok[slow], "int_", "only_fast", "only_slow", f"every {fast}", f"every {slow}")
-    both = [(r, ok[every][s]) for every in INTERVALS for s, r in by[every].items()]  # the runs of both intervals
+    # the runs of both intervals
+    both = [(r, ok[every][s]) for every in INTERVALS for s, r in by[every].items()]
     return report.Summary(out | _unsolved([r for r, good in both if not good], [r for r, good in both if good],
                                           "int_", level))
 
@@ -954,7 +971,8 @@ def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
 # the seeds that every 100 steps had not learned four hops in 10000 steps (khop_interval), run for twice the budget
 INTERVAL_LONG = tuple(interval_name(s, 100) for s in INTERVAL_SEEDS[100])
 INTERVAL_LONG_SETTINGS = INTERVAL_SETTINGS | {"steps": 20000}
-INTERVAL_FLAT = (3, 6)  # of those, the seeds whose k-hop accuracy was flat at chance at 10000 steps (khop_interval)
+# of those, the seeds whose k-hop accuracy was flat at chance at 10000 steps (khop_interval)
+INTERVAL_FLAT = (3, 6)
 
 
 # the seeds that every 250 steps had not learned four hops in 10000 steps and whose budget was in doubt (khop_interval):
@@ -1090,7 +1108,8 @@ class SeedVariant:
 
 VARIANT_SEEDS = tuple(range(7))  # the interval study's seeds
 WIDE = SeedVariant("wide", "d", 2, 1, INTERVAL_SETTINGS["steps"], "with twice the width", "narrow",
-                   "with the profile's width")  # d = 64 in quick, with the same 4 heads (so each twice as wide)
+                   # d = 64 in quick, with the same 4 heads (so each twice as wide)
+                   "with the profile's width")
 # a third of the step size, for 1.5 times the budget (the profile's runs of these seeds are recorded that long)
 LR = SeedVariant("lr", "lr", 1, 3, 15000, "with a third of the step size", "base", "with the profile's step size")
 # the stages 1, 2, 4 (the slides' "hops 1, 2, 4, etc."): the same run as the profile's until it moves past two hops
@@ -1276,7 +1295,8 @@ def start_accuracy(exp: KHopExperiment, state: dict, n: int = 1024) -> np.ndarra
     return out
 
 
-START_PROBE = (0, 2000)  # the seed and budget of the khop_anystart run trained live and tested from every table
+# the seed and budget of the khop_anystart run trained live and tested from every table
+START_PROBE = (0, 2000)
 
 
 def start_rows(acc: np.ndarray) -> tuple[list[str], list[list]]:
@@ -1306,7 +1326,8 @@ def start_summary(acc: np.ndarray, exp: KHopExperiment, prefix: str = "start_") 
 
 # --- what a trained model computes where: linear probes of the chain (recorded: ``khop_probe``) ---
 
-PROBE_SETTINGS = SEED_SETTINGS | {"steps": 8000}  # the depth-4 study's budget: seed 0 stalls, every 250 it does not
+# the depth-4 study's budget: seed 0 stalls, every 250 it does not
+PROBE_SETTINGS = SEED_SETTINGS | {"steps": 8000}
 PROBED = ("seed 0", EXPLORED)  # the two runs of seed 0 that differ only in when the curriculum advances
 
 
@@ -1378,7 +1399,8 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
     (b, streams, _, _), (bt, streams_t, maps_t, pred) = parts
     probe = np.array([[linear_probe(s[:, 0], torch.as_tensor(b.chain[:, j]), st[:, 0], torch.as_tensor(bt.chain[:, j]),
                                     task.N) for j in range(h)] for s, st in zip(streams, streams_t)])
-    where, where_t = torch.as_tensor(read_positions(task, b)), torch.as_tensor(read_positions(task, bt))  # (n, h)
+    # (n, h)
+    where, where_t = torch.as_tensor(read_positions(task, b)), torch.as_tensor(read_positions(task, bt))
     rows, rows_t = torch.arange(len(where)), torch.arange(len(where_t))
     chain = np.full((len(streams), h, h), np.nan)
     for (l, i, j), _ in np.ndenumerate(chain):
@@ -1439,7 +1461,8 @@ def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
             hide = table_hidden(task, hidden, depth) if hidden else None
             pred = model(t, m, record=rec if hide is None else None, hide=hide).argmax(1).numpy()
             prev.append(float((pred == b.chain[:, -2]).mean())), ans.append(float((pred == b.answer).mean()))
-    where, last = torch.as_tensor(read_positions(task, b))[:, :-1], task.last_table  # the entries of hops 1..k-1
+    # the entries of hops 1..k-1
+    where, last = torch.as_tensor(read_positions(task, b))[:, :-1], task.last_table
     attention = np.array([[a[rows, :, where[:, i], last].sum(-1).mean(0).max().item() for i in range(task.k - 1)]
                           for a in rec["attn"]])
     return {"prev": np.array(prev), "answer": np.array(ans), "attention": attention}
@@ -1473,11 +1496,16 @@ class ProbeStudy:
 
 PROBE_TAGS = {"seed 0": "p100", EXPLORED: f"p{EXPLORED_EVERY}"}  # summary prefixes of the probed runs
 PROBE = ProbeStudy(PROBE_TAGS, "probe")  # seed 0 stalled and solved (recorded: ``khop_probe``)
-SEED_PROBED = ("seed 1", "seed 2")  # the seeds that learned four hops advancing every 100 steps (the seed study)
-SEED_PROBE = ProbeStudy({n: f"s{n.split()[-1]}" for n in SEED_PROBED}, "sprobe")  # recorded: ``khop_probe_seeds``
-START_PROBED = f"seed {START_PROBE[0]}, from any table"  # the khop_anystart run trained live (:data:`START_PROBE`)
-ANYSTART_PROBE = ProbeStudy({START_PROBED: "a0"}, "aprobe", hops=(RECORDED_K, 2))  # its four-hop and two-hop examples
-MOVE_PROBED = f"{START_PROBED}, at the move"  # the same run stopped where it moves to four hops (none trained yet)
+# the seeds that learned four hops advancing every 100 steps (the seed study)
+SEED_PROBED = ("seed 1", "seed 2")
+# recorded: ``khop_probe_seeds``
+SEED_PROBE = ProbeStudy({n: f"s{n.split()[-1]}" for n in SEED_PROBED}, "sprobe")
+# the khop_anystart run trained live (:data:`START_PROBE`)
+START_PROBED = f"seed {START_PROBE[0]}, from any table"
+# its four-hop and two-hop examples
+ANYSTART_PROBE = ProbeStudy({START_PROBED: "a0"}, "aprobe", hops=(RECORDED_K, 2))
+# the same run stopped where it moves to four hops (none trained yet)
+MOVE_PROBED = f"{START_PROBED}, at the move"
 ANYSTART_MOVE_PROBE = ProbeStudy({MOVE_PROBED: "m0"}, "mprobe", hops=(RECORDED_K, 2))
 
 
@@ -1578,7 +1606,8 @@ def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> No
             out[f"{pre}_eattn_l{l + 1}_e{i + 1}_to{j + 1}"] = (
                 float(v), f"{name}: hop {i + 1}'s entry's attention in block {l + 1} on hop {j + 1}'s entry "
                           "(largest head)")
-    first = learned_at({"step": np.arange(len(P)), "acc": P}, level)  # the first layer instead of the first step
+    # the first layer instead of the first step
+    first = learned_at({"step": np.arange(len(P)), "acc": P}, level)
     for j in range(h):
         out[f"{pre}_first_v{j + 1}"] = (float(first[j]), f"{name}: first layer (0: embeddings) whose probe reads "
                                                           f"v_{j + 1} at {level} or more")
@@ -2036,7 +2065,8 @@ def escape_header(k: int) -> list[str]:
 
 HIDDEN_FROM = (1,)  # the block that reads table k in seed 0's stall (and in seed 2's algorithm)
 HIDDEN_TAGS = {**{seed_name(s): f"s{s}" for s in SEEDS}, EXPLORED: f"e{EXPLORED_EVERY}"}  # ``hid_<tag>_*``
-HIDDEN_PROBE = ProbeStudy({name: f"h{tag[1:]}" for name, tag in HIDDEN_TAGS.items()}, "hprobe")  # ``h<tag>_*``
+# ``h<tag>_*``
+HIDDEN_PROBE = ProbeStudy({name: f"h{tag[1:]}" for name, tag in HIDDEN_TAGS.items()}, "hprobe")
 
 
 @dataclass(frozen=True)
@@ -2057,7 +2087,8 @@ class HiddenStudy:
         return f"blocks {', '.join(map(str, first))} and {last}" if first else f"block {last}"
 
 
-HIDDEN = HiddenStudy(HIDDEN_FROM, "hid", HIDDEN_PROBE)  # table k hidden from block 1 (``hid_*``, ``h0_*``, ...)
+# table k hidden from block 1 (``hid_*``, ``h0_*``, ...)
+HIDDEN = HiddenStudy(HIDDEN_FROM, "hid", HIDDEN_PROBE)
 HIDDEN12 = HiddenStudy((1, 2), "hid12", ProbeStudy({n: f"hh{t[1:]}" for n, t in HIDDEN_TAGS.items()}, "hhprobe"))
 """Table k hidden from blocks 1 and 2 (``hid12_*``, ``hh0_*``, ...): does the harm follow it to block 3?"""
 HIDDEN12_LONG = HiddenStudy((1, 2), "hid12l", names=("seed 0", EXPLORED))
@@ -2258,7 +2289,8 @@ def hiding_header(studies, k: int) -> list[str]:
 
 # --- seed 0's two runs where they move to the last stage (recorded: ``khop_stage_entry``) ---
 
-ENTRY_PROBE = ProbeStudy({"seed 0": "n100", EXPLORED: f"n{EXPLORED_EVERY}"}, "nprobe")  # ``n100_*``, ``n250_*``
+# ``n100_*``, ``n250_*``
+ENTRY_PROBE = ProbeStudy({"seed 0": "n100", EXPLORED: f"n{EXPLORED_EVERY}"}, "nprobe")
 
 
 def stage_entry_members(profile: str | None = None) -> dict[str, KHopExperiment]:
@@ -2308,7 +2340,8 @@ def stage_entry_summary(runs: dict[str, dict], level: float = 0.9) -> report.Sum
 # --- seed 0's two runs with other data on the last stage (recorded: ``khop_reseed``) ---
 
 RESEED_STREAMS = (1, 2, 3, 4)  # the last stage's batch streams (``last_stage_data``) of each run
-RESEED_TAGS = {"seed 0": "rs100", EXPLORED: f"rs{EXPLORED_EVERY}"}  # ``<tag>_d<r>_*`` per run, ``<tag>_*`` per state
+# ``<tag>_d<r>_*`` per run, ``<tag>_*`` per state
+RESEED_TAGS = {"seed 0": "rs100", EXPLORED: f"rs{EXPLORED_EVERY}"}
 
 
 def reseed_name(name: str, stream: int) -> str:
@@ -2545,7 +2578,8 @@ def _run_cells(summary, t: str, e: int) -> list:
 
 # --- seed 0's stalled run moved to its last stage later (recorded: ``khop_delay``) ---
 
-DELAYED = "seed 0"  # the run advancing every 100 steps: it moves to its last stage when its bar is met, and stalls
+# the run advancing every 100 steps: it moves to its last stage when its bar is met, and stalls
+DELAYED = "seed 0"
 DELAY_GRID = {100: (0, 1, 2, 3, 4), 200: (0,), 400: (1, 2, 3, 4)}
 """The steps by which :func:`delay_members` delays the move of :data:`DELAYED` to its last stage, each with its
 last-stage batch streams (0: its own, else ``last_stage_data``). Delay 0 is the run itself and its runs in
@@ -2764,7 +2798,8 @@ def delay_move_rows(summary) -> list[list]:
 
 # --- where block 1 comes to read table k along the last stage (recorded: ``khop_onset``) ---
 
-ONSET_AFTER = (0, 100, 200, 400, 800, 1600, 3200)  # training steps on the last stage at which the model is read
+# training steps on the last stage at which the model is read
+ONSET_AFTER = (0, 100, 200, 400, 800, 1600, 3200)
 ONSET_RUNS = {"seed 0": "on100", EXPLORED: f"on{EXPLORED_EVERY}", reseed_name("seed 0", 1): "on100_d1",
               reseed_name("seed 0", 3): "on100_d3"}
 """The runs read along their last stage (summary tags): seed 0's two runs with their own data (stalled, and

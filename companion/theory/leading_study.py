@@ -235,7 +235,8 @@ def theorem_summary(res: dict) -> Summary:
     one = res["runs"].get("L=1, zero")
     V = res["V"]
     lemmas = {}
-    if one is not None and len(one["dev"]) >= 3:  # Lemmas D.4 (s = 2) and D.5 (s = 3), one layer, their own constants
+    # Lemmas D.4 (s = 2) and D.5 (s = 3), one layer, their own constants
+    if one is not None and len(one["dev"]) >= 3:
         d2, d3 = one["dev"][1], one["dev"][2]
         lemmas = {
             "lemma_d4_ratio": (max(d2["W_O"][0] / (eta**2 / math.sqrt(V)), d2["V1"][0] / (2 * eta**3 / math.sqrt(V))),

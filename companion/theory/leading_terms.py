@@ -135,7 +135,8 @@ def statistics(seqs, V: int, device=None) -> Stats:
 
 # --- Theorem 4.1 / D.6 / D.9: bounds and the range of steps where they are stated ---
 
-BOUNDS = {  # constants c_W_O, c_V, c_W (= c_P) of the deviation bounds c s^2 eta^2, c s^3 eta^3, c s^5 eta^5 T
+# constants c_W_O, c_V, c_W (= c_P) of the deviation bounds c s^2 eta^2, c s^3 eta^3, c s^5 eta^5 T
+BOUNDS = {
     "D.6 (one layer)": (3, 4, 6),
     "4.1 / D.9 (L layers)": (3, 12, 13),
 }
