@@ -41,17 +41,26 @@ def main() -> None:
     device = config.get_device(args.device)
     tok = standin.gpt2_tokenizer()
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers, n_embd=args.d, n_head=max(1, args.d // 64))).to(device)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers, n_embd=args.d, n_head=max(1, args.d // 64))).to(
+        device
+    )
     model.eval()
     texts = [p.prompt for p in prompts.ioi_prompts(tok, n=100)]
     enc = measure.encode(tok, texts)
-    out = {"device": config.device_name(device), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-           "model": f"GPT-2 architecture, {args.layers} layers, d = {args.d} (random weights)", "prompts": len(texts)}
+    out = {
+        "device": config.device_name(device),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "model": f"GPT-2 architecture, {args.layers} layers, d = {args.d} (random weights)",
+        "prompts": len(texts),
+    }
 
-    out["batched_100_prompts_s"] = best_of(lambda: measure.next_token_logprobs(model, encoded=enc, batch_size=100),
-                                           args.repeats)
+    out["batched_100_prompts_s"] = best_of(
+        lambda: measure.next_token_logprobs(model, encoded=enc, batch_size=100), args.repeats
+    )
     out["one_by_one_100_prompts_s"] = best_of(
-        lambda: [measure.next_token_logprobs(model, tok, [t]) for t in texts], 1)
+        lambda: [measure.next_token_logprobs(model, tok, [t]) for t in texts], 1
+    )
     out["batched_speedup"] = out["one_by_one_100_prompts_s"] / out["batched_100_prompts_s"]
 
     rhos = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
@@ -62,7 +71,9 @@ def main() -> None:
     out["sweep_one_svd_s"] = one_svd
     out["sweep_svd_per_rho_s"] = per_rho
     print(json.dumps(out, indent=1))
-    path = Path(__file__).parent / "results" / ("llm_" + re.sub(r"[^A-Za-z0-9]", "_", out["device"]) + ".json")
+    path = (
+        Path(__file__).parent / "results" / ("llm_" + re.sub(r"[^A-Za-z0-9]", "_", out["device"]) + ".json")
+    )
     atomic_write_text(path, json.dumps(out, indent=1) + "\n")
     print(path)
 

@@ -97,8 +97,10 @@ def main() -> None:
 
     # Evaluation overhead of a full-profile run: one evaluation (noisy_recall.Evaluator, the full profile's
     # 2048 clean + 2048 noisy test sequences) against one training step, at d = T = 128 and at the full sizes.
-    for label, exp in (("d128_T128", noisy_recall.RecallExperiment.full(d=128, seq_len=128)),
-                       ("full", noisy_recall.RecallExperiment.full())):
+    for label, exp in (
+        ("d128_T128", noisy_recall.RecallExperiment.full(d=128, seq_len=128)),
+        ("full", noisy_recall.RecallExperiment.full()),
+    ):
         m = Transformer(exp.model_config()).to(device)
         o = make_optimizer(m, exp.train_config(1))
         b = exp.task().sample(rng, exp.batch)

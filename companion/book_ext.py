@@ -85,7 +85,7 @@ def _code(text: str) -> str:
         lines = cell.splitlines()
         if lines and lines[0].strip() == "---":  # YAML cell options
             end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), 0)
-            lines = lines[end + 1:]
+            lines = lines[end + 1 :]
         out.extend(ln for ln in lines if not ln.lstrip().startswith(("%", "!", ":tags:")))
     return "\n".join(out)
 
@@ -188,8 +188,9 @@ def _source_pages(app):
     formatter = HtmlFormatter(linenos="inline", lineanchors="L", anchorlinenos=True)
     for path in sorted(root.rglob("*.py")):
         module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
-        body = (f"<h1><code>{module}</code></h1>"
-                + highlight(path.read_text(encoding="utf-8"), PythonLexer(), formatter))
+        body = f"<h1><code>{module}</code></h1>" + highlight(
+            path.read_text(encoding="utf-8"), PythonLexer(), formatter
+        )
         yield source_page(module), {"title": module, "body": body}, "page.html"
 
 

@@ -102,8 +102,9 @@ def path_for(kind: str, settings, modules, fmt: str = "pickle") -> Path:
     return config.cache_dir() / "runs" / f"{kind}-{key(settings, modules)}.{ext}"
 
 
-def load_or_compute(kind: str, settings, compute: Callable[[], T], modules, fmt: str = "pickle",
-                    use_cache: bool = True) -> T:
+def load_or_compute(
+    kind: str, settings, compute: Callable[[], T], modules, fmt: str = "pickle", use_cache: bool = True
+) -> T:
     """Return the cached result of ``compute()`` for these settings and modules, computing it once.
 
     Args:

@@ -82,8 +82,9 @@ class Criterion:
     def __str__(self) -> str:
         if self.expected is not None:
             return f"{self.expected:g} ± {self.tol:g}"
-        parts = ([f"> {self.above:g}"] if self.above is not None else []) + \
-                ([f"< {self.below:g}"] if self.below is not None else [])
+        parts = ([f"> {self.above:g}"] if self.above is not None else []) + (
+            [f"< {self.below:g}"] if self.below is not None else []
+        )
         return " and ".join(parts)
 
 
@@ -120,8 +121,20 @@ class Claim:
         return profile == "quick" and self.criteria.get("quick") != self.criteria.get("full")
 
 
-_ROW_KEYS = {"id", "chapter", "source", "statement", "paper", "scale", "check", "quick", "full", "finding",
-             "infinite_ok", "refuted"}
+_ROW_KEYS = {
+    "id",
+    "chapter",
+    "source",
+    "statement",
+    "paper",
+    "scale",
+    "check",
+    "quick",
+    "full",
+    "finding",
+    "infinite_ok",
+    "refuted",
+}
 
 
 def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
@@ -137,7 +150,9 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
         name = row.get("id", f"row {i + 1}")
         unknown = set(row) - _ROW_KEYS
         if unknown:
-            raise ValueError(f"claim {name!r} in {path}: unknown keys {sorted(unknown)}; allowed {sorted(_ROW_KEYS)}")
+            raise ValueError(
+                f"claim {name!r} in {path}: unknown keys {sorted(unknown)}; allowed {sorted(_ROW_KEYS)}"
+            )
         missing = {"id", "chapter", "source", "statement", "paper"} - set(row)
         if missing:
             raise ValueError(f"claim {name!r} in {path}: missing keys {sorted(missing)}")
@@ -154,7 +169,9 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
             else:
                 criteria = {p: Criterion(**row[p]) for p in config.PROFILES if p in row}
         except TypeError as e:
-            raise ValueError(f"claim {name!r}: bad criterion ({e}); keys are expected, tol, above, below") from None
+            raise ValueError(
+                f"claim {name!r}: bad criterion ({e}); keys are expected, tol, above, below"
+            ) from None
         except ValueError as e:
             raise ValueError(f"claim {name!r}: {e}") from None
         needed = [scale] if scale in config.PROFILES else list(config.PROFILES)
@@ -164,10 +181,22 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
         if not isinstance(refuted, bool):
             raise ValueError(f"claim {name!r}: refuted={refuted!r} is not a boolean: allowed true or false")
         if refuted and row.get("finding"):
-            raise ValueError(f"claim {name!r}: a finding against the paper (finding) and a refuted prediction of "
-                             "ours (refuted) exclude each other: give one")
-        out[name] = Claim(row["id"], row["chapter"], row["source"], row["statement"], row["paper"], criteria,
-                          scale, row.get("finding"), bool(row.get("infinite_ok", False)), refuted)
+            raise ValueError(
+                f"claim {name!r}: a finding against the paper (finding) and a refuted prediction of "
+                "ours (refuted) exclude each other: give one"
+            )
+        out[name] = Claim(
+            row["id"],
+            row["chapter"],
+            row["source"],
+            row["statement"],
+            row["paper"],
+            criteria,
+            scale,
+            row.get("finding"),
+            bool(row.get("infinite_ok", False)),
+            refuted,
+        )
     return out
 
 
@@ -190,9 +219,18 @@ def _get(claim_id: str, registry: dict[str, Claim] | None) -> Claim:
     return registry[claim_id]
 
 
-def check(claim_id: str, observed: float, *, note: str = "", profile: str | None = None, record: bool = True,
-          quiet: bool = False, registry: dict[str, Claim] | None = None, recorded: str = "",
-          source: str = "") -> dict:
+def check(
+    claim_id: str,
+    observed: float,
+    *,
+    note: str = "",
+    profile: str | None = None,
+    record: bool = True,
+    quiet: bool = False,
+    registry: dict[str, Claim] | None = None,
+    recorded: str = "",
+    source: str = "",
+) -> dict:
     """Judge ``observed`` by the claim's criterion for the profile, record it, and assert.
 
     A claim of another scale (``scale="full"`` in the quick profile, ...) is
@@ -211,38 +249,73 @@ def check(claim_id: str, observed: float, *, note: str = "", profile: str | None
     crit = claim.criterion(profile)
     passed = crit.holds(observed, claim.infinite_ok)
     asserted = claim.asserted(profile)
-    result = {"id": claim_id, "observed": observed, "criterion": str(crit), "passed": passed,
-              "asserted": asserted, "profile": profile, "note": note, "package": config.package_hash()}
+    result = {
+        "id": claim_id,
+        "observed": observed,
+        "criterion": str(crit),
+        "passed": passed,
+        "asserted": asserted,
+        "profile": profile,
+        "note": note,
+        "package": config.package_hash(),
+    }
     if recorded:
         result.update(recorded=recorded, source=source)
     if record:
-        atomic_write_text(_record_path(claim_id, "recorded" if recorded else profile), json.dumps(result, indent=1))
+        atomic_write_text(
+            _record_path(claim_id, "recorded" if recorded else profile), json.dumps(result, indent=1)
+        )
     if not quiet:
         if recorded:
-            print(f"[RECORDED {'PASS' if passed else 'MISS'}] {claim_id}: expected {crit}, observed {observed:.4g} "
-                  f"({recorded}; paper: {claim.paper})")
+            print(
+                f"[RECORDED {'PASS' if passed else 'MISS'}] {claim_id}: expected {crit}, observed {observed:.4g} "
+                f"({recorded}; paper: {claim.paper})"
+            )
         elif not asserted:
-            print(f"[{claim.scale.upper()} SCALE ONLY] {claim_id}: criterion {crit}, observed {observed:.4g} "
-                  f"in the {profile} profile ({'holds' if passed else 'does not hold'} here; asserted only in "
-                  f"the {claim.scale} profile; paper: {claim.paper})")
+            print(
+                f"[{claim.scale.upper()} SCALE ONLY] {claim_id}: criterion {crit}, observed {observed:.4g} "
+                f"in the {profile} profile ({'holds' if passed else 'does not hold'} here; asserted only in "
+                f"the {claim.scale} profile; paper: {claim.paper})"
+            )
         else:
-            mark = ("FINDING" if claim.finding else "PREDICTION REFUTED" if claim.refuted
-                    else "HOLDS AT THIS SCALE" if claim.scaled_down(profile) else "PASS") if passed else "FAIL"
-            print(f"[{mark}] {claim_id}: expected {crit}, observed {observed:.4g} (paper: {claim.paper})"
-                  + (f"; corrected: {claim.finding}" if claim.finding and passed else ""))
+            mark = (
+                (
+                    "FINDING"
+                    if claim.finding
+                    else "PREDICTION REFUTED"
+                    if claim.refuted
+                    else "HOLDS AT THIS SCALE"
+                    if claim.scaled_down(profile)
+                    else "PASS"
+                )
+                if passed
+                else "FAIL"
+            )
+            print(
+                f"[{mark}] {claim_id}: expected {crit}, observed {observed:.4g} (paper: {claim.paper})"
+                + (f"; corrected: {claim.finding}" if claim.finding and passed else "")
+            )
     if asserted and not passed:
-        raise AssertionError(f"claim {claim_id} does not hold: observed {observed:.4g}, expected {crit} "
-                             f"({claim.statement})")
+        raise AssertionError(
+            f"claim {claim_id} does not hold: observed {observed:.4g}, expected {crit} ({claim.statement})"
+        )
     return result
 
 
-def skip(claim_id: str, reason: str, profile: str | None = None, quiet: bool = False,
-         registry: dict[str, Claim] | None = None) -> dict:
+def skip(
+    claim_id: str,
+    reason: str,
+    profile: str | None = None,
+    quiet: bool = False,
+    registry: dict[str, Claim] | None = None,
+) -> dict:
     """Record that a claim about a pretrained model was not checked (e.g. weights unreachable), and why."""
     claim = _get(claim_id, registry)
     if claim.scale != "real":
-        raise ValueError(f"only claims about pretrained models (scale='real') can be skipped; {claim_id!r} "
-                         f"is scale={claim.scale!r}")
+        raise ValueError(
+            f"only claims about pretrained models (scale='real') can be skipped; {claim_id!r} "
+            f"is scale={claim.scale!r}"
+        )
     profile = config.get_profile(profile)
     result = {"id": claim_id, "skipped": reason, "profile": profile, "package": config.package_hash()}
     atomic_write_text(_record_path(claim_id, profile), json.dumps(result, indent=1))
@@ -255,7 +328,9 @@ def check_real(claim_id: str, observed, why_not: str = "", **kwargs) -> dict:
     """A claim about a pretrained model: :func:`check` it, or, where ``why_not`` says why it cannot be
     (e.g. "Pythia weights unavailable (stand-in used)"), record it as not checked."""
     if why_not:
-        return skip(claim_id, why_not, **{k: v for k, v in kwargs.items() if k in ("profile", "quiet", "registry")})
+        return skip(
+            claim_id, why_not, **{k: v for k, v in kwargs.items() if k in ("profile", "quiet", "registry")}
+        )
     if observed is None:
         raise ValueError(f"claim {claim_id}: no observed value, and no reason why it is not checked")
     return check(claim_id, observed, **kwargs)
@@ -264,12 +339,17 @@ def check_real(claim_id: str, observed, why_not: str = "", **kwargs) -> dict:
 def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
     """(category, detail) of a claim given its recorded result (None: not run)."""
     if rec is None:
-        return NOT_CHECKED, (f"{claim.scale} scale only" if not claim.asserted(profile) else "chapter not run")
+        return NOT_CHECKED, (
+            f"{claim.scale} scale only" if not claim.asserted(profile) else "chapter not run"
+        )
     if "skipped" in rec:
         return NOT_CHECKED, rec["skipped"]
     if not claim.asserted(profile):
-        return (HOLDS_HERE, f"asserted at {claim.scale} scale only; holds here") if rec["passed"] else \
-            (NOT_HERE, f"asserted at {claim.scale} scale only")
+        return (
+            (HOLDS_HERE, f"asserted at {claim.scale} scale only; holds here")
+            if rec["passed"]
+            else (NOT_HERE, f"asserted at {claim.scale} scale only")
+        )
     if not rec["passed"]:
         return FAIL, ""
     if claim.finding:
@@ -277,7 +357,10 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
     if claim.refuted:
         return REFUTED, "asserts what was observed; the statement gives the prediction"
     if claim.scaled_down(profile):
-        return HOLDS_HERE, f"paper-scale criterion: {claim.criterion('full')}" if "full" in claim.criteria else ""
+        return (
+            HOLDS_HERE,
+            f"paper-scale criterion: {claim.criterion('full')}" if "full" in claim.criteria else "",
+        )
     return HOLDS, ""
 
 
@@ -292,16 +375,29 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
         category, detail = status(c, rec, profile)
         stale = rec is not None and rec["package"] != current
         kept = _recorded_result(c.id)
-        rows.append({
-            "claim": c.id, "chapter": c.chapter, "source": c.source, "statement": c.statement, "paper": c.paper,
-            "criterion": rec.get("criterion", "") if rec else str(c.criterion(profile)),
-            "ours": f"{rec['observed']:.3g}" if rec and "observed" in rec else "—",
-            "note": rec.get("note", "") if rec else "",
-            "profile": profile, "category": category, "detail": detail, "stale": stale,
-            "status": category + (f" ({detail})" if detail else "") + (" (stale)" if stale else ""),
-            "recorded": (f"{kept['observed']:.3g} ({'holds' if kept['passed'] else 'does not hold'}; "
-                         f"{kept['recorded']})") if kept else "",
-        })
+        rows.append(
+            {
+                "claim": c.id,
+                "chapter": c.chapter,
+                "source": c.source,
+                "statement": c.statement,
+                "paper": c.paper,
+                "criterion": rec.get("criterion", "") if rec else str(c.criterion(profile)),
+                "ours": f"{rec['observed']:.3g}" if rec and "observed" in rec else "—",
+                "note": rec.get("note", "") if rec else "",
+                "profile": profile,
+                "category": category,
+                "detail": detail,
+                "stale": stale,
+                "status": category + (f" ({detail})" if detail else "") + (" (stale)" if stale else ""),
+                "recorded": (
+                    f"{kept['observed']:.3g} ({'holds' if kept['passed'] else 'does not hold'}; "
+                    f"{kept['recorded']})"
+                )
+                if kept
+                else "",
+            }
+        )
     return rows
 
 
@@ -332,12 +428,21 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
     rows = results(profile, registry)
     link = link or _chapter_link
     total = counts(profile, registry)
-    parts = ['<table class="table scorecard-counts"><thead><tr><th>status</th><th>claims</th></tr></thead><tbody>']
+    parts = [
+        '<table class="table scorecard-counts"><thead><tr><th>status</th><th>claims</th></tr></thead><tbody>'
+    ]
     parts += [f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in total.items() if v or k != FAIL]
     parts.append(f"<tr><td><b>total</b></td><td><b>{len(rows)}</b></td></tr></tbody></table>")
     cols = ["claim", "source", "statement", "paper", "criterion", "ours", "status"]
-    widths = {"claim": "14%", "source": "12%", "statement": "34%", "paper": "11%", "criterion": "9%",
-              "ours": "7%", "status": "13%"}
+    widths = {
+        "claim": "14%",
+        "source": "12%",
+        "statement": "34%",
+        "paper": "11%",
+        "criterion": "9%",
+        "ours": "7%",
+        "status": "13%",
+    }
     if any(r["recorded"] for r in rows):  # values of recorded paper-scale runs (companion.record)
         cols.append("recorded")
         widths.update(statement="24%", recorded="10%")
@@ -354,13 +459,19 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
     chapters = list(dict.fromkeys(r["chapter"] for r in rows))
     for doc in chapters:
         mine = [r for r in rows if r["chapter"] == doc]
-        summary = ", ".join(f"{sum(r['category'] == k for r in mine)} {k}" for k in CATEGORIES
-                            if any(r["category"] == k for r in mine))
-        parts.append(f'<h3><a href="{escape(link(doc))}">{escape(doc.split("/")[-1])}</a></h3>'
-                     f"<p>{escape(summary)}</p>")
+        summary = ", ".join(
+            f"{sum(r['category'] == k for r in mine)} {k}"
+            for k in CATEGORIES
+            if any(r["category"] == k for r in mine)
+        )
+        parts.append(
+            f'<h3><a href="{escape(link(doc))}">{escape(doc.split("/")[-1])}</a></h3><p>{escape(summary)}</p>'
+        )
         body = "".join("<tr>" + "".join(cell(r, c) for c in cols) + "</tr>" for r in mine)
-        parts.append(f'<table class="table scorecard" style="font-size:0.8em;table-layout:fixed;width:100%">'
-                     f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        parts.append(
+            f'<table class="table scorecard" style="font-size:0.8em;table-layout:fixed;width:100%">'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
     return "".join(parts)
 
 
@@ -382,5 +493,6 @@ def errata(profile: str | None = None, link=None, registry: dict[str, Claim] | N
             f"<dt>what we measure</dt><dd>{escape(c.statement)}: {escape(r['ours'])} "
             f"(criterion {escape(r['criterion'])}; {escape(r['category'])})</dd>"
             f'<dt>evidence</dt><dd><a href="{escape(link(c.chapter))}">{escape(c.chapter.split("/")[-1])}</a></dd>'
-            f"<dt>corrected statement</dt><dd>{escape(c.finding)}</dd></dl></div>")
+            f"<dt>corrected statement</dt><dd>{escape(c.finding)}</dd></dl></div>"
+        )
     return "".join(parts) or "<p>No finding recorded.</p>"

@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("derive-counts", help="derive the committed character counts from tiny Shakespeare")
-    p.add_argument("--no-download", action="store_true", help="only look in $COMPANION_DATA_DIR and the cache")
+    p.add_argument(
+        "--no-download", action="store_true", help="only look in $COMPANION_DATA_DIR and the cache"
+    )
 
     p = sub.add_parser("recall", help="train and measure the noisy in-context recall model (cached)")
     p.add_argument("--profile", default=None, help="quick or full (default: $COMPANION_PROFILE or quick)")
@@ -54,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("llm", help="probe a pretrained model (Sec. 4, App. C) and write a results JSON")
     p.add_argument("study", choices=["gpt2-ioi", "pythia", "gsm8k"])
-    p.add_argument("--model", required=True, help="Hub name or local folder (for pythia: with step{N} folders)")
+    p.add_argument(
+        "--model", required=True, help="Hub name or local folder (for pythia: with step{N} folders)"
+    )
     p.add_argument("--revisions", nargs="+", default=None, help="pythia: checkpoints (default: Fig. 5's)")
     p.add_argument("--layer", type=int, default=None, help="LASER layer (1-based; default: App. C.2)")
     p.add_argument("--matrix", default=None, help="LASER matrix: mlp_in, mlp_out, ... (default: App. C.2)")
@@ -73,8 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("record", help="run an experiment and write its results file under data/recorded/")
     p.add_argument("experiment", help="recordable experiment: " + ", ".join(_recordable()))
     p.add_argument("--profile", default=None, help="quick or full (default: $COMPANION_PROFILE or quick)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one setting of the profile (repeatable), e.g. --set d=128 --set ff=mlp,linear")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one setting of the profile (repeatable), e.g. --set d=128 --set ff=mlp,linear",
+    )
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
     p.add_argument("--out-dir", default=None, help="folder of the results file (default: data/recorded)")
@@ -100,20 +110,39 @@ def main(argv: list[str] | None = None) -> int:
 
         exp = allocation.AllocationExperiment.for_profile(args.profile)
         result = allocation.run(exp, device=args.device, use_cache=not args.no_cache)
-        summary = {"seconds": result["seconds"], "device": result["device"], "entropy": result["entropy"],
-                   "best": allocation.best_rows(result)}
+        summary = {
+            "seconds": result["seconds"],
+            "device": result["device"],
+            "entropy": result["entropy"],
+            "best": allocation.best_rows(result),
+        }
         json.dump(summary, sys.stdout, indent=1)
         print()
         return 0
 
     from companion.experiments import noisy_recall
 
-    overrides = {k: v for k, v in dict(schedule=args.schedule, pretrain_steps=args.pretrain_steps,
-                                       steps=args.steps, alpha=args.alpha, loss_on=args.loss_on,
-                                       noise=args.noise, seed=args.seed, task_kind=args.task_kind,
-                                       ff=None if args.ff is None else tuple(args.ff), truncate=args.truncate,
-                                       optimizer=args.optimizer, lr=args.lr, d=args.d, seq_len=args.seq_len,
-                                       batch=args.batch).items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in dict(
+            schedule=args.schedule,
+            pretrain_steps=args.pretrain_steps,
+            steps=args.steps,
+            alpha=args.alpha,
+            loss_on=args.loss_on,
+            noise=args.noise,
+            seed=args.seed,
+            task_kind=args.task_kind,
+            ff=None if args.ff is None else tuple(args.ff),
+            truncate=args.truncate,
+            optimizer=args.optimizer,
+            lr=args.lr,
+            d=args.d,
+            seq_len=args.seq_len,
+            batch=args.batch,
+        ).items()
+        if v is not None
+    }
     exp = noisy_recall.RecallExperiment.for_profile(args.profile, **overrides)  # validates first
     run = noisy_recall.run(exp, device=args.device, use_cache=not args.no_cache)
     summary = {"seconds": run.seconds, "device": run.device, "diverged_at": run.diverged_at}
@@ -147,8 +176,18 @@ def _record(args) -> int:
         torch.set_num_threads(args.threads)
     path = record.record(args.experiment, args.profile, overrides, device=args.device, out_dir=args.out_dir)
     rec = record.load(path)
-    print(json.dumps({"file": str(path), "label": rec.label(), "train_seconds": rec.train_seconds,
-                      "wall_seconds": rec.wall_seconds, "claims": rec.claims}, indent=1))
+    print(
+        json.dumps(
+            {
+                "file": str(path),
+                "label": rec.label(),
+                "train_seconds": rec.train_seconds,
+                "wall_seconds": rec.wall_seconds,
+                "claims": rec.claims,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 
@@ -159,8 +198,10 @@ def _llm(args) -> int:
         given = (args.layer, args.matrix, args.rho)
         default = studies.PAPER_LASER.get((task, args.model))
         if default is None and None in given:
-            raise ValueError(f"no Appendix C.2 LASER setting for {task} on {args.model!r}: "
-                             f"give --layer, --matrix and --rho")
+            raise ValueError(
+                f"no Appendix C.2 LASER setting for {task} on {args.model!r}: "
+                f"give --layer, --matrix and --rho"
+            )
         return tuple(g if g is not None else d for g, d in zip(given, default or given))
 
     settings = {"study": args.study, "model": args.model, "dtype": args.dtype}
@@ -168,14 +209,39 @@ def _llm(args) -> int:
         loaded = hub.load(args.model, dtype=args.dtype, device=args.device)
         metrics = studies.study_gpt2_ioi(loaded)
     elif args.study == "pythia":
-        revisions = args.revisions or [f"step{s}" for s in (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000,
-                                                              4000, 8000, 14000, 32000, 64000, 143000)]
+        revisions = args.revisions or [
+            f"step{s}"
+            for s in (
+                0,
+                1,
+                2,
+                4,
+                8,
+                16,
+                32,
+                64,
+                128,
+                256,
+                512,
+                1000,
+                2000,
+                4000,
+                8000,
+                14000,
+                32000,
+                64000,
+                143000,
+            )
+        ]
         for r in revisions:
             hub.check_revision(args.model, r)  # every revision checked before the first download
         ioi, fact = spec("ioi"), spec("factual")
         settings.update(revisions=revisions, ioi_spec=ioi, factual_spec=fact)
-        metrics = {"checkpoints": studies.study_checkpoints(args.model, revisions, ioi, fact, dtype=args.dtype,
-                                                            device=args.device)}
+        metrics = {
+            "checkpoints": studies.study_checkpoints(
+                args.model, revisions, ioi, fact, dtype=args.dtype, device=args.device
+            )
+        }
         name, rev = studies.checkpoint_source(args.model, revisions[-1])
         loaded = hub.load(name, rev, dtype=args.dtype, device=args.device)
         metrics["final"] = studies.study_final(loaded, ioi, fact)

@@ -84,9 +84,15 @@ def environment() -> dict[str, str]:
     import torch
 
     device = get_device()
-    return {"profile": get_profile(), "device": f"{device} ({device_name(device)})",
-            "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-            "matplotlib": matplotlib.__version__, "package hash": package_hash()}
+    return {
+        "profile": get_profile(),
+        "device": f"{device} ({device_name(device)})",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "matplotlib": matplotlib.__version__,
+        "package hash": package_hash(),
+    }
 
 
 def cache_dir() -> Path:
@@ -182,6 +188,7 @@ def check_run(exp) -> None:
 
 # --- validation helpers: every message names the value and the allowed range ---
 
+
 def check_int(name: str, value, low: int | None = None, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -189,19 +196,26 @@ def check_int(name: str, value, low: int | None = None, high: int | None = None)
         raise ValueError(f"{name}={value!r} is out of range: allowed {_range(low, high, True, True)}")
 
 
-def check_float(name: str, value, low: float | None = None, high: float | None = None,
-                low_open: bool = False, high_open: bool = False) -> None:
+def check_float(
+    name: str,
+    value,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ValueError(f"{name} must be a number, got {value!r}")
     v = float(value)
-    bad = (v != v)
+    bad = v != v
     if low is not None:
         bad |= v <= low if low_open else v < low
     if high is not None:
         bad |= v >= high if high_open else v > high
     if bad:
-        raise ValueError(f"{name}={value!r} is out of range: allowed "
-                         f"{_range(low, high, not low_open, not high_open)}")
+        raise ValueError(
+            f"{name}={value!r} is out of range: allowed {_range(low, high, not low_open, not high_open)}"
+        )
 
 
 def check_choice(name: str, value, allowed: Iterable) -> None:

@@ -18,16 +18,19 @@ from __future__ import annotations
 from companion.config import check_float, check_int
 
 
-def _layer_matmuls(cfg, seq_len: int, l: int, last_only: bool,
-                   queries: int | None = None) -> list[tuple[int, int, int, bool, bool]]:
+def _layer_matmuls(
+    cfg, seq_len: int, l: int, last_only: bool, queries: int | None = None
+) -> list[tuple[int, int, int, bool, bool]]:
     """(m, n, k, first operand needs grad, second needs grad) of every product of layer ``l`` (0-based)."""
     T, d, h, L = seq_len, cfg.d, cfg.hidden, cfg.n_layers
     tq = _last_queries(T, last_only, queries) if l == L - 1 else T
     x_grad = l > 0  # the stream entering layer 1 is x = W_E(z) + p, both fixed
-    out = [(tq, d, d, x_grad, True),  # query @ W_QK
-           (tq, T, d, True, x_grad),  # (query W_QK) @ x^T
-           (T, d, d, x_grad, True),  # x @ W_V^T
-           (tq, d, T, True, True)]  # attention @ values
+    out = [
+        (tq, d, d, x_grad, True),  # query @ W_QK
+        (tq, T, d, True, x_grad),  # (query W_QK) @ x^T
+        (T, d, d, x_grad, True),  # x @ W_V^T
+        (tq, d, T, True, True),
+    ]  # attention @ values
     kind = cfg.ff[l]
     if kind == "mlp":
         out += [(tq, h, d, True, True), (tq, d, h, True, True)]
@@ -44,7 +47,9 @@ def _last_queries(seq_len: int, last_only: bool, queries: int | None) -> int:
     return 1 if last_only else seq_len
 
 
-def _matmuls(cfg, seq_len: int, last_only: bool, queries: int | None = None) -> list[tuple[int, int, int, bool, bool]]:
+def _matmuls(
+    cfg, seq_len: int, last_only: bool, queries: int | None = None
+) -> list[tuple[int, int, int, bool, bool]]:
     """Every product of one sequence's forward pass: the layers, then the unembedding by the fixed W_U."""
     if cfg.attn_rank is not None:
         raise ValueError("attn_rank is set: FLOPs are counted for the unfactorised attention of Eq. (1) only")
@@ -121,12 +126,16 @@ def summary(exp, utilisations=(0.1, 0.3)):
 
     step = train_step_flops(exp.model_config(), exp.batch, exp.seq_len, last_only(exp))
     run = run_flops(exp)
-    out = {"step_flops": (step, "matmul FLOPs of one training step (forward + backward)"),
-           "run_flops": (run["total"], f"the whole run: {exp.steps} steps and {run['evaluations']} evaluations"),
-           "eval_share": (run["evaluation"] / run["total"], "share of the run's FLOPs spent in evaluations")}
+    out = {
+        "step_flops": (step, "matmul FLOPs of one training step (forward + backward)"),
+        "run_flops": (run["total"], f"the whole run: {exp.steps} steps and {run['evaluations']} evaluations"),
+        "eval_share": (run["evaluation"] / run["total"], "share of the run's FLOPs spent in evaluations"),
+    }
     for u in utilisations:
-        out[f"h100_s_{round(100 * u)}"] = (seconds(run["total"], H100_PEAK["tf32"], u),
-                                           f"seconds on one H100 at {u:.0%} of its TF32 peak")
+        out[f"h100_s_{round(100 * u)}"] = (
+            seconds(run["total"], H100_PEAK["tf32"], u),
+            f"seconds on one H100 at {u:.0%} of its TF32 peak",
+        )
     return Summary(out)
 
 
@@ -144,9 +153,18 @@ def benchmarks(directory=None) -> list[list]:
     for path in sorted(Path(directory or REPO_ROOT / "benchmarks" / "results").glob("*.json")):
         b = json.loads(path.read_text())
         if "eval_share_of_full_run_full" in b:
-            rows.append([b["device"], b["date"], b["train_step_s_full_config"], b["eval_over_train_step_d128_T128"],
-                         b["eval_share_of_full_run_d128_T128"], b["eval_over_train_step_full"],
-                         b["eval_share_of_full_run_full"], b.get("full_fig3_run_s", float("nan"))])
+            rows.append(
+                [
+                    b["device"],
+                    b["date"],
+                    b["train_step_s_full_config"],
+                    b["eval_over_train_step_d128_T128"],
+                    b["eval_share_of_full_run_d128_T128"],
+                    b["eval_over_train_step_full"],
+                    b["eval_share_of_full_run_full"],
+                    b.get("full_fig3_run_s", float("nan")),
+                ]
+            )
     return rows
 
 
@@ -168,14 +186,23 @@ def measured_run_seconds(device: str, directory=None) -> float:
         if "full_fig3_run_s" in b:
             found[b["device"]] = b["full_fig3_run_s"]
     if device not in found:
-        raise ValueError(f"no benchmark with a full run on device {device!r}: recorded on {sorted(found) or 'none'}"
-                         f" (run benchmarks/bench_recall.py --full-run --device cuda there)")
+        raise ValueError(
+            f"no benchmark with a full run on device {device!r}: recorded on {sorted(found) or 'none'}"
+            f" (run benchmarks/bench_recall.py --full-run --device cuda there)"
+        )
     return float(found[device])
 
 
-BENCHMARK_HEADER = ["device", "date", "one training step, full sizes (s)", "evaluation / step (d = T = 128)", "evaluations' share (d = T = 128)",
-                    "evaluation / step (full)", "evaluations' share (full)",
-                    "full Fig. 3 run (s; NaN: not run)"]
+BENCHMARK_HEADER = [
+    "device",
+    "date",
+    "one training step, full sizes (s)",
+    "evaluation / step (d = T = 128)",
+    "evaluations' share (d = T = 128)",
+    "evaluation / step (full)",
+    "evaluations' share (full)",
+    "full Fig. 3 run (s; NaN: not run)",
+]
 
 
 def achieved(exp, seconds: float):
@@ -193,7 +220,11 @@ def achieved(exp, seconds: float):
     from companion.report import Summary
 
     rate = run_flops(exp)["total"] / seconds
-    return Summary({"run_seconds": (seconds, "measured wall-clock time of the run"),
-                    "flops_per_s": (rate, "counted matmul FLOPs of the run per second"),
-                    "fp32_share": (rate / H100_PEAK["fp32"], "share of one H100's plain FP32 peak (67 TFLOP/s)"),
-                    "tf32_share": (rate / H100_PEAK["tf32"], "share of one H100's TF32 tensor-core peak")})
+    return Summary(
+        {
+            "run_seconds": (seconds, "measured wall-clock time of the run"),
+            "flops_per_s": (rate, "counted matmul FLOPs of the run per second"),
+            "fp32_share": (rate / H100_PEAK["fp32"], "share of one H100's plain FP32 peak (67 TFLOP/s)"),
+            "tf32_share": (rate / H100_PEAK["tf32"], "share of one H100's TF32 tensor-core peak"),
+        }
+    )

@@ -11,8 +11,16 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 
-plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False,
-                     "axes.grid": True, "grid.alpha": 0.3, "legend.frameon": False})
+plt.rcParams.update(
+    {
+        "figure.dpi": 110,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "legend.frameon": False,
+    }
+)
 
 
 def curves(ax, x, ys: dict, xlabel: str, ylabel: str, logx: bool = False, **kw):
@@ -75,8 +83,14 @@ def attention_bars(ax, attn: np.ndarray, kinds: np.ndarray, ylabel: str = "atten
     ax.bar(pos, attn, color=[PAIR_COLOURS[k] for k in kinds])
     for kind in ("[q, ybar]", "[q, tau]"):
         hit = pos[kinds == kind]
-        ax.plot(hit, np.full(len(hit), -0.04 * max(attn.max(), 1e-3)), "^", color=PAIR_COLOURS[kind], ms=6,
-                clip_on=False)
+        ax.plot(
+            hit,
+            np.full(len(hit), -0.04 * max(attn.max(), 1e-3)),
+            "^",
+            color=PAIR_COLOURS[kind],
+            ms=6,
+            clip_on=False,
+        )
     ax.set_xlabel("key position s")
     ax.set_ylabel(ylabel)
     ax.legend(handles=[Patch(color=c, label=k) for k, c in PAIR_COLOURS.items()])
@@ -85,8 +99,16 @@ def attention_bars(ax, attn: np.ndarray, kinds: np.ndarray, ylabel: str = "atten
 
 def panel_label(ax, text: str):
     """Name a panel of a multi-panel figure inside its axes (the house style sets no titles)."""
-    ax.text(0.02, 0.98, text, transform=ax.transAxes, ha="left", va="top", fontsize=9,
-            bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))
+    ax.text(
+        0.02,
+        0.98,
+        text,
+        transform=ax.transAxes,
+        ha="left",
+        va="top",
+        fontsize=9,
+        bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8),
+    )
     return ax
 
 
@@ -94,10 +116,13 @@ def depth_panels(runs_by_depth: dict, truncated_rho: float, label: str):
     """Figs. 19-20: clean test loss (top) and accuracy (bottom) along training, one column per depth L,
     for the full model and with the last MLP's input at ``truncated_rho`` (runs of
     :func:`companion.experiments.noisy_recall.run`)."""
-    fig, axes = plt.subplots(2, len(runs_by_depth), figsize=(4 * len(runs_by_depth), 5.6), constrained_layout=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        2, len(runs_by_depth), figsize=(4 * len(runs_by_depth), 5.6), constrained_layout=True, squeeze=False
+    )
     for col, (L, run) in enumerate(runs_by_depth.items()):
-        for row, (key, name) in enumerate([("loss", "clean test loss"), ("pred_correct", "clean test accuracy")]):
+        for row, (key, name) in enumerate(
+            [("loss", "clean test loss"), ("pred_correct", "clean test accuracy")]
+        ):
             steps, full = run.series(f"clean_{key}", rho=1.0)
             ys = {"full model": full, label: run.series(f"clean_{key}", rho=truncated_rho)[1]}
             curves(axes[row, col], steps, ys, "training step", name)
@@ -116,8 +141,14 @@ def recall_attention_figure(models: dict, task, seed: int = 123, n: int = 64):
     tokens = torch.as_tensor(batch.inputs)
     i = probes.sequence_with_both_pairs(batch.inputs, task.triggers, task.noise_token)
     kinds = probes.pair_kinds(batch.inputs[i], task.triggers, task.noise_token)
-    fig, axes = plt.subplots(len(models), 1, figsize=(7, 2.5 * len(models) + 0.5), sharex=True,
-                             constrained_layout=True, squeeze=False)
+    fig, axes = plt.subplots(
+        len(models),
+        1,
+        figsize=(7, 2.5 * len(models) + 0.5),
+        sharex=True,
+        constrained_layout=True,
+        squeeze=False,
+    )
     for ax, (label, model) in zip(axes[:, 0], models.items()):
         att = probes.recall_attention(model, tokens, task.triggers, task.noise_token)
         attention_bars(ax, att["attn"][i], kinds, ylabel=label)
@@ -187,15 +218,22 @@ def leading_deviation(table: dict, covered: int, title_keys: dict | None = None)
 def cosine_panels(runs: dict, weights: tuple[str, ...] = ("W_O", "V", "W", "P")):
     """Seed 004, Fig. 4: cosine of each weight (every layer) with its leading term over epochs, one
     panel per learning rate; ``runs`` maps a rate to a run of :func:`companion.theory.leading_study.sgd_run`."""
-    fig, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 3.6), sharey=True, constrained_layout=True)
+    fig, axes = plt.subplots(
+        1, len(runs), figsize=(5.2 * len(runs), 3.6), sharey=True, constrained_layout=True
+    )
     axes = np.atleast_1d(axes)
     for ax, (rate, run) in zip(axes, runs.items()):
         epoch = np.asarray(run["log"]["epoch"])
         for j, w in enumerate(weights):
             keys = [k for k in run["log"]["cos"][0] if k.rstrip("0123456789") == w]  # per layer: W1, W2, ...
             for n, key in enumerate(keys):
-                ax.plot(epoch[1:], [row[key] for row in run["log"]["cos"][1:]], color=f"C{j}",
-                        ls=("-", "--", ":", "-.")[n % 4], label=key)
+                ax.plot(
+                    epoch[1:],
+                    [row[key] for row in run["log"]["cos"][1:]],
+                    color=f"C{j}",
+                    ls=("-", "--", ":", "-.")[n % 4],
+                    label=key,
+                )
         ax.set_xlabel(f"epoch (learning rate {rate:g})")
     axes[0].set_ylabel("cosine with the leading term")
     axes[-1].legend(fontsize=7, ncol=2)
@@ -253,8 +291,12 @@ def capacity_panels(curves: dict, weighted_curves: dict | None = None):
     return fig
 
 
-PROBE_LABELS = {"probe_OV2": "W_OV^2 (outputs)", "probe_QK2": "W_QK^2 (trigger keys)",
-                "probe_QK1_early": "W_QK^1, early positions", "probe_QK1": "W_QK^1, all positions"}
+PROBE_LABELS = {
+    "probe_OV2": "W_OV^2 (outputs)",
+    "probe_QK2": "W_QK^2 (trigger keys)",
+    "probe_QK1_early": "W_QK^1, early positions",
+    "probe_QK1": "W_QK^1, all positions",
+}
 
 
 def induction_schedule_panels(runs: dict):
@@ -276,7 +318,7 @@ def induction_schedule_panels(runs: dict):
         ax.set_xlabel("training step")
         ax.set_ylabel("accuracy / recall probe")
     handles, labels = axes[1].get_legend_handles_labels()
-    for ax in axes[len(runs):]:
+    for ax in axes[len(runs) :]:
         ax.axis("off")
     axes[len(runs)].legend(handles, labels, loc="center", fontsize=9)
     return fig
@@ -287,7 +329,9 @@ def induction_layer_panels(runs: dict, ff_steps, ff_curves: dict):
     KL divergence from the bigram rows to a feed-forward layer's prediction, ``ff_curves`` (right)."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), constrained_layout=True)
     for L, r in sorted(runs.items()):
-        axes[0].plot(r.metrics["step"], r.metrics["acc"], "o-", ms=3, label=f"{L} layer{'s' if L > 1 else ''}")
+        axes[0].plot(
+            r.metrics["step"], r.metrics["acc"], "o-", ms=3, label=f"{L} layer{'s' if L > 1 else ''}"
+        )
     axes[0].set_ylabel("in-context accuracy")
     curves(axes[1], ff_steps, ff_curves, "training step", "KL(bigram || prediction) (nats)", marker="o", ms=3)
     axes[0].set_xlabel("training step")
@@ -298,11 +342,15 @@ def induction_layer_panels(runs: dict, ff_steps, ff_curves: dict):
 def factual_loss_panels(runs: dict, references: dict):
     """Seed 002, Fig. 5: total, relation-only and subject-only test losses along training, one panel per run;
     ``references[name]``: {label: value} dashed horizontal lines (log |A|, log D, ...)."""
-    fig, axes = plt.subplots(1, len(runs), figsize=(min(4.2 * len(runs), 12.5), 3.3), sharey=True,
-                             constrained_layout=True)
+    fig, axes = plt.subplots(
+        1, len(runs), figsize=(min(4.2 * len(runs), 12.5), 3.3), sharey=True, constrained_layout=True
+    )
     for ax, (name, r) in zip(np.atleast_1d(axes), runs.items()):
-        for key, label, color in (("loss", "total", "k"), ("loss_relation", "relation-only", "C0"),
-                                  ("loss_subject", "subject-only", "C1")):
+        for key, label, color in (
+            ("loss", "total", "k"),
+            ("loss_relation", "relation-only", "C0"),
+            ("loss_subject", "subject-only", "C1"),
+        ):
             ax.plot(r["step"], r[key], color=color, lw=1.6, label=label)
         for j, (label, value) in enumerate(references.get(name, {}).items()):
             ax.axhline(value, color="grey", ls="--", lw=0.8)
@@ -322,7 +370,7 @@ def scan_snap_B_panels(res: dict):
     t = res["t"]
     fig, axes = plt.subplots(1, 3, figsize=(12.5, 3.4), constrained_layout=True)
     for j, (ey, r) in enumerate(sorted(res["fig3"].items())):
-        line, = axes[0].plot(t[1:], np.exp(2 * r["B"][1:]), label=f"eta_Y = {ey:g}", color=f"C{j}")
+        (line,) = axes[0].plot(t[1:], np.exp(2 * r["B"][1:]), label=f"eta_Y = {ey:g}", color=f"C{j}")
         axes[0].axvline(r["t0"], color=line.get_color(), ls=":", lw=1)
     axes[0].set_ylabel(r"growth factor $e^{2B_n(t)}$")
     r = res["fig3"][1.0]
@@ -335,7 +383,7 @@ def scan_snap_B_panels(res: dict):
     for j, ((nu, ez), r9) in enumerate(sorted(res["fig9"].items())):
         if nu != max(k[0] for k in res["fig9"]):
             continue
-        line, = axes[2].plot(t[1:], r9["B"][1:], label=f"eta_Z = {ez:g}", color=f"C{j % 10}")
+        (line,) = axes[2].plot(t[1:], r9["B"][1:], label=f"eta_Z = {ez:g}", color=f"C{j % 10}")
         axes[2].plot([r9["t0"]], [r9["B_t0"]], "o", color=line.get_color())
     axes[2].set_ylabel(rf"$B_n(t)$, $\nu = \eta_Z/\eta_Y$ = {max(k[0] for k in res['fig9']):g}")
     for ax in axes:
@@ -354,17 +402,30 @@ def scan_snap_dynamics_panels(runs: dict, classes, key, nus):
     d = classes.distinct_tokens(0)
     cmap = plt.get_cmap("viridis")
     for i, l in enumerate(d):
-        axes[0].plot(z[:, l] - z[0, l], color=cmap(i / max(1, len(d) - 1)), lw=1.2,
-                     label="distinct (light: likely)" if i == len(d) - 1 else None)
+        axes[0].plot(
+            z[:, l] - z[0, l],
+            color=cmap(i / max(1, len(d) - 1)),
+            lw=1.2,
+            label="distinct (light: likely)" if i == len(d) - 1 else None,
+        )
     for l in classes.common_tokens():
-        axes[0].plot(z[:, l] - z[0, l], color="grey", lw=1.2, label="common" if l == classes.common_tokens()[0] else None)
+        axes[0].plot(
+            z[:, l] - z[0, l],
+            color="grey",
+            lw=1.2,
+            label="common" if l == classes.common_tokens()[0] else None,
+        )
     axes[0].set_xlabel("gradient step (population loss)")
     axes[0].set_ylabel(r"$z_l(t) - z_l(0)$")
     axes[0].legend(fontsize=7)
     cases = sorted({(k[0], k[2]) for k in runs})
     for nc, z0 in cases:
-        axes[1].plot(nus, [runs[(nc, nu, z0)]["deviation"] for nu in nus], "o-",
-                     label=f"{nc} common, Z(0) {'= 0' if z0 == 0 else f'~ U(-{z0:g}, {z0:g})'}")
+        axes[1].plot(
+            nus,
+            [runs[(nc, nu, z0)]["deviation"] for nu in nus],
+            "o-",
+            label=f"{nc} common, Z(0) {'= 0' if z0 == 0 else f'~ U(-{z0:g}, {z0:g})'}",
+        )
     axes[1].set_xscale("log")
     axes[1].set_yscale("log")
     axes[1].set_xlabel("nu = eta_Y / eta_Z")
@@ -384,7 +445,9 @@ def scan_snap_attention_maps(runs: dict, classes, n: int = 0, n_tokens: int = 20
         im = ax.imshow(img, aspect="auto", interpolation="nearest", cmap="viridis")
         ax.set_yticks(range(len(rows)), [f"step {s}" for s in steps] + [f"final ({cs[-1]})"], fontsize=7)
         ax.axvline(classes.common_tokens().size - 0.5, color="w", ls="--", lw=1)
-        ax.set_xticks(range(0, img.shape[1], 2), [str(int(t)) for t in np.nonzero(classes.probs[n] > 0)[0][:n_tokens:2]])
+        ax.set_xticks(
+            range(0, img.shape[1], 2), [str(int(t)) for t in np.nonzero(classes.probs[n] > 0)[0][:n_tokens:2]]
+        )
         ax.set_xlabel("contextual token (common | distinct, P(l|n) rising)")
         ax.grid(False)
         ax.text(0.98, 1.02, name, transform=ax.transAxes, ha="right", fontsize=8)
@@ -426,10 +489,24 @@ def scan_snap_fig6(tab: dict, Ks, lr_z, ratios):
     fig, axes = plt.subplots(1, len(Ks), figsize=(12.5, 3.3), sharey=True, constrained_layout=True)
     for k, (ax, K) in enumerate(zip(axes, Ks)):
         for j, ez in enumerate(lr_z):
-            ax.errorbar(ratios, tab["mean"][k, j], tab["std"][k, j], color=f"C{j}", marker="o", ms=3, capsize=2,
-                        label=f"eta_Z = {ez:g} (ours)")
-            ax.plot(ratios, tab["pub_mean"][k, j], color=f"C{j}", ls="--", lw=1,
-                    label="published" if j == 0 else None)
+            ax.errorbar(
+                ratios,
+                tab["mean"][k, j],
+                tab["std"][k, j],
+                color=f"C{j}",
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=f"eta_Z = {ez:g} (ours)",
+            )
+            ax.plot(
+                ratios,
+                tab["pub_mean"][k, j],
+                color=f"C{j}",
+                ls="--",
+                lw=1,
+                label="published" if j == 0 else None,
+            )
         ax.set_xscale("log")
         ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
         ax.set_xlabel("eta_Y / eta_Z")
@@ -442,8 +519,9 @@ def scan_snap_fig6(tab: dict, Ks, lr_z, ratios):
 def scan_snap_text_maps(runs: dict, n_cols: int = 4):
     """Fig. 7: the first layer's attention on one training window at evenly spaced evaluations, one row per
     run (``runs[name]`` from :func:`companion.experiments.scan_snap_text.run`)."""
-    fig, axes = plt.subplots(len(runs), n_cols, figsize=(2.6 * n_cols, 2.5 * len(runs)), constrained_layout=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(runs), n_cols, figsize=(2.6 * n_cols, 2.5 * len(runs)), constrained_layout=True, squeeze=False
+    )
     for row, (name, r) in zip(axes, runs.items()):
         idx = np.linspace(0, len(r["step"]) - 1, n_cols).round().astype(int)
         for ax, i in zip(row, idx):
@@ -464,8 +542,14 @@ def scan_snap_text_curves(runs: dict):
         axes[1].plot(r["step"][1:], r["moved"][1:], marker="o", ms=2, label=name)
         axes[2].plot(r["step"], r["loss"], marker="o", ms=2, label=name)
     axes[0].axhline(next(iter(runs.values()))["max_entropy"], color="grey", ls="--", lw=0.8)
-    for ax, lab in zip(axes, ("attention entropy, layer 1 (nats)", "attention moved since last evaluation",
-                              "held-out cross-entropy (nats)")):
+    for ax, lab in zip(
+        axes,
+        (
+            "attention entropy, layer 1 (nats)",
+            "attention moved since last evaluation",
+            "held-out cross-entropy (nats)",
+        ),
+    ):
         ax.set_xlabel("SGD iteration")
         ax.set_ylabel(lab)
     axes[0].legend(fontsize=7)
@@ -512,14 +596,30 @@ def scan_snap_h_panels(lemma: dict, s_max: int = 60):
 def capacity_grid(Hs, ms, acc: np.ndarray, d_h: int, S_plus_R: int):
     """Fig. 4 (right): best accuracy over (heads, MLP width), each cell annotated; a line where H d_h = S + R."""
     fig, ax = plt.subplots(figsize=(5.2, 3.8), constrained_layout=True)
-    heatmap(ax, acc, "MLP width m", f"heads H (d_h = {d_h})", "best test accuracy", vmin=0.0, vmax=1.0,
-            cmap="viridis", origin="lower")
+    heatmap(
+        ax,
+        acc,
+        "MLP width m",
+        f"heads H (d_h = {d_h})",
+        "best test accuracy",
+        vmin=0.0,
+        vmax=1.0,
+        cmap="viridis",
+        origin="lower",
+    )
     ax.set_xticks(range(len(ms)), [str(m) for m in ms])
     ax.set_yticks(range(len(Hs)), [str(H) for H in Hs])
     for i in range(len(Hs)):
         for j in range(len(ms)):
-            ax.text(j, i, f"{acc[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                    color="black" if acc[i, j] > 0.6 else "white")
+            ax.text(
+                j,
+                i,
+                f"{acc[i, j]:.2f}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="black" if acc[i, j] > 0.6 else "white",
+            )
     need = S_plus_R / d_h  # H at which H d_h = S + R
     if Hs[0] <= need <= Hs[-1]:
         ax.axhline(np.interp(need, Hs, range(len(Hs))), color="w", ls="--", lw=1)
@@ -537,8 +637,14 @@ def facts_params(sweeps: dict):
         p, f = np.asarray(curves["params"], float), np.asarray(curves["facts"], float)
         ok = np.asarray(curves["verified"], bool)
         marker = "os^D"[i % 4]
-        ax.plot(p[ok], f[ok], marker + "-", color=colour, ms=8 - 2 * (i % 3),
-                label=f"{label}: fitted slope {slope:.2f}")
+        ax.plot(
+            p[ok],
+            f[ok],
+            marker + "-",
+            color=colour,
+            ms=8 - 2 * (i % 3),
+            label=f"{label}: fitted slope {slope:.2f}",
+        )
         if (~ok).any():
             ax.plot(p[~ok], f[~ok], marker, mfc="none", color=colour, label=f"{label}: lower end, untested")
         if ok.any():
@@ -565,15 +671,18 @@ def hop_panels(curves: dict, chance: float):
     names = list(curves["acc"])
     ncol = min(3, len(names))
     nrow = -(-len(names) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.0 * ncol, 2.9 * nrow), sharey=True, squeeze=False,
-                             constrained_layout=True)
+    fig, axes = plt.subplots(
+        nrow, ncol, figsize=(4.0 * ncol, 2.9 * nrow), sharey=True, squeeze=False, constrained_layout=True
+    )
     axes = axes.ravel()
     cmap = plt.get_cmap("viridis")
     for ax, name in zip(axes, names):
         step, acc = np.asarray(curves["step"][name]), np.asarray(curves["acc"][name])
         k = acc.shape[1]
         for h in range(k):
-            ax.plot(step, acc[:, h], color=cmap(h / max(1, k - 1)), lw=1.5, label=f"{h + 1} hop{'s' if h else ''}")
+            ax.plot(
+                step, acc[:, h], color=cmap(h / max(1, k - 1)), lw=1.5, label=f"{h + 1} hop{'s' if h else ''}"
+            )
         ax.axhline(chance, color="grey", ls=":", lw=1)
         stage = np.asarray(curves["stage"][name])
         if stage.min() > 0 and len(np.unique(stage)) > 1:
@@ -582,12 +691,16 @@ def hop_panels(curves: dict, chance: float):
             tw.set_ylabel("curriculum stage", color="grey")
             tw.set_yticks(range(1, k + 1))
             tw.grid(False)
-        ax.text(0.97, 0.5, textwrap.fill(name, 26), transform=ax.transAxes, ha="right", va="center", fontsize=9)
+        ax.text(
+            0.97, 0.5, textwrap.fill(name, 26), transform=ax.transAxes, ha="right", va="center", fontsize=9
+        )
         ax.set_xlabel("training step")
         ax.set_ylabel("test accuracy")
-    for ax in axes[len(names):]:
+    for ax in axes[len(names) :]:
         ax.axis("off")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncol=k, fontsize=8, frameon=False)
+    fig.legend(
+        *axes[0].get_legend_handles_labels(), loc="outside upper center", ncol=k, fontsize=8, frameon=False
+    )
     return fig
 
 
@@ -598,8 +711,9 @@ def seed_lines(panels: dict[str, dict[int, dict]], chance: float):
 
     seeds = sorted(set().union(*panels.values()))
     cmap = plt.get_cmap("tab10")
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.3), sharey=True, constrained_layout=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(5.2 * len(panels), 3.3), sharey=True, constrained_layout=True, squeeze=False
+    )
     axes = axes[0]
     for ax, (title, runs) in zip(axes, panels.items()):
         for seed, r in sorted(runs.items()):
@@ -616,8 +730,14 @@ def seed_lines(panels: dict[str, dict[int, dict]], chance: float):
     axes[0].set_ylabel(f"test accuracy, {k} hops")
     handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
     labels = [f"seed {s}" for s in seeds]
-    fig.legend([handles[n] for n in labels], labels, loc="outside upper center", ncol=len(labels), fontsize=8,
-               frameon=False)
+    fig.legend(
+        [handles[n] for n in labels],
+        labels,
+        loc="outside upper center",
+        ncol=len(labels),
+        fontsize=8,
+        frameon=False,
+    )
     return fig
 
 
@@ -638,13 +758,26 @@ def three_step_scales(res: dict, title: str = ""):
 
     fig, ax = plt.subplots(figsize=(5.6, 3.4), constrained_layout=True)
     scales = [s["scale"] for s in res["scales"]]
-    styles = {"learned": dict(color="C3", lw=2), "constructed": dict(color="black", lw=2),
-              "learned, own blocks": dict(color="C3", lw=2, ls="--")}
+    styles = {
+        "learned": dict(color="C3", lw=2),
+        "constructed": dict(color="black", lw=2),
+        "learned, own blocks": dict(color="C3", lw=2, ls="--"),
+    }
     for i, mix in enumerate(MIXES):
-        label = {"constructed": "hand-written"}.get(mix, mix).replace("W_V^2", "$W^2_{OV}$") \
-            .replace("W_QK^2", "$W^2_{QK}$").replace("W_QK^1", "$W^1_{QK}$")
-        ax.plot(scales, [s[mix] for s in res["scales"]], marker="o", ms=3, label=label,
-                **styles.get(mix, dict(color=f"C{i - 2}", lw=1)))
+        label = (
+            {"constructed": "hand-written"}.get(mix, mix)
+            .replace("W_V^2", "$W^2_{OV}$")
+            .replace("W_QK^2", "$W^2_{QK}$")
+            .replace("W_QK^1", "$W^1_{QK}$")
+        )
+        ax.plot(
+            scales,
+            [s[mix] for s in res["scales"]],
+            marker="o",
+            ms=3,
+            label=label,
+            **styles.get(mix, dict(color=f"C{i - 2}", lw=1)),
+        )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("scale of the stored pairs' scores")
     ax.set_ylabel("in-context accuracy")
@@ -661,8 +794,12 @@ def three_step_panels(results: dict):
     :func:`companion.experiments.induction.three_steps` outputs by run name."""
     from companion.experiments.induction import STEP_PROBE
 
-    labels = {"probe_OV2": "$W^2_{OV}$ probe", "probe_QK2_all": "$W^2_{QK}$ probe", "probe_QK1": "$W^1_{QK}$ probe",
-              "acc": "in-context accuracy"}
+    labels = {
+        "probe_OV2": "$W^2_{OV}$ probe",
+        "probe_QK2_all": "$W^2_{QK}$ probe",
+        "probe_QK1": "$W^1_{QK}$ probe",
+        "acc": "in-context accuracy",
+    }
     assert set(STEP_PROBE.values()) <= set(labels)
     colours = dict(zip(labels, ["C0", "C1", "C2", "black"]))
     names = {"W_V^2": "$W^2_{OV}$", "W_QK^2": "$W^2_{QK}$", "W_QK^1": "$W^1_{QK}$", "init": "init"}
@@ -670,13 +807,22 @@ def three_step_panels(results: dict):
     n = len(results) + bool(swept)
     ncol = min(3, n)
     nrow = -(-n // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.6 * ncol, 2.8 * nrow), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(
+        nrow, ncol, figsize=(3.6 * ncol, 2.8 * nrow), squeeze=False, constrained_layout=True
+    )
     axes = axes.ravel()
     for ax, (name, res) in zip(axes, results.items()):
         rows = res["rows"]
         for key in labels:
-            ax.plot([r["step"] for r in rows], [r[key] for r in rows], marker="o", ms=3, color=colours[key],
-                    ls="--" if key == "acc" else "-", label=labels[key])
+            ax.plot(
+                [r["step"] for r in rows],
+                [r[key] for r in rows],
+                marker="o",
+                ms=3,
+                color=colours[key],
+                ls="--" if key == "acc" else "-",
+                label=labels[key],
+            )
         ax.set_xticks([r["step"] for r in rows])
         ax.set_xticklabels([names.get(r["matrix"], r["matrix"]) for r in rows])
         ax.set_xlabel("after the step on")
@@ -689,8 +835,15 @@ def three_step_panels(results: dict):
         bx = axes[len(results)]
         sizes = [s["second_size"] for s in res["sweep"]]
         for key in labels:
-            bx.plot(sizes, [s["third"][key] for s in res["sweep"]], marker="o", ms=3, color=colours[key],
-                    ls="--" if key == "acc" else "-", label=labels[key])
+            bx.plot(
+                sizes,
+                [s["third"][key] for s in res["sweep"]],
+                marker="o",
+                ms=3,
+                color=colours[key],
+                ls="--" if key == "acc" else "-",
+                label=labels[key],
+            )
         bx.set_xscale("log", base=2)
         bx.set_xlabel("size of step 2 ($\\|\\Delta W^2_{QK}\\|_F$)")
         bx.set_ylabel("after step 3")
@@ -713,7 +866,10 @@ def b10_seed_panels(curves: dict):
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
     def ratio(name, suffix=""):
-        num, den = np.asarray(curves[f"b10_top1_in{suffix}"][name]), np.asarray(curves[f"b10_top1_off{suffix}"][name])
+        num, den = (
+            np.asarray(curves[f"b10_top1_in{suffix}"][name]),
+            np.asarray(curves[f"b10_top1_off{suffix}"][name]),
+        )
         return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
 
     for i, name in enumerate(curves["step"]):
@@ -735,8 +891,11 @@ def b10_seed_panels(curves: dict):
     for ax in axes[2:]:
         ax.axhline(0, color="grey", lw=0.8)
     axes[0].legend(fontsize=8, title="solid: o 2nd-5th; dashed: off top 5", title_fontsize=7)
-    axes[1].legend(fontsize=8, title="solid: as trained; dotted: discounts removed;\ndash-dot: removed pair by pair",
-                   title_fontsize=7)
+    axes[1].legend(
+        fontsize=8,
+        title="solid: as trained; dotted: discounts removed;\ndash-dot: removed pair by pair",
+        title_fontsize=7,
+    )
     return fig
 
 
@@ -749,18 +908,36 @@ def hop_probe_panels(summary, study=None):
 
     study = PROBE if study is None else study
     k, tags = int(summary[f"{study.shared}_k"]), study.tags
-    fig, axes = plt.subplots(2, len(tags), figsize=(4.6 * len(tags), 6.4), constrained_layout=True, squeeze=False)
+    fig, axes = plt.subplots(
+        2, len(tags), figsize=(4.6 * len(tags), 6.4), constrained_layout=True, squeeze=False
+    )
     for c, (name, tag) in enumerate(tags.items()):
         depth = int(summary[f"{tag}_depth"])
-        for r, (kind, xlabel) in enumerate((("probe", "value probed at position 0: v_j after hop j"),
-                                            ("entry", f"entry read by hop j, probed for the answer v_{k}"))):
-            M = np.array([[summary[f"{tag}_{kind}_l{l}_v{j}"] for j in range(1, k + 1)] for l in range(depth + 1)])
+        for r, (kind, xlabel) in enumerate(
+            (
+                ("probe", "value probed at position 0: v_j after hop j"),
+                ("entry", f"entry read by hop j, probed for the answer v_{k}"),
+            )
+        ):
+            M = np.array(
+                [[summary[f"{tag}_{kind}_l{l}_v{j}"] for j in range(1, k + 1)] for l in range(depth + 1)]
+            )
             ax = axes[r, c]
-            heatmap(ax, M, xlabel, "after block (0: embeddings)", "probe accuracy", vmin=0, vmax=1, cmap="viridis")
+            heatmap(
+                ax, M, xlabel, "after block (0: embeddings)", "probe accuracy", vmin=0, vmax=1, cmap="viridis"
+            )
             ax.set_xticks(range(k), [str(j) for j in range(1, k + 1)])
             ax.set_yticks(range(depth + 1), [str(l) for l in range(depth + 1)])
             for (l, j), v in np.ndenumerate(M):
-                ax.text(j, l, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if v < 0.6 else "black")
+                ax.text(
+                    j,
+                    l,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if v < 0.6 else "black",
+                )
             panel_label(ax, name)
     return fig
 
@@ -779,22 +956,36 @@ def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = N
     for name in curves["acc"]:
         base, stream = name.rsplit(khop.RESEED_SUFFIX, 1)
         by_base.setdefault(base, []).append((int(stream), name))
-    fig, axes = plt.subplots(1, len(by_base), figsize=(5.2 * len(by_base), 3.4), sharey=True, squeeze=False,
-                             constrained_layout=True)
+    fig, axes = plt.subplots(
+        1,
+        len(by_base),
+        figsize=(5.2 * len(by_base), 3.4),
+        sharey=True,
+        squeeze=False,
+        constrained_layout=True,
+    )
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (base, members) in zip(axes[0], by_base.items()):
         last = upto or max(int(np.asarray(curves["step"][n])[-1]) for _, n in members)
         for stream, name in members:
             step, acc = np.asarray(curves["step"][name]), np.asarray(curves["acc"][name])
             keep = step <= last
-            ax.plot(step[keep], acc[keep, -1], color=colours[(stream - 1) % len(colours)], lw=1.4,
-                    label=f"last-stage data {stream}")
+            ax.plot(
+                step[keep],
+                acc[keep, -1],
+                color=colours[(stream - 1) % len(colours)],
+                lw=1.4,
+                label=f"last-stage data {stream}",
+            )
         if base in plain["acc"]:
             step, acc = np.asarray(plain["step"][base]), np.asarray(plain["acc"][base])
             keep = step <= last
             ax.plot(step[keep], acc[keep, -1], "k--", lw=1.2, label="its own data")
-        ax.axvline(khop.last_stage_at({k: curves[k][members[0][1]] for k in ("step", "acc", "stage")}), color="grey",
-                   lw=0.8)
+        ax.axvline(
+            khop.last_stage_at({k: curves[k][members[0][1]] for k in ("step", "acc", "stage")}),
+            color="grey",
+            lw=0.8,
+        )
         ax.axhline(chance, color="grey", ls=":", lw=1)
         ax.set_title(base, fontsize=10)
         ax.set_xlabel("training step")
@@ -818,7 +1009,9 @@ def onset_lines(summary):
         if f"{tag}_onset" not in summary:
             continue
         for ax, key in zip(axes, ("tk_b1_prev", f"tkattn_l1_e{e}")):
-            ax.plot(x, [summary[f"{tag}_a{a}_{key}"] for a in khop.ONSET_AFTER], "o-", ms=3, lw=1.4, label=name)
+            ax.plot(
+                x, [summary[f"{tag}_a{a}_{key}"] for a in khop.ONSET_AFTER], "o-", ms=3, lw=1.4, label=name
+            )
     axes[0].axhspan(0, 0.5, color="grey", alpha=0.12, lw=0)
     axes[0].set_ylabel(f"answers v_{k - 1}\n(table {k} shown to block 1 only)")
     axes[1].set_ylabel(f"hop {e}'s entry's attention\non table {k}, block 1")

@@ -14,8 +14,9 @@ from companion import truncation
 
 
 @torch.no_grad()
-def final_position_metrics(logits: torch.Tensor, correct: torch.Tensor, noise_token: int,
-                           distractor: torch.Tensor | None = None) -> dict:
+def final_position_metrics(
+    logits: torch.Tensor, correct: torch.Tensor, noise_token: int, distractor: torch.Tensor | None = None
+) -> dict:
     """Mean probability of the correct token and of the noise token, and the loss on ``correct``.
 
     ``logits`` (batch, V) at the last position; ``correct`` (batch,) ids;
@@ -32,16 +33,27 @@ def final_position_metrics(logits: torch.Tensor, correct: torch.Tensor, noise_to
         "loss": F.nll_loss(logp, correct).item(),
         "pred_noise": (pred == noise_token).float().mean().item(),
         "pred_correct": (pred == correct).float().mean().item(),
-    } | ({} if distractor is None else {
-        "p_distractor": p[rows, distractor].mean().item(),
-        "pred_distractor": (pred == distractor).float().mean().item(),
-    })
+    } | (
+        {}
+        if distractor is None
+        else {
+            "p_distractor": p[rows, distractor].mean().item(),
+            "pred_distractor": (pred == distractor).float().mean().item(),
+        }
+    )
 
 
 @torch.no_grad()
-def rho_sweep(model, tokens: torch.Tensor, correct: torch.Tensor, noise_token: int,
-              name: str, rhos, distractor: torch.Tensor | None = None,
-              u: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+def rho_sweep(
+    model,
+    tokens: torch.Tensor,
+    correct: torch.Tensor,
+    noise_token: int,
+    name: str,
+    rhos,
+    distractor: torch.Tensor | None = None,
+    u: torch.Tensor | None = None,
+) -> dict[str, np.ndarray]:
     """Final-position metrics for each rho applied to matrix ``name`` (one SVD).
 
     When ``name`` belongs to the last feed-forward layer, the stream entering
@@ -71,7 +83,7 @@ def rho_sweep(model, tokens: torch.Tensor, correct: torch.Tensor, noise_token: i
 def ff_margin(model, layer: int, trigger: int, noise_token: int) -> float:
     """Fig. 3 (right): [W_U F_l(W_E(q))]_tau - max_{k != tau} [W_U F_l(W_E(q))]_k (layer 1-based)."""
     logits = model.unembed(model.layers[layer - 1].ff(model.W_E[trigger]))  # (V,)
-    others = torch.cat([logits[:noise_token], logits[noise_token + 1:]])
+    others = torch.cat([logits[:noise_token], logits[noise_token + 1 :]])
     return (logits[noise_token] - others.max()).item()
 
 
@@ -115,8 +127,9 @@ def previous_token_by_position(attn: np.ndarray, parts: int = 4) -> np.ndarray:
 
 
 @torch.no_grad()
-def recall_attention(model, tokens: torch.Tensor, triggers, noise_token: int,
-                     attn: torch.Tensor | None = None) -> dict:
+def recall_attention(
+    model, tokens: torch.Tensor, triggers, noise_token: int, attn: torch.Tensor | None = None
+) -> dict:
     """Fig. 4: last-layer attention from the final position to [q, ybar] vs [q, tau] positions.
 
     ``tokens`` (batch, T) inputs holding both kinds of pairs (noisy data).

@@ -86,8 +86,16 @@ def _registry() -> dict[str, Recordable]:
 
     def stall(name, members, summary, var, run=khop.probe_run, curves=khop.curves):
         """A recorded study of the chapter on the stalled k-hop run (``book/khop_stall``)."""
-        return Recordable(name, "book/khop_stall", members, summary, curves, run=run, summary_var=var,
-                          member_overrides=khop.member_overrides)
+        return Recordable(
+            name,
+            "book/khop_stall",
+            members,
+            summary,
+            curves,
+            run=run,
+            summary_var=var,
+            member_overrides=khop.member_overrides,
+        )
 
     def architectures(runs):
         best = summaries.truncation_searches({"MLP, MLP": runs["MLP, MLP"]})["MLP, MLP"][0]
@@ -99,71 +107,220 @@ def _registry() -> dict[str, Recordable]:
     def ioi(runs):
         return summaries.ioi_summary({summaries.ioi_key(k): r for k, r in runs.items()})
 
-    return {r.name: r for r in [
-        Recordable("recall", "book/noisy_recall", lambda p: {"recall": catalog.recall(p)},
-                   only(summaries.recall_summary), only(summaries.recall_curves)),
-        Recordable("finetune", "book/finetune", lambda p: {"finetune": catalog.finetune(p)},
-                   only(summaries.finetune_summary), only(summaries.recall_curves)),
-        Recordable("triggers", "book/triggers", catalog.triggers,
-                   lambda runs: summaries.triggers_summary(runs["one trigger"], runs["five triggers"])),
-        Recordable("architectures", "book/architectures", catalog.architectures, architectures),
-        Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi, summaries.ioi_curves),
-        Recordable("fact_capacity", "book/fact_capacity", fact_capacity.grid, fact_capacity.grid_summary,
-                   fact_capacity.grid_curves, run=fact_capacity.run),
-        Recordable("fact_scaling", "book/fact_capacity",
-                   lambda p: {"sweep": fact_capacity.ScalingExperiment.for_profile(p)},
-                   only(fact_capacity.scaling_summary), only(fact_capacity.scaling_curves), run=fact_capacity.scaling,
-                   summary_var="scaling"),
-        Recordable("khop", "book/khop", khop.members, khop.summary, khop.curves, run=khop.run,
-                   member_overrides=khop.member_overrides),
-        Recordable("khop_seeds", "book/khop", khop.seed_members, khop.seeds_summary, khop.curves, run=khop.run,
-                   summary_var="seeds", member_overrides=khop.member_overrides),
-        Recordable("khop_interval", "book/khop", khop.interval_members, khop.interval_summary, khop.curves,
-                   run=khop.run, summary_var="interval", member_overrides=khop.member_overrides),
-        Recordable("khop_interval_long", "book/khop", khop.interval_long_members, khop.interval_long_summary,
-                   khop.curves, run=khop.run, summary_var="ilong", member_overrides=khop.member_overrides),
-        Recordable("khop_interval_long250", "book/khop", partial(khop.interval_long_members,
-                                                                  names=khop.INTERVAL_LONG250),
-                   partial(khop.interval_long_summary, prefix="il250_", flat=khop.INTERVAL_FLAT250), khop.curves,
-                   run=khop.run, summary_var="il250", member_overrides=khop.member_overrides),
-        *(Recordable(f"khop_{v.tag}", chapter, partial(khop.variant_members, variant=v),
-                     partial(khop.variant_summary, variant=v), khop.curves, run=khop.run, summary_var=var,
-                     member_overrides=khop.member_overrides, precheck=v.check_recording)
-          for v, var, chapter in ((khop.WIDE, "wide", "book/khop"), (khop.LR, "lrs", "book/khop"),
-                                  (khop.DOUBLING, "dbl", "book/khop"), (khop.ANYSTART, "anys", "book/khop_starts"),
-                                  (khop.ONESTART, "ones", "book/khop_starts"),
-                                  (khop.LONGSTART, "longs", "book/khop_starts"))),
-        *(Recordable(f"khop_{v.tag}_move", "book/khop_starts", partial(khop.move_members, variant=v),
-                     partial(khop.move_summary, prefix=prefix), khop.curves, run=khop.probe_run, summary_var=var,
-                     member_overrides=khop.member_overrides)
-          for v, prefix, var in ((khop.ANYSTART, "mv", "moves"), (khop.DOUBLING, "dmv", "dmoves"),
-                                 (khop.ONESTART, "omv", "omoves"), (khop.LONGSTART, "lmv", "lmoves"))),
-        stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
-        stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
-        stall("khop_escape", khop.escape_members, khop.escape_summary, "esc", khop.escape_run, khop.escape_curves),
-        stall("khop_hidden", khop.hidden_members, khop.hidden_study_summary, "hid"),
-        stall("khop_hidden12", partial(khop.hidden_members, study=khop.HIDDEN12),
-              partial(khop.hidden_study_summary, study=khop.HIDDEN12), "hid12"),
-        stall("khop_hidden12_long", partial(khop.hidden_members, study=khop.HIDDEN12_LONG),
-              partial(khop.hidden_summary, study=khop.HIDDEN12_LONG), "hid12l", khop.run),
-        stall("khop_stage_entry", khop.stage_entry_members, khop.stage_entry_summary, "entry", khop.stage_entry_run),
-        stall("khop_reseed", khop.reseed_members, khop.reseed_summary, "reseed"),
-        stall("khop_reseed_long", khop.reseed_long_members, khop.reseed_long_summary, "rlong"),
-        stall("khop_delay", khop.delay_members, khop.delay_summary, "delay"),
-        stall("khop_onset", khop.onset_members, khop.onset_summary, "onset", khop.onset_run),
-        Recordable("induction_b10_seeds", "book/induction_random", induction.b10_seed_members,
-                   induction.b10_seeds_summary, induction.b10_seed_curves, run=induction.run, summary_var="hb_seeds"),
-    ]}
+    return {
+        r.name: r
+        for r in [
+            Recordable(
+                "recall",
+                "book/noisy_recall",
+                lambda p: {"recall": catalog.recall(p)},
+                only(summaries.recall_summary),
+                only(summaries.recall_curves),
+            ),
+            Recordable(
+                "finetune",
+                "book/finetune",
+                lambda p: {"finetune": catalog.finetune(p)},
+                only(summaries.finetune_summary),
+                only(summaries.recall_curves),
+            ),
+            Recordable(
+                "triggers",
+                "book/triggers",
+                catalog.triggers,
+                lambda runs: summaries.triggers_summary(runs["one trigger"], runs["five triggers"]),
+            ),
+            Recordable("architectures", "book/architectures", catalog.architectures, architectures),
+            Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi, summaries.ioi_curves),
+            Recordable(
+                "fact_capacity",
+                "book/fact_capacity",
+                fact_capacity.grid,
+                fact_capacity.grid_summary,
+                fact_capacity.grid_curves,
+                run=fact_capacity.run,
+            ),
+            Recordable(
+                "fact_scaling",
+                "book/fact_capacity",
+                lambda p: {"sweep": fact_capacity.ScalingExperiment.for_profile(p)},
+                only(fact_capacity.scaling_summary),
+                only(fact_capacity.scaling_curves),
+                run=fact_capacity.scaling,
+                summary_var="scaling",
+            ),
+            Recordable(
+                "khop",
+                "book/khop",
+                khop.members,
+                khop.summary,
+                khop.curves,
+                run=khop.run,
+                member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_seeds",
+                "book/khop",
+                khop.seed_members,
+                khop.seeds_summary,
+                khop.curves,
+                run=khop.run,
+                summary_var="seeds",
+                member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_interval",
+                "book/khop",
+                khop.interval_members,
+                khop.interval_summary,
+                khop.curves,
+                run=khop.run,
+                summary_var="interval",
+                member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_interval_long",
+                "book/khop",
+                khop.interval_long_members,
+                khop.interval_long_summary,
+                khop.curves,
+                run=khop.run,
+                summary_var="ilong",
+                member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_interval_long250",
+                "book/khop",
+                partial(khop.interval_long_members, names=khop.INTERVAL_LONG250),
+                partial(khop.interval_long_summary, prefix="il250_", flat=khop.INTERVAL_FLAT250),
+                khop.curves,
+                run=khop.run,
+                summary_var="il250",
+                member_overrides=khop.member_overrides,
+            ),
+            *(
+                Recordable(
+                    f"khop_{v.tag}",
+                    chapter,
+                    partial(khop.variant_members, variant=v),
+                    partial(khop.variant_summary, variant=v),
+                    khop.curves,
+                    run=khop.run,
+                    summary_var=var,
+                    member_overrides=khop.member_overrides,
+                    precheck=v.check_recording,
+                )
+                for v, var, chapter in (
+                    (khop.WIDE, "wide", "book/khop"),
+                    (khop.LR, "lrs", "book/khop"),
+                    (khop.DOUBLING, "dbl", "book/khop"),
+                    (khop.ANYSTART, "anys", "book/khop_starts"),
+                    (khop.ONESTART, "ones", "book/khop_starts"),
+                    (khop.LONGSTART, "longs", "book/khop_starts"),
+                )
+            ),
+            *(
+                Recordable(
+                    f"khop_{v.tag}_move",
+                    "book/khop_starts",
+                    partial(khop.move_members, variant=v),
+                    partial(khop.move_summary, prefix=prefix),
+                    khop.curves,
+                    run=khop.probe_run,
+                    summary_var=var,
+                    member_overrides=khop.member_overrides,
+                )
+                for v, prefix, var in (
+                    (khop.ANYSTART, "mv", "moves"),
+                    (khop.DOUBLING, "dmv", "dmoves"),
+                    (khop.ONESTART, "omv", "omoves"),
+                    (khop.LONGSTART, "lmv", "lmoves"),
+                )
+            ),
+            stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
+            stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
+            stall(
+                "khop_escape",
+                khop.escape_members,
+                khop.escape_summary,
+                "esc",
+                khop.escape_run,
+                khop.escape_curves,
+            ),
+            stall("khop_hidden", khop.hidden_members, khop.hidden_study_summary, "hid"),
+            stall(
+                "khop_hidden12",
+                partial(khop.hidden_members, study=khop.HIDDEN12),
+                partial(khop.hidden_study_summary, study=khop.HIDDEN12),
+                "hid12",
+            ),
+            stall(
+                "khop_hidden12_long",
+                partial(khop.hidden_members, study=khop.HIDDEN12_LONG),
+                partial(khop.hidden_summary, study=khop.HIDDEN12_LONG),
+                "hid12l",
+                khop.run,
+            ),
+            stall(
+                "khop_stage_entry",
+                khop.stage_entry_members,
+                khop.stage_entry_summary,
+                "entry",
+                khop.stage_entry_run,
+            ),
+            stall("khop_reseed", khop.reseed_members, khop.reseed_summary, "reseed"),
+            stall("khop_reseed_long", khop.reseed_long_members, khop.reseed_long_summary, "rlong"),
+            stall("khop_delay", khop.delay_members, khop.delay_summary, "delay"),
+            stall("khop_onset", khop.onset_members, khop.onset_summary, "onset", khop.onset_run),
+            Recordable(
+                "induction_b10_seeds",
+                "book/induction_random",
+                induction.b10_seed_members,
+                induction.b10_seeds_summary,
+                induction.b10_seed_curves,
+                run=induction.run,
+                summary_var="hb_seeds",
+            ),
+        ]
+    }
 
 
-EXPERIMENTS = ("recall", "finetune", "triggers", "architectures", "synthetic_ioi", "fact_capacity", "fact_scaling",
-               "khop", "khop_seeds", "khop_interval", "khop_interval_long", "khop_interval_long250",
-               "khop_wide", "khop_lr", "khop_doubling", "khop_anystart", "khop_anystart_move", "khop_doubling_move",
-               "khop_onestart", "khop_onestart_move", "khop_longstart", "khop_longstart_move",
-               "khop_probe", "khop_probe_seeds", "khop_escape",
-               "khop_hidden", "khop_hidden12",
-               "khop_hidden12_long", "khop_stage_entry", "khop_reseed", "khop_reseed_long", "khop_delay", "khop_onset",
-               "induction_b10_seeds")
+EXPERIMENTS = (
+    "recall",
+    "finetune",
+    "triggers",
+    "architectures",
+    "synthetic_ioi",
+    "fact_capacity",
+    "fact_scaling",
+    "khop",
+    "khop_seeds",
+    "khop_interval",
+    "khop_interval_long",
+    "khop_interval_long250",
+    "khop_wide",
+    "khop_lr",
+    "khop_doubling",
+    "khop_anystart",
+    "khop_anystart_move",
+    "khop_doubling_move",
+    "khop_onestart",
+    "khop_onestart_move",
+    "khop_longstart",
+    "khop_longstart_move",
+    "khop_probe",
+    "khop_probe_seeds",
+    "khop_escape",
+    "khop_hidden",
+    "khop_hidden12",
+    "khop_hidden12_long",
+    "khop_stage_entry",
+    "khop_reseed",
+    "khop_reseed_long",
+    "khop_delay",
+    "khop_onset",
+    "induction_b10_seeds",
+)
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 
@@ -214,8 +371,10 @@ def _normalise(overrides: dict, exp) -> dict:
     unknown = set(overrides) - fields
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}: allowed {sorted(fields)}")
-    return {k: (v,) if isinstance(getattr(exp, k), tuple) and not isinstance(v, tuple) else v
-            for k, v in overrides.items()}
+    return {
+        k: (v,) if isinstance(getattr(exp, k), tuple) and not isinstance(v, tuple) else v
+        for k, v in overrides.items()
+    }
 
 
 def build(name: str, profile: str | None = None, overrides: dict | None = None) -> dict:
@@ -260,8 +419,12 @@ def _commit() -> str:
     if given:
         return given
     try:
-        out = subprocess.run(["git", "-C", str(config.REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(config.REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         described = out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         described = ""
@@ -274,20 +437,28 @@ def file_name(name: str, profile: str, overrides: dict) -> str:
     >>> file_name("recall", "quick", {"seq_len": 64, "d": 256, "ff": ("mlp", "linear")})
     'recall-quick-d=256-ff=mlp,linear-seq_len=64.json'
     """
-    parts = [name, profile] + [f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
-                               for k, v in sorted(overrides.items())]
+    parts = [name, profile] + [
+        f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in sorted(overrides.items())
+    ]
     return "-".join(parts) + ".json"
 
 
 def command(name: str, profile: str, overrides: dict) -> str:
     """The command line that (re)generates a recorded file."""
-    sets = " ".join(f"--set {shlex.quote(k + '=' + (','.join(map(str, v)) if isinstance(v, tuple) else str(v)))}"
-                    for k, v in sorted(overrides.items()))
+    sets = " ".join(
+        f"--set {shlex.quote(k + '=' + (','.join(map(str, v)) if isinstance(v, tuple) else str(v)))}"
+        for k, v in sorted(overrides.items())
+    )
     return f"python -m companion record {name} --profile {profile}" + (f" {sets}" if sets else "")
 
 
-def record(name: str, profile: str | None = None, overrides: dict | None = None, device=None,
-           out_dir: Path | str | None = None) -> Path:
+def record(
+    name: str,
+    profile: str | None = None,
+    overrides: dict | None = None,
+    device=None,
+    out_dir: Path | str | None = None,
+) -> Path:
     """Run experiment ``name`` and write its recorded results file (atomically); return its path.
 
     Raises:
@@ -302,8 +473,10 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
     members = build(name, profile, overrides)  # validates first
     checked = chapter_claims(rec.chapter, rec.summary_var)
     if not checked:
-        raise ValueError(f"{rec.chapter}.md has no line claims.check(\"...\", {rec.summary_var}[\"...\"]) in its "
-                         f"Check cell: write the chapter's check lines for {name!r} before recording it")
+        raise ValueError(
+            f'{rec.chapter}.md has no line claims.check("...", {rec.summary_var}["..."]) in its '
+            f"Check cell: write the chapter's check lines for {name!r} before recording it"
+        )
     if rec.precheck is not None:
         rec.precheck(profile, members)
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
@@ -316,21 +489,31 @@ def record(name: str, profile: str | None = None, overrides: dict | None = None,
     wall = time.perf_counter() - start
     missing = sorted(set(checked.values()) - set(summary))
     if missing:
-        raise ValueError(f"{rec.chapter}.md checks {rec.summary_var}{missing} but the summary of {name!r} has no "
-                         f"such entries (it has {sorted(summary)}); nothing written, the runs are cached")
+        raise ValueError(
+            f"{rec.chapter}.md checks {rec.summary_var}{missing} but the summary of {name!r} has no "
+            f"such entries (it has {sorted(summary)}); nothing written, the runs are cached"
+        )
     result = {
-        "format": FORMAT, "experiment": name, "chapter": rec.chapter, "profile": profile,
-        "overrides": _jsonable(overrides), "config": _configs(members),
-        "summary": _jsonable(dict(summary)), "meaning": summary.meaning,
+        "format": FORMAT,
+        "experiment": name,
+        "chapter": rec.chapter,
+        "profile": profile,
+        "overrides": _jsonable(overrides),
+        "config": _configs(members),
+        "summary": _jsonable(dict(summary)),
+        "meaning": summary.meaning,
         "claims": _jsonable({cid: summary[key] for cid, key in checked.items()}),
         "curves": _jsonable(rec.curves(runs)),
-        "version": __version__, "commit": commit, "package": package,
+        "version": __version__,
+        "commit": commit,
+        "package": package,
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
         # training and evaluation, when computed
         "train_seconds": sum(_field(r, "seconds") for r in runs.values()),
         # the runs (or their cache) and the summary (probes included), as this call took them
         "wall_seconds": wall,
-        "date": time.strftime("%Y-%m-%d"), "command": command(name, profile, overrides),
+        "date": time.strftime("%Y-%m-%d"),
+        "command": command(name, profile, overrides),
     }
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides)
     atomic_write_text(path, json.dumps(result, indent=1) + "\n")
@@ -363,8 +546,10 @@ class Recorded:
     def label(self) -> str:
         """Who made it: ``full profile, NVIDIA H200, 2026-11-21, commit abc123``."""
         sets = ", ".join(f"{k}={v}" for k, v in self.data["overrides"].items())
-        return (f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
-                f"{self.data['date']}, commit {self.data['commit']}")
+        return (
+            f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
+            f"{self.data['date']}, commit {self.data['commit']}"
+        )
 
     def as_summary(self, minutes_key: str = "minutes", summary=None, prefix: str = ""):
         """The recorded summary as the chapter's call made it (values and meanings), or ``summary`` (one
@@ -373,12 +558,15 @@ class Recorded:
         run glues and shows."""
         from companion.report import Summary
 
-        values, meaning = (self.data["summary"], self.data["meaning"]) if summary is None else (summary,
-                                                                                               summary.meaning)
+        values, meaning = (
+            (self.data["summary"], self.data["meaning"]) if summary is None else (summary, summary.meaning)
+        )
         out = Summary({prefix + k: (v, meaning.get(k, "")) for k, v in values.items()})
         minutes_key = prefix + minutes_key
         out[minutes_key] = self.data["train_seconds"] / 60
-        out.meaning[minutes_key] = f"training and evaluation time of the recorded run(s) ({self.data['device']})"
+        out.meaning[minutes_key] = (
+            f"training and evaluation time of the recorded run(s) ({self.data['device']})"
+        )
         return out
 
     def settings(self) -> dict:
@@ -390,8 +578,10 @@ class Recorded:
         cdedf07)``."""
         c, d = self.data["config"], self.data
         c = c if "d" in c else next(iter(c.values()))  # several runs: they share their sizes
-        return (f"d={c['d']}, T={c['seq_len']}, batch {c['batch']}, {c['steps']} steps "
-                f"({d['device']}; {d['date']}, {d['commit'][:7]})")
+        return (
+            f"d={c['d']}, T={c['seq_len']}, batch {c['batch']}, {c['steps']} steps "
+            f"({d['device']}; {d['date']}, {d['commit'][:7]})"
+        )
 
 
 def load(path: Path | str) -> Recorded:
@@ -403,17 +593,28 @@ def load(path: Path | str) -> Recorded:
     return Recorded(Path(path), data)
 
 
-def runs(name: str | None = None, directory: Path | str | None = None, profile: str | None = None,
-         settings: dict | None = None) -> list[Recorded]:
+def runs(
+    name: str | None = None,
+    directory: Path | str | None = None,
+    profile: str | None = None,
+    settings: dict | None = None,
+) -> list[Recorded]:
     """Every recorded file (of experiment ``name``; of ``profile``; with exactly the overrides ``settings``),
     sorted by file name."""
     directory = Path(directory or RECORDED_DIR)
     out = [load(p) for p in sorted(directory.glob("*.json"))]
-    return [r for r in out if (name is None or r.experiment == name) and (profile is None or r.profile == profile)
-            and (settings is None or r.settings() == settings)]
+    return [
+        r
+        for r in out
+        if (name is None or r.experiment == name)
+        and (profile is None or r.profile == profile)
+        and (settings is None or r.settings() == settings)
+    ]
 
 
-def latest(name: str, profile: str, settings: dict | None = None, directory: Path | str | None = None) -> Recorded:
+def latest(
+    name: str, profile: str, settings: dict | None = None, directory: Path | str | None = None
+) -> Recorded:
     """The last recorded file of experiment ``name`` at ``profile`` with exactly the overrides ``settings``
     (none by default).
 
@@ -423,8 +624,10 @@ def latest(name: str, profile: str, settings: dict | None = None, directory: Pat
     settings = dict(settings or {})
     recs = runs(name, directory, profile=profile, settings=settings)
     if not recs:
-        raise ValueError(f"no recorded {name} run of the {profile!r} profile with settings {settings}: run "
-                         f"`{command(name, profile, settings)}` and commit the file it writes")
+        raise ValueError(
+            f"no recorded {name} run of the {profile!r} profile with settings {settings}: run "
+            f"`{command(name, profile, settings)}` and commit the file it writes"
+        )
     return recs[-1]
 
 
@@ -450,8 +653,7 @@ def _without_new_defaults(now: dict, recorded: dict, exp) -> dict:
     """``now`` less the fields a recorded configuration predates whose value today is their default: a field is
     added with the default that keeps the old behaviour, so such a file still describes its run."""
     defaults = {f.name: f.default for f in dataclasses.fields(exp) if f.default is not dataclasses.MISSING}
-    return {k: v for k, v in now.items()
-            if k in recorded or k not in defaults or v != _jsonable(defaults[k])}
+    return {k: v for k, v in now.items() if k in recorded or k not in defaults or v != _jsonable(defaults[k])}
 
 
 def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:
@@ -467,13 +669,24 @@ def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:
     from companion import claims
 
     if not rec.paper_config:
-        raise ValueError(f"{rec.path.name} is a {rec.label()} run: only full-profile runs of the paper's "
-                         f"configuration are held to the paper's values")
+        raise ValueError(
+            f"{rec.path.name} is a {rec.label()} run: only full-profile runs of the paper's "
+            f"configuration are held to the paper's values"
+        )
     out, failures = [], []
     for cid, value in rec.claims.items():
         try:
-            out.append(claims.check(cid, value, profile="full", recorded=rec.label(), source=rec.path.name,
-                                    quiet=quiet, registry=registry))
+            out.append(
+                claims.check(
+                    cid,
+                    value,
+                    profile="full",
+                    recorded=rec.label(),
+                    source=rec.path.name,
+                    quiet=quiet,
+                    registry=registry,
+                )
+            )
         except AssertionError as e:
             failures.append(str(e))
     if failures:
@@ -490,10 +703,24 @@ def side_by_side(live, recs: list[Recorded], keys, live_label: str = "this build
     return markdown_table(header, rows)
 
 
-FULL_ONLY_HEADER = ["claim", "the paper", "recorded run", "observed", "full-profile criterion", "meets it",
-                    "finding (corrected statement)"]
-PAPER_HEADER = ["claim", "the paper", "recorded run", "observed", "full-profile criterion", "holds",
-                "finding (corrected statement)"]
+FULL_ONLY_HEADER = [
+    "claim",
+    "the paper",
+    "recorded run",
+    "observed",
+    "full-profile criterion",
+    "meets it",
+    "finding (corrected statement)",
+]
+PAPER_HEADER = [
+    "claim",
+    "the paper",
+    "recorded run",
+    "observed",
+    "full-profile criterion",
+    "holds",
+    "finding (corrected statement)",
+]
 
 
 def _judged(cid: str, value, registry) -> tuple:
@@ -532,8 +759,17 @@ def full_only_rows(names, recs: list[Recorded] | None = None, registry=None) -> 
         for cid, value in r.claims.items():
             claim, crit, ok = _judged(cid, value, registry)
             if claim.scale == "full":
-                rows.append([f"`{cid}`", claim.paper, _run_label(r), value, str(crit), "yes" if ok else "no",
-                             claim.finding or ""])
+                rows.append(
+                    [
+                        f"`{cid}`",
+                        claim.paper,
+                        _run_label(r),
+                        value,
+                        str(crit),
+                        "yes" if ok else "no",
+                        claim.finding or "",
+                    ]
+                )
     return rows
 
 
@@ -552,8 +788,17 @@ def paper_rows(recs: list[Recorded] | None = None, registry=None) -> list[list]:
             continue
         for cid, value in r.claims.items():
             claim, crit, ok = _judged(cid, value, registry)
-            rows.append([f"`{cid}`", claim.paper, f"{r.experiment} ({r.device}, {r.date})", value, str(crit),
-                         "yes" if ok else "no", claim.finding or ""])
+            rows.append(
+                [
+                    f"`{cid}`",
+                    claim.paper,
+                    f"{r.experiment} ({r.device}, {r.date})",
+                    value,
+                    str(crit),
+                    "yes" if ok else "no",
+                    claim.finding or "",
+                ]
+            )
     return rows
 
 
@@ -564,10 +809,21 @@ def listing(recs: list[Recorded] | None = None) -> str:
     from companion.report import markdown_table
 
     recs = runs() if recs is None else recs
-    rows = [[f"`{r.path.name}`", r.label(), (r.train_seconds or float("nan")) / 60,
-             r.data.get("wall_seconds", float("nan")) / 60, f"`{r.command}`"] for r in recs]
-    return markdown_table(["file", "made with", "minutes (training)", "minutes (whole call; NaN: not recorded)",
-                           "command"], rows, digits=3)
+    rows = [
+        [
+            f"`{r.path.name}`",
+            r.label(),
+            (r.train_seconds or float("nan")) / 60,
+            r.data.get("wall_seconds", float("nan")) / 60,
+            f"`{r.command}`",
+        ]
+        for r in recs
+    ]
+    return markdown_table(
+        ["file", "made with", "minutes (training)", "minutes (whole call; NaN: not recorded)", "command"],
+        rows,
+        digits=3,
+    )
 
 
 def show(name: str, live, live_label: str, recs: list[Recorded] | None = None) -> str:
@@ -575,7 +831,9 @@ def show(name: str, live, live_label: str, recs: list[Recorded] | None = None) -
     ``live``, on the entries the chapter checks; or, when none is recorded, the command that makes one."""
     recs = runs(name) if recs is None else recs
     if not recs:
-        return (f"No recorded run of this experiment yet. On a GPU: "
-                f"`{command(name, 'full', {})}` (then commit the file it writes under `data/recorded/`).")
+        return (
+            f"No recorded run of this experiment yet. On a GPU: "
+            f"`{command(name, 'full', {})}` (then commit the file it writes under `data/recorded/`)."
+        )
     rec = experiment(name)
     return side_by_side(live, recs, chapter_claims(rec.chapter, rec.summary_var).values(), live_label)

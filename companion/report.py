@@ -60,7 +60,9 @@ class Summary(dict):
 
     def _repr_markdown_(self) -> str:
         # a '|' in a meaning (a norm, |V|) would end the table cell
-        rows = [[f"`{k}`", format_value(v), self.meaning.get(k, "").replace("|", "\\|")] for k, v in self.items()]
+        rows = [
+            [f"`{k}`", format_value(v), self.meaning.get(k, "").replace("|", "\\|")] for k, v in self.items()
+        ]
         return markdown_table(["name", "value", "meaning"], rows)
 
 
@@ -81,7 +83,9 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence], digits: int 
     """A Markdown (MyST) table; numbers formatted to ``digits`` significant digits."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        lines.append("| " + " | ".join(format_value(v, digits) if not isinstance(v, str) else v for v in row) + " |")
+        lines.append(
+            "| " + " | ".join(format_value(v, digits) if not isinstance(v, str) else v for v in row) + " |"
+        )
     return "\n".join(lines)
 
 

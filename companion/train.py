@@ -89,10 +89,19 @@ def batch_loss(model, batch, device, reduction: str = "mean") -> torch.Tensor:
     return F.cross_entropy(logits, targets[:, -1], reduction=reduction)
 
 
-def train(model, task, cfg: TrainConfig, rng: np.random.Generator,
-          evaluate: Callable[[int], dict] | None = None, eval_at: Iterable[int] = (),
-          progress: bool = True, desc: str = "train", step_offset: int = 0,
-          stop_on_nonfinite: bool = False, unfreeze: dict[int, list] | None = None) -> list[dict]:
+def train(
+    model,
+    task,
+    cfg: TrainConfig,
+    rng: np.random.Generator,
+    evaluate: Callable[[int], dict] | None = None,
+    eval_at: Iterable[int] = (),
+    progress: bool = True,
+    desc: str = "train",
+    step_offset: int = 0,
+    stop_on_nonfinite: bool = False,
+    unfreeze: dict[int, list] | None = None,
+) -> list[dict]:
     """Train ``model`` on batches of ``task`` drawn from ``rng``.
 
     ``evaluate(step)`` is called before the update of every step in

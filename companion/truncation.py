@@ -126,8 +126,14 @@ def _all_replaced(pairs) -> Iterator[None]:
         yield
 
 
-def search(model, evaluate, rhos: Iterable[float], names: Iterable[str] | None = None,
-           key: str = "loss", minimize: bool = True) -> list[dict]:
+def search(
+    model,
+    evaluate,
+    rhos: Iterable[float],
+    names: Iterable[str] | None = None,
+    key: str = "loss",
+    minimize: bool = True,
+) -> list[dict]:
     """Evaluate every candidate truncation of a trained model, best first.
 
     Candidates: the full model; dropping each feed-forward layer; and every

@@ -41,7 +41,9 @@ def test_a_row_says_refuted_exactly_where_it_is_marked_refuted():
 
     said = {c.id for c in claims.CLAIMS.values() if re.search(r"\brefut", c.statement)}
     marked = {c.id for c in claims.CLAIMS.values() if c.refuted}
-    assert said == marked, f"statement and mark differ: said only {said - marked}, marked only {marked - said}"
+    assert said == marked, (
+        f"statement and mark differ: said only {said - marked}, marked only {marked - said}"
+    )
     assert len(marked) >= 40
 
 
@@ -54,17 +56,20 @@ def test_every_claim_is_checked_by_its_chapter():
         assert f'"{c.id}"' in text, f"{c.id} is not checked in {c.chapter}.md"
 
 
-@pytest.mark.parametrize("body, match", [
-    ('check = { above = 1.0 }\nbogus = 1\n', "unknown keys"),
-    ('scale = "huge"\ncheck = { above = 1.0 }\n', "unknown scale 'huge'"),
-    ('check = { expected = 1.0 }\n', "expected and tol together"),
-    ('check = { above = 1.0, expected = 1.0, tol = 0.1 }\n', "not both"),
-    ('check = { around = 1.0 }\n', "bad criterion"),
-    ('quick = { above = 1.0 }\n', "needs a criterion for quick, full"),
-    ('check = { expected = 1.0, tol = -0.1 }\n', r"tol=-0.1 is out of range"),
-    ('check = { above = 1.0 }\nrefuted = "yes"\n', r"refuted='yes' is not a boolean"),
-    ('check = { above = 1.0 }\nrefuted = true\nfinding = "f"\n', "exclude each other"),
-])
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        ("check = { above = 1.0 }\nbogus = 1\n", "unknown keys"),
+        ('scale = "huge"\ncheck = { above = 1.0 }\n', "unknown scale 'huge'"),
+        ("check = { expected = 1.0 }\n", "expected and tol together"),
+        ("check = { above = 1.0, expected = 1.0, tol = 0.1 }\n", "not both"),
+        ("check = { around = 1.0 }\n", "bad criterion"),
+        ("quick = { above = 1.0 }\n", "needs a criterion for quick, full"),
+        ("check = { expected = 1.0, tol = -0.1 }\n", r"tol=-0.1 is out of range"),
+        ('check = { above = 1.0 }\nrefuted = "yes"\n', r"refuted='yes' is not a boolean"),
+        ('check = { above = 1.0 }\nrefuted = true\nfinding = "f"\n', "exclude each other"),
+    ],
+)
 def test_bad_rows_are_refused_with_the_row_named(tmp_path, body, match):
     with pytest.raises(ValueError, match=match):
         claims.load(write_rows(tmp_path, "[[claim]]\n" + ROW + body))
@@ -95,26 +100,72 @@ def test_a_diverged_run_passes_a_fails_to_converge_claim_and_nothing_else():
 
 
 def test_categories_profile_criteria_and_findings(tmp_path):
-    rows = write_rows(tmp_path, "\n".join([
-        "[[claim]]", ROW.replace("x.a", "x.same"), "check = { above = 0.0 }",
-        "[[claim]]", ROW.replace("x.a", "x.scaled"), "quick = { above = 0.0 }", "full = { above = 0.9 }",
-        "[[claim]]", ROW.replace("x.a", "x.finding"), 'check = { above = 0.0 }', 'finding = "it is 2"',
-        "[[claim]]", ROW.replace("x.a", "x.big"), 'scale = "full"', "full = { above = 0.0 }",
-        "[[claim]]", ROW.replace("x.a", "x.big2"), 'scale = "full"', "full = { above = 0.0 }",
-        "[[claim]]", ROW.replace("x.a", "x.real"), 'scale = "real"', "check = { above = 0.0 }",
-        "[[claim]]", ROW.replace("x.a", "x.unrun"), "check = { above = 0.0 }",
-        "[[claim]]", ROW.replace("x.a", "x.refuted"), "check = { below = 0.5 }", "refuted = true",
-    ]))
+    rows = write_rows(
+        tmp_path,
+        "\n".join(
+            [
+                "[[claim]]",
+                ROW.replace("x.a", "x.same"),
+                "check = { above = 0.0 }",
+                "[[claim]]",
+                ROW.replace("x.a", "x.scaled"),
+                "quick = { above = 0.0 }",
+                "full = { above = 0.9 }",
+                "[[claim]]",
+                ROW.replace("x.a", "x.finding"),
+                "check = { above = 0.0 }",
+                'finding = "it is 2"',
+                "[[claim]]",
+                ROW.replace("x.a", "x.big"),
+                'scale = "full"',
+                "full = { above = 0.0 }",
+                "[[claim]]",
+                ROW.replace("x.a", "x.big2"),
+                'scale = "full"',
+                "full = { above = 0.0 }",
+                "[[claim]]",
+                ROW.replace("x.a", "x.real"),
+                'scale = "real"',
+                "check = { above = 0.0 }",
+                "[[claim]]",
+                ROW.replace("x.a", "x.unrun"),
+                "check = { above = 0.0 }",
+                "[[claim]]",
+                ROW.replace("x.a", "x.refuted"),
+                "check = { below = 0.5 }",
+                "refuted = true",
+            ]
+        ),
+    )
     reg = claims.load(rows)
-    for cid, value in [("x.same", 1), ("x.scaled", 0.5), ("x.finding", 1), ("x.big", 1), ("x.big2", -1),
-                       ("x.refuted", 0)]:
-        claims.check(cid, value, profile="quick", quiet=True, registry=reg,
-                     note="corpus <z>" if cid == "x.same" else "")
+    for cid, value in [
+        ("x.same", 1),
+        ("x.scaled", 0.5),
+        ("x.finding", 1),
+        ("x.big", 1),
+        ("x.big2", -1),
+        ("x.refuted", 0),
+    ]:
+        claims.check(
+            cid,
+            value,
+            profile="quick",
+            quiet=True,
+            registry=reg,
+            note="corpus <z>" if cid == "x.same" else "",
+        )
     claims.skip("x.real", "weights unavailable", profile="quick", quiet=True, registry=reg)
     cat = {r["claim"]: r["category"] for r in claims.results("quick", registry=reg)}
-    assert cat == {"x.same": claims.HOLDS, "x.scaled": claims.HOLDS_HERE, "x.finding": claims.FINDING,
-                   "x.big": claims.HOLDS_HERE, "x.big2": claims.NOT_HERE, "x.real": claims.NOT_CHECKED,
-                   "x.unrun": claims.NOT_CHECKED, "x.refuted": claims.REFUTED}
+    assert cat == {
+        "x.same": claims.HOLDS,
+        "x.scaled": claims.HOLDS_HERE,
+        "x.finding": claims.FINDING,
+        "x.big": claims.HOLDS_HERE,
+        "x.big2": claims.NOT_HERE,
+        "x.real": claims.NOT_CHECKED,
+        "x.unrun": claims.NOT_CHECKED,
+        "x.refuted": claims.REFUTED,
+    }
     with pytest.raises(AssertionError):  # a refuted prediction's row asserts what was observed, and can fail
         claims.check("x.refuted", 1, profile="quick", quiet=True, registry=reg, record=False)
     # the scaled claim is judged by its full criterion in the full profile

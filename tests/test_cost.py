@@ -11,8 +11,15 @@ from companion.models import ModelConfig, Transformer
 from companion.train import SPARSE_LOSS, batch_loss
 
 
-@pytest.mark.parametrize("ff,loss_on", [(("mlp", "mlp"), "final"), (("mlp", "linear"), "triggers"),
-                                        (("none", "mlp", "mlp"), "final"), (("linear",), "triggers")])
+@pytest.mark.parametrize(
+    "ff,loss_on",
+    [
+        (("mlp", "mlp"), "final"),
+        (("mlp", "linear"), "triggers"),
+        (("none", "mlp", "mlp"), "final"),
+        (("linear",), "triggers"),
+    ],
+)
 def test_train_step_flops_match_torch(ff, loss_on):
     task = RecallTask(seq_len=16, alpha=0.5, loss_on=loss_on)
     cfg = ModelConfig(task.vocab_size, d=24, max_len=16, ff=ff)
@@ -28,7 +35,9 @@ def test_train_step_flops_match_torch(ff, loss_on):
     with FlopCounterMode(display=False) as bwd:
         loss.backward()
     assert fwd.get_total_flops() == cost.forward_flops(cfg, rows, 16, last_only, queries)
-    assert fwd.get_total_flops() + bwd.get_total_flops() == cost.train_step_flops(cfg, rows, 16, last_only, queries)
+    assert fwd.get_total_flops() + bwd.get_total_flops() == cost.train_step_flops(
+        cfg, rows, 16, last_only, queries
+    )
 
 
 def test_bad_input():

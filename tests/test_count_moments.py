@@ -29,8 +29,12 @@ def test_count_moments_match_simulation(sample):
     for lemma, (yb, k) in cm.LEMMA_E.items():
         pick = b.final_ybar == q if yb == "q" else b.final_ybar != q
         ybar = b.final_ybar[pick]
-        tok = {"q": np.full(len(ybar), q), "tau": np.full(len(ybar), tau), "ybar": ybar,
-               "k": np.where(ybar == 1, 2, 1)}[k]  # an ordinary token that is neither q nor ybar
+        tok = {
+            "q": np.full(len(ybar), q),
+            "tau": np.full(len(ybar), tau),
+            "ybar": ybar,
+            "k": np.where(ybar == 1, 2, 1),
+        }[k]  # an ordinary token that is neither q nor ybar
         c = (z[pick] == tok[:, None]).sum(1).astype(float)
         m1, m2 = cm.count_moments(N, T, ALPHA, yb, k)
         assert _z(c, m1) < 4, (lemma, c.mean(), m1)
@@ -78,8 +82,18 @@ def _brute_max(n: int, t: int, ybar: int, k: int) -> int:
     return best
 
 
-@pytest.mark.parametrize("ybar,k", [("q", "q"), ("q", "tau"), ("q", "k"), ("other", "q"), ("other", "tau"),
-                                    ("other", "ybar"), ("other", "k")])
+@pytest.mark.parametrize(
+    "ybar,k",
+    [
+        ("q", "q"),
+        ("q", "tau"),
+        ("q", "k"),
+        ("other", "q"),
+        ("other", "tau"),
+        ("other", "ybar"),
+        ("other", "k"),
+    ],
+)
 def test_max_count_matches_enumeration(ybar, k):
     n, t = 4, 7
     yb = 0 if ybar == "q" else 1
@@ -91,13 +105,22 @@ def test_include_last_adds_the_forced_trigger():
     m1, m2 = cm.count_moments(20, 30, ALPHA, "other", "q")
     l1, l2 = cm.count_moments(20, 30, ALPHA, "other", "q", include_last=True)
     assert l1 == pytest.approx(m1 + 1) and l2 == pytest.approx(m2 + 2 * m1 + 1)
-    assert cm.count_moments(20, 30, ALPHA, "other", "tau", include_last=True) == \
-        cm.count_moments(20, 30, ALPHA, "other", "tau")
+    assert cm.count_moments(20, 30, ALPHA, "other", "tau", include_last=True) == cm.count_moments(
+        20, 30, ALPHA, "other", "tau"
+    )
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(N=3), "N"), (dict(T=2), "T"), (dict(alpha=1.0), "alpha"),
-                                          (dict(alpha=0.0), "alpha"), (dict(ybar="x"), "ybar"),
-                                          (dict(k="z"), "k")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(N=3), "N"),
+        (dict(T=2), "T"),
+        (dict(alpha=1.0), "alpha"),
+        (dict(alpha=0.0), "alpha"),
+        (dict(ybar="x"), "ybar"),
+        (dict(k="z"), "k"),
+    ],
+)
 def test_bad_input(kwargs, match):
     args = dict(N=10, T=20, alpha=0.3, ybar="q", k="q") | kwargs
     with pytest.raises(ValueError, match=match):

@@ -110,21 +110,27 @@ def test_same_seed_same_data():
     np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(alpha=1.0), r"alpha=1.0 is out of range: allowed \[0.0, 1.0\)"),
-    (dict(alpha=-0.1), "alpha"),
-    (dict(seq_len=3), r"seq_len \(T\)=3 is out of range"),
-    (dict(triggers=(70,)), r"trigger=70 is out of range: allowed \[0, 64\]"),
-    (dict(triggers=(1, 1)), "duplicates"),
-    (dict(noise="weird"), "unknown noise kind 'weird'"),
-    (dict(loss_on="every"), "unknown loss_on"),
-    (dict(noise="existing", triggers=(2,)), "is the noise token"),
-    (dict(trigger_draw="random"), "unknown trigger_draw 'random'"),
-    (dict(trigger_draw="unigram", n_triggers=66), r"n_triggers \(K, drawn per sequence\)=66 is out of range: allowed \[1, 65\]"),
-    (dict(trigger_draw="unigram", triggers=(1, 3), n_triggers=3), r"allowed \[1, 2\]"),
-    (dict(trigger_draw="unigram", triggers=(1, 1)), "duplicates"),
-    (dict(trigger_draw="unigram", noise="existing", triggers=(1, 2)), "is the noise token"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(alpha=1.0), r"alpha=1.0 is out of range: allowed \[0.0, 1.0\)"),
+        (dict(alpha=-0.1), "alpha"),
+        (dict(seq_len=3), r"seq_len \(T\)=3 is out of range"),
+        (dict(triggers=(70,)), r"trigger=70 is out of range: allowed \[0, 64\]"),
+        (dict(triggers=(1, 1)), "duplicates"),
+        (dict(noise="weird"), "unknown noise kind 'weird'"),
+        (dict(loss_on="every"), "unknown loss_on"),
+        (dict(noise="existing", triggers=(2,)), "is the noise token"),
+        (dict(trigger_draw="random"), "unknown trigger_draw 'random'"),
+        (
+            dict(trigger_draw="unigram", n_triggers=66),
+            r"n_triggers \(K, drawn per sequence\)=66 is out of range: allowed \[1, 65\]",
+        ),
+        (dict(trigger_draw="unigram", triggers=(1, 3), n_triggers=3), r"allowed \[1, 2\]"),
+        (dict(trigger_draw="unigram", triggers=(1, 1)), "duplicates"),
+        (dict(trigger_draw="unigram", noise="existing", triggers=(1, 2)), "is the noise token"),
+    ],
+)
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RecallTask(**kwargs)
@@ -137,9 +143,14 @@ def test_profile_validation(monkeypatch):
 
 
 def test_random_triggers_change_per_sequence_and_keep_their_outputs():
-    task = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram")
+    task = RecallTask(
+        seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram"
+    )
     assert task.triggers == tuple(range(task.n))  # the pool: every ordinary token (no noise is ever drawn)
-    assert task.fixed_triggers == () and RecallTask(n_triggers=2).fixed_triggers == RecallTask(n_triggers=2).triggers
+    assert (
+        task.fixed_triggers == ()
+        and RecallTask(n_triggers=2).fixed_triggers == RecallTask(n_triggers=2).triggers
+    )
     T, b = task.seq_len, task.sample(np.random.default_rng(0), 200)
     assert b.triggers.shape == (200, 3) and all(len(set(r)) == 3 for r in b.triggers)
     assert len({tuple(r) for r in b.triggers}) > 100  # drawn afresh for each sequence
@@ -164,14 +175,16 @@ def _trigger_outputs(b) -> np.ndarray:
     """(batch, T): the output of the trigger each input position holds, -1 where it holds none."""
     output = np.full(b.inputs.shape, -1)
     for k in range(b.triggers.shape[1]):
-        output = np.where(b.inputs == b.triggers[:, k:k + 1], b.ybar[:, k:k + 1], output)
+        output = np.where(b.inputs == b.triggers[:, k : k + 1], b.ybar[:, k : k + 1], output)
     return output
 
 
 def test_recall_and_bigram_positions_leave_out_the_forced_transition():
     """The final input is forced to be a trigger, so the target of the position before it is that trigger:
     not the output of a trigger there, nor a bigram draw. The recall and bigram positions leave it out."""
-    task = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram")
+    task = RecallTask(
+        seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram"
+    )
     T, b = task.seq_len, task.sample(np.random.default_rng(0), 400)
     assert b.forced.sum() == 400 and b.forced[:, T - 2].all()
     output = _trigger_outputs(b)
@@ -187,8 +200,15 @@ def test_recall_and_bigram_positions_leave_out_the_forced_transition():
 
 def test_without_a_final_trigger_every_trigger_is_followed_by_its_output():
     """final_trigger=False (the Birth public code): the last input follows the chain, nothing is forced."""
-    task = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram",
-                      final_trigger=False)
+    task = RecallTask(
+        seq_len=64,
+        alpha=0.0,
+        n_triggers=3,
+        noise="existing",
+        loss_on="all",
+        trigger_draw="unigram",
+        final_trigger=False,
+    )
     T, b = task.seq_len, task.sample(np.random.default_rng(0), 400)
     assert b.forced is None
     output = _trigger_outputs(b)
@@ -198,12 +218,16 @@ def test_without_a_final_trigger_every_trigger_is_followed_by_its_output():
     assert (b.recall_positions == (b.occurrence >= 2)).all()
     big = task.stats.bigram
     assert (big[b.inputs[b.bigram_positions], b.targets[b.bigram_positions]] > 0).all()
-    same = RecallTask(seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram")
+    same = RecallTask(
+        seq_len=64, alpha=0.0, n_triggers=3, noise="existing", loss_on="all", trigger_draw="unigram"
+    )
     forced = same.sample(np.random.default_rng(0), 400)  # the same draws: only the forced transition differs
-    assert (forced.tokens[:, :T - 1] == b.tokens[:, :T - 1]).all()
+    assert (forced.tokens[:, : T - 1] == b.tokens[:, : T - 1]).all()
     for loss_on in ("final", "final_recall"):
-        with pytest.raises(ValueError, match=f"loss_on='{loss_on}' predicts after the final trigger: it needs "
-                                             "final_trigger=True"):
+        with pytest.raises(
+            ValueError,
+            match=f"loss_on='{loss_on}' predicts after the final trigger: it needs final_trigger=True",
+        ):
             RecallTask(loss_on=loss_on, final_trigger=False)
     with pytest.raises(ValueError, match="final_trigger must be True or False, got 1"):
         RecallTask(final_trigger=1)

@@ -31,8 +31,10 @@ def _split(spec: str) -> tuple[str, str]:
 
 def test_pins_agree():
     a, b = pyproject_pins(), environment_pins()
-    assert a == b, f"pins differ: pyproject only {set(a.items()) - set(b.items())}, " \
-                   f"environment.yml only {set(b.items()) - set(a.items())}"
+    assert a == b, (
+        f"pins differ: pyproject only {set(a.items()) - set(b.items())}, "
+        f"environment.yml only {set(b.items()) - set(a.items())}"
+    )
 
 
 def test_python_version_agrees():

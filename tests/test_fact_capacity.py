@@ -31,13 +31,14 @@ def test_parameter_counts_follow_the_paper():
 def test_grids_of_both_profiles():
     quick, full = fc.grid("quick"), fc.grid("full")
     assert len(quick) == 9 and len(full) == 169
-    assert all(e.steps == 4096 for e in quick.values()) and all(e.steps == 2 ** 14 for e in full.values())
+    assert all(e.steps == 4096 for e in quick.values()) and all(e.steps == 2**14 for e in full.values())
     assert {e.profile for e in full.values()} == {"full"}
 
 
 def test_training_is_reproducible_and_stops_early():
-    exp = fc.CapacityExperiment(S=4, R=2, D=2, H=2, m=8, d=16, d_h=8, seq_len=8, batch=64, steps=60,
-                                eval_every=10, n_test=64, lr=3e-2)
+    exp = fc.CapacityExperiment(
+        S=4, R=2, D=2, H=2, m=8, d=16, d_h=8, seq_len=8, batch=64, steps=60, eval_every=10, n_test=64, lr=3e-2
+    )
     a = fc.run(exp, progress=False, use_cache=False)
     b = fc.run(exp, progress=False, use_cache=False)
     assert np.array_equal(a["acc"], b["acc"]) and a["best"] == b["best"]
@@ -47,16 +48,34 @@ def test_training_is_reproducible_and_stops_early():
 
 
 def test_summary_reads_the_corners_of_the_grid():
-    runs = {f"H={H}, m={m}": {"best": b} for (H, m), b in
-            {(1, 1): 0.1, (1, 128): 0.3, (4, 1): 0.5, (4, 128): 0.9, (16, 1): 0.97, (16, 128): 1.0}.items()}
+    runs = {
+        f"H={H}, m={m}": {"best": b}
+        for (H, m), b in {
+            (1, 1): 0.1,
+            (1, 128): 0.3,
+            (4, 1): 0.5,
+            (4, 128): 0.9,
+            (16, 1): 0.97,
+            (16, 128): 1.0,
+        }.items()
+    }
     s = fc.grid_summary(runs)
     assert s["big_heads_min"] == 0.97 and s["small_heads_max"] == 0.3
     assert s["mid_mlp_gain"] == pytest.approx(0.4) and s["H_mid"] == 4
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(H=0), "H=0"), (dict(m=0), "m=0"), (dict(d_h=0), "d_h=0"),
-                                          (dict(lr=0.0), "lr"), (dict(stop_at=1.5), "stop_at"),
-                                          (dict(D=0), "answers_per_relation"), (dict(profile="huge"), "huge")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(H=0), "H=0"),
+        (dict(m=0), "m=0"),
+        (dict(d_h=0), "d_h=0"),
+        (dict(lr=0.0), "lr"),
+        (dict(stop_at=1.5), "stop_at"),
+        (dict(D=0), "answers_per_relation"),
+        (dict(profile="huge"), "huge"),
+    ],
+)
 def test_bad_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fc.CapacityExperiment(**kwargs)
@@ -99,13 +118,14 @@ def test_construction_needs_a_head_slot_per_token():
 def test_construction_attention_is_exact_with_the_dual_readout():
     exp = fc.CapacityExperiment(S=4, R=4, D=2, d=64, H=1, d_h=8, m=1)  # vocabulary 17 <= d
     model = fc.construct(exp, beta=3.0, readout="dual")
-    scores = (model.E @ model.K[0]) @ (model.E[exp.task().eos] @ model.Q[0]) / 8 ** 0.5
+    scores = (model.E @ model.K[0]) @ (model.E[exp.task().eos] @ model.Q[0]) / 8**0.5
     expected = torch.zeros(exp.task().vocab_size)
     expected[: exp.S + exp.R] = 3.0
     assert torch.allclose(scores, expected, atol=1e-4)
 
 
 # --- Fig. 4 (left): the scaling sweep ---
+
 
 def _oracle(capacity, good_lr=None):
     """A stand-in for training: a width d stores sizes up to capacity[d] (at learning rate good_lr only, if
@@ -147,9 +167,20 @@ def test_scaling_marks_an_untested_lower_end(monkeypatch):
 
 
 def test_scaling_slope_is_one_when_facts_grow_with_parameters():
-    widths = [{"d": d, "params": 6 * d * d, "size": d // 2, "facts": (d // 2) ** 2, "verified": True,
-               "trials": [[d // 2, 0.01, 1.0, 1]]} for d in (8, 16, 32)]
-    s = fc.scaling_summary({"widths": widths, "max_size": 64, "level": 0.99, "seconds": 60.0, "device": "cpu"})
+    widths = [
+        {
+            "d": d,
+            "params": 6 * d * d,
+            "size": d // 2,
+            "facts": (d // 2) ** 2,
+            "verified": True,
+            "trials": [[d // 2, 0.01, 1.0, 1]],
+        }
+        for d in (8, 16, 32)
+    ]
+    s = fc.scaling_summary(
+        {"widths": widths, "max_size": 64, "level": 0.99, "seconds": 60.0, "device": "cpu"}
+    )
     assert s["s_slope"] == pytest.approx(1.0) and s["s_per_param_min"] == pytest.approx(1 / 24)
 
 
@@ -167,16 +198,26 @@ def test_scaling_profiles():
     q, f = fc.ScalingExperiment.quick(), fc.ScalingExperiment.full()
     assert q.ds == (8, 16, 32) and q.steps == 4096
     assert f.ds == (8, 11, 16, 22, 32, 45, 64, 90, 128, 181)  # the code's int(2 ** i), i = 3, 3.5, ..., 7.5
-    assert f.lrs == (1e-3, 3e-3, 1e-2) and (f.min_size, f.max_size, f.steps) == (8, 512, 2 ** 14)
+    assert f.lrs == (1e-3, 3e-3, 1e-2) and (f.min_size, f.max_size, f.steps) == (8, 512, 2**14)
     assert q.params(32) == 4 * 2 * 16 * 32 + 2 * 32 * 32
     assert q.point(16, 10, 1e-2).eval_every == 32 and q.point(16, 10, 1e-2).S == 10
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(ds=(16, 8)), r"ds=\(16, 8\)"), (dict(ds=()), "ds"),
-                                          (dict(lrs=()), "lrs"), (dict(lrs=(0.0,)), "lr"),
-                                          (dict(alpha=0.1), "d_h = int"), (dict(beta=0.01), "m = int"),
-                                          (dict(max_size=2), "max_size=2"), (dict(level=1.5), "level"),
-                                          (dict(D=0), "answers_per_relation"), (dict(H=0), "H=0")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(ds=(16, 8)), r"ds=\(16, 8\)"),
+        (dict(ds=()), "ds"),
+        (dict(lrs=()), "lrs"),
+        (dict(lrs=(0.0,)), "lr"),
+        (dict(alpha=0.1), "d_h = int"),
+        (dict(beta=0.01), "m = int"),
+        (dict(max_size=2), "max_size=2"),
+        (dict(level=1.5), "level"),
+        (dict(D=0), "answers_per_relation"),
+        (dict(H=0), "H=0"),
+    ],
+)
 def test_scaling_bad_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fc.ScalingExperiment(**kwargs)
@@ -196,10 +237,19 @@ def test_recorded_scaling_recomputes_the_summary_from_the_trials(monkeypatch):
     exp = fc.ScalingExperiment(ds=(8, 16, 32), min_size=2, max_size=64)
     monkeypatch.setattr(fc, "run", _oracle({8: 4, 16: 8, 32: 16})[0])
     res = fc._scaling(exp, progress=False, device="cpu")
-    rec = record.Recorded(None, {"curves": fc.scaling_curves(res), "config": {"max_size": 64, "level": 0.99},
-                                 "train_seconds": 120.0, "device": "fake"})
+    rec = record.Recorded(
+        None,
+        {
+            "curves": fc.scaling_curves(res),
+            "config": {"max_size": 64, "level": 0.99},
+            "train_seconds": 120.0,
+            "device": "fake",
+        },
+    )
     s = fc.recorded_scaling(rec, prefix="b_")
     assert s["b_s_slope"] == pytest.approx(fc.scaling_summary(res)["s_slope"]) == pytest.approx(1.0)
     assert s["b_s_minutes"] == 2.0 and s["b_s_inversion"] == 0.0
     rows = fc.trial_rows(rec.curves, 16)
-    assert rows == [[size, lr, best, stopped, best >= 0.99] for size, lr, best, stopped in res["widths"][1]["trials"]]
+    assert rows == [
+        [size, lr, best, stopped, best >= 0.99] for size, lr, best, stopped in res["widths"][1]["trials"]
+    ]

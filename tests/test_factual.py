@@ -9,25 +9,31 @@ import torch
 from companion.experiments import factual as fr
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(answers_per_relation=17), r"answers_per_relation \(D\)=17 is out of range: allowed \[1, 16\]"),
-    (dict(n_subjects=0), r"n_subjects \(S\)=0 is out of range"),
-    (dict(seq_len=2), r"seq_len \(T\)=2 is out of range"),
-    (dict(n_noise=0), r"n_noise=0 is out of range"),
-    (dict(facts="zipf"), "unknown facts 'zipf'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(answers_per_relation=17), r"answers_per_relation \(D\)=17 is out of range: allowed \[1, 16\]"),
+        (dict(n_subjects=0), r"n_subjects \(S\)=0 is out of range"),
+        (dict(seq_len=2), r"seq_len \(T\)=2 is out of range"),
+        (dict(n_noise=0), r"n_noise=0 is out of range"),
+        (dict(facts="zipf"), "unknown facts 'zipf'"),
+    ],
+)
 def test_bad_task(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fr.FactTask(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(d=16), "one-hot embeddings have d = vocabulary size"),
-    (dict(embed="random"), "embed=.random. needs d"),
-    (dict(attention="relu"), "unknown attention 'relu'"),
-    (dict(lr=0.0), r"lr=0.0 is out of range"),
-    (dict(init=-1.0), r"init=-1.0 is out of range"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(d=16), "one-hot embeddings have d = vocabulary size"),
+        (dict(embed="random"), "embed=.random. needs d"),
+        (dict(attention="relu"), "unknown attention 'relu'"),
+        (dict(lr=0.0), r"lr=0.0 is out of range"),
+        (dict(init=-1.0), r"init=-1.0 is out of range"),
+    ],
+)
 def test_bad_experiment(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fr.FactExperiment(**kwargs)
@@ -54,12 +60,20 @@ def test_structured_table_and_answer_sets():
     assert (rand // 8 == np.arange(4)[None, :]).all()
 
 
-@pytest.mark.parametrize("embed, attention", [("onehot", "linear"), ("onehot", "softmax"), ("random", "softmax"),
-                                              ("random", "linear")])
+@pytest.mark.parametrize(
+    "embed, attention",
+    [("onehot", "linear"), ("onehot", "softmax"), ("random", "softmax"), ("random", "linear")],
+)
 def test_count_form_equals_per_position_sum(embed, attention):
     task = fr.FactTask(seq_len=12)
-    m = fr.AttentionFacts(task.vocab_size, task.n_answers, d=None if embed == "onehot" else 24, embed=embed,
-                          attention=attention, init=0.0)
+    m = fr.AttentionFacts(
+        task.vocab_size,
+        task.n_answers,
+        d=None if embed == "onehot" else 24,
+        embed=embed,
+        attention=attention,
+        init=0.0,
+    )
     with torch.no_grad():
         m.A.normal_()
         m.V.normal_()

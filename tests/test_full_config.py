@@ -24,20 +24,32 @@ FULL = catalog.experiments("full")
 # Synthetic IOI at the shallowest depth of each optimiser: deeper models repeat the same layer code (one
 # evaluation of L = 7 takes six minutes on 2 cores; its memory grows linearly in L).
 IOI_DEPTHS = {opt: min(L for (o, L) in catalog.ioi("full") if o == opt) for opt in ("sgd", "adam")}
-SMOKE = [name for name in FULL if not name.startswith("synthetic_ioi/")] + \
-        [f"synthetic_ioi/{opt} L={L}" for opt, L in IOI_DEPTHS.items()]
+SMOKE = [name for name in FULL if not name.startswith("synthetic_ioi/")] + [
+    f"synthetic_ioi/{opt} L={L}" for opt, L in IOI_DEPTHS.items()
+]
 # The evaluation of a recall-family configuration reads this many test sequences of the paper's length, not the
 # full profile's 2048: the same code at every size, and the training step's batch (512) already sets the memory of a
 # forward pass at paper scale; the whole test sets ran on a GPU in the recorded full runs (data/recorded/*-full.json).
 SMOKE_TEST_SEQUENCES = 512
 # Fields that change only the training, not the model or the test sets: configurations equal in every other
 # field share one evaluation (the first evaluates, the others run their training step only).
-TRAINING_ONLY = {"lr", "momentum", "weight_decay", "optimizer", "steps", "eval_every", "dense_until",
-                 "pretrain_steps", "schedule"}
+TRAINING_ONLY = {
+    "lr",
+    "momentum",
+    "weight_decay",
+    "optimizer",
+    "steps",
+    "eval_every",
+    "dense_until",
+    "pretrain_steps",
+    "schedule",
+}
 
 
 def _evaluation_key(exp) -> tuple:
-    return tuple((f.name, getattr(exp, f.name)) for f in dataclasses.fields(exp) if f.name not in TRAINING_ONLY)
+    return tuple(
+        (f.name, getattr(exp, f.name)) for f in dataclasses.fields(exp) if f.name not in TRAINING_ONLY
+    )
 
 
 EVALUATES = {}
@@ -73,8 +85,9 @@ def test_full_allocation_configuration_runs():
         tcfg = TrainConfig(steps=1, batch=exp.batch, lr=exp.lrs[0], momentum=exp.momentum)
         logs = train(model, task, tcfg, np.random.default_rng(0), progress=False)
         with torch.no_grad():
-            assert math.isfinite(logs[-1]["loss"]) and math.isfinite(batch_loss(model.eval(), test_batch,
-                                                                                torch.device("cpu")).item())
+            assert math.isfinite(logs[-1]["loss"]) and math.isfinite(
+                batch_loss(model.eval(), test_batch, torch.device("cpu")).item()
+            )
 
 
 def test_full_leading_terms_configurations_run():
@@ -107,8 +120,12 @@ def test_full_induction_configurations_run():
 
     from companion.experiments import induction as ih
 
-    exps = [ih.seeds("full")[0], ih.ff_experiment("full"), ih.layer_experiments("full")[2],
-            ih.random_trigger_experiment("full")]
+    exps = [
+        ih.seeds("full")[0],
+        ih.ff_experiment("full"),
+        ih.layer_experiments("full")[2],
+        ih.random_trigger_experiment("full"),
+    ]
     for exp in exps:
         r = ih.run(replace(exp, steps=1, eval_every=1), progress=False, use_cache=False)
         assert len(r.metrics["step"]) == 2 and np.isfinite(r.metrics["loss_head"]).all()
@@ -131,7 +148,9 @@ def test_full_three_step_configuration_runs():
 
     exp = ih.three_step_runs("full")["slide order, orthonormal"]
     assert (exp.d, exp.seq_len, exp.batch) == (512, 64, 65536)
-    small = replace(exp, batch=2048, chunk=1024, line_batch=1024, n_test=256, etas=(4.0,), second_step_sizes=(4.0,))
+    small = replace(
+        exp, batch=2048, chunk=1024, line_batch=1024, n_test=256, etas=(4.0,), second_step_sizes=(4.0,)
+    )
     rows = ih.three_steps(small, progress=False, use_cache=False)["rows"]
     assert [r["matrix"] for r in rows] == ["init", "W_V^2", "W_QK^2", "W_QK^1"]
     assert all(np.isfinite(r["loss"]) for r in rows)

@@ -24,7 +24,11 @@ def toc_docnames() -> list[str]:
 
 def chapters() -> list[str]:
     """Docnames of the experiment and theory chapters (everything in book/ but the about pages)."""
-    return [n for n in toc_docnames() if n.startswith("book/") and n not in ("book/scorecard", "book/errata", "book/status")]
+    return [
+        n
+        for n in toc_docnames()
+        if n.startswith("book/") and n not in ("book/scorecard", "book/errata", "book/status")
+    ]
 
 
 def chromium() -> str:
@@ -37,14 +41,28 @@ def chromium() -> str:
 def render(page: Path, screenshot: Path | None = None) -> str:
     """The DOM of a page after its scripts ran (MathJax typesetting included)."""
     with tempfile.TemporaryDirectory() as profile:
-        args = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run", "--disable-sync",
-                f"--user-data-dir={profile}", "--virtual-time-budget=8000"]
+        args = [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=8000",
+        ]
         if screenshot is not None:
-            subprocess.run(args + ["--window-size=1280,2000", f"--screenshot={screenshot}", page.as_uri()],
-                           check=True, capture_output=True, timeout=120)
-        out = subprocess.run(args + ["--dump-dom", page.as_uri()], check=True, capture_output=True,
-                             timeout=120, text=True)
+            subprocess.run(
+                args + ["--window-size=1280,2000", f"--screenshot={screenshot}", page.as_uri()],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+        out = subprocess.run(
+            args + ["--dump-dom", page.as_uri()], check=True, capture_output=True, timeout=120, text=True
+        )
     return out.stdout
 
 
@@ -63,14 +81,15 @@ def test_chapter_has_figures_math_and_no_errors(docname):
         assert (page.parent / src).is_file(), f"{docname}: figure {src} not in the build"
     for bad in ("Traceback (most recent call last)", "[FAIL]", 'class="output traceback"', "output error"):
         assert bad not in html, f"{docname}: error output in the page ({bad!r})"
-    assert re.search(r'<figcaption', html), f"{docname}: figures have no captions"
+    assert re.search(r"<figcaption", html), f"{docname}: figures have no captions"
     text = re.sub(r"<[^>]+>", "", html)
     # a directive or table printed as text (smartquotes: --- -> \u2014)
     for raw in (":::{", "|---|", "|\u2014|"):
         assert raw not in text, f"{docname}: unrendered Markdown ({raw!r}) in the page"
     mathjax = re.findall(r'<script[^>]+src="([^"]*mathjax[^"]*)"', html, flags=re.I)
-    assert mathjax and not any(s.startswith(("http:", "https:", "//")) for s in mathjax), \
+    assert mathjax and not any(s.startswith(("http:", "https:", "//")) for s in mathjax), (
         f"{docname}: MathJax must be served locally, found {mathjax}"
+    )
     shots = ROOT / "_build" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     dom = render(page, shots / f"{docname.replace('/', '_')}.png")
@@ -89,11 +108,15 @@ def test_scorecard_lists_every_claim_with_a_result():
     status = {}
     for t in tables:  # the status column by its header: a "recorded" column follows it once a run is recorded
         head, *rows = re.findall(r"<tr>(.*?)</tr>", t, flags=re.S)
-        at = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", head, flags=re.S)].index("status")
+        at = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", head, flags=re.S)].index(
+            "status"
+        )
         for r in rows:
             c = re.findall(r"<td>(.*?)</td>", r, flags=re.S)
             status[re.sub(r"<[^>]+>", "", c[0])] = c[at]
-    assert set(status) == set(claims.CLAIMS), f"scorecard rows differ from the registry: {set(status) ^ set(claims.CLAIMS)}"
+    assert set(status) == set(claims.CLAIMS), (
+        f"scorecard rows differ from the registry: {set(status) ^ set(claims.CLAIMS)}"
+    )
     profile = claims.config.get_profile()
     allowed = {  # what each kind of claim may show in a green build
         "asserted": (claims.HOLDS, claims.HOLDS_HERE, claims.FINDING, claims.REFUTED),

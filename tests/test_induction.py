@@ -14,17 +14,23 @@ from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, train
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(n_triggers=65), r"n_triggers \(K\)=65 is out of range: allowed \[1, 64\]"),
-    (dict(n_triggers=0), r"n_triggers \(K\)=0 is out of range"),
-    (dict(trained=("W_QK^3",)), "trained matrix 'W_QK\\^3' is not in this model"),
-    (dict(frozen_first=("W_V^1",)), "frozen_first matrix 'W_V\\^1' is not trained"),
-    (dict(frozen_first=("W_V^2",), unfreeze_at=301), r"unfreeze_at=301 is out of range: allowed \[1, 300\]"),
-    (dict(early_cutoff=65), r"early_cutoff=65 is out of range: allowed \[2, 64\]"),
-    (dict(loss_on="some"), "unknown loss_on"),
-    (dict(optimizer="lbfgs"), "unknown optimizer"),
-    (dict(trigger_draw="zipf"), "unknown trigger_draw 'zipf'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n_triggers=65), r"n_triggers \(K\)=65 is out of range: allowed \[1, 64\]"),
+        (dict(n_triggers=0), r"n_triggers \(K\)=0 is out of range"),
+        (dict(trained=("W_QK^3",)), "trained matrix 'W_QK\\^3' is not in this model"),
+        (dict(frozen_first=("W_V^1",)), "frozen_first matrix 'W_V\\^1' is not trained"),
+        (
+            dict(frozen_first=("W_V^2",), unfreeze_at=301),
+            r"unfreeze_at=301 is out of range: allowed \[1, 300\]",
+        ),
+        (dict(early_cutoff=65), r"early_cutoff=65 is out of range: allowed \[2, 64\]"),
+        (dict(loss_on="some"), "unknown loss_on"),
+        (dict(optimizer="lbfgs"), "unknown optimizer"),
+        (dict(trigger_draw="zipf"), "unknown trigger_draw 'zipf'"),
+    ],
+)
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ih.InductionExperiment.quick(**kwargs)
@@ -81,15 +87,24 @@ def test_unfreeze_releases_a_matrix_at_its_step():
     W.requires_grad_(False)
     before = W.detach().clone()
     seen = []
-    train(m, task, TrainConfig(steps=3, batch=2), np.random.default_rng(0), progress=False, unfreeze={2: [W]},
-          evaluate=lambda s: seen.append(torch.equal(W.detach(), before)) or {}, eval_at=range(3))
+    train(
+        m,
+        task,
+        TrainConfig(steps=3, batch=2),
+        np.random.default_rng(0),
+        progress=False,
+        unfreeze={2: [W]},
+        evaluate=lambda s: seen.append(torch.equal(W.detach(), before)) or {},
+        eval_at=range(3),
+    )
     # unchanged before each of steps 0-2 (released at 2), moved after
     assert seen == [True, True, True, False]
 
 
 def test_run_is_reproducible_and_freezes_what_it_says():
-    exp = ih.InductionExperiment.quick(steps=4, eval_every=2, batch=4, n_test=8, frozen_first=("W_QK^1",),
-                                       unfreeze_at=4)
+    exp = ih.InductionExperiment.quick(
+        steps=4, eval_every=2, batch=4, n_test=8, frozen_first=("W_QK^1",), unfreeze_at=4
+    )
     a = ih.run(exp, progress=False, use_cache=False)
     b = ih.run(exp, progress=False, use_cache=False)
     for k in a.metrics:
@@ -111,19 +126,26 @@ def test_quick_and_full_differ_only_in_size():
 
 # --- the three gradient steps ---
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(d=200), r"d=200 is out of range: orthonormal embeddings need d >= 3 V \+ T = 230"),
-    (dict(order=("W_V^2", "W_QK^2", "W_QK^2")), "must be an ordering of"),
-    (dict(etas=()), "must be a non-empty list"),
-    (dict(second_step_sizes=(1.0, -2.0)), "second_step_sizes=.* must all be > 0"),
-    (dict(scales=(0.0,)), r"scales=\(0.0,\) must all be > 0"),
-    (dict(scales=(20.0,), embeddings="gaussian"), "scales=.* need embeddings='orthonormal'.*not 'gaussian'"),
-    (dict(embeddings="sparse"), "unknown embeddings"),
-    (dict(data="wiki"), "unknown data"),
-    (dict(chunk=0), r"chunk=0 is out of range"),
-    (dict(line_batch=100, chunk=512), r"line_batch=100 is out of range: allowed \[512, 8192\]"),
-    (dict(n_triggers=65), r"n_triggers \(K\)=65 is out of range: allowed \[1, 64\]"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(d=200), r"d=200 is out of range: orthonormal embeddings need d >= 3 V \+ T = 230"),
+        (dict(order=("W_V^2", "W_QK^2", "W_QK^2")), "must be an ordering of"),
+        (dict(etas=()), "must be a non-empty list"),
+        (dict(second_step_sizes=(1.0, -2.0)), "second_step_sizes=.* must all be > 0"),
+        (dict(scales=(0.0,)), r"scales=\(0.0,\) must all be > 0"),
+        (
+            dict(scales=(20.0,), embeddings="gaussian"),
+            "scales=.* need embeddings='orthonormal'.*not 'gaussian'",
+        ),
+        (dict(embeddings="sparse"), "unknown embeddings"),
+        (dict(data="wiki"), "unknown data"),
+        (dict(chunk=0), r"chunk=0 is out of range"),
+        (dict(line_batch=100, chunk=512), r"line_batch=100 is out of range: allowed \[512, 8192\]"),
+        (dict(n_triggers=65), r"n_triggers \(K\)=65 is out of range: allowed \[1, 64\]"),
+    ],
+)
 def test_three_step_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ih.ThreeStepExperiment.quick(**kwargs)
@@ -157,8 +179,14 @@ def test_orthonormal_embeddings_are_orthogonal_and_remap():
     m = ih.orthonormal_embeddings(Transformer(exp.model_config()), 0)
     V, T, d = m.W_E.shape[0], m.P.shape[0], 256
     remap = m.W_E @ m.matrix("W_V^1").T
-    X = torch.cat([m.W_E / d ** 0.5, m.P / d ** 0.5, m.W_U / m.W_U.norm(dim=1, keepdim=True),
-                   remap / remap.norm(dim=1, keepdim=True)])
+    X = torch.cat(
+        [
+            m.W_E / d**0.5,
+            m.P / d**0.5,
+            m.W_U / m.W_U.norm(dim=1, keepdim=True),
+            remap / remap.norm(dim=1, keepdim=True),
+        ]
+    )
     assert torch.allclose(X @ X.T, torch.eye(3 * V + T), atol=1e-5)
     assert torch.allclose(m.P @ m.matrix("W_V^1").T, torch.zeros(T, d), atol=1e-4)
 
@@ -169,21 +197,31 @@ def test_three_steps_small_run_learns_ov_and_reverse_order_has_no_gradient():
     rows = fwd["rows"]
     assert [r["matrix"] for r in rows] == ["init", "W_V^2", "W_QK^2", "W_QK^1"]
     assert rows[0]["probe_OV2"] == 0.0 and rows[1]["probe_OV2"] > 0.5 and rows[1]["loss"] < rows[0]["loss"]
-    rev = ih.three_steps(ih.ThreeStepExperiment.quick(order=ih.STEP_ORDER[::-1], **small), progress=False,
-                         use_cache=False)["rows"]
+    rev = ih.three_steps(
+        ih.ThreeStepExperiment.quick(order=ih.STEP_ORDER[::-1], **small), progress=False, use_cache=False
+    )["rows"]
     assert rev[1]["eta"] == rev[2]["eta"] == 0.0 and max(r["grad_norm"] for r in rev[1:3]) < ih.ZERO_GRADIENT
     assert rev[3]["probe_OV2"] == rows[1]["probe_OV2"]  # the same first real step, on the same population
 
 
 def test_second_step_sweep_keeps_the_size_with_the_lowest_final_loss():
-    small = dict(d=230, seq_len=32, batch=1024, chunk=1024, line_batch=1024, n_test=32, etas=(1.0, 8.0),
-                 second_step_sizes=(1.0, 16.0))
+    small = dict(
+        d=230,
+        seq_len=32,
+        batch=1024,
+        chunk=1024,
+        line_batch=1024,
+        n_test=32,
+        etas=(1.0, 8.0),
+        second_step_sizes=(1.0, 16.0),
+    )
     r = ih.three_steps(ih.ThreeStepExperiment.quick(**small), progress=False, use_cache=False)
     best = min(r["sweep"], key=lambda s: s["third"]["loss"])
     assert r["rows"][2]["eta"] == best["second_size"] and r["rows"][3] == best["third"]
 
 
 # --- the learned memories rescaled, their blocks, and the step-2 probe rows ---
+
 
 def _orthonormal_model(seq_len=16):
     exp = ih.ThreeStepExperiment.quick(d=256, seq_len=seq_len)
@@ -195,8 +233,9 @@ def test_shakespeare_iid_data_keeps_frequencies_and_triggers_and_drops_the_bigra
     iid = ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid").task()
     assert iid.triggers == text.triggers
     assert np.allclose(iid.stats.unigram, text.stats.unigram)
-    assert np.allclose(iid.stats.bigram, iid.stats.unigram[None, :]) and not np.allclose(text.stats.bigram,
-                                                                                          iid.stats.bigram)
+    assert np.allclose(iid.stats.bigram, iid.stats.unigram[None, :]) and not np.allclose(
+        text.stats.bigram, iid.stats.bigram
+    )
 
 
 def test_rescale_memories_gives_the_hand_written_scores_and_keeps_directions():
@@ -215,11 +254,18 @@ def test_rescale_memories_gives_the_hand_written_scores_and_keeps_directions():
         assert torch.allclose(m.matrix(n), hand[n], rtol=1e-3, atol=1e-6)
 
 
-@pytest.mark.parametrize("scale, names, match", [
-    (0.0, ih.STEP_ORDER, r"scale=0.0 is out of range"),
-    (1.0, ("W_V^1",), "unknown memory 'W_V\\^1'"),
-    (1.0, ih.STEP_ORDER, r"cannot rescale memories whose stored pairs score <= 0 on average: \{'W_QK\^1'"),
-])
+@pytest.mark.parametrize(
+    "scale, names, match",
+    [
+        (0.0, ih.STEP_ORDER, r"scale=0.0 is out of range"),
+        (1.0, ("W_V^1",), "unknown memory 'W_V\\^1'"),
+        (
+            1.0,
+            ih.STEP_ORDER,
+            r"cannot rescale memories whose stored pairs score <= 0 on average: \{'W_QK\^1'",
+        ),
+    ],
+)
 def test_rescale_memories_bad_input(scale, names, match):
     _, task, m = _orthonormal_model()
     ih.construct(m, task.triggers, task.n)
@@ -262,7 +308,9 @@ def test_qk2_rows_agree_with_the_probe():
 
 def test_three_steps_compares_scales_and_reports_blocks_and_rows():
     small = dict(d=230, seq_len=32, batch=512, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
-    r = ih.three_steps(ih.ThreeStepExperiment.quick(scales=(2.0, 40.0), **small), progress=False, use_cache=False)
+    r = ih.three_steps(
+        ih.ThreeStepExperiment.quick(scales=(2.0, 40.0), **small), progress=False, use_cache=False
+    )
     assert [s["scale"] for s in r["scales"]] == [2.0, 40.0]
     assert all(set(s) == {"scale", *ih.MIXES} for s in r["scales"])
     values = np.array([[s[m] for m in ih.MIXES] for s in r["scales"]])
@@ -281,21 +329,30 @@ def test_three_steps_compares_scales_and_reports_blocks_and_rows():
     misses = ih.qk1_misses(r)
     assert 1 - len(misses) / 31 == pytest.approx(step3["probe_QK1"])
     assert all(s != t - 1 and 0 <= s <= 30 for t, s in misses)
-    gauss = ih.three_steps(ih.ThreeStepExperiment.quick(embeddings="gaussian", **small), progress=False,
-                           use_cache=False)
+    gauss = ih.three_steps(
+        ih.ThreeStepExperiment.quick(embeddings="gaussian", **small), progress=False, use_cache=False
+    )
     assert gauss["scales"] == [] and gauss["blocks"] == {}  # no comparison asked; blocks undefined
 
 
 def test_three_step_tables():
-    res = {"scales": [{"scale": 1.0, **{m: 0.5 for m in ih.MIXES}}],
-           "blocks": {n: {f"{a} x {b}": 0.1 for a in (("U",) if n == "W_V^2" else "EPR") for b in "EPR"}
-                      for n in ih.STEP_ORDER}}
-    assert ih.scale_table(res).splitlines()[0] == "| scale | " + " | ".join(
-        m.replace("W_V^2", "W_OV^2") for m in ih.MIXES) + " |"
+    res = {
+        "scales": [{"scale": 1.0, **{m: 0.5 for m in ih.MIXES}}],
+        "blocks": {
+            n: {f"{a} x {b}": 0.1 for a in (("U",) if n == "W_V^2" else "EPR") for b in "EPR"}
+            for n in ih.STEP_ORDER
+        },
+    }
+    assert (
+        ih.scale_table(res).splitlines()[0]
+        == "| scale | " + " | ".join(m.replace("W_V^2", "W_OV^2") for m in ih.MIXES) + " |"
+    )
     table = ih.block_table(res)
     assert len(table.splitlines()) == 2 + 7 and "| W_QK^2 | E | 0.1 | 0.1 | **0.1** |" in table
-    runs = {"a": ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare"),
-            "b": ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid")}
+    runs = {
+        "a": ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare"),
+        "b": ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid"),
+    }
     step2 = {"matrix": "W_QK^2", "qk2_rank": [1, 3, 1, 1, 1], "qk2_winner": [1, 0, 2, 3, 4]}
     rows = {"rows": [{"matrix": "init"}, step2]}
     text = ih.qk2_rank_table({"a": rows, "b": rows}, runs)
@@ -306,6 +363,7 @@ def test_three_step_tables():
 
 
 # --- what step 2 writes ---
+
 
 def test_construct_writes_only_the_named_memories():
     _, task, m = _orthonormal_model()
@@ -318,8 +376,9 @@ def test_construct_writes_only_the_named_memories():
 
 
 def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
-    small = dict(d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0),
-                 scales=(5.0,))
+    small = dict(
+        d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0), scales=(5.0,)
+    )
     exp = ih.ThreeStepExperiment.quick(**small)
     uni = ih.step2_gradient(exp)
     learned = ih.three_steps(exp, progress=False, use_cache=False)["blocks"]["W_QK^2"]
@@ -335,14 +394,19 @@ def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
     assert s["g2_stored_ratio"] == pytest.approx(prev["stored"] / uni["stored"])
     assert s["g2_best_prev"] == prev["accuracy"][5.0]
     table = ih.step2_table([uni, prev])
-    assert len(table.splitlines()) == 2 + len(ih.STEP2_PARTS) and "uniform first layer" in table.splitlines()[0]
+    assert (
+        len(table.splitlines()) == 2 + len(ih.STEP2_PARTS) and "uniform first layer" in table.splitlines()[0]
+    )
 
 
-@pytest.mark.parametrize("overrides, first, match", [
-    ({}, "previous", "unknown first_layer 'previous'"),
-    ({"embeddings": "gaussian"}, "uniform", "needs embeddings='orthonormal'"),
-    ({"order": ih.STEP_ORDER[::-1]}, "uniform", "the slide's order"),
-])
+@pytest.mark.parametrize(
+    "overrides, first, match",
+    [
+        ({}, "previous", "unknown first_layer 'previous'"),
+        ({"embeddings": "gaussian"}, "uniform", "needs embeddings='orthonormal'"),
+        ({"order": ih.STEP_ORDER[::-1]}, "uniform", "the slide's order"),
+    ],
+)
 def test_step2_gradient_bad_input(overrides, first, match):
     with pytest.raises(ValueError, match=match):
         ih.step2_gradient(ih.ThreeStepExperiment.quick(**overrides), first)
@@ -355,10 +419,12 @@ def test_step2_summary_needs_both_first_layers():
 
 # --- the step-2 probe, part by part ---
 
+
 def test_step2_outer_is_the_population_gradient():
     small = dict(d=64, seq_len=16, batch=512, chunk=256, line_batch=256, n_test=64, etas=(1.0, 4.0))
-    model, task, population = ih._after_first_step(ih.ThreeStepExperiment.quick(
-        embeddings="gaussian", data="shakespeare_iid", **small))
+    model, task, population = ih._after_first_step(
+        ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid", **small)
+    )
     kept = []
     Q, K = ih.step2_outer(model, population, keep=kept)
     assert set(Q) == set(K) == set(ih.STREAM_PARTS) and len(kept) == len(population)
@@ -376,7 +442,10 @@ def test_step2_outer_is_the_population_gradient():
     assert -1 <= tw["cos_min"] <= tw["cos"] <= 1 and tw["pi"].sum().item() == pytest.approx(1.0, abs=1e-4)
     assert tw["counts"][1].sum() >= 2 * n_loss  # the query's token: at the query and at an earlier occurrence
     again = ih.step2_token_weights(model, population, query, gains=kept)  # what step2_outer kept: the same
-    assert all(torch.equal(tw[k], again[k]) for k in ("m", "counts", "alpha", "pi")) and tw["cos"] == again["cos"]
+    assert (
+        all(torch.equal(tw[k], again[k]) for k in ("m", "counts", "alpha", "pi"))
+        and tw["cos"] == again["cos"]
+    )
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
         ih.step2_token_weights(model, population, query[:, :1])
     with torch.no_grad():
@@ -386,8 +455,9 @@ def test_step2_outer_is_the_population_gradient():
 
 
 def test_step2_outer_bad_input():
-    exp = ih.ThreeStepExperiment.quick(embeddings="gaussian", d=64, seq_len=16, batch=256, chunk=256,
-                                       line_batch=256)
+    exp = ih.ThreeStepExperiment.quick(
+        embeddings="gaussian", d=64, seq_len=16, batch=256, chunk=256, line_batch=256
+    )
     model, task, population, _ = ih._step_setup(exp)
     dense = dataclasses.replace(task, loss_on="all")
     with pytest.raises(ValueError, match="the last position only"):
@@ -403,7 +473,9 @@ def test_step2_probe_parts_add_up_to_the_runs_probe():
     small = dict(seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
     ortho = ih.ThreeStepExperiment.quick(d=230, data="shakespeare", **small)
     parts = ih.step2_probe_parts(ortho)
-    assert parts["probe"] == ih.three_steps(ortho, progress=False, use_cache=False)["rows"][2]["probe_QK2_all"]
+    assert (
+        parts["probe"] == ih.three_steps(ortho, progress=False, use_cache=False)["rows"][2]["probe_QK2_all"]
+    )
     # orthonormal embeddings: the keys' tokens and positions are orthogonal to every remapped key
     first = parts["key"]["first layer"]["spread"]
     assert first > 0 and parts["key"]["token"]["spread"] < 1e-4 * first
@@ -413,7 +485,9 @@ def test_step2_probe_parts_add_up_to_the_runs_probe():
     assert gauss["key"]["token"]["spread"] > 0 and set(gauss["without key"]) == set(ih.STREAM_PARTS)
     results = dict(zip(ih.GAUSSIAN_RUNS, (gauss, parts, gauss)))
     s = ih.step2_probe_summary(results)
-    assert s["g2p_token_iid"] == pytest.approx(gauss["key"]["token"]["spread"] / gauss["key"]["first layer"]["spread"])
+    assert s["g2p_token_iid"] == pytest.approx(
+        gauss["key"]["token"]["spread"] / gauss["key"]["first layer"]["spread"]
+    )
     assert s["g2p_first_layer_min"] == min(r["key"]["first layer"]["probe"] for r in results.values())
     assert s["g2p_coherence_ratio"] == pytest.approx(1.0) and 0 < s["g2p_shared_iid"] <= 1 + 1e-6
     table = ih.step2_probe_table(results)
@@ -457,9 +531,13 @@ def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
     assert first["ranks"] == (1, 1) and first["n"] > 0 and first["acc"] == first["top1"]
     assert all(0 <= b[k] <= 1 for b in hb["bins"] if b["n"] for k in ih.COLUMNS)
     rows = ih.head_or_bigram_rows(hb)
-    assert [r[0] for r in rows][:2] == ["1", f"2 to {ih.BIGRAM_TOP}"] and len(rows[0]) == len(ih.HEAD_OR_BIGRAM_HEADER)
+    assert [r[0] for r in rows][:2] == ["1", f"2 to {ih.BIGRAM_TOP}"] and len(rows[0]) == len(
+        ih.HEAD_OR_BIGRAM_HEADER
+    )
     assert rows[-1][0] == "never follows the trigger" and rows[-2][0] == "21 and above"
-    assert 0 <= hb["strata_matched"] <= exp.task().n * len(ih.OCCURRENCE_BINS) and 0 <= hb["matched_share"] <= 1
+    assert (
+        0 <= hb["strata_matched"] <= exp.task().n * len(ih.OCCURRENCE_BINS) and 0 <= hb["matched_share"] <= 1
+    )
     with pytest.raises(ValueError, match=r"head_or_bigram needs ff=\('none', 'linear'\)"):
         ih.head_or_bigram(ih.InductionRun(ih.InductionExperiment.quick(), {}))
     with pytest.raises(ValueError, match=r"n_seq=0 is out of range"):
@@ -467,7 +545,9 @@ def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
 
 
 def _tiny_random_run():
-    exp = dataclasses.replace(ih.random_trigger_experiment("quick"), steps=3, eval_every=1, batch=4, n_test=16)
+    exp = dataclasses.replace(
+        ih.random_trigger_experiment("quick"), steps=3, eval_every=1, batch=4, n_test=16
+    )
     return ih.run(exp, progress=False, use_cache=False)
 
 
@@ -485,7 +565,7 @@ def test_key_measures_match_a_position_by_position_count():
     W2, c, x1 = model.layers[1].qk(), model.scale, rec["u1"]
     i, t = [int(v) for v in keys.any(-1).nonzero()[-1]]  # a position with at least one such key
     s = keys[i, t].nonzero()[:, 0]
-    score = x1[i, t] @ W2 @ x1[i, :t + 1].T * c
+    score = x1[i, t] @ W2 @ x1[i, : t + 1].T * c
     q = model.W_E[x[i, t]] @ W2 * c
     h1 = x1[i] - model.W_E[x[i]] - model.P[:T]
     torch.testing.assert_close(m["key_score"][i, t], score[s].mean())
@@ -496,18 +576,29 @@ def test_key_measures_match_a_position_by_position_count():
     others[s] = False
     torch.testing.assert_close(m["rest_score"][i, t], torch.logsumexp(score[others], 0))
     # the attention on the keys is the softmax share their logits win against the others'
-    torch.testing.assert_close(m["attention"][i, t], torch.sigmoid(torch.logsumexp(score[s], 0) - m["rest_score"][i, t]))
+    torch.testing.assert_close(
+        m["attention"][i, t], torch.sigmoid(torch.logsumexp(score[s], 0) - m["rest_score"][i, t])
+    )
     # the rest of the attention, by what the other keys hold, counted key by key
-    a2, share = rec["attn2"][i, t], {"attention_query_token": 0.0, "attention_target_elsewhere": 0.0,
-                                     "attention_rest": 0.0}
+    a2, share = (
+        rec["attn2"][i, t],
+        {"attention_query_token": 0.0, "attention_target_elsewhere": 0.0, "attention_rest": 0.0},
+    )
     for k in range(t + 1):
         if not keys[i, t, k]:
-            kind = ("attention_query_token" if x[i, k] == x[i, t] else "attention_target_elsewhere"
-                    if x[i, k] == y[i, t] else "attention_rest")
+            kind = (
+                "attention_query_token"
+                if x[i, k] == x[i, t]
+                else "attention_target_elsewhere"
+                if x[i, k] == y[i, t]
+                else "attention_rest"
+            )
             share[kind] += float(a2[k])
     for kind, v in share.items():
         assert float(m[kind][i, t]) == pytest.approx(v, abs=1e-6)
-    parts = m["attention"] + m["attention_query_token"] + m["attention_target_elsewhere"] + m["attention_rest"]
+    parts = (
+        m["attention"] + m["attention_query_token"] + m["attention_target_elsewhere"] + m["attention_rest"]
+    )
     torch.testing.assert_close(parts, torch.ones_like(parts))
 
 
@@ -517,7 +608,9 @@ def test_pair_scores_read_the_token_token_logits():
     N = task.stats.bigram.shape[0]
     # orthonormal embeddings, then one pair (q, its likeliest successor) raised in W_QK^2
     with torch.no_grad():
-        model.W_E[:N] = torch.linalg.qr(torch.randn(model.W_E.shape[1], N, generator=torch.Generator().manual_seed(0)))[0].T
+        model.W_E[:N] = torch.linalg.qr(
+            torch.randn(model.W_E.shape[1], N, generator=torch.Generator().manual_seed(0))
+        )[0].T
         base = ih.pair_scores(model, task)
         q = task.triggers[0]
         y = int(np.argmax(task.stats.bigram[q]))
@@ -550,7 +643,9 @@ def test_pair_gradient_is_the_derivative_of_the_training_loss():
             x = torch.as_tensor(b.inputs)
             with torch.no_grad():
                 logits = model(x, score_bias=eps * masks[kind])
-            total += float(F.cross_entropy(logits.flatten(0, 1), torch.as_tensor(b.targets).flatten(), reduction="sum"))
+            total += float(
+                F.cross_entropy(logits.flatten(0, 1), torch.as_tensor(b.targets).flatten(), reduction="sum")
+            )
         return total / 6
 
     for kind in ih.KEY_KINDS:
@@ -609,9 +704,12 @@ def test_discount_edit_moves_only_the_likely_pairs_token_token_logits():
             assert set(edit) == {layer}
             where = likely if name == "W_QK^2" else likely.T  # [query token, key token]
             assert (edit[layer][~where] == 0).all() and torch.allclose(
-                edit[layer][where], torch.tensor(-strength * base[name]["likely_minus_other"]))
+                edit[layer][where], torch.tensor(-strength * base[name]["likely_minus_other"])
+            )
             ps = ih.pair_scores(model, task, edit)
-            assert ps[name]["likely_minus_other"] == pytest.approx(left * base[name]["likely_minus_other"], abs=1e-5)
+            assert ps[name]["likely_minus_other"] == pytest.approx(
+                left * base[name]["likely_minus_other"], abs=1e-5
+            )
             assert ps[other] == base[other]
         # pair by pair: every likely pair of q scores the mean of q's other successors
         M = ih.token_token_logits(model, ih.discount_edit(model, task, {name: 1.0}, how="pair"))[name]
@@ -636,8 +734,10 @@ def test_discount_edit_moves_only_the_likely_pairs_token_token_logits():
         model(x, record=rec1, score_bias={0: bias[0]})
         T = x.shape[1]
         s1 = (model.embed(x) @ model.layers[0].qk()) @ model.embed(x).transpose(1, 2) * model.scale + bias[0]
-        torch.testing.assert_close(rec1["attn1"], torch.softmax(s1.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(),
-                                                                               float("-inf")), -1))
+        torch.testing.assert_close(
+            rec1["attn1"],
+            torch.softmax(s1.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")), -1),
+        )
     keys, y = ih._after_earlier(x), torch.as_tensor(b.targets)
     m0 = ih._key_measures(model, x, rec0, keys, y)
     m1 = ih._key_measures(model, x, rec0, keys, y, bias[1])
@@ -708,7 +808,9 @@ def test_b10_curves_along_training_count_the_test_positions():
     assert row["b10_pair_QK1"] == scores["W_QK^1"]["likely_minus_other"]
     assert row["b10_pair_QK2"] == scores["W_QK^2"]["likely_minus_other"]
     fixed = dataclasses.replace(ih.ff_experiment("quick"), steps=1, eval_every=1, batch=4, n_test=8)
-    assert not any(k.startswith("b10_") for k in ih.Evaluator(fixed, Transformer(fixed.model_config()), "cpu")(0))
+    assert not any(
+        k.startswith("b10_") for k in ih.Evaluator(fixed, Transformer(fixed.model_config()), "cpu")(0)
+    )
 
 
 def test_b10_seed_study_summarises_each_seed_and_the_extremes():
@@ -716,8 +818,15 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     exp1 = dataclasses.replace(runs["seed 0"].exp, seed=1)
     runs["seed 1"] = ih.run(exp1, progress=False, use_cache=False)
     s = ih.b10_seeds_summary(runs)
-    per = [{**ih.b10_values(ih.discount_edits(r), ih.pair_gradient(r), ih.pair_scores(r.model(), r.exp.task())),
-            **ih.b10_training_values(r)} for r in runs.values()]
+    per = [
+        {
+            **ih.b10_values(
+                ih.discount_edits(r), ih.pair_gradient(r), ih.pair_scores(r.model(), r.exp.task())
+            ),
+            **ih.b10_training_values(r),
+        }
+        for r in runs.values()
+    ]
     for seed, v in enumerate(per):
         assert all(np.array_equal(s[f"b10s_{m}_s{seed}"], v[m], equal_nan=True) for m in ih.B10_MEASURES)
     ratios = [v["top1_ratio"] for v in per]
@@ -725,14 +834,22 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_above_2"] == sum(x > 2 for x in ratios) and s["b10s_n"] == 2
     assert s["b10s_pair_discount_max"] == max(v["pair_discount_weaker"] for v in per)
     assert s["b10s_balance_gap_min"] == min(v["balance_gap"] for v in per)
-    assert s["b10s_rest_share_min"] == pytest.approx(min(v["attention_rest_gap"] / -v["attention_gap"] for v in per))
+    assert s["b10s_rest_share_min"] == pytest.approx(
+        min(v["attention_rest_gap"] / -v["attention_gap"] for v in per)
+    )
     v = per[0]  # the intervention's shares, from the ratios of the edited models on the same positions
-    assert v["discount_removed_share"] == pytest.approx((v["top1_ratio"] - v["ratio_both_removed"]) / (v["top1_ratio"] - 1))
-    assert v["discount_doubled_growth"] == pytest.approx((v["ratio_both_doubled"] - v["top1_ratio"]) / (v["top1_ratio"] - 1))
+    assert v["discount_removed_share"] == pytest.approx(
+        (v["top1_ratio"] - v["ratio_both_removed"]) / (v["top1_ratio"] - 1)
+    )
+    assert v["discount_doubled_growth"] == pytest.approx(
+        (v["ratio_both_doubled"] - v["top1_ratio"]) / (v["top1_ratio"] - 1)
+    )
     assert s["b10s_discount_removed_share_min"] == min(v["discount_removed_share"] for v in per)
     assert s["b10s_discount_doubled_growth_min"] == min(v["discount_doubled_growth"] for v in per)
     assert s["b10s_qk1_stronger"] == sum(v["ratio_QK1_removed"] < v["ratio_QK2_removed"] for v in per)
-    assert s["b10s_pairwise_more"] == sum(v["discount_pairwise_share"] > v["discount_removed_share"] for v in per)
+    assert s["b10s_pairwise_more"] == sum(
+        v["discount_pairwise_share"] > v["discount_removed_share"] for v in per
+    )
     early = [v["removed_share_early"] for v in per]  # along training: each seed's own windows
     # numpy's min: an undefined share (nan, a ratio of 1 in the tiny run) makes the minimum undefined too
     assert np.array_equal(s["b10s_early_removed_share_min"], np.min(early), equal_nan=True)
@@ -746,7 +863,9 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_early_pairwise_share_above"] == sum(x > 0.25 for x in pairwise)
     assert s["b10s_early_pairwise_more"] == sum(a > b for a, b in zip(pairwise, early))
     weakest = [v["pair_QK2_early"] for v in per]
-    assert s["b10s_early_pair_QK2_max"] == max(weakest) and s["b10s_early_pair_QK2_argmax"] == int(np.argmax(weakest))
+    assert s["b10s_early_pair_QK2_max"] == max(weakest) and s["b10s_early_pair_QK2_argmax"] == int(
+        np.argmax(weakest)
+    )
     over = ih.b10_seed_overview(s)
     assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
     for table in ih.B10_TABLES:
@@ -757,10 +876,15 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     with pytest.raises(ValueError, match="unknown table 'x'"):
         ih.b10_seed_rows(s, "x")
     curves = ih.b10_seed_curves(runs)
-    assert set(curves) == {"step", *ih.B10_CURVES} and curves["acc"]["seed 1"] == runs["seed 1"].metrics["acc"].tolist()
+    assert (
+        set(curves) == {"step", *ih.B10_CURVES}
+        and curves["acc"]["seed 1"] == runs["seed 1"].metrics["acc"].tolist()
+    )
     members = ih.b10_seed_members("quick")
     assert [e.seed for e in members.values()] == list(ih.B10_SEEDS)
-    assert {dataclasses.replace(e, seed=0) for e in members.values()} == {ih.random_trigger_experiment("quick")}
+    assert {dataclasses.replace(e, seed=0) for e in members.values()} == {
+        ih.random_trigger_experiment("quick")
+    }
 
 
 def test_b10_along_training_averages_each_window_then_the_seeds():
@@ -769,18 +893,32 @@ def test_b10_along_training_averages_each_window_then_the_seeds():
     for i, k in enumerate(ih.B10_CURVES):
         curves[k] = {"a": [i, 1.0, 2.0, 3.0, 5.0], "b": [i, 3.0, 4.0, 5.0, 7.0]}
     s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
-    assert (s["b10t_early_from"], s["b10t_early_to"], s["b10t_late_from"], s["b10t_late_to"]) == (25, 50, 75, 100)
+    assert (s["b10t_early_from"], s["b10t_early_to"], s["b10t_late_from"], s["b10t_late_to"]) == (
+        25,
+        50,
+        75,
+        100,
+    )
     assert s["b10t_acc_early"] == np.mean([1.5, 3.5]) and s["b10t_pair_QK2_late"] == np.mean([4.0, 6.0])
     # the edit's share of the ratio's excess: seed a R = 2 -> 1.5 (half of it), seed b R = 3 -> 1.5 (three quarters)
     # pair by pair: seed a R = 2 -> 1.2 (0.8 of it), seed b R = 3 -> 1 (all of it)
-    for k, (a, b) in {"b10_top1_in": (0.2, 0.3), "b10_top1_off": (0.1, 0.1), "b10_top1_in_removed": (0.15, 0.15),
-                      "b10_top1_off_removed": (0.1, 0.1), "b10_top1_in_pairwise": (0.12, 0.2),
-                      "b10_top1_off_pairwise": (0.1, 0.2)}.items():
+    for k, (a, b) in {
+        "b10_top1_in": (0.2, 0.3),
+        "b10_top1_off": (0.1, 0.1),
+        "b10_top1_in_removed": (0.15, 0.15),
+        "b10_top1_off_removed": (0.1, 0.1),
+        "b10_top1_in_pairwise": (0.12, 0.2),
+        "b10_top1_off_pairwise": (0.1, 0.2),
+    }.items():
         curves[k] = {"a": [a] * 5, "b": [b] * 5}
     s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
-    assert s["b10t_removed_share_early"] == pytest.approx(0.625) and s["b10t_removed_share_min_late"] == pytest.approx(0.5)
+    assert s["b10t_removed_share_early"] == pytest.approx(0.625) and s[
+        "b10t_removed_share_min_late"
+    ] == pytest.approx(0.5)
     assert s["b10t_ratio_early"] == pytest.approx(2.5) and s["b10t_ratio_removed_late"] == pytest.approx(1.5)
-    assert s["b10t_pairwise_share_early"] == pytest.approx(0.9) and s["b10t_pairwise_share_min_late"] == pytest.approx(0.8)
+    assert s["b10t_pairwise_share_early"] == pytest.approx(0.9) and s[
+        "b10t_pairwise_share_min_late"
+    ] == pytest.approx(0.8)
     assert s["b10t_ratio_pairwise_late"] == pytest.approx(1.1)
     with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
         ih.b10_along_training(curves, late=(0.5, 1.2))
@@ -799,25 +937,31 @@ def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     p = model.P / model.P.norm(dim=1, keepdim=True)
     total = paths["key"][0] + paths["value"][0]
     # entry (1, 0) of the P x P block: c |p|^2 = sqrt(d) times the mean logit gradient
-    assert (p[1] @ G @ p[0]).item() == pytest.approx(230 ** 0.5 * total, rel=1e-4)
-    assert (p[1] @ G @ p[1]).item() == pytest.approx(-230 ** 0.5 * total, rel=1e-4)  # the row sums to zero
+    assert (p[1] @ G @ p[0]).item() == pytest.approx(230**0.5 * total, rel=1e-4)
+    assert (p[1] @ G @ p[1]).item() == pytest.approx(-(230**0.5) * total, rel=1e-4)  # the row sums to zero
     missed = dict(ih.qk1_misses(ih.three_steps(exp, progress=False, use_cache=False)))
     assert (1 in missed) == (total < 0)  # row 1's probe: exactly the sign of the entry
     assert 0 < paths["trigger_share"] < 1 and len(paths["key"]) == len(paths["value"]) == 2
     assert 0 < paths["ov_remapped"] < 1  # step 1 stores remapped tokens too, more weakly than the tokens
     s = ih.step3_row_summary(paths)
-    assert s["s3r_total"] == pytest.approx(total) and s["s3r_value_over_key"] == -paths["value"][0] / paths["key"][0]
+    assert (
+        s["s3r_total"] == pytest.approx(total)
+        and s["s3r_value_over_key"] == -paths["value"][0] / paths["key"][0]
+    )
     with pytest.raises(ValueError, match="factors 1 and 2"):
         ih.step3_row_summary({**paths, "factors": [1.0, 3.0]})
 
 
-@pytest.mark.parametrize("overrides, kwargs, match", [
-    ({}, dict(row=0), r"row=0 is out of range"),
-    ({}, dict(row=31), r"row=31 is out of range"),
-    ({}, dict(factors=()), r"factors=\(\) must be a non-empty list"),
-    (dict(second_step_sizes=(1.0, 4.0)), {}, "a line-searched step 2"),
-    (dict(loss_on="final"), {}, "loss_on='final_recall'"),
-])
+@pytest.mark.parametrize(
+    "overrides, kwargs, match",
+    [
+        ({}, dict(row=0), r"row=0 is out of range"),
+        ({}, dict(row=31), r"row=31 is out of range"),
+        ({}, dict(factors=()), r"factors=\(\) must be a non-empty list"),
+        (dict(second_step_sizes=(1.0, 4.0)), {}, "a line-searched step 2"),
+        (dict(loss_on="final"), {}, "loss_on='final_recall'"),
+    ],
+)
 def test_step3_row_paths_bad_input(overrides, kwargs, match):
     exp = ih.ThreeStepExperiment.quick(**{"data": "shakespeare", **overrides})
     with pytest.raises(ValueError, match=match):

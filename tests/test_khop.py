@@ -17,7 +17,7 @@ def _compose(task, tokens, hops):
     pi, N = task.hidden(), task.N
     v = tokens[0]
     for i in range(hops):
-        table = tokens[1 + i * N: 1 + (i + 1) * N]
+        table = tokens[1 + i * N : 1 + (i + 1) * N]
         v = table[pi[i][v]]
     return v
 
@@ -33,7 +33,7 @@ def test_answer_is_the_composition_of_the_tables_shown():
         assert (t[~m] == task.pad).all() and (t[m] < task.N).all()
     for t in b.tokens:  # every table shown is a permutation
         for i in range(3):
-            blk = t[1 + i * 5: 1 + (i + 1) * 5]
+            blk = t[1 + i * 5 : 1 + (i + 1) * 5]
             assert blk.max() == task.pad or sorted(blk) == list(range(5))
 
 
@@ -44,19 +44,22 @@ def test_hidden_permutations_are_fixed_by_their_seed():
     assert sorted(a.hidden()[1]) == list(range(6))
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(k=0), r"k \(hops\)=0 is out of range"),
-    (dict(N=1), r"N \(values\)=1 is out of range"),
-    (dict(data="random"), "data"),
-    (dict(weights=(0.5, 0.5)), r"2 entries: allowed one per hop count 1..4"),
-    (dict(weights=(0.5, 0.5, 0.5, -0.5)), "not a distribution"),
-    (dict(weights=(0.3, 0.3, 0.3, 0.3)), r"summing to 1 \(they sum to 1.2\)"),
-    (dict(d=30, heads=4), "d=30 is not a multiple of heads=4"),
-    (dict(advance_at=1.5), r"advance_at=1.5 is out of range"),
-    (dict(hide_k_from=(4,)), r"\(hide_k_from\)=4 is out of range: allowed \[1, 3\]"),
-    (dict(hide_k_from=(1, 1)), r"names a block twice: allowed distinct blocks in 1..3"),
-    (dict(hide_k_from=1), r"is not a tuple: allowed a tuple of blocks in 1..3"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(k=0), r"k \(hops\)=0 is out of range"),
+        (dict(N=1), r"N \(values\)=1 is out of range"),
+        (dict(data="random"), "data"),
+        (dict(weights=(0.5, 0.5)), r"2 entries: allowed one per hop count 1..4"),
+        (dict(weights=(0.5, 0.5, 0.5, -0.5)), "not a distribution"),
+        (dict(weights=(0.3, 0.3, 0.3, 0.3)), r"summing to 1 \(they sum to 1.2\)"),
+        (dict(d=30, heads=4), "d=30 is not a multiple of heads=4"),
+        (dict(advance_at=1.5), r"advance_at=1.5 is out of range"),
+        (dict(hide_k_from=(4,)), r"\(hide_k_from\)=4 is out of range: allowed \[1, 3\]"),
+        (dict(hide_k_from=(1, 1)), r"names a block twice: allowed distinct blocks in 1..3"),
+        (dict(hide_k_from=1), r"is not a tuple: allowed a tuple of blocks in 1..3"),
+    ],
+)
 def test_bad_settings_are_refused_before_any_work(kw, match):
     with pytest.raises(ValueError, match=match):
         khop.KHopExperiment(**kw)
@@ -129,11 +132,13 @@ def _fake(acc, N=8, stage=None):
 
 
 def test_summary_reads_the_runs():
-    runs = {"direct": _fake([[0.1, 0.1], [0.2, 0.15], [0.3, 0.12]]),
-            "mixture": _fake([[0.1, 0.1], [0.95, 0.2], [1.0, 0.97]]),
-            "curriculum": _fake([[0.1, 0.1], [0.95, 0.1], [0.3, 0.99]]),
-            "cumulative": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]]),
-            "mixture, 1 layer": _fake([[0.1, 0.1], [0.9, 0.25], [0.9, 0.2]])}
+    runs = {
+        "direct": _fake([[0.1, 0.1], [0.2, 0.15], [0.3, 0.12]]),
+        "mixture": _fake([[0.1, 0.1], [0.95, 0.2], [1.0, 0.97]]),
+        "curriculum": _fake([[0.1, 0.1], [0.95, 0.1], [0.3, 0.99]]),
+        "cumulative": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]]),
+        "mixture, 1 layer": _fake([[0.1, 0.1], [0.9, 0.25], [0.9, 0.2]]),
+    }
     s = khop.summary(runs)
     assert s["k"] == 2 and s["N"] == 8 and s["chance"] == 0.125 and s["steps"] == 20
     assert s["direct_best"] == 0.15 and s["shallow_best"] == 0.25 and s["shallow_half"] == 0.25
@@ -156,7 +161,9 @@ def test_the_recorded_studies_read_back_as_they_were_summarised(settings, depth)
     runs, members = khop.recorded_runs(rec)
     assert set(runs) == set(khop.members("quick")) and {e.k for e in members.values()} == {khop.RECORDED_K}
     assert {name: e.layers for name, e in members.items()} == {
-        **{name: depth for name in ("direct", "mixture", "curriculum", "cumulative")}, "mixture, 1 layer": 1}
+        **{name: depth for name in ("direct", "mixture", "curriculum", "cumulative")},
+        "mixture, 1 layer": 1,
+    }
     s = khop.recorded_summary(rec)
     for key, value in rec.summary.items():
         assert s["rec_" + key] == pytest.approx(value, nan_ok=True), key
@@ -167,7 +174,9 @@ def test_a_missing_recorded_study_names_its_command(monkeypatch):
     from companion import record
 
     monkeypatch.setattr(record, "runs", lambda *args, **kwargs: [])
-    with pytest.raises(ValueError, match="python -m companion record khop --profile quick --set eval_every=100"):
+    with pytest.raises(
+        ValueError, match="python -m companion record khop --profile quick --set eval_every=100"
+    ):
         khop.recorded()
 
 
@@ -177,10 +186,13 @@ def test_recorded_overrides_keep_the_single_layer_budget_multiple():
     m = record.build("khop", "quick", {"steps": 800, "eval_every": 100, "k": 4})
     assert {name: (e.steps, e.eval_every, e.k) for name, e in m.items()} == {
         **{name: (800, 100, 4) for name in ("direct", "mixture", "curriculum", "cumulative")},
-        "mixture, 1 layer": (khop.SHALLOW_STEPS * 800, khop.SHALLOW_STEPS * 100, 4)}
+        "mixture, 1 layer": (khop.SHALLOW_STEPS * 800, khop.SHALLOW_STEPS * 100, 4),
+    }
     deep = record.build("khop", "quick", {"k": 4, "depth": 4})
     assert {name: e.layers for name, e in deep.items()} == {
-        **{name: 4 for name in ("direct", "mixture", "curriculum", "cumulative")}, "mixture, 1 layer": 1}
+        **{name: 4 for name in ("direct", "mixture", "curriculum", "cumulative")},
+        "mixture, 1 layer": 1,
+    }
 
 
 def test_the_seed_study_keeps_its_explored_interval_and_reads_back():
@@ -188,8 +200,9 @@ def test_the_seed_study_keeps_its_explored_interval_and_reads_back():
 
     m = record.build("khop_seeds", "quick", khop.SEED_SETTINGS)
     assert {name: (e.seed, e.eval_every, e.layers, e.data) for name, e in m.items()} == {
-        **{f"seed {s}": (s, 100, 4, "cumulative") for s in khop.SEEDS}, khop.EXPLORED: (0, khop.EXPLORED_EVERY, 4,
-                                                                                          "cumulative")}
+        **{f"seed {s}": (s, 100, 4, "cumulative") for s in khop.SEEDS},
+        khop.EXPLORED: (0, khop.EXPLORED_EVERY, 4, "cumulative"),
+    }
     rec = khop.recorded(khop.SEED_SETTINGS, experiment="khop_seeds")
     s = khop.recorded_summary(rec, prefix="", minutes_key="seeds_minutes")
     for key, value in rec.summary.items():
@@ -209,14 +222,29 @@ def _seed_study(solved_stages):
 
 def test_seeds_summary_counts_the_solved_seeds():
     s = khop.seeds_summary(_seed_study([1, 2, 2]))
-    assert s["seeds_solved"] == pytest.approx(2 / 3) and s["seeds_solved_n"] == 2 and s["seeds_worst_min"] == 0.12
+    assert (
+        s["seeds_solved"] == pytest.approx(2 / 3)
+        and s["seeds_solved_n"] == 2
+        and s["seeds_worst_min"] == 0.12
+    )
     assert s["seeds_hopk_first"] == 20 and s["seeds_wait_last"] == 20 and s["seeds_alt_min"] == 0.98
     assert s["seeds_alt_stagek_at"] == 0  # stage 2 from the evaluation at step 0 (recorded at the next)
 
 
 def _probe_run(seed=0, steps=30):
-    exp = khop.KHopExperiment(N=4, k=3, data="mixture", depth=2, d=16, heads=2, steps=steps, eval_every=steps,
-                              n_test=16, batch=32, seed=seed)
+    exp = khop.KHopExperiment(
+        N=4,
+        k=3,
+        data="mixture",
+        depth=2,
+        d=16,
+        heads=2,
+        steps=steps,
+        eval_every=steps,
+        n_test=16,
+        batch=32,
+        seed=seed,
+    )
     return khop.probe_run(exp, progress=False)
 
 
@@ -251,7 +279,9 @@ def test_each_hop_reads_the_entry_that_holds_its_value():
     assert ((where - 1) // task.N == np.arange(3)).all()  # hop j reads table j
     b2 = task.sample(np.random.default_rng(0), np.full(64, 2))  # 2-hop examples: the first two tables
     where2 = khop.read_positions(task, b2)
-    assert where2.shape == (64, 2) and np.array_equal(np.take_along_axis(b2.tokens, where2, 1), b2.chain[:, :2])
+    assert where2.shape == (64, 2) and np.array_equal(
+        np.take_along_axis(b2.tokens, where2, 1), b2.chain[:, :2]
+    )
     with pytest.raises(ValueError, match="one hop count: got hop counts \\[2, 3\\]"):
         khop.read_positions(task, task.sample(np.random.default_rng(0), np.array([3, 2])))
 
@@ -272,10 +302,14 @@ def test_probe_summary_names_each_layer_and_hop():
     assert res["probe"].shape == res["entry"].shape == (3, 3) and res["attention"].shape == (2, 3)
     assert s["p100_entry_l1_v2"] == res["entry"][1, 1] and s["p100_best_v2"] == res["probe"][:, 1].max()
     assert res["entry"][0, 2] == 1.0  # hop k's entry holds v_k as its token from the start
-    assert s["p100_probe_l2_v3"] == res["probe"][2, 2] and s["p100_attention_l1_v2"] == pytest.approx(res["attention"][0, 1])
+    assert s["p100_probe_l2_v3"] == res["probe"][2, 2] and s["p100_attention_l1_v2"] == pytest.approx(
+        res["attention"][0, 1]
+    )
     assert s["p100_best_vk"] == res["probe"][:, 2].max() and s["probe_chance"] == 0.25
     two = khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"], hops=2)  # (k - 1)-hop examples
-    assert two["probe"].shape == two["entry"].shape == (3, 2) and s["p100_h2_probe_l1_v2"] == two["probe"][1, 1]
+    assert (
+        two["probe"].shape == two["entry"].shape == (3, 2) and s["p100_h2_probe_l1_v2"] == two["probe"][1, 1]
+    )
     assert s["p100_h2_best_vk"] == two["probe"][:, 1].max() and "p100_h2_entry_l2_v2" in s
     with pytest.raises(ValueError, match="hops"):
         khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"], hops=4)
@@ -287,7 +321,11 @@ def test_probe_summary_names_each_layer_and_hop():
     with pytest.raises(ValueError, match="carries no configuration"):
         khop.probe_summary({"seed 0": {k: v for k, v in runs["seed 0"].items() if k != "exp"}})
     rows = khop.probe_rows(s)
-    assert len(rows) == 2 * 3 and rows[0][:2] == ["seed 0", 0] and rows[-1][2:] == [s[f"p250_probe_l2_v{j}"] for j in (1, 2, 3)]
+    assert (
+        len(rows) == 2 * 3
+        and rows[0][:2] == ["seed 0", 0]
+        and rows[-1][2:] == [s[f"p250_probe_l2_v{j}"] for j in (1, 2, 3)]
+    )
     att = khop.probe_rows(s, "attention")
     assert [r[1] for r in att] == [1, 2, 1, 2] and len(att[0]) == len(khop.probe_header(3, "attention"))
     assert khop.probe_rows(s, "entry")[1][2:] == [s[f"p100_entry_l1_v{j}"] for j in (1, 2, 3)]
@@ -326,7 +364,9 @@ def test_the_entries_walk_is_probed_and_tabled():
     assert rows[3][3:] == ["", s["s1_chain_l0_e2_v3"]]  # entry 2 holds v_2: only v_3 is probed
     att = khop.walk_rows(s, "eattn", study=khop.SEED_PROBE, entries=(2,))
     assert [r[2] for r in att] == [1, 2, 1, 2] and att[1][3:] == ["", s["s1_eattn_l2_e2_to3"]]
-    assert len(att[0]) == len(khop.walk_header(3, "eattn")) and khop.walk_header(3)[3] == "v_2, probe accuracy"
+    assert (
+        len(att[0]) == len(khop.walk_header(3, "eattn")) and khop.walk_header(3)[3] == "v_2, probe accuracy"
+    )
     assert khop.walk_rows(s, hops=2, study=khop.SEED_PROBE)[0][3:] == [s["s1_h2_chain_l0_e1_v2"]]
     with pytest.raises(ValueError, match="entry"):
         khop.walk_rows(s, study=khop.SEED_PROBE, entries=(3,))
@@ -348,26 +388,46 @@ def test_continued_training_starts_from_the_state_and_is_reproducible():
     assert list(c["step"]) == [0, 10, 20] and c["acc"].shape == (3, 3) and (c["stage"] == 3).all()
     assert c["seconds"] > 0
     assert np.allclose(c["acc"][0], r["acc"][-1])  # where the run ended, on its own test sets
-    again = khop.continue_training(exp, r["state"], "cumulative", 1e-3, steps=20, eval_every=10, progress=False)
+    again = khop.continue_training(
+        exp, r["state"], "cumulative", 1e-3, steps=20, eval_every=10, progress=False
+    )
     assert np.array_equal(c["acc"], again["acc"])
     d = khop.continue_training(exp, r["state"], "direct", 1e-3, steps=20, eval_every=10, progress=False)
     assert not np.array_equal(c["acc"][1:], d["acc"][1:])  # other data, another path
-    anywhere = khop.continue_training(dataclasses.replace(exp, starts="any"), r["state"], "cumulative", 1e-3, steps=20,
-                                      eval_every=10, progress=False)
-    assert np.array_equal(c["acc"][0], anywhere["acc"][0]) and not np.array_equal(c["acc"][1:], anywhere["acc"][1:])
+    anywhere = khop.continue_training(
+        dataclasses.replace(exp, starts="any"),
+        r["state"],
+        "cumulative",
+        1e-3,
+        steps=20,
+        eval_every=10,
+        progress=False,
+    )
+    assert np.array_equal(c["acc"][0], anywhere["acc"][0]) and not np.array_equal(
+        c["acc"][1:], anywhere["acc"][1:]
+    )
     assert all(torch.equal(v, r["state"][k]) for k, v in before.items())  # the run's state is left as it was
-    for bad, match in (({"data": "mixture"}, "unknown data 'mixture'"), ({"lr": 0.0}, "lr"), ({"steps": 0}, "steps"),
-                       ({"eval_every": 0}, "eval_every")):
+    for bad, match in (
+        ({"data": "mixture"}, "unknown data 'mixture'"),
+        ({"lr": 0.0}, "lr"),
+        ({"steps": 0}, "steps"),
+        ({"eval_every": 0}, "eval_every"),
+    ):
         kw = {"data": "cumulative", "lr": 1e-3, **bad}
         with pytest.raises(ValueError, match=match):
             khop.continue_training(exp, r["state"], kw.pop("data"), kw.pop("lr"), progress=False, **kw)
 
 
 def test_escape_summary_reads_the_continuations():
-    acc = {"cumulative": [[1.0, 0.9, 0.1], [1.0, 1.0, 0.3]], "k hops only": [[1.0, 0.9, 0.1], [0.2, 0.4, 0.6]],
-           "cumulative, lr x 3": [[1.0, 0.9, 0.1], [1.0, 0.95, 0.2]]}
+    acc = {
+        "cumulative": [[1.0, 0.9, 0.1], [1.0, 1.0, 0.3]],
+        "k hops only": [[1.0, 0.9, 0.1], [0.2, 0.4, 0.6]],
+        "cumulative, lr x 3": [[1.0, 0.9, 0.1], [1.0, 0.95, 0.2]],
+    }
     acc |= {n: [[0.5, 0.9, 0.1], [1.0, 0.9, 0.2]] for n in khop.CONTINUATIONS if n not in acc}
-    cont = {n: {"step": np.array([0, 5]), "acc": np.array(a), "stage": np.array([3, 3])} for n, a in acc.items()}
+    cont = {
+        n: {"step": np.array([0, 5]), "acc": np.array(a), "stage": np.array([3, 3])} for n, a in acc.items()
+    }
     s = khop.escape_summary({"seed 0": {"continued": cont}})
     assert s["esc_start_h3"] == 0.1 and s["esc_cum_best_hk"] == 0.3 and s["esc_direct_best_hk"] == 0.6
     assert s["esc_direct_final_below"] == 0.2 and s["esc_cum_lr3_final_h2"] == 0.95 and s["esc_steps"] == 5
@@ -379,7 +439,10 @@ def test_escape_summary_reads_the_continuations():
     assert set(khop.ESCAPE_TAGS) == set(khop.CONTINUATIONS)
     rows = khop.escape_rows(s)
     assert rows[1] == ["k hops only", 0.9, 0.6, 0.2, 0.4, 0.6] and len(rows[0]) == len(khop.escape_header(3))
-    assert len(rows) == len(khop.CONTINUATIONS) and khop.escape_header(3)[1] == "at its start, lowest over 1..2 hops"
+    assert (
+        len(rows) == len(khop.CONTINUATIONS)
+        and khop.escape_header(3)[1] == "at its start, lowest over 1..2 hops"
+    )
     assert [r[0] for r in khop.escape_rows(s, khop.HIDING)] == list(khop.HIDING)
     assert len(khop.escape_rows(s, khop.CHANGES)) + len(khop.HIDING) == len(khop.CONTINUATIONS)
     with pytest.raises(ValueError, match="continuation"):
@@ -395,7 +458,7 @@ def test_the_last_table_hidden_from_blocks():
     model.load_state_dict(r["state"])
     assert task.last_table == slice(1 + 2 * task.N, task.seq_len)
     H = khop.table_hidden(task, [2], 2)
-    assert H.shape == (2, task.seq_len) and not H[0].any() and H[1].sum() == task.N and H[1, -task.N:].all()
+    assert H.shape == (2, task.seq_len) and not H[0].any() and H[1].sum() == task.N and H[1, -task.N :].all()
     with pytest.raises(ValueError, match="block"):
         khop.table_hidden(task, [3], 2)
     b = task.sample(np.random.default_rng(2), np.array([1, 2, 3, 3]))
@@ -424,11 +487,14 @@ def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
     assert np.array_equal(res["prev"], khop.table_interference(exp, r["state"], n=64)["prev"])
     model = exp.model()
     model.load_state_dict(r["state"])
-    b = exp.task().sample(np.random.default_rng(config.seed_streams(exp.seed, ["interference"])["interference"]),
-                          np.full(64, 3))
+    b = exp.task().sample(
+        np.random.default_rng(config.seed_streams(exp.seed, ["interference"])["interference"]), np.full(64, 3)
+    )
     with torch.no_grad():
         pred = model(torch.as_tensor(b.tokens), torch.as_tensor(b.mask)).argmax(1).numpy()
-    assert res["answer"][-1] == (pred == b.answer).mean() and res["prev"][-1] == (pred == b.chain[:, 1]).mean()
+    assert (
+        res["answer"][-1] == (pred == b.answer).mean() and res["prev"][-1] == (pred == b.chain[:, 1]).mean()
+    )
     with pytest.raises(ValueError, match="k \\(hops\\)"):
         one = khop.KHopExperiment(N=4, k=1, depth=1, d=16, heads=2)
         khop.table_interference(one, one.model().state_dict())
@@ -436,8 +502,14 @@ def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
     assert s["p100_tk_all_answer"] == res["answer"][-1] and s["p100_tk_b1_prev"] == res["prev"][1]
     assert s["p100_tkattn_l2_e1"] == pytest.approx(res["attention"][1, 0])
     rows = khop.interference_rows(s)
-    assert [row[1] for row in rows[:6]] == ["no block", "block 1 only", "block 2 only", "every block but block 1",
-                                            "every block but block 2", "every block (the model as it is)"]
+    assert [row[1] for row in rows[:6]] == [
+        "no block",
+        "block 1 only",
+        "block 2 only",
+        "every block but block 1",
+        "every block but block 2",
+        "every block (the model as it is)",
+    ]
     assert len(rows) == 12 and rows[6][0] == khop.EXPLORED
     assert rows[1][2:] == [s["p100_tk_b1_prev"], s["p100_tk_b1_answer"]] and len(rows[0]) == 4
     assert khop.interference_header(3)[2:] == ["answers v_2", "answers v_3"]
@@ -450,21 +522,24 @@ def test_continuations_that_change_the_model():
     extra = khop.continue_training(exp, r["state"], "cumulative", 1e-3, extra=True, **kw)
     assert np.allclose(extra["acc"][0], r["acc"][-1])  # the new top block starts silent: the model as it was
     re1 = khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=1, **kw)
-    assert np.array_equal(re1["acc"], khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=1,
-                                                             **kw)["acc"])  # one seed, one fresh block
+    assert np.array_equal(
+        re1["acc"], khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=1, **kw)["acc"]
+    )  # one seed, one fresh block
     hid = khop.continue_training(exp, r["state"], "cumulative", 1e-3, hide=(1,), **kw)
     model = exp.model()
     model.load_state_dict(r["state"])
     tests = khop._test_sets(exp, "cpu")
     assert hid["acc"][0].tolist() == khop._accuracy(model, tests, khop.table_hidden(exp.task(), [1], 2))
     last = khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=-1, **kw)
-    assert np.array_equal(last["acc"], khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=2,
-                                                              **kw)["acc"])  # -1: the last block
+    assert np.array_equal(
+        last["acc"], khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=2, **kw)["acc"]
+    )  # -1: the last block
     for bad, match in (({"reinit": 3}, "reinit"), ({"hide": (3,)}, "block"), ({"reinit": -2}, "reinit")):
         with pytest.raises(ValueError, match=match):
             khop.continue_training(exp, r["state"], "cumulative", 1e-3, **kw, **bad)
-    assert khop.continue_training(exp, r["state"], "cumulative", 1e-3, extra=True, hide=(3,), **kw)["acc"].shape \
-        == (2, 3)  # the extra block counts
+    assert khop.continue_training(exp, r["state"], "cumulative", 1e-3, extra=True, hide=(3,), **kw)[
+        "acc"
+    ].shape == (2, 3)  # the extra block counts
 
 
 def test_hop_panels_one_panel_per_run_and_one_legend_above():
@@ -472,8 +547,11 @@ def test_hop_panels_one_panel_per_run_and_one_legend_above():
 
     acc = np.array([[0.1, 0.1], [0.9, 0.2], [1.0, 0.95]])
     names = ["cumulative", "table k hidden from block 1, k hops only, twice as long"]
-    curves = {"step": {n: [0, 5, 10] for n in names}, "acc": {n: acc for n in names},
-              "stage": {n: [1, 2, 2] for n in names}}
+    curves = {
+        "step": {n: [0, 5, 10] for n in names},
+        "acc": {n: acc for n in names},
+        "stage": {n: [1, 2, 2] for n in names},
+    }
     fig = plotting.hop_panels(curves, 0.125)
     panels = [ax for ax in fig.axes if ax.get_xlabel() == "training step"]
     assert len(panels) == 2 and all(ax.get_legend() is None for ax in panels)
@@ -494,20 +572,36 @@ def test_a_block_that_never_sees_table_k_is_the_plain_model_with_it_hidden():
     one = khop.table_hidden(exp.task(), [1], 2)
     with torch.no_grad():
         assert torch.equal(model(t, m), plain(t, m, hide=one))
-        assert torch.equal(model(t, m, hide=khop.table_hidden(exp.task(), [2], 2)),
-                           plain(t, m, hide=khop.table_hidden(exp.task(), [1, 2], 2)))  # hide adds to it
+        assert torch.equal(
+            model(t, m, hide=khop.table_hidden(exp.task(), [2], 2)),
+            plain(t, m, hide=khop.table_hidden(exp.task(), [1, 2], 2)),
+        )  # hide adds to it
         assert not torch.allclose(model(t, m)[2:], plain(t, m)[2:])  # 3-hop examples: block 1 sees less
 
 
 @pytest.mark.parametrize("study", [khop.HIDDEN, khop.HIDDEN12], ids=["block 1", "blocks 1 and 2"])
 def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(study):
-    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3)
+    kw = dict(
+        N=4,
+        k=2,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=40,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
     seeds = {**{khop.seed_name(s): s for s in khop.SEEDS}, khop.EXPLORED: 0}
-    plain = {name: khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
-             for name, s in seeds.items()}
-    hid = {name: khop.probe_run(khop.KHopExperiment(**kw, seed=s, hide_k_from=study.blocks), progress=False)
-           for name, s in seeds.items()}
+    plain = {
+        name: khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
+        for name, s in seeds.items()
+    }
+    hid = {
+        name: khop.probe_run(khop.KHopExperiment(**kw, seed=s, hide_k_from=study.blocks), progress=False)
+        for name, s in seeds.items()
+    }
     assert all(np.isfinite(khop.last_stage_at(r)) and khop.last_stage_at(r) > 0 for r in plain.values())
     p = study.prefix
     vs = khop.hidden_vs_plain(hid, plain, study=study)
@@ -518,8 +612,9 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
     with pytest.raises(ValueError, match="not among the runs"):
         khop.hidden_vs_plain(hid, {"seed 0": plain["seed 0"]}, study=study)
     with pytest.raises(ValueError, match="different steps"):
-        khop.hidden_vs_plain(hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}},
-                             study=study)
+        khop.hidden_vs_plain(
+            hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}}, study=study
+        )
     s = khop.hidden_study_summary(hid, study=study)
     for n in plain:
         x, h = khop.HIDDEN_TAGS[n], study.probe.tags[n]
@@ -542,7 +637,9 @@ def test_the_hidden_studies_name_their_entries_apart():
     assert sorted(khop.HIDDEN_PROBE.tags.values()) == ["h0", "h1", "h2", "h250"]
     assert sorted(khop.HIDDEN12.probe.tags.values()) == ["hh0", "hh1", "hh2", "hh250"]
     assert khop.HIDDEN.where == "block 1" and khop.HIDDEN12.where == "blocks 1 and 2"
-    assert khop.HIDDEN.prefix != khop.HIDDEN12.prefix and khop.HIDDEN.probe.shared != khop.HIDDEN12.probe.shared
+    assert (
+        khop.HIDDEN.prefix != khop.HIDDEN12.prefix and khop.HIDDEN.probe.shared != khop.HIDDEN12.probe.shared
+    )
 
 
 def test_hidden_summary_reads_when_each_seed_learns():
@@ -566,7 +663,9 @@ def test_the_long_study_is_seed_0s_two_runs_with_blocks_1_and_2_blind():
     assert list(long) == ["seed 0", khop.EXPLORED] and all(e.hide_k_from == (1, 2) for e in long.values())
     runs = _seed_study([1, 1, 2])
     s = khop.hidden_summary({n: runs[n] for n in long}, study=khop.HIDDEN12_LONG)
-    assert s["hid12l_s0_best_hk"] == 0.12 and s["hid12l_e250_best_hk"] == 0.98 and "hid12l_s1_best_hk" not in s
+    assert (
+        s["hid12l_s0_best_hk"] == 0.12 and s["hid12l_e250_best_hk"] == 0.98 and "hid12l_s1_best_hk" not in s
+    )
     assert s["hid12l_learned_n"] == 0  # the explored run is not counted among the seeds
     with pytest.raises(KeyError):
         khop.hidden_summary({"seed 0": runs["seed 0"]}, study=khop.HIDDEN12_LONG)  # a study's run missing
@@ -576,24 +675,33 @@ def test_the_long_study_is_seed_0s_two_runs_with_blocks_1_and_2_blind():
 
 def test_prefix_gap_compares_the_shorter_runs_evaluations():
     runs = _seed_study([1, 1, 2])
-    short = {n: {k: (v[:2] if k in ("acc", "stage", "step") else v) for k, v in r.items()} for n, r in runs.items()}
+    short = {
+        n: {k: (v[:2] if k in ("acc", "stage", "step") else v) for k, v in r.items()} for n, r in runs.items()
+    }
     assert khop.prefix_gap(runs, short, "x")["x_prefix_gap"] == 0
     other = {**short, "seed 1": {**short["seed 1"], "acc": short["seed 1"]["acc"] + 0.25}}
     assert khop.prefix_gap(runs, other, "x")["x_prefix_gap"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="not among the shorter runs"):
         khop.prefix_gap(runs, {"seed 0": short["seed 0"]}, "x")
     with pytest.raises(ValueError, match="different steps"):
-        khop.prefix_gap(runs, {**short, "seed 2": {**short["seed 2"], "step": short["seed 2"]["step"] + 1}}, "x")
+        khop.prefix_gap(
+            runs, {**short, "seed 2": {**short["seed 2"], "step": short["seed 2"]["step"] + 1}}, "x"
+        )
 
 
 def test_hiding_rows_compare_runs_over_the_same_steps():
     long, short = _seed_study([1, 1, 2]), _seed_study([1, 2, 2])
-    short = {n: {k: (v[:2] if k in ("acc", "stage", "step") else v) for k, v in r.items()} for n, r in short.items()}
+    short = {
+        n: {k: (v[:2] if k in ("acc", "stage", "step") else v) for k, v in r.items()}
+        for n, r in short.items()
+    }
     studies = {"a": long, "b": short}
     rows = khop.hiding_rows(studies, steps=10)  # evaluations at steps 0 and 10
     assert [r[0] for r in rows] == list(long) and rows[1][1:] == [0.1, 0.1]
     assert khop.hiding_rows(studies, steps=20)[1][1:] == [0.98, 0.1]  # the shorter runs end at step 10
-    assert khop.hiding_rows({"a": long, "b": {"seed 0": short["seed 0"]}}, steps=20) == [["seed 0", 0.12, 0.1]]
+    assert khop.hiding_rows({"a": long, "b": {"seed 0": short["seed 0"]}}, steps=20) == [
+        ["seed 0", 0.12, 0.1]
+    ]
     assert khop.hiding_header(studies, 2) == ["run", "best 2-hop accuracy, a", "best 2-hop accuracy, b"]
     with pytest.raises(ValueError, match="steps=0 is out of range"):
         khop.hiding_rows(studies, steps=0)
@@ -602,10 +710,22 @@ def test_hiding_rows_compare_runs_over_the_same_steps():
 
 
 def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
-    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3)
-    runs = {name: khop.stage_entry_run(khop.KHopExperiment(**kw, seed=s), progress=False)
-            for name, s in (("seed 0", 0), (khop.EXPLORED, 1))}
+    kw = dict(
+        N=4,
+        k=2,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=40,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
+    runs = {
+        name: khop.stage_entry_run(khop.KHopExperiment(**kw, seed=s), progress=False)
+        for name, s in (("seed 0", 0), (khop.EXPLORED, 1))
+    }
     for r in runs.values():
         assert r["exp"].steps == khop.last_stage_at(r["full"]) > 0 and r["step"][-1] == r["exp"].steps
         assert (r["stage"] < 2).all() and r["full"]["stage"][-1] == 2  # no step on the last stage yet
@@ -618,10 +738,22 @@ def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
 
 
 def test_last_stage_data_changes_only_the_last_stages_batches():
-    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=60, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3)
-    own, other = (khop.run(khop.KHopExperiment(**kw, last_stage_data=r), progress=False, use_cache=False)
-                  for r in (0, 1))
+    kw = dict(
+        N=4,
+        k=2,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=60,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
+    own, other = (
+        khop.run(khop.KHopExperiment(**kw, last_stage_data=r), progress=False, use_cache=False)
+        for r in (0, 1)
+    )
     at = khop.last_stage_at(own)
     assert 0 < at < kw["steps"] and khop.last_stage_at(other) == at
     before = own["step"] <= at  # the evaluation at which it moves is the last before other batches
@@ -630,8 +762,12 @@ def test_last_stage_data_changes_only_the_last_stages_batches():
     assert khop._gap_before_last_stage("x", other, own) == 0
     # two runs of one seed draw the same last-stage batches from the same stream, whatever their evaluations
     a, b = (khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=2) for e in (5, 7))
-    assert np.array_equal(khop._batches(a, 2).integers(0, 10**6, 8), khop._batches(b, 2).integers(0, 10**6, 8))
-    assert not np.array_equal(khop._batches(a, 2).integers(0, 10**6, 8), khop._batches(a, 1).integers(0, 10**6, 8))
+    assert np.array_equal(
+        khop._batches(a, 2).integers(0, 10**6, 8), khop._batches(b, 2).integers(0, 10**6, 8)
+    )
+    assert not np.array_equal(
+        khop._batches(a, 2).integers(0, 10**6, 8), khop._batches(a, 1).integers(0, 10**6, 8)
+    )
     with pytest.raises(ValueError, match="last_stage_data \\(stream\\)=-1 is out of range"):
         khop.KHopExperiment(**kw, last_stage_data=-1)
     with pytest.raises(ValueError, match="last_stage_data=1 with data='mixture'"):
@@ -640,23 +776,40 @@ def test_last_stage_data_changes_only_the_last_stages_batches():
 
 def test_reseed_study_members_and_summary():
     members = khop.reseed_members("quick")
-    assert list(members) == [khop.reseed_name(n, r) for n in ("seed 0", khop.EXPLORED) for r in khop.RESEED_STREAMS]
+    assert list(members) == [
+        khop.reseed_name(n, r) for n in ("seed 0", khop.EXPLORED) for r in khop.RESEED_STREAMS
+    ]
     assert {e.last_stage_data for e in members.values()} == set(khop.RESEED_STREAMS)
     plain = khop.seed_members("quick")
     for name, e in members.items():
         base = name.split(khop.RESEED_SUFFIX)[0]
         assert dataclasses.replace(e, last_stage_data=0) == plain[base]
     from companion import record
+
     built = record.build("khop_reseed", "quick", {"k": 4, "steps": 80, "eval_every": 20})
     assert {e.eval_every for n, e in built.items() if n.startswith(khop.EXPLORED)} == {khop.EXPLORED_EVERY}
     assert {e.eval_every for n, e in built.items() if not n.startswith(khop.EXPLORED)} == {20}
 
-    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3)
+    kw = dict(
+        N=4,
+        k=2,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=40,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
     every = {"seed 0": 5, khop.EXPLORED: 10}
-    runs = {khop.reseed_name(n, r): khop.probe_run(khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=r),
-                                                   progress=False)
-            for n, e in every.items() for r in (1, 2)}
+    runs = {
+        khop.reseed_name(n, r): khop.probe_run(
+            khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=r), progress=False
+        )
+        for n, e in every.items()
+        for r in (1, 2)
+    }
     s = khop.reseed_summary(runs, level=0.5)
     assert s["reseed_n"] == 2 and s["reseed_k"] == 2
     for base, tag in khop.RESEED_TAGS.items():
@@ -667,13 +820,18 @@ def test_reseed_study_members_and_summary():
     keys = [f"{t}_d{r}" for t in ("rs100", "rs250") for r in (1, 2)]
     stalled = [s[f"{t}_tk_b1_prev"] for t in keys if not np.isfinite(s[f"{t}_hk_at"])]
     learnt = [s[f"{t}_tk_b1_prev"] for t in keys if np.isfinite(s[f"{t}_hk_at"])]
-    for key, values, pick in (("reseed_stalled_b1_max", stalled, max), ("reseed_learned_b1_min", learnt, min)):
+    for key, values, pick in (
+        ("reseed_stalled_b1_max", stalled, max),
+        ("reseed_learned_b1_min", learnt, min),
+    ):
         assert s[key] == pick(values) if values else np.isnan(s[key])
     split = sum(np.isfinite(s[f"rs100_d{r}_hk_at"]) != np.isfinite(s[f"rs250_d{r}_hk_at"]) for r in (1, 2))
     assert s["reseed_split_n"] == split
     rows = khop.reseed_rows(s)
     assert len(rows) == 4 and len(rows[0]) == len(khop.reseed_header(2)) and rows[1][:2] == [1, khop.EXPLORED]
-    own = {n: khop.run(khop.KHopExperiment(**{**kw, "eval_every": e}), progress=False) for n, e in every.items()}
+    own = {
+        n: khop.run(khop.KHopExperiment(**{**kw, "eval_every": e}), progress=False) for n, e in every.items()
+    }
     vs = khop.reseed_vs_plain(runs, own)
     assert vs["reseed_gap"] == 0 and vs["rs250_own_hk_at"] == khop.learned_at(own[khop.EXPLORED])[-1]
     assert s["rs100_d2_stagek_at"] == khop.last_stage_at(own["seed 0"]) > 0
@@ -690,8 +848,10 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
 
     step, stage = np.arange(0, 50, 10), np.array([1, 1, 2, 2, 2])
     acc = np.linspace(0, 1, 10).reshape(5, 2)
-    curves = {key: {khop.reseed_name(n, r): v for n in ("seed 0", khop.EXPLORED) for r in (1, 2)}
-              for key, v in (("step", step), ("acc", acc), ("stage", stage))}
+    curves = {
+        key: {khop.reseed_name(n, r): v for n in ("seed 0", khop.EXPLORED) for r in (1, 2)}
+        for key, v in (("step", step), ("acc", acc), ("stage", stage))
+    }
     plain = {key: {"seed 0": v} for key, v in (("step", step), ("acc", acc), ("stage", stage))}
     fig = plotting.reseed_panels(curves, plain, 0.25, upto=30)
     axes = fig.axes
@@ -734,12 +894,26 @@ def test_reseed_long_study_and_its_runs_by_path():
     assert s["rl_broken_best_max"] == 0.3 and s["rl_unbroken_best_min"] == 0.95
     with pytest.raises(ValueError, match="missing from the longer or the shorter study"):
         khop.reseed_by_path({k: v for k, v in long.items() if "rs250" not in k}, short)
-    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=30, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3)
-    runs = {name: khop.probe_run(khop.KHopExperiment(**kw, last_stage_data=1), progress=False)
-            for name in khop.RESEED_LONG[:2]}
+    kw = dict(
+        N=4,
+        k=2,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=30,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
+    runs = {
+        name: khop.probe_run(khop.KHopExperiment(**kw, last_stage_data=1), progress=False)
+        for name in khop.RESEED_LONG[:2]
+    }
     ls = khop.reseed_long_summary(runs, level=0.5)
-    assert ls["rl_steps"] == 30 and ls["rl_learned_n"] == sum(np.isfinite(ls[f"rl_rs100_d{r}_hk_at"]) for r in (1, 2))
+    assert ls["rl_steps"] == 30 and ls["rl_learned_n"] == sum(
+        np.isfinite(ls[f"rl_rs100_d{r}_hk_at"]) for r in (1, 2)
+    )
     assert ls["rl_rs100_d1_best_hk"] == ls["rl_rs100_d2_best_hk"]  # the same configuration twice
     rows = khop.reseed_rows(ls, names=khop.RESEED_LONG[:2], prefix="rl_")
     assert [r[:2] for r in rows] == [[1, "seed 0"], [2, "seed 0"]] and rows[0][3] == ls["rl_rs100_d1_best_hk"]
@@ -748,10 +922,22 @@ def test_reseed_long_study_and_its_runs_by_path():
 
 
 def test_last_stage_delay_moves_later_and_nothing_else():
-    kw = dict(N=4, k=3, data="cumulative", d=16, heads=2, steps=80, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3)
-    own, late, odd = (khop.run(khop.KHopExperiment(**kw, last_stage_delay=d), progress=False, use_cache=False)
-                      for d in (0, 10, 7))
+    kw = dict(
+        N=4,
+        k=3,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=80,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
+    own, late, odd = (
+        khop.run(khop.KHopExperiment(**kw, last_stage_delay=d), progress=False, use_cache=False)
+        for d in (0, 10, 7)
+    )
     at = khop.last_stage_at(own)
     assert 0 < at < kw["steps"] - 10
     assert khop.last_stage_at(late) == at + 10 and khop.last_stage_at(odd) == at + 10  # at an evaluation
@@ -762,10 +948,13 @@ def test_last_stage_delay_moves_later_and_nothing_else():
     assert set(late["stage"][(late["step"] > at) & (late["step"] <= at + 10)]) == {2}
     assert not np.array_equal(own["acc"], late["acc"])
     # with other last-stage data, the stream starts at the delayed move: before it, the delayed run's own
-    other = khop.run(khop.KHopExperiment(**kw, last_stage_delay=10, last_stage_data=1), progress=False,
-                     use_cache=False)
+    other = khop.run(
+        khop.KHopExperiment(**kw, last_stage_delay=10, last_stage_data=1), progress=False, use_cache=False
+    )
     upto = late["step"] <= at + 10
-    assert np.array_equal(other["acc"][upto], late["acc"][upto]) and not np.array_equal(other["acc"], late["acc"])
+    assert np.array_equal(other["acc"][upto], late["acc"][upto]) and not np.array_equal(
+        other["acc"], late["acc"]
+    )
     with pytest.raises(ValueError, match="last_stage_delay \\(steps\\)=-5 is out of range"):
         khop.KHopExperiment(**kw, last_stage_delay=-5)
     with pytest.raises(ValueError, match="last_stage_delay=10 with data='direct'"):
@@ -775,10 +964,24 @@ def test_last_stage_delay_moves_later_and_nothing_else():
 def test_doubling_stages_skip_three_hops_and_match_every_count_until_then():
     assert khop.hop_levels("every", 4) == (1, 2, 3, 4) and khop.hop_levels("doubling", 8) == (1, 2, 4, 8)
     assert khop.hop_levels("doubling", 1) == (1,) and khop.hop_levels("doubling", 2) == (1, 2)
-    kw = dict(N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=200, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3, lr=1e-2)
-    every, dbl = (khop.run(khop.KHopExperiment(**kw, levels=v), progress=False, use_cache=False)
-                  for v in ("every", "doubling"))
+    kw = dict(
+        N=4,
+        k=4,
+        data="cumulative",
+        d=16,
+        heads=2,
+        depth=2,
+        steps=200,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+        lr=1e-2,
+    )
+    every, dbl = (
+        khop.run(khop.KHopExperiment(**kw, levels=v), progress=False, use_cache=False)
+        for v in ("every", "doubling")
+    )
     assert set(dbl["stage"]) <= {1, 2, 4} and 4 in set(dbl["stage"]) and 3 in set(every["stage"])
     # every trains on 3 where doubling does on 4
     split = int(np.flatnonzero(every["stage"] != dbl["stage"])[0])
@@ -790,8 +993,9 @@ def test_doubling_stages_skip_three_hops_and_match_every_count_until_then():
     assert set(khop.training_hops(e, 2, rng)) == {1, 2} and set(khop.training_hops(e, 4, rng)) == {1, 2, 4}
     # every hop count: the draws of the cumulative curriculum before stages could be chosen
     e = khop.KHopExperiment(**kw)
-    assert np.array_equal(khop.training_hops(e, 3, np.random.default_rng(1)),
-                          np.random.default_rng(1).integers(1, 4, 16))
+    assert np.array_equal(
+        khop.training_hops(e, 3, np.random.default_rng(1)), np.random.default_rng(1).integers(1, 4, 16)
+    )
     with pytest.raises(ValueError, match="levels='doubling' with k=3: allowed k a power of two"):
         khop.KHopExperiment(**{**kw, "k": 3}, levels="doubling")
     with pytest.raises(ValueError, match="levels='doubling' with data='mixture'"):
@@ -811,17 +1015,26 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
         for i in range(starts[j] - 1, starts[j] - 1 + hops[j]):
             v = tables[i, pi[i][v]]
         assert b.answer[j] == v
-        shown = [i + 1 for i in range(task.k) if b.mask[j, 1 + i * N:1 + (i + 1) * N].all()]
+        shown = [i + 1 for i in range(task.k) if b.mask[j, 1 + i * N : 1 + (i + 1) * N].all()]
         assert shown == list(range(starts[j], starts[j] + hops[j])) and b.mask[j, 0]
-        assert (b.tokens[j, 1:][~b.mask[j, 1:]] == task.pad).all() and not b.mask[j, 1:][b.tokens[j, 1:] == N].any()
+        assert (b.tokens[j, 1:][~b.mask[j, 1:]] == task.pad).all() and not b.mask[j, 1:][
+            b.tokens[j, 1:] == N
+        ].any()
     # starting at table 1 is the old sample: the same draws, the same batch
-    a, c = task.sample(np.random.default_rng(1), hops), task.sample(np.random.default_rng(1), hops, np.ones(6, int))
+    a, c = (
+        task.sample(np.random.default_rng(1), hops),
+        task.sample(np.random.default_rng(1), hops, np.ones(6, int)),
+    )
     assert all(np.array_equal(getattr(a, f), getattr(c, f)) for f in ("tokens", "mask", "chain", "answer"))
-    with pytest.raises(ValueError, match=r"starts \[2\] for hop counts \[4\]: allowed .* 1..k - k' \+ 1 \(k = 4\)"):
+    with pytest.raises(
+        ValueError, match=r"starts \[2\] for hop counts \[4\]: allowed .* 1..k - k' \+ 1 \(k = 4\)"
+    ):
         task.sample(np.random.default_rng(0), [4], [2])
     with pytest.raises(ValueError, match="starts"):
         task.sample(np.random.default_rng(0), [1], [0])
-    kw = dict(N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=30, eval_every=10, n_test=64, batch=16)
+    kw = dict(
+        N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=30, eval_every=10, n_test=64, batch=16
+    )
     e = khop.KHopExperiment(**kw, starts="any")
     rng = np.random.default_rng(0)
     drawn = khop.training_starts(e, np.full(4000, 2), rng)
@@ -831,8 +1044,10 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
     # "one": the draws of "any", kept for one-hop examples only; the generator ends where "any" leaves it
     hops = np.random.default_rng(1).choice([1, 2, 4], 500)
     r_any, r_one = np.random.default_rng(2), np.random.default_rng(2)
-    got_any, got_one = (khop.training_starts(dataclasses.replace(e, starts=v), hops, r)
-                        for v, r in (("any", r_any), ("one", r_one)))
+    got_any, got_one = (
+        khop.training_starts(dataclasses.replace(e, starts=v), hops, r)
+        for v, r in (("any", r_any), ("one", r_one))
+    )
     assert np.array_equal(got_one[hops == 1], got_any[hops == 1]) and set(got_one[hops == 1]) == {1, 2, 3, 4}
     assert (got_one[hops > 1] == 1).all() and (got_any[hops == 2] > 1).any()
     assert r_any.random() == r_one.random()
@@ -840,10 +1055,15 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
     r_long, r_first = np.random.default_rng(2), np.random.default_rng(2)
     got = khop.training_starts(dataclasses.replace(e, starts="longer"), hops, r_long)
     assert (got[hops == 1] == 1).all() and set(got[hops == 2]) == {1, 2, 3} and (got[hops == 4] == 1).all()
-    assert khop.training_starts(dataclasses.replace(e, starts="longer"), np.ones(9, int), r_first).tolist() == [1] * 9
+    assert (
+        khop.training_starts(dataclasses.replace(e, starts="longer"), np.ones(9, int), r_first).tolist()
+        == [1] * 9
+    )
     assert r_first.random() == np.random.default_rng(2).random()
-    first, anyw, one = (khop.run(khop.KHopExperiment(**kw, starts=v), progress=False, use_cache=False)
-                        for v in ("first", "any", "one"))
+    first, anyw, one = (
+        khop.run(khop.KHopExperiment(**kw, starts=v), progress=False, use_cache=False)
+        for v in ("first", "any", "one")
+    )
     assert np.array_equal(first["acc"][0], anyw["acc"][0]) and not np.array_equal(first["acc"], anyw["acc"])
     # on the first stage (one hop) "one" is "any", batch for batch; with longer examples it is neither
     assert (one["stage"] == 1).all() and np.array_equal(one["acc"], anyw["acc"])
@@ -851,10 +1071,16 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
     # "first" there
     longer = khop.run(khop.KHopExperiment(**kw, starts="longer"), progress=False, use_cache=False)
     assert all(torch.equal(longer["state"][n], first["state"][n]) for n in first["state"])
-    mixed = {v: khop.run(khop.KHopExperiment(**{**kw, "data": "mixture"}, starts=v), progress=False,
-                         use_cache=False)["state"] for v in ("first", "any", "one", "longer")}
-    assert all(not torch.equal(mixed[a]["embed.weight"], mixed[b]["embed.weight"])
-               for a, b in itertools.combinations(mixed, 2))
+    mixed = {
+        v: khop.run(
+            khop.KHopExperiment(**{**kw, "data": "mixture"}, starts=v), progress=False, use_cache=False
+        )["state"]
+        for v in ("first", "any", "one", "longer")
+    }
+    assert all(
+        not torch.equal(mixed[a]["embed.weight"], mixed[b]["embed.weight"])
+        for a, b in itertools.combinations(mixed, 2)
+    )
     with pytest.raises(ValueError, match="starts"):
         khop.KHopExperiment(**kw, starts="last")
 
@@ -864,19 +1090,30 @@ def test_a_variant_over_another_compares_with_that_variants_recorded_runs():
     assert v.settings() == {**khop.DOUBLING.settings(), "starts": "any"} and v.trained(4) == (1, 2, 4)
     m = khop.variant_members("quick", v)
     assert all((e.levels, e.starts, e.seed) == ("doubling", "any", s) for s, e in enumerate(m.values()))
-    assert dataclasses.replace(m["seed 2"], starts="first") == khop.variant_members("quick", khop.DOUBLING)["seed 2"]
+    assert (
+        dataclasses.replace(m["seed 2"], starts="first")
+        == khop.variant_members("quick", khop.DOUBLING)["seed 2"]
+    )
     base = v.base_runs(4000)  # the recorded runs with stages 1, 2, 4 from table 1, cut
     assert sorted(base) == list(range(7)) and {int(r["step"][-1]) for r in base.values()} == {4000}
     with pytest.raises(ValueError, match=r"steps=12000: allowed at most 10000 \(the recorded khop_doubling"):
         v.base_runs(12000)
-    solved = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.2, 0.97]],
-                   stage=[1, 2, 4, 4])
-    flat = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.2, 0.12]],
-                 stage=[1, 2, 4, 4])
+    solved = _fake(
+        [[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.2, 0.97]],
+        stage=[1, 2, 4, 4],
+    )
+    flat = _fake(
+        [[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.2, 0.12]],
+        stage=[1, 2, 4, 4],
+    )
     s = khop.variant_summary({"seed 0": solved, "seed 1": flat}, {0: flat, 1: solved}, variant=v)
     # both populations count the hop counts 1, 2 and 4 (three is trained on by neither)
     assert (s["anystart_solved_n"], s["anystart_doubling_solved_n"]) == (1, 1)
-    assert (s["anystart_gained_seeds"], s["anystart_lost_seeds"], s["anystart_unsolved_early_n"]) == ("0", "1", 0)
+    assert (s["anystart_gained_seeds"], s["anystart_lost_seeds"], s["anystart_unsolved_early_n"]) == (
+        "0",
+        "1",
+        0,
+    )
     assert "anystart_split_gap" not in s.entries()  # different data from the first step: nothing to pair
 
 
@@ -893,14 +1130,27 @@ def test_onestart_and_longstart_split_anystart_by_hop_count():
 
 def test_move_medians_read_the_per_seed_entries_of_a_move_summary():
     from companion import report
+
     entries = {}
-    for s, (v2, ans, walk, w2) in enumerate([(0.2, 0.1, 0.3, 1.0), (0.9, 0.8, 0.95, 0.97), (0.5, 0.4, 0.1, 0.2)]):
-        entries |= {f"x{s}_step": (400, ""), f"x{s}_v2": (v2, ""), f"x{s}_answers_v2": (ans, ""),
-                    f"x{s}_walk": (walk, ""), f"x{s}_h2_walk": (w2, "")}
+    for s, (v2, ans, walk, w2) in enumerate(
+        [(0.2, 0.1, 0.3, 1.0), (0.9, 0.8, 0.95, 0.97), (0.5, 0.4, 0.1, 0.2)]
+    ):
+        entries |= {
+            f"x{s}_step": (400, ""),
+            f"x{s}_v2": (v2, ""),
+            f"x{s}_answers_v2": (ans, ""),
+            f"x{s}_walk": (walk, ""),
+            f"x{s}_h2_walk": (w2, ""),
+        }
     entries |= {"x_walk2_n": (2, ""), "x_walk_kept_n": (1, "")}
     m = khop.move_medians(report.Summary(entries), "x")
     assert (m["x_v2_med"], m["x_v2_lo"], m["x_v2_hi"]) == (0.5, 0.2, 0.9)
-    assert (m["x_answers_v2_med"], m["x_walk_med"], m["x_h2_walk_med"], m["x_h2_walk_lo"]) == (0.4, 0.3, 0.97, 0.2)
+    assert (m["x_answers_v2_med"], m["x_walk_med"], m["x_h2_walk_med"], m["x_h2_walk_lo"]) == (
+        0.4,
+        0.3,
+        0.97,
+        0.2,
+    )
     rows = khop.move_compare_rows({"a study": (report.Summary(entries), "x")})
     assert rows == [["a study", 2, 1, "0.50 (0.20-0.90)", "0.40 (0.10-0.80)"]]
     assert len(rows[0]) == len(khop.MOVE_COMPARE_HEADER)
@@ -909,11 +1159,17 @@ def test_move_medians_read_the_per_seed_entries_of_a_move_summary():
 
 
 def test_stage_gap_compares_two_studies_until_either_trains_past_a_stage():
-    a = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.5, 0.1, 0.1], [0.99, 0.9, 0.1, 0.1]], stage=[1, 1, 2, 2])
-    b = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2])
+    a = _fake(
+        [[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.5, 0.1, 0.1], [0.99, 0.9, 0.1, 0.1]], stage=[1, 1, 2, 2]
+    )
+    b = _fake(
+        [[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2]
+    )
     s = khop.stage_gap({0: a, 3: b}, {0: b, 3: b}, 1, "x")
     assert s["x_stage_gap"] == 0 and s["x_stage_med"] == 10  # they part after the evaluation at step 10
-    c = _fake([[0.1] * 4, [0.9, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2])
+    c = _fake(
+        [[0.1] * 4, [0.9, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2]
+    )
     assert khop.stage_gap({0: a}, {0: c}, 1, "x")["x_stage_gap"] == pytest.approx(0.05)
     # moving at different evaluations is a difference (of stage), whatever the accuracies
     assert khop.stage_gap({0: a}, {0: _fake(a["acc"], stage=[1, 1, 1, 2])}, 1, "x")["x_stage_gap"] == 1
@@ -924,12 +1180,36 @@ def test_stage_gap_compares_two_studies_until_either_trains_past_a_stage():
 
 
 def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
-    every = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.95, 0.1],
-                   [0.99, 0.99, 0.99, 0.12]], stage=[1, 2, 2, 3, 3])
-    dbl = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.97, 0.4, 0.5],
-                 [0.99, 0.99, 0.3, 0.98]], stage=[1, 2, 2, 4, 4])
-    flat = _fake([[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.97, 0.2, 0.12],
-                  [0.99, 0.99, 0.3, 0.13]], stage=[1, 2, 2, 4, 4])
+    every = _fake(
+        [
+            [0.1] * 4,
+            [0.95, 0.1, 0.1, 0.1],
+            [0.99, 0.95, 0.1, 0.1],
+            [0.99, 0.99, 0.95, 0.1],
+            [0.99, 0.99, 0.99, 0.12],
+        ],
+        stage=[1, 2, 2, 3, 3],
+    )
+    dbl = _fake(
+        [
+            [0.1] * 4,
+            [0.95, 0.1, 0.1, 0.1],
+            [0.99, 0.95, 0.1, 0.1],
+            [0.99, 0.97, 0.4, 0.5],
+            [0.99, 0.99, 0.3, 0.98],
+        ],
+        stage=[1, 2, 2, 4, 4],
+    )
+    flat = _fake(
+        [
+            [0.1] * 4,
+            [0.95, 0.1, 0.1, 0.1],
+            [0.99, 0.95, 0.1, 0.1],
+            [0.99, 0.97, 0.2, 0.12],
+            [0.99, 0.99, 0.3, 0.13],
+        ],
+        stage=[1, 2, 2, 4, 4],
+    )
     s = khop.variant_summary({"seed 0": dbl, "seed 1": flat}, {0: every, 1: every}, variant=khop.DOUBLING)
     # seed 0 is solved: three hops are never trained on, so they do not count
     assert (s["doubling_solved_n"], s["doubling_every_solved_n"], s["doubling_gained_seeds"]) == (1, 0, "0")
@@ -937,13 +1217,20 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
     # seed 0 learned four hops (at 0.9) after the split, seed 1 did not
     assert s["doubling_split_next_n"] == 1
     assert s["doubling_split_base_next_max"] == 10  # the base runs learned three hops one evaluation after it
-    assert (s["doubling_split_base_next_n"], s["doubling_next_pairs_n"], s["doubling_next_lost_n"]) == (2, 2, 1)
+    assert (s["doubling_split_base_next_n"], s["doubling_next_pairs_n"], s["doubling_next_lost_n"]) == (
+        2,
+        2,
+        1,
+    )
     assert s["doubling_next_lost_seeds"] == "1" and s["doubling_next_gained_n"] == 0
     assert s["doubling_untrained_min"] == s["doubling_untrained_max"] == 0.3
     assert s["doubling_unsolved_early_n"] == 0  # seed 1 learned hops 1 and 2 (three is not among its stages)
-    off = _fake(np.asarray(dbl["acc"]) + np.array([[0.0] * 4, [0.01, 0, 0, 0]] + [[0.0] * 4] * 3), stage=dbl["stage"])
-    assert khop.variant_summary({"seed 0": off}, {0: every}, variant=khop.DOUBLING)["doubling_split_gap"] == \
-        pytest.approx(0.01)
+    off = _fake(
+        np.asarray(dbl["acc"]) + np.array([[0.0] * 4, [0.01, 0, 0, 0]] + [[0.0] * 4] * 3), stage=dbl["stage"]
+    )
+    assert khop.variant_summary({"seed 0": off}, {0: every}, variant=khop.DOUBLING)[
+        "doubling_split_gap"
+    ] == pytest.approx(0.01)
     assert khop.DOUBLING.trained(4) == (1, 2, 4) and khop.LR.trained(4) == (1, 2, 3, 4)
 
 
@@ -956,30 +1243,52 @@ def test_delay_study_members_summary_and_the_repeat():
         assert dataclasses.replace(e, last_stage_delay=0, last_stage_data=0) == plain
     assert khop.delay_name(100, 0) == "seed 0, last stage 100 steps later"
     from companion import record
+
     built = record.build("khop_delay", "quick", {"k": 4, "steps": 80, "eval_every": 20})
     assert {e.eval_every for e in built.values()} == {20} and {e.k for e in built.values()} == {4}
     with pytest.raises(ValueError, match="unknown run moved to its last stage later 'seed 0'"):
         khop._delay_parts("seed 0")
 
-    kw = dict(N=4, k=2, data="cumulative", d=16, heads=2, steps=40, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3)
+    kw = dict(
+        N=4,
+        k=2,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=40,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
     names = [khop.delay_name(100, r) for r in (0, 1)] + [khop.delay_name(*khop.DELAY_REPEATS)]
-    runs = {n: khop.probe_run(khop.KHopExperiment(**kw, last_stage_delay=d, last_stage_data=r), progress=False)
-            for n, (d, r) in zip(names, [(5, 0), (5, 1), (10, 0)])}
+    runs = {
+        n: khop.probe_run(khop.KHopExperiment(**kw, last_stage_delay=d, last_stage_data=r), progress=False)
+        for n, (d, r) in zip(names, [(5, 0), (5, 1), (10, 0)])
+    }
     s = khop.delay_summary(runs, level=0.5)
     assert (s["dl100_n"], s["dl200_n"], s["delay_k"], s["delay_steps"]) == (2, 1, 2, 40)
     assert s["dl100_learned_n"] == sum(np.isfinite(s[f"dl100_d{r}_hk_at"]) for r in (0, 1))
     assert s["dl100_breaks_n"] == sum(s[f"dl100_d{r}_tk_b1_prev"] < 0.5 for r in (0, 1))
-    escapes = sum(s[f"{t}_tk_b1_prev"] < 0.5 and s[f"{t}_best_hk"] >= 0.5 for t in ("dl100_d0", "dl100_d1", "dl200_d0"))
+    escapes = sum(
+        s[f"{t}_tk_b1_prev"] < 0.5 and s[f"{t}_best_hk"] >= 0.5 for t in ("dl100_d0", "dl100_d1", "dl200_d0")
+    )
     assert s["delay_path_escapes_n"] == escapes
     assert s["dl100_d0_stagek_at"] == s["dl100_d1_stagek_at"] == s["dl200_d0_stagek_at"] - 5
     assert khop.delay_summary(runs, level=0.5, path=1.0)["dl200_breaks_n"] == (s["dl200_d0_tk_b1_prev"] < 1.0)
     with pytest.raises(ValueError, match="path=0 is out of range"):
         khop.delay_summary(runs, path=0)
     rows = khop.delay_rows(s)
-    assert [r[:2] for r in rows] == [[100, "own"], [100, 1], [200, "own"]] and len(rows[0]) == len(khop.delay_header(2))
-    assert rows[1][2:] == khop.reseed_rows({**{k.replace("dl100", "rs100"): v for k, v in s.items()},
-                                            "reseed_k": 2, "reseed_n": 1}, names=[khop.reseed_name("seed 0", 1)])[0][2:]
+    assert [r[:2] for r in rows] == [[100, "own"], [100, 1], [200, "own"]] and len(rows[0]) == len(
+        khop.delay_header(2)
+    )
+    assert (
+        rows[1][2:]
+        == khop.reseed_rows(
+            {**{k.replace("dl100", "rs100"): v for k, v in s.items()}, "reseed_k": 2, "reseed_n": 1},
+            names=[khop.reseed_name("seed 0", 1)],
+        )[0][2:]
+    )
 
     own = khop.run(khop.KHopExperiment(**kw), progress=False)
     same = {key: runs[names[-1]][key][::2] for key in ("step", "acc", "stage")}  # evaluated every 10 steps
@@ -989,8 +1298,11 @@ def test_delay_study_members_summary_and_the_repeat():
     assert vs["delay_moves_rs100"] == ", ".join(f"{m:.0f}" for m in khop.stage_moves(own))
     vs = khop.delay_vs_plain(runs, {khop.DELAYED: own, khop.EXPLORED: own})  # not the same run
     a, b = runs[names[-1]], own
-    differ = [t for i, t in enumerate(b["step"]) if not np.array_equal(a["acc"][i], b["acc"][i])
-              or a["stage"][i] != b["stage"][i]]
+    differ = [
+        t
+        for i, t in enumerate(b["step"])
+        if not np.array_equal(a["acc"][i], b["acc"][i]) or a["stage"][i] != b["stage"][i]
+    ]
     assert vs["delay_repeat_gap"] > 0 and vs["delay_repeat_first"] == differ[0]
     assert khop.stage_moves(own) == [khop.last_stage_at(own)]  # k = 2: one move
     longer = khop.run(dataclasses.replace(khop.KHopExperiment(**kw), steps=60), progress=False)
@@ -1002,24 +1314,41 @@ def test_delay_study_members_summary_and_the_repeat():
     with pytest.raises(ValueError, match="not among the runs with their own data"):
         khop.delay_vs_plain(runs, {khop.DELAYED: own})
     with pytest.raises(ValueError, match="is missing: allowed runs of delay_members that include it"):
-        khop.delay_vs_plain({n: r for n, r in runs.items() if n != names[-1]}, {khop.DELAYED: own, khop.EXPLORED: own})
+        khop.delay_vs_plain(
+            {n: r for n, r in runs.items() if n != names[-1]}, {khop.DELAYED: own, khop.EXPLORED: own}
+        )
 
 
 def test_delay_by_move_counts_the_same_streams_of_every_state():
     reseeds = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
-    reseeds |= {f"{t}_d{r}_{key}": v for t in ("rs100", "rs250") for r in range(1, 5)
-                for key, v in (("stagek_at", 2800.0 if t == "rs100" else 3000.0),
-                               ("hk_at", math.inf if t == "rs100" or r == 1 else 6750.0))}
-    delays = {f"dl{d}_d{r}_{key}": v for d in (100, 400) for r in range(1, 5)
-              for key, v in (("stagek_at", 2800.0 + d), ("hk_at", 7000.0 if r > d // 100 else math.inf),
-                             ("tk_b1_prev", 0.2 if r <= d // 200 else 0.95))}
+    reseeds |= {
+        f"{t}_d{r}_{key}": v
+        for t in ("rs100", "rs250")
+        for r in range(1, 5)
+        for key, v in (
+            ("stagek_at", 2800.0 if t == "rs100" else 3000.0),
+            ("hk_at", math.inf if t == "rs100" or r == 1 else 6750.0),
+        )
+    }
+    delays = {
+        f"dl{d}_d{r}_{key}": v
+        for d in (100, 400)
+        for r in range(1, 5)
+        for key, v in (
+            ("stagek_at", 2800.0 + d),
+            ("hk_at", 7000.0 if r > d // 100 else math.inf),
+            ("tk_b1_prev", 0.2 if r <= d // 200 else 0.95),
+        )
+    }
     s = khop.delay_by_move(delays, reseeds)
     keys = ("0", "100", "400", "e250")  # delays, then seed 0 advancing every 250 steps (another run)
     assert [s[f"dmove{d}_at"] for d in keys] == [2800, 2900, 3200, 3000]
     assert [s[f"dmove{d}_breaks_n"] for d in keys] == [3, 0, 2, 0]
     assert [s[f"dmove{d}_learned_n"] for d in keys] == [0, 3, 0, 3]
     rows = khop.delay_move_rows(s)
-    assert [r[0] for r in rows] == [f"seed 0, last stage {d} steps later" for d in (0, 100, 400)] + [khop.EXPLORED]
+    assert [r[0] for r in rows] == [f"seed 0, last stage {d} steps later" for d in (0, 100, 400)] + [
+        khop.EXPLORED
+    ]
     assert rows[2][1:] == [3200, "2 of 4", "0 of 4"]
     assert len(rows[0]) == len(khop.DELAY_MOVE_HEADER)
     with pytest.raises(ValueError, match="missing: allowed summaries with every stream"):
@@ -1027,8 +1356,18 @@ def test_delay_by_move_counts_the_same_streams_of_every_state():
 
 
 def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkeypatch):
-    kw = dict(N=4, k=3, data="cumulative", d=16, heads=2, steps=80, eval_every=5, n_test=64, batch=16,
-              advance_at=0.3)
+    kw = dict(
+        N=4,
+        k=3,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=80,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
     exp = khop.KHopExperiment(**kw)
     r = khop._train(exp, False, keep=(0, 3, 10))
     plain = khop.run(exp, progress=False, use_cache=False)
@@ -1051,11 +1390,15 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     s = khop.onset_summary(runs)
     for a in (0, 3, 10):
         res = khop.table_interference(exp, r["kept"][a])
-        assert s[f"on100_a{a}_tk_b1_prev"] == res["prev"][1] and s[f"on250_a{a}_tk_all_answer"] == res["answer"][-1]
+        assert (
+            s[f"on100_a{a}_tk_b1_prev"] == res["prev"][1]
+            and s[f"on250_a{a}_tk_all_answer"] == res["answer"][-1]
+        )
     breaks = [a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 0.5]
     assert s["on100_onset"] == (breaks[0] if breaks else math.inf)
     assert khop.onset_summary(runs, path=1.0)["on100_onset"] == next(
-        (a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 1.0), math.inf)
+        (a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 1.0), math.inf
+    )
     assert s["on100_stagek_at"] == at and s["onset_k"] == 3
     assert s["on100_end_tk_b1_prev"] == khop.table_interference(exp, r["state"])["prev"][1]
     on_path = s["on100_end_tk_b1_prev"] < 0.5  # both runs are the same run here
@@ -1069,8 +1412,14 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     assert len(fig.axes[0].lines) == len(fig.axes[1].lines) == 2  # the two runs given
     assert list(fig.axes[0].lines[0].get_ydata()) == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
     rows = khop.onset_rows(s)
-    assert len(rows) == 6 and len(rows[0]) == 2 + 3 and rows[0][2:] == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
-    entry = {f"{t}{key[8:]}": v for t in ("n100", "n250") for key, v in s.items() if key.startswith("on100_a0_tk")}
+    assert (
+        len(rows) == 6
+        and len(rows[0]) == 2 + 3
+        and rows[0][2:] == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
+    )
+    entry = {
+        f"{t}{key[8:]}": v for t in ("n100", "n250") for key, v in s.items() if key.startswith("on100_a0_tk")
+    }
     g = khop.onset_vs_entry(s, entry)
     assert g["onset_entry_gap"] == 0 and g["onset_entry_n"] == 2 * sum(k.startswith("on100_a0_tk") for k in s)
     entry["n250_tk_b1_prev"] += 0.25
@@ -1090,9 +1439,14 @@ def test_the_interval_study_keeps_each_members_interval():
     m = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
     assert {name: (e.seed, e.eval_every, e.steps, e.layers, e.data) for name, e in m.items()} == {
         khop.interval_name(s, every): (s, every, 10000, 4, "cumulative")
-        for every, seeds in khop.INTERVAL_SEEDS.items() for s in seeds}
+        for every, seeds in khop.INTERVAL_SEEDS.items()
+        for s in seeds
+    }
     assert khop.member_overrides("seed 3, every 250", {"steps": 10, "eval_every": 100}) == {"steps": 10}
-    assert khop.member_overrides("seed 3", {"steps": 10, "eval_every": 100}) == {"steps": 10, "eval_every": 100}
+    assert khop.member_overrides("seed 3", {"steps": 10, "eval_every": 100}) == {
+        "steps": 10,
+        "eval_every": 100,
+    }
     assert khop.interval_name(0, khop.EXPLORED_EVERY) == khop.EXPLORED  # the seed study's run joins the pool
     # every seed of the pool is run at both intervals, once
     pooled = set(m) | {khop.interval_name(s, 100) for s in khop.SEEDS} | {khop.EXPLORED}
@@ -1105,17 +1459,28 @@ def test_interval_summary_pools_and_counts_the_seeds():
     # learns after the cut
     stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12], [0.99, 0.99]], stage=[1, 2, 2, 2])
     early = _fake([[0.1, 0.1], [0.3, 0.1], [0.5, 0.12]], stage=[1, 1, 1])
-    earlier = {"seed 0": stalled, "seed 1": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], stage=[1, 2, 2, 2]),
-               khop.EXPLORED: _fake([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], stage=[1, 2, 2, 2])}
+    earlier = {
+        "seed 0": stalled,
+        "seed 1": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], stage=[1, 2, 2, 2]),
+        khop.EXPLORED: _fake([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], stage=[1, 2, 2, 2]),
+    }
     runs = {"seed 1, every 250": solved, "seed 3, every 100": early, "seed 3, every 250": solved}
     pool = khop.interval_pool(runs, earlier)
     assert {name: int(r["step"][-1]) for name, r in pool.items()} == {
-        "seed 0, every 100": 20, "seed 1, every 100": 20, khop.EXPLORED: 20, **{n: 20 for n in runs}}
+        "seed 0, every 100": 20,
+        "seed 1, every 100": 20,
+        khop.EXPLORED: 20,
+        **{n: 20 for n in runs},
+    }
     s = khop.interval_summary(runs, earlier)
     assert (s["int_n100"], s["int_solved100_n"], s["int_n250"], s["int_solved250_n"]) == (3, 1, 3, 3)
     assert s["int_solved100"] == pytest.approx(1 / 3) and s["int_pairs_n"] == 3
     assert (s["int_only_slow_n"], s["int_only_fast_n"], s["int_gap_n"]) == (2, 0, 2)
-    assert (s["int_only_slow_seeds"], s["int_only_fast_seeds"], s["int_solved100_seeds"]) == ("0, 3", "none", "1")
+    assert (s["int_only_slow_seeds"], s["int_only_fast_seeds"], s["int_solved100_seeds"]) == (
+        "0, 3",
+        "none",
+        "1",
+    )
     assert (s["int_unsolved_n"], s["int_unsolved_early_n"]) == (2, 1)
     # seed 3 every 100 never moves to the last stage: no time there
     assert (s["int_wait_max"], s["int_unsolved_time_min"], s["int_unsolved_last_max"]) == (20, 0, 0.12)
@@ -1147,25 +1512,37 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
         assert e.steps == 20000 and dataclasses.replace(e, steps=short[name].steps) == short[name]
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
     stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
-    s = khop.interval_long_summary({"seed 3, every 100": solved, "seed 4, every 100": stalled,
-                                    "seed 5, every 100": solved})
+    s = khop.interval_long_summary(
+        {"seed 3, every 100": solved, "seed 4, every 100": stalled, "seed 5, every 100": solved}
+    )
     assert (s["ilong_n"], s["ilong_solved_n"], s["ilong_flat_solved_n"], s["ilong_steps"]) == (3, 2, 1, 20)
     assert s["ilong_s3_hk_at"] == 20 and math.isinf(s["ilong_s4_hk_at"]) and s["ilong_s4_final"] == 0.12
     assert s["ilong_gain_max"] == pytest.approx(0.98 - 0.1)  # the middle evaluation is step 10
     m250 = record.build("khop_interval_long250", "quick", khop.INTERVAL_LONG_SETTINGS)  # every 250 kept
     assert {name: (e.seed, e.eval_every, e.steps) for name, e in m250.items()} == {
-        "seed 3, every 250": (3, 250, 20000), "seed 6, every 250": (6, 250, 20000)}
-    s = record.experiment("khop_interval_long250").summary({"seed 3, every 250": stalled,
-                                                            "seed 6, every 250": solved})
-    assert (s["il250_n"], s["il250_solved_n"], s["il250_flat_solved_n"], s["il250_s6_final"]) == (2, 1, 0, 0.98)
+        "seed 3, every 250": (3, 250, 20000),
+        "seed 6, every 250": (6, 250, 20000),
+    }
+    s = record.experiment("khop_interval_long250").summary(
+        {"seed 3, every 250": stalled, "seed 6, every 250": solved}
+    )
+    assert (s["il250_n"], s["il250_solved_n"], s["il250_flat_solved_n"], s["il250_s6_final"]) == (
+        2,
+        1,
+        0,
+        0.98,
+    )
 
 
 def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
     from companion import record
 
     narrow = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
-    for variant, name, changed in ((khop.WIDE, "khop_wide", {"d": 64}), (khop.LR, "khop_lr", {"lr": 1e-3}),
-                                   (khop.DOUBLING, "khop_doubling", {"levels": "doubling"})):
+    for variant, name, changed in (
+        (khop.WIDE, "khop_wide", {"d": 64}),
+        (khop.LR, "khop_lr", {"lr": 1e-3}),
+        (khop.DOUBLING, "khop_doubling", {"levels": "doubling"}),
+    ):
         m = record.build(name, "quick", variant.settings())
         assert variant.settings()[variant.field] == changed[variant.field]
         assert list(m) == [khop.seed_name(s) for s in range(7)]
@@ -1190,8 +1567,9 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
         raise AssertionError("record ran before its precheck")
 
     real = record._registry()
-    monkeypatch.setattr(record, "_registry", lambda: {**real, "khop_doubling": dc.replace(real["khop_doubling"],
-                                                                                          run=no_run)})
+    monkeypatch.setattr(
+        record, "_registry", lambda: {**real, "khop_doubling": dc.replace(real["khop_doubling"], run=no_run)}
+    )
     settings = khop.DOUBLING.settings()
     with pytest.raises(ValueError, match="khop_doubling with profile 'full': allowed 'quick'"):
         record.record("khop_doubling", "full", settings, out_dir=tmp_path)
@@ -1207,7 +1585,9 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
     any_settings = khop.ANYSTART.settings()
 
     def anystart(**changed):
-        khop.ANYSTART.check_recording("quick", record.build("khop_anystart", "quick", {**any_settings, **changed}))
+        khop.ANYSTART.check_recording(
+            "quick", record.build("khop_anystart", "quick", {**any_settings, **changed})
+        )
 
     anystart()  # the study itself
     with pytest.raises(ValueError, match=r"run 'seed 0' with \{'starts': 'first'\}"):
@@ -1227,7 +1607,9 @@ def test_base_runs_cut_the_shortest_recording_that_is_long_enough():
         cut = khop.truncated(long[s], 10000)
         assert np.array_equal(cut["acc"], short[s]["acc"]) and np.array_equal(cut["stage"], short[s]["stage"])
     assert len(khop.base_runs(10000, every=250)) == 7
-    with pytest.raises(ValueError, match=r"steps=17000, every=100: allowed at most 16000 steps \(the longest"):
+    with pytest.raises(
+        ValueError, match=r"steps=17000, every=100: allowed at most 16000 steps \(the longest"
+    ):
         khop.base_runs(17000)
 
 
@@ -1238,16 +1620,31 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
     wide = {"seed 0": solved, "seed 1": early, "seed 2": solved}
     narrow = {0: stalled, 1: solved, 2: solved, 3: stalled}
     s = khop.variant_summary(wide, narrow)
-    assert (s["wide_n"], s["wide_solved_n"], s["wide_solved_seeds"], s["wide_narrow_solved_n"]) == (3, 2, "0, 2", 2)
+    assert (s["wide_n"], s["wide_solved_n"], s["wide_solved_seeds"], s["wide_narrow_solved_n"]) == (
+        3,
+        2,
+        "0, 2",
+        2,
+    )
     assert s["wide_solved"] == pytest.approx(2 / 3) and s["wide_narrow_n"] == 4 and s["wide_pairs_n"] == 3
-    assert (s["wide_gained_n"], s["wide_gained_seeds"], s["wide_lost_n"], s["wide_lost_seeds"]) == (1, "0", 1, "1")
+    assert (s["wide_gained_n"], s["wide_gained_seeds"], s["wide_lost_n"], s["wide_lost_seeds"]) == (
+        1,
+        "0",
+        1,
+        "1",
+    )
     assert s["wide_gap_n"] == 0  # over seeds 0-2: two solved at each width
     assert (s["wide_unsolved_n"], s["wide_unsolved_early_n"], s["wide_unsolved_time_min"]) == (1, 1, 0)
     assert s["wide_unsolved_last_max"] == 0.3 and s["wide_unsolved_flat_n"] == 0
     with pytest.raises(ValueError, match=r"budgets \[20, 30\]"):
         khop.variant_summary(wide, {0: _fake([[0.1, 0.1]] * 4, stage=[1] * 4)})
     s = khop.variant_summary(wide, narrow, variant=khop.LR)  # the same numbers under the variant's own names
-    assert (s["lr_solved_n"], s["lr_base_solved_n"], s["lr_gained_seeds"], s["lr_lost_seeds"]) == (2, 2, "0", "1")
+    assert (s["lr_solved_n"], s["lr_base_solved_n"], s["lr_gained_seeds"], s["lr_lost_seeds"]) == (
+        2,
+        2,
+        "0",
+        "1",
+    )
     assert "a third of the step size" in s.meaning["lr_solved_n"]
     t = khop.sign_test(s, "lr_", "lost", "gained")  # one seed each way of three: no evidence either way
     assert (t["lr_sign_p"], t["lr_sign_p_best"]) == (1.0, 0.25) and "lr_lost_n = 1" in t.meaning["lr_sign_p"]
@@ -1277,8 +1674,20 @@ def test_sign_test_needs_six_of_seven_seeds_one_way():
 
 
 def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
-    e = khop.KHopExperiment(N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=20, eval_every=10, n_test=64,
-                            batch=16, levels="doubling", starts="any")
+    e = khop.KHopExperiment(
+        N=4,
+        k=4,
+        data="cumulative",
+        d=16,
+        heads=2,
+        depth=2,
+        steps=20,
+        eval_every=10,
+        n_test=64,
+        batch=16,
+        levels="doubling",
+        starts="any",
+    )
     r = khop.run(e, progress=False, use_cache=False)
     acc = khop.start_accuracy(e, r["state"], n=256)
     fits = np.array([[s + h <= 4 for s in range(4)] for h in range(1, 5)])
@@ -1288,10 +1697,21 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
     assert np.array_equal(acc, khop.start_accuracy(e, r["state"], n=256), equal_nan=True)  # its own stream
     with pytest.raises(ValueError, match="n"):
         khop.start_accuracy(e, r["state"], n=0)
-    fake = np.array([[1.0, 0.95, 0.97, 0.99], [0.98, 0.96, 0.92, np.nan], [0.1, 0.2, np.nan, np.nan],
-                     [0.13, np.nan, np.nan, np.nan]])
+    fake = np.array(
+        [
+            [1.0, 0.95, 0.97, 0.99],
+            [0.98, 0.96, 0.92, np.nan],
+            [0.1, 0.2, np.nan, np.nan],
+            [0.13, np.nan, np.nan, np.nan],
+        ]
+    )
     s = khop.start_summary(fake, dataclasses.replace(e, N=8, seed=3))
-    assert (s["start_h1_min"], s["start_h2_min"], s["start_k"], s["start_untrained_max"]) == (0.95, 0.92, 0.13, 0.2)
+    assert (s["start_h1_min"], s["start_h2_min"], s["start_k"], s["start_untrained_max"]) == (
+        0.95,
+        0.92,
+        0.13,
+        0.2,
+    )
     assert "start_h4_min" not in s.entries()
     assert (s["start_chance"], s["start_seed"], s["start_steps"]) == (0.125, 3, 20)
     assert np.isnan(khop.start_summary(fake, dataclasses.replace(e, levels="every"))["start_untrained_max"])
@@ -1301,8 +1721,10 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
     assert (m.seed, m.steps, m.starts, m.levels, m.k, m.depth) == (3, 500, "any", "doubling", 4, 4)
     from companion import record
 
-    assert dataclasses.replace(m, steps=10000) == record.build("khop_anystart", "quick", khop.ANYSTART.settings())[
-        "seed 3"]  # the recorded run's configuration
+    assert (
+        dataclasses.replace(m, steps=10000)
+        == record.build("khop_anystart", "quick", khop.ANYSTART.settings())["seed 3"]
+    )  # the recorded run's configuration
 
 
 def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
@@ -1320,7 +1742,11 @@ def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
     assert res["answers"][3] == res["acc"] and res["answers"][1] == (pred == chain[:, 0]).mean()
     study = khop.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(3, 1))
     assert study.probed(3) == (3, 1) and khop.PROBE.probed(3) == (3, 2) and khop.PROBE.probed(1) == (1,)
-    assert (study.prefix("q", 3, 3), study.prefix("q", 1, 3), khop.PROBE.prefix("p", 2, 3)) == ("q", "q_h1", "p_h2")
+    assert (study.prefix("q", 3, 3), study.prefix("q", 1, 3), khop.PROBE.prefix("p", 2, 3)) == (
+        "q",
+        "q_h1",
+        "p_h2",
+    )
     with pytest.raises(ValueError, match="hops probed"):
         khop.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(4,)).probed(3)
     s = khop.probe_summary({"seed 0": r}, study=study)
@@ -1339,8 +1765,21 @@ def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
 def test_a_run_stopped_at_its_move_has_trained_no_last_stage_step():
     """A curriculum run whose budget ends at the evaluation where it moves to k hops is the longer run's state there
     (the anystart probe at the move reads it): it ends at the move's evaluation and trained on no k-hop batch."""
-    e = khop.KHopExperiment(N=4, k=4, data="cumulative", d=16, heads=2, depth=2, steps=300, eval_every=20, n_test=64,
-                            batch=16, levels="doubling", starts="any", advance_at=0.3)
+    e = khop.KHopExperiment(
+        N=4,
+        k=4,
+        data="cumulative",
+        d=16,
+        heads=2,
+        depth=2,
+        steps=300,
+        eval_every=20,
+        n_test=64,
+        batch=16,
+        levels="doubling",
+        starts="any",
+        advance_at=0.3,
+    )
     long = khop._train(e, progress=False, keep=(0,))
     move = int(khop.last_stage_at(long))
     assert 0 < move < e.steps
@@ -1348,36 +1787,67 @@ def test_a_run_stopped_at_its_move_has_trained_no_last_stage_step():
     # its last evaluation, on the stage before the move
     assert short["step"][-1] == move and short["stage"][-1] == 2
     assert all(torch.equal(short["state"][k], long["kept"][0][k]) for k in short["state"])
-    assert list(khop.ANYSTART_MOVE_PROBE.tags) == [khop.MOVE_PROBED] and khop.ANYSTART_MOVE_PROBE.probed(4) == (4, 2)
+    assert list(khop.ANYSTART_MOVE_PROBE.tags) == [khop.MOVE_PROBED] and khop.ANYSTART_MOVE_PROBE.probed(
+        4
+    ) == (4, 2)
 
 
 def test_every_anystart_seed_is_probed_at_its_move():
     m = khop.move_members("quick")
-    rec = khop.seeded(khop.recorded_runs(khop.recorded(khop.ANYSTART.settings(), experiment="khop_anystart"))[0])
+    rec = khop.seeded(
+        khop.recorded_runs(khop.recorded(khop.ANYSTART.settings(), experiment="khop_anystart"))[0]
+    )
     assert list(m) == [khop.seed_name(s) for s in khop.VARIANT_SEEDS]
     for s in khop.VARIANT_SEEDS:  # each stopped at its recorded move: the recorded run's first steps
         assert m[khop.seed_name(s)] == khop.ANYSTART.member(s, int(khop.last_stage_at(rec[s])))
     assert m["seed 0"].steps == 600  # the chapter's probe at the move is seed 0's
     d = khop.move_members("quick", khop.DOUBLING)  # the stages 1, 2, 4 from table 1, from their own recording
-    drec = khop.seeded(khop.recorded_runs(khop.recorded(khop.DOUBLING.settings(), experiment="khop_doubling"))[0])
-    assert all(d[khop.seed_name(s)] == khop.DOUBLING.member(s, int(khop.last_stage_at(drec[s])))
-               for s in khop.VARIANT_SEEDS)
+    drec = khop.seeded(
+        khop.recorded_runs(khop.recorded(khop.DOUBLING.settings(), experiment="khop_doubling"))[0]
+    )
+    assert all(
+        d[khop.seed_name(s)] == khop.DOUBLING.member(s, int(khop.last_stage_at(drec[s])))
+        for s in khop.VARIANT_SEEDS
+    )
     assert {e.starts for e in d.values()} == {"first"} and {e.levels for e in d.values()} == {"doubling"}
     for v in (khop.ONESTART, khop.LONGSTART):  # the crossed studies, each from its own recording
         got = khop.move_members("quick", v)
         vrec = khop.seeded(khop.recorded_runs(khop.recorded(v.settings(), experiment=f"khop_{v.tag}"))[0])
-        assert all(got[khop.seed_name(s)] == v.member(s, int(khop.last_stage_at(vrec[s]))) for s in khop.VARIANT_SEEDS)
+        assert all(
+            got[khop.seed_name(s)] == v.member(s, int(khop.last_stage_at(vrec[s])))
+            for s in khop.VARIANT_SEEDS
+        )
         assert {e.starts for e in got.values()} == {v.to}
     with pytest.raises(ValueError, match="allowed 'quick'"):
         khop.move_members("full")
-    runs = {khop.seed_name(s): khop.probe_run(khop.KHopExperiment(
-        N=4, k=4, data="mixture", depth=2, d=16, heads=2, steps=40, eval_every=40, n_test=16, batch=32, seed=s),
-        progress=False) for s in (0, 1)}
+    runs = {
+        khop.seed_name(s): khop.probe_run(
+            khop.KHopExperiment(
+                N=4,
+                k=4,
+                data="mixture",
+                depth=2,
+                d=16,
+                heads=2,
+                steps=40,
+                eval_every=40,
+                n_test=16,
+                batch=32,
+                seed=s,
+            ),
+            progress=False,
+        )
+        for s in (0, 1)
+    }
     s = khop.move_summary(runs)
     res = {h: khop.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"], hops=h) for h in (4, 2)}
-    assert s["mv1_v2"] == res[4]["probe"][:, 1].max() and s["mv1_h2_walk"] == np.nanmax(res[2]["chain"][:, 0, 1])
+    assert s["mv1_v2"] == res[4]["probe"][:, 1].max() and s["mv1_h2_walk"] == np.nanmax(
+        res[2]["chain"][:, 0, 1]
+    )
     assert s["mv1_read"] == res[4]["attention"][:, 0].max() and s["mv1_h2_answers_v2"] == res[2]["answers"][2]
-    assert s["mv1_h2_acc"] == res[2]["acc"] and s["mv0_step"] == 40 and s["mv_n"] == 2 and s["mv_chance"] == 0.25
+    assert (
+        s["mv1_h2_acc"] == res[2]["acc"] and s["mv0_step"] == 40 and s["mv_n"] == 2 and s["mv_chance"] == 0.25
+    )
     for level in (0.0, 1.01):  # every seed walks, or none does: the counts follow the per-seed values
         t = khop.move_summary(runs, level=level)
         assert t["mv_walk2_n"] == (2 if level == 0 else 0) and t["mv_v2_n"] == t["mv_walk2_n"]
@@ -1390,18 +1860,43 @@ def test_every_anystart_seed_is_probed_at_its_move():
     assert khop.move_rows(other, prefix="dmv") == khop.move_rows(s)
     rows = khop.move_rows(s)
     assert len(rows) == 2 and len(rows[0]) == len(khop.MOVE_HEADER)
-    assert rows[1] == ["seed 1", 40, s["mv1_h2_acc"], s["mv1_h2_walk"], s["mv1_h2_read"], s["mv1_walk"], s["mv1_read"],
-                       s["mv1_v2"], s["mv1_answers_v2"]]
+    assert rows[1] == [
+        "seed 1",
+        40,
+        s["mv1_h2_acc"],
+        s["mv1_h2_walk"],
+        s["mv1_h2_read"],
+        s["mv1_walk"],
+        s["mv1_read"],
+        s["mv1_v2"],
+        s["mv1_answers_v2"],
+    ]
     with pytest.raises(ValueError, match="k \\(hops\\)"):
-        khop.move_summary({"seed 0": khop.probe_run(khop.KHopExperiment(N=4, k=2, d=16, heads=2, steps=5, eval_every=5,
-                                                                         n_test=16, batch=8), progress=False)})
+        khop.move_summary(
+            {
+                "seed 0": khop.probe_run(
+                    khop.KHopExperiment(N=4, k=2, d=16, heads=2, steps=5, eval_every=5, n_test=16, batch=8),
+                    progress=False,
+                )
+            }
+        )
 
 
 def test_probe_run_and_move_is_the_run_and_the_run_stopped_at_its_move(tmp_path, monkeypatch):
     """One training gives both: the whole run, and the curves and state of a run of exactly the move's steps."""
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
-    exp = khop.KHopExperiment(N=4, k=3, data="cumulative", d=16, heads=2, steps=80, eval_every=5, n_test=64,
-                              batch=16, advance_at=0.3)
+    exp = khop.KHopExperiment(
+        N=4,
+        k=3,
+        data="cumulative",
+        d=16,
+        heads=2,
+        steps=80,
+        eval_every=5,
+        n_test=64,
+        batch=16,
+        advance_at=0.3,
+    )
     whole, moved = khop.probe_run_and_move(exp, progress=False)
     plain = khop.probe_run(exp, progress=False)
     at = int(khop.last_stage_at(plain))

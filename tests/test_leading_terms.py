@@ -198,8 +198,14 @@ def test_leading_probe_on_a_tiny_neox():
     from companion.llm import leading_probe as lp
 
     torch.manual_seed(0)
-    cfg = GPTNeoXConfig(vocab_size=40, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=32, max_position_embeddings=32)
+    cfg = GPTNeoXConfig(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
     model = GPTNeoXForCausalLM(cfg).eval()
     with torch.no_grad():  # non-trivial LayerNorms and biases
         for layer in model.gpt_neox.layers:
@@ -234,8 +240,11 @@ def test_leading_probe_check_catches_a_transposed_key_query(monkeypatch):
     from companion.llm import leading_probe as lp
 
     torch.manual_seed(1)
-    model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2,
-                                             num_attention_heads=2, intermediate_size=32)).eval()
+    model = GPTNeoXForCausalLM(
+        GPTNeoXConfig(
+            vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32
+        )
+    ).eval()
     right = lp.key_query
     monkeypatch.setattr(lp, "key_query", lambda m, layer, head=None: right(m, layer, head).T)
     assert lp.pipeline_checks(model, np.arange(30))["qk_error"] > 1e-2
@@ -248,7 +257,10 @@ def test_stand_in_too_small_for_the_configuration_is_resized():
     corpus = wc.build(wc.CorpusConfig(vocab_size=5, T=2), docs=["a b c d e f g h i j " * 30])
     cfg = ls.TextConfig(n_train=2048, n_heldout=512, batch=64)
     fitted = ls.fit_to(cfg, corpus, standin=True)
-    assert fitted.n_train + fitted.n_heldout == len(corpus.tokens) and fitted.n_heldout == len(corpus.tokens) // 8
+    assert (
+        fitted.n_train + fitted.n_heldout == len(corpus.tokens)
+        and fitted.n_heldout == len(corpus.tokens) // 8
+    )
     assert ls.fit_to(cfg, corpus, standin=False) == cfg  # the paper's corpus is never resized ...
     with pytest.raises(ValueError, match="n_train \\+ n_heldout = 2560 is more than"):
         ls._split(corpus, cfg)  # ... it is refused

@@ -20,15 +20,36 @@ def tiny(family: str, n_layer: int = 3, vocab: int = V, positions: int = 64):
 
     torch.manual_seed(0)
     cfg = {
-        "gpt2": lambda: GPT2Config(n_layer=n_layer, n_embd=16, n_head=2, vocab_size=vocab, n_positions=positions),
-        "gpt_neox": lambda: GPTNeoXConfig(num_hidden_layers=n_layer, hidden_size=16, num_attention_heads=2,
-                                          intermediate_size=64, vocab_size=vocab, max_position_embeddings=64),
-        "llama": lambda: LlamaConfig(num_hidden_layers=n_layer, hidden_size=16, num_attention_heads=2,
-                                     num_key_value_heads=2, intermediate_size=40, vocab_size=vocab,
-                                     max_position_embeddings=64),
-        "phi3": lambda: Phi3Config(num_hidden_layers=n_layer, hidden_size=16, num_attention_heads=2,
-                                   num_key_value_heads=2, intermediate_size=40, vocab_size=vocab,
-                                   max_position_embeddings=64, pad_token_id=0),
+        "gpt2": lambda: GPT2Config(
+            n_layer=n_layer, n_embd=16, n_head=2, vocab_size=vocab, n_positions=positions
+        ),
+        "gpt_neox": lambda: GPTNeoXConfig(
+            num_hidden_layers=n_layer,
+            hidden_size=16,
+            num_attention_heads=2,
+            intermediate_size=64,
+            vocab_size=vocab,
+            max_position_embeddings=64,
+        ),
+        "llama": lambda: LlamaConfig(
+            num_hidden_layers=n_layer,
+            hidden_size=16,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            intermediate_size=40,
+            vocab_size=vocab,
+            max_position_embeddings=64,
+        ),
+        "phi3": lambda: Phi3Config(
+            num_hidden_layers=n_layer,
+            hidden_size=16,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            intermediate_size=40,
+            vocab_size=vocab,
+            max_position_embeddings=64,
+            pad_token_id=0,
+        ),
     }[family]()
     return AutoModelForCausalLM.from_config(cfg).eval()
 
@@ -44,12 +65,15 @@ def tok():
 
 
 EXPECTED_MODULE = {
-    ("gpt2", "mlp_in"): "transformer.h.1.mlp.c_fc", ("gpt2", "mlp_out"): "transformer.h.1.mlp.c_proj",
+    ("gpt2", "mlp_in"): "transformer.h.1.mlp.c_fc",
+    ("gpt2", "mlp_out"): "transformer.h.1.mlp.c_proj",
     ("gpt_neox", "mlp_in"): "gpt_neox.layers.1.mlp.dense_h_to_4h",
     ("gpt_neox", "mlp_out"): "gpt_neox.layers.1.mlp.dense_4h_to_h",
-    ("llama", "mlp_in"): "model.layers.1.mlp.up_proj", ("llama", "mlp_gate"): "model.layers.1.mlp.gate_proj",
+    ("llama", "mlp_in"): "model.layers.1.mlp.up_proj",
+    ("llama", "mlp_gate"): "model.layers.1.mlp.gate_proj",
     ("llama", "mlp_out"): "model.layers.1.mlp.down_proj",
-    ("phi3", "mlp_in"): "model.layers.1.mlp.gate_up_proj", ("phi3", "mlp_out"): "model.layers.1.mlp.down_proj",
+    ("phi3", "mlp_in"): "model.layers.1.mlp.gate_up_proj",
+    ("phi3", "mlp_out"): "model.layers.1.mlp.down_proj",
 }
 
 
@@ -94,10 +118,15 @@ def test_gpt2_conv1d_is_transposed_and_phi3_gate_half():
     assert not torch.allclose(mlp(x), torch.zeros(2, 16))
 
 
-@pytest.mark.parametrize("spec, match", [
-    ((0, "mlp_in", 0.1), "layer=0 is out of range"), ((4, "mlp_in", 0.1), r"allowed \[1, 3\]"),
-    ((1, "mlp_gate", 0.1), "unknown matrix 'mlp_gate' for gpt2"), ((1, "mlp_in", 1.5), "rho=1.5"),
-])
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ((0, "mlp_in", 0.1), "layer=0 is out of range"),
+        ((4, "mlp_in", 0.1), r"allowed \[1, 3\]"),
+        ((1, "mlp_gate", 0.1), "unknown matrix 'mlp_gate' for gpt2"),
+        ((1, "mlp_in", 1.5), "rho=1.5"),
+    ],
+)
 def test_laser_bad_input_changes_nothing(spec, match):
     m = tiny("gpt2", vocab=100)
     before = {k: v.clone() for k, v in m.state_dict().items()}
@@ -111,8 +140,19 @@ def test_unknown_family():
     from transformers import BertConfig, BertForMaskedLM
 
     with pytest.raises(ValueError, match="unknown model family 'bert'"):
-        laser.resolve(BertForMaskedLM(BertConfig(num_hidden_layers=1, hidden_size=8, num_attention_heads=2,
-                                                 intermediate_size=8, vocab_size=10)), 1, "mlp_in")
+        laser.resolve(
+            BertForMaskedLM(
+                BertConfig(
+                    num_hidden_layers=1,
+                    hidden_size=8,
+                    num_attention_heads=2,
+                    intermediate_size=8,
+                    vocab_size=10,
+                )
+            ),
+            1,
+            "mlp_in",
+        )
 
 
 @pytest.mark.parametrize("family", ["gpt2", "gpt_neox", "llama", "phi3"])
@@ -215,8 +255,13 @@ def test_gsm8k_real_file_answers_and_prompts():
 
 
 def test_gsm8k_malformed_lines_are_counted():
-    lines = [json.dumps({"question": "q", "answer": "a\n#### 5"}), "{not json", json.dumps({"question": "q"}),
-             json.dumps({"question": "q", "answer": "no marker"}), ""]
+    lines = [
+        json.dumps({"question": "q", "answer": "a\n#### 5"}),
+        "{not json",
+        json.dumps({"question": "q"}),
+        json.dumps({"question": "q", "answer": "no marker"}),
+        "",
+    ]
     with pytest.warns(UserWarning, match="skipped 3 malformed line"):
         problems, bad = gsm8k.parse_lines(lines)
     assert (len(problems), bad) == (1, 3)
@@ -224,7 +269,10 @@ def test_gsm8k_malformed_lines_are_counted():
 
 def test_gsm8k_generation_pipeline(tok):
     m = tiny("gpt2")
-    problems = [gsm8k.Problem("What is 2 + 3?", "2 + 3 = 5\n#### 5"), gsm8k.Problem("What is 1 + 1?", "#### 2")]
+    problems = [
+        gsm8k.Problem("What is 2 + 3?", "2 + 3 = 5\n#### 5"),
+        gsm8k.Problem("What is 1 + 1?", "#### 2"),
+    ]
     texts = [gsm8k.prompt("", p) for p in problems]
     gens = gsm8k.generate(m, tok, texts, max_new_tokens=4, batch_size=2)
     assert len(gens) == 2 and all(isinstance(g, str) for g in gens)
@@ -234,10 +282,14 @@ def test_gsm8k_generation_pipeline(tok):
 
 def test_studies_on_a_tiny_model(tmp_path, tok):
     loaded = hub.Loaded(tiny("gpt2"), tok, "tiny", None, "float32", "cpu")
-    sweep = studies.rho_sweep(loaded, [studies.PAPER_IOI_PROMPT], studies.PAPER_GPT2_TOP4, [1, 3], [0.0, 0.5, 1.0])
+    sweep = studies.rho_sweep(
+        loaded, [studies.PAPER_IOI_PROMPT], studies.PAPER_GPT2_TOP4, [1, 3], [0.0, 0.5, 1.0]
+    )
     assert sweep.shape == (2, 3, 4) and ((sweep >= 0) & (sweep <= 1)).all()
-    full = measure.probs_of(measure.next_token_logprobs(loaded.model, tok, [studies.PAPER_IOI_PROMPT]),
-                            studies.candidate_ids(tok, studies.PAPER_GPT2_TOP4))[0]
+    full = measure.probs_of(
+        measure.next_token_logprobs(loaded.model, tok, [studies.PAPER_IOI_PROMPT]),
+        studies.candidate_ids(tok, studies.PAPER_GPT2_TOP4),
+    )[0]
     np.testing.assert_allclose(sweep[0, -1], full, rtol=1e-5)  # rho = 1 is the full model
     items = prompts.ioi_prompts(tok, n=5)
     dist = studies.ioi_distribution(loaded, items, specs=[(3, "mlp_in", 0.05)])
@@ -260,7 +312,9 @@ def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
     r = studies.study_gpt2_ioi(loaded)
     assert r["layers"] == [1, 2, 3, 4] and r["restored"] and r["sweep"].shape == (4, len(studies.RHOS), 4)
     s = llm_summaries.gpt2_summary(loaded, r, [p.prompt for p in prompts.ioi_prompts(tok, n=6)])
-    assert s["restored"] == 1.0 and s["rank_gap"] == 0 and s["batch_gap"] < 1e-4 and 0 <= s["top4_in_order"] <= 4
+    assert (
+        s["restored"] == 1.0 and s["rank_gap"] == 0 and s["batch_gap"] < 1e-4 and 0 <= s["top4_in_order"] <= 4
+    )
     for step in (0, 1, 2):  # a Pythia-like folder of checkpoints
         m = tiny("gpt_neox", n_layer=4)
         with torch.no_grad():
@@ -271,8 +325,14 @@ def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
     (tmp_path / "pythia" / "step4").symlink_to(tmp_path / "pythia" / "step2")  # a duplicated checkpoint
     spec = studies.scaled_spec(studies.PAPER_LASER["ioi", "EleutherAI/pythia-1b"], 16, 4)
     assert spec == (3, "mlp_in", 0.008)
-    along = studies.study_checkpoints(str(tmp_path / "pythia"), ["step0", "step1", "step2", "step4"], spec,
-                                      (4, "mlp_in", 0.0125), n_ioi=6, progress=False)
+    along = studies.study_checkpoints(
+        str(tmp_path / "pythia"),
+        ["step0", "step1", "step2", "step4"],
+        spec,
+        (4, "mlp_in", 0.0125),
+        n_ioi=6,
+        progress=False,
+    )
     assert along["duplicates"] == ["step4"] and set(along["rows"]) == {"step0", "step1", "step2", "step4"}
     final = hub.load(str(tmp_path / "pythia" / "step2"))
     last = studies.study_final(final, spec, (4, "mlp_in", 0.0125), n_ioi=6)
@@ -283,8 +343,9 @@ def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
     along["rows"]["step14000"] = along["rows"]["step2"]
     assert "table1_14k_err" in llm_summaries.pythia_summary(along, last, True, final)
     _data_or_skip("gsm8k_test")
-    res = studies.study_gsm8k(loaded, shots=(1,), spec=(4, "mlp_out", 0.02), n_problems=2, max_new_tokens=3,
-                              progress=False)
+    res = studies.study_gsm8k(
+        loaded, shots=(1,), spec=(4, "mlp_out", 0.02), n_problems=2, max_new_tokens=3, progress=False
+    )
     assert res["n_problems"] == 2 and len(res["full"]) == len(res["laser"]) == 1
     test, _ = gsm8k.load("test", download=False)
     train, _ = gsm8k.load("train", download=False)
@@ -299,8 +360,14 @@ def test_laser_search_validation_then_test(tok):
     items = prompts.ioi_prompts(tok, n=10)
     ids = [prompts.single_token_id(tok, p.io) for p in items]
     before = hub.fingerprint(loaded.model, max_tensors=10_000)
-    res = studies.search(loaded, [p.prompt for p in items], ids, layers=[2, 3], matrices=("mlp_in", "mlp_out"),
-                         rhos=[0.0, 0.5, 1.0])
+    res = studies.search(
+        loaded,
+        [p.prompt for p in items],
+        ids,
+        layers=[2, 3],
+        matrices=("mlp_in", "mlp_out"),
+        rhos=[0.0, 0.5, 1.0],
+    )
     assert len(res["rows"]) == 1 + 2 * 2 * 2 and res["n_validation"] + res["n_test"] == 10
     assert res["best"]["validation"] == max(r["validation"] for r in res["rows"])
     assert hub.fingerprint(loaded.model, max_tensors=10_000) == before
@@ -318,23 +385,38 @@ def test_paper_comparisons():
     assert llm_summaries.table1_error(full, las) == 0.0
     assert llm_summaries.table1_error(full[1:], las) == pytest.approx(0.499)  # " the" missing counts as 0
     assert llm_summaries.log_ratio_error(2.3 * 1.5, 2.3) == pytest.approx(np.log(1.5))
-    along = {"revisions": ["step0", "step8", "step16"],
-             "rows": {"step0": {"the_rank_prepositions": 900, "the_rank_sentences": 700},
-                      "step8": {"the_rank_prepositions": 3, "the_rank_sentences": 12},
-                      "step16": {"the_rank_prepositions": 2, "the_rank_sentences": 4}}}
+    along = {
+        "revisions": ["step0", "step8", "step16"],
+        "rows": {
+            "step0": {"the_rank_prepositions": 900, "the_rank_sentences": 700},
+            "step8": {"the_rank_prepositions": 3, "the_rank_sentences": 12},
+            "step16": {"the_rank_prepositions": 2, "the_rank_sentences": 4},
+        },
+    }
     assert llm_summaries.first_top_step(along) == 16.0
     along["rows"]["step16"]["the_rank_sentences"] = 11
     assert llm_summaries.first_top_step(along) == np.inf
     name = "microsoft/Phi-3-mini-4k-instruct"
     paper = studies.PAPER_TABLE2
-    result = {"shots": [1, 2, 4, 8], "full": [v / 100 for v in paper["Phi-3"]],
-              "laser": [v / 100 for v in paper["Phi-3 + LASER"]], "n_problems": 1319, "examples": {}}
+    result = {
+        "shots": [1, 2, 4, 8],
+        "full": [v / 100 for v in paper["Phi-3"]],
+        "laser": [v / 100 for v in paper["Phi-3 + LASER"]],
+        "n_problems": 1319,
+        "examples": {},
+    }
     c = llm_summaries.table2_comparison(result, name)
     assert c["table2_err"][0] == pytest.approx(0.0, abs=1e-9)
     assert c["few_shot_gain"][0] == pytest.approx(2.2) and c["eight_shot_gain"][0] == pytest.approx(-0.4)
     assert llm_summaries.table2_comparison(result, "tiny") == {}
-    assert "Stand-in, not Pythia" in llm_summaries.banner("EleutherAI/pythia-1b", False, "offline",
-                                                         standin.StandIn(family="gpt_neox"), "Pythia")
-    assert llm_summaries.laser_setting("ioi", "EleutherAI/pythia-1b", True, 16, "EleutherAI/pythia-1b", 16) == \
-        (11, "mlp_in", 0.008)
-    assert llm_summaries.laser_setting("ioi", "x", False, 4, "EleutherAI/pythia-1b", 16) == (3, "mlp_in", 0.008)
+    assert "Stand-in, not Pythia" in llm_summaries.banner(
+        "EleutherAI/pythia-1b", False, "offline", standin.StandIn(family="gpt_neox"), "Pythia"
+    )
+    assert llm_summaries.laser_setting(
+        "ioi", "EleutherAI/pythia-1b", True, 16, "EleutherAI/pythia-1b", 16
+    ) == (11, "mlp_in", 0.008)
+    assert llm_summaries.laser_setting("ioi", "x", False, 4, "EleutherAI/pythia-1b", 16) == (
+        3,
+        "mlp_in",
+        0.008,
+    )

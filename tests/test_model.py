@@ -39,7 +39,9 @@ def literal_forward(m: Transformer, z: list[int]) -> np.ndarray:
     return np.stack([WU @ x for x in xs])
 
 
-@pytest.mark.parametrize("ff", [("mlp", "mlp"), ("linear", "mlp"), ("none", "linear"), ("mlp",), ("mlp", "none", "linear")])
+@pytest.mark.parametrize(
+    "ff", [("mlp", "mlp"), ("linear", "mlp"), ("none", "linear"), ("mlp",), ("mlp", "none", "linear")]
+)
 @pytest.mark.parametrize("scale", ["sqrt_d", "none"])
 def test_forward_matches_literal_equation(ff, scale):
     m = Transformer(ModelConfig(vocab_size=11, d=12, max_len=9, ff=ff, attn_scale=scale), seed=3)
@@ -74,8 +76,9 @@ def test_batch_loss_sparse_path_matches_the_dense_loss_and_gradients(loss_on):
     m = Transformer(ModelConfig(task.vocab_size, d=16, max_len=32), seed=1)
     b = task.sample(np.random.default_rng(0), 16)
     mask = torch.as_tensor(b.loss_mask)
-    dense = torch.nn.functional.cross_entropy(m(torch.as_tensor(b.inputs))[mask], torch.as_tensor(b.targets)[mask],
-                                              reduction="sum")
+    dense = torch.nn.functional.cross_entropy(
+        m(torch.as_tensor(b.inputs))[mask], torch.as_tensor(b.targets)[mask], reduction="sum"
+    )
     g_dense = torch.autograd.grad(dense, list(m.parameters()))
     loss = batch_loss(m, b, "cpu", reduction="sum")
     g = torch.autograd.grad(loss, list(m.parameters()))
@@ -105,12 +108,15 @@ def test_same_seed_same_init():
     assert not torch.equal(a["W_E"], c["W_E"])
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(d=0), r"d=0 is out of range"),
-    (dict(ff=("mlp", "conv")), "unknown feed-forward kind 'conv'"),
-    (dict(ff=()), "L >= 1"),
-    (dict(attn_scale="half"), "unknown attn_scale"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(d=0), r"d=0 is out of range"),
+        (dict(ff=("mlp", "conv")), "unknown feed-forward kind 'conv'"),
+        (dict(ff=()), "L >= 1"),
+        (dict(attn_scale="half"), "unknown attn_scale"),
+    ],
+)
 def test_bad_model_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ModelConfig(vocab_size=5, **kwargs)

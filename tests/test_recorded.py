@@ -89,10 +89,15 @@ def test_record_needs_the_chapters_check_lines_before_work(tmp_path, monkeypatch
     monkeypatch.setattr(record, "_registry", lambda: {**real, "recall": blind})
     with pytest.raises(ValueError, match=r"no line claims.check\(\"...\", nowhere\[\"...\"\]\)"):
         record.record("recall", "quick", out_dir=tmp_path)
-    odd = dataclasses.replace(real["recall"], run=lambda exp, device=None: {"device": "cpu", "seconds": 0.0},
-                              summary=lambda runs: report.Summary({"x": (1.0, "one")}))
+    odd = dataclasses.replace(
+        real["recall"],
+        run=lambda exp, device=None: {"device": "cpu", "seconds": 0.0},
+        summary=lambda runs: report.Summary({"x": (1.0, "one")}),
+    )
     monkeypatch.setattr(record, "_registry", lambda: {**real, "recall": odd})
-    with pytest.raises(ValueError, match=r"checks summary\[.*'p_correct_drop'.*\] but the summary of 'recall' has"):
+    with pytest.raises(
+        ValueError, match=r"checks summary\[.*'p_correct_drop'.*\] but the summary of 'recall' has"
+    ):
         record.record("recall", "quick", out_dir=tmp_path)
     assert not list(tmp_path.iterdir())  # nothing written
 
@@ -103,11 +108,29 @@ def _fake(tmp_path):
 
     exp = record.build("recall", "quick")["recall"]
     path = tmp_path / record.file_name("recall", "quick", {})
-    path.write_text(json.dumps({
-        "format": record.FORMAT, "experiment": "recall", "chapter": "book/noisy_recall", "profile": "quick",
-        "overrides": {}, "config": record._jsonable(dataclasses.asdict(exp)), "summary": {"x": "nan"},
-        "meaning": {}, "claims": {}, "curves": {}, "version": "0", "commit": "c", "package": "p", "device": "cpu",
-        "train_seconds": 1.0, "date": "2026-11-21", "command": record.command("recall", "quick", {})}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": record.FORMAT,
+                "experiment": "recall",
+                "chapter": "book/noisy_recall",
+                "profile": "quick",
+                "overrides": {},
+                "config": record._jsonable(dataclasses.asdict(exp)),
+                "summary": {"x": "nan"},
+                "meaning": {},
+                "claims": {},
+                "curves": {},
+                "version": "0",
+                "commit": "c",
+                "package": "p",
+                "device": "cpu",
+                "train_seconds": 1.0,
+                "date": "2026-11-21",
+                "command": record.command("recall", "quick", {}),
+            }
+        )
+    )
     return path
 
 
@@ -135,8 +158,10 @@ def test_record_roundtrip_tiny(name, tmp_path, monkeypatch):
         assert sorted(runs) == sorted(summaries.ioi_key(k) for k in rec.config)
         again = summaries.ioi_summary(runs)
         assert set(again) == set(rec.summary)
-        assert all(np.isclose(again[k], rec.summary[k], rtol=1e-6, equal_nan=True) for k in again), \
-            (dict(again), rec.summary)
+        assert all(np.isclose(again[k], rec.summary[k], rtol=1e-6, equal_nan=True) for k in again), (
+            dict(again),
+            rec.summary,
+        )
         with pytest.raises(ValueError, match="'clean_loss@0.5' is not recorded"):
             runs["adam", 3].series("clean_loss", rho=0.5)
         with pytest.raises(ValueError, match="no recorded run 'adam L=9'"):
@@ -170,8 +195,13 @@ def test_a_field_added_after_recording_is_current_only_at_its_default(tmp_path):
     old behaviour); set to anything else, the file is stale."""
     rec = record.load(_fake(tmp_path))
     old = {k: v for k, v in rec.config.items() if k != "final_trigger"}
-    assert "final_trigger" in rec.config and record.stale(record.Recorded(rec.path, dict(rec.data, config=old))) == ""
-    changed = dict(rec.data, config=old, overrides={**rec.settings(), "final_trigger": False, "loss_on": "triggers"})
+    assert (
+        "final_trigger" in rec.config
+        and record.stale(record.Recorded(rec.path, dict(rec.data, config=old))) == ""
+    )
+    changed = dict(
+        rec.data, config=old, overrides={**rec.settings(), "final_trigger": False, "loss_on": "triggers"}
+    )
     why = record.stale(record.Recorded(rec.path, changed))
     assert "final_trigger: recorded None, now False" in why
 
@@ -189,7 +219,9 @@ def test_full_only_rows_set_larger_runs_against_the_paper_bar():
         crit = claim.criterion("full")
         assert row[3] == value and row[4] == str(crit) and row[6] == (claim.finding or "")
         assert row[5] == ("yes" if crit.holds(value) else "no")
-    assert all(r[0].strip("`") in claims.CLAIMS and claims.CLAIMS[r[0].strip("`")].scale == "full" for r in rows)
+    assert all(
+        r[0].strip("`") in claims.CLAIMS and claims.CLAIMS[r[0].strip("`")].scale == "full" for r in rows
+    )
     with pytest.raises(ValueError, match="unknown experiment 'nope'"):
         record.full_only_rows(["nope"])
 
@@ -216,10 +248,15 @@ def test_ioi_stability_reads_best_and_late_losses():
     from companion.experiments import summaries
 
     steps = list(range(0, 1000, 100))
-    curves = {"step": {"adam L=3": steps, "adam L=5": steps, "sgd L=7": [0]},
-              "diverged_at": {"adam L=3": None, "adam L=5": None, "sgd L=7": 17},
-              "clean_loss@1.0": {"adam L=3": [5, 4, 3, 2, 1.5, 1.2, 1.1, 1.0, 1.0, 1.0],
-                                 "adam L=5": [5, 3, 2, 1.0, 2, 9, 50, 90, 100, "nan"], "sgd L=7": [6.0]}}
+    curves = {
+        "step": {"adam L=3": steps, "adam L=5": steps, "sgd L=7": [0]},
+        "diverged_at": {"adam L=3": None, "adam L=5": None, "sgd L=7": 17},
+        "clean_loss@1.0": {
+            "adam L=3": [5, 4, 3, 2, 1.5, 1.2, 1.1, 1.0, 1.0, 1.0],
+            "adam L=5": [5, 3, 2, 1.0, 2, 9, 50, 90, 100, "nan"],
+            "sgd L=7": [6.0],
+        },
+    }
     s = summaries.ioi_stability(summaries.ioi_recorded(curves))
     assert (s["adam3_best"], s["adam3_best_step"], s["adam3_late"], s["adam3_rise"]) == (1.0, 700.0, 1.0, 0.0)
     # nan at 900

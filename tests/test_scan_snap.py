@@ -13,6 +13,7 @@ from companion.theory import scan_snap as th
 
 # --- sequence classes -----------------------------------------------------------------------------------
 
+
 def test_synthetic_layout_matches_the_public_code():
     small = synthetic(2, 1)
     assert small.vocab_size == 34 and small.n_classes == 2
@@ -25,15 +26,23 @@ def test_synthetic_layout_matches_the_public_code():
     assert (medium.last[::2] == medium.last[1::2]).all()  # two classes per last token
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"probs": [[0.5, 0.6, 0.0]]}, "sums to"),
-    ({"probs": [[1.2, -0.2, 0.0]]}, "out of range"),
-    ({"last": [0, 3]}, "last=3 is out of range"),
-    ({"distinct": ((0,), (0,))}, "distinct for two classes"),
-    ({"distinct": ((1,), ())}, "declared distinct for class 0 but class 1 uses it"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"probs": [[0.5, 0.6, 0.0]]}, "sums to"),
+        ({"probs": [[1.2, -0.2, 0.0]]}, "out of range"),
+        ({"last": [0, 3]}, "last=3 is out of range"),
+        ({"distinct": ((0,), (0,))}, "distinct for two classes"),
+        ({"distinct": ((1,), ())}, "declared distinct for class 0 but class 1 uses it"),
+    ],
+)
 def test_bad_classes_are_refused(kwargs, match):
-    base = {"probs": [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]], "last": [0, 0], "next_token": [1, 2], "vocab_size": 3}
+    base = {
+        "probs": [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]],
+        "last": [0, 0],
+        "next_token": [1, 2],
+        "vocab_size": 3,
+    }
     if "probs" in kwargs and len(kwargs["probs"]) == 1:
         base.update(last=[0], next_token=[1])
     with pytest.raises(ValueError, match=match):
@@ -52,7 +61,9 @@ def test_counts_and_sequences_have_the_same_distribution():
     cls, counts = sc.sample_counts(np.random.default_rng(1), 4000, 33)
     assert (tokens[:, -1] == sc.last[labels - sc.next_token[0]]).all()
     for n in range(2):
-        seq_freq = np.bincount(tokens[labels == sc.next_token[n], :-1].ravel(), minlength=34) / (32 * (labels == sc.next_token[n]).sum())
+        seq_freq = np.bincount(tokens[labels == sc.next_token[n], :-1].ravel(), minlength=34) / (
+            32 * (labels == sc.next_token[n]).sum()
+        )
         cnt_freq = counts[cls == n].sum(0) / counts[cls == n].sum()
         np.testing.assert_allclose(seq_freq, sc.probs[n], atol=0.004)
         np.testing.assert_allclose(cnt_freq, sc.probs[n], atol=0.004)
@@ -60,16 +71,27 @@ def test_counts_and_sequences_have_the_same_distribution():
 
 # --- the model ----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("normalize, residual", [(True, False), (False, False), (True, True)])
 def test_counts_forward_equals_attention_over_positions(normalize, residual):
     sc = synthetic(3, 2)
     g = torch.Generator().manual_seed(0)
     M = sc.vocab_size
-    Y, Z = torch.randn(M, M, generator=g, dtype=torch.float64), torch.randn(M, M, generator=g, dtype=torch.float64)
+    Y, Z = (
+        torch.randn(M, M, generator=g, dtype=torch.float64),
+        torch.randn(M, M, generator=g, dtype=torch.float64),
+    )
     tokens, _ = sc.sample(np.random.default_rng(0), 16, 40)
     counts = np.stack([np.bincount(t[:-1], minlength=M) for t in tokens])
     t = torch.as_tensor(tokens)
-    a = ss.forward(Y[None], Z[None], t[None, :, -1], torch.as_tensor(counts, dtype=torch.float64)[None], normalize, residual)[0]
+    a = ss.forward(
+        Y[None],
+        Z[None],
+        t[None, :, -1],
+        torch.as_tensor(counts, dtype=torch.float64)[None],
+        normalize,
+        residual,
+    )[0]
     b = ss.forward_positions(Y, Z, t, normalize, residual)
     torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
@@ -90,6 +112,7 @@ def test_lemma1_matches_autograd():
 
 # --- training ----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", ["sgd", "adam"])
 def test_stacked_optimiser_matches_torch(kind):
     g = torch.Generator().manual_seed(0)
@@ -98,8 +121,10 @@ def test_stacked_optimiser_matches_torch(kind):
     refs = [torch.zeros(5, 5, requires_grad=True) for _ in range(2)]
     lrs = [0.1, 0.3]
     mine = ss._Optim(kind, [p], [torch.tensor(lrs)[:, None, None]], 0.9)
-    theirs = [torch.optim.SGD([r], lr=lr, momentum=0.9) if kind == "sgd" else torch.optim.Adam([r], lr=lr)
-              for r, lr in zip(refs, lrs)]
+    theirs = [
+        torch.optim.SGD([r], lr=lr, momentum=0.9) if kind == "sgd" else torch.optim.Adam([r], lr=lr)
+        for r, lr in zip(refs, lrs)
+    ]
     for _ in range(5):
         ((p - target) ** 3).abs().sum().backward()
         mine.step()
@@ -121,13 +146,16 @@ def test_replicas_train_as_if_alone_and_runs_repeat():
     assert both["c_step"].tolist() == [0, 4, 8, 12] and both["c"].shape == (4, 2, 2, 34)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"lr_z": (-1.0,)}, r"lr_z \(eta_Z\)=-1.0 is out of range"),
-    ({"lr_ratio": (0.0,)}, r"eta_Y / eta_Z\)=0.0 is out of range"),
-    ({"optimizer": "rmsprop"}, "unknown optimizer"),
-    ({"classes": {"num_last": 0}}, "num_last=0 is out of range"),
-    ({"seeds": ()}, "non-empty tuple"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"lr_z": (-1.0,)}, r"lr_z \(eta_Z\)=-1.0 is out of range"),
+        ({"lr_ratio": (0.0,)}, r"eta_Y / eta_Z\)=0.0 is out of range"),
+        ({"optimizer": "rmsprop"}, "unknown optimizer"),
+        ({"classes": {"num_last": 0}}, "num_last=0 is out of range"),
+        ({"seeds": ()}, "non-empty tuple"),
+    ],
+)
 def test_bad_experiment_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ss.SynExperiment(**kwargs)
@@ -152,6 +180,7 @@ def test_population_run_lowers_the_loss():
 
 # --- theory -------------------------------------------------------------------------------------------------
 
+
 def test_h_closed_form_ode_and_lemma7():
     t = np.linspace(0, 5000, 101)
     h = th.h_closed(t, 200, 0.7)
@@ -166,15 +195,20 @@ def test_B_forms_and_the_constant_offset():
     ode = th.phase_ode(t, 5, 100, 0.5, 0.2, rho0=0.8)
     closed = th.B_closed(t, 5, 100, 0.5, 0.2, rho0=0.8)
     np.testing.assert_allclose(ode["B"], closed, atol=1e-8)
-    np.testing.assert_allclose(th.B_eq127(t, 5, 100, 0.5, 0.2, rho0=0.8) - closed, np.log(0.8 ** 4 / 5) / 4, atol=1e-12)
+    np.testing.assert_allclose(
+        th.B_eq127(t, 5, 100, 0.5, 0.2, rho0=0.8) - closed, np.log(0.8**4 / 5) / 4, atol=1e-12
+    )
     assert closed[0] == 0.0 and (np.diff(ode["z"]) <= 0).all()
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: th.B_closed(np.array([1.0]), K=20, M=10, eta_y=1.0, eta_z=1.0), r"K=20 is out of range"),
-    (lambda: th.phase_ode(np.array([1.0]), 2, 10, -0.5, 1.0), r"eta_Y=-0.5 is out of range"),
-    (lambda: th.h_closed(np.array([1.0]), 1, 0.5), r"M=1 is out of range"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: th.B_closed(np.array([1.0]), K=20, M=10, eta_y=1.0, eta_z=1.0), r"K=20 is out of range"),
+        (lambda: th.phase_ode(np.array([1.0]), 2, 10, -0.5, 1.0), r"eta_Y=-0.5 is out of range"),
+        (lambda: th.h_closed(np.array([1.0]), 1, 0.5), r"M=1 is out of range"),
+    ],
+)
 def test_theory_refuses_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()

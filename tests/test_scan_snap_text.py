@@ -30,12 +30,15 @@ def test_batchify_is_the_tutorial_layout():
     assert b.tolist() == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14], [15, 16, 17, 18, 19]]
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"lr": 0.0}, r"lr=0.0 is out of range"),
-    ({"dropout": 1.0}, r"dropout=1.0 is out of range"),
-    ({"split": "test"}, "unknown split"),
-    ({"vocab_size": 1}, r"vocab_size=1 is out of range"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"lr": 0.0}, r"lr=0.0 is out of range"),
+        ({"dropout": 1.0}, r"dropout=1.0 is out of range"),
+        ({"split": "test"}, "unknown split"),
+        ({"vocab_size": 1}, r"vocab_size=1 is out of range"),
+    ],
+)
 def test_bad_experiment_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         st.TextExperiment(**kwargs)
@@ -52,7 +55,11 @@ def test_line_counted_source_is_checked(tmp_path, monkeypatch):
 @pytest.mark.skipif(not _have_wikitext(), reason="WikiText-2 valid/test not in COMPANION_DATA_DIR")
 def test_short_run_on_the_stand_in_split_repeats():
     c = st.corpus("valid", vocab_size=100)
-    assert c["splits"] == ("wikitext2_valid", "wikitext2_test") and len(c["itos"]) == 100 and c["itos"][0] == "<unk>"
+    assert (
+        c["splits"] == ("wikitext2_valid", "wikitext2_test")
+        and len(c["itos"]) == 100
+        and c["itos"][0] == "<unk>"
+    )
     exp = st.TextExperiment(vocab_size=100, d=8, d_hid=8, steps=4, eval_every=2, n_eval=4)
     a = st.run(exp, progress=False, use_cache=False)
     b = st.run(exp, progress=False, use_cache=False)

@@ -9,7 +9,9 @@ from companion.experiments import allocation, noisy_recall, summaries
 from companion.experiments.noisy_recall import RecallExperiment
 from companion.theory import assoc_study, attention_study, noise_logit, one_step_study
 
-TINY = dict(d=8, seq_len=8, batch=8, steps=4, eval_every=2, dense_until=1, n_test=8, rhos=(0.0, 0.01, 0.5, 1.0))
+TINY = dict(
+    d=8, seq_len=8, batch=8, steps=4, eval_every=2, dense_until=1, n_test=8, rhos=(0.0, 0.01, 0.5, 1.0)
+)
 
 
 @pytest.fixture(autouse=True)
@@ -32,12 +34,17 @@ def test_recall_summary_matches_the_run(tiny_run):
 
 
 def test_finetune_and_triggers_summaries():
-    run = noisy_recall.run(RecallExperiment.quick(**TINY, schedule="finetune", pretrain_steps=3), device="cpu",
-                           progress=False, use_cache=False)
+    run = noisy_recall.run(
+        RecallExperiment.quick(**TINY, schedule="finetune", pretrain_steps=3),
+        device="cpu",
+        progress=False,
+        use_cache=False,
+    )
     s = summaries.finetune_summary(run)
     assert s["pre_ratio"] == pytest.approx(s["pre_n"] / s["pre_c"])
-    five = noisy_recall.run(RecallExperiment.quick(**TINY, triggers=(1, 39)), device="cpu", progress=False,
-                            use_cache=False)
+    five = noisy_recall.run(
+        RecallExperiment.quick(**TINY, triggers=(1, 39)), device="cpu", progress=False, use_cache=False
+    )
     M, info = summaries.matching_summary(five)
     assert M.shape[0] == M.shape[1] and len(info["argmax_ok"]) == 2
     t = summaries.triggers_summary(five, five)
@@ -45,7 +52,9 @@ def test_finetune_and_triggers_summaries():
 
 
 def test_ioi_summary_counts_divergence():
-    exp = noisy_recall.ioi_experiment(2, "sgd", "quick", d=8, seq_len=12, batch=8, steps=3, eval_every=1, n_test=8)
+    exp = noisy_recall.ioi_experiment(
+        2, "sgd", "quick", d=8, seq_len=12, batch=8, steps=3, eval_every=1, n_test=8
+    )
     tiny_run = noisy_recall.run(exp, device="cpu", progress=False, use_cache=False)
     runs = {(opt, L): tiny_run for opt, Ls in (("sgd", (3,)), ("adam", (3, 4, 5))) for L in Ls}
     s = summaries.ioi_summary(runs)
@@ -60,14 +69,30 @@ def test_ioi_summary_counts_divergence():
 def test_architectures_summary(tiny_run):
     runs = {k: tiny_run for k in ("MLP, MLP", "MLP, linear", "linear, MLP", "none, none")}
     s = summaries.architectures_summary(runs, {"candidate": "drop F2", "matrix": "F2", "rho": 0.0})
-    assert s["best_mm_is_f2"] == 1.0 and s["ml_drop1_raise"] == pytest.approx(s["ml_drop1_loss"] - s["ml_full_loss"])
+    assert s["best_mm_is_f2"] == 1.0 and s["ml_drop1_raise"] == pytest.approx(
+        s["ml_drop1_loss"] - s["ml_full_loss"]
+    )
     assert "| MLP, MLP | drop F2 |" in summaries.variant_markdown(summaries.variant_table(runs))
 
 
 def test_allocation_summary():
-    rows = [{"budget": b, "mlp_frac": f, "mlp_params": int(100 * f), "attn_params": int(100 * (1 - f)), "lr": lr,
-             "train_loss": 3.0 - f + lr, "test_loss": 3.0, "best": lr == 0.1, "mlp_width": 1, "attn_rank": 1}
-            for b in (10, 20) for f in (0.25, 0.5, 0.75) for lr in (0.1, 0.3)]
+    rows = [
+        {
+            "budget": b,
+            "mlp_frac": f,
+            "mlp_params": int(100 * f),
+            "attn_params": int(100 * (1 - f)),
+            "lr": lr,
+            "train_loss": 3.0 - f + lr,
+            "test_loss": 3.0,
+            "best": lr == 0.1,
+            "mlp_width": 1,
+            "attn_rank": 1,
+        }
+        for b in (10, 20)
+        for f in (0.25, 0.5, 0.75)
+        for lr in (0.1, 0.3)
+    ]
     result = {"rows": rows, "entropy": 2.0, "exp": {"lrs": [0.1, 0.3]}}
     s = allocation.summary(result)
     assert s["worst_rho"] == pytest.approx(-1.0) and s["min_gap"] == pytest.approx(0.5)
@@ -81,7 +106,11 @@ def test_allocation_summary():
 
 
 def test_one_step_resolution_and_gradients():
-    r = {"m": np.array([10, 100, 400]), "attn": np.array([[[1.5], [1.2], [1.1]]]), "attn_ref": np.array([1.0])}
+    r = {
+        "m": np.array([10, 100, 400]),
+        "attn": np.array([[[1.5], [1.2], [1.1]]]),
+        "attn_ref": np.array([1.0]),
+    }
     assert one_step_study.attn_relative_deviation(r).tolist() == pytest.approx([0.5, 0.2, 0.1])
     assert one_step_study.resolve_constant(r) == pytest.approx(2.0)  # 0.2 sqrt(100) = 0.1 sqrt(400)
     assert one_step_study.m_resolve(r, level=0.05) == pytest.approx(1600)

@@ -46,11 +46,14 @@ def test_fig18_shapes_and_pure_loss_at_init():
     assert np.all(np.isfinite(r["loss"]))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(alpha=1.0), r"alpha=1.0 is out of range"),
-    (dict(alpha=0.3, flow="Adam"), "unknown flow 'Adam'"),
-    (dict(alpha=0.3, t_max=-1.0), r"t_max=-1.0 is out of range"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(alpha=1.0), r"alpha=1.0 is out of range"),
+        (dict(alpha=0.3, flow="Adam"), "unknown flow 'Adam'"),
+        (dict(alpha=0.3, t_max=-1.0), r"t_max=-1.0 is out of range"),
+    ],
+)
 def test_solve_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         am.solve_ab(**kwargs)
@@ -114,12 +117,19 @@ def test_qk_gradient_formula_equals_autograd():
     with torch.no_grad():
         model.W_V.copy_(torch.tensor(W_V))
         model.W_F.copy_(torch.tensor(W_F))
-    loss = torch.nn.functional.cross_entropy(model(torch.as_tensor(batch.inputs)),
-                                             torch.as_tensor(batch.targets[:, -1]))
+    loss = torch.nn.functional.cross_entropy(
+        model(torch.as_tensor(batch.inputs)), torch.as_tensor(batch.targets[:, -1])
+    )
     loss.backward()
 
     class Replay:  # the same batch every time
-        vocab_size, seq_len, triggers, alpha, noise_token = task.vocab_size, T, task.triggers, a, task.noise_token
+        vocab_size, seq_len, triggers, alpha, noise_token = (
+            task.vocab_size,
+            T,
+            task.triggers,
+            a,
+            task.noise_token,
+        )
 
         def sample(self, rng, n):
             return batch

@@ -43,10 +43,15 @@ def test_ioi_sequences_follow_appendix_j():
     assert not (no_tau.inputs == tau).any()
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(seq_len=6), "seq_len"), (dict(alpha=1.0), "alpha"), (dict(trigger=65), "trigger"),
-    (dict(fill="bigram"), "fill"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(seq_len=6), "seq_len"),
+        (dict(alpha=1.0), "alpha"),
+        (dict(trigger=65), "trigger"),
+        (dict(fill="bigram"), "fill"),
+    ],
+)
 def test_ioi_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         IOITask(**kwargs)
@@ -96,14 +101,25 @@ def test_allocation_split_and_validation():
 
 def test_allocation_run_is_cached_and_picks_best(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
-    exp = allocation.AllocationExperiment(d=16, seq_len=8, batch=8, steps=3, last=2, budgets=(2048,),
-                                          mlp_fracs=(0.25, 0.75), lrs=(0.1, 10.0), n_test=8)
+    exp = allocation.AllocationExperiment(
+        d=16,
+        seq_len=8,
+        batch=8,
+        steps=3,
+        last=2,
+        budgets=(2048,),
+        mlp_fracs=(0.25, 0.75),
+        lrs=(0.1, 10.0),
+        n_test=8,
+    )
     result = allocation.run(exp, progress=False)
     rows = result["rows"]
     assert len(rows) == 4 and sum(r["best"] for r in rows) == 2
     assert any(r["train_loss"] is None for r in rows)  # lr = 10 diverges
     for r in allocation.best_rows(result):
-        group = [x["train_loss"] for x in rows if x["mlp_frac"] == r["mlp_frac"] and x["train_loss"] is not None]
+        group = [
+            x["train_loss"] for x in rows if x["mlp_frac"] == r["mlp_frac"] and x["train_loss"] is not None
+        ]
         assert r["train_loss"] == min(group) and np.isfinite(r["train_loss"])
     assert json.loads(next((tmp_path / "runs").glob("allocation-*.json")).read_text())["rows"] == rows
     assert allocation.run(exp, progress=False)["seconds"] == result["seconds"]  # loaded, not re-run

@@ -163,8 +163,10 @@ class RecallTask:
         if not isinstance(self.final_trigger, bool):
             raise ValueError(f"final_trigger must be True or False, got {self.final_trigger!r}")
         if not self.final_trigger and self.loss_on in ("final", "final_recall"):
-            raise ValueError(f"loss_on={self.loss_on!r} predicts after the final trigger: it needs "
-                             "final_trigger=True (allowed loss_on without it: 'triggers', 'all')")
+            raise ValueError(
+                f"loss_on={self.loss_on!r} predicts after the final trigger: it needs "
+                "final_trigger=True (allowed loss_on without it: 'triggers', 'all')"
+            )
         n = self.stats.n
         if self.trigger_draw == "unigram":
             pool = range(n) if self.triggers is None else self.triggers
@@ -267,7 +269,7 @@ class RecallTask:
         inputs = z[:, :T]
         occurrence = np.zeros((batch, T), dtype=np.int64)
         for k in range(K):
-            hit = inputs == trig[:, k:k + 1]
+            hit = inputs == trig[:, k : k + 1]
             occurrence += hit * np.cumsum(hit, axis=1)
         if self.loss_on == "final":
             mask = np.zeros((batch, T), dtype=bool)
@@ -288,7 +290,7 @@ class RecallTask:
         if self.trigger_draw == "fixed":
             return np.broadcast_to(pool, (batch, len(pool)))
         keys = np.log(self.stats.unigram[pool]) + rng.gumbel(size=(batch, len(pool)))
-        return pool[np.argsort(-keys, axis=1, kind="stable")[:, :self.n_triggers]]
+        return pool[np.argsort(-keys, axis=1, kind="stable")[:, : self.n_triggers]]
 
 
 def batches(task: RecallTask, rng: np.random.Generator, batch: int):
@@ -330,13 +332,20 @@ class BigramTask:
         check_int("batch", batch, low=1)
         n, T = self.stats.n, self.seq_len
         z = np.empty((batch, T + 1), dtype=np.int64)
-        z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), rng.random(batch), side="right").clip(max=n - 1)
+        z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), rng.random(batch), side="right").clip(
+            max=n - 1
+        )
         u = rng.random((T, batch))
         for t in range(T):
             cur = z[:, t]
             z[:, t + 1] = np.searchsorted(self._flat_cdf, cur + u[t], side="right") - cur * n
-        return Batch(z, np.zeros((batch, 0), dtype=np.int64), z[:, -1], np.zeros((batch, T), dtype=np.int64),
-                     np.ones((batch, T), dtype=bool))
+        return Batch(
+            z,
+            np.zeros((batch, 0), dtype=np.int64),
+            z[:, -1],
+            np.zeros((batch, T), dtype=np.int64),
+            np.ones((batch, T), dtype=bool),
+        )
 
     def entropy(self) -> float:
         """The smallest expected loss: mean over positions t of H(z_{t+1} | z_t), in nats."""

@@ -69,7 +69,9 @@ class SeqClasses:
             if ((v < 0) | (v >= M)).any():
                 raise ValueError(f"{name}={v[(v < 0) | (v >= M)][0]} is out of range: allowed [0, {M - 1}]")
         if len(set(np.asarray(self.next_token).tolist())) != K:
-            raise ValueError(f"two classes share a next token: next_token={np.asarray(self.next_token).tolist()}")
+            raise ValueError(
+                f"two classes share a next token: next_token={np.asarray(self.next_token).tolist()}"
+            )
         if self.distinct is not None:
             if len(self.distinct) != K:
                 raise ValueError(f"distinct must list the distinct tokens of each of the {K} classes")
@@ -77,12 +79,16 @@ class SeqClasses:
             for n, toks in enumerate(self.distinct):
                 for l in toks:
                     if l in owner:
-                        raise ValueError(f"token {l} is declared distinct for two classes ({owner[l]} and {n})")
+                        raise ValueError(
+                            f"token {l} is declared distinct for two classes ({owner[l]} and {n})"
+                        )
                     owner[l] = n
                     others = [k for k in np.nonzero(p[:, l] > 0)[0] if k != n]
                     if others:
-                        raise ValueError(f"token {l} is declared distinct for class {n} but class {others[0]} "
-                                         f"uses it (P = {p[others[0], l]:.4g})")
+                        raise ValueError(
+                            f"token {l} is declared distinct for class {n} but class {others[0]} "
+                            f"uses it (P = {p[others[0], l]:.4g})"
+                        )
         object.__setattr__(self, "probs", p)
         object.__setattr__(self, "last", np.asarray(self.last, dtype=np.int64))
         object.__setattr__(self, "next_token", np.asarray(self.next_token, dtype=np.int64))
@@ -114,7 +120,9 @@ class SeqClasses:
         ctx = np.minimum((u[:, :, None] > cdf[cls][:, None, :]).sum(-1), self.vocab_size - 1)
         return np.concatenate([ctx, self.last[cls][:, None]], 1), self.next_token[cls]
 
-    def sample_counts(self, rng: np.random.Generator, batch: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
+    def sample_counts(
+        self, rng: np.random.Generator, batch: int, seq_len: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(cls, counts)``: the class of each sequence and the counts (batch, M) of its T - 1 contextual
         tokens, the same distribution as :meth:`sample` (no positional encoding: the model sees counts only)."""
         check_int("batch", batch, low=1)
@@ -123,9 +131,16 @@ class SeqClasses:
         return cls, rng.multinomial(seq_len - 1, self.probs[cls])
 
 
-def synthetic(num_last: int = 1, num_next_per_last: int = 2, num_common: int = 10, num_common_per_last: int = 0,
-              num_unique_per_next: int = 10, common_weight: float = 1.0, unique_min: float = 0.1,
-              unique_max: float = 1.0) -> SeqClasses:
+def synthetic(
+    num_last: int = 1,
+    num_next_per_last: int = 2,
+    num_common: int = 10,
+    num_common_per_last: int = 0,
+    num_unique_per_next: int = 10,
+    common_weight: float = 1.0,
+    unique_min: float = 0.1,
+    unique_max: float = 1.0,
+) -> SeqClasses:
     """The layout of the public code's ``Dataset2`` (see the module docstring); K = num_last *
     num_next_per_last classes, M = num_common + num_common_per_last * num_last + num_unique_per_next * K
     + num_last + K tokens. Syn-Small is ``synthetic(2, 1)``, Syn-Medium ``synthetic(num_last, 2)``."""
@@ -149,9 +164,13 @@ def synthetic(num_last: int = 1, num_next_per_last: int = 2, num_common: int = 1
     for n in range(K):
         m = n // num_next_per_last
         probs[n, :num_common] = common_weight
-        probs[n, per_last0 + m * num_common_per_last: per_last0 + (m + 1) * num_common_per_last] = common_weight
+        probs[n, per_last0 + m * num_common_per_last : per_last0 + (m + 1) * num_common_per_last] = (
+            common_weight
+        )
         uniq = range(unique0 + n * num_unique_per_next, unique0 + (n + 1) * num_unique_per_next)
         probs[n, list(uniq)] = np.linspace(unique_min, unique_max, num_unique_per_next)
         distinct.append(tuple(uniq))
         last[n] = last0 + m
-    return SeqClasses(probs / probs.sum(1, keepdims=True), last, np.arange(next0, next0 + K), M, tuple(distinct))
+    return SeqClasses(
+        probs / probs.sum(1, keepdims=True), last, np.arange(next0, next0 + K), M, tuple(distinct)
+    )

@@ -65,7 +65,8 @@ SOURCES = {
         "wikitext-2/train.txt",
         "https://raw.githubusercontent.com/pytorch/examples/d5678bc8ac0cdd79dbd5e44d4130271018bcec4e/"
         "word_language_model/data/wikitext-2/train.txt",
-        None, lines=36718,
+        None,
+        lines=36718,
     ),
     # the GPT-2 byte-level BPE files (50257 tokens, 50000 merges), for offline tokenizer tests and stand-ins
     "gpt2_vocab": Source(
@@ -113,7 +114,9 @@ def fetch(name: str, download: bool = True) -> Path:
         if path.is_file():
             problem = _problem(path.read_bytes(), src)
             if problem:
-                raise DataFileError(f"{path} is corrupt: {problem}. Delete it and fetch a fresh copy from {src.url}")
+                raise DataFileError(
+                    f"{path} is corrupt: {problem}. Delete it and fetch a fresh copy from {src.url}"
+                )
             return path
     if download:
         target = config.cache_dir() / "downloads" / src.relpath
@@ -127,7 +130,8 @@ def fetch(name: str, download: bool = True) -> Path:
     raise DataFileError(
         f"{name} data not found; looked in: {', '.join(searched)}; {reason}. "
         f"Get the file from {src.url} and place it at <dir>/{src.relpath} with "
-        f"COMPANION_DATA_DIR=<dir> set ({_expected(src)}).")
+        f"COMPANION_DATA_DIR=<dir> set ({_expected(src)})."
+    )
 
 
 def _expected(src: Source) -> str:

@@ -45,8 +45,12 @@ _OOV_MARK = "\x00"  # a word the source itself hides (WikiText's <unk>): never i
 CORPORA = ("wikitext2", "tinyshakespeare", "tinystories")
 OOV = ("filter", "unk")
 TOKENIZERS = ("words", "gpt2")  # the public code's word-level tokens, or GPT-2's byte-level BPE
-TINYSTORIES = dict(repo_id="roneneldan/TinyStories", filename="TinyStories-train.txt",
-                   relpath="tinystories/TinyStories-train.txt", separator="<|endoftext|>")
+TINYSTORIES = dict(
+    repo_id="roneneldan/TinyStories",
+    filename="TinyStories-train.txt",
+    relpath="tinystories/TinyStories-train.txt",
+    separator="<|endoftext|>",
+)
 
 
 def tokenize(text: str) -> list[str]:
@@ -94,13 +98,16 @@ def tinystories_file(download: bool = True) -> Path:
         from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 
         path = Path(hf_hub_download(TINYSTORIES["repo_id"], TINYSTORIES["filename"], repo_type="dataset"))
-        meta = get_hf_file_metadata(hf_hub_url(TINYSTORIES["repo_id"], TINYSTORIES["filename"], repo_type="dataset"))
+        meta = get_hf_file_metadata(
+            hf_hub_url(TINYSTORIES["repo_id"], TINYSTORIES["filename"], repo_type="dataset")
+        )
     except Exception as err:  # offline, hub error
         raise CorpusUnavailable(
             f"TinyStories ({TINYSTORIES['repo_id']}/{TINYSTORIES['filename']}) is not reachable: "
             f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}. Put the file at "
             f"<dir>/{TINYSTORIES['relpath']} with COMPANION_DATA_DIR=<dir>, or use a stand-in corpus "
-            f"({', '.join(c for c in CORPORA if c != 'tinystories')})") from None
+            f"({', '.join(c for c in CORPORA if c != 'tinystories')})"
+        ) from None
     digest = sources.sha256_of(path)
     if meta.etag and len(meta.etag) == 64 and digest != meta.etag:
         raise sources.DataFileError(f"{path}: sha256 {digest} differs from the Hub's {meta.etag}")
@@ -115,8 +122,10 @@ def documents(corpus: str, download: bool = True) -> list[str]:
         return [d for d in text.split(TINYSTORIES["separator"]) if d.strip()]
     if corpus == "tinyshakespeare":
         return [sources.fetch("tinyshakespeare", download).read_text(encoding="utf-8")]
-    return [_clean_wikitext(sources.fetch(name, download).read_text(encoding="utf-8"))
-            for name in ("wikitext2_valid", "wikitext2_test")]
+    return [
+        _clean_wikitext(sources.fetch(name, download).read_text(encoding="utf-8"))
+        for name in ("wikitext2_valid", "wikitext2_test")
+    ]
 
 
 @dataclass(frozen=True)
@@ -184,8 +193,10 @@ def build(cfg: CorpusConfig, docs: list[str] | None = None, download: bool = Tru
     counts.pop(_OOV_MARK, None)
     n_words = cfg.vocab_size - (cfg.oov == "unk")
     if len(counts) < n_words:
-        raise ValueError(f"vocab_size={cfg.vocab_size} is larger than the corpus supports: {cfg.corpus} has "
-                         f"{len(counts)} distinct tokens (allowed vocab_size <= {len(counts) + (cfg.oov == 'unk')})")
+        raise ValueError(
+            f"vocab_size={cfg.vocab_size} is larger than the corpus supports: {cfg.corpus} has "
+            f"{len(counts)} distinct tokens (allowed vocab_size <= {len(counts) + (cfg.oov == 'unk')})"
+        )
     # most frequent first; ties broken alphabetically so that the vocabulary is reproducible
     words = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n_words]]
     itos = tuple(words) + ((UNK,) if cfg.oov == "unk" else ())
@@ -201,8 +212,10 @@ def build(cfg: CorpusConfig, docs: list[str] | None = None, download: bool = Tru
     if cfg.max_samples is not None:
         tokens = tokens[: cfg.max_samples]
     if len(tokens) == 0:
-        raise ValueError(f"T={cfg.T} leaves no sample: no document of {cfg.corpus} has T + 1 = {L} tokens "
-                         f"{'all in the vocabulary' if cfg.oov == 'filter' else ''} (use a smaller T)")
+        raise ValueError(
+            f"T={cfg.T} leaves no sample: no document of {cfg.corpus} has T + 1 = {L} tokens "
+            f"{'all in the vocabulary' if cfg.oov == 'filter' else ''} (use a smaller T)"
+        )
     oov = float((tokens == len(itos) - 1).mean()) if cfg.oov == "unk" else 0.0
     return Corpus(cfg, itos, tokens, len(docs), oov)
 
@@ -211,5 +224,6 @@ def load(cfg: CorpusConfig, download: bool = True) -> Corpus:
     """:func:`build` on the corpus's own documents (cached by the configuration)."""
     from companion import cache
 
-    return cache.load_or_compute("wordcorpus", cfg, lambda: build(cfg, download=download),
-                                 ("companion.data.wordcorpus",))
+    return cache.load_or_compute(
+        "wordcorpus", cfg, lambda: build(cfg, download=download), ("companion.data.wordcorpus",)
+    )

@@ -52,12 +52,16 @@ def split(budget: int, mlp_frac: float, d: int, n_layers: int) -> tuple[int, int
     h = math.floor(mlp_frac * budget / (2 * d * n_layers))
     k = math.floor((1 - mlp_frac) * budget / (4 * d * n_layers))
     if h < 1 or k < 1:
-        raise ValueError(f"budget={budget} is too small for MLP fraction {mlp_frac} at d={d}, L={n_layers}: "
-                         f"MLP width {h}, attention rank {k} (each must be >= 1)")
+        raise ValueError(
+            f"budget={budget} is too small for MLP fraction {mlp_frac} at d={d}, L={n_layers}: "
+            f"MLP width {h}, attention rank {k} (each must be >= 1)"
+        )
     if k > d:
-        raise ValueError(f"budget={budget} with MLP fraction {mlp_frac} needs attention rank {k} > d={d}: "
-                         f"lower the budget or raise mlp_frac to at least "
-                         f"{1 - 4 * d * d * n_layers / budget:.3f}")
+        raise ValueError(
+            f"budget={budget} with MLP fraction {mlp_frac} needs attention rank {k} > d={d}: "
+            f"lower the budget or raise mlp_frac to at least "
+            f"{1 - 4 * d * d * n_layers / budget:.3f}"
+        )
     return h, k
 
 
@@ -99,15 +103,21 @@ class AllocationExperiment(config.Profiled):
     @classmethod
     def full(cls, **overrides) -> "AllocationExperiment":
         """d = T = 256, batch 512 (the sizes of B.6); budgets around the full model's 2^19 parameters."""
-        base = dict(profile="full", d=256, seq_len=256, batch=512, budgets=(131072, 262144, 524288),
-                    n_test=1024)
+        base = dict(
+            profile="full", d=256, seq_len=256, batch=512, budgets=(131072, 262144, 524288), n_test=1024
+        )
         return cls(**{**base, **overrides})
-
 
     def model_config(self, budget: int, mlp_frac: float) -> ModelConfig:
         h, k = split(budget, mlp_frac, self.d, self.n_layers)
-        return ModelConfig(vocab_size=BigramTask(self.seq_len).vocab_size, d=self.d, max_len=self.seq_len,
-                           ff=("mlp",) * self.n_layers, mlp_width=h, attn_rank=k)
+        return ModelConfig(
+            vocab_size=BigramTask(self.seq_len).vocab_size,
+            d=self.d,
+            max_len=self.seq_len,
+            ff=("mlp",) * self.n_layers,
+            mlp_width=h,
+            attn_rank=k,
+        )
 
     def key(self) -> str:
         return cache.key(self, MODULES)
@@ -122,8 +132,9 @@ def run(exp: AllocationExperiment, device=None, progress: bool = True, use_cache
     for its configuration). Every run sees the same data batches and starts
     from the same seed.
     """
-    return cache.load_or_compute("allocation", exp, lambda: _train_all(exp, device, progress), MODULES,
-                                 fmt="json", use_cache=use_cache)
+    return cache.load_or_compute(
+        "allocation", exp, lambda: _train_all(exp, device, progress), MODULES, fmt="json", use_cache=use_cache
+    )
 
 
 MODULES = ("companion.experiments.allocation",)
@@ -139,21 +150,38 @@ def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
     for budget, f, lr in tqdm(grid, desc="configurations x learning rates", disable=not progress):
         cfg = exp.model_config(budget, f)
         model = Transformer(cfg, seed=exp.seed).to(device)
-        tcfg = TrainConfig(steps=exp.steps, batch=exp.batch, lr=lr, momentum=exp.momentum,
-                           weight_decay=exp.weight_decay)
-        logs = train(model, task, tcfg, np.random.default_rng(streams["train-data"]), progress=False,
-                     stop_on_nonfinite=True)
+        tcfg = TrainConfig(
+            steps=exp.steps, batch=exp.batch, lr=lr, momentum=exp.momentum, weight_decay=exp.weight_decay
+        )
+        logs = train(
+            model,
+            task,
+            tcfg,
+            np.random.default_rng(streams["train-data"]),
+            progress=False,
+            stop_on_nonfinite=True,
+        )
         train_loss = test_loss = None  # None: this lr diverged, so it cannot be the best one
         if not logs[-1].get("diverged"):
             model.eval()
             with torch.no_grad():
                 test = batch_loss(model, test_batch, device).item()
             if np.isfinite(test):
-                train_loss, test_loss = float(np.mean([r["loss"] for r in logs[-exp.last:]])), test
+                train_loss, test_loss = float(np.mean([r["loss"] for r in logs[-exp.last :]])), test
         n = cfg.n_params()
-        rows.append({"budget": budget, "mlp_frac": f, "mlp_params": n["feed_forward"],
-                     "attn_params": n["attention"], "mlp_width": cfg.hidden, "attn_rank": cfg.attn_rank,
-                     "lr": lr, "train_loss": train_loss, "test_loss": test_loss})
+        rows.append(
+            {
+                "budget": budget,
+                "mlp_frac": f,
+                "mlp_params": n["feed_forward"],
+                "attn_params": n["attention"],
+                "mlp_width": cfg.hidden,
+                "attn_rank": cfg.attn_rank,
+                "lr": lr,
+                "train_loss": train_loss,
+                "test_loss": test_loss,
+            }
+        )
     for budget in exp.budgets:
         for f in exp.mlp_fracs:
             group = [r for r in rows if r["budget"] == budget and r["mlp_frac"] == f]
@@ -161,8 +189,13 @@ def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
             best = min(finite, key=lambda r: r["train_loss"]) if finite else None  # None: every lr diverged
             for r in group:
                 r["best"] = r is best
-    return {"rows": rows, "entropy": task.entropy(), "seconds": time.perf_counter() - t0,
-            "device": config.device_name(device), "exp": dataclasses.asdict(exp)}
+    return {
+        "rows": rows,
+        "entropy": task.entropy(),
+        "seconds": time.perf_counter() - t0,
+        "device": config.device_name(device),
+        "exp": dataclasses.asdict(exp),
+    }
 
 
 def best_rows(result: dict) -> list[dict]:
@@ -182,8 +215,12 @@ def curves(result: dict) -> dict[int, tuple[np.ndarray, np.ndarray, list[dict]]]
         rows = []
         for f in dict.fromkeys(r["mlp_frac"] for r in rows_all if r["budget"] == budget):
             group = [r for r in rows_all if r["budget"] == budget and r["mlp_frac"] == f]
-            rows.append(next((r for r in group if r["best"]), {**group[0], "train_loss": float("nan"),
-                                                                 "test_loss": float("nan"), "lr": float("nan")}))
+            rows.append(
+                next(
+                    (r for r in group if r["best"]),
+                    {**group[0], "train_loss": float("nan"), "test_loss": float("nan"), "lr": float("nan")},
+                )
+            )
         rows.sort(key=lambda r: r["mlp_frac"])
         share = np.array([r["mlp_params"] / (r["mlp_params"] + r["attn_params"]) for r in rows])
         out[budget] = (share, np.array([r["train_loss"] for r in rows], dtype=float), rows)
@@ -198,24 +235,40 @@ def summary(result: dict) -> Summary:
     lrs = result["exp"]["lrs"]
     best = best_rows(result)
     # NaN (a configuration where every lr diverged) propagates: the claims then fail
-    rho = [float("nan") if np.isnan(loss).any() else float(spearmanr(share, loss).statistic)
-           for share, loss, _ in c.values()]
-    return Summary({
-        "worst_rho": (strict_max(rho),
-                      "largest Spearman correlation (MLP share vs loss) over budgets"),
-        "min_gap": (strict_min(float(loss[0] - loss[-1]) for _, loss, _ in c.values()),
-                    "smallest loss gap, smallest share minus largest share, over budgets (nats)"),
-        "n_diverged": (sum(np.isnan(loss).sum() for _, loss, _ in c.values()),
-                       "configurations where every learning rate diverged"),
-        "entropy": (result["entropy"], "conditional entropy of the bigram chain (nats)"),
-        "edge": (sum(r["lr"] in (min(lrs), max(lrs)) for r in best), "best learning rates at an end of the grid"),
-        "n_best": (len(best), "configurations (budget x split)"),
-    })
+    rho = [
+        float("nan") if np.isnan(loss).any() else float(spearmanr(share, loss).statistic)
+        for share, loss, _ in c.values()
+    ]
+    return Summary(
+        {
+            "worst_rho": (strict_max(rho), "largest Spearman correlation (MLP share vs loss) over budgets"),
+            "min_gap": (
+                strict_min(float(loss[0] - loss[-1]) for _, loss, _ in c.values()),
+                "smallest loss gap, smallest share minus largest share, over budgets (nats)",
+            ),
+            "n_diverged": (
+                sum(np.isnan(loss).sum() for _, loss, _ in c.values()),
+                "configurations where every learning rate diverged",
+            ),
+            "entropy": (result["entropy"], "conditional entropy of the bigram chain (nats)"),
+            "edge": (
+                sum(r["lr"] in (min(lrs), max(lrs)) for r in best),
+                "best learning rates at an end of the grid",
+            ),
+            "n_best": (len(best), "configurations (budget x split)"),
+        }
+    )
 
 
 def markdown(result: dict) -> str:
     """The best-lr rows as a Markdown table."""
-    rows = [[f"{b:,d}", s, r["mlp_width"], r["attn_rank"], r["lr"], r["train_loss"], r["test_loss"]]
-            for b, (share, _, rs) in curves(result).items() for s, r in zip(share, rs)]
-    return markdown_table(["budget", "MLP share", "MLP width h", "head dim k", "best lr", "training loss",
-                           "test loss"], rows, digits=3)
+    rows = [
+        [f"{b:,d}", s, r["mlp_width"], r["attn_rank"], r["lr"], r["train_loss"], r["test_loss"]]
+        for b, (share, _, rs) in curves(result).items()
+        for s, r in zip(share, rs)
+    ]
+    return markdown_table(
+        ["budget", "MLP share", "MLP width h", "head dim k", "best lr", "training loss", "test loss"],
+        rows,
+        digits=3,
+    )

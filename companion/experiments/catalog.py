@@ -35,13 +35,17 @@ def recall(profile: str | None = None) -> RecallExperiment:
 
 def finetune(profile: str | None = None) -> RecallExperiment:
     """Appendix B.1: pre-train on alpha = 0, then fine-tune on alpha = 0.5."""
-    return RecallExperiment.for_profile(profile, schedule="finetune", **FINETUNE_STEPS[config.get_profile(profile)])
+    return RecallExperiment.for_profile(
+        profile, schedule="finetune", **FINETUNE_STEPS[config.get_profile(profile)]
+    )
 
 
 def triggers(profile: str | None = None) -> dict[str, RecallExperiment]:
     """Appendix B.4: one trigger and five triggers."""
-    return {"one trigger": recall(profile), "five triggers": RecallExperiment.for_profile(profile,
-                                                                                        triggers=FIVE_TRIGGERS)}
+    return {
+        "one trigger": recall(profile),
+        "five triggers": RecallExperiment.for_profile(profile, triggers=FIVE_TRIGGERS),
+    }
 
 
 def architectures(profile: str | None = None) -> dict[str, RecallExperiment]:
@@ -75,4 +79,3 @@ def experiments(profile: str | None = None) -> dict[str, RecallExperiment]:
 def allocation_experiment(profile: str | None = None) -> allocation.AllocationExperiment:
     """Fig. 6: parameter allocation between MLPs and attention."""
     return allocation.AllocationExperiment.for_profile(profile)
-

@@ -55,16 +55,16 @@ class OneLayerTF(torch.nn.Module):
             return torch.randn(*shape, generator=gen) * std
 
         self.d_h = d_h
-        self.register_buffer("E", normal(vocab_size, d, std=d ** -0.5))  # fixed, as the code's set_to_zero
-        self.register_buffer("U", normal(n_answers, d, std=d ** -0.5))
-        self.Q = torch.nn.Parameter(normal(H, d, d_h, std=d_h ** -0.5))
-        self.K = torch.nn.Parameter(normal(H, d, d_h, std=d_h ** -0.5))
-        self.V = torch.nn.Parameter(normal(H, d, d_h, std=d_h ** -0.5))
-        self.O = torch.nn.Parameter(normal(H * d_h, d, std=d ** -0.5))
+        self.register_buffer("E", normal(vocab_size, d, std=d**-0.5))  # fixed, as the code's set_to_zero
+        self.register_buffer("U", normal(n_answers, d, std=d**-0.5))
+        self.Q = torch.nn.Parameter(normal(H, d, d_h, std=d_h**-0.5))
+        self.K = torch.nn.Parameter(normal(H, d, d_h, std=d_h**-0.5))
+        self.V = torch.nn.Parameter(normal(H, d, d_h, std=d_h**-0.5))
+        self.O = torch.nn.Parameter(normal(H * d_h, d, std=d**-0.5))
         # flax Dense: lecun_normal kernel (variance 1/fan_in), zero bias
-        self.W1 = torch.nn.Parameter(normal(d, m, std=d ** -0.5))
+        self.W1 = torch.nn.Parameter(normal(d, m, std=d**-0.5))
         self.b1 = torch.nn.Parameter(torch.zeros(m))
-        self.W2 = torch.nn.Parameter(normal(m, d, std=m ** -0.5))
+        self.W2 = torch.nn.Parameter(normal(m, d, std=m**-0.5))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """(batch, T) with the query (EOS) last -> (batch, n_answers) logits.
@@ -79,7 +79,7 @@ class OneLayerTF(torch.nn.Module):
         q = torch.einsum("bd,hde->bhe", self.E[tokens[:, -1]], self.Q)  # (b, H, d_h)
         k = torch.einsum("vd,hde->hve", self.E, self.K)  # (H, vocab, d_h)
         v = torch.einsum("vd,hde->hve", self.E, self.V)
-        s = torch.einsum("hve,bhe->bhv", k, q) / self.d_h ** 0.5
+        s = torch.einsum("hve,bhe->bhv", k, q) / self.d_h**0.5
         present = (counts > 0)[:, None, :]
         top = s.masked_fill(~present, -torch.inf).max(dim=-1, keepdim=True).values  # over the tokens present
         w = counts[:, None, :] * torch.exp((s - top).masked_fill(~present, -torch.inf))
@@ -92,7 +92,7 @@ class OneLayerTF(torch.nn.Module):
         q = torch.einsum("bd,hde->bhe", x[:, -1], self.Q)
         k = torch.einsum("btd,hde->bhte", x, self.K)
         v = torch.einsum("btd,hde->bhte", x, self.V)
-        a = torch.softmax(torch.einsum("bhte,bhe->bht", k, q) / self.d_h ** 0.5, dim=-1)
+        a = torch.softmax(torch.einsum("bhte,bhe->bht", k, q) / self.d_h**0.5, dim=-1)
         return self._head(torch.einsum("bht,bhte->bhe", a, v))
 
     def _head(self, heads: torch.Tensor) -> torch.Tensor:
@@ -117,7 +117,7 @@ class CapacityExperiment(config.Profiled):
     m: int = 32
     lr: float = 1e-2
     batch: int = 1024
-    steps: int = 2 ** 14
+    steps: int = 2**14
     eval_every: int = 128
     n_test: int = 1024
     stop_at: float = 0.99
@@ -133,8 +133,15 @@ class CapacityExperiment(config.Profiled):
         self.model()
 
     def task(self) -> FactTask:
-        return FactTask(n_subjects=self.S, n_relations=self.R, answers_per_relation=self.D,
-                        n_noise=self.S + self.R, seq_len=self.seq_len, facts="random", facts_seed=self.seed)
+        return FactTask(
+            n_subjects=self.S,
+            n_relations=self.R,
+            answers_per_relation=self.D,
+            n_noise=self.S + self.R,
+            seq_len=self.seq_len,
+            facts="random",
+            facts_seed=self.seed,
+        )
 
     def model(self) -> OneLayerTF:
         t = self.task()
@@ -156,8 +163,9 @@ def run(exp: CapacityExperiment, progress: bool = True, use_cache: bool = True, 
     """Train (or load) ``exp``: ``{"step", "acc"}`` at every evaluation, ``"best"`` (the largest accuracy),
     ``"stopped"`` (the step training ended), ``"diverged"`` (the step the loss stopped being finite, which ends
     training; inf if it never did), ``"seconds"`` and ``"device"``."""
-    return cache.load_or_compute("fact_capacity", exp, lambda: _train(exp, progress, device), MODULES,
-                                 use_cache=use_cache)
+    return cache.load_or_compute(
+        "fact_capacity", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache
+    )
 
 
 def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
@@ -172,8 +180,12 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
     steps, accs = [], []
     start = time.perf_counter()
     step, diverged = 0, float("inf")
-    for step in tqdm(range(exp.steps + 1), desc=f"facts d={exp.d} S=R={exp.S} H={exp.H} m={exp.m} lr={exp.lr:g}",
-                     disable=not progress, mininterval=2.0):
+    for step in tqdm(
+        range(exp.steps + 1),
+        desc=f"facts d={exp.d} S=R={exp.S} H={exp.H} m={exp.m} lr={exp.lr:g}",
+        disable=not progress,
+        mininterval=2.0,
+    ):
         if step % exp.eval_every == 0 or step == exp.steps:
             with torch.no_grad():
                 accs.append(float((model(test_x).argmax(1) == test_y).float().mean()))
@@ -181,8 +193,9 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
             if accs[-1] > exp.stop_at or step == exp.steps:
                 break
         b = task.sample(rng, exp.batch)
-        loss = F.cross_entropy(model(torch.as_tensor(b.tokens, device=device)),
-                               torch.as_tensor(b.answer, device=device))
+        loss = F.cross_entropy(
+            model(torch.as_tensor(b.tokens, device=device)), torch.as_tensor(b.answer, device=device)
+        )
         # a diverged run is data: the best accuracy so far stands (the code's max)
         if not torch.isfinite(loss):
             diverged = step
@@ -190,8 +203,15 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    return {"step": np.asarray(steps), "acc": np.asarray(accs), "best": max(accs), "stopped": step,
-            "diverged": diverged, "seconds": time.perf_counter() - start, "device": config.device_name(device)}
+    return {
+        "step": np.asarray(steps),
+        "acc": np.asarray(accs),
+        "best": max(accs),
+        "stopped": step,
+        "diverged": diverged,
+        "seconds": time.perf_counter() - start,
+        "device": config.device_name(device),
+    }
 
 
 # --- the grid of Fig. 4 (right): heads H against MLP width m at S = R = 32, D = 8, d = 32, d_h = 8 ---
@@ -200,19 +220,27 @@ GRID = {
     # quick: the corners and the middle of the paper's grid, 4096 steps (a CPU runs it in minutes per point)
     "quick": dict(H=(1, 4, 16), m=(1, 32, 128), steps=4096),
     # full: the paper's grid and budget (169 runs of 2^14 steps: a GPU)
-    "full": dict(H=(1, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32),
-                 m=(1, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128), steps=2 ** 14),
+    "full": dict(
+        H=(1, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32),
+        m=(1, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128),
+        steps=2**14,
+    ),
 }
 
 
 def grid(profile: str | None = None) -> dict[str, CapacityExperiment]:
     """The (H, m) grid of a profile, named ``"H=4, m=32"``."""
     g = GRID[config.get_profile(profile)]
-    return {f"H={H}, m={m}": CapacityExperiment.for_profile(profile, H=H, m=m, steps=g["steps"])
-            for H in g["H"] for m in g["m"]}
+    return {
+        f"H={H}, m={m}": CapacityExperiment.for_profile(profile, H=H, m=m, steps=g["steps"])
+        for H in g["H"]
+        for m in g["m"]
+    }
 
 
-def accuracy_table(runs: dict[str, dict], members: dict[str, CapacityExperiment]) -> tuple[list, list, np.ndarray]:
+def accuracy_table(
+    runs: dict[str, dict], members: dict[str, CapacityExperiment]
+) -> tuple[list, list, np.ndarray]:
     """(Hs, ms, best accuracy array (len(Hs), len(ms))) of a finished grid."""
     Hs = sorted({e.H for e in members.values()})
     ms = sorted({e.m for e in members.values()})
@@ -222,26 +250,37 @@ def accuracy_table(runs: dict[str, dict], members: dict[str, CapacityExperiment]
     return Hs, ms, acc
 
 
-def grid_summary(runs: dict[str, dict], members: dict[str, CapacityExperiment] | None = None) -> report.Summary:
+def grid_summary(
+    runs: dict[str, dict], members: dict[str, CapacityExperiment] | None = None
+) -> report.Summary:
     """The trade-off in numbers: accuracy with many heads for any MLP, with one head for any MLP, and what the
     MLP adds at a middle number of heads."""
     members = members or {name: _parse(name) for name in runs}
     Hs, ms, acc = accuracy_table(runs, members)
     e0 = next(iter(members.values()))
     mid = Hs[len(Hs) // 2]
-    return report.Summary({
-        "S_plus_R": (e0.S + e0.R, "S + R"),
-        "d_h": (e0.d_h, "head dimension"),
-        "H_big": (Hs[-1], "largest H"), "H_small": (Hs[0], "smallest H"), "H_mid": (mid, "middle H"),
-        "m_small": (ms[0], "smallest MLP width"), "m_big": (ms[-1], "largest MLP width"),
-        "big_heads_min": (float(acc[-1].min()), "largest H: the lowest accuracy over MLP widths"),
-        "small_heads_max": (float(acc[0].max()), "smallest H: the highest accuracy over MLP widths"),
-        "mid_mlp_gain": (float(acc[Hs.index(mid), -1] - acc[Hs.index(mid), 0]),
-                         "middle H: accuracy with the widest MLP minus with the narrowest"),
-        "best_overall": (float(np.nanmax(acc)), "the highest accuracy on the grid"),
-        "diverged": (sum(np.isfinite(r.get("diverged", np.inf)) for r in runs.values()),
-                     "runs whose loss stopped being finite (their best accuracy before that is kept)"),
-    })
+    return report.Summary(
+        {
+            "S_plus_R": (e0.S + e0.R, "S + R"),
+            "d_h": (e0.d_h, "head dimension"),
+            "H_big": (Hs[-1], "largest H"),
+            "H_small": (Hs[0], "smallest H"),
+            "H_mid": (mid, "middle H"),
+            "m_small": (ms[0], "smallest MLP width"),
+            "m_big": (ms[-1], "largest MLP width"),
+            "big_heads_min": (float(acc[-1].min()), "largest H: the lowest accuracy over MLP widths"),
+            "small_heads_max": (float(acc[0].max()), "smallest H: the highest accuracy over MLP widths"),
+            "mid_mlp_gain": (
+                float(acc[Hs.index(mid), -1] - acc[Hs.index(mid), 0]),
+                "middle H: accuracy with the widest MLP minus with the narrowest",
+            ),
+            "best_overall": (float(np.nanmax(acc)), "the highest accuracy on the grid"),
+            "diverged": (
+                sum(np.isfinite(r.get("diverged", np.inf)) for r in runs.values()),
+                "runs whose loss stopped being finite (their best accuracy before that is kept)",
+            ),
+        }
+    )
 
 
 def _parse(name: str) -> CapacityExperiment:
@@ -253,9 +292,13 @@ def _parse(name: str) -> CapacityExperiment:
 def grid_curves(runs: dict[str, dict]) -> dict:
     """What a recorded file keeps of each run: the best accuracy, the step training stopped, the accuracy
     curve (every evaluation)."""
-    return {"best": {k: r["best"] for k, r in runs.items()}, "stopped": {k: r["stopped"] for k, r in runs.items()},
-            "diverged": {k: r["diverged"] for k, r in runs.items()},
-            "step": {k: r["step"] for k, r in runs.items()}, "acc": {k: r["acc"] for k, r in runs.items()}}
+    return {
+        "best": {k: r["best"] for k, r in runs.items()},
+        "stopped": {k: r["stopped"] for k, r in runs.items()},
+        "diverged": {k: r["diverged"] for k, r in runs.items()},
+        "step": {k: r["step"] for k, r in runs.items()},
+        "acc": {k: r["acc"] for k, r in runs.items()},
+    }
 
 
 def recorded(profile: str | None = None):
@@ -284,11 +327,14 @@ def recorded_rows(rec) -> list[list]:
     out = []
     for name, best in rec.curves["best"].items():
         e = _parse(name)
-        out.append([e.H, e.m, e.H * e.d_h, e.attention_params, e.mlp_params, best, rec.curves["stopped"][name]])
+        out.append(
+            [e.H, e.m, e.H * e.d_h, e.attention_params, e.mlp_params, best, rec.curves["stopped"][name]]
+        )
     return out
 
 
 # --- Fig. 4 (left): the facts a model of each width stores, against its parameters (F3) ---
+
 
 @dataclass(frozen=True)
 class ScalingExperiment(config.Profiled):
@@ -324,8 +370,14 @@ class ScalingExperiment(config.Profiled):
     @classmethod
     def full(cls, **overrides) -> "ScalingExperiment":
         """The public code's sweep: d = int(2^i), i = 3, 3.5, ..., 7.5; lr 1e-3, 3e-3, 1e-2; 2^14 steps; 8..512."""
-        base = dict(profile="full", ds=tuple(int(2 ** (i / 2)) for i in range(6, 16)), lrs=(1e-3, 3e-3, 1e-2),
-                    min_size=8, max_size=512, steps=2 ** 14)
+        base = dict(
+            profile="full",
+            ds=tuple(int(2 ** (i / 2)) for i in range(6, 16)),
+            lrs=(1e-3, 3e-3, 1e-2),
+            min_size=8,
+            max_size=512,
+            steps=2**14,
+        )
         return cls(**{**base, **overrides})
 
     def __post_init__(self):
@@ -346,8 +398,10 @@ class ScalingExperiment(config.Profiled):
         check_int("max_size", self.max_size, low=self.min_size + 1)
         for d in self.ds:  # every width's model at the largest problem, validated before any work
             if self.d_h(d) < 1 or self.m(d) < 1:
-                raise ValueError(f"d={d}: d_h = int(alpha d / H) = {self.d_h(d)} and m = int(beta d) = {self.m(d)} "
-                                 f"must both be >= 1 (alpha={self.alpha}, beta={self.beta}, H={self.H})")
+                raise ValueError(
+                    f"d={d}: d_h = int(alpha d / H) = {self.d_h(d)} and m = int(beta d) = {self.m(d)} "
+                    f"must both be >= 1 (alpha={self.alpha}, beta={self.beta}, H={self.H})"
+                )
             self.point(d, self.max_size, self.lrs[0])
 
     def d_h(self, d: int) -> int:
@@ -362,9 +416,21 @@ class ScalingExperiment(config.Profiled):
 
     def point(self, d: int, size: int, lr: float) -> CapacityExperiment:
         """The run that decides whether width d stores the problem S = R = size at learning rate lr."""
-        return CapacityExperiment(profile=self.profile, S=size, R=size, D=self.D, d=d, d_h=self.d_h(d), H=self.H,
-                                  m=self.m(d), lr=lr, steps=self.steps, eval_every=max(1, self.steps // 128),
-                                  stop_at=self.level, seed=self.seed)
+        return CapacityExperiment(
+            profile=self.profile,
+            S=size,
+            R=size,
+            D=self.D,
+            d=d,
+            d_h=self.d_h(d),
+            H=self.H,
+            m=self.m(d),
+            lr=lr,
+            steps=self.steps,
+            eval_every=max(1, self.steps // 128),
+            stop_at=self.level,
+            seed=self.seed,
+        )
 
 
 def scaling(exp: ScalingExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
@@ -374,8 +440,9 @@ def scaling(exp: ScalingExperiment, progress: bool = True, use_cache: bool = Tru
 
     Each trial is a cached :func:`run`, so an interrupted sweep resumes where it stopped.
     """
-    return cache.load_or_compute("fact_scaling", exp, lambda: _scaling(exp, progress, device), MODULES,
-                                 fmt="json", use_cache=use_cache)
+    return cache.load_or_compute(
+        "fact_scaling", exp, lambda: _scaling(exp, progress, device), MODULES, fmt="json", use_cache=use_cache
+    )
 
 
 def _scaling(exp: ScalingExperiment, progress: bool, device) -> dict:
@@ -397,11 +464,26 @@ def _scaling(exp: ScalingExperiment, progress: bool, device) -> dict:
                 lo, verified = size, True
             else:
                 hi = size
-        widths.append({"d": d, "d_h": exp.d_h(d), "m": exp.m(d), "params": exp.params(d), "size": lo,
-                       "facts": lo * lo, "verified": verified, "trials": trials})
+        widths.append(
+            {
+                "d": d,
+                "d_h": exp.d_h(d),
+                "m": exp.m(d),
+                "params": exp.params(d),
+                "size": lo,
+                "facts": lo * lo,
+                "verified": verified,
+                "trials": trials,
+            }
+        )
         low = lo  # the next width starts where this one ended (the code's min_size = size)
-    return {"widths": widths, "max_size": exp.max_size, "level": exp.level, "seconds": seconds,
-            "device": name or config.device_name(device)}
+    return {
+        "widths": widths,
+        "max_size": exp.max_size,
+        "level": exp.level,
+        "seconds": seconds,
+        "device": name or config.device_name(device),
+    }
 
 
 def scaling_summary(res: dict) -> report.Summary:
@@ -411,21 +493,31 @@ def scaling_summary(res: dict) -> report.Summary:
     params = np.array([w["params"] for w in ws], dtype=float)
     facts = np.array([w["facts"] for w in ws], dtype=float)
     per = facts / params if ws else np.array([np.nan])
-    return report.Summary({
-        "s_widths": (len(res["widths"]), "widths d swept"),
-        "s_verified": (len(ws), "widths whose size was itself trained and stored"),
-        "s_slope": (report.loglog_slope(params, facts) if len(ws) >= 3 else float("nan"),
-                    "log-log slope of the facts stored against the parameters, over the verified widths"),
-        "s_per_param_min": (float(per.min()), "facts stored per parameter: smallest over the verified widths"),
-        "s_per_param_max": (float(per.max()), "the same, largest"),
-        "s_trials": (sum(len(w["trials"]) for w in res["widths"]), "training runs of the sweep"),
-        "s_capped": (sum(w["size"] == res["max_size"] - 1 for w in res["widths"]),
-                     "widths that stored the largest size the search allows (their capacity may be larger)"),
-        "s_inversion": (max((_inversion(w["trials"], res["level"]) for w in res["widths"]),
-                            default=0.0),
-                        "largest gain in best accuracy of a failed larger problem over a failed smaller one at "
-                        "the same width (> 0: the run's budget, not the size, decided)"),
-    })
+    return report.Summary(
+        {
+            "s_widths": (len(res["widths"]), "widths d swept"),
+            "s_verified": (len(ws), "widths whose size was itself trained and stored"),
+            "s_slope": (
+                report.loglog_slope(params, facts) if len(ws) >= 3 else float("nan"),
+                "log-log slope of the facts stored against the parameters, over the verified widths",
+            ),
+            "s_per_param_min": (
+                float(per.min()),
+                "facts stored per parameter: smallest over the verified widths",
+            ),
+            "s_per_param_max": (float(per.max()), "the same, largest"),
+            "s_trials": (sum(len(w["trials"]) for w in res["widths"]), "training runs of the sweep"),
+            "s_capped": (
+                sum(w["size"] == res["max_size"] - 1 for w in res["widths"]),
+                "widths that stored the largest size the search allows (their capacity may be larger)",
+            ),
+            "s_inversion": (
+                max((_inversion(w["trials"], res["level"]) for w in res["widths"]), default=0.0),
+                "largest gain in best accuracy of a failed larger problem over a failed smaller one at "
+                "the same width (> 0: the run's budget, not the size, decided)",
+            ),
+        }
+    )
 
 
 def _inversion(trials, level: float) -> float:
@@ -436,13 +528,15 @@ def _inversion(trials, level: float) -> float:
         failed[size] = max(best, failed.get(size, 0.0))
     passed = {size for size, _, best, _ in trials if best >= level}
     sizes = sorted(set(failed) - passed)
-    return max([failed[b] - failed[a] for i, a in enumerate(sizes) for b in sizes[i + 1:]] + [0.0])
+    return max([failed[b] - failed[a] for i, a in enumerate(sizes) for b in sizes[i + 1 :]] + [0.0])
 
 
 def scaling_curves(res: dict) -> dict:
     """What a recorded file keeps: per width its size, facts, parameters, verification and every trial."""
-    return {k: [w[k] for w in res["widths"]] for k in ("d", "d_h", "m", "params", "size", "facts", "verified",
-                                                        "trials")}
+    return {
+        k: [w[k] for w in res["widths"]]
+        for k in ("d", "d_h", "m", "params", "size", "facts", "verified", "trials")
+    }
 
 
 def recorded_scaling(rec, prefix: str = "") -> report.Summary:
@@ -450,13 +544,16 @@ def recorded_scaling(rec, prefix: str = "") -> report.Summary:
     its recorded trials, names prefixed with ``prefix`` (to glue two sweeps on one page), with its training
     time."""
     keys = list(rec.curves)
-    res = {"widths": [dict(zip(keys, vals)) for vals in zip(*rec.curves.values())],
-           "max_size": rec.config["max_size"], "level": rec.config["level"]}
+    res = {
+        "widths": [dict(zip(keys, vals)) for vals in zip(*rec.curves.values())],
+        "max_size": rec.config["max_size"],
+        "level": rec.config["level"],
+    }
     return rec.as_summary("s_minutes", scaling_summary(res), prefix)
 
 
 # The quick widths with the paper's per-run budget (2^14 steps): what limits the quick sweep (chapter fact_capacity)
-BUDGET_SETTINGS = {"steps": 2 ** 14, "max_size": 64}
+BUDGET_SETTINGS = {"steps": 2**14, "max_size": 64}
 TRIAL_HEADER = ["S = R", "learning rate", "best accuracy", "stopped at step", "stored"]
 
 
@@ -466,14 +563,27 @@ def trial_rows(curves: dict, d: int, level: float = 0.99) -> list[list]:
     return [[size, lr, best, stopped, best >= level] for size, lr, best, stopped in trials]
 
 
-SCALING_HEADER = ["d", "d_h", "m", "parameters", "largest S = R stored", "facts S R", "facts per parameter",
-                  "verified", "runs"]
+SCALING_HEADER = [
+    "d",
+    "d_h",
+    "m",
+    "parameters",
+    "largest S = R stored",
+    "facts S R",
+    "facts per parameter",
+    "verified",
+    "runs",
+]
 
 
 def scaling_rows(curves: dict) -> list[list]:
     """One row per width of a (recorded) sweep (see :data:`SCALING_HEADER`)."""
-    return [[d, dh, m, p, s, f, f / p, v, len(t)] for d, dh, m, p, s, f, v, t in
-            zip(*(curves[k] for k in ("d", "d_h", "m", "params", "size", "facts", "verified", "trials")))]
+    return [
+        [d, dh, m, p, s, f, f / p, v, len(t)]
+        for d, dh, m, p, s, f, v, t in zip(
+            *(curves[k] for k in ("d", "d_h", "m", "params", "size", "facts", "verified", "trials"))
+        )
+    ]
 
 
 # --- Eq. (12): an attention-only model that stores every fact by construction (Theorem, informal; F2) ---
@@ -502,8 +612,10 @@ def construct(exp: CapacityExperiment, beta: float = 8.0, readout: str = "dual")
     """
     check_choice("readout", readout, READOUTS)
     if exp.H * exp.d_h < exp.S + exp.R:
-        raise ValueError(f"H d_h = {exp.H * exp.d_h} < S + R = {exp.S + exp.R}: the construction needs H d_h >= "
-                         f"S + R (allowed: H >= {-(-(exp.S + exp.R) // exp.d_h)} at d_h = {exp.d_h})")
+        raise ValueError(
+            f"H d_h = {exp.H * exp.d_h} < S + R = {exp.S + exp.R}: the construction needs H d_h >= "
+            f"S + R (allowed: H >= {-(-(exp.S + exp.R) // exp.d_h)} at d_h = {exp.d_h})"
+        )
     task = exp.task()
     model = exp.model()
     E, U = model.E, model.U
@@ -519,14 +631,15 @@ def construct(exp: CapacityExperiment, beta: float = 8.0, readout: str = "dual")
             h, j = divmod(i, exp.d_h)
             model.K[h, :, j] = read[i]
             model.V[h, :, j] = read[i]
-            model.Q[h, :, j] = eos / eos.dot(eos) * beta * exp.d_h ** 0.5
+            model.Q[h, :, j] = eos / eos.dot(eos) * beta * exp.d_h**0.5
             model.O[h * exp.d_h + j] = members[i] @ U  # sum of the answers' unembeddings
     return model
 
 
 @torch.no_grad()
-def construction_accuracy(exp: CapacityExperiment, n: int = 4096, beta: float = 8.0, readout: str = "dual",
-                          seed: int = 0) -> float:
+def construction_accuracy(
+    exp: CapacityExperiment, n: int = 4096, beta: float = 8.0, readout: str = "dual", seed: int = 0
+) -> float:
     """Accuracy of :func:`construct` on ``n`` fresh sequences of the task."""
     model = construct(exp, beta, readout)
     b = exp.task().sample(np.random.default_rng(seed), n)
@@ -538,8 +651,13 @@ CONSTRUCTION_SETTINGS = ((16, 4, 4), (32, 8, 8), (32, 16, 16), (32, 32, 8))  # (
 CONSTRUCTION_DS = (64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072)
 
 
-def construction_study(settings=CONSTRUCTION_SETTINGS, ds=CONSTRUCTION_DS, level: float = 0.99,
-                       readout: str = "embedding", n: int = 2048) -> dict:
+def construction_study(
+    settings=CONSTRUCTION_SETTINGS,
+    ds=CONSTRUCTION_DS,
+    level: float = 0.99,
+    readout: str = "embedding",
+    n: int = 2048,
+) -> dict:
     """For each (S, R, D): the construction's accuracy at growing d (H = ceil((S + R)/8) heads of d_h = 8),
     up to the first d where it reaches ``level``; ``d_star`` that d (inf if none on the grid)."""
     out = {}
@@ -563,22 +681,42 @@ def construction_summary(res: dict) -> report.Summary:
     width = np.array([k[1] + k[2] for k in keys], dtype=float)
     d_star = np.array([res[k]["d_star"] for k in keys], dtype=float)
     per_fact = [res[k]["params"] / (k[0] * k[1]) for k in keys]
-    return report.Summary({
-        "c_paper_acc": (max(a for _, a in res[paper]["curve"]),
-                        f"S, R, D = {paper}: the construction's best accuracy over the widths tried"),
-        "c_paper_d": (res[paper]["d_star"], "the width d at which it first reaches 0.99"),
-        "c_slope": (report.loglog_slope(width, d_star) if np.isfinite(d_star).all() else float("nan"),
-                    "log-log slope of that width against R + D, over the settings"),
-        "c_params_min": (min(per_fact), "attention parameters 4 H d_h d at that width per fact (S R): smallest"),
-        "c_params_max": (max(per_fact), "the same, largest"),
-    })
+    return report.Summary(
+        {
+            "c_paper_acc": (
+                max(a for _, a in res[paper]["curve"]),
+                f"S, R, D = {paper}: the construction's best accuracy over the widths tried",
+            ),
+            "c_paper_d": (res[paper]["d_star"], "the width d at which it first reaches 0.99"),
+            "c_slope": (
+                report.loglog_slope(width, d_star) if np.isfinite(d_star).all() else float("nan"),
+                "log-log slope of that width against R + D, over the settings",
+            ),
+            "c_params_min": (
+                min(per_fact),
+                "attention parameters 4 H d_h d at that width per fact (S R): smallest",
+            ),
+            "c_params_max": (max(per_fact), "the same, largest"),
+        }
+    )
 
 
 def construction_rows(res: dict) -> list[list]:
     """(S, R, D, R + D, heads, d reaching 0.99, accuracy there, attention parameters, per fact)."""
-    return [[S, R, D, R + D, r["H"], r["d_star"], r["curve"][-1][1], r["params"], r["params"] / (S * R)]
-            for (S, R, D), r in res.items()]
+    return [
+        [S, R, D, R + D, r["H"], r["d_star"], r["curve"][-1][1], r["params"], r["params"] / (S * R)]
+        for (S, R, D), r in res.items()
+    ]
 
 
-CONSTRUCTION_HEADER = ["S", "R", "D", "R + D", "heads H", "d reaching 0.99", "accuracy", "attention params",
-                       "per fact"]
+CONSTRUCTION_HEADER = [
+    "S",
+    "R",
+    "D",
+    "R + D",
+    "heads H",
+    "d reaching 0.99",
+    "accuracy",
+    "attention params",
+    "per fact",
+]

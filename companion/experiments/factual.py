@@ -103,7 +103,11 @@ class FactTask:
     def sample(self, rng: np.random.Generator, batch: int) -> FactBatch:
         check_int("batch", batch, low=1)
         S, R, T = self.n_subjects, self.n_relations, self.seq_len
-        tokens = S + R + rng.integers(0, self.n_noise, size=(batch, T)) if self.n_noise else np.zeros((batch, T), int)
+        tokens = (
+            S + R + rng.integers(0, self.n_noise, size=(batch, T))
+            if self.n_noise
+            else np.zeros((batch, T), int)
+        )
         s = rng.integers(0, S, size=batch)
         r = rng.integers(0, R, size=batch)
         ps = rng.integers(0, T - 1, size=batch)
@@ -128,8 +132,16 @@ class FactTask:
 class AttentionFacts(torch.nn.Module):
     """One attention layer read at EOS, logits V^T h over the answers (see the module docstring)."""
 
-    def __init__(self, vocab_size: int, n_answers: int, d: int | None = None, embed: str = "onehot",
-                 attention: str = "linear", init: float = 1e-5, seed: int = 0):
+    def __init__(
+        self,
+        vocab_size: int,
+        n_answers: int,
+        d: int | None = None,
+        embed: str = "onehot",
+        attention: str = "linear",
+        init: float = 1e-5,
+        seed: int = 0,
+    ):
         super().__init__()
         check_choice("embed", embed, EMBEDDINGS)
         check_choice("attention", attention, ATTENTION)
@@ -191,7 +203,7 @@ class FactExperiment:
     batch: int = 1024
     steps: int = 8192
     eval_every: int = 128
-    n_test: int = 2 ** 16
+    n_test: int = 2**16
     seed: int = 0
 
     def __post_init__(self):
@@ -204,8 +216,15 @@ class FactExperiment:
         self.model()  # embedding, attention, d and init checked now
 
     def model(self) -> AttentionFacts:
-        return AttentionFacts(self.task.vocab_size, self.task.n_answers, self.d, self.embed, self.attention,
-                              self.init, self.seed)
+        return AttentionFacts(
+            self.task.vocab_size,
+            self.task.n_answers,
+            self.d,
+            self.embed,
+            self.attention,
+            self.init,
+            self.seed,
+        )
 
 
 @torch.no_grad()
@@ -219,7 +238,10 @@ def losses(model: AttentionFacts, task: FactTask, batch: FactBatch, chunk: int =
         logp = torch.log_softmax(model(torch.as_tensor(batch.tokens[sl])), dim=-1)
         a = torch.as_tensor(batch.answer[sl])
         sums["loss"] += -logp.gather(1, a[:, None]).sum().item()
-        for key, mask, idx in (("loss_relation", by_rel, batch.relation), ("loss_subject", by_subj, batch.subject)):
+        for key, mask, idx in (
+            ("loss_relation", by_rel, batch.relation),
+            ("loss_subject", by_subj, batch.subject),
+        ):
             m = mask[torch.as_tensor(idx[sl])]
             sums[key] += -torch.logsumexp(logp.masked_fill(~m, -math.inf), dim=1).sum().item()
         sums["acc"] += (logp.argmax(1) == a).sum().item()
@@ -243,7 +265,9 @@ def _train(exp: FactExperiment, progress: bool) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=exp.lr)
     log: dict[str, list] = {}
     start = time.perf_counter()
-    for step in tqdm(range(exp.steps + 1), desc=f"facts {exp.attention}", disable=not progress, mininterval=2.0):
+    for step in tqdm(
+        range(exp.steps + 1), desc=f"facts {exp.attention}", disable=not progress, mininterval=2.0
+    ):
         if step % exp.eval_every == 0 or step == exp.steps:
             for k, v in {"step": step, **losses(model, exp.task, test)}.items():
                 log.setdefault(k, []).append(v)
@@ -297,15 +321,28 @@ def notebook_table(res: dict) -> tuple[str, float]:
             if key in row:
                 ours = at(res, key, row["step"])
                 gap = max(gap, abs(ours - row[key]))
-                rows.append([row["step"], key.replace("loss_", "") if key != "loss" else "total",
-                             f"{row[key]:.3f}", f"{ours:.3f}"])
+                rows.append(
+                    [
+                        row["step"],
+                        key.replace("loss_", "") if key != "loss" else "total",
+                        f"{row[key]:.3f}",
+                        f"{ours:.3f}",
+                    ]
+                )
     return report.markdown_table(["step", "loss", "notebook", "this run"], rows), gap
 
 
 # --- the reparameterisation of the linear model (pasted Sec. 5 of the slides' source) ---
 
-def reparam_gap(task: FactTask | None = None, steps: int = 50, lr: float = 0.1, init: float = 1e-5,
-                batch: int = 256, seed: int = 0) -> dict[str, float]:
+
+def reparam_gap(
+    task: FactTask | None = None,
+    steps: int = 50,
+    lr: float = 0.1,
+    init: float = 1e-5,
+    batch: int = 256,
+    seed: int = 0,
+) -> dict[str, float]:
     """Gradient descent on the d x d matrices W_OV, W_KQ of F_lin = W_OV (sum_t phi(z_t) phi(z_t)^T) W_KQ phi(EOS),
     logits <phi(a), F_lin>, with orthonormal embeddings phi of the tokens and the answers (d = |vocabulary| + |A|),
     against gradient descent on the coordinates W_OV(a, z) = phi(a)^T W_OV phi(z) and W_KQ(z) = phi(z)^T W_KQ
@@ -323,7 +360,7 @@ def reparam_gap(task: FactTask | None = None, steps: int = 50, lr: float = 0.1, 
     phi, psi = Q[:, :V], Q[:, V:]  # columns: token and answer embeddings
     coords = AttentionFacts(V, nA, init=init).double()
     W_OV = torch.nn.Parameter(psi @ coords.V.detach().T @ phi.T)  # sum_{a,z} V[z, a] psi(a) phi(z)^T
-    W_KQ = torch.nn.Parameter(phi @ coords.A.detach()[:, eos:eos + 1] @ phi[:, eos:eos + 1].T)
+    W_KQ = torch.nn.Parameter(phi @ coords.A.detach()[:, eos : eos + 1] @ phi[:, eos : eos + 1].T)
     opt_c = torch.optim.SGD(coords.parameters(), lr=lr)
     opt_f = torch.optim.SGD([W_OV, W_KQ], lr=lr)
     rng = np.random.default_rng(config.seed_streams(seed, ["train-data"])["train-data"])
@@ -344,8 +381,11 @@ def reparam_gap(task: FactTask | None = None, steps: int = 50, lr: float = 0.1, 
             loss.backward()
             opt.step()
         with torch.no_grad():
-            gap_coord = max(gap_coord, (psi.T @ W_OV @ phi - coords.V.T).abs().max().item(),
-                            (phi.T @ W_KQ @ phi[:, eos] - coords.A[:, eos]).abs().max().item())
+            gap_coord = max(
+                gap_coord,
+                (psi.T @ W_OV @ phi - coords.V.T).abs().max().item(),
+                (phi.T @ W_KQ @ phi[:, eos] - coords.A[:, eos]).abs().max().item(),
+            )
     return {"loss_gap": gap_loss, "coord_gap": gap_coord, "loss_change": first - last}
 
 
@@ -362,18 +402,29 @@ def experiments(profile: str | None = None) -> dict[str, FactExperiment]:
     (2^16 sequences) where ``quick`` uses 2^14, and runs the softmax head 16384 steps instead of 4096.
     """
     p = config.get_profile(profile)
-    n_test = {"quick": 2 ** 14, "full": 2 ** 16}[p]
-    return {"S = 16, R = 4 (paper)": FactExperiment(profile=p, n_test=n_test),
-            "S = 4, R = 16": FactExperiment(profile=p, task=FactTask(**FLIPPED), n_test=n_test),
-            "softmax, random embeddings": FactExperiment(profile=p, attention="softmax", embed="random", d=64, lr=1.0,
-                                                         steps={"quick": 4096, "full": 16384}[p], n_test=n_test)}
+    n_test = {"quick": 2**14, "full": 2**16}[p]
+    return {
+        "S = 16, R = 4 (paper)": FactExperiment(profile=p, n_test=n_test),
+        "S = 4, R = 16": FactExperiment(profile=p, task=FactTask(**FLIPPED), n_test=n_test),
+        "softmax, random embeddings": FactExperiment(
+            profile=p,
+            attention="softmax",
+            embed="random",
+            d=64,
+            lr=1.0,
+            steps={"quick": 4096, "full": 16384}[p],
+            n_test=n_test,
+        ),
+    }
 
 
 def study(profile: str | None = None, progress: bool = True) -> dict:
     """The runs of :func:`experiments` (``"runs"``) and the reparameterisation check (``"reparam"``; init 0.1 and
     lr 1.0, so that 50 steps move the loss)."""
-    return {"runs": {name: run(e, progress=progress) for name, e in experiments(profile).items()},
-            "reparam": reparam_gap(init=0.1, lr=1.0)}
+    return {
+        "runs": {name: run(e, progress=progress) for name, e in experiments(profile).items()},
+        "reparam": reparam_gap(init=0.1, lr=1.0),
+    }
 
 
 def references(runs: dict) -> dict[str, dict[str, float]]:
@@ -383,44 +434,79 @@ def references(runs: dict) -> dict[str, dict[str, float]]:
         if name not in runs:
             continue
         t = e.task
-        plateau = ("log R", t.n_relations) if t.n_relations > t.n_subjects else ("log D", t.answers_per_relation)
+        plateau = (
+            ("log R", t.n_relations) if t.n_relations > t.n_subjects else ("log D", t.answers_per_relation)
+        )
         out[name] = {"log |A|": math.log(t.n_answers), plateau[0]: math.log(plateau[1])}
     return out
 
 
 def summary(res: dict) -> report.Summary:
     runs = res["runs"]
-    paper, flipped, soft = runs["S = 16, R = 4 (paper)"], runs["S = 4, R = 16"], runs["softmax, random embeddings"]
+    paper, flipped, soft = (
+        runs["S = 16, R = 4 (paper)"],
+        runs["S = 4, R = 16"],
+        runs["softmax, random embeddings"],
+    )
     soft_hit = np.nonzero(soft["loss_relation"] < 0.1)[0]
     t = FactTask()
-    return report.Summary({
-        "log_A": (math.log(t.n_answers), "log |A|"),
-        "log_D": (math.log(t.answers_per_relation), "log D"),
-        "loss_1024": (at(paper, "loss", 1024), "total test loss at step 1024"),
-        "rel_2048": (at(paper, "loss_relation", 2048), "relation-only loss at step 2048"),
-        "loss_2048": (at(paper, "loss", 2048), "total loss at step 2048"),
-        "loss_3072": (at(paper, "loss", 3072), "total loss at step 3072 (the plateau)"),
-        "subj_3072": (at(paper, "loss_subject", 3072), "subject-only loss at step 3072"),
-        "rel_3072": (at(paper, "loss_relation", 3072), "relation-only loss at step 3072"),
-        "escape_step": (first_below(paper, "loss", 1.0), "first evaluated step with total loss < 1"),
-        "notebook_gap": (notebook_table(paper)[1], "largest |this run - notebook| over the losses it prints"),
-        "loss_final": (paper["loss"][-1], f"total loss at step {int(paper['step'][-1])}"),
-        "acc_final": (paper["acc"][-1], "test accuracy at the end"),
-        "order_paper": (which_first(paper), "S = 16, R = 4: subject-only minus relation-only loss when one first < 0.1"),
-        "order_flipped": (which_first(flipped), "S = 4, R = 16: the same"),
-        "flipped_plateau": (float(np.median(flipped["loss"][(flipped["loss_subject"] < 0.1)
-                                                              & (flipped["loss"] > 0.5)]))
-                            if ((flipped["loss_subject"] < 0.1) & (flipped["loss"] > 0.5)).any() else float("nan"),
-                            "S = 4, R = 16: median total loss while only the subject is known"),
-        "log_R_flipped": (math.log(FLIPPED["n_relations"]), "log R for S = 4, R = 16"),
-        "soft_rel_step": (float(soft["step"][soft_hit[0]]) if len(soft_hit) else float("inf"),
-                          "softmax head: first evaluated step with relation-only loss < 0.1"),
-        "soft_subj_then": (float(soft["loss_subject"][soft_hit[0]]) if len(soft_hit) else float("nan"),
-                           "softmax head: subject-only loss at that step"),
-        "soft_loss_final": (soft["loss"][-1], f"softmax head: total loss at step {int(soft['step'][-1])}"),
-        "soft_acc_final": (soft["acc"][-1], "softmax head: accuracy at the end"),
-        "reparam_loss_gap": (res["reparam"]["loss_gap"], "GD on W_OV, W_KQ vs on the coordinates: largest loss gap"),
-        "reparam_coord_gap": (res["reparam"]["coord_gap"], "the same: largest gap between the coordinates"),
-        "reparam_loss_change": (res["reparam"]["loss_change"], "the same run: loss decrease over its 50 steps"),
-        "seconds": (paper["seconds"] + flipped["seconds"] + soft["seconds"], "training time of the runs (s)"),
-    })
+    return report.Summary(
+        {
+            "log_A": (math.log(t.n_answers), "log |A|"),
+            "log_D": (math.log(t.answers_per_relation), "log D"),
+            "loss_1024": (at(paper, "loss", 1024), "total test loss at step 1024"),
+            "rel_2048": (at(paper, "loss_relation", 2048), "relation-only loss at step 2048"),
+            "loss_2048": (at(paper, "loss", 2048), "total loss at step 2048"),
+            "loss_3072": (at(paper, "loss", 3072), "total loss at step 3072 (the plateau)"),
+            "subj_3072": (at(paper, "loss_subject", 3072), "subject-only loss at step 3072"),
+            "rel_3072": (at(paper, "loss_relation", 3072), "relation-only loss at step 3072"),
+            "escape_step": (first_below(paper, "loss", 1.0), "first evaluated step with total loss < 1"),
+            "notebook_gap": (
+                notebook_table(paper)[1],
+                "largest |this run - notebook| over the losses it prints",
+            ),
+            "loss_final": (paper["loss"][-1], f"total loss at step {int(paper['step'][-1])}"),
+            "acc_final": (paper["acc"][-1], "test accuracy at the end"),
+            "order_paper": (
+                which_first(paper),
+                "S = 16, R = 4: subject-only minus relation-only loss when one first < 0.1",
+            ),
+            "order_flipped": (which_first(flipped), "S = 4, R = 16: the same"),
+            "flipped_plateau": (
+                float(np.median(flipped["loss"][(flipped["loss_subject"] < 0.1) & (flipped["loss"] > 0.5)]))
+                if ((flipped["loss_subject"] < 0.1) & (flipped["loss"] > 0.5)).any()
+                else float("nan"),
+                "S = 4, R = 16: median total loss while only the subject is known",
+            ),
+            "log_R_flipped": (math.log(FLIPPED["n_relations"]), "log R for S = 4, R = 16"),
+            "soft_rel_step": (
+                float(soft["step"][soft_hit[0]]) if len(soft_hit) else float("inf"),
+                "softmax head: first evaluated step with relation-only loss < 0.1",
+            ),
+            "soft_subj_then": (
+                float(soft["loss_subject"][soft_hit[0]]) if len(soft_hit) else float("nan"),
+                "softmax head: subject-only loss at that step",
+            ),
+            "soft_loss_final": (
+                soft["loss"][-1],
+                f"softmax head: total loss at step {int(soft['step'][-1])}",
+            ),
+            "soft_acc_final": (soft["acc"][-1], "softmax head: accuracy at the end"),
+            "reparam_loss_gap": (
+                res["reparam"]["loss_gap"],
+                "GD on W_OV, W_KQ vs on the coordinates: largest loss gap",
+            ),
+            "reparam_coord_gap": (
+                res["reparam"]["coord_gap"],
+                "the same: largest gap between the coordinates",
+            ),
+            "reparam_loss_change": (
+                res["reparam"]["loss_change"],
+                "the same run: loss decrease over its 50 steps",
+            ),
+            "seconds": (
+                paper["seconds"] + flipped["seconds"] + soft["seconds"],
+                "training time of the runs (s)",
+            ),
+        }
+    )

@@ -124,7 +124,9 @@ class InductionExperiment(config.Profiled):
                 raise ValueError(f"trained matrix {name!r} is not in this model: choose from {names}")
         for name in self.frozen_first:
             if name not in (self.trained or names):
-                raise ValueError(f"frozen_first matrix {name!r} is not trained: choose from {self.trained or names}")
+                raise ValueError(
+                    f"frozen_first matrix {name!r} is not trained: choose from {self.trained or names}"
+                )
         if self.frozen_first:
             check_int("unfreeze_at", self.unfreeze_at, low=1, high=self.steps)
 
@@ -142,27 +144,51 @@ class InductionExperiment(config.Profiled):
     @classmethod
     def full(cls, **overrides) -> "InductionExperiment":
         """The public code's README command for Fig. 3: d = 256, T = 256, batch 512, 1000 steps, release at 300."""
-        base = dict(profile="full", d=256, seq_len=256, batch=512, steps=1000, unfreeze_at=300, eval_every=10,
-                    n_test=512, early_cutoff=64)
+        base = dict(
+            profile="full",
+            d=256,
+            seq_len=256,
+            batch=512,
+            steps=1000,
+            unfreeze_at=300,
+            eval_every=10,
+            n_test=512,
+            early_cutoff=64,
+        )
         return cls(**{**base, **overrides})
-
 
     def task(self) -> RecallTask:
         """The public code's data: no noise, and no forced final trigger (``final_trigger=False``)."""
-        return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="existing",
-                          loss_on=self.loss_on, trigger_draw=self.trigger_draw, final_trigger=False)
+        return RecallTask(
+            seq_len=self.seq_len,
+            alpha=0.0,
+            n_triggers=self.n_triggers,
+            noise="existing",
+            loss_on=self.loss_on,
+            trigger_draw=self.trigger_draw,
+            final_trigger=False,
+        )
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=self.ff)
 
     def train_config(self) -> TrainConfig:
-        return TrainConfig(steps=self.steps, batch=self.batch, lr=self.lr, momentum=self.momentum,
-                           weight_decay=self.weight_decay, optimizer=self.optimizer)
+        return TrainConfig(
+            steps=self.steps,
+            batch=self.batch,
+            lr=self.lr,
+            momentum=self.momentum,
+            weight_decay=self.weight_decay,
+            optimizer=self.optimizer,
+        )
 
 
 def schedules(profile: str | None = None) -> dict[str, InductionExperiment]:
     """Birth Fig. 3: W_QK^1, W_QK^2 and W_OV^2 trained, some frozen until the unfreeze step."""
-    return {name: InductionExperiment.for_profile(profile, frozen_first=frozen) for name, frozen in SCHEDULES.items()}
+    return {
+        name: InductionExperiment.for_profile(profile, frozen_first=frozen)
+        for name, frozen in SCHEDULES.items()
+    }
 
 
 SEEDS = {"quick": (0, 1, 2), "full": (0, 1, 2)}
@@ -175,8 +201,9 @@ def seeds(profile: str | None = None) -> dict[int, InductionExperiment]:
 
 def ff_experiment(profile: str | None = None, **overrides) -> InductionExperiment:
     """The three memories plus a final linear feed-forward W_F (the public code's ``final_ffn``), loss on all tokens."""
-    return InductionExperiment.for_profile(profile, **{**dict(ff=("none", "linear"), trained=(*THREE, "F2.W_F"),
-                                                             loss_on="all"), **overrides})
+    return InductionExperiment.for_profile(
+        profile, **{**dict(ff=("none", "linear"), trained=(*THREE, "F2.W_F"), loss_on="all"), **overrides}
+    )
 
 
 RANDOM_STEPS = 1000  # random triggers are learned more slowly: at 300 steps the accuracy is still rising
@@ -196,9 +223,20 @@ def layer_experiments(profile: str | None = None) -> dict[int, InductionExperime
     """
     p = config.get_profile(profile)
     steps = {"quick": 300, "full": 2000}[p]
-    return {L: InductionExperiment.for_profile(p, ff=("mlp",) * L, trained=None, loss_on="all", optimizer="adam",
-                                               lr=0.01, weight_decay=0.0, steps=steps, eval_every=steps // 20)
-            for L in (1, 2)}
+    return {
+        L: InductionExperiment.for_profile(
+            p,
+            ff=("mlp",) * L,
+            trained=None,
+            loss_on="all",
+            optimizer="adam",
+            lr=0.01,
+            weight_decay=0.0,
+            steps=steps,
+            eval_every=steps // 20,
+        )
+        for L in (1, 2)
+    }
 
 
 # --- the memories by construction (the slide "Induction head with associative memories") ---
@@ -207,8 +245,11 @@ STEP_ORDER = ("W_V^2", "W_QK^2", "W_QK^1")  # the slide's order: W_OV^2, then W_
 # what construct's stored pairs score, per unit of scale
 PAIR_SCORE = {"W_QK^1": 1.0, "W_QK^2": 1.0, "W_V^2": 0.5}
 
+
 @torch.no_grad()
-def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0, names=STEP_ORDER) -> Transformer:
+def construct(
+    model: Transformer, triggers, n_tokens: int, scale: float = 20.0, names=STEP_ORDER
+) -> Transformer:
     """Write the slide's three memories (or those of ``names``) into a two-layer model, in place (W_V^1 and the
     embeddings untouched).
 
@@ -231,9 +272,11 @@ def construct(model: Transformer, triggers, n_tokens: int, scale: float = 20.0, 
         return (outs * w[:, None]).T @ ins
 
     P, q, E = model.P, model.W_E[list(triggers)], model.W_E[:n_tokens]
-    written = {"W_QK^1": lambda: c * PAIR_SCORE["W_QK^1"] * memory(P[1:], P[:-1]),
-               "W_QK^2": lambda: c * PAIR_SCORE["W_QK^2"] * memory(q, q @ l1.v().T),
-               "W_V^2": lambda: scale * PAIR_SCORE["W_V^2"] * memory(model.W_U[:n_tokens], E)}
+    written = {
+        "W_QK^1": lambda: c * PAIR_SCORE["W_QK^1"] * memory(P[1:], P[:-1]),
+        "W_QK^2": lambda: c * PAIR_SCORE["W_QK^2"] * memory(q, q @ l1.v().T),
+        "W_V^2": lambda: scale * PAIR_SCORE["W_V^2"] * memory(model.W_U[:n_tokens], E),
+    }
     for name in names:
         model.matrix(name).copy_(written[name]())
     return model
@@ -250,6 +293,7 @@ def constructed_run(exp: InductionExperiment, scale: float = 20.0, device=None) 
 
 # --- measurements ---
 
+
 def _key_order(triggers, n_tokens: int) -> list[int]:
     """Token ids with the triggers first (in trigger order): the columns of the W_QK^2 score matrix."""
     return list(triggers) + [k for k in range(n_tokens) if k not in set(triggers)]
@@ -264,8 +308,11 @@ def memory_scores(model: Transformer, triggers, n_tokens: int) -> dict[str, torc
     l1, l2 = model.layers[0], model.layers[1]
     E = model.W_E[:n_tokens]
     keys = (E @ l1.v().T)[_key_order(triggers, n_tokens)]
-    return {"W_V^2": model.unembed(E @ l2.v().T), "W_QK^2": model.W_E[list(triggers)] @ l2.qk() @ keys.T,
-            "W_QK^1": model.P[1:] @ l1.qk() @ model.P[:-1].T}
+    return {
+        "W_V^2": model.unembed(E @ l2.v().T),
+        "W_QK^2": model.W_E[list(triggers)] @ l2.qk() @ keys.T,
+        "W_QK^1": model.P[1:] @ l1.qk() @ model.P[:-1].T,
+    }
 
 
 @torch.no_grad()
@@ -275,9 +322,13 @@ def memory_probes(model: Transformer, triggers, n_tokens: int, early_cutoff: int
         return {}
     scores = memory_scores(model, triggers, n_tokens)
     c = early_cutoff - 1
-    return {"probe_OV2": _recall(scores["W_V^2"]), "probe_QK2": _recall(scores["W_QK^2"][:, :len(triggers)]),
-            "probe_QK2_all": _recall(scores["W_QK^2"]), "probe_QK1": _recall(scores["W_QK^1"]),
-            "probe_QK1_early": _recall(scores["W_QK^1"][:c, :c])}
+    return {
+        "probe_OV2": _recall(scores["W_V^2"]),
+        "probe_QK2": _recall(scores["W_QK^2"][:, : len(triggers)]),
+        "probe_QK2_all": _recall(scores["W_QK^2"]),
+        "probe_QK1": _recall(scores["W_QK^1"]),
+        "probe_QK1_early": _recall(scores["W_QK^1"][:c, :c]),
+    }
 
 
 def _recall(scores: torch.Tensor) -> float:
@@ -291,15 +342,16 @@ def _recall(scores: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def ff_bigram_kl(model: Transformer, bigram: np.ndarray, exclude=(), residual: bool = False,
-                 layer: int | None = None) -> float:
+def ff_bigram_kl(
+    model: Transformer, bigram: np.ndarray, exclude=(), residual: bool = False, layer: int | None = None
+) -> float:
     """Eq. (10) in the public code's order: mean over tokens k (not in ``exclude``) of
     KL(pi_b(.|k) || softmax(W_U F_l(w_E(k)))) for layer ``l`` (1-based; default the last); with
     ``residual``, of softmax(W_U (w_E(k) + F_l(w_E(k)))), the residual stream through that layer."""
     keep = [k for k in range(bigram.shape[0]) if k not in set(exclude)]
     e = model.W_E[keep]
     ff = model.layers[(layer or len(model.layers)) - 1].ff
-    logq = torch.log_softmax(model.unembed(ff(e) + (e if residual else 0)), dim=-1)[:, :bigram.shape[1]]
+    logq = torch.log_softmax(model.unembed(ff(e) + (e if residual else 0)), dim=-1)[:, : bigram.shape[1]]
     p = torch.as_tensor(bigram[keep], dtype=logq.dtype, device=logq.device)
     return (torch.where(p > 0, p * (torch.log(p.clamp_min(1e-30)) - logq), 0.0)).sum(-1).mean().item()
 
@@ -329,9 +381,11 @@ class Evaluator:
     @torch.no_grad()
     def __call__(self, step: int) -> dict:
         logits = self.model(self.tokens)
-        row = {"acc": (logits.argmax(-1)[self.head] == self.targets[self.head]).float().mean().item(),
-               "loss_head": F.cross_entropy(logits[self.head], self.targets[self.head]).item(),
-               "loss_bigram": F.cross_entropy(logits[self.other], self.targets[self.other]).item()}
+        row = {
+            "acc": (logits.argmax(-1)[self.head] == self.targets[self.head]).float().mean().item(),
+            "loss_head": F.cross_entropy(logits[self.head], self.targets[self.head]).item(),
+            "loss_bigram": F.cross_entropy(logits[self.other], self.targets[self.other]).item(),
+        }
         row.update(memory_probes(self.model, self.task.triggers, self.task.n, self.exp.early_cutoff))
         # their next token is never the bigram's
         bigram, trig = self.task.stats.bigram, self.task.fixed_triggers
@@ -361,8 +415,9 @@ def b10_sides(rank):
     return {"in": (rank >= 2) & (rank <= BIGRAM_TOP), "off": rank > BIGRAM_TOP}
 
 
-def b10_test_masks(task: RecallTask, tokens: torch.Tensor, targets: torch.Tensor,
-                   head: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+def b10_test_masks(
+    task: RecallTask, tokens: torch.Tensor, targets: torch.Tensor, head: torch.Tensor
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """B10's two kinds of repeated-trigger positions in a test batch (``head``: second and later occurrences,
     where the input is the trigger q and the target its output o): ``in``, o the 2nd to :data:`BIGRAM_TOP`-th
     likeliest successor of q (:func:`successor_ranks`), and ``off``, o not among the :data:`BIGRAM_TOP`
@@ -414,8 +469,9 @@ MODULES = ("companion.experiments.induction",)
 
 def run(exp: InductionExperiment, device=None, progress: bool = True, use_cache: bool = True) -> InductionRun:
     """Train and measure (or load the cached result of) ``exp``."""
-    blob = cache.load_or_compute("induction", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch",
-                                 use_cache=use_cache)
+    blob = cache.load_or_compute(
+        "induction", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch", use_cache=use_cache
+    )
     return InductionRun(exp, blob["metrics"], blob["seconds"], blob["device"], blob["state"])
 
 
@@ -431,14 +487,26 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
     unfreeze = {exp.unfreeze_at: [model.matrix(n) for n in exp.frozen_first]} if exp.frozen_first else {}
     evaluate = Evaluator(exp, model, device)
     start = time.perf_counter()
-    logs = train(model, exp.task(), exp.train_config(), np.random.default_rng(streams["train-data"]),
-                 evaluate=evaluate, eval_at=range(0, exp.steps, exp.eval_every), progress=progress,
-                 desc=f"induction d={exp.d} {'+'.join(exp.frozen_first) or 'joint'}", unfreeze=unfreeze)
+    logs = train(
+        model,
+        exp.task(),
+        exp.train_config(),
+        np.random.default_rng(streams["train-data"]),
+        evaluate=evaluate,
+        eval_at=range(0, exp.steps, exp.eval_every),
+        progress=progress,
+        desc=f"induction d={exp.d} {'+'.join(exp.frozen_first) or 'joint'}",
+        unfreeze=unfreeze,
+    )
     seconds = time.perf_counter() - start
     rows = [r for r in logs if "acc" in r]
     metrics = {k: np.asarray([r[k] for r in rows]) for k in rows[0] if k != "loss"}
-    return {"metrics": metrics, "seconds": seconds, "device": config.device_name(device),
-            "state": {k: v.cpu() for k, v in model.state_dict().items()}}
+    return {
+        "metrics": metrics,
+        "seconds": seconds,
+        "device": config.device_name(device),
+        "state": {k: v.cpu() for k, v in model.state_dict().items()},
+    }
 
 
 # --- induction head or feed-forward layer (Birth, Section 4.2; the slides' pasted text, B10) ---
@@ -461,15 +529,21 @@ MECHANISM = {
 OCCURRENCE_BINS = (2, 3, 5, 9)  # which occurrence of q (2nd; 3rd-4th; 5th-8th; 9th on): how much evidence
 NEVER = 10**6  # the rank of an output that never follows the trigger in the bigram (pi_b(o | q) = 0)
 RANK_BINS = ((1, 1), (2, BIGRAM_TOP), (BIGRAM_TOP + 1, 10), (11, 20), (21, NEVER - 1), (NEVER, NEVER))
-HEAD_OR_BIGRAM_HEADER = ("rank of o among the trigger's bigram successors", "positions", "accuracy (argmax = o)",
-                         "argmax = the bigram's top successor", "head path alone: argmax = o",
-                         "bigram path alone: argmax = the bigram's top successor",
-                         "second layer's attention on the positions after earlier q")
+HEAD_OR_BIGRAM_HEADER = (
+    "rank of o among the trigger's bigram successors",
+    "positions",
+    "accuracy (argmax = o)",
+    "argmax = the bigram's top successor",
+    "head path alone: argmax = o",
+    "bigram path alone: argmax = the bigram's top successor",
+    "second layer's attention on the positions after earlier q",
+)
 
 
 @torch.no_grad()
-def head_and_bigram_paths(model: Transformer, tokens: torch.Tensor, rec: dict | None = None,
-                          score_bias: dict | None = None) -> tuple[torch.Tensor, ...]:
+def head_and_bigram_paths(
+    model: Transformer, tokens: torch.Tensor, rec: dict | None = None, score_bias: dict | None = None
+) -> tuple[torch.Tensor, ...]:
     """Logits (batch, T, V) of a two-layer model with a final linear W_F, and their two exact parts:
     the head path W_U (h^2 + W_F h^2) and the bigram path W_U (x^1 + W_F x^1), which add up to the logits.
     ``rec``, if a dict, receives what ``Transformer.forward`` records (the attention maps among them);
@@ -512,7 +586,9 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256, edit: d
     """
     exp = r.exp
     if exp.ff != ("none", "linear"):
-        raise ValueError(f"head_or_bigram needs ff=('none', 'linear') (two layers, a final linear W_F); got {exp.ff}")
+        raise ValueError(
+            f"head_or_bigram needs ff=('none', 'linear') (two layers, a final linear W_F); got {exp.ff}"
+        )
     check_int("n_seq", n_seq, low=1)
     check_int("chunk", chunk, low=1)
     model = r.model()
@@ -520,8 +596,10 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256, edit: d
     V = task.vocab_size
     for l, table in (edit or {}).items():
         if l not in (0, 1) or tuple(table.shape) != (V, V):
-            raise ValueError(f"edit must map layers 0 and 1 to ({V}, {V}) tables; got layer {l!r}, shape "
-                             f"{tuple(table.shape)}")
+            raise ValueError(
+                f"edit must map layers 0 and 1 to ({V}, {V}) tables; got layer {l!r}, shape "
+                f"{tuple(table.shape)}"
+            )
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
     cols = {k: [] for k in ("q", "occurrence", "rank", *COLUMNS, *MECHANISM)}
     bigram, ranks = torch.as_tensor(task.stats.bigram), successor_ranks(task)
@@ -549,36 +627,68 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256, edit: d
     def mean(key: str, g: np.ndarray) -> float:
         return float(c[key][g].mean()) if g.any() else float("nan")
 
-    bins = [{"ranks": (lo, hi), "n": int(((c["rank"] >= lo) & (c["rank"] <= hi)).sum()),
-             **{k: mean(k, (c["rank"] >= lo) & (c["rank"] <= hi)) for k in COLUMNS}}
-            for lo, hi in RANK_BINS]
-    stratum = c["q"] * len(OCCURRENCE_BINS) + np.searchsorted(OCCURRENCE_BINS, c["occurrence"], side="right") - 1
-    both = [t for t in np.unique(stratum) if (inside & (stratum == t)).any() and (outside & (stratum == t)).any()]
+    bins = [
+        {
+            "ranks": (lo, hi),
+            "n": int(((c["rank"] >= lo) & (c["rank"] <= hi)).sum()),
+            **{k: mean(k, (c["rank"] >= lo) & (c["rank"] <= hi)) for k in COLUMNS},
+        }
+        for lo, hi in RANK_BINS
+    ]
+    stratum = (
+        c["q"] * len(OCCURRENCE_BINS) + np.searchsorted(OCCURRENCE_BINS, c["occurrence"], side="right") - 1
+    )
+    both = [
+        t for t in np.unique(stratum) if (inside & (stratum == t)).any() and (outside & (stratum == t)).any()
+    ]
     weight = np.array([(inside & (stratum == t)).sum() for t in both])
 
     def matched(key: str, g: np.ndarray) -> float:  # per stratum, weighted by the stratum's inside positions
-        return float(np.average([mean(key, g & (stratum == t)) for t in both], weights=weight)) if both else float("nan")
+        return (
+            float(np.average([mean(key, g & (stratum == t)) for t in both], weights=weight))
+            if both
+            else float("nan")
+        )
 
     sides = (("in", inside), ("off", outside))
-    return {"bins": bins, "positions": int(len(c["rank"])),
-            "acc_in": mean("acc", inside), "top1_in": mean("top1", inside),
-            "acc_off": mean("acc", outside), "top1_off": mean("top1", outside),
-            "attention_in": mean("attention", inside), "attention_off": mean("attention", outside),
-            **{f"{k}_{side}_matched": matched(k, g) for k in ("acc", "top1", *MECHANISM) for side, g in sides},
-            "strata_matched": len(both), "matched_share": float(weight.sum() / max(inside.sum(), 1))}
+    return {
+        "bins": bins,
+        "positions": int(len(c["rank"])),
+        "acc_in": mean("acc", inside),
+        "top1_in": mean("top1", inside),
+        "acc_off": mean("acc", outside),
+        "top1_off": mean("top1", outside),
+        "attention_in": mean("attention", inside),
+        "attention_off": mean("attention", outside),
+        **{f"{k}_{side}_matched": matched(k, g) for k in ("acc", "top1", *MECHANISM) for side, g in sides},
+        "strata_matched": len(both),
+        "matched_share": float(weight.sum() / max(inside.sum(), 1)),
+    }
 
 
 def head_or_bigram_rows(hb: dict) -> list[list]:
     """Rows for :data:`HEAD_OR_BIGRAM_HEADER`."""
+
     def name(lo, hi):
-        return ("never follows the trigger" if lo == NEVER else str(lo) if lo == hi
-                else f"{lo} and above" if hi == NEVER - 1 else f"{lo} to {hi}")
+        return (
+            "never follows the trigger"
+            if lo == NEVER
+            else str(lo)
+            if lo == hi
+            else f"{lo} and above"
+            if hi == NEVER - 1
+            else f"{lo} to {hi}"
+        )
+
     return [[name(*b["ranks"]), b["n"], *(b[k] for k in COLUMNS)] for b in hb["bins"]]
 
 
-MECHANISM_HEADER = ("at the second and later occurrences of q, within strata of equal trigger and occurrence",
-                    f"o is q's 2nd to {BIGRAM_TOP}th likeliest successor",
-                    f"o is not among q's {BIGRAM_TOP} likeliest", "difference")
+MECHANISM_HEADER = (
+    "at the second and later occurrences of q, within strata of equal trigger and occurrence",
+    f"o is q's 2nd to {BIGRAM_TOP}th likeliest successor",
+    f"o is not among q's {BIGRAM_TOP} likeliest",
+    "difference",
+)
 
 
 def matched_gap(hb: dict, measure: str) -> float:
@@ -596,7 +706,10 @@ def top1_ratio(hb: dict, matched: bool = False) -> float:
 
 def head_or_bigram_mechanism_rows(hb: dict) -> list[list]:
     """Rows for :data:`MECHANISM_HEADER`: each :data:`MECHANISM` measure compared within strata."""
-    return [[name, hb[f"{k}_in_matched"], hb[f"{k}_off_matched"], matched_gap(hb, k)] for k, name in MECHANISM.items()]
+    return [
+        [name, hb[f"{k}_in_matched"], hb[f"{k}_off_matched"], matched_gap(hb, k)]
+        for k, name in MECHANISM.items()
+    ]
 
 
 def _after_earlier(x: torch.Tensor) -> torch.Tensor:
@@ -607,8 +720,14 @@ def _after_earlier(x: torch.Tensor) -> torch.Tensor:
     return (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
 
 
-def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Tensor,
-                  targets: torch.Tensor, bias: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def _key_measures(
+    model: Transformer,
+    x: torch.Tensor,
+    rec: dict,
+    keys: torch.Tensor,
+    targets: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
     """Per query position (batch, T), what sets the second layer's attention on ``keys`` (batch, T, T), a
     causal mask of the keys that hold the answer: their total attention, their mean logit, its token-token
     part c w_E(z_t)^T W_QK^2 w_E(z_s) and its part from the query's token and the keys' first-layer output
@@ -635,12 +754,17 @@ def _key_measures(model: Transformer, x: torch.Tensor, rec: dict, keys: torch.Te
     own = (x[:, None, :] == x[:, :, None]) & causal & ~keys  # other keys holding the query's token
     target = (x[:, None, :] == targets[:, :, None]) & causal & ~keys & ~own  # other keys holding the target
     rest = causal & ~keys & ~own & ~target
-    return {"attention": (rec["attn2"] * keys).sum(-1), "key_score": key_mean(scores),
-            "pair_score": key_mean(q2 @ emb.transpose(1, 2) + bias), "match_score": key_mean(q2 @ h1.transpose(1, 2)),
-            "prev_attention": key_mean(prev[:, None, :].expand_as(scores)),
-            "rest_score": torch.logsumexp(scores.masked_fill(keys | ~causal, float("-inf")), -1),
-            "attention_query_token": (rec["attn2"] * own).sum(-1), "attention_target_elsewhere":
-            (rec["attn2"] * target).sum(-1), "attention_rest": (rec["attn2"] * rest).sum(-1)}
+    return {
+        "attention": (rec["attn2"] * keys).sum(-1),
+        "key_score": key_mean(scores),
+        "pair_score": key_mean(q2 @ emb.transpose(1, 2) + bias),
+        "match_score": key_mean(q2 @ h1.transpose(1, 2)),
+        "prev_attention": key_mean(prev[:, None, :].expand_as(scores)),
+        "rest_score": torch.logsumexp(scores.masked_fill(keys | ~causal, float("-inf")), -1),
+        "attention_query_token": (rec["attn2"] * own).sum(-1),
+        "attention_target_elsewhere": (rec["attn2"] * target).sum(-1),
+        "attention_rest": (rec["attn2"] * rest).sum(-1),
+    }
 
 
 def successor_ranks(task: RecallTask) -> torch.Tensor:
@@ -656,7 +780,11 @@ def _likely_pairs(task: RecallTask) -> torch.Tensor:
     return successor_ranks(task) <= BIGRAM_TOP
 
 
-PAIR_KINDS = (f"y among q's {BIGRAM_TOP} likeliest successors", "y another successor of q", "y never follows q")
+PAIR_KINDS = (
+    f"y among q's {BIGRAM_TOP} likeliest successors",
+    "y another successor of q",
+    "y never follows q",
+)
 
 
 QK_LAYERS = {"W_QK^1": 0, "W_QK^2": 1}  # the attention layers' key-query matrices and their (0-based) index
@@ -667,7 +795,9 @@ def token_token_logits(model: Transformer, edit: dict | None = None) -> dict[str
     """Per :data:`QK_LAYERS` name, the (V, V) table [query token, key token] of the token-token part
     c w_E(a)^T W_QK w_E(b) of that layer's attention logits, plus ``edit``'s table for the layer if any."""
     E, c = model.W_E, model.scale
-    return {name: E @ model.layers[l].qk() @ E.T * c + (edit or {}).get(l, 0.0) for name, l in QK_LAYERS.items()}
+    return {
+        name: E @ model.layers[l].qk() @ E.T * c + (edit or {}).get(l, 0.0) for name, l in QK_LAYERS.items()
+    }
 
 
 def _trigger_pool(task: RecallTask) -> torch.Tensor:
@@ -677,7 +807,9 @@ def _trigger_pool(task: RecallTask) -> torch.Tensor:
 
 
 @torch.no_grad()
-def pair_scores(model: Transformer, task: RecallTask, edit: dict | None = None) -> dict[str, dict[str, float]]:
+def pair_scores(
+    model: Transformer, task: RecallTask, edit: dict | None = None
+) -> dict[str, dict[str, float]]:
     """The token-token parts of both attention layers' logits on pairs (q, y), q a trigger of ``task``
     (:func:`_trigger_pool`), y any ordinary token, averaged by :data:`PAIR_KINDS` (y's place among q's bigram
     successors), with ``likely_minus_other``. ``W_QK^2``: c w_E(q)^T W_QK^2 w_E(y), the second layer at q
@@ -703,9 +835,16 @@ def pair_score_models(random_run: InductionRun, fixed_run: InductionRun) -> dict
     """:func:`pair_scores` of the random-trigger model, of the same model at its initialisation, and of the
     fixed-trigger model (pairs with its fixed triggers), keyed by :data:`PAIR_MODELS`."""
     task = random_run.exp.task()
-    return dict(zip(PAIR_MODELS, (pair_scores(random_run.model(), task),
-                                  pair_scores(random_run.model(trained=False), task),
-                                  pair_scores(fixed_run.model(), fixed_run.exp.task()))))
+    return dict(
+        zip(
+            PAIR_MODELS,
+            (
+                pair_scores(random_run.model(), task),
+                pair_scores(random_run.model(trained=False), task),
+                pair_scores(fixed_run.model(), fixed_run.exp.task()),
+            ),
+        )
+    )
 
 
 PAIR_SCORE_HEADER = ("model", "layer", *PAIR_KINDS, "likely minus another successor")
@@ -713,8 +852,11 @@ PAIR_SCORE_HEADER = ("model", "layer", *PAIR_KINDS, "likely minus another succes
 
 def pair_score_rows(models: dict[str, dict]) -> list[list]:
     """Rows (model, layer, one column per :data:`PAIR_KINDS`, likely minus other) of :func:`pair_score_models`."""
-    return [[m, layer, *(v[k] for k in PAIR_KINDS), v["likely_minus_other"]]
-            for m, by_layer in models.items() for layer, v in by_layer.items()]
+    return [
+        [m, layer, *(v[k] for k in PAIR_KINDS), v["likely_minus_other"]]
+        for m, by_layer in models.items()
+        for layer, v in by_layer.items()
+    ]
 
 
 # --- does the pair discount cause the preference? An edit of the token-token logits ---
@@ -731,8 +873,9 @@ EDIT_HOW = ("mean", "pair")
 
 
 @torch.no_grad()
-def discount_edit(model: Transformer, task: RecallTask, strengths: dict[str, float],
-                  how: str = "mean") -> dict[int, torch.Tensor]:
+def discount_edit(
+    model: Transformer, task: RecallTask, strengths: dict[str, float], how: str = "mean"
+) -> dict[int, torch.Tensor]:
     """An edit that takes away ``strengths[name]`` times the pair discount of layer ``name`` (:data:`QK_LAYERS`):
     per layer index, a (V, V) table [query token, key token] that is 0 except on the pairs (q, y), q in the
     trigger pool and y among q's :data:`BIGRAM_TOP` likeliest successors (the second layer: query q, key y; the
@@ -771,26 +914,50 @@ def discount_edits(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict
     """:func:`head_or_bigram` of a random-trigger run for each of :data:`DISCOUNT_EDITS` (``"trained"``: no
     edit), on the same ``n_seq`` sequences, so that every edit is measured at the same positions."""
     model, task = r.model(), r.exp.task()
-    return {k: head_or_bigram(r, n_seq, chunk, edit=discount_edit(model, task, strengths, how) or None)
-            for k, (_, strengths, how) in DISCOUNT_EDITS.items()}
+    return {
+        k: head_or_bigram(r, n_seq, chunk, edit=discount_edit(model, task, strengths, how) or None)
+        for k, (_, strengths, how) in DISCOUNT_EDITS.items()
+    }
 
 
 def edit_bias(edit: dict | None, tokens: torch.Tensor) -> dict[int, torch.Tensor]:
     """The attention-logit biases {layer: (batch, T, T)} of a token-token ``edit`` ({layer: (V, V) table},
     :func:`discount_edit`) on ``tokens`` (batch, T): entry [b, t, s] is table[z_t, z_s]."""
-    return {l: table.to(tokens.device)[tokens[:, :, None], tokens[:, None, :]] for l, table in (edit or {}).items()}
+    return {
+        l: table.to(tokens.device)[tokens[:, :, None], tokens[:, None, :]]
+        for l, table in (edit or {}).items()
+    }
 
 
-DISCOUNT_EDIT_HEADER = ("edit", f"accuracy, o q's 2nd to {BIGRAM_TOP}th likeliest", "accuracy, o off the top",
-                        "top-1 share, o in the top", "top-1 share, o off the top", "ratio", "ratio within strata",
-                        "attention on o's keys, in - off (within strata)", "first layer on q, in - off")
+DISCOUNT_EDIT_HEADER = (
+    "edit",
+    f"accuracy, o q's 2nd to {BIGRAM_TOP}th likeliest",
+    "accuracy, o off the top",
+    "top-1 share, o in the top",
+    "top-1 share, o off the top",
+    "ratio",
+    "ratio within strata",
+    "attention on o's keys, in - off (within strata)",
+    "first layer on q, in - off",
+)
 
 
 def discount_edit_rows(edits: dict[str, dict]) -> list[list]:
     """Rows for :data:`DISCOUNT_EDIT_HEADER` from :func:`discount_edits`."""
-    return [[DISCOUNT_EDITS[k][0], hb["acc_in"], hb["acc_off"], hb["top1_in"], hb["top1_off"],
-             top1_ratio(hb), top1_ratio(hb, matched=True), matched_gap(hb, "attention"),
-             matched_gap(hb, "prev_attention")] for k, hb in edits.items()]
+    return [
+        [
+            DISCOUNT_EDITS[k][0],
+            hb["acc_in"],
+            hb["acc_off"],
+            hb["top1_in"],
+            hb["top1_off"],
+            top1_ratio(hb),
+            top1_ratio(hb, matched=True),
+            matched_gap(hb, "attention"),
+            matched_gap(hb, "prev_attention"),
+        ]
+        for k, hb in edits.items()
+    ]
 
 
 # keys after an earlier q that hold one of q's BIGRAM_TOP likeliest successors, or not
@@ -810,7 +977,10 @@ def pair_masks(likely: torch.Tensor, b) -> tuple[dict[str, torch.Tensor], dict[s
     holds = likely[xs[:, :, None], xs[:, None, :]] & (x[:, :, None] < N) & (x[:, None, :] < N)
     seen = keys.any(-1)  # z_t occurred before t
     trig = (x[..., None] == torch.as_tensor(b.triggers)[:, None, :]).any(-1)
-    return {"likely": keys & holds, "other": keys & ~holds}, {"trigger": seen & trig, "non-trigger": seen & ~trig}
+    return {"likely": keys & holds, "other": keys & ~holds}, {
+        "trigger": seen & trig,
+        "non-trigger": seen & ~trig,
+    }
 
 
 def pair_gradient(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
@@ -854,14 +1024,21 @@ def pair_gradient(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
     return out
 
 
-PAIR_GRADIENT_HEADER = ("keys after an earlier occurrence of the query's token, holding",
-                        "trigger positions", "other positions", "net", "share of the triggers' push undone")
+PAIR_GRADIENT_HEADER = (
+    "keys after an earlier occurrence of the query's token, holding",
+    "trigger positions",
+    "other positions",
+    "net",
+    "share of the triggers' push undone",
+)
 
 
 def pair_gradient_rows(pg: dict) -> list[list]:
     """Rows for :data:`PAIR_GRADIENT_HEADER` from :func:`pair_gradient`."""
     name = {"likely": f"one of its {BIGRAM_TOP} likeliest successors", "other": "another token"}
-    return [[name[k], pg[k]["trigger"], pg[k]["non-trigger"], pg[k]["net"], pg[k]["balance"]] for k in KEY_KINDS]
+    return [
+        [name[k], pg[k]["trigger"], pg[k]["non-trigger"], pg[k]["net"], pg[k]["balance"]] for k in KEY_KINDS
+    ]
 
 
 def b10_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
@@ -874,61 +1051,109 @@ def b10_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
     hb = edits["trained"]
     ratio = {k: top1_ratio(e) for k, e in edits.items()}
     excess = ratio["trained"] - 1 or float("nan")  # no preference to explain: the shares are undefined
-    return {"acc_off": hb["acc_off"], "top1_ratio": ratio["trained"],
-            "top1_ratio_matched": top1_ratio(hb, matched=True),
-            **{f"{k}_gap": matched_gap(hb, k) for k in MECHANISM},
-            "pair_QK1": scores["W_QK^1"]["likely_minus_other"], "pair_QK2": scores["W_QK^2"]["likely_minus_other"],
-            "pair_discount_weaker": max(v["likely_minus_other"] for v in scores.values()),
-            "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"],
-            **{f"ratio_{k}": ratio[k] for k in DISCOUNT_EDITS if k != "trained"},
-            "discount_removed_share": (ratio["trained"] - ratio["both_removed"]) / excess,
-            "discount_doubled_growth": (ratio["both_doubled"] - ratio["trained"]) / excess,
-            "discount_pairwise_share": (ratio["trained"] - ratio["both_pairwise"]) / excess}
+    return {
+        "acc_off": hb["acc_off"],
+        "top1_ratio": ratio["trained"],
+        "top1_ratio_matched": top1_ratio(hb, matched=True),
+        **{f"{k}_gap": matched_gap(hb, k) for k in MECHANISM},
+        "pair_QK1": scores["W_QK^1"]["likely_minus_other"],
+        "pair_QK2": scores["W_QK^2"]["likely_minus_other"],
+        "pair_discount_weaker": max(v["likely_minus_other"] for v in scores.values()),
+        "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"],
+        **{f"ratio_{k}": ratio[k] for k in DISCOUNT_EDITS if k != "trained"},
+        "discount_removed_share": (ratio["trained"] - ratio["both_removed"]) / excess,
+        "discount_doubled_growth": (ratio["both_doubled"] - ratio["trained"]) / excess,
+        "discount_pairwise_share": (ratio["trained"] - ratio["both_pairwise"]) / excess,
+    }
 
 
 B10_MEASURES = {  # b10_values and b10_training_values: name -> (column header, meaning)
-    "acc_off": ("accuracy, o off the top", f"accuracy where o is not among q's {BIGRAM_TOP} likeliest successors"),
-    "top1_ratio": ("top-1 share, in / off", "share predicting q's likeliest successor, o its 2nd to "
-                                           f"{BIGRAM_TOP}th likeliest over o off the top"),
-    "top1_ratio_matched": ("the same within strata", "the same ratio within strata (trigger, occurrence bin)"),
-    "attention_gap": ("attention on o's keys, in - off", "second layer's attention on the keys holding o, in minus "
-                                                         "off, within strata"),
-    "prev_attention_gap": ("first layer on q, in - off", "first layer's attention of the keys holding o on q, in "
-                                                         "minus off, within strata"),
-    "key_score_gap": ("mean logit of o's keys", "second layer's mean logit of the keys holding o, in minus off, "
-                                                "within strata"),
+    "acc_off": (
+        "accuracy, o off the top",
+        f"accuracy where o is not among q's {BIGRAM_TOP} likeliest successors",
+    ),
+    "top1_ratio": (
+        "top-1 share, in / off",
+        f"share predicting q's likeliest successor, o its 2nd to {BIGRAM_TOP}th likeliest over o off the top",
+    ),
+    "top1_ratio_matched": (
+        "the same within strata",
+        "the same ratio within strata (trigger, occurrence bin)",
+    ),
+    "attention_gap": (
+        "attention on o's keys, in - off",
+        "second layer's attention on the keys holding o, in minus off, within strata",
+    ),
+    "prev_attention_gap": (
+        "first layer on q, in - off",
+        "first layer's attention of the keys holding o on q, in minus off, within strata",
+    ),
+    "key_score_gap": (
+        "mean logit of o's keys",
+        "second layer's mean logit of the keys holding o, in minus off, within strata",
+    ),
     "pair_score_gap": ("its token-token part", "its token-token part, in minus off, within strata"),
-    "match_score_gap": ("its induction match", "its part from the query's token and the keys' h^1, in minus off, "
-                                               "within strata"),
-    "rest_score_gap": ("other keys' log-sum-exp", "log-sum-exp of the other keys' logits, in minus off, within "
-                                                  "strata"),
-    "attention_query_token_gap": ("attention on q's keys", "attention on the keys holding q itself, in minus off, "
-                                                           "within strata"),
-    "attention_target_elsewhere_gap": ("on o elsewhere", "attention on the keys holding o elsewhere, in minus off, "
-                                                         "within strata"),
+    "match_score_gap": (
+        "its induction match",
+        "its part from the query's token and the keys' h^1, in minus off, within strata",
+    ),
+    "rest_score_gap": (
+        "other keys' log-sum-exp",
+        "log-sum-exp of the other keys' logits, in minus off, within strata",
+    ),
+    "attention_query_token_gap": (
+        "attention on q's keys",
+        "attention on the keys holding q itself, in minus off, within strata",
+    ),
+    "attention_target_elsewhere_gap": (
+        "on o elsewhere",
+        "attention on the keys holding o elsewhere, in minus off, within strata",
+    ),
     "attention_rest_gap": ("on all other keys", "attention on all other keys, in minus off, within strata"),
-    "pair_QK1": ("W_QK^1 likely - other", "token-token logit in W_QK^1, q's likeliest successors minus others"),
+    "pair_QK1": (
+        "W_QK^1 likely - other",
+        "token-token logit in W_QK^1, q's likeliest successors minus others",
+    ),
     "pair_QK2": ("W_QK^2 likely - other", "the same in W_QK^2"),
     "pair_discount_weaker": ("weaker layer", "the larger (weaker) of the two"),
-    "balance_gap": ("push undone, likely - other", "share of the triggers' push that the other repeated "
-                                                   "positions undo, likely keys minus other keys"),
-    **{f"ratio_{k}": (f"ratio, {name}", f"the top-1 share ratio with {name}")
-       for k, (name, *_) in DISCOUNT_EDITS.items() if k != "trained"},
+    "balance_gap": (
+        "push undone, likely - other",
+        "share of the triggers' push that the other repeated positions undo, likely keys minus other keys",
+    ),
+    **{
+        f"ratio_{k}": (f"ratio, {name}", f"the top-1 share ratio with {name}")
+        for k, (name, *_) in DISCOUNT_EDITS.items()
+        if k != "trained"
+    },
     "discount_removed_share": ("share of the excess gone", "(R trained - R both removed) / (R trained - 1)"),
     "discount_doubled_growth": ("growth, doubled", "(R both doubled - R trained) / (R trained - 1)"),
-    "discount_pairwise_share": ("share gone, pair by pair", "(R trained - R both pair by pair) / (R trained - 1)"),
-    **{f"{m}_{w}": (f"{head}, {w}", f"{w} window of training (test batch): {meaning}")  # b10_training_values
-       for w in ("early", "late") for m, head, meaning in (
-           ("ratio", "ratio", "the top-1 share ratio R"),
-           ("ratio_removed", "ratio, both removed", "R with both discounts removed"),
-           ("removed_share", "share gone", "(R - R both removed) / (R - 1)"),
-           ("ratio_pairwise", "ratio, pair by pair", "R with both discounts removed pair by pair"),
-           ("pairwise_share", "share gone, pair by pair", "(R - R both pair by pair) / (R - 1)"),
-           ("pair_QK1", "W_QK^1 likely - other", "W_QK^1's pair discount, mean over the window"),
-           ("pair_QK2", "W_QK^2 likely - other", "W_QK^2's pair discount, mean over the window"))},
+    "discount_pairwise_share": (
+        "share gone, pair by pair",
+        "(R trained - R both pair by pair) / (R trained - 1)",
+    ),
+    **{
+        f"{m}_{w}": (f"{head}, {w}", f"{w} window of training (test batch): {meaning}")  # b10_training_values
+        for w in ("early", "late")
+        for m, head, meaning in (
+            ("ratio", "ratio", "the top-1 share ratio R"),
+            ("ratio_removed", "ratio, both removed", "R with both discounts removed"),
+            ("removed_share", "share gone", "(R - R both removed) / (R - 1)"),
+            ("ratio_pairwise", "ratio, pair by pair", "R with both discounts removed pair by pair"),
+            ("pairwise_share", "share gone, pair by pair", "(R - R both pair by pair) / (R - 1)"),
+            ("pair_QK1", "W_QK^1 likely - other", "W_QK^1's pair discount, mean over the window"),
+            ("pair_QK2", "W_QK^2 likely - other", "W_QK^2's pair discount, mean over the window"),
+        )
+    },
 }
-TRAINING_MEASURES = ("ratio", "ratio_removed", "removed_share", "ratio_pairwise", "pairwise_share", "pair_QK1",
-                     "pair_QK2")
+TRAINING_MEASURES = (
+    "ratio",
+    "ratio_removed",
+    "removed_share",
+    "ratio_pairwise",
+    "pairwise_share",
+    "pair_QK1",
+    "pair_QK2",
+)
 
 
 # --- B10 over seeds (recorded: ``python -m companion record induction_b10_seeds``) ---
@@ -938,9 +1163,15 @@ B10_SEEDS = (0, 1, 2, 3, 4)
 # along training (:data:`DISCOUNT_EDITS`), by the suffix of their curves: both discounts removed, as a mean and pair
 # by pair
 B10_EDITS = {"_removed": "both_removed", "_pairwise": "both_pairwise"}
-B10_CURVES = ("acc", "b10_top1_in", "b10_top1_off", "b10_pair_QK1", "b10_pair_QK2",
-              # along training, per seed
-              *(f"b10_top1_{side}{end}" for end in B10_EDITS for side in ("in", "off")))
+B10_CURVES = (
+    "acc",
+    "b10_top1_in",
+    "b10_top1_off",
+    "b10_pair_QK1",
+    "b10_pair_QK2",
+    # along training, per seed
+    *(f"b10_top1_{side}{end}" for end in B10_EDITS for side in ("in", "off")),
+)
 
 
 def b10_seed_members(profile: str | None = None) -> dict[str, InductionExperiment]:
@@ -958,62 +1189,126 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     discount edits' shares (:func:`discount_edits`) and how many seeds the first layer's edit lowers the ratio
     more in; and the share the edit takes away along training (:func:`b10_along_training`'s
     ``b10t_removed_share*``, as ``b10s_<window>_removed_share_<mean|min>``)."""
-    per = {r.exp.seed: {**b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task())),
-                        **b10_training_values(r)} for r in runs.values()}
-    out = {f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}") for s, v in per.items() for m in B10_MEASURES}
+    per = {
+        r.exp.seed: {
+            **b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task())),
+            **b10_training_values(r),
+        }
+        for r in runs.values()
+    }
+    out = {
+        f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}")
+        for s, v in per.items()
+        for m in B10_MEASURES
+    }
     col = {m: np.array([v[m] for v in per.values()]) for m in B10_MEASURES}
     first = next(iter(runs.values())).exp
-    out.update({
-        "b10s_n": (len(per), "seeds"), "b10s_first_seed": (min(per), "the first seed"),
-        "b10s_last_seed": (max(per), "the last seed"), "b10s_steps": (first.steps, "training steps per seed"),
-        "b10s_acc_off_min": (col["acc_off"].min(), "smallest over seeds: accuracy off the top"),
-        "b10s_top1_ratio_min": (col["top1_ratio"].min(), "smallest over seeds: the top-1 share ratio"),
-        "b10s_top1_ratio_max": (col["top1_ratio"].max(), "largest over seeds: the top-1 share ratio"),
-        "b10s_top1_ratio_matched_min": (col["top1_ratio_matched"].min(), "smallest over seeds: the ratio within strata"),
-        "b10s_above_2": (int((col["top1_ratio"] > 2).sum()), "seeds whose ratio is above 2"),
-        "b10s_attention_gap_max": (col["attention_gap"].max(), "largest over seeds: the attention gap"),
-        "b10s_prev_attention_gap_max": (col["prev_attention_gap"].max(), "largest over seeds: the first-layer gap"),
-        "b10s_pair_discount_max": (col["pair_discount_weaker"].max(), "largest over seeds: the weaker layer's "
-                                                                       "pair discount"),
-        "b10s_balance_gap_min": (col["balance_gap"].min(), "smallest over seeds: the balance gap"),
-        "b10s_match_score_gap_max": (col["match_score_gap"].max(), "largest over seeds: the induction-match gap"),
-        "b10s_pair_score_gap_max": (col["pair_score_gap"].max(), "largest over seeds: the token-token gap"),
-        "b10s_rest_share_min": ((col["attention_rest_gap"] / -col["attention_gap"]).min(),
-                                "smallest over seeds: share of the lost attention that goes to the keys holding "
-                                "neither q nor o"),
-        "b10s_discount_removed_share_min": (col["discount_removed_share"].min(), "smallest over seeds: share of the "
-                                            "ratio's excess that goes with both discounts removed"),
-        "b10s_discount_removed_share_max": (col["discount_removed_share"].max(), "largest over seeds: the same"),
-        "b10s_discount_doubled_growth_min": (col["discount_doubled_growth"].min(), "smallest over seeds: the ratio's "
-                                             "growth with both discounts doubled, over its excess"),
-        "b10s_discount_doubled_growth_max": (col["discount_doubled_growth"].max(), "largest over seeds: the same"),
-        "b10s_discount_pairwise_share_min": (col["discount_pairwise_share"].min(), "smallest over seeds: the share "
-                                             "that goes with both discounts removed pair by pair"),
-        "b10s_discount_pairwise_share_max": (col["discount_pairwise_share"].max(), "largest over seeds: the same"),
-        "b10s_qk1_stronger": (int((col["ratio_QK1_removed"] < col["ratio_QK2_removed"]).sum()), "seeds where removing "
-                              "W_QK^1's discount alone lowers the ratio more than removing W_QK^2's alone"),
-        "b10s_pairwise_more": (int((col["discount_pairwise_share"] > col["discount_removed_share"]).sum()),
-                               "seeds where the pair-by-pair edit takes away more of the excess than the mean edit"),
-        "b10s_ratio_both_pairwise_min": (col["ratio_both_pairwise"].min(), "smallest over seeds: the ratio with both "
-                                         "discounts removed pair by pair"),
-    })
+    out.update(
+        {
+            "b10s_n": (len(per), "seeds"),
+            "b10s_first_seed": (min(per), "the first seed"),
+            "b10s_last_seed": (max(per), "the last seed"),
+            "b10s_steps": (first.steps, "training steps per seed"),
+            "b10s_acc_off_min": (col["acc_off"].min(), "smallest over seeds: accuracy off the top"),
+            "b10s_top1_ratio_min": (col["top1_ratio"].min(), "smallest over seeds: the top-1 share ratio"),
+            "b10s_top1_ratio_max": (col["top1_ratio"].max(), "largest over seeds: the top-1 share ratio"),
+            "b10s_top1_ratio_matched_min": (
+                col["top1_ratio_matched"].min(),
+                "smallest over seeds: the ratio within strata",
+            ),
+            "b10s_above_2": (int((col["top1_ratio"] > 2).sum()), "seeds whose ratio is above 2"),
+            "b10s_attention_gap_max": (col["attention_gap"].max(), "largest over seeds: the attention gap"),
+            "b10s_prev_attention_gap_max": (
+                col["prev_attention_gap"].max(),
+                "largest over seeds: the first-layer gap",
+            ),
+            "b10s_pair_discount_max": (
+                col["pair_discount_weaker"].max(),
+                "largest over seeds: the weaker layer's pair discount",
+            ),
+            "b10s_balance_gap_min": (col["balance_gap"].min(), "smallest over seeds: the balance gap"),
+            "b10s_match_score_gap_max": (
+                col["match_score_gap"].max(),
+                "largest over seeds: the induction-match gap",
+            ),
+            "b10s_pair_score_gap_max": (
+                col["pair_score_gap"].max(),
+                "largest over seeds: the token-token gap",
+            ),
+            "b10s_rest_share_min": (
+                (col["attention_rest_gap"] / -col["attention_gap"]).min(),
+                "smallest over seeds: share of the lost attention that goes to the keys holding "
+                "neither q nor o",
+            ),
+            "b10s_discount_removed_share_min": (
+                col["discount_removed_share"].min(),
+                "smallest over seeds: share of the ratio's excess that goes with both discounts removed",
+            ),
+            "b10s_discount_removed_share_max": (
+                col["discount_removed_share"].max(),
+                "largest over seeds: the same",
+            ),
+            "b10s_discount_doubled_growth_min": (
+                col["discount_doubled_growth"].min(),
+                "smallest over seeds: the ratio's growth with both discounts doubled, over its excess",
+            ),
+            "b10s_discount_doubled_growth_max": (
+                col["discount_doubled_growth"].max(),
+                "largest over seeds: the same",
+            ),
+            "b10s_discount_pairwise_share_min": (
+                col["discount_pairwise_share"].min(),
+                "smallest over seeds: the share that goes with both discounts removed pair by pair",
+            ),
+            "b10s_discount_pairwise_share_max": (
+                col["discount_pairwise_share"].max(),
+                "largest over seeds: the same",
+            ),
+            "b10s_qk1_stronger": (
+                int((col["ratio_QK1_removed"] < col["ratio_QK2_removed"]).sum()),
+                "seeds where removing "
+                "W_QK^1's discount alone lowers the ratio more than removing W_QK^2's alone",
+            ),
+            "b10s_pairwise_more": (
+                int((col["discount_pairwise_share"] > col["discount_removed_share"]).sum()),
+                "seeds where the pair-by-pair edit takes away more of the excess than the mean edit",
+            ),
+            "b10s_ratio_both_pairwise_min": (
+                col["ratio_both_pairwise"].min(),
+                "smallest over seeds: the ratio with both discounts removed pair by pair",
+            ),
+        }
+    )
     for w in ("early", "late"):  # the edits along training, on the Evaluator's test batches
         for e, how in (("removed", ""), ("pairwise", " pair by pair")):
             share = col[f"{e}_share_{w}"]
-            out[f"b10s_{w}_{e}_share_min"] = (share.min(), f"smallest over seeds: {w} window, share of the ratio's "
-                                                           f"excess that goes with both discounts removed{how}")
-            out[f"b10s_{w}_{e}_share_argmin"] = (int(list(per)[int(share.argmin())]), "the seed with that smallest "
-                                                                                      "share")
-            out[f"b10s_{w}_{e}_share_above"] = (int((share > 0.25).sum()), f"seeds whose {w} share{how} is above "
-                                                                           "0.25")
+            out[f"b10s_{w}_{e}_share_min"] = (
+                share.min(),
+                f"smallest over seeds: {w} window, share of the ratio's "
+                f"excess that goes with both discounts removed{how}",
+            )
+            out[f"b10s_{w}_{e}_share_argmin"] = (
+                int(list(per)[int(share.argmin())]),
+                "the seed with that smallest share",
+            )
+            out[f"b10s_{w}_{e}_share_above"] = (
+                int((share > 0.25).sum()),
+                f"seeds whose {w} share{how} is above 0.25",
+            )
         weakest = col[f"pair_QK2_{w}"]
-        out[f"b10s_{w}_pair_QK2_max"] = (weakest.max(), f"largest (weakest) over seeds: W_QK^2's pair discount, "
-                                                        f"mean over the {w} window")
-        out[f"b10s_{w}_pair_QK2_argmax"] = (int(list(per)[int(weakest.argmax())]), "the seed with that weakest "
-                                                                                   "discount")
-        out[f"b10s_{w}_pairwise_more"] = (int((col[f"pairwise_share_{w}"] > col[f"removed_share_{w}"]).sum()),
-                                          f"seeds where, in the {w} window, the pair-by-pair edit takes away more "
-                                          "of the excess than the mean edit")
+        out[f"b10s_{w}_pair_QK2_max"] = (
+            weakest.max(),
+            f"largest (weakest) over seeds: W_QK^2's pair discount, mean over the {w} window",
+        )
+        out[f"b10s_{w}_pair_QK2_argmax"] = (
+            int(list(per)[int(weakest.argmax())]),
+            "the seed with that weakest discount",
+        )
+        out[f"b10s_{w}_pairwise_more"] = (
+            int((col[f"pairwise_share_{w}"] > col[f"removed_share_{w}"]).sum()),
+            f"seeds where, in the {w} window, the pair-by-pair edit takes away more "
+            "of the excess than the mean edit",
+        )
     return report.Summary(out)
 
 
@@ -1033,12 +1328,14 @@ def b10_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]
 
 def b10_seed_overview(summary) -> report.Summary:
     """The entries of a :func:`b10_seeds_summary` (live or recorded) that are not one seed's: the extremes."""
-    return report.Summary({k: (v, summary.meaning.get(k, "")) for k, v in summary.items()
-                           if not re.search(r"_s\d+$", k)})
+    return report.Summary(
+        {k: (v, summary.meaning.get(k, "")) for k, v in summary.items() if not re.search(r"_s\d+$", k)}
+    )
 
 
-def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
-                       late: tuple[float, float] = (0.7, 1.0)) -> report.Summary:
+def b10_along_training(
+    curves: dict, early: tuple[float, float] = (0.2, 0.4), late: tuple[float, float] = (0.7, 1.0)
+) -> report.Summary:
     """:func:`b10_seed_curves` (live or recorded) in two windows of training, given as fractions of the last
     evaluated step (``early``: [0.2, 0.4), after the induction head forms; ``late``: [0.7, 1.0]): the mean over
     the evaluations in the window, then over the seeds, of each of :data:`B10_CURVES`, named
@@ -1060,43 +1357,87 @@ def b10_along_training(curves: dict, early: tuple[float, float] = (0.2, 0.4),
             end = steps[-1]
             keep = (steps >= lo * end) & ((steps < hi * end) | (hi == 1))
             if not keep.any():
-                raise ValueError(f"{window}={(lo, hi)} holds no evaluation of {name!r} (steps {steps.tolist()})")
+                raise ValueError(
+                    f"{window}={(lo, hi)} holds no evaluation of {name!r} (steps {steps.tolist()})"
+                )
             for k in B10_CURVES:
                 means[k].append(float(np.mean(np.asarray(curves[k][name])[keep])))
         out[f"b10t_{window}_from"] = (int(steps[keep][0]), f"the {window} window's first evaluated step")
         out[f"b10t_{window}_to"] = (int(steps[keep][-1]), f"the {window} window's last evaluated step")
-        out.update({f"b10t_{k.removeprefix('b10_')}_{window}": (float(np.mean(v)), f"{k}: mean over the {window} "
-                                                                                   "window, then over seeds")
-                    for k, v in means.items()})
+        out.update(
+            {
+                f"b10t_{k.removeprefix('b10_')}_{window}": (
+                    float(np.mean(v)),
+                    f"{k}: mean over the {window} window, then over seeds",
+                )
+                for k, v in means.items()
+            }
+        )
         m = {k: np.array(v) for k, v in means.items()}
         ratio = m["b10_top1_in"] / m["b10_top1_off"]
-        out[f"b10t_ratio_{window}"] = (float(ratio.mean()), f"{window} window: the ratio R of the shares (in / off, "
-                                                            "of the window's means), mean over seeds")
+        out[f"b10t_ratio_{window}"] = (
+            float(ratio.mean()),
+            f"{window} window: the ratio R of the shares (in / off, of the window's means), mean over seeds",
+        )
         for end, key in B10_EDITS.items():
             e, edit = end[1:], DISCOUNT_EDITS[key][0]
             edited = m[f"b10_top1_in{end}"] / m[f"b10_top1_off{end}"]
-            out[f"b10t_ratio_{e}_{window}"] = (float(edited.mean()), f"{window} window: R with {edit}, mean over "
-                                                                      "seeds")
+            out[f"b10t_ratio_{e}_{window}"] = (
+                float(edited.mean()),
+                f"{window} window: R with {edit}, mean over seeds",
+            )
             with np.errstate(divide="ignore", invalid="ignore"):  # R = 1: no excess, no share (nan)
                 share = (ratio - edited) / (ratio - 1)
-            out[f"b10t_{e}_share_{window}"] = (float(share.mean()), f"{window} window: share of the ratio's excess "
-                                               f"over 1 taken away with {edit}, mean over seeds")
-            out[f"b10t_{e}_share_min_{window}"] = (float(share.min()), f"{window} window: the same, smallest over "
-                                                                       "seeds")
+            out[f"b10t_{e}_share_{window}"] = (
+                float(share.mean()),
+                f"{window} window: share of the ratio's excess "
+                f"over 1 taken away with {edit}, mean over seeds",
+            )
+            out[f"b10t_{e}_share_min_{window}"] = (
+                float(share.min()),
+                f"{window} window: the same, smallest over seeds",
+            )
     return report.Summary(out)
 
 
 # the seed study's tables: B10's preference and the claims' mechanism; where the attention goes; edits
 B10_TABLES = {
-    "claims": ("acc_off", "top1_ratio", "top1_ratio_matched", "attention_gap", "prev_attention_gap", "pair_QK1",
-               "pair_QK2", "pair_discount_weaker", "balance_gap"),
-    "attention": ("attention_gap", "key_score_gap", "pair_score_gap", "match_score_gap", "rest_score_gap",
-                  "attention_query_token_gap", "attention_target_elsewhere_gap", "attention_rest_gap"),
-    "edits": ("top1_ratio", *(f"ratio_{k}" for k in DISCOUNT_EDITS if k != "trained"), "discount_removed_share",
-              "discount_doubled_growth", "discount_pairwise_share"),
-    "training": tuple(f"{m}_{w}" for w in ("early", "late") for m in ("ratio", "ratio_removed", "removed_share")),
-    "training_pairwise": tuple(f"{m}_{w}" for w in ("early", "late")
-                               for m in ("ratio_pairwise", "pairwise_share", "pair_QK1", "pair_QK2")),
+    "claims": (
+        "acc_off",
+        "top1_ratio",
+        "top1_ratio_matched",
+        "attention_gap",
+        "prev_attention_gap",
+        "pair_QK1",
+        "pair_QK2",
+        "pair_discount_weaker",
+        "balance_gap",
+    ),
+    "attention": (
+        "attention_gap",
+        "key_score_gap",
+        "pair_score_gap",
+        "match_score_gap",
+        "rest_score_gap",
+        "attention_query_token_gap",
+        "attention_target_elsewhere_gap",
+        "attention_rest_gap",
+    ),
+    "edits": (
+        "top1_ratio",
+        *(f"ratio_{k}" for k in DISCOUNT_EDITS if k != "trained"),
+        "discount_removed_share",
+        "discount_doubled_growth",
+        "discount_pairwise_share",
+    ),
+    "training": tuple(
+        f"{m}_{w}" for w in ("early", "late") for m in ("ratio", "ratio_removed", "removed_share")
+    ),
+    "training_pairwise": tuple(
+        f"{m}_{w}"
+        for w in ("early", "late")
+        for m in ("ratio_pairwise", "pairwise_share", "pair_QK1", "pair_QK2")
+    ),
 }
 
 
@@ -1116,17 +1457,23 @@ def b10_seed_rows(summary, table: str = "claims") -> list[list]:
 
 # --- the chapter's numbers ---
 
+
 def study(profile: str | None = None, progress: bool = True) -> dict:
     """Every run of ``book/induction_head``: the freeze schedules, the seed runs, the one- and two-layer
     models, the final-W_F model with fixed triggers, and the slide's memories written in. The random-trigger
     runs are :func:`random_study`'s."""
     sched = {n: run(e, progress=progress) for n, e in schedules(profile).items()}
-    by_seed = {s: sched["joint"] if e == sched["joint"].exp else run(e, progress=progress)
-               for s, e in seeds(profile).items()}
-    return {"schedules": sched, "seeds": by_seed,
-            "layers": {L: run(e, progress=progress) for L, e in layer_experiments(profile).items()},
-            "ff": run(ff_experiment(profile), progress=progress),
-            "constructed": constructed_run(sched["joint"].exp)}
+    by_seed = {
+        s: sched["joint"] if e == sched["joint"].exp else run(e, progress=progress)
+        for s, e in seeds(profile).items()
+    }
+    return {
+        "schedules": sched,
+        "seeds": by_seed,
+        "layers": {L: run(e, progress=progress) for L, e in layer_experiments(profile).items()},
+        "ff": run(ff_experiment(profile), progress=progress),
+        "constructed": constructed_run(sched["joint"].exp),
+    }
 
 
 def random_study(profile: str | None = None, progress: bool = True) -> dict:
@@ -1136,20 +1483,30 @@ def random_study(profile: str | None = None, progress: bool = True) -> dict:
     ffr = run(ff_experiment(profile), progress=progress)
     rnd = run(random_trigger_experiment(profile), progress=progress)
     edits = discount_edits(rnd)
-    return {"ff": ffr, "random": rnd, "discount_edits": edits, "head_or_bigram": edits["trained"],
-            "pair_gradient": pair_gradient(rnd), "pair_scores": pair_score_models(rnd, ffr)}
+    return {
+        "ff": ffr,
+        "random": rnd,
+        "discount_edits": edits,
+        "head_or_bigram": edits["trained"],
+        "pair_gradient": pair_gradient(rnd),
+        "pair_scores": pair_score_models(rnd, ffr),
+    }
 
 
 def learning_order(runs: dict) -> dict[str, np.ndarray]:
     """Per run (e.g. per seed): t90 of each probe, the first evaluated step at which it reaches 0.9."""
-    return {p: np.array([r.first_step_reaching(p) for r in runs.values()]) for p in (*PROBES, "probe_QK2_all")}
+    return {
+        p: np.array([r.first_step_reaching(p) for r in runs.values()]) for p in (*PROBES, "probe_QK2_all")
+    }
 
 
 def ff_curves(r: InductionRun) -> dict[str, np.ndarray]:
     """Eq. (10) along a run with a last feed-forward layer: without and with the residual."""
     L = len(r.exp.ff)
-    return {"W_U F(w_E(k)) (Eq. (10))": r.metrics[f"ff{L}_kl"],
-            "W_U (w_E(k) + F(w_E(k)))": r.metrics[f"ff{L}_kl_residual"]}
+    return {
+        "W_U F(w_E(k)) (Eq. (10))": r.metrics[f"ff{L}_kl"],
+        "W_U (w_E(k) + F(w_E(k)))": r.metrics[f"ff{L}_kl_residual"],
+    }
 
 
 def summary(res: dict) -> report.Summary:
@@ -1160,59 +1517,130 @@ def summary(res: dict) -> report.Summary:
     t = learning_order(res["seeds"])
     one, two, ffr = layers[1], layers[2], res["ff"]
     n_seeds = len(res["seeds"])
-    return report.Summary({
-        "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
-        "acc_one_layer": (one.final("acc"), "one layer: in-context accuracy at the end"),
-        "layer_gap": (two.final("acc") - one.final("acc"), "two layers minus one layer"),
-        "one_ff1_kl_end": (one.final("ff1_kl"), "one layer (MLP): KL(pi_b || W_U F_1(w_E(k))) at the end (nats)"),
-        "mlp_ff1_kl_end": (two.final("ff1_kl"), "two layers (MLPs): the same for F_1"),
-        "mlp_ff2_kl_start": (two.metrics["ff2_kl"][0], "two layers (MLPs): the same for F_2 at step 0"),
-        "mlp_ff2_kl_end": (two.final("ff2_kl"), "the same for F_2 at the end"),
-        "acc_ff": (ffr.final("acc"), "memories + final linear W_F, loss on all tokens: in-context accuracy at the end"),
-        "ff_kl_start": (ffr.metrics["ff2_kl"][0], "the same run: KL(pi_b || W_U W_F w_E(k)) at step 0 (nats)"),
-        "ff_kl_end": (ffr.final("ff2_kl"), "the same at the end"),
-        "ff_kl_ratio": (ffr.final("ff2_kl") / ffr.metrics["ff2_kl"][0], "end over start"),
-        "ff_kl_residual_end": (ffr.final("ff2_kl_residual"), "the same at the end, with the residual w_E(k)"),
-        "bigram_zero_share": (bigram_zero_share(joint.exp.task()), "share of zero entries of pi_b (non-trigger rows)"),
-        "acc_constructed": (res["constructed"]["acc"], "the slide's memories written in: in-context accuracy"),
-        "acc_joint": (joint.final("acc"), "three matrices trained jointly: in-context accuracy at the end"),
-        "n_seeds": (n_seeds, "seeds of the joint run"),
-        "t90_OV2": (np.median(t["probe_OV2"]), "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)"),
-        "t90_QK2": (np.median(t["probe_QK2"]), "joint: the same for W_QK^2 (median)"),
-        "t90_QK2_all": (np.median(t["probe_QK2_all"]), "joint: the same for W_QK^2, N-way probe (median)"),
-        "t90_QK1_early": (np.median(t["probe_QK1_early"]),
-                          f"joint: the same for W_QK^1 on t < {joint.exp.early_cutoff} (median)"),
-        "t90_QK1": (np.median(t["probe_QK1"]), "joint: the same for W_QK^1 on all positions (median)"),
-        "order_ov_qk2_min": ((t["probe_QK2"] - t["probe_OV2"]).min(), "t90(W_QK^2) - t90(W_OV^2), smallest over seeds"),
-        "order_ov_qk2_max": ((t["probe_QK2"] - t["probe_OV2"]).max(), "the same, largest over seeds"),
-        "order_ov_qk2_abs": (-(t["probe_QK2"] - t["probe_OV2"]).max(), "W_QK^2's lead over W_OV^2, smallest over seeds"),
-        "order_ov_qk2all_max": ((t["probe_QK2_all"] - t["probe_OV2"]).max(),
-                                "t90(W_QK^2, N-way probe) - t90(W_OV^2), largest over seeds"),
-        "order_qk2_qk1_min": ((t["probe_QK1_early"] - t["probe_QK2"]).min(),
-                              "t90(W_QK^1 early) - t90(W_QK^2), smallest over seeds"),
-        "early_cutoff": (joint.exp.early_cutoff, "early positions are t < this"),
-        "qk1_early_final": (joint.final("probe_QK1_early"), "joint: W_QK^1 probe on early positions at the end"),
-        "qk1_all_final": (joint.final("probe_QK1"), "joint: W_QK^1 probe on all positions at the end"),
-        "early_gap": (joint.final("probe_QK1_early") - joint.final("probe_QK1"), "early minus all positions"),
-        "unfreeze_at": (s, "the unfreeze step of the staged runs"),
-        "ov_late_acc": (sched["W_OV^2 frozen first"].at("acc", s),
-                        "W_OV^2 frozen first: in-context accuracy at the unfreeze step"),
-        "ov_alone_acc": (sched["both W_QK frozen first"].at("acc", s),
-                         "both W_QK frozen first: in-context accuracy at the unfreeze step"),
-        "ov_alone_probe": (sched["both W_QK frozen first"].at("probe_OV2", s),
-                           "the same run: W_OV^2 probe at the unfreeze step"),
-        "qk2_first_acc_gap": (sched["W_QK^1 frozen first"].at("acc", s) - sched["W_QK^2 frozen first"].at("acc", s),
-                              "accuracy at the unfreeze step: W_QK^1 frozen first minus W_QK^2 frozen first"),
-        "qk2_first_t90_gap": (sched["W_QK^2 frozen first"].first_step_reaching("acc")
-                              - sched["W_QK^1 frozen first"].first_step_reaching("acc"),
-                              "first step with accuracy >= 0.9: W_QK^2 frozen first minus W_QK^1 frozen first"),
-        **{f"{k}_t90": (sched[name].first_step_reaching("acc"), f"{name}: first step with accuracy >= 0.9")
-           for k, name in (("qk2_first", "W_QK^1 frozen first"), ("qk1_first", "W_QK^2 frozen first"))},
-        "eval_every": (joint.exp.eval_every, "steps between evaluations"),
-        "seconds": (sum(r.seconds for r in [*sched.values(), *layers.values(), ffr,
-                                            *(r for s_, r in res["seeds"].items() if r is not joint)]),
-                    "training time of all runs (s)"),
-    })
+    return report.Summary(
+        {
+            "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
+            "acc_one_layer": (one.final("acc"), "one layer: in-context accuracy at the end"),
+            "layer_gap": (two.final("acc") - one.final("acc"), "two layers minus one layer"),
+            "one_ff1_kl_end": (
+                one.final("ff1_kl"),
+                "one layer (MLP): KL(pi_b || W_U F_1(w_E(k))) at the end (nats)",
+            ),
+            "mlp_ff1_kl_end": (two.final("ff1_kl"), "two layers (MLPs): the same for F_1"),
+            "mlp_ff2_kl_start": (two.metrics["ff2_kl"][0], "two layers (MLPs): the same for F_2 at step 0"),
+            "mlp_ff2_kl_end": (two.final("ff2_kl"), "the same for F_2 at the end"),
+            "acc_ff": (
+                ffr.final("acc"),
+                "memories + final linear W_F, loss on all tokens: in-context accuracy at the end",
+            ),
+            "ff_kl_start": (
+                ffr.metrics["ff2_kl"][0],
+                "the same run: KL(pi_b || W_U W_F w_E(k)) at step 0 (nats)",
+            ),
+            "ff_kl_end": (ffr.final("ff2_kl"), "the same at the end"),
+            "ff_kl_ratio": (ffr.final("ff2_kl") / ffr.metrics["ff2_kl"][0], "end over start"),
+            "ff_kl_residual_end": (
+                ffr.final("ff2_kl_residual"),
+                "the same at the end, with the residual w_E(k)",
+            ),
+            "bigram_zero_share": (
+                bigram_zero_share(joint.exp.task()),
+                "share of zero entries of pi_b (non-trigger rows)",
+            ),
+            "acc_constructed": (
+                res["constructed"]["acc"],
+                "the slide's memories written in: in-context accuracy",
+            ),
+            "acc_joint": (
+                joint.final("acc"),
+                "three matrices trained jointly: in-context accuracy at the end",
+            ),
+            "n_seeds": (n_seeds, "seeds of the joint run"),
+            "t90_OV2": (
+                np.median(t["probe_OV2"]),
+                "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)",
+            ),
+            "t90_QK2": (np.median(t["probe_QK2"]), "joint: the same for W_QK^2 (median)"),
+            "t90_QK2_all": (
+                np.median(t["probe_QK2_all"]),
+                "joint: the same for W_QK^2, N-way probe (median)",
+            ),
+            "t90_QK1_early": (
+                np.median(t["probe_QK1_early"]),
+                f"joint: the same for W_QK^1 on t < {joint.exp.early_cutoff} (median)",
+            ),
+            "t90_QK1": (np.median(t["probe_QK1"]), "joint: the same for W_QK^1 on all positions (median)"),
+            "order_ov_qk2_min": (
+                (t["probe_QK2"] - t["probe_OV2"]).min(),
+                "t90(W_QK^2) - t90(W_OV^2), smallest over seeds",
+            ),
+            "order_ov_qk2_max": ((t["probe_QK2"] - t["probe_OV2"]).max(), "the same, largest over seeds"),
+            "order_ov_qk2_abs": (
+                -(t["probe_QK2"] - t["probe_OV2"]).max(),
+                "W_QK^2's lead over W_OV^2, smallest over seeds",
+            ),
+            "order_ov_qk2all_max": (
+                (t["probe_QK2_all"] - t["probe_OV2"]).max(),
+                "t90(W_QK^2, N-way probe) - t90(W_OV^2), largest over seeds",
+            ),
+            "order_qk2_qk1_min": (
+                (t["probe_QK1_early"] - t["probe_QK2"]).min(),
+                "t90(W_QK^1 early) - t90(W_QK^2), smallest over seeds",
+            ),
+            "early_cutoff": (joint.exp.early_cutoff, "early positions are t < this"),
+            "qk1_early_final": (
+                joint.final("probe_QK1_early"),
+                "joint: W_QK^1 probe on early positions at the end",
+            ),
+            "qk1_all_final": (joint.final("probe_QK1"), "joint: W_QK^1 probe on all positions at the end"),
+            "early_gap": (
+                joint.final("probe_QK1_early") - joint.final("probe_QK1"),
+                "early minus all positions",
+            ),
+            "unfreeze_at": (s, "the unfreeze step of the staged runs"),
+            "ov_late_acc": (
+                sched["W_OV^2 frozen first"].at("acc", s),
+                "W_OV^2 frozen first: in-context accuracy at the unfreeze step",
+            ),
+            "ov_alone_acc": (
+                sched["both W_QK frozen first"].at("acc", s),
+                "both W_QK frozen first: in-context accuracy at the unfreeze step",
+            ),
+            "ov_alone_probe": (
+                sched["both W_QK frozen first"].at("probe_OV2", s),
+                "the same run: W_OV^2 probe at the unfreeze step",
+            ),
+            "qk2_first_acc_gap": (
+                sched["W_QK^1 frozen first"].at("acc", s) - sched["W_QK^2 frozen first"].at("acc", s),
+                "accuracy at the unfreeze step: W_QK^1 frozen first minus W_QK^2 frozen first",
+            ),
+            "qk2_first_t90_gap": (
+                sched["W_QK^2 frozen first"].first_step_reaching("acc")
+                - sched["W_QK^1 frozen first"].first_step_reaching("acc"),
+                "first step with accuracy >= 0.9: W_QK^2 frozen first minus W_QK^1 frozen first",
+            ),
+            **{
+                f"{k}_t90": (
+                    sched[name].first_step_reaching("acc"),
+                    f"{name}: first step with accuracy >= 0.9",
+                )
+                for k, name in (("qk2_first", "W_QK^1 frozen first"), ("qk1_first", "W_QK^2 frozen first"))
+            },
+            "eval_every": (joint.exp.eval_every, "steps between evaluations"),
+            "seconds": (
+                sum(
+                    r.seconds
+                    for r in [
+                        *sched.values(),
+                        *layers.values(),
+                        ffr,
+                        *(r for s_, r in res["seeds"].items() if r is not joint),
+                    ]
+                ),
+                "training time of all runs (s)",
+            ),
+        }
+    )
 
 
 def random_summary(res: dict) -> report.Summary:
@@ -1221,59 +1649,140 @@ def random_summary(res: dict) -> report.Summary:
     ffr, hb = res["ff"], res["head_or_bigram"]
     ps, pg = res["pair_scores"], res["pair_gradient"]
     b10 = b10_values(res["discount_edits"], pg, ps[PAIR_MODELS[0]])
-    return report.Summary({
-        "acc_ff": (ffr.final("acc"), "memories + final linear W_F, fixed triggers: in-context accuracy at the end"),
-        "acc_random": (res["random"].final("acc"), "the same model, random triggers: in-context accuracy at the end"),
-        "hb_k": (res["random"].exp.n_triggers, "random triggers: triggers drawn per sequence"),
-        "hb_steps": (res["random"].exp.steps, "random triggers: training steps"),
-        "hb_positions": (hb["positions"], "random triggers: second and later trigger occurrences measured"),
-        "hb_top": (BIGRAM_TOP, "the bigram's 'top predictions': the trigger's likeliest successors counted"),
-        "hb_acc_off": (hb["acc_off"], f"accuracy where o is not among the trigger's {BIGRAM_TOP} likeliest successors"),
-        "hb_acc_in": (hb["acc_in"], f"accuracy where o is the trigger's 2nd to {BIGRAM_TOP}th likeliest successor"),
-        "hb_top1_off": (hb["top1_off"], "share predicting the trigger's likeliest successor, o not in the top"),
-        "hb_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
-        "hb_top1_ratio": (b10["top1_ratio"], "o in the top over o not in the top"),
-        "hb_attention_in": (hb["attention_in"], "second layer's attention on the keys after earlier q, o in the top"),
-        "hb_attention_off": (hb["attention_off"], "the same, o not in the top"),
-        "hb_acc_first": (hb["bins"][0]["acc"], "accuracy where o is the trigger's likeliest successor"),
-        "hb_head_first": (hb["bins"][0]["head_acc"], "the same positions: the head path alone predicts o"),
-        "hb_attention_first": (hb["bins"][0]["attention"], "the same positions: attention on the keys after q"),
-        "hb_strata_matched": (hb["strata_matched"], "strata (trigger, occurrence bin) with both kinds of positions"),
-        "hb_matched_share": (hb["matched_share"], "share of the top positions in those strata"),
-        "hb_attention_in_matched": (hb["attention_in_matched"], "attention on the keys after earlier q, o in the top, "
-                                                                "within strata"),
-        "hb_attention_off_matched": (hb["attention_off_matched"], "the same, o not in the top, same strata"),
-        "hb_acc_in_matched": (hb["acc_in_matched"], "accuracy, o in the top, within strata"),
-        "hb_acc_off_matched": (hb["acc_off_matched"], "accuracy, o not in the top, weighted to the same strata"),
-        "hb_top1_ratio_matched": (b10["top1_ratio_matched"],
-                                  "share predicting the likeliest successor, in over off, within strata"),
-        **{f"hb_{k}_{side}": (hb[f"{k}_{side}_matched"], f"{MECHANISM[k]}, o {'in' if side == 'in' else 'not in'} "
-                               "the top, within strata") for k in MECHANISM if k != "attention" for side in ("in", "off")},
-        "hb_prev_attention_gap": (b10["prev_attention_gap"],
-                                  "first layer's attention of the keys holding o on q: in minus off, within strata"),
-        "hb_key_score_gap": (b10["key_score_gap"],
-                             "second layer's mean logit of the keys holding o: in minus off, within strata"),
-        "hb_pair_score_gap": (b10["pair_score_gap"], "its token-token part"),
-        "hb_match_score_gap": (b10["match_score_gap"], "its query-token x first-layer part"),
-        "hb_rest_score_gap": (b10["rest_score_gap"], "log-sum-exp of the other keys' logits: in minus off, "
-                                                     "within strata"),
-        **{f"pair_{layer[2:].replace('^', '')}_{m}": (ps[name][layer]["likely_minus_other"],
-                                                      f"{name}, {layer}: token-token logit, y among q's "
-                                                      f"{BIGRAM_TOP} likeliest successors minus another successor")
-           for m, name in zip(("random", "init", "fixed"), PAIR_MODELS) for layer in ("W_QK^1", "W_QK^2")},
-        "pair_discount_weaker": (b10["pair_discount_weaker"],
-                                 "random triggers: the weaker (larger) of the two layers' likely-minus-other"),
-        **{f"pg_{k}_{p.replace('-', '')}": (pg[k][p], f"d(loss per sequence)/d(shift of the logits of {k} keys), "
-                                                       f"{p} positions") for k in KEY_KINDS for p in (*QUERY_PARTS, "net")},
-        **{f"pg_{k}_balance": (pg[k]["balance"], f"share of the triggers' push on {k} keys that the other positions "
-                                                 "undo") for k in KEY_KINDS},
-        "pg_balance_gap": (b10["balance_gap"], "likely keys' balance minus other keys'"),
-        **{f"hb_ratio_{k}": (b10[f"ratio_{k}"], B10_MEASURES[f"ratio_{k}"][1]) for k in DISCOUNT_EDITS
-           if k != "trained"},
-        **{f"hb_{k}": (b10[k], B10_MEASURES[k][1]) for k in ("discount_removed_share", "discount_doubled_growth",
-                                                              "discount_pairwise_share")},
-        "seconds": (res["random"].seconds, "training time of the random-trigger run (s)"),
-    })
+    return report.Summary(
+        {
+            "acc_ff": (
+                ffr.final("acc"),
+                "memories + final linear W_F, fixed triggers: in-context accuracy at the end",
+            ),
+            "acc_random": (
+                res["random"].final("acc"),
+                "the same model, random triggers: in-context accuracy at the end",
+            ),
+            "hb_k": (res["random"].exp.n_triggers, "random triggers: triggers drawn per sequence"),
+            "hb_steps": (res["random"].exp.steps, "random triggers: training steps"),
+            "hb_positions": (
+                hb["positions"],
+                "random triggers: second and later trigger occurrences measured",
+            ),
+            "hb_top": (
+                BIGRAM_TOP,
+                "the bigram's 'top predictions': the trigger's likeliest successors counted",
+            ),
+            "hb_acc_off": (
+                hb["acc_off"],
+                f"accuracy where o is not among the trigger's {BIGRAM_TOP} likeliest successors",
+            ),
+            "hb_acc_in": (
+                hb["acc_in"],
+                f"accuracy where o is the trigger's 2nd to {BIGRAM_TOP}th likeliest successor",
+            ),
+            "hb_top1_off": (
+                hb["top1_off"],
+                "share predicting the trigger's likeliest successor, o not in the top",
+            ),
+            "hb_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
+            "hb_top1_ratio": (b10["top1_ratio"], "o in the top over o not in the top"),
+            "hb_attention_in": (
+                hb["attention_in"],
+                "second layer's attention on the keys after earlier q, o in the top",
+            ),
+            "hb_attention_off": (hb["attention_off"], "the same, o not in the top"),
+            "hb_acc_first": (hb["bins"][0]["acc"], "accuracy where o is the trigger's likeliest successor"),
+            "hb_head_first": (
+                hb["bins"][0]["head_acc"],
+                "the same positions: the head path alone predicts o",
+            ),
+            "hb_attention_first": (
+                hb["bins"][0]["attention"],
+                "the same positions: attention on the keys after q",
+            ),
+            "hb_strata_matched": (
+                hb["strata_matched"],
+                "strata (trigger, occurrence bin) with both kinds of positions",
+            ),
+            "hb_matched_share": (hb["matched_share"], "share of the top positions in those strata"),
+            "hb_attention_in_matched": (
+                hb["attention_in_matched"],
+                "attention on the keys after earlier q, o in the top, within strata",
+            ),
+            "hb_attention_off_matched": (
+                hb["attention_off_matched"],
+                "the same, o not in the top, same strata",
+            ),
+            "hb_acc_in_matched": (hb["acc_in_matched"], "accuracy, o in the top, within strata"),
+            "hb_acc_off_matched": (
+                hb["acc_off_matched"],
+                "accuracy, o not in the top, weighted to the same strata",
+            ),
+            "hb_top1_ratio_matched": (
+                b10["top1_ratio_matched"],
+                "share predicting the likeliest successor, in over off, within strata",
+            ),
+            **{
+                f"hb_{k}_{side}": (
+                    hb[f"{k}_{side}_matched"],
+                    f"{MECHANISM[k]}, o {'in' if side == 'in' else 'not in'} the top, within strata",
+                )
+                for k in MECHANISM
+                if k != "attention"
+                for side in ("in", "off")
+            },
+            "hb_prev_attention_gap": (
+                b10["prev_attention_gap"],
+                "first layer's attention of the keys holding o on q: in minus off, within strata",
+            ),
+            "hb_key_score_gap": (
+                b10["key_score_gap"],
+                "second layer's mean logit of the keys holding o: in minus off, within strata",
+            ),
+            "hb_pair_score_gap": (b10["pair_score_gap"], "its token-token part"),
+            "hb_match_score_gap": (b10["match_score_gap"], "its query-token x first-layer part"),
+            "hb_rest_score_gap": (
+                b10["rest_score_gap"],
+                "log-sum-exp of the other keys' logits: in minus off, within strata",
+            ),
+            **{
+                f"pair_{layer[2:].replace('^', '')}_{m}": (
+                    ps[name][layer]["likely_minus_other"],
+                    f"{name}, {layer}: token-token logit, y among q's "
+                    f"{BIGRAM_TOP} likeliest successors minus another successor",
+                )
+                for m, name in zip(("random", "init", "fixed"), PAIR_MODELS)
+                for layer in ("W_QK^1", "W_QK^2")
+            },
+            "pair_discount_weaker": (
+                b10["pair_discount_weaker"],
+                "random triggers: the weaker (larger) of the two layers' likely-minus-other",
+            ),
+            **{
+                f"pg_{k}_{p.replace('-', '')}": (
+                    pg[k][p],
+                    f"d(loss per sequence)/d(shift of the logits of {k} keys), {p} positions",
+                )
+                for k in KEY_KINDS
+                for p in (*QUERY_PARTS, "net")
+            },
+            **{
+                f"pg_{k}_balance": (
+                    pg[k]["balance"],
+                    f"share of the triggers' push on {k} keys that the other positions undo",
+                )
+                for k in KEY_KINDS
+            },
+            "pg_balance_gap": (b10["balance_gap"], "likely keys' balance minus other keys'"),
+            **{
+                f"hb_ratio_{k}": (b10[f"ratio_{k}"], B10_MEASURES[f"ratio_{k}"][1])
+                for k in DISCOUNT_EDITS
+                if k != "trained"
+            },
+            **{
+                f"hb_{k}": (b10[k], B10_MEASURES[k][1])
+                for k in ("discount_removed_share", "discount_doubled_growth", "discount_pairwise_share")
+            },
+            "seconds": (res["random"].seconds, "training time of the random-trigger run (s)"),
+        }
+    )
 
 
 def schedule_table(res: dict) -> str:
@@ -1281,8 +1790,14 @@ def schedule_table(res: dict) -> str:
     rows = []
     for name, r in res["schedules"].items():
         s = r.exp.unfreeze_at
-        rows.append([name, *(report.format_value(r.at(k, s), 3) for k in ("acc", *PROBES)),
-                     report.format_value(r.final("acc"), 3), report.format_value(r.first_step_reaching("acc"))])
+        rows.append(
+            [
+                name,
+                *(report.format_value(r.at(k, s), 3) for k in ("acc", *PROBES)),
+                report.format_value(r.final("acc"), 3),
+                report.format_value(r.first_step_reaching("acc")),
+            ]
+        )
     head = ["schedule", "acc", "W_OV^2", "W_QK^2", "W_QK^1 early", "W_QK^1", "final acc", "t90(acc)"]
     return report.markdown_table(head, rows)
 
@@ -1336,7 +1851,7 @@ class ThreeStepExperiment(config.Profiled):
     data: str = "uniform"
     loss_on: str = "final_recall"
     order: tuple[str, ...] = STEP_ORDER
-    etas: tuple[float, ...] = tuple(2.0 ** k for k in range(-4, 16))
+    etas: tuple[float, ...] = tuple(2.0**k for k in range(-4, 16))
     second_step_sizes: tuple[float, ...] = ()
     scales: tuple[float, ...] = ()
     n_test: int = 1024
@@ -1361,8 +1876,10 @@ class ThreeStepExperiment(config.Profiled):
         if any(e <= 0 for e in self.scales):
             raise ValueError(f"scales={self.scales} must all be > 0")
         if self.scales and self.embeddings != "orthonormal":
-            raise ValueError(f"scales={self.scales} need embeddings='orthonormal' (the memories' blocks are defined "
-                             f"only there), not {self.embeddings!r}")
+            raise ValueError(
+                f"scales={self.scales} need embeddings='orthonormal' (the memories' blocks are defined "
+                f"only there), not {self.embeddings!r}"
+            )
         if sorted(self.order) != sorted(STEP_ORDER):
             raise ValueError(f"order={self.order} must be an ordering of {STEP_ORDER}")
         if not self.etas or min(self.etas) <= 0:
@@ -1376,8 +1893,14 @@ class ThreeStepExperiment(config.Profiled):
     @classmethod
     def full(cls, **overrides) -> "ThreeStepExperiment":
         """T = 64 with d = 512, and a population of 65536 sequences."""
-        return cls(**{**dict(profile="full", d=512, seq_len=64, batch=65536, chunk=2048, line_batch=8192,
-                             n_test=4096), **overrides})
+        return cls(
+            **{
+                **dict(
+                    profile="full", d=512, seq_len=64, batch=65536, chunk=2048, line_batch=8192, n_test=4096
+                ),
+                **overrides,
+            }
+        )
 
     def task_n(self) -> int:
         return 65 if self.data == "uniform" else InductionExperiment.task_stats_n()
@@ -1386,16 +1909,30 @@ class ThreeStepExperiment(config.Profiled):
         if self.data == "uniform":
             from companion.data.shakespeare import CharStats
 
-            return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="new",
-                              loss_on=self.loss_on, stats=CharStats.uniform(self.task_n()))
+            return RecallTask(
+                seq_len=self.seq_len,
+                alpha=0.0,
+                n_triggers=self.n_triggers,
+                noise="new",
+                loss_on=self.loss_on,
+                stats=CharStats.uniform(self.task_n()),
+            )
         from companion.data.shakespeare import load_char_stats
 
         stats = load_char_stats()
-        return RecallTask(seq_len=self.seq_len, alpha=0.0, n_triggers=self.n_triggers, noise="existing",
-                          loss_on=self.loss_on, stats=stats.independent() if self.data == "shakespeare_iid" else stats)
+        return RecallTask(
+            seq_len=self.seq_len,
+            alpha=0.0,
+            n_triggers=self.n_triggers,
+            noise="existing",
+            loss_on=self.loss_on,
+            stats=stats.independent() if self.data == "shakespeare_iid" else stats,
+        )
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=("none", "none"))
+        return ModelConfig(
+            vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=("none", "none")
+        )
 
     # what the Evaluator reads
     ff = ("none", "none")
@@ -1415,15 +1952,17 @@ def orthonormal_embeddings(model: Transformer, seed: int) -> Transformer:
     """
     V, d = model.W_E.shape
     T = model.P.shape[0]
-    gen = config.torch_generator(config.seed_streams(seed, ["orthonormal-embeddings"])["orthonormal-embeddings"])
+    gen = config.torch_generator(
+        config.seed_streams(seed, ["orthonormal-embeddings"])["orthonormal-embeddings"]
+    )
     # (3V + T, d), orthonormal
     Q = torch.linalg.qr(torch.randn(d, 3 * V + T, generator=gen)).Q.T.to(model.W_E)
-    E, P, U, E_remap = Q[:V], Q[V:V + T], Q[V + T:2 * V + T], Q[2 * V + T:]
+    E, P, U, E_remap = Q[:V], Q[V : V + T], Q[V + T : 2 * V + T], Q[2 * V + T :]
     v1 = model.matrix("W_V^1")
-    gain = v1.norm() / d ** 0.5
+    gain = v1.norm() / d**0.5
     model.W_U.copy_(U * model.W_U.norm(dim=1).mean())
-    model.W_E.copy_(E * d ** 0.5)
-    model.P.copy_(P * d ** 0.5)
+    model.W_E.copy_(E * d**0.5)
+    model.P.copy_(P * d**0.5)
     v1.copy_(gain * E_remap.T @ E)
     return model
 
@@ -1439,8 +1978,9 @@ def _population_loss(model: Transformer, batches) -> torch.Tensor:
 def three_steps(exp: ThreeStepExperiment, progress: bool = True, use_cache: bool = True) -> dict:
     """Run (or load) ``exp``: per step (0 = zero init) the matrix, step size, population loss, in-context
     accuracy on a test batch, and the recall probes."""
-    return cache.load_or_compute("three_steps", exp, lambda: _three_steps(exp, progress), MODULES, fmt="json",
-                                 use_cache=use_cache)
+    return cache.load_or_compute(
+        "three_steps", exp, lambda: _three_steps(exp, progress), MODULES, fmt="json", use_cache=use_cache
+    )
 
 
 def _step_setup(exp: ThreeStepExperiment):
@@ -1457,7 +1997,7 @@ def _step_setup(exp: ThreeStepExperiment):
     task = exp.task()
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["population"])["population"])
     population = [task.sample(rng, min(exp.chunk, exp.batch - i)) for i in range(0, exp.batch, exp.chunk)]
-    return model, task, population, population[:exp.line_batch // exp.chunk]
+    return model, task, population, population[: exp.line_batch // exp.chunk]
 
 
 def _population_gradient(model: Transformer, name: str, population) -> torch.Tensor:
@@ -1465,7 +2005,7 @@ def _population_gradient(model: Transformer, name: str, population) -> torch.Ten
     W = model.matrix(name)
     W.requires_grad_(True)
     try:
-        grad, = torch.autograd.grad(_population_loss(model, population), W)
+        (grad,) = torch.autograd.grad(_population_loss(model, population), W)
     finally:
         W.requires_grad_(False)
     return grad
@@ -1505,8 +2045,9 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
     start = time.perf_counter()
     model, task, population, line = _step_setup(exp)
     evaluate = Evaluator(exp, model, "cpu")
-    bar = tqdm(total=1 + 2 * len(exp.second_step_sizes or (None,)), desc="three gradient steps",
-               disable=not progress)
+    bar = tqdm(
+        total=1 + 2 * len(exp.second_step_sizes or (None,)), desc="three gradient steps", disable=not progress
+    )
 
     def step(i: int, name: str, size: float | None = None) -> dict:
         """One step on ``name``: the line search's size, or ``size``."""
@@ -1516,11 +2057,27 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         bar.update()
         rows_of = {"W_QK^2": qk2_rows, "W_QK^1": qk1_rows}.get(name)
         extra = rows_of(model, task.triggers, task.n) if rows_of else {}
-        return {"step": i, "matrix": name, "grad_norm": norm, "eta": eta, "loss": loss, **evaluate(i), **extra}
+        return {
+            "step": i,
+            "matrix": name,
+            "grad_norm": norm,
+            "eta": eta,
+            "loss": loss,
+            **evaluate(i),
+            **extra,
+        }
 
     with torch.no_grad():
-        rows = [{"step": 0, "matrix": "init", "grad_norm": 0.0, "eta": 0.0,
-                 "loss": _population_loss(model, line).item(), **evaluate(0)}]
+        rows = [
+            {
+                "step": 0,
+                "matrix": "init",
+                "grad_norm": 0.0,
+                "eta": 0.0,
+                "loss": _population_loss(model, line).item(),
+                **evaluate(0),
+            }
+        ]
     rows.append(step(1, exp.order[0]))
     after_first = {n: model.matrix(n).detach().clone() for n in STEP_ORDER}
     sweep, states = [], []
@@ -1540,7 +2097,13 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
     blocks = block_shares(model, task.n) if exp.embeddings == "orthonormal" else {}  # defined only there
     bar.close()
     sweep = sweep if exp.second_step_sizes else []
-    return {"rows": rows, "sweep": sweep, "scales": scales, "blocks": blocks, "seconds": time.perf_counter() - start}
+    return {
+        "rows": rows,
+        "sweep": sweep,
+        "scales": scales,
+        "blocks": blocks,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 # the chapter's scales at which learned and hand-written memories meet
@@ -1555,8 +2118,10 @@ def qk2_rows(model: Transformer, triggers, n_tokens: int) -> dict[str, list[int]
     scores = memory_scores(model, triggers, n_tokens)["W_QK^2"]  # (K, N), q's own key in column q
     own = torch.diagonal(scores)
     order = _key_order(triggers, n_tokens)
-    return {"qk2_rank": (scores >= own[:, None]).sum(1).tolist(),
-            "qk2_winner": [order[j] for j in scores.argmax(1).tolist()]}
+    return {
+        "qk2_rank": (scores >= own[:, None]).sum(1).tolist(),
+        "qk2_winner": [order[j] for j in scores.argmax(1).tolist()],
+    }
 
 
 @torch.no_grad()
@@ -1579,12 +2144,16 @@ def stored_scores(model: Transformer, triggers, n_tokens: int) -> dict[str, floa
     and the output logit W_U(k)^T W_V^2 w_E(k) for W_V^2. With orthogonal embeddings, construct's memories
     score ``scale``, ``scale`` and ``scale`` / 2."""
     scores = memory_scores(model, triggers, n_tokens)
-    return {name: (1.0 if name == "W_V^2" else model.scale) * torch.diagonal(S).mean().item()
-            for name, S in scores.items()}
+    return {
+        name: (1.0 if name == "W_V^2" else model.scale) * torch.diagonal(S).mean().item()
+        for name, S in scores.items()
+    }
 
 
 @torch.no_grad()
-def rescale_memories(model: Transformer, triggers, n_tokens: int, scale: float, names=STEP_ORDER) -> Transformer:
+def rescale_memories(
+    model: Transformer, triggers, n_tokens: int, scale: float, names=STEP_ORDER
+) -> Transformer:
     """Multiply each memory of ``names`` (in place) so that its stored pairs score, on average, what
     :func:`construct`'s do at ``scale`` (:func:`stored_scores`, :data:`PAIR_SCORE`). Only the sizes change, not
     the directions learned.
@@ -1605,8 +2174,12 @@ def rescale_memories(model: Transformer, triggers, n_tokens: int, scale: float, 
     return model
 
 
-MIXES = {"learned": STEP_ORDER, "constructed": (), **{f"learned {n} only": (n,) for n in STEP_ORDER},
-         "learned, own blocks": STEP_ORDER}  # the last: each learned memory projected on its own block first
+MIXES = {
+    "learned": STEP_ORDER,
+    "constructed": (),
+    **{f"learned {n} only": (n,) for n in STEP_ORDER},
+    "learned, own blocks": STEP_ORDER,
+}  # the last: each learned memory projected on its own block first
 
 
 @torch.no_grad()
@@ -1639,20 +2212,31 @@ def block_shares(model: Transformer, n_tokens: int) -> dict[str, dict[str, float
     U x (E, P, R) for W_V^2 (whose output the unembedding reads). The subspaces are orthogonal only for
     orthonormal embeddings; only then do the shares add up to one (less what lies outside them)."""
     basis = _bases(model, n_tokens)
-    return {name: _shares(model.matrix(name), basis, ("U",) if name == "W_V^2" else "EPR", "EPR")
-            for name in STEP_ORDER}
+    return {
+        name: _shares(model.matrix(name), basis, ("U",) if name == "W_V^2" else "EPR", "EPR")
+        for name in STEP_ORDER
+    }
 
 
 FIRST_LAYERS = ("uniform", "previous token")  # the first layer's attention when the step-2 gradient is taken
-STEP2_PARTS = ("stored pairs", "own token", "own position", "triggers from the last position", "everything else")
+STEP2_PARTS = (
+    "stored pairs",
+    "own token",
+    "own position",
+    "triggers from the last position",
+    "everything else",
+)
 
 
 @torch.no_grad()
 def _shares(W: torch.Tensor, basis: dict[str, torch.Tensor], left, right) -> dict[str, float]:
     """The share of W's squared Frobenius norm in each block (a in ``left``) x (b in ``right``) of ``basis``."""
     total = W.pow(2).sum().item()
-    return {f"{a} x {b}": (basis[a].T @ W @ basis[b]).pow(2).sum().item() / total if total else float("nan")
-            for a in left for b in right}
+    return {
+        f"{a} x {b}": (basis[a].T @ W @ basis[b]).pow(2).sum().item() / total if total else float("nan")
+        for a in left
+        for b in right
+    }
 
 
 def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> dict:
@@ -1676,8 +2260,10 @@ def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> di
     """
     check_choice("first_layer", first_layer, FIRST_LAYERS)
     if exp.embeddings != "orthonormal" or exp.order != STEP_ORDER:
-        raise ValueError(f"step2_gradient needs embeddings='orthonormal' and the slide's order {STEP_ORDER}, not "
-                         f"{exp.embeddings!r} and {exp.order}")
+        raise ValueError(
+            f"step2_gradient needs embeddings='orthonormal' and the slide's order {STEP_ORDER}, not "
+            f"{exp.embeddings!r} and {exp.order}"
+        )
     model, task, population = _after_first_step(exp)
     if first_layer == "previous token":
         construct(model, task.triggers, task.n, names=("W_QK^1",))
@@ -1688,22 +2274,34 @@ def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> di
     def unit(X: torch.Tensor) -> torch.Tensor:
         return X / X.norm(dim=1, keepdim=True)
 
-    q, last = unit(model.W_E[trig]), unit(model.P[T - 1:T])
-    entries = {"stored pairs": torch.diagonal(q @ G @ unit(model.W_E[trig] @ model.layers[0].v().T).T),
-               "own token": torch.diagonal(q @ G @ q.T),
-               "own position": torch.cat([(q @ G @ last.T)[:, 0], (last @ G @ last.T)[0]]),
-               "triggers from the last position": (last @ G @ q.T)[0]}
+    q, last = unit(model.W_E[trig]), unit(model.P[T - 1 : T])
+    entries = {
+        "stored pairs": torch.diagonal(q @ G @ unit(model.W_E[trig] @ model.layers[0].v().T).T),
+        "own token": torch.diagonal(q @ G @ q.T),
+        "own position": torch.cat([(q @ G @ last.T)[:, 0], (last @ G @ last.T)[0]]),
+        "triggers from the last position": (last @ G @ q.T)[0],
+    }
     total = G.pow(2).sum().item()
     stored = entries["stored pairs"].mean().item()
-    parts = {k: {"share": v.pow(2).sum().item() / total, "mean / stored": v.mean().item() / stored}
-             for k, v in entries.items()}
-    parts["everything else"] = {"share": 1.0 - sum(p["share"] for p in parts.values()), "mean / stored": float("nan")}
+    parts = {
+        k: {"share": v.pow(2).sum().item() / total, "mean / stored": v.mean().item() / stored}
+        for k, v in entries.items()
+    }
+    parts["everything else"] = {
+        "share": 1.0 - sum(p["share"] for p in parts.values()),
+        "mean / stored": float("nan"),
+    }
     with torch.no_grad():
         model.matrix("W_QK^2").copy_(G)
     mix = "learned W_QK^2 only"
     scales = _compare_scales(model, task, Evaluator(exp, model, "cpu"), exp.scales, {mix: MIXES[mix]})
-    return {"first_layer": first_layer, "stored": stored, "parts": parts, "shares": _shares(G, basis, "EPR", "EPR"),
-            "accuracy": {row["scale"]: row[mix] for row in scales}}
+    return {
+        "first_layer": first_layer,
+        "stored": stored,
+        "parts": parts,
+        "shares": _shares(G, basis, "EPR", "EPR"),
+        "accuracy": {row["scale"]: row[mix] for row in scales},
+    }
 
 
 # keys that hold the query's token or place
@@ -1715,38 +2313,70 @@ def step2_summary(grads: list[dict]) -> report.Summary:
     g = {r["first_layer"]: r for r in grads}
     missing = set(FIRST_LAYERS) - set(g)
     if missing:
-        raise ValueError(f"step2_summary needs a result for each first layer of {FIRST_LAYERS}; missing {sorted(missing)}")
+        raise ValueError(
+            f"step2_summary needs a result for each first layer of {FIRST_LAYERS}; missing {sorted(missing)}"
+        )
     uni, prev = g["uniform"], g["previous token"]
 
     def best(r: dict) -> float:
         return max(r["accuracy"].values()) if r["accuracy"] else float("nan")
 
-    return report.Summary({
-        "g2_self_share": (sum(uni["parts"][p]["share"] for p in SELF_PARTS),
-                          "uniform first layer: share of |G|^2 in the own-token, own-position and trigger-key entries"),
-        "g2_stored_share": (uni["parts"]["stored pairs"]["share"], "uniform first layer: share in the stored pairs"),
-        "g2_own_token": (-uni["parts"]["own token"]["mean / stored"],
-                         "uniform first layer: minus the mean own-token entry over the mean stored entry (how many "
-                         "times as hard a key holding the query's token is pushed down as its own key is pushed up)"),
-        "g2_self_share_prev": (sum(prev["parts"][p]["share"] for p in SELF_PARTS),
-                               "previous-token first layer: share in the same entries"),
-        "g2_stored_share_prev": (prev["parts"]["stored pairs"]["share"],
-                                 "previous-token first layer: share in the stored pairs"),
-        "g2_stored_ratio": (prev["stored"] / uni["stored"],
-                            "mean stored entry, previous-token over uniform first layer"),
-        "g2_best_uniform": (best(uni), "uniform first layer: step 2's W_QK^2 rescaled among hand-written memories, "
-                                       "best accuracy over the scales"),
-        "g2_best_prev": (best(prev), "previous-token first layer: the same"),
-    })
+    return report.Summary(
+        {
+            "g2_self_share": (
+                sum(uni["parts"][p]["share"] for p in SELF_PARTS),
+                "uniform first layer: share of |G|^2 in the own-token, own-position and trigger-key entries",
+            ),
+            "g2_stored_share": (
+                uni["parts"]["stored pairs"]["share"],
+                "uniform first layer: share in the stored pairs",
+            ),
+            "g2_own_token": (
+                -uni["parts"]["own token"]["mean / stored"],
+                "uniform first layer: minus the mean own-token entry over the mean stored entry (how many "
+                "times as hard a key holding the query's token is pushed down as its own key is pushed up)",
+            ),
+            "g2_self_share_prev": (
+                sum(prev["parts"][p]["share"] for p in SELF_PARTS),
+                "previous-token first layer: share in the same entries",
+            ),
+            "g2_stored_share_prev": (
+                prev["parts"]["stored pairs"]["share"],
+                "previous-token first layer: share in the stored pairs",
+            ),
+            "g2_stored_ratio": (
+                prev["stored"] / uni["stored"],
+                "mean stored entry, previous-token over uniform first layer",
+            ),
+            "g2_best_uniform": (
+                best(uni),
+                "uniform first layer: step 2's W_QK^2 rescaled among hand-written memories, "
+                "best accuracy over the scales",
+            ),
+            "g2_best_prev": (best(prev), "previous-token first layer: the same"),
+        }
+    )
 
 
 def step2_table(grads: list[dict]) -> str:
     """Markdown: for each :func:`step2_gradient` result (a column pair), each part's share of |G|^2 and its mean
     entry over the mean stored entry."""
-    head = ["entries (query, key)"] + [f"{c} ({g['first_layer']} first layer)" for g in grads
-                                       for c in ("share of squared norm", "mean / stored")]
-    rows = [[part, *(g["parts"][part][c] if part != "everything else" or c == "share" else "–"
-                     for g in grads for c in ("share", "mean / stored"))] for part in STEP2_PARTS]
+    head = ["entries (query, key)"] + [
+        f"{c} ({g['first_layer']} first layer)"
+        for g in grads
+        for c in ("share of squared norm", "mean / stored")
+    ]
+    rows = [
+        [
+            part,
+            *(
+                g["parts"][part][c] if part != "everything else" or c == "share" else "–"
+                for g in grads
+                for c in ("share", "mean / stored")
+            ),
+        ]
+        for part in STEP2_PARTS
+    ]
     return report.markdown_table(head, rows, digits=3)
 
 
@@ -1755,8 +2385,9 @@ STREAM_PARTS = ("token", "position", "first layer")
 
 
 @torch.no_grad()
-def step2_outer(model: Transformer, population, keep: list | None = None
-                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def step2_outer(
+    model: Transformer, population, keep: list | None = None
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The negative population gradient of W_QK^2 at W_QK^2 = 0, in closed form and split by source.
 
     With W_QK^2 = 0 the last position attends uniformly to the T positions, and for a loss at the last position
@@ -1772,8 +2403,10 @@ def step2_outer(model: Transformer, population, keep: list | None = None
         ValueError: not two attention-only layers, W_QK^2 not zero, or a loss position before the last.
     """
     if len(model.layers) != 2 or any(layer.ff.kind != "none" for layer in model.layers):
-        raise ValueError("step2_outer needs two attention-only layers, got feed-forward kinds "
-                         f"{[layer.ff.kind for layer in model.layers]}")
+        raise ValueError(
+            "step2_outer needs two attention-only layers, got feed-forward kinds "
+            f"{[layer.ff.kind for layer in model.layers]}"
+        )
     if model.matrix("W_QK^2").abs().max() > 0:
         raise ValueError("step2_outer needs W_QK^2 = 0 (uniform attention in layer 2)")
     if any(b.loss_mask[:, :-1].any() for b in population):
@@ -1783,7 +2416,7 @@ def step2_outer(model: Transformer, population, keep: list | None = None
         if keep is not None:
             keep.append((tokens, target, gain, pi))
         w = model.scale / x.shape[1] * (gain - gain.mean(1, keepdim=True))
-        token, position = model.W_E[tokens], model.P[:x.shape[1]].expand_as(x)
+        token, position = model.W_E[tokens], model.P[: x.shape[1]].expand_as(x)
         for a, X in zip(STREAM_PARTS, (token, position, x - token - position)):
             Q[a].append(X[:, -1])
             K[a].append(torch.einsum("nt,ntd->nd", w, X))
@@ -1808,7 +2441,9 @@ KEY_ROLES = ("other", "query's token", "output")  # what a key's token is to its
 
 
 @torch.no_grad()
-def step2_token_weights(model: Transformer, population, query: torch.Tensor, gains: list | None = None) -> dict:
+def step2_token_weights(
+    model: Transformer, population, query: torch.Tensor, gains: list | None = None
+) -> dict:
     """Why the keys' token vectors of step 2 add up coherently: each key's weight b_s - mean b split into the
     mean over the population of the keys with its token and role (:data:`KEY_ROLES`: the query's own token, the
     output, another token) and the rest.
@@ -1823,7 +2458,9 @@ def step2_token_weights(model: Transformer, population, query: torch.Tensor, gai
     """
     _check_query(query, sum(int(b.loss_mask[:, -1].sum()) for b in population))
     if gains is None:
-        gains = [(tokens, target, gain, pi) for tokens, target, _, gain, pi in _step2_gains(model, population)]
+        gains = [
+            (tokens, target, gain, pi) for tokens, target, _, gain, pi in _step2_gains(model, population)
+        ]
     V = model.W_U.shape[0]
     sums, counts, pi_sum, rows, keys = torch.zeros(3 * V), torch.zeros(3 * V), 0.0, [], []
     for tokens, target, gain, pi in gains:
@@ -1842,8 +2479,14 @@ def step2_token_weights(model: Transformer, population, query: torch.Tensor, gai
     whole, from_means = q @ torch.cat(rows), q @ torch.einsum("nt,ntd->nd", m[key], model.W_E[tokens])
     cos = F.cosine_similarity(whole, from_means, dim=1)
     alpha = (model.W_U * (model.layers[1].v() @ model.W_E.T).T).sum(1)
-    return {"m": m.view(3, V), "counts": counts.view(3, V), "alpha": alpha, "pi": pi_sum / len(tokens),
-            "cos": cos.mean().item(), "cos_min": cos.min().item()}
+    return {
+        "m": m.view(3, V),
+        "counts": counts.view(3, V),
+        "alpha": alpha,
+        "pi": pi_sum / len(tokens),
+        "cos": cos.mean().item(),
+        "cos_min": cos.min().item(),
+    }
 
 
 def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
@@ -1860,8 +2503,10 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
         ValueError: an order other than the slide's, or a loss other than ``final_recall``.
     """
     if exp.order != STEP_ORDER or exp.loss_on != "final_recall":
-        raise ValueError(f"step2_probe_parts needs the slide's order {STEP_ORDER} and loss_on='final_recall', not "
-                         f"{exp.order} and {exp.loss_on!r}")
+        raise ValueError(
+            f"step2_probe_parts needs the slide's order {STEP_ORDER} and loss_on='final_recall', not "
+            f"{exp.order} and {exp.loss_on!r}"
+        )
     model, task, population = _after_first_step(exp)
     kept = []
     Q, K = step2_outer(model, population, keep=kept)
@@ -1885,25 +2530,36 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
     unigram = torch.as_tensor(task.stats.unigram, dtype=weights["m"].dtype)
 
     def corr(a: torch.Tensor, b: torch.Tensor) -> float:  # nan when one is constant (uniform data)
-        return float(np.corrcoef(a[:n].numpy(), b[:n].numpy())[0, 1]) if a[:n].std() > 0 and b[:n].std() > 0 \
+        return (
+            float(np.corrcoef(a[:n].numpy(), b[:n].numpy())[0, 1])
+            if a[:n].std() > 0 and b[:n].std() > 0
             else float("nan")
+        )
 
-    return {"probe": _recall(whole), "query": {a: read(sum(S[a, b] for b in STREAM_PARTS)) for a in STREAM_PARTS},
-            "key": {b: read(M) for b, M in key.items()},
-            "without key": {b: _recall(whole - M) for b, M in key.items()},
-            "key tokens": key_coherence(K["token"], query),
-            "token means": {"cos": weights["cos"], "cos_min": weights["cos_min"],
-                            "m_unigram": corr(weights["m"][0], unigram),
-                            "m_predicted": corr(weights["m"][0], -weights["alpha"] * weights["pi"]),
-                            "m_query": float(weights["m"][1][list(task.triggers)].mean()),
-                            "m_other": float(weights["m"][0][list(task.triggers)].mean()),
-                            "alpha_unigram": corr(weights["alpha"], unigram),
-                            "pi_unigram": corr(weights["pi"], unigram)}}
+    return {
+        "probe": _recall(whole),
+        "query": {a: read(sum(S[a, b] for b in STREAM_PARTS)) for a in STREAM_PARTS},
+        "key": {b: read(M) for b, M in key.items()},
+        "without key": {b: _recall(whole - M) for b, M in key.items()},
+        "key tokens": key_coherence(K["token"], query),
+        "token means": {
+            "cos": weights["cos"],
+            "cos_min": weights["cos_min"],
+            "m_unigram": corr(weights["m"][0], unigram),
+            "m_predicted": corr(weights["m"][0], -weights["alpha"] * weights["pi"]),
+            "m_query": float(weights["m"][1][list(task.triggers)].mean()),
+            "m_other": float(weights["m"][0][list(task.triggers)].mean()),
+            "alpha_unigram": corr(weights["alpha"], unigram),
+            "pi_unigram": corr(weights["pi"], unigram),
+        },
+    }
 
 
 def _check_query(query: torch.Tensor, n: int) -> None:
     if query.ndim != 2 or len(query) != n or not (query.sum(1) == 1).all():
-        raise ValueError(f"the query needs exactly one trigger per sequence ({n} sequences); got {query.sum(-1)}")
+        raise ValueError(
+            f"the query needs exactly one trigger per sequence ({n} sequences); got {query.sum(-1)}"
+        )
 
 
 def key_coherence(K: torch.Tensor, query: torch.Tensor) -> dict[str, float]:
@@ -1927,71 +2583,133 @@ def key_coherence(K: torch.Tensor, query: torch.Tensor) -> dict[str, float]:
         C = q.T @ K  # (K, d)
         own = q.T @ K.pow(2).sum(1)  # (K,): sum of ||K_n||^2 per trigger
         shared = C.sum(0) / C.sum(0).norm()
-        return {"coherence": (C.pow(2).sum(1) / own).mean().item(),
-                "shared": ((C @ shared) ** 2 / C.pow(2).sum(1)).mean().item(),
-                "sequences": q.sum(0).min().item()}
+        return {
+            "coherence": (C.pow(2).sum(1) / own).mean().item(),
+            "shared": ((C @ shared) ** 2 / C.pow(2).sum(1)).mean().item(),
+            "sequences": q.sum(0).min().item(),
+        }
 
 
-GAUSSIAN_RUNS = ("slide order, Gaussian", "slide order, Gaussian, Shakespeare",
-                 "slide order, Gaussian, Shakespeare i.i.d.")  # the chapter's runs with random embeddings
+GAUSSIAN_RUNS = (
+    "slide order, Gaussian",
+    "slide order, Gaussian, Shakespeare",
+    "slide order, Gaussian, Shakespeare i.i.d.",
+)  # the chapter's runs with random embeddings
 
 
 def step2_probe_summary(parts: dict[str, dict]) -> report.Summary:
     """The claim values of :func:`step2_probe_parts` over the chapter's :data:`GAUSSIAN_RUNS` (keyed by run name)."""
     missing = set(GAUSSIAN_RUNS) - set(parts)
     if missing:
-        raise ValueError(f"step2_probe_summary needs a result for each of {GAUSSIAN_RUNS}; missing {sorted(missing)}")
+        raise ValueError(
+            f"step2_probe_summary needs a result for each of {GAUSSIAN_RUNS}; missing {sorted(missing)}"
+        )
     uni, iid = parts[GAUSSIAN_RUNS[0]], parts[GAUSSIAN_RUNS[2]]
 
     def ratio(r: dict, side: str, part: str, over: str) -> float:
         return r[side][part]["spread"] / r[side][over]["spread"]
 
-    return report.Summary({
-        "g2p_first_layer_min": (min(parts[n]["key"]["first layer"]["probe"] for n in GAUSSIAN_RUNS),
-                                "Gaussian runs: the probe's part from the keys' first-layer output (the remapped "
-                                "tokens) alone, smallest recall over the three runs"),
-        "g2p_context_max": (max(ratio(parts[n], "query", "first layer", "token") for n in GAUSSIAN_RUNS),
-                            "Gaussian runs: spread of the part from what the first layer adds to the query over "
-                            "that of the part from the query's token, largest over the three runs"),
-        "g2p_token_iid": (ratio(iid, "key", "token", "first layer"), "Shakespeare's frequencies i.i.d.: spread "
-                          "of the part from the keys' token embeddings over that of their first-layer output"),
-        "g2p_position_iid": (ratio(iid, "key", "position", "first layer"), "the same for the keys' positions"),
-        "g2p_token_uniform": (ratio(uni, "key", "token", "first layer"), "uniform data: keys' tokens over their "
-                              "first-layer output"),
-        "g2p_position_uniform": (ratio(uni, "key", "position", "first layer"), "uniform data: keys' positions "
-                                 "over their first-layer output"),
-        "g2p_without_token_iid": (iid["without key"]["token"], "Shakespeare's frequencies i.i.d.: recall of the "
-                                  "whole probe less the keys' token part"),
-        "g2p_without_position_iid": (iid["without key"]["position"], "the same less the keys' position part"),
-        "g2p_coherence_uniform": (uni["key tokens"]["coherence"], "uniform data: how coherently the keys' token "
-                                  "vectors of one trigger's sequences add (1: as independent ones of mean zero)"),
-        "g2p_coherence_iid": (iid["key tokens"]["coherence"], "Shakespeare's frequencies i.i.d.: the same"),
-        "g2p_shared_uniform": (uni["key tokens"]["shared"], "uniform data: share of each trigger's keys' token "
-                               "part along the direction common to all triggers"),
-        "g2p_shared_iid": (iid["key tokens"]["shared"], "Shakespeare's frequencies i.i.d.: the same"),
-        "g2p_sequences_min": (min(parts[n]["key tokens"]["sequences"] for n in GAUSSIAN_RUNS),
-                              "the fewest sequences in one trigger's row, over the three runs"),
-        "g2p_coherence_ratio": (iid["key tokens"]["coherence"] / uni["key tokens"]["coherence"],
-                                "coherence of the keys' token vectors, Shakespeare's frequencies i.i.d. over uniform"),
-        "g2p_means_cos_iid": (iid["token means"]["cos_min"], "Shakespeare's frequencies i.i.d.: cosine between a "
-                              "trigger's keys' token part and the same with each key's weight replaced by its "
-                              "token's mean, smallest over triggers"),
-        "g2p_means_cos_uniform": (uni["token means"]["cos"], "uniform data: the same, mean over triggers"),
-        "g2p_means_cos_iid_mean": (iid["token means"]["cos"], "Shakespeare's frequencies i.i.d.: the same, mean"),
-        "g2p_weight_unigram_iid": (iid["token means"]["m_unigram"], "Shakespeare's frequencies i.i.d.: correlation "
-                                   "over tokens of the mean weight of keys holding the token (not as the query's token "
-                                   "or the output) with its frequency"),
-        "g2p_weight_predicted_iid": (iid["token means"]["m_predicted"], "the same with -alpha_j pi_j"),
-        "g2p_weight_predicted_uniform": (uni["token means"]["m_predicted"], "uniform data: the same"),
-        "g2p_weight_query_iid": (iid["token means"]["m_query"], "Shakespeare's frequencies i.i.d.: mean weight of "
-                                 "keys holding the query's own trigger, mean over the triggers"),
-        "g2p_weight_trigger_other_iid": (iid["token means"]["m_other"], "the same run: mean weight of keys holding a "
-                                         "trigger character that is not the query"),
-        "g2p_alpha_unigram_iid": (iid["token means"]["alpha_unigram"], "the same run: correlation of step 1's "
-                                  "memory strength alpha_j with the frequency"),
-        "g2p_pi_unigram_iid": (iid["token means"]["pi_unigram"], "the same run: correlation of the mean predicted "
-                               "probability pi_j with the frequency"),
-    })
+    return report.Summary(
+        {
+            "g2p_first_layer_min": (
+                min(parts[n]["key"]["first layer"]["probe"] for n in GAUSSIAN_RUNS),
+                "Gaussian runs: the probe's part from the keys' first-layer output (the remapped "
+                "tokens) alone, smallest recall over the three runs",
+            ),
+            "g2p_context_max": (
+                max(ratio(parts[n], "query", "first layer", "token") for n in GAUSSIAN_RUNS),
+                "Gaussian runs: spread of the part from what the first layer adds to the query over "
+                "that of the part from the query's token, largest over the three runs",
+            ),
+            "g2p_token_iid": (
+                ratio(iid, "key", "token", "first layer"),
+                "Shakespeare's frequencies i.i.d.: spread "
+                "of the part from the keys' token embeddings over that of their first-layer output",
+            ),
+            "g2p_position_iid": (
+                ratio(iid, "key", "position", "first layer"),
+                "the same for the keys' positions",
+            ),
+            "g2p_token_uniform": (
+                ratio(uni, "key", "token", "first layer"),
+                "uniform data: keys' tokens over their first-layer output",
+            ),
+            "g2p_position_uniform": (
+                ratio(uni, "key", "position", "first layer"),
+                "uniform data: keys' positions over their first-layer output",
+            ),
+            "g2p_without_token_iid": (
+                iid["without key"]["token"],
+                "Shakespeare's frequencies i.i.d.: recall of the whole probe less the keys' token part",
+            ),
+            "g2p_without_position_iid": (
+                iid["without key"]["position"],
+                "the same less the keys' position part",
+            ),
+            "g2p_coherence_uniform": (
+                uni["key tokens"]["coherence"],
+                "uniform data: how coherently the keys' token "
+                "vectors of one trigger's sequences add (1: as independent ones of mean zero)",
+            ),
+            "g2p_coherence_iid": (
+                iid["key tokens"]["coherence"],
+                "Shakespeare's frequencies i.i.d.: the same",
+            ),
+            "g2p_shared_uniform": (
+                uni["key tokens"]["shared"],
+                "uniform data: share of each trigger's keys' token "
+                "part along the direction common to all triggers",
+            ),
+            "g2p_shared_iid": (iid["key tokens"]["shared"], "Shakespeare's frequencies i.i.d.: the same"),
+            "g2p_sequences_min": (
+                min(parts[n]["key tokens"]["sequences"] for n in GAUSSIAN_RUNS),
+                "the fewest sequences in one trigger's row, over the three runs",
+            ),
+            "g2p_coherence_ratio": (
+                iid["key tokens"]["coherence"] / uni["key tokens"]["coherence"],
+                "coherence of the keys' token vectors, Shakespeare's frequencies i.i.d. over uniform",
+            ),
+            "g2p_means_cos_iid": (
+                iid["token means"]["cos_min"],
+                "Shakespeare's frequencies i.i.d.: cosine between a "
+                "trigger's keys' token part and the same with each key's weight replaced by its "
+                "token's mean, smallest over triggers",
+            ),
+            "g2p_means_cos_uniform": (
+                uni["token means"]["cos"],
+                "uniform data: the same, mean over triggers",
+            ),
+            "g2p_means_cos_iid_mean": (
+                iid["token means"]["cos"],
+                "Shakespeare's frequencies i.i.d.: the same, mean",
+            ),
+            "g2p_weight_unigram_iid": (
+                iid["token means"]["m_unigram"],
+                "Shakespeare's frequencies i.i.d.: correlation "
+                "over tokens of the mean weight of keys holding the token (not as the query's token "
+                "or the output) with its frequency",
+            ),
+            "g2p_weight_predicted_iid": (iid["token means"]["m_predicted"], "the same with -alpha_j pi_j"),
+            "g2p_weight_predicted_uniform": (uni["token means"]["m_predicted"], "uniform data: the same"),
+            "g2p_weight_query_iid": (
+                iid["token means"]["m_query"],
+                "Shakespeare's frequencies i.i.d.: mean weight of "
+                "keys holding the query's own trigger, mean over the triggers",
+            ),
+            "g2p_weight_trigger_other_iid": (
+                iid["token means"]["m_other"],
+                "the same run: mean weight of keys holding a trigger character that is not the query",
+            ),
+            "g2p_alpha_unigram_iid": (
+                iid["token means"]["alpha_unigram"],
+                "the same run: correlation of step 1's memory strength alpha_j with the frequency",
+            ),
+            "g2p_pi_unigram_iid": (
+                iid["token means"]["pi_unigram"],
+                "the same run: correlation of the mean predicted probability pi_j with the frequency",
+            ),
+        }
+    )
 
 
 def step2_probe_table(parts: dict[str, dict]) -> str:
@@ -1999,8 +2717,14 @@ def step2_probe_table(parts: dict[str, dict]) -> str:
     each part of the query and of the keys, the recall of that part alone and its spread."""
     head = ["scores from"] + [f"{c} ({n})" for n in parts for c in ("recall", "spread")]
     rows = [["the whole probe", *(x for r in parts.values() for x in (r["probe"], "–"))]]
-    rows += [[f"{side}: {part}", *(x for r in parts.values() for x in (r[side][part]["probe"], r[side][part]["spread"]))]
-             for side in ("query", "key") for part in STREAM_PARTS]
+    rows += [
+        [
+            f"{side}: {part}",
+            *(x for r in parts.values() for x in (r[side][part]["probe"], r[side][part]["spread"])),
+        ]
+        for side in ("query", "key")
+        for part in STREAM_PARTS
+    ]
     return report.markdown_table(head, rows, digits=3)
 
 
@@ -2028,9 +2752,11 @@ def step3_row_paths(exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0)) 
             ``final_recall``, an order other than the slide's, or a run whose step 2 size is swept.
     """
     if exp.order != STEP_ORDER or exp.loss_on != "final_recall" or exp.second_step_sizes:
-        raise ValueError(f"step3_row_paths needs the slide's order {STEP_ORDER}, loss_on='final_recall' and a "
-                         f"line-searched step 2, not {exp.order}, {exp.loss_on!r} and second_step_sizes="
-                         f"{exp.second_step_sizes}")
+        raise ValueError(
+            f"step3_row_paths needs the slide's order {STEP_ORDER}, loss_on='final_recall' and a "
+            f"line-searched step 2, not {exp.order}, {exp.loss_on!r} and second_step_sizes="
+            f"{exp.second_step_sizes}"
+        )
     check_int("row", row, low=1, high=exp.seq_len - 2)
     factors = tuple(float(f) for f in factors)
     if not factors or min(factors) <= 0:
@@ -2041,14 +2767,22 @@ def step3_row_paths(exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0)) 
     with torch.no_grad():
         n_tok = task.n
         tokens = model.W_E[:n_tok]
-        own = {name: torch.diagonal(model.W_U[:n_tok] @ model.matrix(STEP_ORDER[0]) @ X.T).mean().item()
-               for name, X in (("token", tokens), ("remapped", tokens @ model.layers[0].v().T))}
+        own = {
+            name: torch.diagonal(model.W_U[:n_tok] @ model.matrix(STEP_ORDER[0]) @ X.T).mean().item()
+            for name, X in (("token", tokens), ("remapped", tokens @ model.layers[0].v().T))
+        }
     _, size = _gradient_step(model, STEP_ORDER[1], population, line, exp.etas)
     step2 = model.matrix(STEP_ORDER[1]).detach().clone()
     layer, T = model.layers[1], exp.seq_len
-    out = {"row": row, "step2_size": size, "factors": list(factors), "trigger_share": 0.0,
-           "ov_remapped": own["remapped"] / own["token"],
-           **{p: [] for p in STEP3_PATHS}, "trigger": {p: [] for p in STEP3_PATHS}}
+    out = {
+        "row": row,
+        "step2_size": size,
+        "factors": list(factors),
+        "trigger_share": 0.0,
+        "ov_remapped": own["remapped"] / own["token"],
+        **{p: [] for p in STEP3_PATHS},
+        "trigger": {p: [] for p in STEP3_PATHS},
+    }
     for f in factors:
         sums = {p: 0.0 for p in STEP3_PATHS}
         case = {p: 0.0 for p in STEP3_PATHS}
@@ -2064,11 +2798,17 @@ def step3_row_paths(exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0)) 
 
             def loss(keys, values):
                 attn = torch.softmax((query @ layer.qk()) @ keys.transpose(1, 2) * model.scale, dim=-1)
-                return F.cross_entropy(model.unembed((query + attn @ (values @ layer.v().T))[:, 0]), target,
-                                       reduction="sum")
+                return F.cross_entropy(
+                    model.unembed((query + attn @ (values @ layer.v().T))[:, 0]), target, reduction="sum"
+                )
 
-            grads = dict(zip(STEP3_PATHS, torch.autograd.grad(loss(u, u.detach()), bias, retain_graph=True)
-                             + torch.autograd.grad(loss(u.detach(), u), bias)))
+            grads = dict(
+                zip(
+                    STEP3_PATHS,
+                    torch.autograd.grad(loss(u, u.detach()), bias, retain_graph=True)
+                    + torch.autograd.grad(loss(u.detach(), u), bias),
+                )
+            )
             first = torch.as_tensor(b.inputs[:, row - 1] == b.inputs[:, -1])[keep]
             for p, g in grads.items():
                 entry = -g[keep][:, row, row - 1]
@@ -2089,26 +2829,48 @@ def step3_row_summary(paths: dict) -> report.Summary:
         raise ValueError(f"step3_row_summary needs factors 1 and 2 (the run's step 2 and twice it), got {f}")
     one, two = f.index(1.0), f.index(2.0)
     key, value = paths["key"][one], paths["value"][one]
-    return report.Summary({
-        "s3r_row": (paths["row"], "the probe row read"),
-        "s3r_size": (paths["step2_size"], "step 2's size, line-searched"),
-        "s3r_key": (key, "previous-position entry of the step-3 logit gradient, through layer 2's keys"),
-        "s3r_value": (value, "the same, through layer 2's values"),
-        "s3r_total": (key + value, "the whole entry (the probe recalls the row when > 0)"),
-        "s3r_value_over_key": (-value / key, "minus the value path over the key path (> 1: the values win)"),
-        "s3r_trigger_share": (paths["trigger_share"], "share of the loss sequences whose token before the row's "
-                                                      "position is the final trigger"),
-        "s3r_value_trigger": (paths["trigger"]["value"][one] / value, "share of the value path that comes from "
-                                                                       "those sequences"),
-        "s3r_key_trigger": (paths["trigger"]["key"][one] / key, "share of the key path from those sequences"),
-        "s3r_total_double": (paths["key"][two] + paths["value"][two], "the whole entry with step 2 twice as large"),
-        "s3r_key_double": (paths["key"][two] / key, "the key path with step 2 twice as large, over the run's"),
-        "s3r_ov_remapped": (paths["ov_remapped"], "step 1's W_V^2: own-unembedding score of a remapped token over "
-                                                  "that of the token itself"),
-    })
+    return report.Summary(
+        {
+            "s3r_row": (paths["row"], "the probe row read"),
+            "s3r_size": (paths["step2_size"], "step 2's size, line-searched"),
+            "s3r_key": (key, "previous-position entry of the step-3 logit gradient, through layer 2's keys"),
+            "s3r_value": (value, "the same, through layer 2's values"),
+            "s3r_total": (key + value, "the whole entry (the probe recalls the row when > 0)"),
+            "s3r_value_over_key": (
+                -value / key,
+                "minus the value path over the key path (> 1: the values win)",
+            ),
+            "s3r_trigger_share": (
+                paths["trigger_share"],
+                "share of the loss sequences whose token before the row's position is the final trigger",
+            ),
+            "s3r_value_trigger": (
+                paths["trigger"]["value"][one] / value,
+                "share of the value path that comes from those sequences",
+            ),
+            "s3r_key_trigger": (
+                paths["trigger"]["key"][one] / key,
+                "share of the key path from those sequences",
+            ),
+            "s3r_total_double": (
+                paths["key"][two] + paths["value"][two],
+                "the whole entry with step 2 twice as large",
+            ),
+            "s3r_key_double": (
+                paths["key"][two] / key,
+                "the key path with step 2 twice as large, over the run's",
+            ),
+            "s3r_ov_remapped": (
+                paths["ov_remapped"],
+                "step 1's W_V^2: own-unembedding score of a remapped token over that of the token itself",
+            ),
+        }
+    )
 
 
-def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, scales, mixes=None) -> list[dict]:
+def _compare_scales(
+    model: Transformer, task: RecallTask, evaluate: Evaluator, scales, mixes=None
+) -> list[dict]:
     """The in-context accuracy, at each of ``scales``, of each mix of ``mixes`` (default :data:`MIXES`): the memories it
     names learned and rescaled (:func:`rescale_memories`), the others :func:`construct`'s, on the same
     embeddings ("learned": all three learned, "constructed": none). NaN when a learned memory has nothing to
@@ -2131,8 +2893,13 @@ def _compare_scales(model: Transformer, task: RecallTask, evaluate: Evaluator, s
         return acc
 
     mixes = MIXES if mixes is None else mixes
-    return [{"scale": scale, **{mix: accuracy(scale, names, mix.endswith("blocks")) for mix, names in mixes.items()}}
-            for scale in scales]
+    return [
+        {
+            "scale": scale,
+            **{mix: accuracy(scale, names, mix.endswith("blocks")) for mix, names in mixes.items()},
+        }
+        for scale in scales
+    ]
 
 
 SECOND_SIZES = (1.0, 4.0, 16.0)
@@ -2148,16 +2915,21 @@ def three_step_runs(profile: str | None = None) -> dict[str, ThreeStepExperiment
     again with :data:`POPULATION_FACTOR` times the population."""
     sweep = dict(second_step_sizes=SECOND_SIZES)
     big = POPULATION_FACTOR * ThreeStepExperiment.for_profile(profile).batch
-    return {"slide order, orthonormal": ThreeStepExperiment.for_profile(profile, scales=RESCALE, **sweep),
-            "reverse order, orthonormal": ThreeStepExperiment.for_profile(profile, order=STEP_ORDER[::-1]),
-            "slide order, Gaussian": ThreeStepExperiment.for_profile(profile, embeddings="gaussian", **sweep),
-            "slide order, Gaussian, Shakespeare": ThreeStepExperiment.for_profile(
-                profile, embeddings="gaussian", data="shakespeare", **sweep),
-            "slide order, orthonormal, Shakespeare": ThreeStepExperiment.for_profile(profile, data="shakespeare"),
-            "slide order, Gaussian, Shakespeare i.i.d.": ThreeStepExperiment.for_profile(
-                profile, embeddings="gaussian", data="shakespeare_iid"),
-            f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population": ThreeStepExperiment.for_profile(
-                profile, data="shakespeare", batch=big)}
+    return {
+        "slide order, orthonormal": ThreeStepExperiment.for_profile(profile, scales=RESCALE, **sweep),
+        "reverse order, orthonormal": ThreeStepExperiment.for_profile(profile, order=STEP_ORDER[::-1]),
+        "slide order, Gaussian": ThreeStepExperiment.for_profile(profile, embeddings="gaussian", **sweep),
+        "slide order, Gaussian, Shakespeare": ThreeStepExperiment.for_profile(
+            profile, embeddings="gaussian", data="shakespeare", **sweep
+        ),
+        "slide order, orthonormal, Shakespeare": ThreeStepExperiment.for_profile(profile, data="shakespeare"),
+        "slide order, Gaussian, Shakespeare i.i.d.": ThreeStepExperiment.for_profile(
+            profile, embeddings="gaussian", data="shakespeare_iid"
+        ),
+        f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population": ThreeStepExperiment.for_profile(
+            profile, data="shakespeare", batch=big
+        ),
+    }
 
 
 def three_step_table(results: dict[str, dict]) -> str:
@@ -2165,61 +2937,118 @@ def three_step_table(results: dict[str, dict]) -> str:
     rows = []
     for run_name, res in results.items():
         for r in res["rows"]:
-            rows.append([run_name if r["step"] == 0 else "", r["step"], r["matrix"], report.format_value(r["eta"]),
-                         *(report.format_value(r[k], 3) for k in ("loss", "acc", *STEP_PROBE.values()))])
-    head = ["run", "step", "matrix stepped", "step size", "population loss", "in-context acc", "W_OV^2 probe",
-            "W_QK^2 probe", "W_QK^1 probe"]
+            rows.append(
+                [
+                    run_name if r["step"] == 0 else "",
+                    r["step"],
+                    r["matrix"],
+                    report.format_value(r["eta"]),
+                    *(report.format_value(r[k], 3) for k in ("loss", "acc", *STEP_PROBE.values())),
+                ]
+            )
+    head = [
+        "run",
+        "step",
+        "matrix stepped",
+        "step size",
+        "population loss",
+        "in-context acc",
+        "W_OV^2 probe",
+        "W_QK^2 probe",
+        "W_QK^1 probe",
+    ]
     return report.markdown_table(head, rows)
 
 
 def three_step_summary(results: dict[str, dict]) -> report.Summary:
     """The claim values of the three-step section (ids ``ih.three_steps_*``)."""
     main, rev = results["slide order, orthonormal"], results["reverse order, orthonormal"]["rows"]
-    gauss, text = results["slide order, Gaussian"]["rows"], results["slide order, Gaussian, Shakespeare"]["rows"]
+    gauss, text = (
+        results["slide order, Gaussian"]["rows"],
+        results["slide order, Gaussian, Shakespeare"]["rows"],
+    )
     rows = main["rows"]
     after = {r["matrix"]: r for r in rows[1:]}
     sizes = [s["second_size"] for s in main["sweep"]]
     qk1 = [s["third"]["probe_QK1"] for s in main["sweep"]]
-    return report.Summary({
-        "ov_after_step1": (after["W_V^2"]["probe_OV2"], "slide order: W_OV^2 probe after step 1 (W_OV^2)"),
-        "qk2_after_step2": (after["W_QK^2"]["probe_QK2_all"], "W_QK^2 probe (N-way) after step 2 (W_QK^2)"),
-        "qk1_after_step3": (after["W_QK^1"]["probe_QK1"], "W_QK^1 probe after step 3 (W_QK^1)"),
-        "min_after_three": (min(rows[-1][p] for p in STEP_PROBE.values()),
-                            "slide order: the smallest of the three probes after the three steps"),
-        "second_size": (after["W_QK^2"]["eta"], "the size of step 2 chosen by the loss after step 3"),
-        "qk1_smallest_size": (qk1[int(np.argmin(sizes))], "W_QK^1 probe after step 3 with the smallest step 2"),
-        "qk1_largest_size": (qk1[int(np.argmax(sizes))], "W_QK^1 probe after step 3 with the largest step 2"),
-        "acc_init": (rows[0]["acc"], "slide order: in-context accuracy at zero init"),
-        "acc_after_three": (rows[-1]["acc"], "the same after the three steps"),
-        "reverse_grad_qk": (max(r["grad_norm"] for r in rev[1:3]),
-                            "reverse order: the larger gradient norm of its steps 1 and 2 (W_QK^1, W_QK^2)"),
-        "reverse_min_after_three": (min(rev[-1][p] for p in STEP_PROBE.values()),
-                                    "reverse order: the smallest probe after the three steps"),
-        "gauss_ov": (gauss[1]["probe_OV2"], "Gaussian embeddings: W_OV^2 probe after step 1"),
-        "gauss_qk2": (gauss[2]["probe_QK2_all"], "Gaussian embeddings: W_QK^2 probe after step 2"),
-        "gauss_qk1": (gauss[3]["probe_QK1"], "Gaussian embeddings: W_QK^1 probe after step 3"),
-        "text_ov": (text[1]["probe_OV2"], "Gaussian, Shakespeare bigram: W_OV^2 probe after step 1"),
-        "text_qk2": (text[2]["probe_QK2_all"], "the same: W_QK^2 probe after step 2"),
-        "text_qk1": (text[3]["probe_QK1"], "the same: W_QK^1 probe after step 3"),
-        **_scale_summary(main),
-        "text_ortho_qk2": (results["slide order, orthonormal, Shakespeare"]["rows"][2]["probe_QK2_all"],
-                           "orthonormal embeddings, Shakespeare bigram: W_QK^2 probe after step 2"),
-        "iid_qk2": (results["slide order, Gaussian, Shakespeare i.i.d."]["rows"][2]["probe_QK2_all"],
-                    "Gaussian, Shakespeare's frequencies drawn independently: W_QK^2 probe after step 2"),
-        "text_ortho_qk1": (results["slide order, orthonormal, Shakespeare"]["rows"][3]["probe_QK1"],
-                           "orthonormal embeddings, Shakespeare bigram: W_QK^1 probe after step 3"),
-        "population_factor": (POPULATION_FACTOR, "the population-size control's factor"),
-        "text_ortho_qk1_big": (results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"][
-            "rows"][3]["probe_QK1"], f"the same with {POPULATION_FACTOR}x the population: W_QK^1 probe after step 3"),
-        "text_ortho_step2_size": (results["slide order, orthonormal, Shakespeare"]["rows"][2]["eta"],
-                                  "orthonormal embeddings, Shakespeare bigram: step 2's size (line-searched)"),
-        "text_ortho_step2_size_big": (results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"][
-            "rows"][2]["eta"], f"the same with {POPULATION_FACTOR}x the population"),
-        "text_ortho_row1_recalled": (float(1 not in dict(qk1_misses(results["slide order, orthonormal, Shakespeare"]))),
-                                     "orthonormal embeddings, Shakespeare bigram: 1 if the W_QK^1 probe recalls row 1 "
-                                     "after step 3"),
-        "seconds": (sum(r["seconds"] for r in results.values()), f"time of the {len(results)} runs (s)"),
-    })
+    return report.Summary(
+        {
+            "ov_after_step1": (
+                after["W_V^2"]["probe_OV2"],
+                "slide order: W_OV^2 probe after step 1 (W_OV^2)",
+            ),
+            "qk2_after_step2": (
+                after["W_QK^2"]["probe_QK2_all"],
+                "W_QK^2 probe (N-way) after step 2 (W_QK^2)",
+            ),
+            "qk1_after_step3": (after["W_QK^1"]["probe_QK1"], "W_QK^1 probe after step 3 (W_QK^1)"),
+            "min_after_three": (
+                min(rows[-1][p] for p in STEP_PROBE.values()),
+                "slide order: the smallest of the three probes after the three steps",
+            ),
+            "second_size": (after["W_QK^2"]["eta"], "the size of step 2 chosen by the loss after step 3"),
+            "qk1_smallest_size": (
+                qk1[int(np.argmin(sizes))],
+                "W_QK^1 probe after step 3 with the smallest step 2",
+            ),
+            "qk1_largest_size": (
+                qk1[int(np.argmax(sizes))],
+                "W_QK^1 probe after step 3 with the largest step 2",
+            ),
+            "acc_init": (rows[0]["acc"], "slide order: in-context accuracy at zero init"),
+            "acc_after_three": (rows[-1]["acc"], "the same after the three steps"),
+            "reverse_grad_qk": (
+                max(r["grad_norm"] for r in rev[1:3]),
+                "reverse order: the larger gradient norm of its steps 1 and 2 (W_QK^1, W_QK^2)",
+            ),
+            "reverse_min_after_three": (
+                min(rev[-1][p] for p in STEP_PROBE.values()),
+                "reverse order: the smallest probe after the three steps",
+            ),
+            "gauss_ov": (gauss[1]["probe_OV2"], "Gaussian embeddings: W_OV^2 probe after step 1"),
+            "gauss_qk2": (gauss[2]["probe_QK2_all"], "Gaussian embeddings: W_QK^2 probe after step 2"),
+            "gauss_qk1": (gauss[3]["probe_QK1"], "Gaussian embeddings: W_QK^1 probe after step 3"),
+            "text_ov": (text[1]["probe_OV2"], "Gaussian, Shakespeare bigram: W_OV^2 probe after step 1"),
+            "text_qk2": (text[2]["probe_QK2_all"], "the same: W_QK^2 probe after step 2"),
+            "text_qk1": (text[3]["probe_QK1"], "the same: W_QK^1 probe after step 3"),
+            **_scale_summary(main),
+            "text_ortho_qk2": (
+                results["slide order, orthonormal, Shakespeare"]["rows"][2]["probe_QK2_all"],
+                "orthonormal embeddings, Shakespeare bigram: W_QK^2 probe after step 2",
+            ),
+            "iid_qk2": (
+                results["slide order, Gaussian, Shakespeare i.i.d."]["rows"][2]["probe_QK2_all"],
+                "Gaussian, Shakespeare's frequencies drawn independently: W_QK^2 probe after step 2",
+            ),
+            "text_ortho_qk1": (
+                results["slide order, orthonormal, Shakespeare"]["rows"][3]["probe_QK1"],
+                "orthonormal embeddings, Shakespeare bigram: W_QK^1 probe after step 3",
+            ),
+            "population_factor": (POPULATION_FACTOR, "the population-size control's factor"),
+            "text_ortho_qk1_big": (
+                results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"]["rows"][3][
+                    "probe_QK1"
+                ],
+                f"the same with {POPULATION_FACTOR}x the population: W_QK^1 probe after step 3",
+            ),
+            "text_ortho_step2_size": (
+                results["slide order, orthonormal, Shakespeare"]["rows"][2]["eta"],
+                "orthonormal embeddings, Shakespeare bigram: step 2's size (line-searched)",
+            ),
+            "text_ortho_step2_size_big": (
+                results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"]["rows"][2][
+                    "eta"
+                ],
+                f"the same with {POPULATION_FACTOR}x the population",
+            ),
+            "text_ortho_row1_recalled": (
+                float(1 not in dict(qk1_misses(results["slide order, orthonormal, Shakespeare"]))),
+                "orthonormal embeddings, Shakespeare bigram: 1 if the W_QK^1 probe recalls row 1 "
+                "after step 3",
+            ),
+            "seconds": (sum(r["seconds"] for r in results.values()), f"time of the {len(results)} runs (s)"),
+        }
+    )
 
 
 def _scale_summary(res: dict) -> dict:
@@ -2234,27 +3063,45 @@ def _scale_summary(res: dict) -> dict:
 
     shares = res["blocks"]
     return {
-        "rescaled_best": (best("learned"), "the three learned memories rescaled as a whole: best in-context "
-                                           "accuracy over the scales"),
+        "rescaled_best": (
+            best("learned"),
+            "the three learned memories rescaled as a whole: best in-context accuracy over the scales",
+        ),
         "rescaled_best_scale": (at_best("learned"), "the scale at which it is reached"),
-        "constructed_best": (best("constructed"), "the hand-written memories: best accuracy over the same scales"),
-        **{f"single_{key}_best": (best(f"learned {name} only"), f"learned {name} alone (the other two hand-written): "
-                                                                f"best accuracy over the scales")
-           for key, name in (("ov", "W_V^2"), ("qk2", "W_QK^2"), ("qk1", "W_QK^1"))},
-        "blocks_best": (best("learned, own blocks"), "the learned memories projected on their own blocks, then "
-                                                     "rescaled: best accuracy over the scales"),
+        "constructed_best": (
+            best("constructed"),
+            "the hand-written memories: best accuracy over the same scales",
+        ),
+        **{
+            f"single_{key}_best": (
+                best(f"learned {name} only"),
+                f"learned {name} alone (the other two hand-written): best accuracy over the scales",
+            )
+            for key, name in (("ov", "W_V^2"), ("qk2", "W_QK^2"), ("qk1", "W_QK^1"))
+        },
+        "blocks_best": (
+            best("learned, own blocks"),
+            "the learned memories projected on their own blocks, then "
+            "rescaled: best accuracy over the scales",
+        ),
         "blocks_best_scale": (at_best("learned, own blocks"), "the scale at which it is reached"),
         "largest_scale": (max(scales), "the largest scale tried"),
-        **{f"{key}_own_share": (shares[name][" x ".join(OWN_BLOCK[name])], f"share of learned {name}'s squared "
-                                                                            f"norm in its own block")
-           for key, name in (("ov", "W_V^2"), ("qk2", "W_QK^2"), ("qk1", "W_QK^1"))},
+        **{
+            f"{key}_own_share": (
+                shares[name][" x ".join(OWN_BLOCK[name])],
+                f"share of learned {name}'s squared norm in its own block",
+            )
+            for key, name in (("ov", "W_V^2"), ("qk2", "W_QK^2"), ("qk1", "W_QK^1"))
+        },
     }
 
 
 def scale_table(res: dict) -> str:
     """Markdown: the in-context accuracy of each mix of :data:`MIXES` at each scale, for one run."""
     head = ["scale", *(m.replace("W_V^2", "W_OV^2") for m in MIXES)]
-    return report.markdown_table(head, [[s["scale"], *(s[m] for m in MIXES)] for s in res["scales"]], digits=3)
+    return report.markdown_table(
+        head, [[s["scale"], *(s[m] for m in MIXES)] for s in res["scales"]], digits=3
+    )
 
 
 def block_table(res: dict) -> str:
@@ -2269,8 +3116,9 @@ def block_table(res: dict) -> str:
                 v = report.format_value(shares[f"{left} x {right}"], 2)
                 cells.append(f"**{v}**" if (left, right) == OWN_BLOCK[name] else v)
             rows.append([names[name], left, *cells])
-    return report.markdown_table(["memory", "query / output side", "E (tokens)", "P (positions)",
-                                  "R (remapped tokens)"], rows)
+    return report.markdown_table(
+        ["memory", "query / output side", "E (tokens)", "P (positions)", "R (remapped tokens)"], rows
+    )
 
 
 def qk2_rank_table(results: dict[str, dict], runs: dict[str, ThreeStepExperiment]) -> str:

@@ -80,9 +80,10 @@ def hop_levels(levels: str, k: int) -> tuple[int, ...]:
     if levels == "every":
         return tuple(range(1, k + 1))
     if k & (k - 1):
-        raise ValueError(f"levels='doubling' with k={k}: allowed k a power of two (1, 2, 4, 8, ...), or "
-                         "levels='every'")
-    return tuple(2 ** i for i in range(k.bit_length()))
+        raise ValueError(
+            f"levels='doubling' with k={k}: allowed k a power of two (1, 2, 4, 8, ...), or levels='every'"
+        )
+    return tuple(2**i for i in range(k.bit_length()))
 
 
 @dataclass(frozen=True)
@@ -137,12 +138,16 @@ class KHopTask:
         hops = np.asarray(hops, dtype=np.int64)
         if hops.ndim != 1 or len(hops) == 0 or hops.min() < 1 or hops.max() > self.k:
             bad = hops[(hops < 1) | (hops > self.k)] if hops.ndim == 1 else hops
-            raise ValueError(f"hop counts {bad.tolist()[:5]} out of range: allowed 1..{self.k} (k = {self.k})")
+            raise ValueError(
+                f"hop counts {bad.tolist()[:5]} out of range: allowed 1..{self.k} (k = {self.k})"
+            )
         n, N, k = len(hops), self.N, self.k
         first = np.ones(n, dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
         if first.shape != hops.shape or first.min() < 1 or (first + hops - 1).max() > k:
-            raise ValueError(f"starts {np.asarray(starts).tolist()[:5]} for hop counts {hops.tolist()[:5]}: allowed "
-                             f"one start per example, in 1..k - k' + 1 (k = {k})")
+            raise ValueError(
+                f"starts {np.asarray(starts).tolist()[:5]} for hop counts {hops.tolist()[:5]}: allowed "
+                f"one start per example, in 1..k - k' + 1 (k = {k})"
+            )
         sigma = np.argsort(rng.random((n, k, N)), axis=-1)  # uniform permutations, one per hop and example
         x = rng.integers(0, N, n)
         pi = self.hidden()
@@ -152,7 +157,9 @@ class KHopTask:
             v = np.where((first <= i + 1) & (i + 1 < first + hops), sigma[rows, i, pi[i][v]], v)
             chain[:, i] = v
         block = np.concatenate([[0], np.repeat(np.arange(1, k + 1), N)])  # 0 for x, i for table i
-        mask = (block[None, :] == 0) | ((block[None, :] >= first[:, None]) & (block[None, :] < (first + hops)[:, None]))
+        mask = (block[None, :] == 0) | (
+            (block[None, :] >= first[:, None]) & (block[None, :] < (first + hops)[:, None])
+        )
         tokens = np.where(mask, np.concatenate([x[:, None], sigma.reshape(n, k * N)], axis=1), self.pad)
         return HopBatch(tokens, mask, hops, chain, chain[:, -1])
 
@@ -165,8 +172,11 @@ class _Block(torch.nn.Module):
         self.qkv = torch.nn.Linear(d, 3 * d)
         self.out = torch.nn.Linear(d, d)
         self.ln2 = torch.nn.LayerNorm(d) if mlp else None
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d)) \
-            if mlp else None
+        self.mlp = (
+            torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+            if mlp
+            else None
+        )
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, record: dict | None = None) -> torch.Tensor:
         """``record``, if a dict, receives the attention weights (b, heads, T, T; query, key) under ``"attn"``
@@ -187,8 +197,16 @@ class _Block(torch.nn.Module):
 class HopTransformer(torch.nn.Module):
     """Bidirectional transformer read at position 0; see the module docstring."""
 
-    def __init__(self, task: KHopTask, d: int, depth: int, heads: int, mlp: bool, seed: int = 0,
-                 hide_k_from: tuple = ()):
+    def __init__(
+        self,
+        task: KHopTask,
+        d: int,
+        depth: int,
+        heads: int,
+        mlp: bool,
+        seed: int = 0,
+        hide_k_from: tuple = (),
+    ):
         super().__init__()
         check_int("depth", depth, low=1)
         check_int("heads", heads, low=1)
@@ -209,8 +227,13 @@ class HopTransformer(torch.nn.Module):
             self.ln = torch.nn.LayerNorm(d)
             self.readout = torch.nn.Linear(d, task.N)
 
-    def forward(self, tokens: torch.Tensor, mask: torch.Tensor, record: dict | None = None,
-                hide: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor,
+        record: dict | None = None,
+        hide: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """(b, T) tokens and mask -> (b, N) logits of the value after the composition. ``record``, if a dict,
         receives the stream (b, T, d) before the first block and after each block (``"streams"``, depth + 1
         entries) and each block's attention weights (``"attn"``). ``hide``, if given, (depth, T) bool: positions
@@ -285,23 +308,33 @@ class KHopExperiment(config.Profiled):
         check_float("advance_at", self.advance_at, 0.0, 1.0, low_open=True)
         check_int("last_stage_data (stream)", self.last_stage_data, low=0)
         if self.last_stage_data and self.data not in ("curriculum", "cumulative"):
-            raise ValueError(f"last_stage_data={self.last_stage_data} with data={self.data!r}: allowed 0 (one batch "
-                             "stream throughout), or data 'curriculum' or 'cumulative' (a run with stages)")
+            raise ValueError(
+                f"last_stage_data={self.last_stage_data} with data={self.data!r}: allowed 0 (one batch "
+                "stream throughout), or data 'curriculum' or 'cumulative' (a run with stages)"
+            )
         check_int("last_stage_delay (steps)", self.last_stage_delay, low=0)
         if self.last_stage_delay and self.data not in ("curriculum", "cumulative"):
-            raise ValueError(f"last_stage_delay={self.last_stage_delay} with data={self.data!r}: allowed 0 (no "
-                             "stages to delay), or data 'curriculum' or 'cumulative' (a run with stages)")
+            raise ValueError(
+                f"last_stage_delay={self.last_stage_delay} with data={self.data!r}: allowed 0 (no "
+                "stages to delay), or data 'curriculum' or 'cumulative' (a run with stages)"
+            )
         hop_levels(self.levels, self.k)
         check_choice("starts", self.starts, STARTS)
         if self.levels != "every" and self.data not in ("curriculum", "cumulative"):
-            raise ValueError(f"levels={self.levels!r} with data={self.data!r}: allowed 'every', or data "
-                             "'curriculum' or 'cumulative' (a run with stages)")
+            raise ValueError(
+                f"levels={self.levels!r} with data={self.data!r}: allowed 'every', or data "
+                "'curriculum' or 'cumulative' (a run with stages)"
+            )
         if not isinstance(self.hide_k_from, tuple):
-            raise ValueError(f"hide_k_from={self.hide_k_from!r} is not a tuple: allowed a tuple of blocks in "
-                             f"1..{self.layers}")
+            raise ValueError(
+                f"hide_k_from={self.hide_k_from!r} is not a tuple: allowed a tuple of blocks in "
+                f"1..{self.layers}"
+            )
         if len(set(self.hide_k_from)) != len(self.hide_k_from):
-            raise ValueError(f"hide_k_from={self.hide_k_from!r} names a block twice: allowed distinct blocks in "
-                             f"1..{self.layers}")
+            raise ValueError(
+                f"hide_k_from={self.hide_k_from!r} names a block twice: allowed distinct blocks in "
+                f"1..{self.layers}"
+            )
         self.mixture()
         self.model()
 
@@ -329,10 +362,14 @@ class KHopExperiment(config.Profiled):
             return np.full(self.k, 1.0 / self.k)
         w = np.asarray(self.weights, dtype=float)
         if w.ndim != 1 or len(w) != self.k:
-            raise ValueError(f"weights={self.weights!r} has {w.size} entries: allowed one per hop count 1..{self.k}")
+            raise ValueError(
+                f"weights={self.weights!r} has {w.size} entries: allowed one per hop count 1..{self.k}"
+            )
         if not np.isfinite(w).all() or w.min() < 0 or abs(w.sum() - 1) > 1e-9:
-            raise ValueError(f"weights={self.weights!r} is not a distribution: allowed entries >= 0 summing to 1 "
-                             f"(they sum to {w.sum():g})")
+            raise ValueError(
+                f"weights={self.weights!r} is not a distribution: allowed entries >= 0 summing to 1 "
+                f"(they sum to {w.sum():g})"
+            )
         return w
 
     def model(self) -> HopTransformer:
@@ -341,7 +378,9 @@ class KHopExperiment(config.Profiled):
         Raises:
             ValueError: a block of ``hide_k_from`` outside 1..depth.
         """
-        return HopTransformer(self.task(), self.d, self.layers, self.heads, self.mlp, self.seed, self.hide_k_from)
+        return HopTransformer(
+            self.task(), self.d, self.layers, self.heads, self.mlp, self.seed, self.hide_k_from
+        )
 
 
 MODULES = ("companion.experiments.khop",)
@@ -352,7 +391,9 @@ def run(exp: KHopExperiment, progress: bool = True, use_cache: bool = True, devi
     each hop count), ``"stage"`` (the curriculum's hop count at each evaluation; k for direct, 0 for mixture),
     ``"loss"`` (the training loss at each evaluation step), ``"N"``, ``"seconds"``, ``"device"`` and ``"state"``
     (the trained model's state dict, on the CPU)."""
-    return cache.load_or_compute("khop", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache)
+    return cache.load_or_compute(
+        "khop", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache
+    )
 
 
 def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -> dict:
@@ -370,12 +411,18 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
     moved, kept = None, {}  # the step at which training on the last stage starts; the states of ``keep``
     loss = torch.tensor(float("nan"))
     start = time.perf_counter()
-    for step in tqdm(range(exp.steps + 1), desc=f"{exp.k}-hop {exp.data}", disable=not progress, mininterval=2.0):
+    for step in tqdm(
+        range(exp.steps + 1), desc=f"{exp.k}-hop {exp.data}", disable=not progress, mininterval=2.0
+    ):
         if step % exp.eval_every == 0 or step == exp.steps:
             acc = _accuracy(model, tests)
             steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
             stages.append({"direct": exp.k, "mixture": 0}.get(exp.data, stage))
-            if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
+            if (
+                exp.data in ("curriculum", "cumulative")
+                and acc[stage - 1] >= exp.advance_at
+                and stage < exp.k
+            ):
                 after = exp.stages[exp.stages.index(stage) + 1]
                 if after < exp.k:
                     stage = after
@@ -390,9 +437,16 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
         if step == exp.steps:
             break
         loss = _train_step(model, opt, task, exp, stage, rng, device)
-    out = {"step": np.asarray(steps), "acc": np.asarray(accs), "stage": np.asarray(stages),
-           "loss": np.asarray(losses), "N": exp.N, "seconds": time.perf_counter() - start,
-           "device": config.device_name(device), "state": {k: v.cpu() for k, v in model.state_dict().items()}}
+    out = {
+        "step": np.asarray(steps),
+        "acc": np.asarray(accs),
+        "stage": np.asarray(stages),
+        "loss": np.asarray(losses),
+        "N": exp.N,
+        "seconds": time.perf_counter() - start,
+        "device": config.device_name(device),
+        "state": {k: v.cpu() for k, v in model.state_dict().items()},
+    }
     return {**out, "kept": kept} if keep else out
 
 
@@ -404,7 +458,9 @@ def _snapshot(model: torch.nn.Module) -> dict:
 def _batches(exp: KHopExperiment, stage: int) -> np.random.Generator:
     """The generator of the training batches at curriculum ``stage``: stream "train-data" of the run's seed, or
     on the last stage of a run with ``last_stage_data`` r >= 1, stream "last-stage-data-<r>" (fresh)."""
-    name = f"last-stage-data-{exp.last_stage_data}" if exp.last_stage_data and stage == exp.k else "train-data"
+    name = (
+        f"last-stage-data-{exp.last_stage_data}" if exp.last_stage_data and stage == exp.k else "train-data"
+    )
     return np.random.default_rng(config.seed_streams(exp.seed, [name])[name])
 
 
@@ -435,8 +491,16 @@ def training_starts(exp: KHopExperiment, hops: np.ndarray, rng: np.random.Genera
     return drawn if exp.starts == "any" else np.where(hops == 1, drawn, 1)
 
 
-def _train_step(model: HopTransformer, opt: torch.optim.Optimizer, task: KHopTask, exp: KHopExperiment, stage: int,
-                rng: np.random.Generator, device, hide: torch.Tensor | None = None) -> torch.Tensor:
+def _train_step(
+    model: HopTransformer,
+    opt: torch.optim.Optimizer,
+    task: KHopTask,
+    exp: KHopExperiment,
+    stage: int,
+    rng: np.random.Generator,
+    device,
+    hide: torch.Tensor | None = None,
+) -> torch.Tensor:
     """One optimiser step on a fresh batch of ``exp``'s training examples at curriculum ``stage``: their hop counts
     (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples, all from ``rng``
     (``hide``: as the model's forward); the batch's loss."""
@@ -462,8 +526,11 @@ def _accuracy(model: HopTransformer, tests: list, hide: torch.Tensor | None = No
 
 
 def _tensors(b: HopBatch, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return (torch.as_tensor(b.tokens, device=device), torch.as_tensor(b.mask, device=device),
-            torch.as_tensor(b.answer, device=device))
+    return (
+        torch.as_tensor(b.tokens, device=device),
+        torch.as_tensor(b.mask, device=device),
+        torch.as_tensor(b.answer, device=device),
+    )
 
 
 def learned_at(r: dict, level: float = 0.9) -> np.ndarray:
@@ -535,14 +602,18 @@ def member_overrides(name: str, overrides: dict) -> dict:
     base = name.split(RESEED_SUFFIX)[0]
     m = SCALED.get(base, 1)
     kept = KEPT.get(base, ("eval_every",) if _interval_of(base) else ())
-    return {key: m * v if key in ("steps", "eval_every") else v for key, v in overrides.items() if key not in kept}
+    return {
+        key: m * v if key in ("steps", "eval_every") else v for key, v in overrides.items() if key not in kept
+    }
 
 
 def _sizes(r: dict, prefix: str = "") -> dict:
     """The entries that every study's summary shares, read off one of its runs: hops, steps and chance."""
-    return {f"{prefix}k": (int(np.asarray(r["acc"]).shape[1]), "hops"),
-            f"{prefix}steps": (int(r["step"][-1]), "training steps of every run"),
-            f"{prefix}chance": (1.0 / r["N"], "chance accuracy, 1 / N")}
+    return {
+        f"{prefix}k": (int(np.asarray(r["acc"]).shape[1]), "hops"),
+        f"{prefix}steps": (int(r["step"][-1]), "training steps of every run"),
+        f"{prefix}chance": (1.0 / r["N"], "chance accuracy, 1 / N"),
+    }
 
 
 def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
@@ -556,32 +627,53 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
         **_sizes(runs["mixture"]),
         "N": (int(runs["mixture"]["N"]), "values"),
         "level": (level, "accuracy at which a hop count counts as learned"),
-        "direct_best": (float(acc["direct"][:, -1].max()), "direct (k hops only): best test accuracy at k hops"),
+        "direct_best": (
+            float(acc["direct"][:, -1].max()),
+            "direct (k hops only): best test accuracy at k hops",
+        ),
     }
     for name in ("mixture", "curriculum", "cumulative"):
         out[f"{name}_final"] = (float(acc[name][-1, -1]), f"{name}: final test accuracy at k hops")
-        out[f"{name}_min"] = (float(acc[name][-1].min()), f"{name}: lowest final test accuracy over 1..k hops")
-        out[f"{name}_learned"] = (int((acc[name][-1] >= level).sum()),
-                                  f"{name}: hop counts at or above the level at the end")
+        out[f"{name}_min"] = (
+            float(acc[name][-1].min()),
+            f"{name}: lowest final test accuracy over 1..k hops",
+        )
+        out[f"{name}_learned"] = (
+            int((acc[name][-1] >= level).sum()),
+            f"{name}: hop counts at or above the level at the end",
+        )
     out |= {
         "mix_hop1_at": (float(mix_at[0]), "mixture: first step with hop 1 learned"),
         "mix_hopk_at": (float(mix_at[-1]), "mixture: first step with hop k learned"),
         "hop_gap": (float(mix_at[-1] - mix_at[0]), "mixture: steps from hop 1 learned to hop k learned"),
-        "curriculum_hopk_at": (float(learned_at(runs["curriculum"], level)[-1]),
-                               "curriculum: first step with hop k learned"),
-        "cumulative_hopk_at": (float(learned_at(runs["cumulative"], level)[-1]),
-                               "cumulative: first step with hop k learned"),
-        "cumulative_stagek_at": (last_stage_at(runs["cumulative"]),
-                                 "cumulative: the step at which it moved to its last stage (k hops)"),
+        "curriculum_hopk_at": (
+            float(learned_at(runs["curriculum"], level)[-1]),
+            "curriculum: first step with hop k learned",
+        ),
+        "cumulative_hopk_at": (
+            float(learned_at(runs["cumulative"], level)[-1]),
+            "cumulative: first step with hop k learned",
+        ),
+        "cumulative_stagek_at": (
+            last_stage_at(runs["cumulative"]),
+            "cumulative: the step at which it moved to its last stage (k hops)",
+        ),
     }
     shallow = acc["mixture, 1 layer"][:, -1]
     out |= {
-        "shallow_steps": (int(runs["mixture, 1 layer"]["step"][-1]), "mixture with one layer: training steps"),
+        "shallow_steps": (
+            int(runs["mixture, 1 layer"]["step"][-1]),
+            "mixture with one layer: training steps",
+        ),
         "shallow_best": (float(shallow.max()), "mixture with one layer: best test accuracy at k hops"),
-        "shallow_half": (float(shallow[: len(shallow) // 2 + 1].max()),
-                         "mixture with one layer: best test accuracy at k hops over the first half of training"),
-        "depth_gap": (float(acc["mixture"][-1, -1] - shallow.max()),
-                      "mixture: final accuracy at k hops with log2 k + 1 layers minus the best with one layer"),
+        "shallow_half": (
+            float(shallow[: len(shallow) // 2 + 1].max()),
+            "mixture with one layer: best test accuracy at k hops over the first half of training",
+        ),
+        "depth_gap": (
+            float(acc["mixture"][-1, -1] - shallow.max()),
+            "mixture: final accuracy at k hops with log2 k + 1 layers minus the best with one layer",
+        ),
     }
     return report.Summary(out)
 
@@ -622,7 +714,10 @@ LEARNED_HEADER = ["run", "data", "layers", "learned at (steps), hops 1..k", "fin
 def learned_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
     """One row per run: its data, depth, the step each hop count is first learned (``-`` never) and the final
     accuracies."""
-    return [[name, members[name].data, members[name].layers, *_learned_cells(r, level)] for name, r in runs.items()]
+    return [
+        [name, members[name].data, members[name].layers, *_learned_cells(r, level)]
+        for name, r in runs.items()
+    ]
 
 
 def _learned_cells(r: dict, level: float) -> tuple[str, str]:
@@ -658,9 +753,16 @@ def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
 
     members = record.build(rec.experiment, rec.profile, rec.settings())
     c = rec.curves
-    runs = {name: {"step": np.asarray(c["step"][name]), "acc": np.asarray(c["acc"][name]),
-                   "stage": np.asarray(c["stage"][name]), "loss": np.asarray(c["loss"][name], dtype=float),
-                   "N": members[name].N} for name in members}
+    runs = {
+        name: {
+            "step": np.asarray(c["step"][name]),
+            "acc": np.asarray(c["acc"][name]),
+            "stage": np.asarray(c["stage"][name]),
+            "loss": np.asarray(c["loss"][name], dtype=float),
+            "N": members[name].N,
+        }
+        for name in members
+    }
     return runs, members
 
 
@@ -691,9 +793,13 @@ def seed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     accuracy measured) every :data:`EXPLORED_EVERY` steps (:data:`EXPLORED`, which keeps that interval under a
     study-wide override)."""
     size = SIZES[config.get_profile(profile)]
-    out = {seed_name(s): KHopExperiment.for_profile(profile, data="cumulative", **{**size, "seed": s}) for s in SEEDS}
+    out = {
+        seed_name(s): KHopExperiment.for_profile(profile, data="cumulative", **{**size, "seed": s})
+        for s in SEEDS
+    }
     out[EXPLORED] = KHopExperiment.for_profile(
-        profile, data="cumulative", **{**size, "seed": 0, "eval_every": EXPLORED_EVERY})
+        profile, data="cumulative", **{**size, "seed": 0, "eval_every": EXPLORED_EVERY}
+    )
     return out
 
 
@@ -708,22 +814,39 @@ def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.9
     hopk = np.array([learned_at(runs[n], level)[-1] for n in seeds])
     wait = np.array([last_stage_wait(runs[n], level) for n in seeds])
     alt, every = runs[EXPLORED], f"seed 0 advancing every {EXPLORED_EVERY} steps"
-    return report.Summary({
-        **_sizes(runs[seeds[0]], prefix="seeds_"),
-        "seeds_n": (len(seeds), "seeds at the study's evaluation interval"),
-        "seeds_solved": (float((low > solved).mean()),
-                         f"fraction of those seeds whose lowest final accuracy over 1..k hops is above {solved}"),
-        "seeds_solved_n": (int((low > solved).sum()), f"seeds whose lowest final accuracy is above {solved}"),
-        "seeds_worst_min": (float(low.min()), "the worst seed's lowest final accuracy over 1..k hops"),
-        "seeds_hopk_first": (float(hopk.min()), "the earliest step at which a seed learns the k-th hop (inf: none)"),
-        "seeds_wait_last": (float(wait.min()),
-                            "the fewest steps a seed trains on its last stage before it learns the k-th hop "
-                            "(inf: none learns it)"),
-        "seeds_alt_min": (float(np.asarray(alt["acc"])[-1].min()),
-                          f"{every}: lowest final accuracy over 1..k hops"),
-        "seeds_alt_hopk_at": (float(learned_at(alt, level)[-1]), f"{every}: first step with the k-th hop learned"),
-        "seeds_alt_stagek_at": (last_stage_at(alt), f"{every}: the step it moved to its last stage"),
-    })
+    return report.Summary(
+        {
+            **_sizes(runs[seeds[0]], prefix="seeds_"),
+            "seeds_n": (len(seeds), "seeds at the study's evaluation interval"),
+            "seeds_solved": (
+                float((low > solved).mean()),
+                f"fraction of those seeds whose lowest final accuracy over 1..k hops is above {solved}",
+            ),
+            "seeds_solved_n": (
+                int((low > solved).sum()),
+                f"seeds whose lowest final accuracy is above {solved}",
+            ),
+            "seeds_worst_min": (float(low.min()), "the worst seed's lowest final accuracy over 1..k hops"),
+            "seeds_hopk_first": (
+                float(hopk.min()),
+                "the earliest step at which a seed learns the k-th hop (inf: none)",
+            ),
+            "seeds_wait_last": (
+                float(wait.min()),
+                "the fewest steps a seed trains on its last stage before it learns the k-th hop "
+                "(inf: none learns it)",
+            ),
+            "seeds_alt_min": (
+                float(np.asarray(alt["acc"])[-1].min()),
+                f"{every}: lowest final accuracy over 1..k hops",
+            ),
+            "seeds_alt_hopk_at": (
+                float(learned_at(alt, level)[-1]),
+                f"{every}: first step with the k-th hop learned",
+            ),
+            "seeds_alt_stagek_at": (last_stage_at(alt), f"{every}: the step it moved to its last stage"),
+        }
+    )
 
 
 def seed_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
@@ -732,12 +855,20 @@ def seed_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: 
     rows = []
     for name, r in runs.items():
         at, final = _learned_cells(r, level)
-        rows.append([name, members[name].seed, members[name].eval_every, at, f"{last_stage_at(r):.0f}", final])
+        rows.append(
+            [name, members[name].seed, members[name].eval_every, at, f"{last_stage_at(r):.0f}", final]
+        )
     return rows
 
 
-SEED_HEADER = ["run", "seed", "advances every", "learned at (steps), hops 1..k", "on the last stage from",
-               "final accuracy, hops 1..k"]
+SEED_HEADER = [
+    "run",
+    "seed",
+    "advances every",
+    "learned at (steps), hops 1..k",
+    "on the last stage from",
+    "final accuracy, hops 1..k",
+]
 
 
 # --- the seed study at two evaluation intervals (recorded: ``record khop_interval``) ---
@@ -781,9 +912,13 @@ def interval_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     """The cumulative curriculum of :func:`seed_members` for the seeds :data:`INTERVAL_SEEDS` at each of
     :data:`INTERVALS` (each member keeps its interval under a study-wide override)."""
     size = SIZES[config.get_profile(profile)]
-    return {interval_name(s, every): KHopExperiment.for_profile(
-        profile, data="cumulative", **{**size, "seed": s, "eval_every": every})
-        for every, seeds in INTERVAL_SEEDS.items() for s in seeds}
+    return {
+        interval_name(s, every): KHopExperiment.for_profile(
+            profile, data="cumulative", **{**size, "seed": s, "eval_every": every}
+        )
+        for every, seeds in INTERVAL_SEEDS.items()
+        for s in seeds
+    }
 
 
 def truncated(r: dict, steps: int) -> dict:
@@ -823,12 +958,15 @@ def _solved(r: dict, solved: float, hops: tuple | None = None) -> bool:
 
 def by_interval(pool: dict[str, dict]) -> dict[int, dict[int, dict]]:
     """:func:`interval_pool`'s runs as {interval: {seed: run}}, for each of :data:`INTERVALS`."""
-    return {every: {s: r for name, r in pool.items() for s, e in [_interval_of(name)] if e == every}
-            for every in INTERVALS}
+    return {
+        every: {s: r for name, r in pool.items() for s, e in [_interval_of(name)] if e == every}
+        for every in INTERVALS
+    }
 
 
-def _population(rs: dict[int, dict], ok: dict[int, bool], p: str, t: str, who: str, level: float,
-                solved: float) -> dict:
+def _population(
+    rs: dict[int, dict], ok: dict[int, bool], p: str, t: str, who: str, level: float, solved: float
+) -> dict:
     """Summary entries of one population of runs ({seed: run}, ``ok``: solved or not): the runs, the solved
     seeds, their count and fraction, the median step of their move to the last stage and their median wait there
     before the k-th hop (first evaluation at ``level``); named ``<p>n<t>``, ``<p>solved<t>_seeds``,
@@ -838,17 +976,25 @@ def _population(rs: dict[int, dict], ok: dict[int, bool], p: str, t: str, who: s
     return {
         f"{p}n{t}": (len(rs), f"runs {who}"),
         f"{p}solved{t}_seeds": (_seed_list(s for s in rs if ok[s]), f"{who}: the solved seeds"),
-        f"{p}solved{t}_n": (int(sum(ok.values())), f"runs {who} whose lowest final accuracy is above {solved}"),
+        f"{p}solved{t}_n": (
+            int(sum(ok.values())),
+            f"runs {who} whose lowest final accuracy is above {solved}",
+        ),
         f"{p}solved{t}": (float(np.mean(list(ok.values()))), "the same, as a fraction of the runs"),
-        f"{p}move{t}_med": (float(np.median(moves)) if moves else math.nan,
-                            f"{who}, solved runs: median step of the move to the last stage"),
-        f"{p}wait{t}_med": (float(np.median(waits)) if waits else math.nan,
-                            f"{who}, solved runs: median steps on the last stage before the k-th hop is learned"),
+        f"{p}move{t}_med": (
+            float(np.median(moves)) if moves else math.nan,
+            f"{who}, solved runs: median step of the move to the last stage",
+        ),
+        f"{p}wait{t}_med": (
+            float(np.median(waits)) if waits else math.nan,
+            f"{who}, solved runs: median steps on the last stage before the k-th hop is learned",
+        ),
     }
 
 
-def _unsolved(unsolved: list[dict], solved_runs: list[dict], p: str, level: float,
-              hops: tuple | None = None) -> dict:
+def _unsolved(
+    unsolved: list[dict], solved_runs: list[dict], p: str, level: float, hops: tuple | None = None
+) -> dict:
     """Summary entries of the unsolved runs of a study, and what bears on its budget: how many had not learned
     hops 1..k-1 (at ``level``; of ``hops``, the hop counts trained on, those below k), the longest wait of a
     solved run on its last stage before the k-th hop, the fewest steps an unsolved run had there, the highest
@@ -862,21 +1008,34 @@ def _unsolved(unsolved: list[dict], solved_runs: list[dict], p: str, level: floa
     chance = 1.0 / (unsolved or solved_runs)[0]["N"]
     return {
         f"{p}unsolved_n": (len(unsolved), "unsolved runs"),
-        f"{p}unsolved_early_n": (int(early), f"unsolved runs that never learned one of hops 1..k-1 (at {level})"),
-        f"{p}wait_max": (float(max(waits)) if waits else math.nan,
-                         "solved runs: the most steps one trained on its last stage before the k-th hop"),
-        f"{p}unsolved_time_min": (min(max(0.0, float(r["step"][-1]) - last_stage_at(r)) for r in unsolved)
-                                  if unsolved else math.nan,
-                                  "unsolved runs: the fewest steps one trained on its last stage (0: never got there)"),
-        f"{p}unsolved_last_max": (float(final.max()) if unsolved else math.nan,
-                                  "unsolved runs: the highest final k-hop accuracy"),
-        f"{p}unsolved_flat_n": (int((final < 2 * chance).sum()),
-                                "unsolved runs whose final k-hop accuracy is below twice chance"),
+        f"{p}unsolved_early_n": (
+            int(early),
+            f"unsolved runs that never learned one of hops 1..k-1 (at {level})",
+        ),
+        f"{p}wait_max": (
+            float(max(waits)) if waits else math.nan,
+            "solved runs: the most steps one trained on its last stage before the k-th hop",
+        ),
+        f"{p}unsolved_time_min": (
+            min(max(0.0, float(r["step"][-1]) - last_stage_at(r)) for r in unsolved)
+            if unsolved
+            else math.nan,
+            "unsolved runs: the fewest steps one trained on its last stage (0: never got there)",
+        ),
+        f"{p}unsolved_last_max": (
+            float(final.max()) if unsolved else math.nan,
+            "unsolved runs: the highest final k-hop accuracy",
+        ),
+        f"{p}unsolved_flat_n": (
+            int((final < 2 * chance).sum()),
+            "unsolved runs whose final k-hop accuracy is below twice chance",
+        ),
     }
 
 
-def _pair_counts(a: dict[int, bool], b: dict[int, bool], p: str, only_a: str, only_b: str, what_a: str,
-                 what_b: str) -> dict:
+def _pair_counts(
+    a: dict[int, bool], b: dict[int, bool], p: str, only_a: str, only_b: str, what_a: str, what_b: str
+) -> dict:
     """Over the seeds of both ``a`` and ``b`` ({seed: solved}): how many (and which) are solved in one only, and
     solved in ``b`` minus solved in ``a`` (``<p>pairs_n``, ``<p><only_a>_n``/``_seeds``, ``<p><only_b>_n``/``_seeds``,
     ``<p>gap_n``)."""
@@ -889,8 +1048,10 @@ def _pair_counts(a: dict[int, bool], b: dict[int, bool], p: str, only_a: str, on
         f"{p}{only_b}_seeds": (_seed_list(just_b), "those seeds"),
         f"{p}{only_a}_n": (len(just_a), f"seeds solved {what_a} and not {what_b}"),
         f"{p}{only_a}_seeds": (_seed_list(just_a), "those seeds"),
-        f"{p}gap_n": (sum(b[s] for s in pairs) - sum(a[s] for s in pairs),
-                      f"over those seeds, solved {what_b} minus solved {what_a}"),
+        f"{p}gap_n": (
+            sum(b[s] for s in pairs) - sum(a[s] for s in pairs),
+            f"over those seeds, solved {what_b} minus solved {what_a}",
+        ),
     }
 
 
@@ -908,17 +1069,22 @@ def sign_test(summary, p: str, only_a: str, only_b: str) -> report.Summary:
     a, b, n = int(summary[f"{p}{only_a}_n"]), int(summary[f"{p}{only_b}_n"]), int(summary[f"{p}pairs_n"])
 
     def two_sided(low: int, m: int) -> float:
-        return min(1.0, 2 * sum(math.comb(m, i) for i in range(low + 1)) / 2 ** m) if m else 1.0
+        return min(1.0, 2 * sum(math.comb(m, i) for i in range(low + 1)) / 2**m) if m else 1.0
 
-    return report.Summary({
-        f"{p}sign_p": (two_sided(min(a, b), a + b), f"exact two-sided sign test of {p}{only_a}_n = {a} against "
-                                                     f"{p}{only_b}_n = {b}"),
-        f"{p}sign_p_best": (two_sided(0, n), f"the same test had all {n} seeds fallen one way"),
-    })
+    return report.Summary(
+        {
+            f"{p}sign_p": (
+                two_sided(min(a, b), a + b),
+                f"exact two-sided sign test of {p}{only_a}_n = {a} against {p}{only_b}_n = {b}",
+            ),
+            f"{p}sign_p_best": (two_sided(0, n), f"the same test had all {n} seeds fallen one way"),
+        }
+    )
 
 
-def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = None, level: float = 0.9,
-                     solved: float = 0.95) -> report.Summary:
+def interval_summary(
+    runs: dict[str, dict], earlier: dict[str, dict] | None = None, level: float = 0.9, solved: float = 0.95
+) -> report.Summary:
     """The numbers of the interval study, named ``int_*``: over :func:`interval_pool` (the runs with the seed
     study's), per interval the runs and how many end solved (lowest final accuracy over 1..k above ``solved``;
     :func:`_population`); over the seeds run at both, how many are solved at one interval only; and the
@@ -928,12 +1094,17 @@ def interval_summary(runs: dict[str, dict], earlier: dict[str, dict] | None = No
     fast, slow = INTERVALS
     out = _sizes(next(iter(runs.values())), prefix="int_")
     for every in INTERVALS:
-        out |= _population(by[every], ok[every], "int_", str(every), f"advancing every {every} steps", level, solved)
-    out |= _pair_counts(ok[fast], ok[slow], "int_", "only_fast", "only_slow", f"every {fast}", f"every {slow}")
+        out |= _population(
+            by[every], ok[every], "int_", str(every), f"advancing every {every} steps", level, solved
+        )
+    out |= _pair_counts(
+        ok[fast], ok[slow], "int_", "only_fast", "only_slow", f"every {fast}", f"every {slow}"
+    )
     # the runs of both intervals
     both = [(r, ok[every][s]) for every in INTERVALS for s, r in by[every].items()]
-    return report.Summary(out | _unsolved([r for r, good in both if not good], [r for r, good in both if good],
-                                          "int_", level))
+    return report.Summary(
+        out | _unsolved([r for r, good in both if not good], [r for r, good in both if good], "int_", level)
+    )
 
 
 def paired_rows(groups: list[dict[int, dict]], level: float = 0.9) -> list[list]:
@@ -957,8 +1128,14 @@ def paired_rows(groups: list[dict[int, dict]], level: float = 0.9) -> list[list]
 
 def paired_header(titles) -> list[str]:
     """:func:`paired_rows`' header, the studies titled ``titles``."""
-    return ["seed", *[f"{t}: {c}" for t in titles for c in ("learned at, hops 1..k", "last stage from",
-                                                             "final, hops 1..k")]]
+    return [
+        "seed",
+        *[
+            f"{t}: {c}"
+            for t in titles
+            for c in ("learned at, hops 1..k", "last stage from", "final, hops 1..k")
+        ],
+    ]
 
 
 def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
@@ -981,14 +1158,21 @@ INTERVAL_LONG250 = tuple(interval_name(s, EXPLORED_EVERY) for s in (3, 6))
 INTERVAL_FLAT250 = (3,)  # of those, the one flat at chance at 10000 steps
 
 
-def interval_long_members(profile: str | None = None, names: tuple = INTERVAL_LONG) -> dict[str, KHopExperiment]:
+def interval_long_members(
+    profile: str | None = None, names: tuple = INTERVAL_LONG
+) -> dict[str, KHopExperiment]:
     """The runs ``names`` (:data:`INTERVAL_LONG`, :data:`INTERVAL_LONG250`) of :func:`interval_members`."""
     every = interval_members(profile)
     return {name: every[name] for name in names}
 
 
-def interval_long_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95, prefix: str = "ilong_",
-                          flat: tuple = INTERVAL_FLAT) -> report.Summary:
+def interval_long_summary(
+    runs: dict[str, dict],
+    level: float = 0.9,
+    solved: float = 0.95,
+    prefix: str = "ilong_",
+    flat: tuple = INTERVAL_FLAT,
+) -> report.Summary:
     """The numbers of :func:`interval_long_members`' runs, named ``<prefix>*`` (``"ilong_"``; ``"il250_"`` for
     :data:`INTERVAL_LONG250`): per seed the first step at which the k-hop accuracy reaches ``level`` (inf: never)
     and the final k-hop accuracy; the largest rise of the k-hop accuracy over the second half of the budget; how
@@ -1000,19 +1184,29 @@ def interval_long_summary(runs: dict[str, dict], level: float = 0.9, solved: flo
     for name, r in runs.items():
         seed = _interval_of(name)[0]
         ok[seed] = _solved(r, solved)
-        out[f"{p}s{seed}_hk_at"] = (float(learned_at(r, level)[-1]),
-                                    f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)")
+        out[f"{p}s{seed}_hk_at"] = (
+            float(learned_at(r, level)[-1]),
+            f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)",
+        )
         out[f"{p}s{seed}_final"] = (float(np.asarray(r["acc"])[-1, -1]), f"seed {seed}: final k-hop accuracy")
         step = np.asarray(r["step"])
         half = int(np.argmin(np.abs(step - step[-1] / 2)))
         gain.append(float(np.asarray(r["acc"])[-1, -1] - np.asarray(r["acc"])[half, -1]))
-    return report.Summary(out | {
-        f"{p}gain_max": (max(gain), "the largest rise of a run's k-hop accuracy over the second half of its "
-                                    "budget (final minus at the middle evaluation)"),
-        f"{p}solved_n": (sum(ok.values()), f"runs whose lowest final accuracy is above {solved}"),
-        f"{p}flat_solved_n": (sum(ok[s] for s in flat if s in ok),
-                              f"of seeds {flat} (flat at chance at 10000 steps), those solved"),
-    })
+    return report.Summary(
+        out
+        | {
+            f"{p}gain_max": (
+                max(gain),
+                "the largest rise of a run's k-hop accuracy over the second half of its "
+                "budget (final minus at the middle evaluation)",
+            ),
+            f"{p}solved_n": (sum(ok.values()), f"runs whose lowest final accuracy is above {solved}"),
+            f"{p}flat_solved_n": (
+                sum(ok[s] for s in flat if s in ok),
+                f"of seeds {flat} (flat at chance at 10000 steps), those solved",
+            ),
+        }
+    )
 
 
 INTERVAL_HEADER = paired_header(f"every {e}" for e in INTERVALS)
@@ -1058,16 +1252,23 @@ class SeedVariant:
             ValueError: naming what differs and what is allowed.
         """
         if profile != "quick":
-            raise ValueError(f"khop_{self.tag} with profile {profile!r}: allowed 'quick' (its runs are compared "
-                             "seed by seed with recorded runs of the quick profile, khop.SeedVariant.base_runs)")
+            raise ValueError(
+                f"khop_{self.tag} with profile {profile!r}: allowed 'quick' (its runs are compared "
+                "seed by seed with recorded runs of the quick profile, khop.SeedVariant.base_runs)"
+            )
         steps = next(iter(members.values())).steps
         want = {seed_name(s): self.member(s, steps) for s in VARIANT_SEEDS}
         for n, e in members.items():
-            diff = {f.name: getattr(e, f.name) for f in dataclasses.fields(e)
-                    if getattr(e, f.name) != getattr(want.get(n, e), f.name)}
+            diff = {
+                f.name: getattr(e, f.name)
+                for f in dataclasses.fields(e)
+                if getattr(e, f.name) != getattr(want.get(n, e), f.name)
+            }
             if n not in want or diff:
-                raise ValueError(f"khop_{self.tag}: run {n!r} with {diff or 'another name'}: allowed the runs of "
-                                 f"settings {self.settings()} (steps aside), which the base runs share")
+                raise ValueError(
+                    f"khop_{self.tag}: run {n!r} with {diff or 'another name'}: allowed the runs of "
+                    f"settings {self.settings()} (steps aside), which the base runs share"
+                )
         self.base_runs(steps)
 
     def trained(self, k: int) -> tuple[int, ...]:
@@ -1100,41 +1301,95 @@ class SeedVariant:
         if self.over is None:
             return base_runs(steps)
         if steps > self.over.steps:
-            raise ValueError(f"steps={steps}: allowed at most {self.over.steps} (the recorded khop_{self.over.tag} "
-                             "runs this variant is compared with)")
+            raise ValueError(
+                f"steps={steps}: allowed at most {self.over.steps} (the recorded khop_{self.over.tag} "
+                "runs this variant is compared with)"
+            )
         rec = recorded(self.over.settings(), experiment=f"khop_{self.over.tag}")
         return {s: truncated(r, steps) for s, r in seeded(recorded_runs(rec)[0]).items()}
 
 
 VARIANT_SEEDS = tuple(range(7))  # the interval study's seeds
-WIDE = SeedVariant("wide", "d", 2, 1, INTERVAL_SETTINGS["steps"], "with twice the width", "narrow",
-                   # d = 64 in quick, with the same 4 heads (so each twice as wide)
-                   "with the profile's width")
+WIDE = SeedVariant(
+    "wide",
+    "d",
+    2,
+    1,
+    INTERVAL_SETTINGS["steps"],
+    "with twice the width",
+    "narrow",
+    # d = 64 in quick, with the same 4 heads (so each twice as wide)
+    "with the profile's width",
+)
 # a third of the step size, for 1.5 times the budget (the profile's runs of these seeds are recorded that long)
-LR = SeedVariant("lr", "lr", 1, 3, 15000, "with a third of the step size", "base", "with the profile's step size")
+LR = SeedVariant(
+    "lr", "lr", 1, 3, 15000, "with a third of the step size", "base", "with the profile's step size"
+)
 # the stages 1, 2, 4 (the slides' "hops 1, 2, 4, etc."): the same run as the profile's until it moves past two hops
-DOUBLING = SeedVariant("doubling", "levels", 1, 1, INTERVAL_SETTINGS["steps"], "with stages 1, 2, 4", "every",
-                       "with stages 1, 2, 3, 4", to="doubling")
+DOUBLING = SeedVariant(
+    "doubling",
+    "levels",
+    1,
+    1,
+    INTERVAL_SETTINGS["steps"],
+    "with stages 1, 2, 4",
+    "every",
+    "with stages 1, 2, 3, 4",
+    to="doubling",
+)
 # those runs with training examples that start at any table (one hop from tables 1-4 from the first stage on)
-ANYSTART = SeedVariant("anystart", "starts", 1, 1, DOUBLING.steps, "with stages 1, 2, 4 starting at any table",
-                       "doubling", "with stages 1, 2, 4 from table 1", to="any", over=DOUBLING)
+ANYSTART = SeedVariant(
+    "anystart",
+    "starts",
+    1,
+    1,
+    DOUBLING.steps,
+    "with stages 1, 2, 4 starting at any table",
+    "doubling",
+    "with stages 1, 2, 4 from table 1",
+    to="any",
+    over=DOUBLING,
+)
 # those runs with one-hop examples from any table and longer ones from table 1: the tables ANYSTART trains on, with the
 # two-hop examples of DOUBLING (its batches are ANYSTART's until the move to two hops)
-ONESTART = SeedVariant("onestart", "starts", 1, 1, DOUBLING.steps, "with stages 1, 2, 4, one hop from any table",
-                       "doubling", "with stages 1, 2, 4 from table 1", to="one", over=DOUBLING)
+ONESTART = SeedVariant(
+    "onestart",
+    "starts",
+    1,
+    1,
+    DOUBLING.steps,
+    "with stages 1, 2, 4, one hop from any table",
+    "doubling",
+    "with stages 1, 2, 4 from table 1",
+    to="one",
+    over=DOUBLING,
+)
 # the other way round: one-hop examples from table 1 and longer ones from any table (its batches are DOUBLING's until
 # the move to two hops)
-LONGSTART = SeedVariant("longstart", "starts", 1, 1, DOUBLING.steps,
-                        "with stages 1, 2, 4, one hop from table 1, longer from any table", "doubling",
-                        "with stages 1, 2, 4 from table 1", to="longer", over=DOUBLING)
+LONGSTART = SeedVariant(
+    "longstart",
+    "starts",
+    1,
+    1,
+    DOUBLING.steps,
+    "with stages 1, 2, 4, one hop from table 1, longer from any table",
+    "doubling",
+    "with stages 1, 2, 4 from table 1",
+    to="longer",
+    over=DOUBLING,
+)
 
 
 def variant_members(profile: str | None = None, variant: SeedVariant = WIDE) -> dict[str, KHopExperiment]:
     """The runs of ``variant`` (:data:`WIDE`, :data:`LR`, :data:`DOUBLING`, :data:`ANYSTART`, :data:`ONESTART`,
     :data:`LONGSTART`): ``"seed 0"``, ... (:class:`SeedVariant`)."""
     size = SIZES[config.get_profile(profile)]
-    return {seed_name(s): KHopExperiment.for_profile(
-        profile, data="cumulative", **{**size, "seed": s, **variant.changes(profile)}) for s in VARIANT_SEEDS}
+    return {
+        seed_name(s): KHopExperiment.for_profile(
+            profile, data="cumulative", **{**size, "seed": s, **variant.changes(profile)}
+        )
+        for s in VARIANT_SEEDS
+    }
 
 
 def seeded(runs: dict[str, dict]) -> dict[int, dict]:
@@ -1150,8 +1405,12 @@ def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
     Raises:
         ValueError: a seed has no recorded run of ``steps`` steps at that interval.
     """
-    studies = [(SEED_SETTINGS, "khop_seeds"), (INTERVAL_SETTINGS, "khop_interval"),
-               (INTERVAL_LONG_SETTINGS, "khop_interval_long"), (INTERVAL_LONG_SETTINGS, "khop_interval_long250")]
+    studies = [
+        (SEED_SETTINGS, "khop_seeds"),
+        (INTERVAL_SETTINGS, "khop_interval"),
+        (INTERVAL_LONG_SETTINGS, "khop_interval_long"),
+        (INTERVAL_LONG_SETTINGS, "khop_interval_long250"),
+    ]
     found: dict[int, list[dict]] = {s: [] for s in VARIANT_SEEDS}
     for settings, experiment in studies:
         for name, r in recorded_runs(recorded(settings, experiment=experiment))[0].items():
@@ -1160,14 +1419,23 @@ def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
                 found[seed].append(r)
     longest = {s: max((int(r["step"][-1]) for r in rs), default=0) for s, rs in found.items()}
     if min(longest.values()) < steps:
-        raise ValueError(f"steps={steps}, every={every}: allowed at most {min(longest.values())} steps (the longest "
-                         f"recorded run of each seed: {longest})")
-    return {s: truncated(min((r for r in rs if r["step"][-1] >= steps), key=lambda r: r["step"][-1]), steps)
-            for s, rs in found.items()}
+        raise ValueError(
+            f"steps={steps}, every={every}: allowed at most {min(longest.values())} steps (the longest "
+            f"recorded run of each seed: {longest})"
+        )
+    return {
+        s: truncated(min((r for r in rs if r["step"][-1] >= steps), key=lambda r: r["step"][-1]), steps)
+        for s, rs in found.items()
+    }
 
 
-def variant_summary(runs: dict[str, dict], base: dict[int, dict] | None = None, level: float = 0.9,
-                    solved: float = 0.95, variant: SeedVariant = WIDE) -> report.Summary:
+def variant_summary(
+    runs: dict[str, dict],
+    base: dict[int, dict] | None = None,
+    level: float = 0.9,
+    solved: float = 0.95,
+    variant: SeedVariant = WIDE,
+) -> report.Summary:
     """The numbers of :func:`variant_members`' runs, named ``<tag>_*``, against the same seeds at the profile's
     settings or ``over``'s (``base``: {seed: run}, default :meth:`SeedVariant.base_runs` at the variant's budget):
     the variant's runs and how many end solved (:func:`_population`), the same of the base runs
@@ -1184,23 +1452,42 @@ def variant_summary(runs: dict[str, dict], base: dict[int, dict] | None = None, 
     base = variant.base_runs(variant.steps) if base is None else base
     steps = {int(r["step"][-1]) for r in [*runs_by.values(), *base.values()]}
     if len(steps) != 1:
-        raise ValueError(f"budgets {sorted(steps)}: allowed {variant.tag} and {variant.base} runs of the same "
-                         "number of steps")
+        raise ValueError(
+            f"budgets {sorted(steps)}: allowed {variant.tag} and {variant.base} runs of the same "
+            "number of steps"
+        )
     k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
     hops = variant.trained(k)
     ok = {s: _solved(r, solved, hops) for s, r in runs_by.items()}
-    ok_base = {s: _solved(r, solved, variant.over.trained(k) if variant.over else None) for s, r in base.items()}
-    out = _sizes(next(iter(runs.values())), prefix=p) | _population(runs_by, ok, p, "", variant.who, level, solved)
+    ok_base = {
+        s: _solved(r, solved, variant.over.trained(k) if variant.over else None) for s, r in base.items()
+    }
+    out = _sizes(next(iter(runs.values())), prefix=p) | _population(
+        runs_by, ok, p, "", variant.who, level, solved
+    )
     out |= _population(base, ok_base, f"{p}{variant.base}_", "", variant.base_who, level, solved)
     out |= _pair_counts(ok_base, ok, p, "lost", "gained", variant.base_who, variant.who)
     if variant.field == "levels":
         out |= _split(runs_by, base, ok, variant, level)
-    return report.Summary(out | _unsolved([r for s, r in runs_by.items() if not ok[s]],
-                                          [r for s, r in runs_by.items() if ok[s]], p, level, hops))
+    return report.Summary(
+        out
+        | _unsolved(
+            [r for s, r in runs_by.items() if not ok[s]],
+            [r for s, r in runs_by.items() if ok[s]],
+            p,
+            level,
+            hops,
+        )
+    )
 
 
-def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], variant: SeedVariant,
-           level: float = 0.9) -> dict:
+def _split(
+    runs: dict[int, dict],
+    base: dict[int, dict],
+    ok: dict[int, bool],
+    variant: SeedVariant,
+    level: float = 0.9,
+) -> dict:
     """Summary entries of ``variant``'s runs ({seed: run}), whose stages differ from the base runs' of the same
     seeds: each is the base run until the evaluation at which the two move to different stages (the last before
     their recorded stages, the stage trained on before each evaluation, differ), so their test accuracies up to
@@ -1228,22 +1515,44 @@ def _split(runs: dict[int, dict], base: dict[int, dict], ok: dict[int, bool], va
     never = [h - 1 for h in range(1, k + 1) if h not in variant.trained(k)]
     free = [float(v) for s, r in runs.items() if ok[s] for v in np.asarray(r["acc"])[-1, never]]
     return {
-        f"{p}split_gap": (max(gaps), "largest difference of test accuracy from the base run of the same seed up to "
-                                     "the evaluation at which the two move to different stages"),
-        f"{p}split_med": (float(np.median(at)) if at else math.nan,
-                          "median step of that evaluation (the runs part after it)"),
-        f"{p}split_next_n": (sum(nxt.values()), f"runs that learned (at {level}) the stage they moved to there"),
-        f"{p}split_base_next_n": (sum(nxt_base.values()), "base runs that learned the stage they moved to there"),
-        f"{p}split_base_next_max": (max(base_took) if base_took else math.nan,
-                                    "base runs: the most steps from there to learning the stage they moved to (inf: "
-                                    "one never did)"),
-        **_pair_counts(nxt_base, nxt, f"{p}next_", "lost", "gained",
-                       f"{variant.base_who}, counting the stage after the split as solved",
-                       f"{variant.who}, counting the same"),
-        f"{p}untrained_min": (min(free) if free else math.nan,
-                              "solved runs: lowest final accuracy at a hop count never trained on"),
-        f"{p}untrained_max": (max(free) if free else math.nan,
-                              "solved runs: highest final accuracy at a hop count never trained on"),
+        f"{p}split_gap": (
+            max(gaps),
+            "largest difference of test accuracy from the base run of the same seed up to "
+            "the evaluation at which the two move to different stages",
+        ),
+        f"{p}split_med": (
+            float(np.median(at)) if at else math.nan,
+            "median step of that evaluation (the runs part after it)",
+        ),
+        f"{p}split_next_n": (
+            sum(nxt.values()),
+            f"runs that learned (at {level}) the stage they moved to there",
+        ),
+        f"{p}split_base_next_n": (
+            sum(nxt_base.values()),
+            "base runs that learned the stage they moved to there",
+        ),
+        f"{p}split_base_next_max": (
+            max(base_took) if base_took else math.nan,
+            "base runs: the most steps from there to learning the stage they moved to (inf: one never did)",
+        ),
+        **_pair_counts(
+            nxt_base,
+            nxt,
+            f"{p}next_",
+            "lost",
+            "gained",
+            f"{variant.base_who}, counting the stage after the split as solved",
+            f"{variant.who}, counting the same",
+        ),
+        f"{p}untrained_min": (
+            min(free) if free else math.nan,
+            "solved runs: lowest final accuracy at a hop count never trained on",
+        ),
+        f"{p}untrained_max": (
+            max(free) if free else math.nan,
+            "solved runs: highest final accuracy at a hop count never trained on",
+        ),
     }
 
 
@@ -1269,10 +1578,16 @@ def stage_gap(runs: dict[int, dict], other: dict[int, dict], stage: int, prefix:
         end = int(past[0]) if len(past) else n
         gaps.append(_difference(a, b, slice(0, end), stages=slice(0, min(end + 1, n))))
         at.append(float(np.asarray(a["step"])[end - 1]))
-    return report.Summary({
-        f"{prefix}_stage_gap": (max(gaps), f"largest difference of test accuracy (or stage) from the other study's run "
-                                           f"of the same seed before either trains past {stage} hops"),
-        f"{prefix}_stage_med": (float(np.median(at)), "median step of the last evaluation before that")})
+    return report.Summary(
+        {
+            f"{prefix}_stage_gap": (
+                max(gaps),
+                f"largest difference of test accuracy (or stage) from the other study's run "
+                f"of the same seed before either trains past {stage} hops",
+            ),
+            f"{prefix}_stage_med": (float(np.median(at)), "median step of the last evaluation before that"),
+        }
+    )
 
 
 def start_accuracy(exp: KHopExperiment, state: dict, n: int = 1024) -> np.ndarray:
@@ -1302,8 +1617,10 @@ START_PROBE = (0, 2000)
 def start_rows(acc: np.ndarray) -> tuple[list[str], list[list]]:
     """:func:`start_accuracy` as a table: header and one row per hop count, "" where the hops do not fit."""
     k = acc.shape[0]
-    return (["hops"] + [f"from table {s}" for s in range(1, k + 1)],
-            [[h] + [f"{a:.2f}" if np.isfinite(a) else "" for a in acc[h - 1]] for h in range(1, k + 1)])
+    return (
+        ["hops"] + [f"from table {s}" for s in range(1, k + 1)],
+        [[h] + [f"{a:.2f}" if np.isfinite(a) else "" for a in acc[h - 1]] for h in range(1, k + 1)],
+    )
 
 
 def start_summary(acc: np.ndarray, exp: KHopExperiment, prefix: str = "start_") -> report.Summary:
@@ -1315,11 +1632,19 @@ def start_summary(acc: np.ndarray, exp: KHopExperiment, prefix: str = "start_") 
     k, trained = exp.k, exp.stages
     never = [h for h in range(1, k + 1) if h not in trained]
     out = {f"{prefix}seed": (exp.seed, "the run's seed"), f"{prefix}steps": (exp.steps, "its training steps")}
-    out |= {f"{prefix}h{h}_min": (float(np.nanmin(acc[h - 1])), f"lowest accuracy over the start tables, {h} hop(s)")
-            for h in trained if h < k}
+    out |= {
+        f"{prefix}h{h}_min": (
+            float(np.nanmin(acc[h - 1])),
+            f"lowest accuracy over the start tables, {h} hop(s)",
+        )
+        for h in trained
+        if h < k
+    }
     out[f"{prefix}k"] = (float(acc[k - 1, 0]), f"accuracy at {k} hops (from table 1, the only start)")
-    out[f"{prefix}untrained_max"] = (float(np.nanmax(acc[np.asarray(never) - 1])) if never else math.nan,
-                                     "highest accuracy at a hop count never trained on, over its start tables")
+    out[f"{prefix}untrained_max"] = (
+        float(np.nanmax(acc[np.asarray(never) - 1])) if never else math.nan,
+        "highest accuracy at a hop count never trained on, over its start tables",
+    )
     out[f"{prefix}chance"] = (1 / exp.N, "chance accuracy, 1 / N")
     return report.Summary(out)
 
@@ -1342,12 +1667,19 @@ def read_positions(task: KHopTask, b: HopBatch) -> np.ndarray:
     if len(counts) != 1:
         raise ValueError(f"read_positions needs examples of one hop count: got hop counts {counts}")
     h, pi = counts[0], task.hidden()
-    before = np.concatenate([b.tokens[:, :1], b.chain[:, :h - 1]], axis=1)  # v_{j-1}
+    before = np.concatenate([b.tokens[:, :1], b.chain[:, : h - 1]], axis=1)  # v_{j-1}
     return 1 + np.arange(h) * task.N + pi[np.arange(h), before]
 
 
-def linear_probe(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, y_test: torch.Tensor, classes: int,
-                 l2: float = 1e-3, iters: int = 200) -> float:
+def linear_probe(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    X_test: torch.Tensor,
+    y_test: torch.Tensor,
+    classes: int,
+    l2: float = 1e-3,
+    iters: int = 200,
+) -> float:
     """Test accuracy of a softmax regression of ``y`` on ``X`` (features standardised on the training set, L2
     penalty ``l2``, L-BFGS from zero, so that the fit is deterministic)."""
     mu, sd = X.mean(0), X.std(0).clamp_min(1e-6)
@@ -1368,8 +1700,9 @@ def linear_probe(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, y_test:
     return float((pred == y_test).float().mean())
 
 
-def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int = 2048,
-              hops: int | None = None) -> dict:
+def hop_probe(
+    exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int = 2048, hops: int | None = None
+) -> dict:
     """Where a trained model has the chain of an h-hop example (``hops``, default k), on fresh h-hop examples
     (stream "hop-probe" of its seed): ``probe`` (depth + 1, h), the test accuracy of a linear probe
     (:func:`linear_probe`, fitted on ``n_train`` examples, tested on ``n_test`` others) of v_j, the value after
@@ -1397,8 +1730,17 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
             pred = model(torch.as_tensor(b.tokens), torch.as_tensor(b.mask), record=rec).argmax(1)
         parts.append((b, rec["streams"], rec["attn"], pred))
     (b, streams, _, _), (bt, streams_t, maps_t, pred) = parts
-    probe = np.array([[linear_probe(s[:, 0], torch.as_tensor(b.chain[:, j]), st[:, 0], torch.as_tensor(bt.chain[:, j]),
-                                    task.N) for j in range(h)] for s, st in zip(streams, streams_t)])
+    probe = np.array(
+        [
+            [
+                linear_probe(
+                    s[:, 0], torch.as_tensor(b.chain[:, j]), st[:, 0], torch.as_tensor(bt.chain[:, j]), task.N
+                )
+                for j in range(h)
+            ]
+            for s, st in zip(streams, streams_t)
+        ]
+    )
     # (n, h)
     where, where_t = torch.as_tensor(read_positions(task, b)), torch.as_tensor(read_positions(task, bt))
     rows, rows_t = torch.arange(len(where)), torch.arange(len(where_t))
@@ -1406,17 +1748,28 @@ def hop_probe(exp: KHopExperiment, state: dict, n_train: int = 4096, n_test: int
     for (l, i, j), _ in np.ndenumerate(chain):
         if j >= i:
             s, st = streams[l], streams_t[l]
-            chain[l, i, j] = linear_probe(s[rows, where[:, i]], torch.as_tensor(b.chain[:, j]),
-                                          st[rows_t, where_t[:, i]], torch.as_tensor(bt.chain[:, j]), task.N)
+            chain[l, i, j] = linear_probe(
+                s[rows, where[:, i]],
+                torch.as_tensor(b.chain[:, j]),
+                st[rows_t, where_t[:, i]],
+                torch.as_tensor(bt.chain[:, j]),
+                task.N,
+            )
 
     def attending(a: torch.Tensor, query: torch.Tensor) -> np.ndarray:  # (n, heads, T, T), (n,) -> (h,)
         return a[rows_t, :, query][rows_t[:, None], :, where_t].mean(0).max(-1).values.numpy()
 
     attention = np.array([attending(a, torch.zeros_like(rows_t)) for a in maps_t])
     entry_attention = np.array([[attending(a, where_t[:, i]) for i in range(h)] for a in maps_t])
-    return {"probe": probe, "entry": chain[:, :, -1], "attention": attention, "chain": chain,
-            "entry_attention": entry_attention, "acc": float((pred == torch.as_tensor(bt.answer)).float().mean()),
-            "answers": (pred.numpy()[:, None] == np.concatenate([bt.tokens[:, :1], bt.chain[:, :h]], 1)).mean(0)}
+    return {
+        "probe": probe,
+        "entry": chain[:, :, -1],
+        "attention": attention,
+        "chain": chain,
+        "entry_attention": entry_attention,
+        "acc": float((pred == torch.as_tensor(bt.answer)).float().mean()),
+        "answers": (pred.numpy()[:, None] == np.concatenate([bt.tokens[:, :1], bt.chain[:, :h]], 1)).mean(0),
+    }
 
 
 def table_hidden(task: KHopTask, blocks, depth: int) -> torch.Tensor:
@@ -1463,8 +1816,12 @@ def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
             prev.append(float((pred == b.chain[:, -2]).mean())), ans.append(float((pred == b.answer).mean()))
     # the entries of hops 1..k-1
     where, last = torch.as_tensor(read_positions(task, b))[:, :-1], task.last_table
-    attention = np.array([[a[rows, :, where[:, i], last].sum(-1).mean(0).max().item() for i in range(task.k - 1)]
-                          for a in rec["attn"]])
+    attention = np.array(
+        [
+            [a[rows, :, where[:, i], last].sum(-1).mean(0).max().item() for i in range(task.k - 1)]
+            for a in rec["attn"]
+        ]
+    )
     return {"prev": np.array(prev), "answer": np.array(ans), "attention": attention}
 
 
@@ -1537,8 +1894,10 @@ def probe_run_and_move(exp: KHopExperiment, progress: bool = True, device=None) 
     r = cache.load_or_compute("khop-and-move", exp, lambda: _train(exp, progress, device, keep=(0,)), MODULES)
     at = last_stage_at(r)
     if not np.isfinite(at) or at <= 0 or 0 not in r["kept"]:
-        raise ValueError(f"the run moves to its last stage at {at}: allowed a step after the start and within "
-                         f"steps={exp.steps}")
+        raise ValueError(
+            f"the run moves to its last stage at {at}: allowed a step after the start and within "
+            f"steps={exp.steps}"
+        )
     full = {k: v for k, v in r.items() if k != "kept"}
     short = dataclasses.replace(exp, steps=int(at))
     return {**full, "exp": exp}, {**truncated(full, int(at)), "state": r["kept"][0], "exp": short}
@@ -1587,33 +1946,50 @@ def _probe_values(out: dict, name: str, pre: str, res: dict, level: float) -> No
     h = P.shape[1]
     out[f"{pre}_acc"] = (res["acc"], f"{name}: the model's accuracy on the probe's test examples")
     for j, v in enumerate(res["answers"]):
-        out[f"{pre}_answers_v{j}"] = (float(v), f"{name}: share of the model's answers on them that are "
-                                                f"{'x, the query' if j == 0 else f'v_{j}'}")
+        out[f"{pre}_answers_v{j}"] = (
+            float(v),
+            f"{name}: share of the model's answers on them that are {'x, the query' if j == 0 else f'v_{j}'}",
+        )
     for (l, j), v in np.ndenumerate(P):
         out[f"{pre}_probe_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{j + 1} after block {l}")
     for (l, j), v in np.ndenumerate(res["entry"]):
-        out[f"{pre}_entry_l{l}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{h} at hop {j + 1}'s entry "
-                                                       f"after block {l}")
+        out[f"{pre}_entry_l{l}_v{j + 1}"] = (
+            float(v),
+            f"{name}: probe accuracy of v_{h} at hop {j + 1}'s entry after block {l}",
+        )
     for (l, j), v in np.ndenumerate(A):
-        out[f"{pre}_attention_l{l + 1}_v{j + 1}"] = (float(v), f"{name}: position 0's attention in block {l + 1} "
-                                                               f"on hop {j + 1}'s entry (largest head)")
+        out[f"{pre}_attention_l{l + 1}_v{j + 1}"] = (
+            float(v),
+            f"{name}: position 0's attention in block {l + 1} on hop {j + 1}'s entry (largest head)",
+        )
     for (l, i, j), v in np.ndenumerate(res["chain"]):
         if j > i:
-            out[f"{pre}_chain_l{l}_e{i + 1}_v{j + 1}"] = (float(v), f"{name}: probe accuracy of v_{j + 1} at hop "
-                                                                     f"{i + 1}'s entry after block {l}")
+            out[f"{pre}_chain_l{l}_e{i + 1}_v{j + 1}"] = (
+                float(v),
+                f"{name}: probe accuracy of v_{j + 1} at hop {i + 1}'s entry after block {l}",
+            )
     for (l, i, j), v in np.ndenumerate(res["entry_attention"]):
         if j > i:
             out[f"{pre}_eattn_l{l + 1}_e{i + 1}_to{j + 1}"] = (
-                float(v), f"{name}: hop {i + 1}'s entry's attention in block {l + 1} on hop {j + 1}'s entry "
-                          "(largest head)")
+                float(v),
+                f"{name}: hop {i + 1}'s entry's attention in block {l + 1} on hop {j + 1}'s entry "
+                "(largest head)",
+            )
     # the first layer instead of the first step
     first = learned_at({"step": np.arange(len(P)), "acc": P}, level)
     for j in range(h):
-        out[f"{pre}_first_v{j + 1}"] = (float(first[j]), f"{name}: first layer (0: embeddings) whose probe reads "
-                                                          f"v_{j + 1} at {level} or more")
-        out[f"{pre}_best_v{j + 1}"] = (float(P[:, j].max()), f"{name}: best probe accuracy of v_{j + 1} over the "
-                                                             "layers")
-    out[f"{pre}_best_vk"] = (float(P[:, -1].max()), f"{name}: best probe accuracy of the answer over the layers")
+        out[f"{pre}_first_v{j + 1}"] = (
+            float(first[j]),
+            f"{name}: first layer (0: embeddings) whose probe reads v_{j + 1} at {level} or more",
+        )
+        out[f"{pre}_best_v{j + 1}"] = (
+            float(P[:, j].max()),
+            f"{name}: best probe accuracy of v_{j + 1} over the layers",
+        )
+    out[f"{pre}_best_vk"] = (
+        float(P[:, -1].max()),
+        f"{name}: best probe accuracy of the answer over the layers",
+    )
 
 
 def _interference_values(out: dict, name: str, tag: str, res: dict) -> None:
@@ -1623,13 +1999,20 @@ def _interference_values(out: dict, name: str, tag: str, res: dict) -> None:
     depth = len(res["attention"])
     for key, p, a in zip(_shown_keys(depth), res["prev"], res["answer"]):
         where = _shown_to(key)
-        out[f"{tag}_tk_{key}_prev"] = (p, f"{name}: share of k-hop answers that are v_(k-1), the last table shown to "
-                                          f"{where}")
-        out[f"{tag}_tk_{key}_answer"] = (a, f"{name}: share of k-hop answers that are v_k, the last table shown to "
-                                            f"{where}")
+        out[f"{tag}_tk_{key}_prev"] = (
+            p,
+            f"{name}: share of k-hop answers that are v_(k-1), the last table shown to {where}",
+        )
+        out[f"{tag}_tk_{key}_answer"] = (
+            a,
+            f"{name}: share of k-hop answers that are v_k, the last table shown to {where}",
+        )
     for (l, i), v in np.ndenumerate(res["attention"]):
-        out[f"{tag}_tkattn_l{l + 1}_e{i + 1}"] = (float(v), f"{name}: hop {i + 1}'s entry's attention in block "
-                                                            f"{l + 1} on the last table in total (largest head)")
+        out[f"{tag}_tkattn_l{l + 1}_e{i + 1}"] = (
+            float(v),
+            f"{name}: hop {i + 1}'s entry's attention in block "
+            f"{l + 1} on the last table in total (largest head)",
+        )
 
 
 def _shown_keys(depth: int) -> list[str]:
@@ -1669,18 +2052,27 @@ def _member_of(name: str, r: dict) -> KHopExperiment:
     return r["exp"]
 
 
-PROBE_KINDS = {"probe": "linear probe of v_j at position 0", "entry": "linear probe of v_k at hop j's entry",
-               "attention": "position 0's attention on hop j's entry"}
+PROBE_KINDS = {
+    "probe": "linear probe of v_j at position 0",
+    "entry": "linear probe of v_k at hop j's entry",
+    "attention": "position 0's attention on hop j's entry",
+}
 
 
 def probe_header(k: int, kind: str = "probe") -> list[str]:
     """Columns of :func:`probe_rows` (``k``: the examples' hop count): the run, the layer (0: the embeddings; the
     blocks from 1), one per hop."""
     check_choice("kind", kind, tuple(PROBE_KINDS))
-    what = {"probe": "v_{j}, probe accuracy", "entry": "v_{k} at hop {j}'s entry", "attention":
-            "hop {j}'s entry, attention"}[kind]
-    return ["run", "block" if kind == "attention" else "after block",
-            *(what.format(j=j, k=k) for j in range(1, k + 1))]
+    what = {
+        "probe": "v_{j}, probe accuracy",
+        "entry": "v_{k} at hop {j}'s entry",
+        "attention": "hop {j}'s entry, attention",
+    }[kind]
+    return [
+        "run",
+        "block" if kind == "attention" else "after block",
+        *(what.format(j=j, k=k) for j in range(1, k + 1)),
+    ]
 
 
 def _hops(summary, study: ProbeStudy, hops: int | None) -> tuple[int, int]:
@@ -1693,7 +2085,9 @@ def _hops(summary, study: ProbeStudy, hops: int | None) -> tuple[int, int]:
     return k, h
 
 
-def probe_rows(summary, kind: str = "probe", hops: int | None = None, study: ProbeStudy = PROBE) -> list[list]:
+def probe_rows(
+    summary, kind: str = "probe", hops: int | None = None, study: ProbeStudy = PROBE
+) -> list[list]:
     """One row per probed run of ``study`` and layer of its :func:`probe_summary` (live or recorded), on its k-hop
     examples (``hops`` None) or its (k - 1)-hop ones (``hops=k - 1``): ``kind="probe"``, the probe accuracy of each
     v_j at position 0 after that block; ``"entry"``, of the answer at the entry each hop reads; ``"attention"``,
@@ -1714,12 +2108,23 @@ def answers_rows(summary, study: ProbeStudy = PROBE) -> tuple[list[str], list[li
     past v_h)."""
     k = int(summary[f"{study.shared}_k"])
     hops = study.probed(k)
-    rows = [[name, h, *(summary[f"{study.prefix(tag, h, k)}_answers_v{j}"] for j in range(h + 1)),
-             *[""] * (max(hops) - h)] for name, tag in study.tags.items() for h in hops]
+    rows = [
+        [
+            name,
+            h,
+            *(summary[f"{study.prefix(tag, h, k)}_answers_v{j}"] for j in range(h + 1)),
+            *[""] * (max(hops) - h),
+        ]
+        for name, tag in study.tags.items()
+        for h in hops
+    ]
     return ["run", "hops", "answers x", *(f"answers v_{j}" for j in range(1, max(hops) + 1))], rows
 
 
-WALK_KINDS = {"chain": "linear probe of v_j at hop i's entry", "eattn": "hop i's entry's attention on hop j's"}
+WALK_KINDS = {
+    "chain": "linear probe of v_j at hop i's entry",
+    "eattn": "hop i's entry's attention on hop j's",
+}
 
 
 def walk_header(k: int, kind: str = "chain") -> list[str]:
@@ -1727,12 +2132,21 @@ def walk_header(k: int, kind: str = "chain") -> list[str]:
     after the first."""
     check_choice("kind", kind, tuple(WALK_KINDS))
     what = "v_{j}, probe accuracy" if kind == "chain" else "hop {j}'s entry, attention"
-    return ["run", "entry of hop", "after block" if kind == "chain" else "block",
-            *(what.format(j=j) for j in range(2, k + 1))]
+    return [
+        "run",
+        "entry of hop",
+        "after block" if kind == "chain" else "block",
+        *(what.format(j=j) for j in range(2, k + 1)),
+    ]
 
 
-def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: ProbeStudy = PROBE,
-              entries: tuple[int, ...] | None = None) -> list[list]:
+def walk_rows(
+    summary,
+    kind: str = "chain",
+    hops: int | None = None,
+    study: ProbeStudy = PROBE,
+    entries: tuple[int, ...] | None = None,
+) -> list[list]:
     """Does the entry that hop i reads walk the rest of the chain itself? One row per probed run of ``study``,
     entry i (``entries``, default every hop but the last) and layer: ``kind="chain"``, the probe accuracy of each
     later v_j (j = 2..h; blank for j <= i) from that entry's stream after that block; ``"eattn"``, that entry's
@@ -1747,8 +2161,16 @@ def walk_rows(summary, kind: str = "chain", hops: int | None = None, study: Prob
         depth, pre = int(summary[f"{tag}_depth"]), study.prefix(tag, h, k)
         layers = range(1, depth + 1) if kind == "eattn" else range(depth + 1)
         key = "{pre}_chain_l{l}_e{i}_v{j}" if kind == "chain" else "{pre}_eattn_l{l}_e{i}_to{j}"
-        rows += [[name, i, l, *(summary[key.format(pre=pre, l=l, i=i, j=j)] if j > i else ""
-                                for j in range(2, h + 1))] for i in entries for l in layers]
+        rows += [
+            [
+                name,
+                i,
+                l,
+                *(summary[key.format(pre=pre, l=l, i=i, j=j)] if j > i else "" for j in range(2, h + 1)),
+            ]
+            for i in entries
+            for l in layers
+        ]
     return rows
 
 
@@ -1767,22 +2189,30 @@ def move_members(profile: str | None = None, variant: SeedVariant = ANYSTART) ->
     """
     name = f"khop_{variant.tag}"
     if config.get_profile(profile) != "quick":
-        raise ValueError(f"{name}_move with profile {profile!r}: allowed 'quick' (its budgets are the moves of the "
-                         f"quick {name} recording)")
+        raise ValueError(
+            f"{name}_move with profile {profile!r}: allowed 'quick' (its budgets are the moves of the "
+            f"quick {name} recording)"
+        )
     runs = seeded(recorded_runs(recorded(variant.settings(), experiment=name))[0])
     out = {}
     for s in VARIANT_SEEDS:
         move = last_stage_at(runs[s])
         if not np.isfinite(move) or move <= 0:
-            raise ValueError(f"seed {s}'s recorded {name} run moves to its last stage at {move}: allowed a step "
-                             "after the start (a budget that ends there)")
+            raise ValueError(
+                f"seed {s}'s recorded {name} run moves to its last stage at {move}: allowed a step "
+                "after the start (a budget that ends there)"
+            )
         out[seed_name(s)] = variant.member(s, int(move))
     return out
 
 
-MOVE_MEASURES = {"v2": "v_2 at position 0, best over the layers", "walk": "v_2 at hop 1's entry, best over the layers",
-                 "read": "position 0's attention on hop 1's entry, largest over the blocks",
-                 "answers_v2": "share of the answers that are v_2", "acc": "accuracy"}
+MOVE_MEASURES = {
+    "v2": "v_2 at position 0, best over the layers",
+    "walk": "v_2 at hop 1's entry, best over the layers",
+    "read": "position 0's attention on hop 1's entry, largest over the blocks",
+    "answers_v2": "share of the answers that are v_2",
+    "acc": "accuracy",
+}
 
 
 def move_summary(runs: dict[str, dict], level: float = 0.9, prefix: str = "mv") -> report.Summary:
@@ -1808,40 +2238,72 @@ def move_summary(runs: dict[str, dict], level: float = 0.9, prefix: str = "mv") 
         out[f"{tag}_step"] = (exp.steps, f"{name}: its move to {exp.k} hops (its training steps)")
         for h in (exp.k, 2):
             res, pre = hop_probe(exp, r["state"], hops=h), tag if h == exp.k else f"{tag}_h{h}"
-            got = {"v2": res["probe"][:, 1].max(), "walk": np.nanmax(res["chain"][:, 0, 1]),
-                   "read": res["attention"][:, 0].max(), "answers_v2": res["answers"][2], "acc": res["acc"]}
+            got = {
+                "v2": res["probe"][:, 1].max(),
+                "walk": np.nanmax(res["chain"][:, 0, 1]),
+                "read": res["attention"][:, 0].max(),
+                "answers_v2": res["answers"][2],
+                "acc": res["acc"],
+            }
             for key, what in MOVE_MEASURES.items():
                 out[f"{pre}_{key}"] = (float(got[key]), f"{name}, {h}-hop examples: {what}")
                 per[name][h if h == 2 else "k", key] = float(got[key])
     walkers = [n for n, v in per.items() if v[2, "walk"] >= level]
     out[f"{prefix}_n"] = (len(runs), "runs probed at their move")
-    out[f"{prefix}_walk2_n"] = (len(walkers), f"seeds whose hop 1's entry holds v_2 on two hops (probe >= {level})")
+    out[f"{prefix}_walk2_n"] = (
+        len(walkers),
+        f"seeds whose hop 1's entry holds v_2 on two hops (probe >= {level})",
+    )
     out[f"{prefix}_walk2_seeds"] = (_seed_list(int(n.split()[-1]) for n in walkers), "those seeds")
-    out[f"{prefix}_walk_kept_n"] = (sum(per[n]["k", "walk"] >= level for n in walkers),
-                                    f"of those, seeds where it still does on {k} hops")
-    out[f"{prefix}_walk_max"] = (max((per[n]["k", "walk"] for n in walkers), default=math.nan),
-                                 f"of those, the highest probe of v_2 at hop 1's entry on {k} hops")
-    out[f"{prefix}_v2_n"] = (sum(v["k", "v2"] >= level for v in per.values()),
-                             f"seeds whose position 0 holds v_2 on {k} hops (probe >= {level})")
-    out[f"{prefix}_v2_max"] = (max((v["k", "v2"] for v in per.values()), default=math.nan),
-                               f"the highest probe of v_2 at position 0 on {k} hops")
-    out[f"{prefix}_h2_acc_min"] = (min((v[2, "acc"] for v in per.values()), default=math.nan),
-                                   "the lowest two-hop accuracy at the move")
+    out[f"{prefix}_walk_kept_n"] = (
+        sum(per[n]["k", "walk"] >= level for n in walkers),
+        f"of those, seeds where it still does on {k} hops",
+    )
+    out[f"{prefix}_walk_max"] = (
+        max((per[n]["k", "walk"] for n in walkers), default=math.nan),
+        f"of those, the highest probe of v_2 at hop 1's entry on {k} hops",
+    )
+    out[f"{prefix}_v2_n"] = (
+        sum(v["k", "v2"] >= level for v in per.values()),
+        f"seeds whose position 0 holds v_2 on {k} hops (probe >= {level})",
+    )
+    out[f"{prefix}_v2_max"] = (
+        max((v["k", "v2"] for v in per.values()), default=math.nan),
+        f"the highest probe of v_2 at position 0 on {k} hops",
+    )
+    out[f"{prefix}_h2_acc_min"] = (
+        min((v[2, "acc"] for v in per.values()), default=math.nan),
+        "the lowest two-hop accuracy at the move",
+    )
     out[f"{prefix}_chance"] = (1 / exp.N, "chance: 1/N")
     return report.Summary(out)
 
 
-MOVE_HEADER = ["run", "moves at", "2 hops: accuracy", "2 hops: v_2 at hop 1's entry",
-               "2 hops: position 0 on hop 1's entry", "4 hops: v_2 at hop 1's entry",
-               "4 hops: position 0 on hop 1's entry", "4 hops: v_2 at position 0", "4 hops: answers v_2"]
+MOVE_HEADER = [
+    "run",
+    "moves at",
+    "2 hops: accuracy",
+    "2 hops: v_2 at hop 1's entry",
+    "2 hops: position 0 on hop 1's entry",
+    "4 hops: v_2 at hop 1's entry",
+    "4 hops: position 0 on hop 1's entry",
+    "4 hops: v_2 at position 0",
+    "4 hops: answers v_2",
+]
 
 
 def move_rows(summary, prefix: str = "mv") -> list[list]:
     """One row per seed of :func:`move_summary` with ``prefix`` (columns :data:`MOVE_HEADER`)."""
     seeds = [s for s in VARIANT_SEEDS if f"{prefix}{s}_step" in summary]
-    return [[seed_name(s), summary[f"{prefix}{s}_step"],
-             *(summary[f"{prefix}{s}_h2_{k}"] for k in ("acc", "walk", "read")),
-             *(summary[f"{prefix}{s}_{k}"] for k in ("walk", "read", "v2", "answers_v2"))] for s in seeds]
+    return [
+        [
+            seed_name(s),
+            summary[f"{prefix}{s}_step"],
+            *(summary[f"{prefix}{s}_h2_{k}"] for k in ("acc", "walk", "read")),
+            *(summary[f"{prefix}{s}_{k}"] for k in ("walk", "read", "v2", "answers_v2")),
+        ]
+        for s in seeds
+    ]
 
 
 def move_medians(summary, prefix: str = "mv") -> report.Summary:
@@ -1856,11 +2318,17 @@ def move_medians(summary, prefix: str = "mv") -> report.Summary:
     """
     seeds = [s for s in VARIANT_SEEDS if f"{prefix}{s}_step" in summary]
     if not seeds:
-        raise ValueError(f"prefix {prefix!r}: no seed's entries ({prefix}0_step, ...) in the summary; allowed the "
-                         "prefix of a move_summary")
+        raise ValueError(
+            f"prefix {prefix!r}: no seed's entries ({prefix}0_step, ...) in the summary; allowed the "
+            "prefix of a move_summary"
+        )
     out = {}
-    for key, what in (("v2", MOVE_MEASURES["v2"]), ("answers_v2", MOVE_MEASURES["answers_v2"]),
-                      ("walk", MOVE_MEASURES["walk"]), ("h2_walk", f"two hops: {MOVE_MEASURES['walk']}")):
+    for key, what in (
+        ("v2", MOVE_MEASURES["v2"]),
+        ("answers_v2", MOVE_MEASURES["answers_v2"]),
+        ("walk", MOVE_MEASURES["walk"]),
+        ("h2_walk", f"two hops: {MOVE_MEASURES['walk']}"),
+    ):
         v = np.asarray([summary[f"{prefix}{s}_{key}"] for s in seeds], dtype=float)
         where = "" if key.startswith("h2") else "k hops: "
         out[f"{prefix}_{key}_med"] = (float(np.median(v)), f"median over the seeds, {where}{what}")
@@ -1869,8 +2337,13 @@ def move_medians(summary, prefix: str = "mv") -> report.Summary:
     return report.Summary(out)
 
 
-MOVE_COMPARE_HEADER = ["study", "seeds walking at table 1 (2 hops)", "of those, still on 4 hops",
-                       "4 hops: v_2 at position 0, median (range)", "4 hops: answers v_2, median (range)"]
+MOVE_COMPARE_HEADER = [
+    "study",
+    "seeds walking at table 1 (2 hops)",
+    "of those, still on 4 hops",
+    "4 hops: v_2 at position 0, median (range)",
+    "4 hops: answers v_2, median (range)",
+]
 
 
 def move_compare_rows(studies: dict[str, tuple]) -> list[list]:
@@ -1879,9 +2352,17 @@ def move_compare_rows(studies: dict[str, tuple]) -> list[list]:
     rows = []
     for label, (summary, p) in studies.items():
         m = move_medians(summary, p)
-        rows.append([label, summary[f"{p}_walk2_n"], summary[f"{p}_walk_kept_n"],
-                     *(f"{m[f'{p}_{k}_med']:.2f} ({m[f'{p}_{k}_lo']:.2f}-{m[f'{p}_{k}_hi']:.2f})"
-                       for k in ("v2", "answers_v2"))])
+        rows.append(
+            [
+                label,
+                summary[f"{p}_walk2_n"],
+                summary[f"{p}_walk_kept_n"],
+                *(
+                    f"{m[f'{p}_{k}_med']:.2f} ({m[f'{p}_{k}_lo']:.2f}-{m[f'{p}_{k}_hi']:.2f})"
+                    for k in ("v2", "answers_v2")
+                ),
+            ]
+        )
     return rows
 
 
@@ -1917,18 +2398,32 @@ CONTINUATIONS = {
     "one block more": Continuation("extra", extra=True),
     "table k hidden from block 1": Continuation("hide1", hide=(1,)),
     "k hops only, twice as long": Continuation("direct_long", data="direct", length=2),
-    "table k hidden from block 1, k hops only, twice as long": Continuation("hide1_direct_long", data="direct",
-                                                                            hide=(1,), length=2),
+    "table k hidden from block 1, k hops only, twice as long": Continuation(
+        "hide1_direct_long", data="direct", hide=(1,), length=2
+    ),
 }
 ESCAPE_TAGS = {name: c.tag for name, c in CONTINUATIONS.items()}  # summary prefixes
-HIDING = ("table k hidden from block 1", "k hops only, twice as long",
-          "table k hidden from block 1, k hops only, twice as long")  # the chapter's second table
+HIDING = (
+    "table k hidden from block 1",
+    "k hops only, twice as long",
+    "table k hidden from block 1, k hops only, twice as long",
+)  # the chapter's second table
 CHANGES = tuple(n for n in CONTINUATIONS if n not in HIDING)  # its first: data, step size, the model's blocks
 
 
-def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, steps: int = ESCAPE_STEPS,
-                      eval_every: int = ESCAPE_EVERY, progress: bool = True, device=None, reinit: int = 0,
-                      extra: bool = False, hide: tuple = ()) -> dict:
+def continue_training(
+    exp: KHopExperiment,
+    state: dict,
+    data: str,
+    lr: float,
+    steps: int = ESCAPE_STEPS,
+    eval_every: int = ESCAPE_EVERY,
+    progress: bool = True,
+    device=None,
+    reinit: int = 0,
+    extra: bool = False,
+    hide: tuple = (),
+) -> dict:
     """Train ``exp``'s model from ``state`` for ``steps`` more steps with a fresh AdamW at ``lr`` on ``data``
     (``"cumulative"``: hop counts uniform over the curriculum's stages, its last stage; ``"direct"``: k hops only;
     the examples start as ``exp.starts`` says), the batches from stream "continue-data" of its seed, and measure it
@@ -1968,14 +2463,20 @@ def continue_training(exp: KHopExperiment, state: dict, data: str, lr: float, st
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     at, accs, start = [], [], time.perf_counter()
-    for step in tqdm(range(steps + 1), desc=f"continued, {data}, lr {lr:g}", disable=not progress, mininterval=2.0):
+    for step in tqdm(
+        range(steps + 1), desc=f"continued, {data}, lr {lr:g}", disable=not progress, mininterval=2.0
+    ):
         if step % eval_every == 0 or step == steps:
             at.append(step), accs.append(_accuracy(model, tests, mask))
             if step == steps:
                 break
         _train_step(model, opt, task, cont, exp.k, rng, device, mask)
-    return {"step": np.asarray(at), "acc": np.asarray(accs), "stage": np.full(len(at), exp.k),
-            "seconds": time.perf_counter() - start}
+    return {
+        "step": np.asarray(at),
+        "acc": np.asarray(accs),
+        "stage": np.full(len(at), exp.k),
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def _fresh_block(exp: KHopExperiment, stream: str) -> _Block:
@@ -1998,10 +2499,21 @@ def escape_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
         for blk in c.hide:
             check_int(f"block hiding the last table in {name!r}", blk, low=1, high=exp.layers + c.extra)
     r = run(exp, progress=progress, device=device)
-    cont = {name: continue_training(exp, r["state"], c.data, exp.lr * c.lr_scale, progress=progress, device=device,
-                                    reinit=c.reinit, extra=c.extra, hide=c.hide,
-                                    steps=ESCAPE_STEPS * c.length)
-            for name, c in CONTINUATIONS.items()}
+    cont = {
+        name: continue_training(
+            exp,
+            r["state"],
+            c.data,
+            exp.lr * c.lr_scale,
+            progress=progress,
+            device=device,
+            reinit=c.reinit,
+            extra=c.extra,
+            hide=c.hide,
+            steps=ESCAPE_STEPS * c.length,
+        )
+        for name, c in CONTINUATIONS.items()
+    }
     return {**r, "continued": cont, "seconds": r["seconds"] + sum(c["seconds"] for c in cont.values())}
 
 
@@ -2019,22 +2531,34 @@ def escape_summary(runs: dict[str, dict]) -> report.Summary:
     cont = runs["seed 0"]["continued"]
     first = np.asarray(next(iter(cont.values()))["acc"])[0]
     k = len(first)
-    out = {f"esc_start_h{j + 1}": (float(v), f"accuracy at {j + 1} hops where the continuations start")
-           for j, v in enumerate(first)}
+    out = {
+        f"esc_start_h{j + 1}": (float(v), f"accuracy at {j + 1} hops where the continuations start")
+        for j, v in enumerate(first)
+    }
     for name, c in cont.items():
         tag, acc = ESCAPE_TAGS[name], np.asarray(c["acc"])
-        out[f"esc_{tag}_best_hk"] = (float(acc[:, -1].max()), f"{name}: best accuracy at {k} hops over its "
-                                                               "evaluations")
+        out[f"esc_{tag}_best_hk"] = (
+            float(acc[:, -1].max()),
+            f"{name}: best accuracy at {k} hops over its evaluations",
+        )
         for j in range(k):
             out[f"esc_{tag}_final_h{j + 1}"] = (float(acc[-1, j]), f"{name}: final accuracy at {j + 1} hops")
-        out[f"esc_{tag}_final_below"] = (float(acc[-1, :-1].min()), f"{name}: lowest final accuracy over 1..{k - 1} "
-                                                                    "hops")
-        out[f"esc_{tag}_hk_at"] = (float(learned_at(c)[-1]), f"{name}: first step at which the {k}-hop accuracy "
-                                                               "reaches 0.9 (inf: never)")
-        out[f"esc_{tag}_start_below"] = (float(acc[0, :-1].min()), f"{name}: lowest accuracy over 1..{k - 1} hops "
-                                                                    "at its start (after its change to the model)")
-    out["esc_steps"] = (int(np.asarray(next(iter(cont.values()))["step"])[-1]), "steps of each continuation "
-                                                                                "(unless twice as long)")
+        out[f"esc_{tag}_final_below"] = (
+            float(acc[-1, :-1].min()),
+            f"{name}: lowest final accuracy over 1..{k - 1} hops",
+        )
+        out[f"esc_{tag}_hk_at"] = (
+            float(learned_at(c)[-1]),
+            f"{name}: first step at which the {k}-hop accuracy reaches 0.9 (inf: never)",
+        )
+        out[f"esc_{tag}_start_below"] = (
+            float(acc[0, :-1].min()),
+            f"{name}: lowest accuracy over 1..{k - 1} hops at its start (after its change to the model)",
+        )
+    out["esc_steps"] = (
+        int(np.asarray(next(iter(cont.values()))["step"])[-1]),
+        "steps of each continuation (unless twice as long)",
+    )
     out["esc_k"] = (k, "hops")
     return report.Summary(out)
 
@@ -2050,15 +2574,26 @@ def escape_rows(summary, names=None) -> list[list]:
     k = int(summary["esc_k"])
     for name in names or ():
         check_choice("continuation", name, tuple(CONTINUATIONS))
-    return [[name, summary[f"esc_{tag}_start_below"], summary[f"esc_{tag}_best_hk"],
-             *(summary[f"esc_{tag}_final_h{j}"] for j in range(1, k + 1))]
-            for name, tag in ESCAPE_TAGS.items() if names is None or name in names]
+    return [
+        [
+            name,
+            summary[f"esc_{tag}_start_below"],
+            summary[f"esc_{tag}_best_hk"],
+            *(summary[f"esc_{tag}_final_h{j}"] for j in range(1, k + 1)),
+        ]
+        for name, tag in ESCAPE_TAGS.items()
+        if names is None or name in names
+    ]
 
 
 def escape_header(k: int) -> list[str]:
     """Columns of :func:`escape_rows`."""
-    return ["continued from the stall", f"at its start, lowest over 1..{k - 1} hops", f"best accuracy at {k} hops",
-            *(f"final, {j} hop{'s' if j > 1 else ''}" for j in range(1, k + 1))]
+    return [
+        "continued from the stall",
+        f"at its start, lowest over 1..{k - 1} hops",
+        f"best accuracy at {k} hops",
+        *(f"final, {j} hop{'s' if j > 1 else ''}" for j in range(1, k + 1)),
+    ]
 
 
 # --- table k hidden from blocks from the first step (recorded: ``khop_hidden``, ``khop_hidden12``, ``_long``) ---
@@ -2089,7 +2624,9 @@ class HiddenStudy:
 
 # table k hidden from block 1 (``hid_*``, ``h0_*``, ...)
 HIDDEN = HiddenStudy(HIDDEN_FROM, "hid", HIDDEN_PROBE)
-HIDDEN12 = HiddenStudy((1, 2), "hid12", ProbeStudy({n: f"hh{t[1:]}" for n, t in HIDDEN_TAGS.items()}, "hhprobe"))
+HIDDEN12 = HiddenStudy(
+    (1, 2), "hid12", ProbeStudy({n: f"hh{t[1:]}" for n, t in HIDDEN_TAGS.items()}, "hhprobe")
+)
 """Table k hidden from blocks 1 and 2 (``hid12_*``, ``hh0_*``, ...): does the harm follow it to block 3?"""
 HIDDEN12_LONG = HiddenStudy((1, 2), "hid12l", names=("seed 0", EXPLORED))
 """Seed 0's two runs of :data:`HIDDEN12`, recorded for the seed study's budget (``hid12l_*``, curves only): do they
@@ -2101,8 +2638,11 @@ def hidden_members(profile: str | None = None, study: HiddenStudy = HIDDEN) -> d
     :data:`EXPLORED_EVERY` steps), each with table k hidden from the keys of the blocks ``study.blocks`` (by default
     :data:`HIDDEN_FROM`) from the first step, in training and when measured (``hide_k_from``). Table k is
     padding before the last stage, so each run is its seed study run until then."""
-    return {name: dataclasses.replace(e, hide_k_from=study.blocks) for name, e in seed_members(profile).items()
-            if name in study.names}
+    return {
+        name: dataclasses.replace(e, hide_k_from=study.blocks)
+        for name, e in seed_members(profile).items()
+        if name in study.names
+    }
 
 
 def hidden_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN) -> report.Summary:
@@ -2119,9 +2659,14 @@ def hidden_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy
         r, tag, who = runs[name], f"{pre}_{HIDDEN_TAGS[name]}", f"{name}, table k hidden from {study.where}"
         out |= _outcome(r, tag, who, level)
         learned += bool(np.isfinite(out[f"{tag}_hk_at"][0])) and name != EXPLORED
-        out[f"{tag}_wait"] = (last_stage_wait(r, level),
-                              f"{who}: steps on its last stage before it learns the k-th hop (inf: never)")
-    out[f"{pre}_learned_n"] = (learned, f"seeds that learn the k-th hop with table k hidden from {study.where}")
+        out[f"{tag}_wait"] = (
+            last_stage_wait(r, level),
+            f"{who}: steps on its last stage before it learns the k-th hop (inf: never)",
+        )
+    out[f"{pre}_learned_n"] = (
+        learned,
+        f"seeds that learn the k-th hop with table k hidden from {study.where}",
+    )
     return report.Summary(out)
 
 
@@ -2133,14 +2678,18 @@ def _outcome(r: dict, tag: str, who: str, level: float) -> dict:
     acc = np.asarray(r["acc"])
     return {
         f"{tag}_best_hk": (float(acc[:, -1].max()), f"{who}: best accuracy at k hops over its evaluations"),
-        f"{tag}_hk_at": (float(learned_at(r, level)[-1]),
-                         f"{who}: first step at which the k-hop accuracy reaches {level} (inf: never)"),
+        f"{tag}_hk_at": (
+            float(learned_at(r, level)[-1]),
+            f"{who}: first step at which the k-hop accuracy reaches {level} (inf: never)",
+        ),
         f"{tag}_stagek_at": (last_stage_at(r), f"{who}: the step it moved to its last stage"),
         f"{tag}_final_min": (float(acc[-1].min()), f"{who}: lowest final accuracy over 1..k hops"),
     }
 
 
-def hidden_study_summary(runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN) -> report.Summary:
+def hidden_study_summary(
+    runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN
+) -> report.Summary:
     """What the recorded study keeps: :func:`hidden_summary` and, of runs from :func:`probe_run` (with ``state``
     and ``exp``), their :func:`probe_summary` as ``study.probe`` (by default :data:`HIDDEN_PROBE`: ``h0_*``, ...,
     ``h250_*``, ``hprobe_*``): where each uses table k.
@@ -2149,14 +2698,18 @@ def hidden_study_summary(runs: dict[str, dict], level: float = 0.9, study: Hidde
         ValueError: a study without probes (its summary is :func:`hidden_summary`).
     """
     if study.probe is None:
-        raise ValueError(f"the study {study.prefix!r} has no probes: allowed a study with a ProbeStudy, or "
-                         "hidden_summary for the curves only")
-    return report.Summary(hidden_summary(runs, level, study).entries()
-                          | probe_summary(runs, level, study.probe).entries())
+        raise ValueError(
+            f"the study {study.prefix!r} has no probes: allowed a study with a ProbeStudy, or "
+            "hidden_summary for the curves only"
+        )
+    return report.Summary(
+        hidden_summary(runs, level, study).entries() | probe_summary(runs, level, study.probe).entries()
+    )
 
 
-def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9,
-                    study: HiddenStudy = HIDDEN) -> report.Summary:
+def hidden_vs_plain(
+    runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN
+) -> report.Summary:
     """Each run of :func:`hidden_members` against the same run without the hiding (``plain``, by the same names):
     before the last stage, the largest difference of their accuracies at hop counts 1..k-1 or of their stages
     over the common evaluations at which ``plain`` is not yet training on k hops (``hid_<tag>_gap``, tags
@@ -2175,18 +2728,26 @@ def hidden_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float 
             raise ValueError(f"{name!r} is not among the runs without hiding: allowed {sorted(plain)}")
         a, b = runs[name], plain[name]
         gap = _gap_before_last_stage(name, a, b)
-        out[f"{pre}_{s}_gap"] = (gap, f"{name}: largest difference before the last stage, hidden from "
-                                      f"{study.where} or not")
+        out[f"{pre}_{s}_gap"] = (
+            gap,
+            f"{name}: largest difference before the last stage, hidden from {study.where} or not",
+        )
         worst = max(worst, gap)
         wait = [last_stage_wait(r, level) for r in (a, b)]
-        out[f"{pre}_{s}_plain_wait"] = (wait[1], f"{name} without the hiding: steps on its last stage before it "
-                                                 "learns the k-th hop (inf: never)")
-        out[f"{pre}_{s}_wait_change"] = (wait[0] - wait[1] if np.isfinite(wait).any() else math.nan,
-                                         f"{name}: steps on the last stage before the k-th hop is learned, hidden "
-                                         f"from {study.where} minus plain (inf: only the plain run learns it; "
-                                         "NaN: neither)")
-    out[f"{pre}_gap"] = (worst, f"largest difference before the last stage over the runs, hidden from "
-                                f"{study.where} or not")
+        out[f"{pre}_{s}_plain_wait"] = (
+            wait[1],
+            f"{name} without the hiding: steps on its last stage before it learns the k-th hop (inf: never)",
+        )
+        out[f"{pre}_{s}_wait_change"] = (
+            wait[0] - wait[1] if np.isfinite(wait).any() else math.nan,
+            f"{name}: steps on the last stage before the k-th hop is learned, hidden "
+            f"from {study.where} minus plain (inf: only the plain run learns it; "
+            "NaN: neither)",
+        )
+    out[f"{pre}_gap"] = (
+        worst,
+        f"largest difference before the last stage over the runs, hidden from {study.where} or not",
+    )
     return report.Summary(out)
 
 
@@ -2219,8 +2780,10 @@ def _difference(a: dict, b: dict, rows, stages=None, hops=slice(None)) -> float:
     acc = np.abs(np.asarray(a["acc"])[rows][:, hops] - np.asarray(b["acc"])[rows][:, hops])
     worst = float(acc.max(initial=0.0))
     if stages is not None:
-        worst = max(worst, float(np.abs(np.asarray(a["stage"])[stages] - np.asarray(b["stage"])[stages])
-                                 .max(initial=0.0)))
+        worst = max(
+            worst,
+            float(np.abs(np.asarray(a["stage"])[stages] - np.asarray(b["stage"])[stages]).max(initial=0.0)),
+        )
     return worst
 
 
@@ -2252,8 +2815,15 @@ def prefix_gap(runs: dict[str, dict], shorter: dict[str, dict], prefix: str) -> 
         b = shorter[name]
         n = _common_evaluations(name, a, b)
         worst = max(worst, _difference(a, b, slice(0, n), stages=slice(0, n)))
-    return report.Summary({f"{prefix}_prefix_gap": (worst, "largest difference of accuracies or stages over the "
-                                                           "shorter runs' evaluations, longer against shorter")})
+    return report.Summary(
+        {
+            f"{prefix}_prefix_gap": (
+                worst,
+                "largest difference of accuracies or stages over the "
+                "shorter runs' evaluations, longer against shorter",
+            )
+        }
+    )
 
 
 def hiding_rows(studies: dict[str, dict[str, dict]], steps: int) -> list[list]:
@@ -2269,7 +2839,9 @@ def hiding_rows(studies: dict[str, dict[str, dict]], steps: int) -> list[list]:
     first = next(iter(studies.values()))
     for label, runs in studies.items():
         if not set(first) & set(runs):
-            raise ValueError(f"study {label!r} has none of the runs {sorted(first)}: allowed the same run names")
+            raise ValueError(
+                f"study {label!r} has none of the runs {sorted(first)}: allowed the same run names"
+            )
     names = [n for n in first if all(n in runs for runs in studies.values())]
     rows = []
     for name in names:
@@ -2312,12 +2884,18 @@ def stage_entry_run(exp: KHopExperiment, progress: bool = True, device=None) -> 
     full = run(exp, progress=progress, device=device)
     at = last_stage_at(full)
     if not np.isfinite(at) or at < 1:
-        raise ValueError(f"{exp.data} run of seed {exp.seed}: its last stage starts at step {at}: allowed a run "
-                         f"that moves to it after step 0 within its {exp.steps} steps")
+        raise ValueError(
+            f"{exp.data} run of seed {exp.seed}: its last stage starts at step {at}: allowed a run "
+            f"that moves to it after step 0 within its {exp.steps} steps"
+        )
     short = dataclasses.replace(exp, steps=int(at))
     r = run(short, progress=progress, device=device)
-    return {**r, "exp": short, "full": {key: full[key] for key in ("step", "acc", "stage")},
-            "seconds": full["seconds"] + r["seconds"]}
+    return {
+        **r,
+        "exp": short,
+        "full": {key: full[key] for key in ("step", "acc", "stage")},
+        "seconds": full["seconds"] + r["seconds"],
+    }
 
 
 def stage_entry_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
@@ -2332,8 +2910,11 @@ def stage_entry_summary(runs: dict[str, dict], level: float = 0.9) -> report.Sum
         out[f"{tag}_at"] = (float(runs[name]["exp"].steps), f"{name}: the step it moves to its last stage")
     out |= prefix_gap({name: r["full"] for name, r in runs.items()}, runs, "nprobe").entries()
     a, b = (out[f"{tag}_tk_b1_prev"][0] for tag in ENTRY_PROBE.tags.values())
-    out["nprobe_tk_b1_gap"] = (abs(a - b), "the two runs where they move to the last stage: difference of their "
-                                            "shares of v_(k-1) answers with table k shown to block 1 only")
+    out["nprobe_tk_b1_gap"] = (
+        abs(a - b),
+        "the two runs where they move to the last stage: difference of their "
+        "shares of v_(k-1) answers with table k shown to block 1 only",
+    )
     return report.Summary(out)
 
 
@@ -2355,8 +2936,11 @@ def reseed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     its seed study run up to the move to k hops, and for a given stream the two runs then see the same batches
     in the same order. Does the state at the move decide which of them stalls, or the data after it?"""
     base = seed_members(profile)
-    return {reseed_name(name, r): dataclasses.replace(base[name], last_stage_data=r)
-            for name in RESEED_TAGS for r in RESEED_STREAMS}
+    return {
+        reseed_name(name, r): dataclasses.replace(base[name], last_stage_data=r)
+        for name in RESEED_TAGS
+        for r in RESEED_STREAMS
+    }
 
 
 def _reseed_parts(name: str) -> tuple[str, int]:
@@ -2395,23 +2979,33 @@ def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     for base, tag in RESEED_TAGS.items():
         missing = [s for s in streams if (base, s) not in learned]
         if missing:
-            raise ValueError(f"{base!r} has no run with last-stage data {missing}: allowed a study with every run "
-                             f"on every stream ({streams})")
-        out[f"{tag}_learned_n"] = (sum(learned[base, s] for s in streams),
-                                   f"{base}: streams of last-stage data on which it learns the k-th hop")
+            raise ValueError(
+                f"{base!r} has no run with last-stage data {missing}: allowed a study with every run "
+                f"on every stream ({streams})"
+            )
+        out[f"{tag}_learned_n"] = (
+            sum(learned[base, s] for s in streams),
+            f"{base}: streams of last-stage data on which it learns the k-th hop",
+        )
     a, b = RESEED_TAGS
-    out["reseed_split_n"] = (sum(learned[a, s] != learned[b, s] for s in streams),
-                             "streams of last-stage data on which one of seed 0's two runs learns the k-th hop and "
-                             "the other does not")
+    out["reseed_split_n"] = (
+        sum(learned[a, s] != learned[b, s] for s in streams),
+        "streams of last-stage data on which one of seed 0's two runs learns the k-th hop and "
+        "the other does not",
+    )
     out["reseed_n"] = (len(streams), "streams of last-stage data per run")
     b1 = {key: out[f"{RESEED_TAGS[key[0]]}_d{key[1]}_tk_b1_prev"][0] for key in learned}
     stalled, learnt = [b1[key] for key in b1 if not learned[key]], [b1[key] for key in b1 if learned[key]]
-    out["reseed_stalled_b1_max"] = (max(stalled, default=math.nan),
-                                    "the runs that never learn the k-th hop: the largest share of k-hop answers that "
-                                    "are v_(k-1) with table k shown to block 1 only (NaN: none stalls)")
-    out["reseed_learned_b1_min"] = (min(learnt, default=math.nan),
-                                    "the runs that learn the k-th hop: the smallest share of k-hop answers that are "
-                                    "v_(k-1) with table k shown to block 1 only (NaN: none learns)")
+    out["reseed_stalled_b1_max"] = (
+        max(stalled, default=math.nan),
+        "the runs that never learn the k-th hop: the largest share of k-hop answers that "
+        "are v_(k-1) with table k shown to block 1 only (NaN: none stalls)",
+    )
+    out["reseed_learned_b1_min"] = (
+        min(learnt, default=math.nan),
+        "the runs that learn the k-th hop: the smallest share of k-hop answers that are "
+        "v_(k-1) with table k shown to block 1 only (NaN: none learns)",
+    )
     out |= _sizes(next(iter(runs.values())), prefix="reseed_")
     return report.Summary(out)
 
@@ -2467,19 +3061,30 @@ def reseed_by_path(long, short, level: float = 0.5) -> report.Summary:
         base, stream = _reseed_parts(name)
         tag = f"{RESEED_TAGS[base]}_d{stream}"
         if f"rl_{tag}_best_hk" not in long or f"{tag}_tk_b1_prev" not in short:
-            raise ValueError(f"{name!r} is missing from the longer or the shorter study: allowed summaries of both "
-                             f"studies, with every run of {list(RESEED_LONG)}")
+            raise ValueError(
+                f"{name!r} is missing from the longer or the shorter study: allowed summaries of both "
+                f"studies, with every run of {list(RESEED_LONG)}"
+            )
         (broken if _block1_breaks(short, tag, level) else unbroken).append(long[f"rl_{tag}_best_hk"])
-    return report.Summary({
-        "rl_broken_best_max": (max(broken, default=math.nan), "longer runs whose block 1 broke the (k-1)-hop answer "
-                                                              "at the shorter study's end: largest best k-hop "
-                                                              "accuracy"),
-        "rl_unbroken_best_min": (min(unbroken, default=math.nan), "longer runs whose block 1 did not: smallest best "
-                                                                  "k-hop accuracy"),
-        "rl_broken_n": (len(broken), "longer runs whose block 1 broke the (k-1)-hop answer at the shorter study's "
-                                     "end"),
-        "rl_unbroken_n": (len(unbroken), "longer runs whose block 1 did not"),
-    })
+    return report.Summary(
+        {
+            "rl_broken_best_max": (
+                max(broken, default=math.nan),
+                "longer runs whose block 1 broke the (k-1)-hop answer "
+                "at the shorter study's end: largest best k-hop "
+                "accuracy",
+            ),
+            "rl_unbroken_best_min": (
+                min(unbroken, default=math.nan),
+                "longer runs whose block 1 did not: smallest best k-hop accuracy",
+            ),
+            "rl_broken_n": (
+                len(broken),
+                "longer runs whose block 1 broke the (k-1)-hop answer at the shorter study's end",
+            ),
+            "rl_unbroken_n": (len(unbroken), "longer runs whose block 1 did not"),
+        }
+    )
 
 
 def _block1_breaks(summary, tag: str, level: float) -> bool:
@@ -2500,15 +3105,23 @@ def reseed_paths(summary, level: float = 0.5) -> report.Summary:
     """
     check_float("level", level, 0.0, 1.0, low_open=True)
     n = int(summary["reseed_n"])
-    breaks = {tag: [_block1_breaks(summary, f"{tag}_d{r}", level) for r in range(1, n + 1)]
-              for tag in RESEED_TAGS.values()}
-    out = {f"{tag}_b1_breaks_n": (sum(b), f"{base}: streams of last-stage data on which block 1, shown table k alone, "
-                                          f"leaves fewer than {level} of the k-hop answers at v_(k-1)")
-           for (base, tag), b in zip(RESEED_TAGS.items(), breaks.values())}
+    breaks = {
+        tag: [_block1_breaks(summary, f"{tag}_d{r}", level) for r in range(1, n + 1)]
+        for tag in RESEED_TAGS.values()
+    }
+    out = {
+        f"{tag}_b1_breaks_n": (
+            sum(b),
+            f"{base}: streams of last-stage data on which block 1, shown table k alone, "
+            f"leaves fewer than {level} of the k-hop answers at v_(k-1)",
+        )
+        for (base, tag), b in zip(RESEED_TAGS.items(), breaks.values())
+    }
     a, b = breaks.values()
-    out["reseed_path_split_n"] = (sum(x != y for x, y in zip(a, b)), "streams of last-stage data on which block 1 "
-                                                                     "breaks one of seed 0's two runs and not the "
-                                                                     "other")
+    out["reseed_path_split_n"] = (
+        sum(x != y for x, y in zip(a, b)),
+        "streams of last-stage data on which block 1 breaks one of seed 0's two runs and not the other",
+    )
     return report.Summary(out)
 
 
@@ -2529,21 +3142,33 @@ def reseed_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float 
         if base not in plain:
             raise ValueError(f"{base!r} is not among the runs with their own data: allowed {sorted(plain)}")
         worst = max(worst, _gap_before_last_stage(name, r, plain[base]))
-    out = {"reseed_gap": (worst, "largest difference before the last stage, other data on the last stage against "
-                                 "the run's own")}
+    out = {
+        "reseed_gap": (
+            worst,
+            "largest difference before the last stage, other data on the last stage against the run's own",
+        )
+    }
     for base, tag in RESEED_TAGS.items():
         if base in plain:
-            out[f"{tag}_own_hk_at"] = (float(learned_at(plain[base], level)[-1]),
-                                       f"{base} with its own data: first step at which the k-hop accuracy reaches "
-                                       f"{level} (inf: never)")
+            out[f"{tag}_own_hk_at"] = (
+                float(learned_at(plain[base], level)[-1]),
+                f"{base} with its own data: first step at which the k-hop accuracy reaches "
+                f"{level} (inf: never)",
+            )
     return report.Summary(out)
 
 
 def reseed_header(k: int) -> list[str]:
     """Columns of :func:`reseed_rows`."""
-    return ["last-stage data", "run", "moves to k hops at (step)", f"best {k}-hop accuracy",
-            f"{k}-hop learned at (step)", f"v_{k - 1} answers, table {k} shown to block 1 only",
-            f"hop {marked_entry(k)}'s entry's attention on table {k}, block 1"]
+    return [
+        "last-stage data",
+        "run",
+        "moves to k hops at (step)",
+        f"best {k}-hop accuracy",
+        f"{k}-hop learned at (step)",
+        f"v_{k - 1} answers, table {k} shown to block 1 only",
+        f"hop {marked_entry(k)}'s entry's attention on table {k}, block 1",
+    ]
 
 
 def marked_entry(k: int) -> int:
@@ -2572,8 +3197,13 @@ def _run_cells(summary, t: str, e: int) -> list:
     """The cells of one run ``t`` of a study with other last-stage data (:func:`reseed_rows`,
     :func:`delay_rows`): its move, best k-hop accuracy, when it learns it, and the two marks of the stall (hop
     ``e``'s entry's attention on table k in block 1)."""
-    return [summary[f"{t}_stagek_at"], summary[f"{t}_best_hk"], summary[f"{t}_hk_at"], summary[f"{t}_tk_b1_prev"],
-            summary[f"{t}_tkattn_l1_e{e}"]]
+    return [
+        summary[f"{t}_stagek_at"],
+        summary[f"{t}_best_hk"],
+        summary[f"{t}_hk_at"],
+        summary[f"{t}_tk_b1_prev"],
+        summary[f"{t}_tkattn_l1_e{e}"],
+    ]
 
 
 # --- seed 0's stalled run moved to its last stage later (recorded: ``khop_delay``) ---
@@ -2601,8 +3231,11 @@ def delay_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     runs see the same last-stage batches as the runs of :func:`reseed_members`, from a state trained longer on
     k - 1 hops. How long after the bar must the move come for seed 0 to be spared the stall?"""
     base = seed_members(profile)[DELAYED]
-    return {delay_name(d, r): dataclasses.replace(base, last_stage_delay=d, last_stage_data=r)
-            for d, streams in DELAY_GRID.items() for r in streams}
+    return {
+        delay_name(d, r): dataclasses.replace(base, last_stage_delay=d, last_stage_data=r)
+        for d, streams in DELAY_GRID.items()
+        for r in streams
+    }
 
 
 def _delay_parts(name: str) -> tuple[int, int]:
@@ -2640,10 +3273,16 @@ def delay_summary(runs: dict[str, dict], level: float = 0.9, path: float = 0.5) 
         who = f"{DELAYED}, last stage {d} steps later"
         out[f"dl{d}_n"] = (len(res), f"{who}: runs (streams of last-stage data, its own included)")
         out[f"dl{d}_learned_n"] = (sum(a for a, _ in res), f"{who}: runs that learn the k-th hop ({level})")
-        out[f"dl{d}_breaks_n"] = (sum(b for _, b in res), f"{who}: runs on the stall's path (block 1, shown table k "
-                                                          f"alone, leaves fewer than {path} of the k-hop answers at "
-                                                          "v_(k-1))")
-    out["delay_path_escapes_n"] = (escapes, f"runs on the stall's path whose best k-hop accuracy reaches {path}")
+        out[f"dl{d}_breaks_n"] = (
+            sum(b for _, b in res),
+            f"{who}: runs on the stall's path (block 1, shown table k "
+            f"alone, leaves fewer than {path} of the k-hop answers at "
+            "v_(k-1))",
+        )
+    out["delay_path_escapes_n"] = (
+        escapes,
+        f"runs on the stall's path whose best k-hop accuracy reaches {path}",
+    )
     out |= _sizes(next(iter(runs.values())), prefix="delay_")
     return report.Summary(out)
 
@@ -2652,8 +3291,10 @@ def split_streams(curves: dict) -> tuple[dict, dict]:
     """:func:`curves` of runs with and without other last-stage data (as :func:`reseed_name` names them), as two
     :func:`curves`: the runs with it, and those with their own (for :func:`companion.plotting.reseed_panels`)."""
     other = {n for n in curves["acc"] if RESEED_SUFFIX in n}
-    return tuple({key: {n: v for n, v in runs.items() if (n in other) == want} for key, runs in curves.items()}
-                 for want in (True, False))
+    return tuple(
+        {key: {n: v for n, v in runs.items() if (n in other) == want} for key, runs in curves.items()}
+        for want in (True, False)
+    )
 
 
 def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary:
@@ -2683,21 +3324,31 @@ def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summ
     a, b = runs[repeat], plain[EXPLORED]
     steps, ia, ib = np.intersect1d(np.asarray(a["step"]), np.asarray(b["step"]), return_indices=True)
     if not len(steps):
-        raise ValueError(f"{repeat!r} and {EXPLORED!r} have no evaluation step in common: allowed runs that do")
-    diff = np.maximum(np.abs(np.asarray(a["acc"])[ia] - np.asarray(b["acc"])[ib]).max(1),
-                      np.abs(np.asarray(a["stage"])[ia] - np.asarray(b["stage"])[ib]))
+        raise ValueError(
+            f"{repeat!r} and {EXPLORED!r} have no evaluation step in common: allowed runs that do"
+        )
+    diff = np.maximum(
+        np.abs(np.asarray(a["acc"])[ia] - np.asarray(b["acc"])[ib]).max(1),
+        np.abs(np.asarray(a["stage"])[ia] - np.asarray(b["stage"])[ib]),
+    )
     out = {
         "delay_gap": (worst, f"largest difference before the bar, {DELAYED} moved later against its own run"),
-        "delay_repeat_gap": (float(diff.max()), f"{repeat} against {EXPLORED}: largest difference of their "
-                                                "accuracies (every hop count) or stages at their common evaluations"),
+        "delay_repeat_gap": (
+            float(diff.max()),
+            f"{repeat} against {EXPLORED}: largest difference of their "
+            "accuracies (every hop count) or stages at their common evaluations",
+        ),
         "delay_repeat_n": (len(steps), f"{repeat} and {EXPLORED}: common evaluations"),
-        "delay_repeat_first": (float(steps[np.flatnonzero(diff > 0)[0]]) if (diff > 0).any() else math.inf,
-                               f"{repeat} and {EXPLORED}: the first common evaluation at which they differ (inf: "
-                               "none)"),
+        "delay_repeat_first": (
+            float(steps[np.flatnonzero(diff > 0)[0]]) if (diff > 0).any() else math.inf,
+            f"{repeat} and {EXPLORED}: the first common evaluation at which they differ (inf: none)",
+        ),
     }
     for name, tag in RESEED_TAGS.items():
-        out[f"delay_moves_{tag}"] = (", ".join(f"{m:.0f}" for m in stage_moves(plain[name])),
-                                     f"{name}: the steps at which it moves to 2, ..., k hops")
+        out[f"delay_moves_{tag}"] = (
+            ", ".join(f"{m:.0f}" for m in stage_moves(plain[name])),
+            f"{name}: the steps at which it moves to 2, ..., k hops",
+        )
     return report.Summary(out)
 
 
@@ -2713,7 +3364,9 @@ def repeat_curves(runs: dict[str, dict], plain: dict[str, dict]) -> dict:
     picked = {name: src.get(name) for name, src in ((DELAYED, plain), (repeat, runs), (EXPLORED, plain))}
     missing = [name for name, r in picked.items() if r is None]
     if missing:
-        raise ValueError(f"{missing} missing: allowed the delay study's runs and seed 0's two runs with their own data")
+        raise ValueError(
+            f"{missing} missing: allowed the delay study's runs and seed 0's two runs with their own data"
+        )
     last = int(np.asarray(runs[repeat]["step"])[-1])
     return curves({name: truncated(r, last) for name, r in picked.items()})
 
@@ -2754,13 +3407,22 @@ def delay_by_move(delays, reseeds, streams=RESEED_STREAMS, level: float = 0.5) -
         runs = [f"{tag}_d{r}" for r in streams]
         missing = [t for t in runs if f"{t}_hk_at" not in summary]
         if missing:
-            raise ValueError(f"runs {missing} are missing: allowed summaries with every stream of {list(streams)}")
+            raise ValueError(
+                f"runs {missing} are missing: allowed summaries with every stream of {list(streams)}"
+            )
         who = EXPLORED if d.startswith("e") else f"{DELAYED}, last stage {d} steps later"
-        out[f"dmove{d}_at"] = (max(summary[f"{t}_stagek_at"] for t in runs), f"{who}: the step it moves to it")
-        out[f"dmove{d}_breaks_n"] = (sum(_block1_breaks(summary, t, level) for t in runs),
-                                     f"{who}: streams on which block 1 breaks the (k-1)-hop answer")
-        out[f"dmove{d}_learned_n"] = (sum(bool(np.isfinite(summary[f"{t}_hk_at"])) for t in runs),
-                                      f"{who}: streams on which it learns the k-th hop")
+        out[f"dmove{d}_at"] = (
+            max(summary[f"{t}_stagek_at"] for t in runs),
+            f"{who}: the step it moves to it",
+        )
+        out[f"dmove{d}_breaks_n"] = (
+            sum(_block1_breaks(summary, t, level) for t in runs),
+            f"{who}: streams on which block 1 breaks the (k-1)-hop answer",
+        )
+        out[f"dmove{d}_learned_n"] = (
+            sum(bool(np.isfinite(summary[f"{t}_hk_at"])) for t in runs),
+            f"{who}: streams on which it learns the k-th hop",
+        )
     out["dmove_n"] = (len(streams), "streams of last-stage data compared")
     return report.Summary(out)
 
@@ -2781,8 +3443,12 @@ def delay_rows(summary) -> list[list]:
     return rows
 
 
-DELAY_MOVE_HEADER = ["run", "moves to k hops at (step)", "streams on the stall's path",
-                     "streams on which it learns k hops"]
+DELAY_MOVE_HEADER = [
+    "run",
+    "moves to k hops at (step)",
+    "streams on the stall's path",
+    "streams on which it learns k hops",
+]
 
 
 def delay_move_rows(summary) -> list[list]:
@@ -2791,17 +3457,27 @@ def delay_move_rows(summary) -> list[list]:
     n = int(summary["dmove_n"])
     keys = [key[5:-3] for key in summary if key.startswith("dmove") and key.endswith("_at")]
     delays = sorted((k for k in keys if k.isdigit()), key=int) + [k for k in keys if not k.isdigit()]
-    return [[f"{DELAYED}, last stage {d} steps later" if d.isdigit() else EXPLORED, summary[f"dmove{d}_at"],
-             f"{int(summary[f'dmove{d}_breaks_n'])} of {n}", f"{int(summary[f'dmove{d}_learned_n'])} of {n}"]
-            for d in delays]
+    return [
+        [
+            f"{DELAYED}, last stage {d} steps later" if d.isdigit() else EXPLORED,
+            summary[f"dmove{d}_at"],
+            f"{int(summary[f'dmove{d}_breaks_n'])} of {n}",
+            f"{int(summary[f'dmove{d}_learned_n'])} of {n}",
+        ]
+        for d in delays
+    ]
 
 
 # --- where block 1 comes to read table k along the last stage (recorded: ``khop_onset``) ---
 
 # training steps on the last stage at which the model is read
 ONSET_AFTER = (0, 100, 200, 400, 800, 1600, 3200)
-ONSET_RUNS = {"seed 0": "on100", EXPLORED: f"on{EXPLORED_EVERY}", reseed_name("seed 0", 1): "on100_d1",
-              reseed_name("seed 0", 3): "on100_d3"}
+ONSET_RUNS = {
+    "seed 0": "on100",
+    EXPLORED: f"on{EXPLORED_EVERY}",
+    reseed_name("seed 0", 1): "on100_d1",
+    reseed_name("seed 0", 3): "on100_d3",
+}
 """The runs read along their last stage (summary tags): seed 0's two runs with their own data (stalled, and
 learned), and the stalled run's state on two streams of :func:`reseed_members` on which it took the stall's path
 (stream 1) and did not (stream 3), chosen after that study for the contrast within one state."""
@@ -2817,7 +3493,9 @@ def onset_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
     """:func:`run` of ``exp`` that also keeps the model after each of :data:`ONSET_AFTER` training steps on its
     last stage (``"kept"``: {steps: state dict}; the states that runs of exactly that many steps would end with),
     with its configuration (``"exp"``)."""
-    r = cache.load_or_compute("khop-onset", exp, lambda: _train(exp, progress, device, keep=ONSET_AFTER), MODULES)
+    r = cache.load_or_compute(
+        "khop-onset", exp, lambda: _train(exp, progress, device, keep=ONSET_AFTER), MODULES
+    )
     return {**r, "exp": exp}
 
 
@@ -2844,30 +3522,47 @@ def onset_summary(runs: dict[str, dict], path: float = 0.5) -> report.Summary:
         tag = ONSET_RUNS[name]
         short = [a for a in ONSET_AFTER if a not in r["kept"]]
         if short:
-            raise ValueError(f"{name!r} has no state after {short} steps on its last stage: allowed runs that train "
-                             f"at least {max(ONSET_AFTER)} steps on it")
+            raise ValueError(
+                f"{name!r} has no state after {short} steps on its last stage: allowed runs that train "
+                f"at least {max(ONSET_AFTER)} steps on it"
+            )
         for a in ONSET_AFTER:
             res = table_interference(r["exp"], r["kept"][a])
             _interference_values(out, f"{name}, after {a} steps on its last stage", f"{tag}_a{a}", res)
-        _interference_values(out, f"{name}, at its end", f"{tag}_end", table_interference(r["exp"], r["state"]))
+        _interference_values(
+            out, f"{name}, at its end", f"{tag}_end", table_interference(r["exp"], r["state"])
+        )
         breaks = [a for a in ONSET_AFTER if _block1_breaks(report.Summary(out), f"{tag}_a{a}", path)]
-        out[f"{tag}_onset"] = (float(breaks[0]) if breaks else math.inf,
-                               f"{name}: first of {list(ONSET_AFTER)} steps on its last stage at which block 1, "
-                               f"shown table k alone, leaves fewer than {path} of the k-hop answers at v_(k-1) "
-                               "(inf: none)")
+        out[f"{tag}_onset"] = (
+            float(breaks[0]) if breaks else math.inf,
+            f"{name}: first of {list(ONSET_AFTER)} steps on its last stage at which block 1, "
+            f"shown table k alone, leaves fewer than {path} of the k-hop answers at v_(k-1) "
+            "(inf: none)",
+        )
         out |= _outcome(r, tag, name, 0.9)
         on_path = _block1_breaks(report.Summary(out), f"{tag}_end", path)
-        (onsets if on_path else spared).append((out[f"{tag}_onset"][0], min(out[f"{tag}_a{a}_tk_b1_prev"][0]
-                                                                             for a in ONSET_AFTER)))
-    out["onset_path_n"] = (len(onsets), f"runs on the stall's path at their end (block 1's share below {path})")
-    out["onset_path_latest"] = (max((o for o, _ in onsets), default=math.nan),
-                                "runs on the stall's path at their end: the latest first step at which they are on it "
-                                "(NaN: no such run)")
+        (onsets if on_path else spared).append(
+            (out[f"{tag}_onset"][0], min(out[f"{tag}_a{a}_tk_b1_prev"][0] for a in ONSET_AFTER))
+        )
+    out["onset_path_n"] = (
+        len(onsets),
+        f"runs on the stall's path at their end (block 1's share below {path})",
+    )
+    out["onset_path_latest"] = (
+        max((o for o, _ in onsets), default=math.nan),
+        "runs on the stall's path at their end: the latest first step at which they are on it "
+        "(NaN: no such run)",
+    )
     out["onset_spared_n"] = (len(spared), "runs off the stall's path at their end")
-    out["onset_spared_min"] = (min((m for _, m in spared), default=math.nan),
-                               "runs off the stall's path at their end: the smallest share of k-hop answers at "
-                               "v_(k-1) with table k shown to block 1 only, over every step read (NaN: no such run)")
-    out["onset_after"] = (", ".join(map(str, ONSET_AFTER)), "the steps on the last stage after which the runs are read")
+    out["onset_spared_min"] = (
+        min((m for _, m in spared), default=math.nan),
+        "runs off the stall's path at their end: the smallest share of k-hop answers at "
+        "v_(k-1) with table k shown to block 1 only, over every step read (NaN: no such run)",
+    )
+    out["onset_after"] = (
+        ", ".join(map(str, ONSET_AFTER)),
+        "the steps on the last stage after which the runs are read",
+    )
     out |= _sizes(next(iter(runs.values())), prefix="onset_")
     return report.Summary(out)
 
@@ -2883,22 +3578,32 @@ def onset_vs_entry(onset, entry) -> report.Summary:
     """
     worst, n = 0.0, 0
     for name, tag in ENTRY_PROBE.tags.items():
-        keys = [key[len(tag):] for key in entry if key.startswith(f"{tag}_tk")]
+        keys = [key[len(tag) :] for key in entry if key.startswith(f"{tag}_tk")]
         mine = f"{ONSET_RUNS.get(name)}_a0"
         if not keys or any(mine + key not in onset for key in keys):
-            raise ValueError(f"{name!r} is missing from the onset or the stage-entry summary: allowed summaries of "
-                             "both studies with seed 0's two runs")
+            raise ValueError(
+                f"{name!r} is missing from the onset or the stage-entry summary: allowed summaries of "
+                "both studies with seed 0's two runs"
+            )
         worst = max([worst, *(abs(onset[mine + key] - entry[tag + key]) for key in keys)])
         n += len(keys)
-    return report.Summary({
-        "onset_entry_gap": (float(worst), "largest difference of the interference entries, the state kept at the "
-                                          "move against the run trained to it"),
-        "onset_entry_n": (n, "interference entries compared"),
-    })
+    return report.Summary(
+        {
+            "onset_entry_gap": (
+                float(worst),
+                "largest difference of the interference entries, the state kept at the "
+                "move against the run trained to it",
+            ),
+            "onset_entry_n": (n, "interference entries compared"),
+        }
+    )
 
 
-ONSET_HEADER_ROWS = ("v_(k-1) answers, table k shown to block 1 only",
-                     "hop (k-2)'s entry's attention on table k, block 1", "right k-hop answers")
+ONSET_HEADER_ROWS = (
+    "v_(k-1) answers, table k shown to block 1 only",
+    "hop (k-2)'s entry's attention on table k, block 1",
+    "right k-hop answers",
+)
 
 
 ONSET_HEADER = ["run", "measure", *(f"after {a} steps" for a in ONSET_AFTER)]  # columns of :func:`onset_rows`

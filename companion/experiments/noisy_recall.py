@@ -93,17 +93,34 @@ class RecallExperiment(config.Profiled):
     @classmethod
     def quick(cls, **overrides) -> "RecallExperiment":
         """CPU-sized run (minutes on 2 cores); see the chapter for what it checks."""
-        base = dict(profile="quick", d=128, seq_len=32, batch=128, steps=600, lr=0.03,
-                    eval_every=25, dense_until=20, n_test=256)
+        base = dict(
+            profile="quick",
+            d=128,
+            seq_len=32,
+            batch=128,
+            steps=600,
+            lr=0.03,
+            eval_every=25,
+            dense_until=20,
+            n_test=256,
+        )
         return cls(**{**base, **overrides})
 
     @classmethod
     def full(cls, **overrides) -> "RecallExperiment":
         """The paper's sizes: d = T = 256, batch 512, 2000 steps (B.6)."""
-        base = dict(profile="full", d=256, seq_len=256, batch=512, steps=2000, lr=0.03,
-                    eval_every=50, dense_until=20, n_test=2048)
+        base = dict(
+            profile="full",
+            d=256,
+            seq_len=256,
+            batch=512,
+            steps=2000,
+            lr=0.03,
+            eval_every=50,
+            dense_until=20,
+            n_test=2048,
+        )
         return cls(**{**base, **overrides})
-
 
     def task(self, alpha: float | None = None, final_trigger: bool | None = None) -> RecallTask | IOITask:
         """The training distribution (``alpha`` and ``final_trigger`` default to the run's). The test sequences
@@ -112,22 +129,37 @@ class RecallExperiment(config.Profiled):
         final_trigger = self.final_trigger if final_trigger is None else final_trigger
         if self.task_kind == "ioi":
             if not final_trigger:
-                raise ValueError("synthetic IOI ends with its trigger: final_trigger=False is a recall-task option")
+                raise ValueError(
+                    "synthetic IOI ends with its trigger: final_trigger=False is a recall-task option"
+                )
             if self.triggers is not None and len(self.triggers) != 1:
                 raise ValueError(f"triggers={self.triggers}: synthetic IOI has exactly one trigger")
             if (self.noise, self.loss_on) != ("new", "final"):
                 raise ValueError("synthetic IOI uses noise='new' and loss_on='final' (Appendix J)")
-            return IOITask(seq_len=self.seq_len, alpha=alpha,
-                           trigger=None if self.triggers is None else self.triggers[0])
-        return RecallTask(seq_len=self.seq_len, alpha=alpha,
-                          triggers=self.triggers, noise=self.noise, loss_on=self.loss_on, final_trigger=final_trigger)
+            return IOITask(
+                seq_len=self.seq_len, alpha=alpha, trigger=None if self.triggers is None else self.triggers[0]
+            )
+        return RecallTask(
+            seq_len=self.seq_len,
+            alpha=alpha,
+            triggers=self.triggers,
+            noise=self.noise,
+            loss_on=self.loss_on,
+            final_trigger=final_trigger,
+        )
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=self.ff)
 
     def train_config(self, steps: int) -> TrainConfig:
-        return TrainConfig(steps=steps, batch=self.batch, lr=self.lr, momentum=self.momentum,
-                           weight_decay=self.weight_decay, optimizer=self.optimizer)
+        return TrainConfig(
+            steps=steps,
+            batch=self.batch,
+            lr=self.lr,
+            momentum=self.momentum,
+            weight_decay=self.weight_decay,
+            optimizer=self.optimizer,
+        )
 
     def test_batches(self):
         """The fixed clean (alpha = 0) and noisy (training alpha) test batches of this run."""
@@ -203,10 +235,18 @@ MODULES = ("companion.experiments.noisy_recall",)  # what a cached run depends o
 
 def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bool = True) -> RecallRun:
     """Train and measure (or load the cached result of) experiment ``exp``."""
-    blob = cache.load_or_compute("noisy_recall", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch",
-                                 use_cache=use_cache)
-    return RecallRun(exp, blob["metrics"], blob["state"], blob["seconds"], blob["device"],
-                     blob.get("pretrained_state"), blob.get("diverged_at"))
+    blob = cache.load_or_compute(
+        "noisy_recall", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch", use_cache=use_cache
+    )
+    return RecallRun(
+        exp,
+        blob["metrics"],
+        blob["state"],
+        blob["seconds"],
+        blob["device"],
+        blob.get("pretrained_state"),
+        blob.get("diverged_at"),
+    )
 
 
 class Evaluator:
@@ -220,8 +260,9 @@ class Evaluator:
         self.clean_correct = torch.as_tensor(clean_batch.final_ybar, device=device)
         self.noisy_tokens = torch.as_tensor(noisy_batch.inputs, device=device)
         self.noisy_correct = torch.as_tensor(noisy_batch.final_ybar, device=device)
-        self.distractor = (None if clean_batch.distractor is None
-                           else torch.as_tensor(clean_batch.distractor, device=device))
+        self.distractor = (
+            None if clean_batch.distractor is None else torch.as_tensor(clean_batch.distractor, device=device)
+        )
         self.tau, self.q, self.triggers = task.noise_token, task.triggers[0], task.triggers
 
     @torch.no_grad()
@@ -235,22 +276,36 @@ class Evaluator:
         row, rec = {}, {}
         logits = model(self.clean_tokens, last_only=True, record=rec)
         if exp.truncate:
-            sweep = probes.rho_sweep(model, self.clean_tokens, self.clean_correct, tau, exp.truncate, exp.rhos,
-                                     self.distractor, u=rec[f"u{L}"])
+            sweep = probes.rho_sweep(
+                model,
+                self.clean_tokens,
+                self.clean_correct,
+                tau,
+                exp.truncate,
+                exp.rhos,
+                self.distractor,
+                u=rec[f"u{L}"],
+            )
             row.update({f"clean_{k}": v for k, v in sweep.items()})
         full = probes.final_position_metrics(logits, self.clean_correct, tau, self.distractor)
         row.update({f"clean_full_{k}": v for k, v in full.items()})
         for l in sorted({1, L}):  # Figs. 10-12, 19: the first and the last feed-forward layer dropped
             if exp.ff[l - 1] != "none":  # a dropped F_l outputs zero, so x^l = u^l
-                drop_logits = (model.unembed(rec[f"u{L}"]) if l == L
-                               else model.forward_from(1, rec["u1"], last_only=True))
+                drop_logits = (
+                    model.unembed(rec[f"u{L}"])
+                    if l == L
+                    else model.forward_from(1, rec["u1"], last_only=True)
+                )
                 drop = probes.final_position_metrics(drop_logits, self.clean_correct, tau, self.distractor)
                 row.update({f"clean_dropF{l}_{k}": v for k, v in drop.items()})
         rec = {}
-        noisy = probes.final_position_metrics(model(self.noisy_tokens, last_only=True, record=rec),
-                                              self.noisy_correct, tau)
+        noisy = probes.final_position_metrics(
+            model(self.noisy_tokens, last_only=True, record=rec), self.noisy_correct, tau
+        )
         row.update({f"noisy_{k}": v for k, v in noisy.items()})
-        att = probes.recall_attention(model, self.noisy_tokens, self.triggers, tau, attn=rec[f"attn{L}"][:, 0])
+        att = probes.recall_attention(
+            model, self.noisy_tokens, self.triggers, tau, attn=rec[f"attn{L}"][:, 0]
+        )
         row.update({f"attn_{k}": v for k, v in att.items() if k != "attn"})
         if exp.ff[-1] != "none":
             row[f"margin_F{L}"] = probes.ff_margin(model, L, self.q, tau)
@@ -270,16 +325,33 @@ def _train(exp: RecallExperiment, device, progress: bool) -> dict:
     t0 = time.perf_counter()
     logs, pretrained_state = [], None
     if exp.schedule == "finetune":
-        pre = train(model, clean, exp.train_config(exp.pretrain_steps), data_rng, evaluate,
-                    _eval_schedule(exp.pretrain_steps, exp.eval_every, exp.dense_until),
-                    progress=progress, desc="pre-train (alpha=0)", stop_on_nonfinite=True)
+        pre = train(
+            model,
+            clean,
+            exp.train_config(exp.pretrain_steps),
+            data_rng,
+            evaluate,
+            _eval_schedule(exp.pretrain_steps, exp.eval_every, exp.dense_until),
+            progress=progress,
+            desc="pre-train (alpha=0)",
+            stop_on_nonfinite=True,
+        )
         logs += [{**r, "phase": 0} for r in pre]
         pretrained_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     offset = exp.pretrain_steps if exp.schedule == "finetune" else 0
     if not any(r.get("diverged") for r in logs):
-        main = train(model, task, exp.train_config(exp.steps), data_rng, evaluate,
-                     _eval_schedule(exp.steps, exp.eval_every, exp.dense_until), progress=progress,
-                     desc=f"train (alpha={exp.alpha})", step_offset=offset, stop_on_nonfinite=True)
+        main = train(
+            model,
+            task,
+            exp.train_config(exp.steps),
+            data_rng,
+            evaluate,
+            _eval_schedule(exp.steps, exp.eval_every, exp.dense_until),
+            progress=progress,
+            desc=f"train (alpha={exp.alpha})",
+            step_offset=offset,
+            stop_on_nonfinite=True,
+        )
         logs += [{**r, "phase": 1} for r in main]
     diverged_at = next((r["step"] for r in logs if r.get("diverged")), None)
     logs = [r for r in logs if not r.get("diverged")]
@@ -289,15 +361,24 @@ def _train(exp: RecallExperiment, device, progress: bool) -> dict:
 
     metrics = _collate(logs)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    return {"metrics": metrics, "state": state, "seconds": seconds, "device": config.device_name(device),
-            "pretrained_state": pretrained_state, "exp": dataclasses.asdict(exp), "diverged_at": diverged_at}
+    return {
+        "metrics": metrics,
+        "state": state,
+        "seconds": seconds,
+        "device": config.device_name(device),
+        "pretrained_state": pretrained_state,
+        "exp": dataclasses.asdict(exp),
+        "diverged_at": diverged_at,
+    }
 
 
 def _collate(logs: list[dict]) -> dict[str, np.ndarray]:
     """Rows -> columns. ``train_*`` columns hold every step; the rest only evaluated steps."""
-    out = {"train_step": np.array([r["step"] for r in logs if "loss" in r]),
-           "train_loss": np.array([r["loss"] for r in logs if "loss" in r]),
-           "train_phase": np.array([r["phase"] for r in logs if "loss" in r])}
+    out = {
+        "train_step": np.array([r["step"] for r in logs if "loss" in r]),
+        "train_loss": np.array([r["loss"] for r in logs if "loss" in r]),
+        "train_phase": np.array([r["phase"] for r in logs if "loss" in r]),
+    }
     evals = [r for r in logs if len(r) > 3]
     if evals:
         keys = [k for k in evals[0] if k not in ("loss",)]
@@ -313,8 +394,9 @@ IOI_LAYERS = {  # profile -> optimizer -> depths L (Figs. 19 and 20); the quick 
 IOI_LR = {"sgd": 0.01, "adam": 1e-3}
 
 
-def ioi_experiment(n_layers: int, optimizer: str = "sgd", profile: str | None = None,
-                   **overrides) -> RecallExperiment:
+def ioi_experiment(
+    n_layers: int, optimizer: str = "sgd", profile: str | None = None, **overrides
+) -> RecallExperiment:
     """Synthetic IOI (Appendix J) with L MLP layers; the last MLP's U_in is swept over rho.
 
     Quick: d = 128, T = 12, batch 128, 600 SGD or 400 Adam steps. Full: the
@@ -331,10 +413,26 @@ def ioi_experiment(n_layers: int, optimizer: str = "sgd", profile: str | None = 
     """
     check_int("n_layers (L)", n_layers, low=1)
     check_choice("optimizer", optimizer, ("sgd", "adam"))
-    sizes = (dict(d=128, seq_len=12, batch=128, steps=600 if optimizer == "sgd" else 400, eval_every=50,
-                  dense_until=0, n_test=512, rhos=(0.0, 0.01, 0.05, 1.0))
-             if config.get_profile(profile) == "quick" else
-             dict(eval_every=100, dense_until=0, rhos=(0.0, 0.01, 0.02, 0.05, 0.1, 1.0)))
-    base = dict(task_kind="ioi", ff=("mlp",) * n_layers, truncate=f"F{n_layers}.U_in", optimizer=optimizer,
-                lr=IOI_LR[optimizer], **sizes)
+    sizes = (
+        dict(
+            d=128,
+            seq_len=12,
+            batch=128,
+            steps=600 if optimizer == "sgd" else 400,
+            eval_every=50,
+            dense_until=0,
+            n_test=512,
+            rhos=(0.0, 0.01, 0.05, 1.0),
+        )
+        if config.get_profile(profile) == "quick"
+        else dict(eval_every=100, dense_until=0, rhos=(0.0, 0.01, 0.02, 0.05, 0.1, 1.0))
+    )
+    base = dict(
+        task_kind="ioi",
+        ff=("mlp",) * n_layers,
+        truncate=f"F{n_layers}.U_in",
+        optimizer=optimizer,
+        lr=IOI_LR[optimizer],
+        **sizes,
+    )
     return RecallExperiment.for_profile(profile, **{**base, **overrides})

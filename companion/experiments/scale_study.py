@@ -82,12 +82,31 @@ def runs() -> dict[str, list[record.Recorded]]:
 
 def table(ladder: dict[str, list[record.Recorded]]) -> list[list]:
     """Rows (choice, d, T, batch, steps, p_correct dropped, p_noise full, train minutes, device)."""
-    return [[name, *size(r).values(), r.summary["p_correct_drop"], r.summary["p_noise_full"],
-             r.train_seconds / 60, r.device] for name, recs in ladder.items() for r in recs]
+    return [
+        [
+            name,
+            *size(r).values(),
+            r.summary["p_correct_drop"],
+            r.summary["p_noise_full"],
+            r.train_seconds / 60,
+            r.device,
+        ]
+        for name, recs in ladder.items()
+        for r in recs
+    ]
 
 
-TABLE_HEADER = ["choice", "d", "T", "batch", "steps", "p(correct), F2 dropped", "p(noise), full model",
-                "minutes", "device"]
+TABLE_HEADER = [
+    "choice",
+    "d",
+    "T",
+    "batch",
+    "steps",
+    "p(correct), F2 dropped",
+    "p(noise), full model",
+    "minutes",
+    "device",
+]
 
 
 def summary(ladder: dict[str, list[record.Recorded]]) -> Summary:
@@ -103,20 +122,32 @@ def summary(ladder: dict[str, list[record.Recorded]]) -> Summary:
         out[f"{key}_rungs"] = (len(recs), f"{name} choices: rungs recorded")
         out[f"{key}_first"] = (y[0], f"{name}: p(correct), F2 dropped, smallest rung")
         out[f"{key}_last"] = (y[-1], f"{name}: p(correct), F2 dropped, largest rung")
-        out[f"{key}_noise_last"] = (recs[-1].summary["p_noise_full"], f"{name}: p(noise) of the full model, "
-                                                                       "largest rung")
+        out[f"{key}_noise_last"] = (
+            recs[-1].summary["p_noise_full"],
+            f"{name}: p(noise) of the full model, largest rung",
+        )
         if len(recs) > 1:
             slope, intercept = np.polyfit(x, y, 1)
-            out[f"{key}_slope"] = (float(slope), f"{name}: d p / d log10(tokens), least squares over the rungs")
-            out[f"{key}_at_paper_size"] = (float(min(1.0, intercept + slope * np.log10(paper_work()))),
-                                           f"{name}: the fitted line at the paper's size (capped at 1)")
-    by_size = {name: {tuple(size(r).values()): r.summary["p_correct_drop"] for r in recs}
-               for name, recs in ladder.items()}
+            out[f"{key}_slope"] = (
+                float(slope),
+                f"{name}: d p / d log10(tokens), least squares over the rungs",
+            )
+            out[f"{key}_at_paper_size"] = (
+                float(min(1.0, intercept + slope * np.log10(paper_work()))),
+                f"{name}: the fitted line at the paper's size (capped at 1)",
+            )
+    by_size = {
+        name: {tuple(size(r).values()): r.summary["p_correct_drop"] for r in recs}
+        for name, recs in ladder.items()
+    }
     common = sorted(set(by_size.get("paper", {})) & set(by_size.get("public code", {})))
     if common:
         gaps = [by_size["public code"][k] - by_size["paper"][k] for k in common]
-        out["choice_gap"] = (float(np.mean(gaps)), f"public code minus paper choices: p(correct), F2 dropped, "
-                                                   f"mean over the {len(common)} sizes run with both")
+        out["choice_gap"] = (
+            float(np.mean(gaps)),
+            f"public code minus paper choices: p(correct), F2 dropped, "
+            f"mean over the {len(common)} sizes run with both",
+        )
         out["choice_gap_min"] = (float(np.min(gaps)), "the smallest of those differences")
     return Summary(out)
 
@@ -153,14 +184,31 @@ def lr_runs(profile: str = "quick") -> dict[float, record.Recorded]:
     return dict(sorted(out.items()))
 
 
-LR_HEADER = ["lr", "p(correct), F2 dropped", "p(noise), full model", "p(noise) > 0.5 from step",
-             "p(correct), F2 dropped, > 0.5 from step", "minutes", "device"]
+LR_HEADER = [
+    "lr",
+    "p(correct), F2 dropped",
+    "p(noise), full model",
+    "p(noise) > 0.5 from step",
+    "p(correct), F2 dropped, > 0.5 from step",
+    "minutes",
+    "device",
+]
 
 
 def lr_table(runs: dict[float, record.Recorded]) -> list[list]:
     """Rows of :data:`LR_HEADER`, one per recorded learning rate."""
-    return [[lr, r.summary["p_correct_drop"], r.summary["p_noise_full"], r.summary["noise_step"],
-             r.summary["icl_step"], r.train_seconds / 60, r.device] for lr, r in runs.items()]
+    return [
+        [
+            lr,
+            r.summary["p_correct_drop"],
+            r.summary["p_noise_full"],
+            r.summary["noise_step"],
+            r.summary["icl_step"],
+            r.train_seconds / 60,
+            r.device,
+        ]
+        for lr, r in runs.items()
+    ]
 
 
 def lr_summary(runs: dict[float, record.Recorded]) -> Summary:
@@ -173,15 +221,24 @@ def lr_summary(runs: dict[float, record.Recorded]) -> Summary:
     nan = float("nan")
     p = {lr: r.summary["p_correct_drop"] for lr, r in runs.items()} or {nan: nan}
     lo, hi = min(p), max(p)
-    return Summary({
-        "lr_runs": (len(runs), "learning rates recorded"),
-        "lr_low": (lo, "the smallest learning rate recorded"),
-        "lr_high": (hi, "the largest"),
-        "lr_p_low": (p[lo], "p(correct), F2 dropped, at the smallest learning rate"),
-        "lr_p_high": (p[hi], "the same at the largest"),
-        "lr_p_spread": (max(p.values()) - min(p.values()), "max - min of p(correct), F2 dropped, over the sweep"),
-        "lr_noise_step_max": (max((r.summary["noise_step"] for r in runs.values()), default=nan),
-                              "the latest step at which the noise is learned, over the sweep"),
-        "lr_icl_step_low": (runs[lo].summary["icl_step"] if runs else nan,
-                            "step at which the in-context mechanism is learned, smallest learning rate (inf: never)"),
-    })
+    return Summary(
+        {
+            "lr_runs": (len(runs), "learning rates recorded"),
+            "lr_low": (lo, "the smallest learning rate recorded"),
+            "lr_high": (hi, "the largest"),
+            "lr_p_low": (p[lo], "p(correct), F2 dropped, at the smallest learning rate"),
+            "lr_p_high": (p[hi], "the same at the largest"),
+            "lr_p_spread": (
+                max(p.values()) - min(p.values()),
+                "max - min of p(correct), F2 dropped, over the sweep",
+            ),
+            "lr_noise_step_max": (
+                max((r.summary["noise_step"] for r in runs.values()), default=nan),
+                "the latest step at which the noise is learned, over the sweep",
+            ),
+            "lr_icl_step_low": (
+                runs[lo].summary["icl_step"] if runs else nan,
+                "step at which the in-context mechanism is learned, smallest learning rate (inf: never)",
+            ),
+        }
+    )

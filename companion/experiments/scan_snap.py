@@ -59,6 +59,7 @@ INITS = ("zero", "random")
 
 # --- the model -------------------------------------------------------------------------------------------
 
+
 def _mix(z_rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """X^T b from counts: ``counts * exp(z)`` normalised over the tokens present (any leading dims)."""
     present = counts > 0
@@ -73,8 +74,14 @@ def _readout(mix: torch.Tensor, last: torch.Tensor, M: int, normalize: bool, res
     return mix / mix.norm(dim=-1, keepdim=True) if normalize else mix
 
 
-def forward(Y: torch.Tensor, Z: torch.Tensor, last: torch.Tensor, counts: torch.Tensor, normalize: bool = True,
-            residual: bool = False) -> torch.Tensor:
+def forward(
+    Y: torch.Tensor,
+    Z: torch.Tensor,
+    last: torch.Tensor,
+    counts: torch.Tensor,
+    normalize: bool = True,
+    residual: bool = False,
+) -> torch.Tensor:
     """Logits (R, B, M) of R replicas: ``Y``, ``Z`` (R, M, M); ``last`` (R, B) the last tokens; ``counts``
     (R, B, M) the contextual token counts of each sequence."""
     R, M, _ = Z.shape
@@ -83,8 +90,9 @@ def forward(Y: torch.Tensor, Z: torch.Tensor, last: torch.Tensor, counts: torch.
     return torch.bmm(f, Y)
 
 
-def forward_positions(Y: torch.Tensor, Z: torch.Tensor, tokens: torch.Tensor, normalize: bool = True,
-                      residual: bool = False) -> torch.Tensor:
+def forward_positions(
+    Y: torch.Tensor, Z: torch.Tensor, tokens: torch.Tensor, normalize: bool = True, residual: bool = False
+) -> torch.Tensor:
     """The same logits (B, M) for one replica (``Y``, ``Z`` of size (M, M)) from the token sequences (B, T),
     as the literal softmax over positions 1..T-1 with the last token as the query (the reference)."""
     M = Z.shape[0]
@@ -113,8 +121,9 @@ def distinct_entropy(c: torch.Tensor | np.ndarray, classes: SeqClasses) -> np.nd
     return torch.stack(out, -1).numpy()
 
 
-def population_loss(Y: torch.Tensor, Z: torch.Tensor, classes: SeqClasses, normalize: bool = True,
-                    residual: bool = False) -> torch.Tensor:
+def population_loss(
+    Y: torch.Tensor, Z: torch.Tensor, classes: SeqClasses, normalize: bool = True, residual: bool = False
+) -> torch.Tensor:
     """The T -> infinity loss (Lemma 2): each class once, X^T b replaced by c_n; mean over classes, (R,)."""
     R = Y.shape[0]
     P = torch.as_tensor(classes.probs, dtype=Y.dtype).expand(R, -1, -1)
@@ -125,6 +134,7 @@ def population_loss(Y: torch.Tensor, Z: torch.Tensor, classes: SeqClasses, norma
 
 
 # --- optimisers on stacked replicas (PyTorch's update rules, one learning rate per replica) ----------------
+
 
 class _Optim:
     def __init__(self, kind: str, params: list[torch.Tensor], lrs: list[torch.Tensor], momentum: float):
@@ -145,12 +155,13 @@ class _Optim:
             else:
                 m = st.setdefault("m", torch.zeros_like(p)).mul_(0.9).add_(g, alpha=0.1)
                 v = st.setdefault("v", torch.zeros_like(p)).mul_(0.999).addcmul_(g, g, value=0.001)
-                denom = (v / (1 - 0.999 ** self.t)).sqrt_().add_(1e-8)
-                p.sub_(lr / (1 - 0.9 ** self.t) * m / denom)
+                denom = (v / (1 - 0.999**self.t)).sqrt_().add_(1e-8)
+                p.sub_(lr / (1 - 0.9**self.t) * m / denom)
             p.grad = None
 
 
 # --- the experiment ----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SynExperiment(config.Profiled):
@@ -202,8 +213,10 @@ class SynExperiment(config.Profiled):
 
     def replicas(self) -> list[dict]:
         """One dict per replica: seed, eta_Z, eta_Y / eta_Z and eta_Y, in the order of the result arrays."""
-        return [{"seed": s, "lr_z": z, "ratio": r, "lr_y": z * r}
-                for s, z, r in itertools.product(self.seeds, self.lr_z, self.lr_ratio)]
+        return [
+            {"seed": s, "lr_z": z, "ratio": r, "lr_y": z * r}
+            for s, z, r in itertools.product(self.seeds, self.lr_z, self.lr_ratio)
+        ]
 
 
 MODULES = ("companion.experiments.scan_snap",)
@@ -214,7 +227,9 @@ def run(exp: SynExperiment, progress: bool = True, use_cache: bool = True) -> di
     ``c`` (n_rec, R, K, M): the population attention c_n at the steps ``c_step``; ``entropy`` (R, K): the
     distinct-token entropy at the end; ``row_sum_drift`` (R,): the largest change of a row sum of Y or Z;
     ``replicas`` and ``seconds``."""
-    return cache.load_or_compute("scan_snap", exp, lambda: _train(exp, progress), MODULES, use_cache=use_cache)
+    return cache.load_or_compute(
+        "scan_snap", exp, lambda: _train(exp, progress), MODULES, use_cache=use_cache
+    )
 
 
 def _init(exp: SynExperiment, M: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -239,7 +254,9 @@ def _train(exp: SynExperiment, progress: bool) -> dict:
     opt = _Optim(exp.optimizer, [Y, Z], [lr("lr_y"), lr("lr_z")], exp.momentum)
     rngs = [np.random.default_rng(config.seed_streams(s, ["data"])["data"]) for s in exp.seeds]
     losses = np.zeros((R, exp.steps), dtype=np.float32)
-    rec_steps = sorted({0, exp.steps} | (set(range(0, exp.steps, exp.record_every)) if exp.record_every else set()))
+    rec_steps = sorted(
+        {0, exp.steps} | (set(range(0, exp.steps, exp.record_every)) if exp.record_every else set())
+    )
     cs = []
     t0 = time.perf_counter()
     for step in tqdm(range(exp.steps + 1), desc="scan and snap", disable=not progress, leave=False):
@@ -252,19 +269,28 @@ def _train(exp: SynExperiment, progress: bool) -> dict:
         cls = torch.as_tensor(np.stack([d[0] for d in draws]))[seed_of]
         counts = torch.as_tensor(np.stack([d[1] for d in draws]), dtype=torch.float32)[seed_of]
         logits = forward(Y, Z, torch.as_tensor(sc.last)[cls], counts, exp.normalize, exp.residual)
-        loss = F.cross_entropy(logits.transpose(1, 2), torch.as_tensor(sc.next_token)[cls],
-                               reduction="none").mean(1)
+        loss = F.cross_entropy(
+            logits.transpose(1, 2), torch.as_tensor(sc.next_token)[cls], reduction="none"
+        ).mean(1)
         loss.sum().backward()
         losses[:, step] = loss.detach().numpy()
         opt.step()
     Yd, Zd = Y.detach(), Z.detach()
     drift = torch.maximum((Yd.sum(-1) - Y0).abs().amax(-1), (Zd.sum(-1) - Z0).abs().amax(-1))
     c = np.stack(cs)
-    return {"loss": losses, "c": c, "c_step": np.asarray(rec_steps), "entropy": distinct_entropy(c[-1], sc),
-            "row_sum_drift": drift.numpy(), "replicas": reps, "seconds": time.perf_counter() - t0}
+    return {
+        "loss": losses,
+        "c": c,
+        "c_step": np.asarray(rec_steps),
+        "entropy": distinct_entropy(c[-1], sc),
+        "row_sum_drift": drift.numpy(),
+        "replicas": reps,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 # --- the theory's dynamics, checked on the model itself ---------------------------------------------------
+
 
 def lemma1_gap(M: int = 12, T: int = 20, seed: int = 0) -> float:
     """Largest |autograd - Eq. (3)| over the entries of dJ/dY and dJ/dZ (float64), for random Y, Z and one
@@ -293,8 +319,9 @@ def lemma1_gap(M: int = 12, T: int = 20, seed: int = 0) -> float:
     return float(max((gY - dY).abs().max(), (gZ - dZ).abs().max()))
 
 
-def population_run(classes: SeqClasses, eta_y: float, eta_z: float, steps: int, z0: float = 0.0,
-                   seed: int = 0) -> dict[str, np.ndarray]:
+def population_run(
+    classes: SeqClasses, eta_y: float, eta_z: float, steps: int, z0: float = 0.0, seed: int = 0
+) -> dict[str, np.ndarray]:
     """Gradient descent on the T -> infinity loss (:func:`population_loss`, every class once per step,
     float64, no momentum), Y(0) = 0 and Z(0) = 0 or, with ``z0`` > 0, uniform in [-z0, z0]. Returns the rows
     z_{psi(n)} of Z (steps + 1, K, M) and the loss (steps + 1,): the discretised dynamics of Sections 4-5."""
@@ -352,8 +379,14 @@ def theorem3_deviation(classes: SeqClasses, z: np.ndarray) -> float:
 
 # --- the chapters' studies ---------------------------------------------------------------------------------
 
-DYNAMICS = {"steps": 1000, "eta_y": 1.0, "nu": (1, 10, 100), "z0": (0.0, 0.5), "num_common": (1, 10),
-            "lemma1_seeds": 5}
+DYNAMICS = {
+    "steps": 1000,
+    "eta_y": 1.0,
+    "nu": (1, 10, 100),
+    "z0": (0.0, 0.5),
+    "num_common": (1, 10),
+    "lemma1_seeds": 5,
+}
 
 
 def dynamics_study(use_cache: bool = True) -> dict:
@@ -369,10 +402,17 @@ def dynamics_study(use_cache: bool = True) -> dict:
             for nu in d["nu"]:
                 for z0 in d["z0"]:
                     r = population_run(sc, d["eta_y"], d["eta_y"] / nu, d["steps"], z0=z0)
-                    runs[(nc, nu, z0)] = {**theorem2_signs(sc, r["z"]), "deviation": theorem3_deviation(sc, r["z"]),
-                                          "loss": r["loss"], "z": r["z"][:, 0]}
-        return {"runs": runs, "lemma1": [lemma1_gap(seed=s) for s in range(d["lemma1_seeds"])],
-                "lemma2": lemma2_study()}
+                    runs[(nc, nu, z0)] = {
+                        **theorem2_signs(sc, r["z"]),
+                        "deviation": theorem3_deviation(sc, r["z"]),
+                        "loss": r["loss"],
+                        "z": r["z"][:, 0],
+                    }
+        return {
+            "runs": runs,
+            "lemma1": [lemma1_gap(seed=s) for s in range(d["lemma1_seeds"])],
+            "lemma2": lemma2_study(),
+        }
 
     return cache.load_or_compute("scan_snap_dynamics", d, compute, MODULES, use_cache=use_cache)
 
@@ -380,33 +420,65 @@ def dynamics_study(use_cache: bool = True) -> dict:
 def dynamics_summary(res: dict):
     runs, d = res["runs"], DYNAMICS
     dev = lambda nc, z0: [runs[(nc, nu, z0)]["deviation"] for nu in d["nu"]]
-    return report.Summary({
-        "lemma1_gap": (max(res["lemma1"]), f"Lemma 1: largest |autograd - Eq. (3)| over {len(res['lemma1'])} random draws"),
-        "lemma2_violation": (max(res["lemma2"]["violation"].values()),
-                             f"Lemma 18: largest fraction of sequences beyond Hoeffding's bound at delta = "
-                             f"{res['lemma2']['delta']:g}, over tokens and T"),
-        "lemma2_slope": (res["lemma2"]["slope"], "Lemma 2: log-log slope of mean max|X^T b - c_n| against T - 1"),
-        "lemma2_gap_first": (res["lemma2"]["gap"][res["lemma2"]["T"][0]],
-                             f"Lemma 2: mean max|X^T b - c_n| at T = {res['lemma2']['T'][0]}"),
-        "lemma2_gap_last": (res["lemma2"]["gap"][res["lemma2"]["T"][-1]],
-                            f"Lemma 2: the same at T = {res['lemma2']['T'][-1]}"),
-        "distinct_up": (min(r["distinct_up"] for r in runs.values()),
-                        "Theorem 2(a): smallest fraction of steps with every distinct logit rising, over all runs"),
-        "single_common_down": (min(runs[k]["common_down"] for k in runs if k[0] == 1),
-                               "Theorem 2(b): smallest fraction of steps with the single common logit falling"),
-        "ten_common_down_zero": (min(runs[k]["common_down"] for k in runs if k[0] == 10 and k[2] == 0),
-                                 "Corollary 2: ten common tokens from Z(0) = 0, fraction of steps all ten fall"),
-        "ten_common_down_random": (max(runs[k]["common_down"] for k in runs if k[0] == 10 and k[2] > 0),
-                                   "ten common tokens from a random Z(0): largest fraction of steps all ten fall"),
-        "dev_nu1": (runs[(1, 1, 0.0)]["deviation"], "Eq. (11): largest relative deviation, one common token, nu = 1"),
-        "dev_nu10": (runs[(1, 10, 0.0)]["deviation"], "the same at nu = eta_Y / eta_Z = 10"),
-        "dev_nu100": (runs[(1, 100, 0.0)]["deviation"], "the same at nu = 100"),
-        "dev_nu100_max": (max(runs[k]["deviation"] for k in runs if k[1] == 100),
-                          "Eq. (11) at nu = 100: largest deviation over the four runs (1 or 10 common, both Z(0))"),
-        "dev_shrink": (min(dev(nc, z0)[0] / dev(nc, z0)[-1] for nc in d["num_common"] for z0 in d["z0"]),
-                       "smallest ratio deviation(nu = 1) / deviation(nu = 100) over the four (common, Z(0)) cases"),
-        "loss_end": (max(r["loss"][-1] for r in runs.values()), f"largest population loss after {d['steps']} steps"),
-    })
+    return report.Summary(
+        {
+            "lemma1_gap": (
+                max(res["lemma1"]),
+                f"Lemma 1: largest |autograd - Eq. (3)| over {len(res['lemma1'])} random draws",
+            ),
+            "lemma2_violation": (
+                max(res["lemma2"]["violation"].values()),
+                f"Lemma 18: largest fraction of sequences beyond Hoeffding's bound at delta = "
+                f"{res['lemma2']['delta']:g}, over tokens and T",
+            ),
+            "lemma2_slope": (
+                res["lemma2"]["slope"],
+                "Lemma 2: log-log slope of mean max|X^T b - c_n| against T - 1",
+            ),
+            "lemma2_gap_first": (
+                res["lemma2"]["gap"][res["lemma2"]["T"][0]],
+                f"Lemma 2: mean max|X^T b - c_n| at T = {res['lemma2']['T'][0]}",
+            ),
+            "lemma2_gap_last": (
+                res["lemma2"]["gap"][res["lemma2"]["T"][-1]],
+                f"Lemma 2: the same at T = {res['lemma2']['T'][-1]}",
+            ),
+            "distinct_up": (
+                min(r["distinct_up"] for r in runs.values()),
+                "Theorem 2(a): smallest fraction of steps with every distinct logit rising, over all runs",
+            ),
+            "single_common_down": (
+                min(runs[k]["common_down"] for k in runs if k[0] == 1),
+                "Theorem 2(b): smallest fraction of steps with the single common logit falling",
+            ),
+            "ten_common_down_zero": (
+                min(runs[k]["common_down"] for k in runs if k[0] == 10 and k[2] == 0),
+                "Corollary 2: ten common tokens from Z(0) = 0, fraction of steps all ten fall",
+            ),
+            "ten_common_down_random": (
+                max(runs[k]["common_down"] for k in runs if k[0] == 10 and k[2] > 0),
+                "ten common tokens from a random Z(0): largest fraction of steps all ten fall",
+            ),
+            "dev_nu1": (
+                runs[(1, 1, 0.0)]["deviation"],
+                "Eq. (11): largest relative deviation, one common token, nu = 1",
+            ),
+            "dev_nu10": (runs[(1, 10, 0.0)]["deviation"], "the same at nu = eta_Y / eta_Z = 10"),
+            "dev_nu100": (runs[(1, 100, 0.0)]["deviation"], "the same at nu = 100"),
+            "dev_nu100_max": (
+                max(runs[k]["deviation"] for k in runs if k[1] == 100),
+                "Eq. (11) at nu = 100: largest deviation over the four runs (1 or 10 common, both Z(0))",
+            ),
+            "dev_shrink": (
+                min(dev(nc, z0)[0] / dev(nc, z0)[-1] for nc in d["num_common"] for z0 in d["z0"]),
+                "smallest ratio deviation(nu = 1) / deviation(nu = 100) over the four (common, Z(0)) cases",
+            ),
+            "loss_end": (
+                max(r["loss"][-1] for r in runs.values()),
+                f"largest population loss after {d['steps']} steps",
+            ),
+        }
+    )
 
 
 def small_experiments(profile: str | None = None) -> dict[str, SynExperiment]:
@@ -415,10 +487,13 @@ def small_experiments(profile: str | None = None) -> dict[str, SynExperiment]:
     eta_Z in {0.1, 0.5, 1}, five seeds (the authors record neither the steps nor the seed)."""
     p = config.get_profile(profile)
     base = SynExperiment(profile=p, seeds=(2, 3, 4, 5))
-    return {"SGD, eta_Y = eta_Z = 1": base,
-            "SGD, eta_Y = 10, eta_Z = 1": SynExperiment(profile=p, seeds=(2, 3, 4, 5), lr_ratio=(10.0,)),
-            "Adam, eta_Y = eta_Z": SynExperiment(profile=p, optimizer="adam", lr_z=(0.1, 0.5, 1.0), seeds=(1, 2, 3, 4, 5),
-                                                 record_every=0)}
+    return {
+        "SGD, eta_Y = eta_Z = 1": base,
+        "SGD, eta_Y = 10, eta_Z = 1": SynExperiment(profile=p, seeds=(2, 3, 4, 5), lr_ratio=(10.0,)),
+        "Adam, eta_Y = eta_Z": SynExperiment(
+            profile=p, optimizer="adam", lr_z=(0.1, 0.5, 1.0), seeds=(1, 2, 3, 4, 5), record_every=0
+        ),
+    }
 
 
 def medium_experiments(profile: str | None = None) -> dict[int, SynExperiment]:
@@ -427,9 +502,18 @@ def medium_experiments(profile: str | None = None) -> dict[int, SynExperiment]:
     initialisation, 100 SGD steps, seeds 1-10: the paper's sweep, in both profiles (half a minute on 2 cores)."""
     p = config.get_profile(profile)
     seeds = tuple(range(1, 11))
-    return {2 * nl: SynExperiment(profile=p, classes={"num_last": nl, "num_next_per_last": 2}, init="random",
-                                  seeds=seeds, lr_z=(0.5, 1.0, 2.0, 3.0), lr_ratio=(1.0, 2.0, 5.0, 10.0), record_every=0)
-            for nl in (1, 3, 5, 10)}
+    return {
+        2 * nl: SynExperiment(
+            profile=p,
+            classes={"num_last": nl, "num_next_per_last": 2},
+            init="random",
+            seeds=seeds,
+            lr_z=(0.5, 1.0, 2.0, 3.0),
+            lr_ratio=(1.0, 2.0, 5.0, 10.0),
+            record_every=0,
+        )
+        for nl in (1, 3, 5, 10)
+    }
 
 
 def published_fig6() -> dict:
@@ -450,8 +534,11 @@ def fig4_log() -> dict:
 def synthetic_study(profile: str | None = None, progress: bool = True) -> dict:
     """Every run of the synthetic chapter: ``small`` (name -> result) and ``medium`` (K -> result)."""
     exps = {"small": small_experiments(profile), "medium": medium_experiments(profile)}
-    return {"small": {k: run(e, progress) for k, e in exps["small"].items()},
-            "medium": {k: run(e, progress) for k, e in exps["medium"].items()}, "experiments": exps}
+    return {
+        "small": {k: run(e, progress) for k, e in exps["small"].items()},
+        "medium": {k: run(e, progress) for k, e in exps["medium"].items()},
+        "experiments": exps,
+    }
 
 
 def medium_table(res: dict) -> dict[str, np.ndarray]:
@@ -470,8 +557,14 @@ def medium_table(res: dict) -> dict[str, np.ndarray]:
     n = len(exps[pub["K"][0]].seeds)
     mean, std = np.stack(mean), np.stack(std)
     pm, ps = np.asarray(pub["mean"]), np.asarray(pub["spread"])
-    return {"mean": mean, "std": std, "pub_mean": pm, "pub_std": ps, "n": n,
-            "z": (mean - pm) / (ps * np.sqrt(1 / n + 1 / 10))}
+    return {
+        "mean": mean,
+        "std": std,
+        "pub_mean": pm,
+        "pub_std": ps,
+        "n": n,
+        "z": (mean - pm) / (ps * np.sqrt(1 / n + 1 / 10)),
+    }
 
 
 def _first_below(loss: np.ndarray, level: float) -> np.ndarray:
@@ -481,12 +574,21 @@ def _first_below(loss: np.ndarray, level: float) -> np.ndarray:
 
 def synthetic_summary(res: dict):
     small, exps = res["small"], res["experiments"]["small"]
-    sgd, fast, adam = (small[k] for k in ("SGD, eta_Y = eta_Z = 1", "SGD, eta_Y = 10, eta_Z = 1", "Adam, eta_Y = eta_Z"))
+    sgd, fast, adam = (
+        small[k] for k in ("SGD, eta_Y = eta_Z = 1", "SGD, eta_Y = 10, eta_Z = 1", "Adam, eta_Y = eta_Z")
+    )
     sc = exps["SGD, eta_Y = eta_Z = 1"].seq_classes()
-    top = [int(sc.distinct_tokens(n)[np.argmax(sc.probs[n, sc.distinct_tokens(n)])]) for n in range(sc.n_classes)]
+    top = [
+        int(sc.distinct_tokens(n)[np.argmax(sc.probs[n, sc.distinct_tokens(n)])]) for n in range(sc.n_classes)
+    ]
     final = sgd["c"][-1]  # (R, K, M)
-    argmax_top = np.mean([final[r, n, sc.distinct_tokens(n)].argmax() == len(sc.distinct_tokens(n)) - 1
-                          for r in range(len(final)) for n in range(sc.n_classes)])
+    argmax_top = np.mean(
+        [
+            final[r, n, sc.distinct_tokens(n)].argmax() == len(sc.distinct_tokens(n)) - 1
+            for r in range(len(final))
+            for n in range(sc.n_classes)
+        ]
+    )
     ranks = []
     for r in range(len(final)):
         for n in range(sc.n_classes):
@@ -508,40 +610,113 @@ def synthetic_summary(res: dict):
     falls = np.mean([np.all(np.diff(m[k, :, j]) < 0) for k in range(m.shape[0]) for j in range(m.shape[2])])
     argmin = m.argmin(2)  # [K][eta_Z]: the ratio index of the lowest entropy
     pub_argmin = tab["pub_mean"].argmin(2)
-    return report.Summary({
-        "log_gap": (float(log_gap[seed2]), "Fig. 4 (left), seed 2: largest |ln(our loss / logged loss)| at the logged steps"),
-        "log_gap_seeds": (float(log_gap.max()), "the same, largest over our four seeds"),
-        "loss_0": (float(sgd["loss"][seed2, 0]), "our first batch loss (ln 34 = 3.526)"),
-        "loss_end": (float(sgd["loss"][:, -1].max()), "largest last batch loss over the seeds"),
-        "entropy_init": (float(distinct_entropy(sgd["c"][0], sc).mean()), "distinct-token entropy of c_n at Z = 0"),
-        "entropy_sgd": (float(sgd["entropy"].mean()), "distinct-token entropy at the end, eta_Y = eta_Z = 1"),
-        "entropy_fast": (float(fast["entropy"].mean()), "the same with eta_Y = 10"),
-        "entropy_gain": (float(fast["entropy"].mean() - sgd["entropy"].mean()),
-                         "entropy at eta_Y = 10 minus at eta_Y = 1 (mean over seeds and classes)"),
-        "argmax_top": (float(argmax_top), "fraction of (seed, class) whose most attended distinct token is the most likely"),
-        "rank_order": (float(np.mean(ranks)), "fraction of (seed, class) with c_n increasing in P(l|n) on distinct tokens"),
-        "top_c_init": (float(np.mean([sgd["c"][0][r, n, top[n]] for r in range(len(final)) for n in range(sc.n_classes)])),
-                       "c_n on the most likely distinct token at Z = 0 (its P(l|n))"),
-        "top_c": (float(np.mean([final[r, n, top[n]] for r in range(len(final)) for n in range(sc.n_classes)])),
-                  "final c_n on the most likely distinct token (mean)"),
-        "common_init": (float(sgd["c"][0][:, :, common].sum(-1).mean()), "attention on the common tokens at Z = 0"),
-        "common_end": (float(final[:, :, common].sum(-1).mean()), "attention on the common tokens at the end"),
-        "steps_1e3_sgd": (float(np.median(_first_below(sgd["loss"], 1e-3))), "median first step with batch loss < 1e-3, eta_Y = 1"),
-        "steps_1e3_fast": (float(np.median(_first_below(fast["loss"], 1e-3))), "the same with eta_Y = 10"),
-        "row_sum_drift": (float(sgd["row_sum_drift"].max()), "largest change of a row sum of Y or Z (zero init, float32)"),
-        "adam_differ": (float(differ), "Adam: fraction of seeds whose three learning rates pick three different top tokens"),
-        "adam_same_across_seeds": (float(same_across_seeds), "Adam: fraction of learning rates with one top token for every seed"),
-        "adam_top": (" / ".join(f"{lr:g}: token {int(d0[np.bincount(am[:, j]).argmax()])}" for j, lr in enumerate(ea.lr_z)),
-                     "Adam: the most common top token of class 1 per learning rate"),
-        "medium_max_abs": (float(np.abs(m - tab["pub_mean"]).max()), "Fig. 6: largest |ours - published| over the 64 points"),
-        "medium_max_z": (float(np.abs(tab["z"]).max()), "Fig. 6: largest |difference| / standard error over the 64 points"),
-        "medium_seeds": (tab["n"], "seeds per point (ours)"),
-        "entropy_falls_eta_z": (float(falls), "fraction of the 16 (K, ratio) columns where entropy falls as eta_Z grows"),
-        "dip_at_2": (float(np.mean(argmin[1:] == 1)), "K = 6, 10, 20: fraction of eta_Z rows with the lowest entropy at ratio 2"),
-        "k2_min_at_1": (float(np.mean(argmin[0] == 0)), "K = 2: fraction of eta_Z rows with the lowest entropy at ratio 1"),
-        "k2_min_at_1_published": (float(np.mean(pub_argmin[0] == 0)), "the same in the published numbers"),
-        "seconds": (float(sum(r["seconds"] for r in [*small.values(), *res["medium"].values()])), "training time"),
-    })
+    return report.Summary(
+        {
+            "log_gap": (
+                float(log_gap[seed2]),
+                "Fig. 4 (left), seed 2: largest |ln(our loss / logged loss)| at the logged steps",
+            ),
+            "log_gap_seeds": (float(log_gap.max()), "the same, largest over our four seeds"),
+            "loss_0": (float(sgd["loss"][seed2, 0]), "our first batch loss (ln 34 = 3.526)"),
+            "loss_end": (float(sgd["loss"][:, -1].max()), "largest last batch loss over the seeds"),
+            "entropy_init": (
+                float(distinct_entropy(sgd["c"][0], sc).mean()),
+                "distinct-token entropy of c_n at Z = 0",
+            ),
+            "entropy_sgd": (
+                float(sgd["entropy"].mean()),
+                "distinct-token entropy at the end, eta_Y = eta_Z = 1",
+            ),
+            "entropy_fast": (float(fast["entropy"].mean()), "the same with eta_Y = 10"),
+            "entropy_gain": (
+                float(fast["entropy"].mean() - sgd["entropy"].mean()),
+                "entropy at eta_Y = 10 minus at eta_Y = 1 (mean over seeds and classes)",
+            ),
+            "argmax_top": (
+                float(argmax_top),
+                "fraction of (seed, class) whose most attended distinct token is the most likely",
+            ),
+            "rank_order": (
+                float(np.mean(ranks)),
+                "fraction of (seed, class) with c_n increasing in P(l|n) on distinct tokens",
+            ),
+            "top_c_init": (
+                float(
+                    np.mean(
+                        [sgd["c"][0][r, n, top[n]] for r in range(len(final)) for n in range(sc.n_classes)]
+                    )
+                ),
+                "c_n on the most likely distinct token at Z = 0 (its P(l|n))",
+            ),
+            "top_c": (
+                float(np.mean([final[r, n, top[n]] for r in range(len(final)) for n in range(sc.n_classes)])),
+                "final c_n on the most likely distinct token (mean)",
+            ),
+            "common_init": (
+                float(sgd["c"][0][:, :, common].sum(-1).mean()),
+                "attention on the common tokens at Z = 0",
+            ),
+            "common_end": (
+                float(final[:, :, common].sum(-1).mean()),
+                "attention on the common tokens at the end",
+            ),
+            "steps_1e3_sgd": (
+                float(np.median(_first_below(sgd["loss"], 1e-3))),
+                "median first step with batch loss < 1e-3, eta_Y = 1",
+            ),
+            "steps_1e3_fast": (
+                float(np.median(_first_below(fast["loss"], 1e-3))),
+                "the same with eta_Y = 10",
+            ),
+            "row_sum_drift": (
+                float(sgd["row_sum_drift"].max()),
+                "largest change of a row sum of Y or Z (zero init, float32)",
+            ),
+            "adam_differ": (
+                float(differ),
+                "Adam: fraction of seeds whose three learning rates pick three different top tokens",
+            ),
+            "adam_same_across_seeds": (
+                float(same_across_seeds),
+                "Adam: fraction of learning rates with one top token for every seed",
+            ),
+            "adam_top": (
+                " / ".join(
+                    f"{lr:g}: token {int(d0[np.bincount(am[:, j]).argmax()])}" for j, lr in enumerate(ea.lr_z)
+                ),
+                "Adam: the most common top token of class 1 per learning rate",
+            ),
+            "medium_max_abs": (
+                float(np.abs(m - tab["pub_mean"]).max()),
+                "Fig. 6: largest |ours - published| over the 64 points",
+            ),
+            "medium_max_z": (
+                float(np.abs(tab["z"]).max()),
+                "Fig. 6: largest |difference| / standard error over the 64 points",
+            ),
+            "medium_seeds": (tab["n"], "seeds per point (ours)"),
+            "entropy_falls_eta_z": (
+                float(falls),
+                "fraction of the 16 (K, ratio) columns where entropy falls as eta_Z grows",
+            ),
+            "dip_at_2": (
+                float(np.mean(argmin[1:] == 1)),
+                "K = 6, 10, 20: fraction of eta_Z rows with the lowest entropy at ratio 2",
+            ),
+            "k2_min_at_1": (
+                float(np.mean(argmin[0] == 0)),
+                "K = 2: fraction of eta_Z rows with the lowest entropy at ratio 1",
+            ),
+            "k2_min_at_1_published": (
+                float(np.mean(pub_argmin[0] == 0)),
+                "the same in the published numbers",
+            ),
+            "seconds": (
+                float(sum(r["seconds"] for r in [*small.values(), *res["medium"].values()])),
+                "training time",
+            ),
+        }
+    )
 
 
 def lemma2_study(T_values=(17, 65, 257, 1025), n_seq: int = 4000, delta: float = 0.05, seed: int = 0) -> dict:
@@ -565,5 +740,7 @@ def lemma2_study(T_values=(17, 65, 257, 1025), n_seq: int = 4000, delta: float =
         out["violation"][T] = float((np.abs(counts / (T - 1) - P) > bound).mean(0).max())
         xb = _mix(z.expand(n_seq, -1), torch.as_tensor(counts, dtype=torch.float64)).numpy()
         out["gap"][T] = float(np.abs(xb - c).max(1).mean())
-    out["slope"] = float(np.polyfit(np.log([T - 1 for T in T_values]), np.log([out["gap"][T] for T in T_values]), 1)[0])
+    out["slope"] = float(
+        np.polyfit(np.log([T - 1 for T in T_values]), np.log([out["gap"][T] for T in T_values]), 1)[0]
+    )
     return out

@@ -48,6 +48,7 @@ UNK = "<unk>"
 
 # --- data ---------------------------------------------------------------------------------------------------
 
+
 def _words(name: str, download: bool) -> list[str]:
     text = sources.fetch(name, download).read_text(encoding="utf-8")
     return [w for line in text.lower().splitlines() for w in line.split() + ["<eos>"] if line.strip()]
@@ -59,7 +60,9 @@ def corpus(split: str = "valid", vocab_size: int | None = None, download: bool =
     check_choice("split", split, SPLITS)
     if vocab_size is not None:
         check_int("vocab_size", vocab_size, low=2)
-    names = ("wikitext2_train", "wikitext2_valid") if split == "train" else ("wikitext2_valid", "wikitext2_test")
+    names = (
+        ("wikitext2_train", "wikitext2_valid") if split == "train" else ("wikitext2_valid", "wikitext2_test")
+    )
     train, held = (_words(n, download) for n in names)
     counts = collections.Counter(w for w in train if w != UNK)
     keep = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
@@ -76,6 +79,7 @@ def batchify(stream: np.ndarray, n_streams: int) -> torch.Tensor:
 
 
 # --- the model ----------------------------------------------------------------------------------------------
+
 
 class _Layer(nn.Module):
     """One post-LayerNorm encoder layer (PyTorch's ``TransformerEncoderLayer``, one head), returning the
@@ -132,6 +136,7 @@ class TextModel(nn.Module):
 
 # --- the experiment -----------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TextExperiment(config.Profiled):
     """One training run on WikiText-2 (see the module docstring).
@@ -160,8 +165,18 @@ class TextExperiment(config.Profiled):
     @classmethod
     def full(cls, **kw):
         """The notebook's sizes: d = d_hid = 200, the whole vocabulary, 2000 iterations."""
-        return cls(**{"profile": "full", "vocab_size": None, "d": 200, "d_hid": 200, "steps": 2000,
-                      "eval_every": 100, "n_eval": 200, **kw})
+        return cls(
+            **{
+                "profile": "full",
+                "vocab_size": None,
+                "d": 200,
+                "d_hid": 200,
+                "steps": 2000,
+                "eval_every": 100,
+                "n_eval": 200,
+                **kw,
+            }
+        )
 
     def __post_init__(self):
         config.get_profile(self.profile)
@@ -186,7 +201,9 @@ def run(exp: TextExperiment, progress: bool = True, use_cache: bool = True) -> d
     first layer's attention since the previous evaluation; NaN at the first) at every evaluation, the
     ``train_loss`` of every step, the attention ``maps`` (n_eval_points, 35, 35) on the training window,
     ``max_entropy`` (the mean entropy of uniform causal attention), the ``splits`` used and ``seconds``."""
-    return cache.load_or_compute("scan_snap_text", exp, lambda: _train(exp, progress), MODULES, use_cache=use_cache)
+    return cache.load_or_compute(
+        "scan_snap_text", exp, lambda: _train(exp, progress), MODULES, use_cache=use_cache
+    )
 
 
 def attention_entropy(attn: torch.Tensor) -> float:
@@ -200,10 +217,12 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
     train = batchify(data["train"], exp.n_streams)
     held = batchify(data["heldout"], exp.n_streams)
     n_cols = min(held.shape[1] // exp.bptt, -(-exp.n_eval // exp.n_streams))
-    held_x = torch.cat([held[:, i * exp.bptt:(i + 1) * exp.bptt] for i in range(n_cols)])[: exp.n_eval]
-    held_y = torch.cat([held[:, i * exp.bptt + 1:(i + 1) * exp.bptt + 1] for i in range(n_cols)])[: exp.n_eval]
+    held_x = torch.cat([held[:, i * exp.bptt : (i + 1) * exp.bptt] for i in range(n_cols)])[: exp.n_eval]
+    held_y = torch.cat([held[:, i * exp.bptt + 1 : (i + 1) * exp.bptt + 1] for i in range(n_cols)])[
+        : exp.n_eval
+    ]
     w0 = 100 * exp.bptt if train.shape[1] > 101 * exp.bptt + 1 else 0
-    map_window = train[:1, w0:w0 + exp.bptt]
+    map_window = train[:1, w0 : w0 + exp.bptt]
     model = TextModel(V, exp.d, exp.d_hid, exp.n_layers, exp.dropout, exp.seed)
     ffn = [p for n, p in model.named_parameters() if ".linear" in n]
     rest = [p for n, p in model.named_parameters() if ".linear" not in n]
@@ -222,7 +241,9 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
             out["step"].append(step)
             out["loss"].append(F.cross_entropy(logits.reshape(-1, V), held_y.reshape(-1)).item())
             out["entropy"].append(attention_entropy(attn))
-            out["moved"].append(float("nan") if prev is None else float((attn - prev).abs().sum(-1).mean() / 2))
+            out["moved"].append(
+                float("nan") if prev is None else float((attn - prev).abs().sum(-1).mean() / 2)
+            )
             out["maps"].append(model(map_window)[1][0].numpy())
             prev = attn
         model.train()
@@ -231,7 +252,7 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
         if step % exp.eval_every == 0:
             evaluate(step)
         i = (step % n_windows) * exp.bptt
-        x, y = train[:, i:i + exp.bptt], train[:, i + 1:i + 1 + exp.bptt]
+        x, y = train[:, i : i + exp.bptt], train[:, i + 1 : i + 1 + exp.bptt]
         logits, _ = model(x)
         loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
         opt.zero_grad()
@@ -243,8 +264,13 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
     T = exp.bptt
     uniform = float(np.mean([math.log(t + 1) for t in range(T)]))
     res = {k: np.asarray(v) for k, v in out.items()}
-    res.update(train_loss=train_loss, max_entropy=uniform, splits=data["splits"], vocab=V,
-               seconds=time.perf_counter() - t0)
+    res.update(
+        train_loss=train_loss,
+        max_entropy=uniform,
+        splits=data["splits"],
+        vocab=V,
+        seconds=time.perf_counter() - t0,
+    )
     return res
 
 
@@ -260,9 +286,14 @@ def experiments(profile: str | None = None, split: str = "valid") -> dict:
     make = TextExperiment.quick if p == "quick" else TextExperiment.full
     seeds = (0, 1) if p == "quick" else (0, 1, 2, 3, 4)
     fig10_steps = {"quick": 300, "full": 2000}[p]
-    return {"fig7": {"1 layer": make(split=split), "3 layers": make(split=split, n_layers=3)},
-            "fig10": {(lr, s): make(split=split, lr=lr, lr_ffn=None, seed=s, steps=fig10_steps)
-                      for lr in FIG10_LRS for s in seeds}}
+    return {
+        "fig7": {"1 layer": make(split=split), "3 layers": make(split=split, n_layers=3)},
+        "fig10": {
+            (lr, s): make(split=split, lr=lr, lr_ffn=None, seed=s, steps=fig10_steps)
+            for lr in FIG10_LRS
+            for s in seeds
+        },
+    }
 
 
 def study(profile: str | None = None, progress: bool = True, download: bool | None = None) -> dict:
@@ -279,9 +310,13 @@ def study(profile: str | None = None, progress: bool = True, download: bool | No
     except sources.DataFileError as err:
         split, why = "valid", str(err).split(";")[-1].strip().split(".")[0]
     exps = experiments(profile, split)
-    return {"split": split, "why": why, "experiments": exps,
-            "fig7": {k: run(e, progress) for k, e in exps["fig7"].items()},
-            "fig10": {k: run(e, progress) for k, e in exps["fig10"].items()}}
+    return {
+        "split": split,
+        "why": why,
+        "experiments": exps,
+        "fig7": {k: run(e, progress) for k, e in exps["fig7"].items()},
+        "fig10": {k: run(e, progress) for k, e in exps["fig10"].items()},
+    }
 
 
 def fig10_table(res: dict) -> tuple[tuple, np.ndarray]:
@@ -299,27 +334,58 @@ def summary(res: dict):
     lrs, ent = fig10_table(res)
     rho = spearmanr(np.repeat(lrs, ent.shape[1]), ent.ravel()).statistic
     last = max(2, len(one["moved"]) // 4)
-    return report.Summary({
-        "split": (res["split"], "the split trained on (train: the paper's; valid: the offline stand-in)"),
-        "steps": (int(one["step"][-1]), "SGD iterations of the Fig. 7 runs"),
-        "vocab": (int(one["vocab"]), "vocabulary size (most frequent words of the training text, then <unk>)"),
-        "log_vocab": (math.log(one["vocab"]), "the loss of a uniform guess over the vocabulary"),
-        "uniform_entropy": (one["max_entropy"], "mean entropy of uniform causal attention over 35 positions"),
-        "ent_start_1": (float(one["entropy"][0]), "1 layer: held-out entropy of the attention at initialisation"),
-        "ent_end_1": (float(one["entropy"][-1]), "1 layer: the same at the end"),
-        "sparser_1": (float(one["entropy"][0] - one["entropy"][-1]), "1 layer: entropy at the start minus at the end"),
-        "ent_start_3": (float(three["entropy"][0]), "3 layers: first layer's entropy at initialisation"),
-        "ent_end_3": (float(three["entropy"][-1]), "3 layers: first layer's entropy at the end"),
-        "sparser_3": (float(three["entropy"][0] - three["entropy"][-1]), "3 layers: first layer, start minus end"),
-        "moved_ratio_1": (float(np.mean(one["moved"][-last:]) / one["moved"][1]),
-                          "1 layer: attention movement per evaluation interval, last quarter over the first interval"),
-        "loss_end_1": (float(one["loss"][-1]), "1 layer: held-out loss at the end"),
-        "loss_end_3": (float(three["loss"][-1]), "3 layers: held-out loss at the end"),
-        "fig10_spearman": (float(rho), "Fig. 10: rank correlation of the learning rate and the final entropy, all runs"),
-        **{f"fig10_ent_{lr:g}": (float(ent[i].mean()), f"Fig. 10: mean final entropy at learning rate {lr:g}")
-           for i, lr in enumerate(lrs)},
-        "fig10_loss_max": (float(max(r["loss"][-1] for r in res["fig10"].values())),
-                           "Fig. 10: largest final held-out loss over the runs"),
-        "seconds": (float(sum(r["seconds"] for r in [*res["fig7"].values(), *res["fig10"].values()])),
-                    "training time, all runs"),
-    })
+    return report.Summary(
+        {
+            "split": (res["split"], "the split trained on (train: the paper's; valid: the offline stand-in)"),
+            "steps": (int(one["step"][-1]), "SGD iterations of the Fig. 7 runs"),
+            "vocab": (
+                int(one["vocab"]),
+                "vocabulary size (most frequent words of the training text, then <unk>)",
+            ),
+            "log_vocab": (math.log(one["vocab"]), "the loss of a uniform guess over the vocabulary"),
+            "uniform_entropy": (
+                one["max_entropy"],
+                "mean entropy of uniform causal attention over 35 positions",
+            ),
+            "ent_start_1": (
+                float(one["entropy"][0]),
+                "1 layer: held-out entropy of the attention at initialisation",
+            ),
+            "ent_end_1": (float(one["entropy"][-1]), "1 layer: the same at the end"),
+            "sparser_1": (
+                float(one["entropy"][0] - one["entropy"][-1]),
+                "1 layer: entropy at the start minus at the end",
+            ),
+            "ent_start_3": (float(three["entropy"][0]), "3 layers: first layer's entropy at initialisation"),
+            "ent_end_3": (float(three["entropy"][-1]), "3 layers: first layer's entropy at the end"),
+            "sparser_3": (
+                float(three["entropy"][0] - three["entropy"][-1]),
+                "3 layers: first layer, start minus end",
+            ),
+            "moved_ratio_1": (
+                float(np.mean(one["moved"][-last:]) / one["moved"][1]),
+                "1 layer: attention movement per evaluation interval, last quarter over the first interval",
+            ),
+            "loss_end_1": (float(one["loss"][-1]), "1 layer: held-out loss at the end"),
+            "loss_end_3": (float(three["loss"][-1]), "3 layers: held-out loss at the end"),
+            "fig10_spearman": (
+                float(rho),
+                "Fig. 10: rank correlation of the learning rate and the final entropy, all runs",
+            ),
+            **{
+                f"fig10_ent_{lr:g}": (
+                    float(ent[i].mean()),
+                    f"Fig. 10: mean final entropy at learning rate {lr:g}",
+                )
+                for i, lr in enumerate(lrs)
+            },
+            "fig10_loss_max": (
+                float(max(r["loss"][-1] for r in res["fig10"].values())),
+                "Fig. 10: largest final held-out loss over the runs",
+            ),
+            "seconds": (
+                float(sum(r["seconds"] for r in [*res["fig7"].values(), *res["fig10"].values()])),
+                "training time, all runs",
+            ),
+        }
+    )

@@ -33,28 +33,42 @@ def recall_summary(run: RecallRun) -> Summary:
     ff_map = probes.ff_logit_map(model, 2)  # (input i, output j) = <F2(W_E(i)), W_U(j)>
     p_full = run.late_mean("clean_p_correct", rho=1.0)
     p_drop = run.late_mean("clean_p_correct", rho=0.0)
-    return Summary({
-        "alpha": (run.exp.alpha, "training noise level"),
-        "p_noise_full": (run.late_mean("clean_p_noise", rho=1.0), "late p(noise) of the full model, clean data"),
-        "p_correct_full": (p_full, "late p(correct) of the full model, clean data"),
-        "p_correct_drop": (p_drop, "late p(correct) with F2 dropped (rho = 0), clean data"),
-        "p_noise_drop": (run.late_mean("clean_p_noise", rho=0.0), "late p(noise) with F2 dropped, clean data"),
-        "drop_gain": (p_drop - p_full, "p(correct) with F2 dropped minus the full model's"),
-        "spike": (float(run.series("noisy_p_noise")[1][:NOISY_EARLY_STEPS].max()),
-                  f"max p(noise) on noisy data over the first {NOISY_EARLY_STEPS} evaluated steps"),
-        "noise_step": (noise_step, "first step with p(noise) > 0.5 on noisy data"),
-        "icl_step": (icl_step, "first step with p(correct) > 0.5, F2 dropped, clean data"),
-        "icl_after_noise": (icl_step - noise_step, "icl_step - noise_step"),
-        "margin_step": (run.first_step_above("margin_F2", 0.0), "first step with a positive F2 margin"),
-        "att_c": (att_c, "late attention mass from T on [q, ybar] positions"),
-        "att_n": (att_n, "late attention mass from T on [q, tau] positions"),
-        "attn_ratio": (att_c / max(att_n, 1e-6), "att_c / att_n"),
-        "prev": (run.late_mean("attn1_prev"), "late first-layer attention mass on the previous token"),
-        "value_diag": (float((recall_map[:n, :n].argmax(1) == np.arange(n)).mean()),
-                       "fraction of tokens i with argmax_j <W_V^2 W_E(i), W_U(j)> = i"),
-        "ff_noise_column": (float((ff_map.argmax(1) == run.exp.task().noise_token).mean()),
-                            "fraction of input tokens i whose largest F2 logit <F2(W_E(i)), W_U(j)> is at j = tau"),
-    })
+    return Summary(
+        {
+            "alpha": (run.exp.alpha, "training noise level"),
+            "p_noise_full": (
+                run.late_mean("clean_p_noise", rho=1.0),
+                "late p(noise) of the full model, clean data",
+            ),
+            "p_correct_full": (p_full, "late p(correct) of the full model, clean data"),
+            "p_correct_drop": (p_drop, "late p(correct) with F2 dropped (rho = 0), clean data"),
+            "p_noise_drop": (
+                run.late_mean("clean_p_noise", rho=0.0),
+                "late p(noise) with F2 dropped, clean data",
+            ),
+            "drop_gain": (p_drop - p_full, "p(correct) with F2 dropped minus the full model's"),
+            "spike": (
+                float(run.series("noisy_p_noise")[1][:NOISY_EARLY_STEPS].max()),
+                f"max p(noise) on noisy data over the first {NOISY_EARLY_STEPS} evaluated steps",
+            ),
+            "noise_step": (noise_step, "first step with p(noise) > 0.5 on noisy data"),
+            "icl_step": (icl_step, "first step with p(correct) > 0.5, F2 dropped, clean data"),
+            "icl_after_noise": (icl_step - noise_step, "icl_step - noise_step"),
+            "margin_step": (run.first_step_above("margin_F2", 0.0), "first step with a positive F2 margin"),
+            "att_c": (att_c, "late attention mass from T on [q, ybar] positions"),
+            "att_n": (att_n, "late attention mass from T on [q, tau] positions"),
+            "attn_ratio": (att_c / max(att_n, 1e-6), "att_c / att_n"),
+            "prev": (run.late_mean("attn1_prev"), "late first-layer attention mass on the previous token"),
+            "value_diag": (
+                float((recall_map[:n, :n].argmax(1) == np.arange(n)).mean()),
+                "fraction of tokens i with argmax_j <W_V^2 W_E(i), W_U(j)> = i",
+            ),
+            "ff_noise_column": (
+                float((ff_map.argmax(1) == run.exp.task().noise_token).mean()),
+                "fraction of input tokens i whose largest F2 logit <F2(W_E(i)), W_U(j)> is at j = tau",
+            ),
+        }
+    )
 
 
 def recall_curves(run: RecallRun) -> dict[str, np.ndarray]:
@@ -62,11 +76,17 @@ def recall_curves(run: RecallRun) -> dict[str, np.ndarray]:
     step, p_drop = run.series("clean_p_correct", rho=0.0)
     m = run.metrics
     at_eval = np.isin(m["train_step"], step)
-    return {"step": step, "p_correct_drop": p_drop, "p_correct_full": run.series("clean_p_correct", rho=1.0)[1],
-            "p_noise_full": run.series("clean_p_noise", rho=1.0)[1],
-            "noisy_p_noise": run.series("noisy_p_noise")[1],
-            "attn_to_correct": run.series("attn_to_correct")[1], "attn_to_noise": run.series("attn_to_noise")[1],
-            "train_step": m["train_step"][at_eval], "train_loss": m["train_loss"][at_eval]}
+    return {
+        "step": step,
+        "p_correct_drop": p_drop,
+        "p_correct_full": run.series("clean_p_correct", rho=1.0)[1],
+        "p_noise_full": run.series("clean_p_noise", rho=1.0)[1],
+        "noisy_p_noise": run.series("noisy_p_noise")[1],
+        "attn_to_correct": run.series("attn_to_correct")[1],
+        "attn_to_noise": run.series("attn_to_noise")[1],
+        "train_step": m["train_step"][at_eval],
+        "train_loss": m["train_loss"][at_eval],
+    }
 
 
 def finetune_summary(run: RecallRun) -> Summary:
@@ -74,27 +94,41 @@ def finetune_summary(run: RecallRun) -> Summary:
     pre_c = float(run.series("attn_per_pos_correct", phase=0)[1][-1])
     pre_n = float(run.series("attn_per_pos_noise", phase=0)[1][-1])
     ft_c, ft_n = run.late_mean("attn_to_correct"), run.late_mean("attn_to_noise")
-    return Summary({
-        "alpha": (run.exp.alpha, "fine-tuning noise level"),
-        "pre_c": (pre_c, "per-position attention on [q, ybar] at the end of pre-training"),
-        "pre_n": (pre_n, "per-position attention on [q, tau] at the end of pre-training"),
-        "pre_ratio": (pre_n / pre_c, "pre_n / pre_c (near 1: no preference)"),
-        "ft_c": (ft_c, "late attention mass on [q, ybar] after fine-tuning"),
-        "ft_n": (ft_n, "late attention mass on [q, tau] after fine-tuning"),
-        "ft_ratio": (ft_c / max(ft_n, 1e-6), "ft_c / ft_n"),
-        "spike": (float(run.series("noisy_p_noise")[1][:NOISY_EARLY_STEPS].max()),
-                  f"max p(noise) on noisy data over the first {NOISY_EARLY_STEPS} fine-tuning steps"),
-        "noise_late": (run.late_mean("noisy_p_noise"), "late p(noise) on noisy data"),
-        "p_correct_drop": (run.late_mean("clean_p_correct", rho=0.0), "late p(correct), F2 dropped, clean data"),
-    })
+    return Summary(
+        {
+            "alpha": (run.exp.alpha, "fine-tuning noise level"),
+            "pre_c": (pre_c, "per-position attention on [q, ybar] at the end of pre-training"),
+            "pre_n": (pre_n, "per-position attention on [q, tau] at the end of pre-training"),
+            "pre_ratio": (pre_n / pre_c, "pre_n / pre_c (near 1: no preference)"),
+            "ft_c": (ft_c, "late attention mass on [q, ybar] after fine-tuning"),
+            "ft_n": (ft_n, "late attention mass on [q, tau] after fine-tuning"),
+            "ft_ratio": (ft_c / max(ft_n, 1e-6), "ft_c / ft_n"),
+            "spike": (
+                float(run.series("noisy_p_noise")[1][:NOISY_EARLY_STEPS].max()),
+                f"max p(noise) on noisy data over the first {NOISY_EARLY_STEPS} fine-tuning steps",
+            ),
+            "noise_late": (run.late_mean("noisy_p_noise"), "late p(noise) on noisy data"),
+            "p_correct_drop": (
+                run.late_mean("clean_p_correct", rho=0.0),
+                "late p(correct), F2 dropped, clean data",
+            ),
+        }
+    )
 
 
 def previous_token_profile(attn: np.ndarray, parts: int = 4) -> Summary:
     """The first-layer previous-token mass of an attention map (T, T) by group of query positions
     (``prev_part1`` earliest ... ``prev_part<parts>``; :func:`companion.probes.previous_token_by_position`)."""
     groups = probes.previous_token_by_position(attn, parts)
-    return Summary({f"prev_part{i + 1}": (float(v), f"mean mass on s = t - 1 over query group {i + 1} of {parts} "
-                                                    f"(earliest first)") for i, v in enumerate(groups)})
+    return Summary(
+        {
+            f"prev_part{i + 1}": (
+                float(v),
+                f"mean mass on s = t - 1 over query group {i + 1} of {parts} (earliest first)",
+            )
+            for i, v in enumerate(groups)
+        }
+    )
 
 
 def over_uniform(summary, seq_len: int, keys=("pre_c", "pre_n"), prefix: str = "") -> Summary:
@@ -131,24 +165,38 @@ def triggers_summary(one: RecallRun, five: RecallRun) -> Summary:
     """Appendix B.4: one trigger and five triggers."""
     _, a = matching_summary(one)
     _, b = matching_summary(five)
-    return Summary({
-        "ratio_one": (a["ratio"], "one trigger: (q, q) entry over the largest other entry"),
-        "ratio_five": (b["ratio"], "five triggers: smallest (q, q) over the largest entry off them"),
-        "argmax_frac": (float(np.mean(a["argmax_ok"] + b["argmax_ok"])),
-                        "fraction of triggers whose (q, q) is the largest of its row and column"),
-    })
+    return Summary(
+        {
+            "ratio_one": (a["ratio"], "one trigger: (q, q) entry over the largest other entry"),
+            "ratio_five": (b["ratio"], "five triggers: smallest (q, q) over the largest entry off them"),
+            "argmax_frac": (
+                float(np.mean(a["argmax_ok"] + b["argmax_ok"])),
+                "fraction of triggers whose (q, q) is the largest of its row and column",
+            ),
+        }
+    )
 
 
 ARCH_VARIANTS = {"full model": "clean_full", "drop F1": "clean_dropF1", "drop F2": "clean_dropF2"}
-ARCH_METRICS = {"accuracy": "pred_correct", "p(correct)": "p_correct", "p(noise)": "p_noise",
-                "predicts noise": "pred_noise", "loss": "loss"}
+ARCH_METRICS = {
+    "accuracy": "pred_correct",
+    "p(correct)": "p_correct",
+    "p(noise)": "p_noise",
+    "predicts noise": "pred_noise",
+    "loss": "loss",
+}
 
 
 def variant_table(runs: dict[str, RecallRun]) -> dict:
     """{architecture: {variant: {metric: late clean-test value}}} for the variants each run measured."""
-    return {name: {v: {m: run.late_mean(f"{key}_{mkey}") for m, mkey in ARCH_METRICS.items()}
-                   for v, key in ARCH_VARIANTS.items() if f"{key}_loss" in run.metrics}
-            for name, run in runs.items()}
+    return {
+        name: {
+            v: {m: run.late_mean(f"{key}_{mkey}") for m, mkey in ARCH_METRICS.items()}
+            for v, key in ARCH_VARIANTS.items()
+            if f"{key}_loss" in run.metrics
+        }
+        for name, run in runs.items()
+    }
 
 
 def variant_markdown(table: dict) -> str:
@@ -196,41 +244,71 @@ def architectures_summary(runs: dict[str, RecallRun], best_mm: dict) -> Summary:
     rhos, nn_loss = late_over_rho(runs["none, none"], "clean_loss")
     _, nn_acc = late_over_rho(runs["none, none"], "clean_pred_correct")
     inner = (rhos > 0) & (rhos < 1)
-    return Summary({
-        "mm_drop2_acc": (mm["drop F2"]["accuracy"], "MLP, MLP: accuracy with F2 dropped"),
-        "mm_drop1_noise": (mm["drop F1"]["predicts noise"] - mm["full model"]["predicts noise"],
-                           "MLP, MLP: fraction predicting noise with F1 dropped, minus the full model's"),
-        "ml_drop2_gain": (ml["drop F2"]["accuracy"] - ml["full model"]["accuracy"],
-                          "MLP, linear: accuracy gain from dropping F2"),
-        "ml_drop1_best": (min(ml["full model"]["loss"], ml["drop F2"]["loss"]) - ml["drop F1"]["loss"],
-                          "MLP, linear: min(loss full, loss drop F2) - loss drop F1 (> 0: drop F1 best)"),
-        "ml_drop1_raise": (ml["drop F1"]["loss"] - ml["full model"]["loss"],
-                           "MLP, linear: loss with F1 dropped minus the full model's"),
-        "ml_full_acc": (ml["full model"]["accuracy"], "MLP, linear: accuracy of the full model"),
-        "ml_drop2_acc": (ml["drop F2"]["accuracy"], "MLP, linear: accuracy with F2 dropped"),
-        "ml_drop1_acc": (ml["drop F1"]["accuracy"], "MLP, linear: accuracy with F1 dropped"),
-        "ml_full_loss": (ml["full model"]["loss"], "MLP, linear: loss of the full model"),
-        "ml_drop1_loss": (ml["drop F1"]["loss"], "MLP, linear: loss with F1 dropped"),
-        "lm_drop2_gain": (lm["drop F2"]["accuracy"] - lm["full model"]["accuracy"],
-                          "linear, MLP: accuracy gain from dropping F2"),
-        "lm_drop1_noise": (lm["drop F1"]["predicts noise"] - lm["full model"]["predicts noise"],
-                           "linear, MLP: fraction predicting noise with F1 dropped, minus the full model's"),
-        "nn_full_acc": (float(nn_acc[rhos == 1][0]), "no FF: accuracy of the full model"),
-        "nn_small": (float(nn_acc[rhos == 0.01][0] / max(nn_acc[rhos == 1][0], 1e-9)),
-                     "no FF: accuracy with rho = 0.01 on W_V^1 over the full model's"),
-        "best_rho": (float(rhos[inner][np.argmin(nn_loss[inner])]), "no FF: rho in (0, 1) of the lowest loss"),
-        "nn_gain": (float(nn_loss[rhos == 1][0] - nn_loss[inner].min()),
-                    "no FF: full loss minus the lowest loss over rho in (0, 1)"),
-        "best_mm": (best_mm["candidate"], "MLP, MLP: best truncation by clean loss"),
-        "best_mm_is_f2": (float(best_mm["matrix"] in ("F2", "F2.U_in", "F2.U_out") and best_mm["rho"] <= 0.05),
-                          "1 if that best candidate removes F2 (drop, or rho <= 0.05 on a matrix of F2)"),
-    })
+    return Summary(
+        {
+            "mm_drop2_acc": (mm["drop F2"]["accuracy"], "MLP, MLP: accuracy with F2 dropped"),
+            "mm_drop1_noise": (
+                mm["drop F1"]["predicts noise"] - mm["full model"]["predicts noise"],
+                "MLP, MLP: fraction predicting noise with F1 dropped, minus the full model's",
+            ),
+            "ml_drop2_gain": (
+                ml["drop F2"]["accuracy"] - ml["full model"]["accuracy"],
+                "MLP, linear: accuracy gain from dropping F2",
+            ),
+            "ml_drop1_best": (
+                min(ml["full model"]["loss"], ml["drop F2"]["loss"]) - ml["drop F1"]["loss"],
+                "MLP, linear: min(loss full, loss drop F2) - loss drop F1 (> 0: drop F1 best)",
+            ),
+            "ml_drop1_raise": (
+                ml["drop F1"]["loss"] - ml["full model"]["loss"],
+                "MLP, linear: loss with F1 dropped minus the full model's",
+            ),
+            "ml_full_acc": (ml["full model"]["accuracy"], "MLP, linear: accuracy of the full model"),
+            "ml_drop2_acc": (ml["drop F2"]["accuracy"], "MLP, linear: accuracy with F2 dropped"),
+            "ml_drop1_acc": (ml["drop F1"]["accuracy"], "MLP, linear: accuracy with F1 dropped"),
+            "ml_full_loss": (ml["full model"]["loss"], "MLP, linear: loss of the full model"),
+            "ml_drop1_loss": (ml["drop F1"]["loss"], "MLP, linear: loss with F1 dropped"),
+            "lm_drop2_gain": (
+                lm["drop F2"]["accuracy"] - lm["full model"]["accuracy"],
+                "linear, MLP: accuracy gain from dropping F2",
+            ),
+            "lm_drop1_noise": (
+                lm["drop F1"]["predicts noise"] - lm["full model"]["predicts noise"],
+                "linear, MLP: fraction predicting noise with F1 dropped, minus the full model's",
+            ),
+            "nn_full_acc": (float(nn_acc[rhos == 1][0]), "no FF: accuracy of the full model"),
+            "nn_small": (
+                float(nn_acc[rhos == 0.01][0] / max(nn_acc[rhos == 1][0], 1e-9)),
+                "no FF: accuracy with rho = 0.01 on W_V^1 over the full model's",
+            ),
+            "best_rho": (
+                float(rhos[inner][np.argmin(nn_loss[inner])]),
+                "no FF: rho in (0, 1) of the lowest loss",
+            ),
+            "nn_gain": (
+                float(nn_loss[rhos == 1][0] - nn_loss[inner].min()),
+                "no FF: full loss minus the lowest loss over rho in (0, 1)",
+            ),
+            "best_mm": (best_mm["candidate"], "MLP, MLP: best truncation by clean loss"),
+            "best_mm_is_f2": (
+                float(best_mm["matrix"] in ("F2", "F2.U_in", "F2.U_out") and best_mm["rho"] <= 0.05),
+                "1 if that best candidate removes F2 (drop, or rho <= 0.05 on a matrix of F2)",
+            ),
+        }
+    )
 
 
-IOI_COLUMNS = [("acc full", "pred_correct", 1.0), ("acc drop", "pred_correct", 0.0),
-               ("acc rho=0.01", "pred_correct", 0.01), ("loss full", "loss", 1.0), ("loss drop", "loss", 0.0),
-               ("loss rho=0.01", "loss", 0.01), ("p(correct) drop", "p_correct", 0.0),
-               ("p(distractor) drop", "p_distractor", 0.0), ("p(noise) full", "p_noise", 1.0)]
+IOI_COLUMNS = [
+    ("acc full", "pred_correct", 1.0),
+    ("acc drop", "pred_correct", 0.0),
+    ("acc rho=0.01", "pred_correct", 0.01),
+    ("loss full", "loss", 1.0),
+    ("loss drop", "loss", 0.0),
+    ("loss rho=0.01", "loss", 0.01),
+    ("p(correct) drop", "p_correct", 0.0),
+    ("p(distractor) drop", "p_distractor", 0.0),
+    ("p(noise) full", "p_noise", 1.0),
+]
 
 
 def ioi_key(name: str) -> tuple[str, int]:
@@ -247,8 +325,10 @@ def ioi_curves(runs: dict[str, RecallRun]) -> dict:
     """What a recorded synthetic-IOI file keeps of each run (``{"adam L=5": run, ...}``): the evaluated steps,
     the step it diverged at (None: it did not), and each clean metric of :data:`IOI_COLUMNS` at its rho along
     training, under ``"<metric>@<rho>"``; :func:`ioi_recorded` reads them back."""
-    out = {"step": {n: r.series("clean_loss", rho=1.0)[0] for n, r in runs.items()},
-           "diverged_at": {n: r.diverged_at for n, r in runs.items()}}
+    out = {
+        "step": {n: r.series("clean_loss", rho=1.0)[0] for n, r in runs.items()},
+        "diverged_at": {n: r.diverged_at for n, r in runs.items()},
+    }
     for _, key, rho in IOI_COLUMNS:
         out[f"clean_{key}@{rho}"] = {n: r.series(f"clean_{key}", rho=rho)[1] for n, r in runs.items()}
     return out
@@ -271,9 +351,13 @@ class CurveRun:
         """(evaluated steps, values) of clean metric ``key`` at ``rho``, as recorded."""
         column = f"{key}@{rho}"
         if column not in self.curves:
-            raise ValueError(f"{column!r} is not recorded: allowed {sorted(c for c in self.curves if '@' in c)}")
-        return (np.asarray(self.curves["step"][self.name]),
-                np.asarray(self.curves[column][self.name], dtype=float))  # "nan" strings back to floats
+            raise ValueError(
+                f"{column!r} is not recorded: allowed {sorted(c for c in self.curves if '@' in c)}"
+            )
+        return (
+            np.asarray(self.curves["step"][self.name]),
+            np.asarray(self.curves[column][self.name], dtype=float),
+        )  # "nan" strings back to floats
 
 
 def ioi_recorded(curves: dict) -> dict[tuple[str, int], CurveRun]:
@@ -283,14 +367,20 @@ def ioi_recorded(curves: dict) -> dict[tuple[str, int], CurveRun]:
 
 def ioi_table(runs: dict[tuple[str, int], RecallRun]) -> dict:
     """{(optimiser, L): {column: late clean value}}, NaN for a diverged run."""
-    return {k: {name: float("nan") if run.diverged_at is not None else run.late_mean(f"clean_{key}", rho=rho)
-                for name, key, rho in IOI_COLUMNS} for k, run in runs.items()}
+    return {
+        k: {
+            name: float("nan") if run.diverged_at is not None else run.late_mean(f"clean_{key}", rho=rho)
+            for name, key, rho in IOI_COLUMNS
+        }
+        for k, run in runs.items()
+    }
 
 
 def ioi_markdown(runs: dict[tuple[str, int], RecallRun]) -> str:
     t = ioi_table(runs)
-    rows = [[opt, L, "yes" if runs[opt, L].diverged_at is not None else "no", *t[opt, L].values()]
-            for opt, L in t]
+    rows = [
+        [opt, L, "yes" if runs[opt, L].diverged_at is not None else "no", *t[opt, L].values()] for opt, L in t
+    ]
     return markdown_table(["optimiser", "L", "diverged", *(c[0] for c in IOI_COLUMNS)], rows, digits=3)
 
 
@@ -310,21 +400,33 @@ def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: 
     sgd_counting = list(sgd_counts.values())
     sgd_fin = [v for k, v in sgd_gains.items() if runs[k].diverged_at is None]
     sgd_counting_fin = [v for k, v in sgd_counts.items() if runs[k].diverged_at is None]
-    return Summary({
-        "sgd_gain": (strict_min(sgd), "SGD: smallest accuracy gain from dropping the last MLP over L"),
-        "adam_gain": (strict_min(adam), "Adam: smallest accuracy gain from rho = 0.01, L = 3, 4"),
-        "adam_deep": (deep_gap, f"Adam: late loss of L = {deep} minus L = {shallow} (inf if L = {deep} diverged)"),
-        "n_diverged": (sum(r.diverged_at is not None for r in runs.values()), "runs that diverged"),
-        "min_counting": (strict_min(counting), "smallest p(correct) - p(distractor), last MLP dropped"),
-        "max_counting": (strict_max(counting), "largest p(correct) - p(distractor), last MLP dropped"),
-        "sgd_counting": (strict_min(sgd_counting), "SGD: smallest p(correct) - p(distractor), last MLP dropped"),
-        "sgd_gain_finished": (min(sgd_fin, default=float("nan")),
-                              "SGD: smallest accuracy gain from dropping the last MLP over the depths that did not "
-                              "diverge (nan: none finished)"),
-        "sgd_counting_finished": (min(sgd_counting_fin, default=float("nan")),
-                                  "SGD: smallest p(correct) - p(distractor), last MLP dropped, over the depths that "
-                                  "did not diverge (nan: none finished)"),
-    })
+    return Summary(
+        {
+            "sgd_gain": (strict_min(sgd), "SGD: smallest accuracy gain from dropping the last MLP over L"),
+            "adam_gain": (strict_min(adam), "Adam: smallest accuracy gain from rho = 0.01, L = 3, 4"),
+            "adam_deep": (
+                deep_gap,
+                f"Adam: late loss of L = {deep} minus L = {shallow} (inf if L = {deep} diverged)",
+            ),
+            "n_diverged": (sum(r.diverged_at is not None for r in runs.values()), "runs that diverged"),
+            "min_counting": (strict_min(counting), "smallest p(correct) - p(distractor), last MLP dropped"),
+            "max_counting": (strict_max(counting), "largest p(correct) - p(distractor), last MLP dropped"),
+            "sgd_counting": (
+                strict_min(sgd_counting),
+                "SGD: smallest p(correct) - p(distractor), last MLP dropped",
+            ),
+            "sgd_gain_finished": (
+                min(sgd_fin, default=float("nan")),
+                "SGD: smallest accuracy gain from dropping the last MLP over the depths that did not "
+                "diverge (nan: none finished)",
+            ),
+            "sgd_counting_finished": (
+                min(sgd_counting_fin, default=float("nan")),
+                "SGD: smallest p(correct) - p(distractor), last MLP dropped, over the depths that "
+                "did not diverge (nan: none finished)",
+            ),
+        }
+    )
 
 
 def ioi_stability(runs: dict[tuple[str, int], RecallRun]) -> Summary:
@@ -338,19 +440,44 @@ def ioi_stability(runs: dict[tuple[str, int], RecallRun]) -> Summary:
         steps, loss = run.series("clean_loss", rho=1.0)
         late = float("nan") if run.diverged_at is not None else run.late_mean("clean_loss", rho=1.0)
         at = int(np.nanargmin(loss))
-        out |= {f"{opt}{L}_diverged_at": (float("nan") if run.diverged_at is None else float(run.diverged_at),
-                                          f"{opt}, L = {L}: step at which training diverged (nan: it did not)"),
-                f"{opt}{L}_best": (float(loss[at]), f"{opt}, L = {L}: lowest clean test loss along training"),
-                f"{opt}{L}_best_step": (float(steps[at]), f"{opt}, L = {L}: step of that evaluation"),
-                f"{opt}{L}_late": (late, f"{opt}, L = {L}: late clean test loss (nan: diverged)"),
-                f"{opt}{L}_rise": (late - float(loss[at]), f"{opt}, L = {L}: late minus lowest clean test loss")}
+        out |= {
+            f"{opt}{L}_diverged_at": (
+                float("nan") if run.diverged_at is None else float(run.diverged_at),
+                f"{opt}, L = {L}: step at which training diverged (nan: it did not)",
+            ),
+            f"{opt}{L}_best": (float(loss[at]), f"{opt}, L = {L}: lowest clean test loss along training"),
+            f"{opt}{L}_best_step": (float(steps[at]), f"{opt}, L = {L}: step of that evaluation"),
+            f"{opt}{L}_late": (late, f"{opt}, L = {L}: late clean test loss (nan: diverged)"),
+            f"{opt}{L}_rise": (late - float(loss[at]), f"{opt}, L = {L}: late minus lowest clean test loss"),
+        }
     return Summary(out)
 
 
 def ioi_stability_markdown(runs: dict[tuple[str, int], RecallRun]) -> str:
     """:func:`ioi_stability` as a table, one row per run."""
     s = ioi_stability(runs)
-    rows = [[opt, L, "-" if r.diverged_at is None else r.diverged_at, s[f"{opt}{L}_best"],
-             int(s[f"{opt}{L}_best_step"]), s[f"{opt}{L}_late"], s[f"{opt}{L}_rise"]] for (opt, L), r in runs.items()]
-    return markdown_table(["optimiser", "L", "diverged at step", "lowest clean loss", "at step", "late clean loss",
-                           "late minus lowest"], rows, digits=3)
+    rows = [
+        [
+            opt,
+            L,
+            "-" if r.diverged_at is None else r.diverged_at,
+            s[f"{opt}{L}_best"],
+            int(s[f"{opt}{L}_best_step"]),
+            s[f"{opt}{L}_late"],
+            s[f"{opt}{L}_rise"],
+        ]
+        for (opt, L), r in runs.items()
+    ]
+    return markdown_table(
+        [
+            "optimiser",
+            "L",
+            "diverged at step",
+            "lowest clean loss",
+            "at step",
+            "late clean loss",
+            "late minus lowest",
+        ],
+        rows,
+        digits=3,
+    )

@@ -100,8 +100,10 @@ def parse_lines(lines: list[str], source: str = "<lines>") -> tuple[list[Problem
             continue
         problems.append(p)
     if bad:
-        warnings.warn(f"{source}: skipped {len(bad)} malformed line(s), first at line {bad[0][0]} ({bad[0][1]})",
-                      stacklevel=2)
+        warnings.warn(
+            f"{source}: skipped {len(bad)} malformed line(s), first at line {bad[0][0]} ({bad[0][1]})",
+            stacklevel=2,
+        )
     return problems, len(bad)
 
 
@@ -118,15 +120,23 @@ def few_shot_prefix(train: list[Problem], k: int, seed: int = 0) -> str:
         raise ValueError(f"k={k} exemplars requested but only {len(train)} training problems")
     rng = np.random.default_rng(config.seed_streams(seed, ["gsm8k-shots"])["gsm8k-shots"])
     picks = rng.choice(len(train), size=k, replace=False)
-    return "".join(f"Question: {train[i].question}\nAnswer: {solution_text(train[i].answer)}\n\n" for i in picks)
+    return "".join(
+        f"Question: {train[i].question}\nAnswer: {solution_text(train[i].answer)}\n\n" for i in picks
+    )
 
 
 def prompt(prefix: str, problem: Problem) -> str:
     return f"{prefix}Question: {problem.question}\nAnswer:"
 
 
-def generate(model, tokenizer, prompts: list[str], max_new_tokens: int = 256, batch_size: int = 8,
-             progress: bool = False) -> list[str]:
+def generate(
+    model,
+    tokenizer,
+    prompts: list[str],
+    max_new_tokens: int = 256,
+    batch_size: int = 8,
+    progress: bool = False,
+) -> list[str]:
     """Greedy continuations of ``prompts`` (left-padded batches), cut at :data:`STOP`."""
     import torch
     from tqdm.auto import tqdm
@@ -140,18 +150,30 @@ def generate(model, tokenizer, prompts: list[str], max_new_tokens: int = 256, ba
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     outs = []
-    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    limit = getattr(model.config, "max_position_embeddings", None) or getattr(
+        model.config, "n_positions", None
+    )
     longest = max(len(tokenizer.encode(p)) for p in prompts)
     if limit is not None and longest + max_new_tokens > limit:
-        raise ValueError(f"the longest prompt has {longest} tokens; with max_new_tokens={max_new_tokens} it "
-                         f"exceeds the model's context of {limit} positions: use fewer shots or tokens")
+        raise ValueError(
+            f"the longest prompt has {longest} tokens; with max_new_tokens={max_new_tokens} it "
+            f"exceeds the model's context of {limit} positions: use fewer shots or tokens"
+        )
     try:
         for start in tqdm(range(0, len(prompts), batch_size), desc="generate", disable=not progress):
-            batch = tokenizer(prompts[start:start + batch_size], return_tensors="pt", padding=True).to(device)
+            batch = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True).to(
+                device
+            )
             with torch.no_grad():
-                gen = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad,
-                                     stop_strings=[STOP], tokenizer=tokenizer)
-            new = gen[:, batch["input_ids"].shape[1]:]
+                gen = model.generate(
+                    **batch,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=pad,
+                    stop_strings=[STOP],
+                    tokenizer=tokenizer,
+                )
+            new = gen[:, batch["input_ids"].shape[1] :]
             outs += [t.split(STOP)[0] for t in tokenizer.batch_decode(new, skip_special_tokens=True)]
     finally:
         tokenizer.padding_side = old_side

@@ -34,7 +34,7 @@ PYTHIA_FINAL = 143000
 
 def pythia_steps() -> list[int]:
     """Training steps with a published Pythia checkpoint: 0, powers of two to 512, then every 1000."""
-    return [0] + [2 ** i for i in range(10)] + list(range(1000, PYTHIA_FINAL + 1, 1000))
+    return [0] + [2**i for i in range(10)] + list(range(1000, PYTHIA_FINAL + 1, 1000))
 
 
 def pythia_checkpoints() -> list[str]:
@@ -56,8 +56,10 @@ def check_revision(name: str, revision: str | None) -> None:
         return
     if revision in pythia_checkpoints():
         return
-    msg = (f"revision {revision!r} is not a Pythia checkpoint: allowed step0, step1, step2, step4, ..., step512 "
-           f"and step1000 to step{PYTHIA_FINAL} every 1000")
+    msg = (
+        f"revision {revision!r} is not a Pythia checkpoint: allowed step0, step1, step2, step4, ..., step512 "
+        f"and step1000 to step{PYTHIA_FINAL} every 1000"
+    )
     try:
         step = int(str(revision).removeprefix("step"))
     except ValueError:
@@ -93,7 +95,7 @@ def unavailable_message(name: str, revision: str | None, err: BaseException) -> 
     return (
         f"could not load {name!r} at revision {rev!r}: {type(err).__name__}: {str(err).splitlines()[0][:300]}\n"
         f"The Hugging Face Hub may be unreachable and no cached copy was found. To make it available:\n"
-        f"  * on a machine with network access run once: python -c \"from transformers import "
+        f'  * on a machine with network access run once: python -c "from transformers import '
         f"AutoModelForCausalLM as M, AutoTokenizer as T; M.from_pretrained('{name}', revision='{rev}'); "
         f"T.from_pretrained('{name}', revision='{rev}')\"\n"
         f"    and copy the cache folder ($HF_HOME, default ~/.cache/huggingface) to this machine;\n"
@@ -104,8 +106,13 @@ def unavailable_message(name: str, revision: str | None, err: BaseException) -> 
     )
 
 
-def load(name: str, revision: str | None = None, dtype: str = "float32", device=None,
-         tokenizer_name: str | None = None) -> Loaded:
+def load(
+    name: str,
+    revision: str | None = None,
+    dtype: str = "float32",
+    device=None,
+    tokenizer_name: str | None = None,
+) -> Loaded:
     """Load a causal LM and its tokenizer with transformers' Auto classes.
 
     ``tokenizer_name`` overrides where the tokenizer comes from (default: the
@@ -127,14 +134,16 @@ def load(name: str, revision: str | None = None, dtype: str = "float32", device=
     device = config.get_device(device)
     local = Path(name).is_dir()
     try:
-        model = AutoModelForCausalLM.from_pretrained(name, revision=None if local else revision,
-                                                     dtype=getattr(torch, dtype))
+        model = AutoModelForCausalLM.from_pretrained(
+            name, revision=None if local else revision, dtype=getattr(torch, dtype)
+        )
     except (OSError, ValueError) as err:  # hub errors derive from OSError (offline, missing revision, 404)
         raise ModelUnavailable(unavailable_message(name, revision, err)) from err
     tok_source = tokenizer_name or name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(tok_source, revision=None if (local or tokenizer_name or
-                                                                               is_pythia(name)) else revision)
+        tokenizer = AutoTokenizer.from_pretrained(
+            tok_source, revision=None if (local or tokenizer_name or is_pythia(name)) else revision
+        )
     except (OSError, ValueError) as err:
         raise ModelUnavailable(unavailable_message(tok_source, None, err)) from err
     model.to(device).eval()
@@ -144,7 +153,7 @@ def load(name: str, revision: str | None = None, dtype: str = "float32", device=
 def fingerprint(model, max_tensors: int = 4) -> str:
     """A short hash of the weights of the first and last parameters (to spot duplicated checkpoints)."""
     params = list(model.state_dict().values())
-    picked = params[: max_tensors // 2] + params[-(max_tensors - max_tensors // 2):]
+    picked = params[: max_tensors // 2] + params[-(max_tensors - max_tensors // 2) :]
     h = hashlib.sha256()
     for p in picked:
         h.update(p.detach().float().cpu().numpy().tobytes())

@@ -37,23 +37,57 @@ from companion.truncation import LowRank, rank_for
 # family -> (path of the layer list, {matrix: (module path in a layer, half)}); half selects the
 # rows of a fused [gate; up] weight: None = the whole weight, 0 = first half, 1 = second half
 FAMILIES = {
-    "gpt2": ("transformer.h", {"mlp_in": ("mlp.c_fc", None), "mlp_out": ("mlp.c_proj", None),
-                               "attn_qkv": ("attn.c_attn", None), "attn_out": ("attn.c_proj", None)}),
-    "gpt_neox": ("gpt_neox.layers", {"mlp_in": ("mlp.dense_h_to_4h", None), "mlp_out": ("mlp.dense_4h_to_h", None),
-                                     "attn_qkv": ("attention.query_key_value", None),
-                                     "attn_out": ("attention.dense", None)}),
-    "llama": ("model.layers", {"mlp_in": ("mlp.up_proj", None), "mlp_gate": ("mlp.gate_proj", None),
-                               "mlp_out": ("mlp.down_proj", None), "attn_q": ("self_attn.q_proj", None),
-                               "attn_k": ("self_attn.k_proj", None), "attn_v": ("self_attn.v_proj", None),
-                               "attn_out": ("self_attn.o_proj", None)}),
-    "phi3": ("model.layers", {"mlp_in": ("mlp.gate_up_proj", 1), "mlp_gate": ("mlp.gate_up_proj", 0),
-                              "mlp_out": ("mlp.down_proj", None), "attn_qkv": ("self_attn.qkv_proj", None),
-                              "attn_out": ("self_attn.o_proj", None)}),
+    "gpt2": (
+        "transformer.h",
+        {
+            "mlp_in": ("mlp.c_fc", None),
+            "mlp_out": ("mlp.c_proj", None),
+            "attn_qkv": ("attn.c_attn", None),
+            "attn_out": ("attn.c_proj", None),
+        },
+    ),
+    "gpt_neox": (
+        "gpt_neox.layers",
+        {
+            "mlp_in": ("mlp.dense_h_to_4h", None),
+            "mlp_out": ("mlp.dense_4h_to_h", None),
+            "attn_qkv": ("attention.query_key_value", None),
+            "attn_out": ("attention.dense", None),
+        },
+    ),
+    "llama": (
+        "model.layers",
+        {
+            "mlp_in": ("mlp.up_proj", None),
+            "mlp_gate": ("mlp.gate_proj", None),
+            "mlp_out": ("mlp.down_proj", None),
+            "attn_q": ("self_attn.q_proj", None),
+            "attn_k": ("self_attn.k_proj", None),
+            "attn_v": ("self_attn.v_proj", None),
+            "attn_out": ("self_attn.o_proj", None),
+        },
+    ),
+    "phi3": (
+        "model.layers",
+        {
+            "mlp_in": ("mlp.gate_up_proj", 1),
+            "mlp_gate": ("mlp.gate_up_proj", 0),
+            "mlp_out": ("mlp.down_proj", None),
+            "attn_qkv": ("self_attn.qkv_proj", None),
+            "attn_out": ("self_attn.o_proj", None),
+        },
+    ),
 }
-PAPER_NAMES = {"mlp_in": "input matrix of the MLP", "mlp_out": "output matrix of the MLP",
-               "mlp_gate": "gate matrix of the MLP", "attn_qkv": "query/key/value matrix",
-               "attn_q": "query matrix", "attn_k": "key matrix", "attn_v": "value matrix",
-               "attn_out": "attention output matrix"}
+PAPER_NAMES = {
+    "mlp_in": "input matrix of the MLP",
+    "mlp_out": "output matrix of the MLP",
+    "mlp_gate": "gate matrix of the MLP",
+    "attn_qkv": "query/key/value matrix",
+    "attn_q": "query matrix",
+    "attn_k": "key matrix",
+    "attn_v": "value matrix",
+    "attn_out": "attention output matrix",
+}
 
 
 @dataclass(frozen=True)

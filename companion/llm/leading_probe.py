@@ -33,7 +33,9 @@ from companion.theory import leading_terms as lt
 
 def _layers(model):
     if getattr(model.config, "model_type", "") != "gpt_neox":
-        raise ValueError(f"the leading-term probe reads GPT-NeoX (Pythia) models, got {model.config.model_type!r}")
+        raise ValueError(
+            f"the leading-term probe reads GPT-NeoX (Pythia) models, got {model.config.model_type!r}"
+        )
     return model.gpt_neox.layers
 
 
@@ -44,12 +46,24 @@ def token_embeddings(model, token_ids, batch: int = 512) -> dict[str, np.ndarray
     grabbed: dict[str, list] = {"pre": [], "post": [], "attn_out": []}
     hooks = []
     for layer in layers:
-        hooks.append(layer.register_forward_pre_hook(lambda m, args, kw: grabbed["pre"].append(
-            (kw.get("hidden_states") if not args else args[0]).detach()), with_kwargs=True))
-        hooks.append(layer.register_forward_hook(lambda m, a, out: grabbed["post"].append(
-            (out[0] if isinstance(out, tuple) else out).detach())))
-        hooks.append(layer.attention.register_forward_hook(lambda m, a, out: grabbed["attn_out"].append(
-            out[0].detach())))
+        hooks.append(
+            layer.register_forward_pre_hook(
+                lambda m, args, kw: grabbed["pre"].append(
+                    (kw.get("hidden_states") if not args else args[0]).detach()
+                ),
+                with_kwargs=True,
+            )
+        )
+        hooks.append(
+            layer.register_forward_hook(
+                lambda m, a, out: grabbed["post"].append((out[0] if isinstance(out, tuple) else out).detach())
+            )
+        )
+        hooks.append(
+            layer.attention.register_forward_hook(
+                lambda m, a, out: grabbed["attn_out"].append(out[0].detach())
+            )
+        )
     ids = torch.as_tensor(np.asarray(token_ids), dtype=torch.long)
     device = next(model.parameters()).device
     chunks = {k: [] for k in ("pre", "post", "attn")}
@@ -58,7 +72,7 @@ def token_embeddings(model, token_ids, batch: int = 512) -> dict[str, np.ndarray
             for i in range(0, len(ids), batch):
                 for v in grabbed.values():
                     v.clear()
-                model(input_ids=ids[i:i + batch, None].to(device))
+                model(input_ids=ids[i : i + batch, None].to(device))
                 pre = torch.stack([h[:, 0] for h in grabbed["pre"]])  # (L, b, d)
                 post = torch.stack([h[:, 0] for h in grabbed["post"]])
                 attn = pre + torch.stack([h[:, 0] for h in grabbed["attn_out"]])
@@ -115,8 +129,10 @@ def top_tokens(ids: np.ndarray, k: int) -> np.ndarray:
     """The k most frequent token ids of a stream (ties: smaller id first)."""
     counts = np.bincount(ids)
     if k > (counts > 0).sum():
-        raise ValueError(f"k={k} is larger than the {(counts > 0).sum()} distinct tokens of the corpus "
-                         f"(allowed k <= {(counts > 0).sum()})")
+        raise ValueError(
+            f"k={k} is larger than the {(counts > 0).sum()} distinct tokens of the corpus "
+            f"(allowed k <= {(counts > 0).sum()})"
+        )
     return np.lexsort((np.arange(len(counts)), -counts))[:k]
 
 
@@ -145,12 +161,17 @@ def compare(model, features: dict[str, np.ndarray], top: np.ndarray, heads: bool
         out["embedding"].append(cov_cosine(emb["post"][layer], Vn))
         out["embedding_no_mlp"].append(cov_cosine(emb["attn"][layer], Vn))
         if heads:
-            out["heads"].append([cov_cosine(attention_tokens(model, layer, emb["pre"][layer], h), Qn)
-                                 for h in range(model.config.num_attention_heads)])
+            out["heads"].append(
+                [
+                    cov_cosine(attention_tokens(model, layer, emb["pre"][layer], h), Qn)
+                    for h in range(model.config.num_attention_heads)
+                ]
+            )
     return out
 
 
 # --- the chapter's study (Figs. 6-7) ---
+
 
 def corpus_ids(tokenizer, download: bool = True) -> np.ndarray:
     """The statistics' corpus under the model's tokenizer: WikiText-2 test (the paper: 100K OpenWebText
@@ -161,8 +182,15 @@ def corpus_ids(tokenizer, download: bool = True) -> np.ndarray:
     return np.asarray(tokenizer(text)["input_ids"], dtype=np.int64)
 
 
-def study(source: str, revisions: list[str], tokenizer, K: int = 500, T: int = 64,
-          heads: bool = True, progress: bool = False) -> dict:
+def study(
+    source: str,
+    revisions: list[str],
+    tokenizer,
+    K: int = 500,
+    T: int = 64,
+    heads: bool = True,
+    progress: bool = False,
+) -> dict:
     """Leading features of the corpus over its K most frequent tokens, then :func:`compare` at every
     checkpoint ``source``/``revision`` (local ``step{N}`` folders or Hub revisions)."""
     from tqdm.auto import tqdm
@@ -197,10 +225,14 @@ def pipeline_checks(model, token_ids) -> dict[str, float]:
     ids = torch.as_tensor(np.asarray(token_ids), dtype=torch.long)
     emb = token_embeddings(model, ids)
     with torch.no_grad():
-        hs = model(input_ids=ids[:, None].to(next(model.parameters()).device), output_hidden_states=True).hidden_states
+        hs = model(
+            input_ids=ids[:, None].to(next(model.parameters()).device), output_hidden_states=True
+        ).hidden_states
     L = emb["post"].shape[0]
-    hook_err = max((float(np.abs(emb["post"][l] - hs[l + 1][:, 0].float().cpu().numpy()).max()) for l in range(L - 1)),
-                   default=0.0)
+    hook_err = max(
+        (float(np.abs(emb["post"][l] - hs[l + 1][:, 0].float().cpu().numpy()).max()) for l in range(L - 1)),
+        default=0.0,
+    )
     layer = _layers(model)[L - 1]
     captured = []
     h = layer.attention.query_key_value.register_forward_hook(lambda m, a, o: captured.append(o.detach()))
@@ -235,17 +267,30 @@ def summary(res: dict, checks: dict):
     L = len(e["embedding"])
     half = max(1, L // 2)
     drop = [a - b for a, b in zip(e["embedding"], f["embedding"])]
-    return Summary({
-        "hook_error": (checks["hook_error"], "max |hooked layer output - transformers' hidden state|"),
-        "qk_error": (checks["qk_error"], "max |A_tok - mean_h q_i . k_j| / max |q . k|, last layer"),
-        "early": (early, "checkpoint read as the early stage"),
-        "embed_min_early": (min(e["embedding"]), f"{early}: min over layers of cos(cov E_post, cov Phi^T B^T)"),
-        "attn_min_early": (min(e["attention"][1:] or e["attention"]),
-                           f"{early}: min over layers after the first of cos(cov A_tok, cov Q-bar)"),
-        "attn_first_early": (e["attention"][0], f"{early}: the first layer's attention cosine"),
-        "embed_min_last": (min(f["embedding"]), f"{last}: min over layers of the embedding cosine"),
-        "drift_early_layers": (float(np.mean(drop[:half]) - np.mean(drop[half:])),
-                               f"embedding cosine lost from {early} to {last}: first half of the layers minus second half"),
-        "no_mlp_gap": (max(abs(a - b) for a, b in zip(e["embedding"][1:], e["embedding_no_mlp"][1:])) if L > 1 else 0.0,
-                       f"{early}: largest |with MLP - without MLP| embedding cosine, layers after the first"),
-    })
+    return Summary(
+        {
+            "hook_error": (checks["hook_error"], "max |hooked layer output - transformers' hidden state|"),
+            "qk_error": (checks["qk_error"], "max |A_tok - mean_h q_i . k_j| / max |q . k|, last layer"),
+            "early": (early, "checkpoint read as the early stage"),
+            "embed_min_early": (
+                min(e["embedding"]),
+                f"{early}: min over layers of cos(cov E_post, cov Phi^T B^T)",
+            ),
+            "attn_min_early": (
+                min(e["attention"][1:] or e["attention"]),
+                f"{early}: min over layers after the first of cos(cov A_tok, cov Q-bar)",
+            ),
+            "attn_first_early": (e["attention"][0], f"{early}: the first layer's attention cosine"),
+            "embed_min_last": (min(f["embedding"]), f"{last}: min over layers of the embedding cosine"),
+            "drift_early_layers": (
+                float(np.mean(drop[:half]) - np.mean(drop[half:])),
+                f"embedding cosine lost from {early} to {last}: first half of the layers minus second half",
+            ),
+            "no_mlp_gap": (
+                max(abs(a - b) for a, b in zip(e["embedding"][1:], e["embedding_no_mlp"][1:]))
+                if L > 1
+                else 0.0,
+                f"{early}: largest |with MLP - without MLP| embedding cosine, layers after the first",
+            ),
+        }
+    )

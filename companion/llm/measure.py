@@ -44,8 +44,13 @@ def encode(tokenizer, prompts: list[str]) -> Encoded:
 
 
 @torch.no_grad()
-def next_token_logprobs(model, tokenizer=None, prompts: list[str] | None = None, batch_size: int = 32,
-                        encoded: Encoded | None = None) -> torch.Tensor:
+def next_token_logprobs(
+    model,
+    tokenizer=None,
+    prompts: list[str] | None = None,
+    batch_size: int = 32,
+    encoded: Encoded | None = None,
+) -> torch.Tensor:
     """Log-probabilities (n, V), float32 on the CPU, of the token after each prompt.
 
     Pass ``encoded`` (from :func:`encode`) to reuse a tokenisation across
@@ -56,8 +61,8 @@ def next_token_logprobs(model, tokenizer=None, prompts: list[str] | None = None,
     device = next(model.parameters()).device
     out = []
     for start in range(0, len(enc.ids), batch_size):
-        ids = enc.ids[start:start + batch_size]
-        mask = enc.mask[start:start + batch_size]
+        ids = enc.ids[start : start + batch_size]
+        mask = enc.mask[start : start + batch_size]
         T = int(mask.sum(1).max())  # drop columns that are padding in the whole batch
         logits = model(input_ids=ids[:, :T].to(device), attention_mask=mask[:, :T].to(device)).logits
         last = (mask[:, :T].sum(1) - 1).to(device)
@@ -79,7 +84,7 @@ def per_prompt_prob(logprobs: torch.Tensor, ids) -> np.ndarray:
 
 def rank_of(logprobs: torch.Tensor, token_id: int) -> np.ndarray:
     """(n,) 1-based rank of ``token_id`` among all next tokens (1 = the top prediction)."""
-    target = logprobs[:, token_id:token_id + 1]
+    target = logprobs[:, token_id : token_id + 1]
     return (logprobs > target).sum(1).numpy() + 1
 
 

@@ -32,15 +32,75 @@ IOI_TEMPLATES = (
     "Once {S} and {IO} had lunch at a {place}, {S} threw a {object} to",
 )
 IOI_NAMES = (
-    "Mary", "John", "Tom", "James", "Anna", "Paul", "Mark", "Sarah", "David", "Lisa", "Michael", "Kate",
-    "Peter", "Laura", "Daniel", "Emma", "Robert", "Alice", "Steven", "Rachel", "Chris", "Jessica", "Kevin",
-    "Amy", "Brian", "Karen", "George", "Julia", "Eric", "Linda", "Frank", "Susan", "Adam", "Helen", "Jack",
-    "Grace", "Sam", "Rose", "Ben", "Claire",
+    "Mary",
+    "John",
+    "Tom",
+    "James",
+    "Anna",
+    "Paul",
+    "Mark",
+    "Sarah",
+    "David",
+    "Lisa",
+    "Michael",
+    "Kate",
+    "Peter",
+    "Laura",
+    "Daniel",
+    "Emma",
+    "Robert",
+    "Alice",
+    "Steven",
+    "Rachel",
+    "Chris",
+    "Jessica",
+    "Kevin",
+    "Amy",
+    "Brian",
+    "Karen",
+    "George",
+    "Julia",
+    "Eric",
+    "Linda",
+    "Frank",
+    "Susan",
+    "Adam",
+    "Helen",
+    "Jack",
+    "Grace",
+    "Sam",
+    "Rose",
+    "Ben",
+    "Claire",
 )
-IOI_PLACES = ("store", "park", "restaurant", "school", "hospital", "station", "garden", "market", "library",
-              "museum", "beach", "cafe")
-IOI_OBJECTS = ("drink", "book", "ring", "snack", "ball", "computer", "necklace", "flower", "gift", "letter",
-               "bag", "key")
+IOI_PLACES = (
+    "store",
+    "park",
+    "restaurant",
+    "school",
+    "hospital",
+    "station",
+    "garden",
+    "market",
+    "library",
+    "museum",
+    "beach",
+    "cafe",
+)
+IOI_OBJECTS = (
+    "drink",
+    "book",
+    "ring",
+    "snack",
+    "ball",
+    "computer",
+    "necklace",
+    "flower",
+    "gift",
+    "letter",
+    "bag",
+    "key",
+)
 THE = " the"
 
 
@@ -93,8 +153,12 @@ def ioi_prompts(tokenizer, n: int = 100, seed: int = 0) -> list[IOIPrompt]:
     for _ in range(n):
         template = IOI_TEMPLATES[rng.integers(len(IOI_TEMPLATES))]
         io, s = rng.choice(names, size=2, replace=False)
-        text = template.format(IO=io, S=s, place=IOI_PLACES[rng.integers(len(IOI_PLACES))],
-                               object=IOI_OBJECTS[rng.integers(len(IOI_OBJECTS))])
+        text = template.format(
+            IO=io,
+            S=s,
+            place=IOI_PLACES[rng.integers(len(IOI_PLACES))],
+            object=IOI_OBJECTS[rng.integers(len(IOI_OBJECTS))],
+        )
         out.append(IOIPrompt(text, " " + str(io), " " + str(s)))
     return out
 
@@ -118,12 +182,14 @@ def _factual(tokenizer, rows) -> list[FactualPrompt]:
     out = []
     for row in rows:
         ids = token_ids(tokenizer, " " + row["target"])
-        out.append(FactualPrompt(row["prompt"], row["target"], tokenizer.decode(ids[:1]), ids[0], len(ids) == 1))
+        out.append(
+            FactualPrompt(row["prompt"], row["target"], tokenizer.decode(ids[:1]), ids[0], len(ids) == 1)
+        )
     return out
 
 
 def factual_madrid(tokenizer) -> FactualPrompt:
-    """"Madrid is located in" -> Spain (Table 1, Fig. 5)."""
+    """ "Madrid is located in" -> Spain (Table 1, Fig. 5)."""
     return _factual(tokenizer, [_committed()["factual_madrid"]])[0]
 
 

@@ -90,14 +90,27 @@ class StandIn:
         if self.family == "gpt2":
             from transformers import GPT2Config
 
-            return GPT2Config(vocab_size=vocab_size, n_positions=self.max_positions, n_embd=self.d,
-                              n_layer=self.n_layer,
-                              n_head=self.n_head, bos_token_id=eos, eos_token_id=eos)
+            return GPT2Config(
+                vocab_size=vocab_size,
+                n_positions=self.max_positions,
+                n_embd=self.d,
+                n_layer=self.n_layer,
+                n_head=self.n_head,
+                bos_token_id=eos,
+                eos_token_id=eos,
+            )
         from transformers import GPTNeoXConfig
 
-        return GPTNeoXConfig(vocab_size=vocab_size, max_position_embeddings=self.max_positions, hidden_size=self.d,
-                             num_hidden_layers=self.n_layer, num_attention_heads=self.n_head,
-                             intermediate_size=4 * self.d, bos_token_id=eos, eos_token_id=eos)
+        return GPTNeoXConfig(
+            vocab_size=vocab_size,
+            max_position_embeddings=self.max_positions,
+            hidden_size=self.d,
+            num_hidden_layers=self.n_layer,
+            num_attention_heads=self.n_head,
+            intermediate_size=4 * self.d,
+            bos_token_id=eos,
+            eos_token_id=eos,
+        )
 
     def key(self) -> str:
         """The config, this module's source and the transformers version (not the whole package:
@@ -142,15 +155,22 @@ def build(spec: StandIn = StandIn(), progress: bool = True) -> Path:
             if step == spec.steps:
                 break
             starts = rng.integers(0, len(ids) - spec.ctx - 1, size=spec.batch)
-            batch = torch.as_tensor(np.stack([ids[s:s + spec.ctx] for s in starts]))
+            batch = torch.as_tensor(np.stack([ids[s : s + spec.ctx] for s in starts]))
             loss = model(input_ids=batch, labels=batch).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             losses.append(loss.item())
-        (tmp / "done.json").write_text(json.dumps({"spec": dataclasses.asdict(spec), "losses": losses,
-                                                   "seconds": time.perf_counter() - t0,
-                                                   "tokens": int(len(ids))}))
+        (tmp / "done.json").write_text(
+            json.dumps(
+                {
+                    "spec": dataclasses.asdict(spec),
+                    "losses": losses,
+                    "seconds": time.perf_counter() - t0,
+                    "tokens": int(len(ids)),
+                }
+            )
+        )
         if not out.exists():
             tmp.rename(out)
     finally:

@@ -34,15 +34,21 @@ PAPER_LASER = {
     ("gsm8k", "meta-llama/Llama-3.1-8B-Instruct"): (27, "mlp_out", 0.02),
 }
 # Table 1 (Pythia-1B, "Madrid is located in"), top-5 probabilities before and after LASER
-PAPER_TABLE1 = {"tokens": [" the", " Spain", " a", " southern", " northern"],
-                "full": [0.499, 0.079, 0.069, 0.023, 0.021], "laser": [0.027, 0.300, 0.002, 0.044, 0.046]}
+PAPER_TABLE1 = {
+    "tokens": [" the", " Spain", " a", " southern", " northern"],
+    "full": [0.499, 0.079, 0.069, 0.023, 0.021],
+    "laser": [0.027, 0.300, 0.002, 0.044, 0.046],
+}
 # Sec. 4.1 (Pythia-1B at step 14000): probability ratios target / "the", full -> LASER
 PAPER_RATIOS_14K = {"ioi": (2.3, 12.3), "factual": (0.16, 11.3)}
 # Table 2: GSM8K accuracy (%) for k = 1, 2, 4, 8 shots
 PAPER_TABLE2 = {
-    "Phi-3": [56.0, 72.2, 78.2, 82.7], "Phi-3 + LASER": [66.1, 74.4, 77.0, 82.3],
-    "Llama-3.1-8B": [44.7, 50.0, 57.6, 56.0], "Llama-3.1-8B + LASER": [46.1, 50.7, 55.9, 53.8],
-    "Llama-3.1-8B-Instruct": [72.6, 74.7, 78.5, 79.7], "Llama-3.1-8B-Instruct + LASER": [73.6, 75.6, 77.7, 77.0],
+    "Phi-3": [56.0, 72.2, 78.2, 82.7],
+    "Phi-3 + LASER": [66.1, 74.4, 77.0, 82.3],
+    "Llama-3.1-8B": [44.7, 50.0, 57.6, 56.0],
+    "Llama-3.1-8B + LASER": [46.1, 50.7, 55.9, 53.8],
+    "Llama-3.1-8B-Instruct": [72.6, 74.7, 78.5, 79.7],
+    "Llama-3.1-8B-Instruct + LASER": [73.6, 75.6, 77.7, 77.0],
 }
 
 
@@ -57,8 +63,14 @@ def candidate_ids(tokenizer, candidates: list[str]) -> list[int]:
     return [prompts.single_token_id(tokenizer, c, what="candidate") for c in candidates]
 
 
-def rho_sweep(loaded: hub.Loaded, prompt_texts: list[str], candidates: list[str], layers: list[int],
-              rhos: list[float], matrix: str = "mlp_in") -> np.ndarray:
+def rho_sweep(
+    loaded: hub.Loaded,
+    prompt_texts: list[str],
+    candidates: list[str],
+    layers: list[int],
+    rhos: list[float],
+    matrix: str = "mlp_in",
+) -> np.ndarray:
     """Mean probability of each candidate over the prompts: (len(layers), len(rhos), len(candidates)).
 
     One SVD per layer; the prompts are tokenised once (Fig. 17).
@@ -75,8 +87,14 @@ def rho_sweep(loaded: hub.Loaded, prompt_texts: list[str], candidates: list[str]
     return out
 
 
-def target_vs_the(loaded: hub.Loaded, prompt_texts: list[str] | None, target_ids: list[int], specs=(),
-                  encoded=None, others: dict[str, list[int]] | None = None) -> dict:
+def target_vs_the(
+    loaded: hub.Loaded,
+    prompt_texts: list[str] | None,
+    target_ids: list[int],
+    specs=(),
+    encoded=None,
+    others: dict[str, list[int]] | None = None,
+) -> dict:
     """Per-prompt probabilities of each prompt's target and of " the", with and without LASER.
 
     ``others`` adds per-prompt ids measured in the same passes (e.g. ``{"s": ...}`` gives
@@ -120,8 +138,12 @@ def checkpoint_source(source: str, revision: str) -> tuple[str, str | None]:
 def versions() -> dict:
     import torch
 
-    out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-           "companion": config.package_hash()}
+    out = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "companion": config.package_hash(),
+    }
     try:
         import transformers
 
@@ -133,6 +155,7 @@ def versions() -> dict:
 
 def save_results(path: Path, kind: str, loaded: hub.Loaded | None, settings: dict, metrics: dict) -> Path:
     """Write a results file (JSON: kind, model, revision, settings, metrics, versions, timestamp) atomically."""
+
     def plain(x):
         if isinstance(x, np.ndarray):
             return x.tolist()
@@ -144,10 +167,17 @@ def save_results(path: Path, kind: str, loaded: hub.Loaded | None, settings: dic
             return [plain(v) for v in x]
         return x
 
-    blob = {"kind": kind, "model": loaded.name if loaded else None, "revision": loaded.revision if loaded else None,
-            "dtype": loaded.dtype if loaded else None, "device": loaded.device if loaded else None,
-            "settings": plain(settings), "metrics": plain(metrics), "versions": versions(),
-            "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    blob = {
+        "kind": kind,
+        "model": loaded.name if loaded else None,
+        "revision": loaded.revision if loaded else None,
+        "dtype": loaded.dtype if loaded else None,
+        "device": loaded.device if loaded else None,
+        "settings": plain(settings),
+        "metrics": plain(metrics),
+        "versions": versions(),
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
     atomic_write_text(Path(path), json.dumps(blob, indent=1))
     return Path(path)
 
@@ -170,8 +200,14 @@ def study_gpt2_ioi(loaded: hub.Loaded, layers: list[int] | None = None, rhos=RHO
     before = hub.fingerprint(loaded.model, max_tensors=10_000)
     sweep = rho_sweep(loaded, [PAPER_IOI_PROMPT], PAPER_GPT2_TOP4, layers, list(rhos))
     restored = hub.fingerprint(loaded.model, max_tensors=10_000) == before
-    return {"top": top_tokens(loaded, PAPER_IOI_PROMPT, k), "layers": layers, "rhos": list(rhos),
-            "candidates": PAPER_GPT2_TOP4, "sweep": sweep, "restored": restored}
+    return {
+        "top": top_tokens(loaded, PAPER_IOI_PROMPT, k),
+        "layers": layers,
+        "rhos": list(rhos),
+        "candidates": PAPER_GPT2_TOP4,
+        "sweep": sweep,
+        "restored": restored,
+    }
 
 
 def scaled_spec(spec: tuple[int, str, float], paper_layers: int, layers: int) -> tuple[int, str, float]:
@@ -180,8 +216,16 @@ def scaled_spec(spec: tuple[int, str, float], paper_layers: int, layers: int) ->
     return (max(1, min(layers, round(layer * layers / paper_layers))), matrix, rho)
 
 
-def study_checkpoints(source: str, revisions: list[str], ioi_spec, factual_spec, n_ioi: int = 100,
-                      dtype: str = "float32", device=None, progress: bool = True) -> dict:
+def study_checkpoints(
+    source: str,
+    revisions: list[str],
+    ioi_spec,
+    factual_spec,
+    n_ioi: int = 100,
+    dtype: str = "float32",
+    device=None,
+    progress: bool = True,
+) -> dict:
     """Fig. 5 and Fig. 14 along training: per checkpoint, IOI and "Madrid" probabilities with and without
     LASER, and the rank of " the" after the prepositions and sentences of App. I.1.
 
@@ -201,8 +245,10 @@ def study_checkpoints(source: str, revisions: list[str], ioi_spec, factual_spec,
             madrid = prompts.factual_madrid(tok)
             io_ids = [prompts.single_token_id(tok, p.io) for p in items]
             s_ids = [prompts.single_token_id(tok, p.s) for p in items]
-            enc = {"ioi": measure.encode(tok, [p.prompt for p in items]),
-                   "madrid": measure.encode(tok, [madrid.prompt])}
+            enc = {
+                "ioi": measure.encode(tok, [p.prompt for p in items]),
+                "madrid": measure.encode(tok, [madrid.prompt]),
+            }
         fps[rev] = hub.fingerprint(loaded.model)
         ioi = target_vs_the(loaded, None, io_ids, [ioi_spec], encoded=enc["ioi"], others={"s": s_ids})
         fact = target_vs_the(loaded, None, [madrid.target_id], [factual_spec], encoded=enc["madrid"])
@@ -215,9 +261,14 @@ def study_checkpoints(source: str, revisions: list[str], ioi_spec, factual_spec,
             "table1_laser": top_tokens(loaded, madrid.prompt, 5, [factual_spec]),
         }
         del loaded
-    return {"revisions": list(revisions), "rows": rows, "fingerprints": fps,
-            "duplicates": hub.duplicated_checkpoints(fps), "ioi_spec": list(ioi_spec),
-            "factual_spec": list(factual_spec)}
+    return {
+        "revisions": list(revisions),
+        "rows": rows,
+        "fingerprints": fps,
+        "duplicates": hub.duplicated_checkpoints(fps),
+        "ioi_spec": list(ioi_spec),
+        "factual_spec": list(factual_spec),
+    }
 
 
 def study_final(loaded: hub.Loaded, ioi_spec, factual_spec, n_ioi: int = 100) -> dict:
@@ -229,22 +280,37 @@ def study_final(loaded: hub.Loaded, ioi_spec, factual_spec, n_ioi: int = 100) ->
         "table1_full": top_tokens(loaded, madrid.prompt, 5),
         "table1_laser": top_tokens(loaded, madrid.prompt, 5, [factual_spec]),
         "ioi": ioi_distribution(loaded, prompts.ioi_prompts(tok, n=n_ioi), [ioi_spec]),
-        "factual": target_vs_the(loaded, [f.prompt for f in table5], [f.target_id for f in table5],
-                                 [factual_spec]),
+        "factual": target_vs_the(
+            loaded, [f.prompt for f in table5], [f.target_id for f in table5], [factual_spec]
+        ),
         "factual_targets": [f.target_token for f in table5],
     }
 
 
-def study_gsm8k(loaded: hub.Loaded, shots=(1, 2, 4, 8), spec=None, n_problems: int | None = None,
-                max_new_tokens: int = 256, batch_size: int = 8, seed: int = 0, progress: bool = True) -> dict:
+def study_gsm8k(
+    loaded: hub.Loaded,
+    shots=(1, 2, 4, 8),
+    spec=None,
+    n_problems: int | None = None,
+    max_new_tokens: int = 256,
+    batch_size: int = 8,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict:
     """Table 2: k-shot CoT accuracy on the GSM8K test set, full and with LASER ``spec``."""
     from companion.llm import gsm8k
 
     test, bad_test = gsm8k.load("test")
     train, bad_train = gsm8k.load("train")
     problems = test if n_problems is None else test[:n_problems]
-    out = {"n_problems": len(problems), "malformed_lines": bad_test + bad_train, "shots": list(shots),
-           "full": [], "laser": [], "examples": {}}
+    out = {
+        "n_problems": len(problems),
+        "malformed_lines": bad_test + bad_train,
+        "shots": list(shots),
+        "full": [],
+        "laser": [],
+        "examples": {},
+    }
     for k in shots:
         prefix = gsm8k.few_shot_prefix(train, k, seed)
         texts = [gsm8k.prompt(prefix, p) for p in problems]
@@ -252,14 +318,22 @@ def study_gsm8k(loaded: hub.Loaded, shots=(1, 2, 4, 8), spec=None, n_problems: i
             if name == "laser" and not spec:
                 continue
             with laser.laser(loaded.model, specs):
-                gens = gsm8k.generate(loaded.model, loaded.tokenizer, texts, max_new_tokens, batch_size, progress)
+                gens = gsm8k.generate(
+                    loaded.model, loaded.tokenizer, texts, max_new_tokens, batch_size, progress
+                )
             out[name].append(gsm8k.accuracy(gens, problems))
             out["examples"][f"{name}-{k}"] = gens[0]
     return out
 
 
-def real_or_standin(name: str, revision: str | None = None, spec=None, dtype: str = "float32", device=None,
-                    revision_of_standin: str | None = None) -> tuple[hub.Loaded, bool, str]:
+def real_or_standin(
+    name: str,
+    revision: str | None = None,
+    spec=None,
+    dtype: str = "float32",
+    device=None,
+    revision_of_standin: str | None = None,
+) -> tuple[hub.Loaded, bool, str]:
     """(model, is_real, why not real): the real model if it loads, else the stand-in ``spec``.
 
     A chapter shows ``why not real`` in its banner when the stand-in is used.
@@ -288,9 +362,17 @@ def _metric(lp, target_ids, the_id: int, metric: str) -> float:
     return float(np.mean(np.log(t + 1e-12) - np.log(the + 1e-12)))
 
 
-def search(loaded: hub.Loaded, prompt_texts: list[str], target_ids: list[int], layers: list[int],
-           matrices=("mlp_in",), rhos=RHOS, metric: str = "log_ratio_the", val_frac: float = 0.5,
-           seed: int = 0) -> dict:
+def search(
+    loaded: hub.Loaded,
+    prompt_texts: list[str],
+    target_ids: list[int],
+    layers: list[int],
+    matrices=("mlp_in",),
+    rhos=RHOS,
+    metric: str = "log_ratio_the",
+    val_frac: float = 0.5,
+    seed: int = 0,
+) -> dict:
     """Best LASER (layer, matrix, rho) for a task metric, chosen on a validation split, reported on the test split.
 
     The prompts are split once (``val_frac`` to validation, drawn with ``seed``); every candidate is
@@ -303,7 +385,9 @@ def search(loaded: hub.Loaded, prompt_texts: list[str], target_ids: list[int], l
     check_choice("metric", metric, METRICS)
     check_float("val_frac", val_frac, 0.0, 1.0, low_open=True, high_open=True)
     if len(prompt_texts) != len(target_ids) or len(prompt_texts) < 2:
-        raise ValueError(f"need >= 2 prompts with one target each; got {len(prompt_texts)} and {len(target_ids)}")
+        raise ValueError(
+            f"need >= 2 prompts with one target each; got {len(prompt_texts)} and {len(target_ids)}"
+        )
     for layer in layers:
         for matrix in matrices:
             laser.resolve(loaded.model, layer, matrix)
@@ -323,11 +407,20 @@ def search(loaded: hub.Loaded, prompt_texts: list[str], target_ids: list[int], l
         for matrix in matrices:
             for rho in laser.sweep(loaded.model, layer, matrix, rhos):
                 if rho < 1.0:
-                    rows.append({"layer": layer, "matrix": matrix, "rho": rho, "validation": score("validation")})
+                    rows.append(
+                        {"layer": layer, "matrix": matrix, "rho": rho, "validation": score("validation")}
+                    )
     best = max(rows, key=lambda r: r["validation"])
     full_test = score("test")
     spec = [] if best["layer"] is None else [(best["layer"], best["matrix"], best["rho"])]
     with laser.laser(loaded.model, spec):
         best_test = score("test")
-    return {"metric": metric, "rows": rows, "best": best, "test_full": full_test, "test_best": best_test,
-            "n_validation": len(split["validation"]), "n_test": len(split["test"])}
+    return {
+        "metric": metric,
+        "rows": rows,
+        "best": best,
+        "test_full": full_test,
+        "test_best": best_test,
+        "n_validation": len(split["validation"]),
+        "n_test": len(split["test"]),
+    }

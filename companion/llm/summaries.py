@@ -18,8 +18,10 @@ from companion.llm import hub, laser, measure, studies
 from companion.report import Summary, markdown_table
 
 # Fig. 5 / Fig. 14: the Pythia revisions the chapter measures (a subset of the 154 of hub.PYTHIA_STEPS)
-PYTHIA_REVISIONS = [f"step{s}" for s in (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000, 4000, 8000, 14000,
-                                         32000, 64000, 143000)]
+PYTHIA_REVISIONS = [
+    f"step{s}"
+    for s in (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000, 4000, 8000, 14000, 32000, 64000, 143000)
+]
 PAPER_STEP = "step14000"  # Sec. 4.1 and Fig. 5 report their ratios at 14K steps
 TOP_RANK = 10  # Fig. 14: "the" is "one of the top predictions" when its average rank is at most this
 
@@ -29,11 +31,13 @@ def banner(model: str, real: bool, why: str, spec, stands_for: str, extra: str =
     if real:
         return f"Real weights: **{model}** from the Hugging Face Hub (or its cache)."
     arch = "GPT-NeoX (Pythia-architecture)" if spec.family == "gpt_neox" else "GPT-2-architecture"
-    return (f":::{{warning}}\n**Stand-in, not {stands_for}.** The weights of `{model}` could not be loaded here "
-            f"({why}). Every number below comes from a {spec.n_layer}-layer, d = {spec.d} {arch} model with the "
-            f"real GPT-2 tokenizer, trained for {spec.steps} steps on WikiText-2 (validation split), and says "
-            f"nothing about {stands_for}. {extra}The paper's numbers are shown as references; the checks test the "
-            "pipeline only. With Hub access (or a cached copy) the same cells compute the real numbers.\n:::")
+    return (
+        f":::{{warning}}\n**Stand-in, not {stands_for}.** The weights of `{model}` could not be loaded here "
+        f"({why}). Every number below comes from a {spec.n_layer}-layer, d = {spec.d} {arch} model with the "
+        f"real GPT-2 tokenizer, trained for {spec.steps} steps on WikiText-2 (validation split), and says "
+        f"nothing about {stands_for}. {extra}The paper's numbers are shown as references; the checks test the "
+        "pipeline only. With Hub access (or a cached copy) the same cells compute the real numbers.\n:::"
+    )
 
 
 def why_not(real: bool, model: str, about, unavailable: str) -> str:
@@ -49,7 +53,9 @@ def why_not(real: bool, model: str, about, unavailable: str) -> str:
     names = (about,) if isinstance(about, str) else tuple(about)
     if not real:
         return unavailable
-    return "" if model in names else f"the claim is about {names[0]} (set the chapter to that model to check it)"
+    return (
+        "" if model in names else f"the claim is about {names[0]} (set the chapter to that model to check it)"
+    )
 
 
 def laser_setting(task: str, model: str, real: bool, n_layers: int, reference: str, reference_layers: int):
@@ -63,12 +69,15 @@ def laser_setting(task: str, model: str, real: bool, n_layers: int, reference: s
 def batch_gap(loaded: hub.Loaded, texts: list[str]) -> float:
     """Max |p_batched - p_one_by_one| over the next-token distributions of ``texts`` (right padding)."""
     batched = measure.next_token_logprobs(loaded.model, loaded.tokenizer, texts).exp()
-    single = np.concatenate([measure.next_token_logprobs(loaded.model, loaded.tokenizer, [t]).exp().numpy()
-                             for t in texts])
+    single = np.concatenate(
+        [measure.next_token_logprobs(loaded.model, loaded.tokenizer, [t]).exp().numpy() for t in texts]
+    )
     return float(np.abs(batched.numpy() - single).max())
 
 
-def truncated_rank_gap(loaded: hub.Loaded, layer: int, matrix: str = "mlp_in", rho: float = 0.1) -> tuple[int, str]:
+def truncated_rank_gap(
+    loaded: hub.Loaded, layer: int, matrix: str = "mlp_in", rho: float = 0.1
+) -> tuple[int, str]:
     """(numerical rank of the truncated matrix - floor(rho min(shape)), what was truncated)."""
     import torch
 
@@ -87,17 +96,23 @@ def gpt2_summary(loaded: hub.Loaded, result: dict, texts: list[str]) -> Summary:
     drop_them = full[1] - sweep[:, mid, 1].mean(1)
     top = [t for t, _ in result["top"]]
     rank_gap, what = truncated_rank_gap(loaded, result["layers"][0])
-    return Summary({
-        "restored": (float(result["restored"]), "1 if every weight equals its original after the sweep"),
-        "rank_gap": (rank_gap, what),
-        "batch_gap": (batch_gap(loaded, texts), "max |p batched - p one by one| over the prompts"),
-        "top4_in_order": (sum(a == b for a, b in zip(top, studies.PAPER_GPT2_TOP4)),
-                          f"positions of the top 4 equal to {studies.PAPER_GPT2_TOP4} (in order)"),
-        "laser_drop_min": (float(min(drop_the[:3].min(), drop_them[:3].min())),
-                           "smallest mean drop of p(the) and p(them), rho in [0.1, 0.8], first three swept layers"),
-        "p_the_full": (float(full[2]), 'p(" the") of the full model'),
-        "p_mary_full": (float(full[0]), 'p(" Mary") of the full model'),
-    })
+    return Summary(
+        {
+            "restored": (float(result["restored"]), "1 if every weight equals its original after the sweep"),
+            "rank_gap": (rank_gap, what),
+            "batch_gap": (batch_gap(loaded, texts), "max |p batched - p one by one| over the prompts"),
+            "top4_in_order": (
+                sum(a == b for a, b in zip(top, studies.PAPER_GPT2_TOP4)),
+                f"positions of the top 4 equal to {studies.PAPER_GPT2_TOP4} (in order)",
+            ),
+            "laser_drop_min": (
+                float(min(drop_the[:3].min(), drop_them[:3].min())),
+                "smallest mean drop of p(the) and p(them), rho in [0.1, 0.8], first three swept layers",
+            ),
+            "p_the_full": (float(full[2]), 'p(" the") of the full model'),
+            "p_mary_full": (float(full[0]), 'p(" Mary") of the full model'),
+        }
+    )
 
 
 def first_top_step(along: dict) -> float:
@@ -137,39 +152,69 @@ def pythia_summary(along: dict, last: dict, restored: bool, final: hub.Loaded) -
     revs = along["revisions"]
     out = {
         "restored": (float(restored), "1 if every weight equals its original after the LASER measurements"),
-        "batch_gap": (batch_gap(final, [f.prompt for f in prompts.factual_table5(final.tokenizer)]),
-                      "max |p batched - p one by one| on the 20 Table 5 prompts, final checkpoint"),
-        "distinct_checkpoints": (1.0 - len(along["duplicates"]) / max(1, len(revs) - 1),
-                                 "fraction of consecutive checkpoints whose weights differ"),
-        "first_top": (first_top_step(along), f'first step with average rank of " the" <= {TOP_RANK} (both sets)'),
-        "ioi_the_drop": (float(np.mean(last["ioi"]["laser_the"]) / np.mean(last["ioi"]["full_the"])),
-                         'final checkpoint, IOI: mean p(" the") with LASER over without'),
-        "ioi_io_kept": (float(np.mean(last["ioi"]["laser_target"]) / np.mean(last["ioi"]["full_target"])),
-                        "final checkpoint, IOI: mean p([IO]) with LASER over without"),
-        "factual_boost": (last["factual"]["laser_ratio"] / last["factual"]["full_ratio"],
-                          'final checkpoint, Table 5: ratio p(target)/p(" the") with LASER over without'),
-        "table1_final_err": (table1_error(last["table1_full"], last["table1_laser"]),
-                             "Table 1 at the final checkpoint: max |ours - paper| over the 10 probabilities"),
+        "batch_gap": (
+            batch_gap(final, [f.prompt for f in prompts.factual_table5(final.tokenizer)]),
+            "max |p batched - p one by one| on the 20 Table 5 prompts, final checkpoint",
+        ),
+        "distinct_checkpoints": (
+            1.0 - len(along["duplicates"]) / max(1, len(revs) - 1),
+            "fraction of consecutive checkpoints whose weights differ",
+        ),
+        "first_top": (
+            first_top_step(along),
+            f'first step with average rank of " the" <= {TOP_RANK} (both sets)',
+        ),
+        "ioi_the_drop": (
+            float(np.mean(last["ioi"]["laser_the"]) / np.mean(last["ioi"]["full_the"])),
+            'final checkpoint, IOI: mean p(" the") with LASER over without',
+        ),
+        "ioi_io_kept": (
+            float(np.mean(last["ioi"]["laser_target"]) / np.mean(last["ioi"]["full_target"])),
+            "final checkpoint, IOI: mean p([IO]) with LASER over without",
+        ),
+        "factual_boost": (
+            last["factual"]["laser_ratio"] / last["factual"]["full_ratio"],
+            'final checkpoint, Table 5: ratio p(target)/p(" the") with LASER over without',
+        ),
+        "table1_final_err": (
+            table1_error(last["table1_full"], last["table1_laser"]),
+            "Table 1 at the final checkpoint: max |ours - paper| over the 10 probabilities",
+        ),
     }
     if PAPER_STEP in along["rows"]:
         at = along["rows"][PAPER_STEP]
         paper = studies.PAPER_RATIOS_14K
-        out.update({
-            "ioi_ratios_14k": (f"{at['ioi']['full_ratio']:.3g}x -> {at['ioi']['laser_ratio']:.3g}x",
-                               f"[IO]/the at {PAPER_STEP} (paper {paper['ioi'][0]}x -> {paper['ioi'][1]}x)"),
-            "ioi_ratio_err": (max(log_ratio_error(at["ioi"]["full_ratio"], paper["ioi"][0]),
-                                  log_ratio_error(at["ioi"]["laser_ratio"], paper["ioi"][1])),
-                              "max |log(ours / paper)| of the two IOI ratios"),
-            "factual_ratios_14k": (f"{at['factual']['full_ratio']:.3g}x -> {at['factual']['laser_ratio']:.3g}x",
-                                   f"Spain/the at {PAPER_STEP} (paper {paper['factual'][0]}x -> "
-                                   f"{paper['factual'][1]}x)"),
-            "factual_ratio_err": (max(log_ratio_error(at["factual"]["full_ratio"], paper["factual"][0]),
-                                      log_ratio_error(at["factual"]["laser_ratio"], paper["factual"][1])),
-                                  "max |log(ours / paper)| of the two factual ratios"),
-        })
+        out.update(
+            {
+                "ioi_ratios_14k": (
+                    f"{at['ioi']['full_ratio']:.3g}x -> {at['ioi']['laser_ratio']:.3g}x",
+                    f"[IO]/the at {PAPER_STEP} (paper {paper['ioi'][0]}x -> {paper['ioi'][1]}x)",
+                ),
+                "ioi_ratio_err": (
+                    max(
+                        log_ratio_error(at["ioi"]["full_ratio"], paper["ioi"][0]),
+                        log_ratio_error(at["ioi"]["laser_ratio"], paper["ioi"][1]),
+                    ),
+                    "max |log(ours / paper)| of the two IOI ratios",
+                ),
+                "factual_ratios_14k": (
+                    f"{at['factual']['full_ratio']:.3g}x -> {at['factual']['laser_ratio']:.3g}x",
+                    f"Spain/the at {PAPER_STEP} (paper {paper['factual'][0]}x -> {paper['factual'][1]}x)",
+                ),
+                "factual_ratio_err": (
+                    max(
+                        log_ratio_error(at["factual"]["full_ratio"], paper["factual"][0]),
+                        log_ratio_error(at["factual"]["laser_ratio"], paper["factual"][1]),
+                    ),
+                    "max |log(ours / paper)| of the two factual ratios",
+                ),
+            }
+        )
         if "table1_full" in at:
-            out["table1_14k_err"] = (table1_error(at["table1_full"], at["table1_laser"]),
-                                     f"Table 1 at {PAPER_STEP}: max |ours - paper| over the 10 probabilities")
+            out["table1_14k_err"] = (
+                table1_error(at["table1_full"], at["table1_laser"]),
+                f"Table 1 at {PAPER_STEP}: max |ours - paper| over the 10 probabilities",
+            )
     return Summary(out)
 
 
@@ -179,8 +224,11 @@ def table2_markdown() -> str:
     return markdown_table(["model", "1-shot", "2-shot", "4-shot", "8-shot (standard)"], rows)
 
 
-TABLE2_NAMES = {"microsoft/Phi-3-mini-4k-instruct": "Phi-3", "meta-llama/Llama-3.1-8B": "Llama-3.1-8B",
-                "meta-llama/Llama-3.1-8B-Instruct": "Llama-3.1-8B-Instruct"}
+TABLE2_NAMES = {
+    "microsoft/Phi-3-mini-4k-instruct": "Phi-3",
+    "meta-llama/Llama-3.1-8B": "Llama-3.1-8B",
+    "meta-llama/Llama-3.1-8B-Instruct": "Llama-3.1-8B-Instruct",
+}
 
 
 def generation_mismatches(loaded: hub.Loaded, texts: list[str], max_new_tokens: int) -> int:
@@ -188,12 +236,21 @@ def generation_mismatches(loaded: hub.Loaded, texts: list[str], max_new_tokens: 
     from companion.llm import gsm8k
 
     batched = gsm8k.generate(loaded.model, loaded.tokenizer, texts, max_new_tokens, batch_size=len(texts))
-    single = [gsm8k.generate(loaded.model, loaded.tokenizer, [t], max_new_tokens, batch_size=1)[0] for t in texts]
+    single = [
+        gsm8k.generate(loaded.model, loaded.tokenizer, [t], max_new_tokens, batch_size=1)[0] for t in texts
+    ]
     return sum(a != b for a, b in zip(batched, single))
 
 
-def gsm8k_summary(result: dict, test: list, model: str, loaded: hub.Loaded, train: list,
-                  max_new_tokens: int, n_batch: int = 4) -> Summary:
+def gsm8k_summary(
+    result: dict,
+    test: list,
+    model: str,
+    loaded: hub.Loaded,
+    train: list,
+    max_new_tokens: int,
+    n_batch: int = 4,
+) -> Summary:
     """Table 2 (``result`` of :func:`~companion.llm.studies.study_gsm8k`, ``test``/``train`` the GSM8K
     problems); the padding check generates the first ``n_batch`` 1-shot prompts both ways."""
     from companion.llm import gsm8k
@@ -202,10 +259,15 @@ def gsm8k_summary(result: dict, test: list, model: str, loaded: hub.Loaded, trai
     prefix = gsm8k.few_shot_prefix(train, 1, 0)
     texts = [gsm8k.prompt(prefix, p) for p in test[:n_batch]]
     out = {
-        "extraction": (float(np.mean(extracted)), "fraction of reference solutions whose answer is extracted"),
-        "batch_mismatches": (generation_mismatches(loaded, texts, max_new_tokens),
-                             f"greedy generations (first {n_batch} problems, 1-shot) that differ between a "
-                             "left-padded batch and one at a time"),
+        "extraction": (
+            float(np.mean(extracted)),
+            "fraction of reference solutions whose answer is extracted",
+        ),
+        "batch_mismatches": (
+            generation_mismatches(loaded, texts, max_new_tokens),
+            f"greedy generations (first {n_batch} problems, 1-shot) that differ between a "
+            "left-padded batch and one at a time",
+        ),
         "n_problems": (result["n_problems"], "problems scored"),
     }
     return Summary({**out, **table2_comparison(result, model)})
@@ -221,7 +283,10 @@ def table2_comparison(result: dict, model: str) -> dict:
     paper = np.array(studies.PAPER_TABLE2[name] + studies.PAPER_TABLE2[f"{name} + LASER"])
     gain = 100 * (np.array(result["laser"]) - np.array(result["full"]))
     return {
-        "table2_err": (float(np.abs(ours - paper).max()), f"max |ours - paper| over the 8 {name} entries (points)"),
+        "table2_err": (
+            float(np.abs(ours - paper).max()),
+            f"max |ours - paper| over the 8 {name} entries (points)",
+        ),
         "few_shot_gain": (float(gain[:2].min()), "smallest LASER gain at 1 and 2 shots (points)"),
         "eight_shot_gain": (float(gain[3]), "LASER gain at 8 shots (points; the paper: negative)"),
     }

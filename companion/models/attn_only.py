@@ -52,8 +52,12 @@ class AttnOnlyConfig:
 class AttnOnly(torch.nn.Module):
     """Parameters ``W`` (L, V, V), ``Vv`` (L, V, V) (the value matrices), ``P`` (L, T), ``W_O`` (V, V)."""
 
-    def __init__(self, cfg: AttnOnlyConfig, generator: torch.Generator | None = None,
-                 dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        cfg: AttnOnlyConfig,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         self.cfg = cfg
         V, T, L = cfg.V, cfg.T, cfg.L

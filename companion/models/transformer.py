@@ -180,8 +180,15 @@ class Transformer(nn.Module):
             raise ValueError(f"sequence length {T} exceeds max_len={self.cfg.max_len}")
         return self.W_E[tokens] + self.P[:T]
 
-    def attend(self, l: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None,
-               positions: torch.Tensor | None = None, score_bias: torch.Tensor | None = None):
+    def attend(
+        self,
+        l: int,
+        x: torch.Tensor,
+        last_only: bool = False,
+        record: dict | None = None,
+        positions: torch.Tensor | None = None,
+        score_bias: torch.Tensor | None = None,
+    ):
         """x^{l-1} (batch, T, d) -> u = x^{l-1} + h^l: (batch, T, d), (batch, d) at the last position, or
         (batch, m, d) at ``positions`` (batch, m) only (each query attends to the keys up to its position).
         ``score_bias``, if given, is added to the attention logits before the mask and softmax; it must
@@ -215,8 +222,14 @@ class Transformer(nn.Module):
         """x^L (..., d) -> logits xi (..., V)."""
         return x @ self.W_U.T
 
-    def forward(self, tokens: torch.Tensor, last_only: bool = False, record: dict | None = None,
-                positions: torch.Tensor | None = None, score_bias: torch.Tensor | dict | None = None):
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        last_only: bool = False,
+        record: dict | None = None,
+        positions: torch.Tensor | None = None,
+        score_bias: torch.Tensor | dict | None = None,
+    ):
         """Logits (batch, T, V), (batch, V) for the last position when ``last_only``, or (batch, m, V) at
         ``positions`` (batch, m), indices into T: the last layer runs only there (a loss on a few positions).
 
@@ -229,8 +242,15 @@ class Transformer(nn.Module):
         """
         return self.forward_from(0, self.embed(tokens), last_only, record, positions, score_bias)
 
-    def forward_from(self, start: int, x: torch.Tensor, last_only: bool = False, record: dict | None = None,
-                     positions: torch.Tensor | None = None, score_bias: torch.Tensor | dict | None = None):
+    def forward_from(
+        self,
+        start: int,
+        x: torch.Tensor,
+        last_only: bool = False,
+        record: dict | None = None,
+        positions: torch.Tensor | None = None,
+        score_bias: torch.Tensor | dict | None = None,
+    ):
         """Run layers ``start``, ``start + 1``, ... (0-based) on the stream x (batch, T, d), then unembed.
 
         With ``start = 1`` and x = ``record["u1"]`` this is the model with F1 dropped, without re-running
@@ -241,7 +261,9 @@ class Transformer(nn.Module):
                 ``score_bias`` layer that is not one of the layers run.
         """
         L = len(self.layers)
-        biases = score_bias if isinstance(score_bias, dict) else {} if score_bias is None else {L - 1: score_bias}
+        biases = (
+            score_bias if isinstance(score_bias, dict) else {} if score_bias is None else {L - 1: score_bias}
+        )
         for l in biases:
             if not (isinstance(l, int) and start <= l < L):
                 raise ValueError(f"score_bias layer {l!r} is not run: choose layers in [{start}, {L - 1}]")
@@ -250,12 +272,20 @@ class Transformer(nn.Module):
                 raise ValueError("give either last_only or positions, not both")
             T = x.shape[1]
             if positions.numel() and not (0 <= int(positions.min()) and int(positions.max()) < T):
-                raise ValueError(f"positions must lie in [0, {T - 1}]; got [{int(positions.min())}, "
-                                 f"{int(positions.max())}]")
+                raise ValueError(
+                    f"positions must lie in [0, {T - 1}]; got [{int(positions.min())}, "
+                    f"{int(positions.max())}]"
+                )
         for l in range(start, L):
             final = l == L - 1
-            u = self.attend(l, x, last_only=last_only and final, record=record if (final or l == 0) else None,
-                            positions=positions if final else None, score_bias=biases.get(l))
+            u = self.attend(
+                l,
+                x,
+                last_only=last_only and final,
+                record=record if (final or l == 0) else None,
+                positions=positions if final else None,
+                score_bias=biases.get(l),
+            )
             if record is not None and (final or l == 0):
                 record[f"u{l + 1}"] = u.detach()
             x = self.feed_forward(l, u)
@@ -270,15 +300,19 @@ class Transformer(nn.Module):
         """
         m = re.fullmatch(r"(W_QK|W_V)\^(\d+)|F(\d+)\.(U_in|U_out|W_F)", name)
         if not m:
-            raise ValueError(f"unknown matrix name {name!r}: use 'W_QK^l', 'W_V^l', 'Fl.U_in', "
-                             f"'Fl.U_out' or 'Fl.W_F' with l in 1..{len(self.layers)}")
+            raise ValueError(
+                f"unknown matrix name {name!r}: use 'W_QK^l', 'W_V^l', 'Fl.U_in', "
+                f"'Fl.U_out' or 'Fl.W_F' with l in 1..{len(self.layers)}"
+            )
         l = int(m.group(2) or m.group(3))
         check_int("layer", l, low=1, high=len(self.layers))
         layer = self.layers[l - 1]
         if m.group(1):
             if layer.factorised:
-                raise ValueError(f"{name!r}: attention is factorised (attn_rank={self.cfg.attn_rank}); "
-                                 "only full d x d attention matrices can be named")
+                raise ValueError(
+                    f"{name!r}: attention is factorised (attn_rank={self.cfg.attn_rank}); "
+                    "only full d x d attention matrices can be named"
+                )
             return getattr(layer, m.group(1))
         attr = m.group(4)
         if not hasattr(layer.ff, attr):

@@ -76,8 +76,7 @@ class ODESolution:
         elif rank == 1:
             # singular values: 2|beta1| for B1, 2 sqrt(3)|beta2| for B2; keep the larger
             keep1 = 2 * np.abs(b1) >= 2 * np.sqrt(3) * np.abs(b2)
-            logits = np.where(keep1[:, None], np.stack([b1, -b1, 0 * b1], 1),
-                              np.stack([b2, b2, -2 * b2], 1))
+            logits = np.where(keep1[:, None], np.stack([b1, -b1, 0 * b1], 1), np.stack([b2, b2, -2 * b2], 1))
         else:
             raise ValueError(f"rank={rank!r}: allowed None (full) or 1")
         logits = logits - logits.max(1, keepdims=True)
@@ -85,8 +84,14 @@ class ODESolution:
         return p / p.sum(1, keepdims=True)
 
 
-def solve_ab(alpha: float, t_max: float = 1e8, flow: str = "beta", n_points: int = 400,
-             rtol: float = 1e-10, atol: float = 1e-12) -> ODESolution:
+def solve_ab(
+    alpha: float,
+    t_max: float = 1e8,
+    flow: str = "beta",
+    n_points: int = 400,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+) -> ODESolution:
     """Integrate (a, b) from a(0) = b(0) = 0 to ``t_max`` with an adaptive implicit solver (scipy Radau).
 
     The integration runs in s = log(1 + t), in which the slow logarithmic
@@ -101,8 +106,15 @@ def solve_ab(alpha: float, t_max: float = 1e8, flow: str = "beta", n_points: int
     check_int("n_points", n_points, low=2)
     s_max = np.log1p(t_max)
     s_eval = np.linspace(0.0, s_max, n_points)
-    sol = solve_ivp(lambda s, y: np.exp(s) * rhs_ab(np.expm1(s), y, alpha, flow),
-                    (0.0, s_max), np.zeros(2), method="Radau", t_eval=s_eval, rtol=rtol, atol=atol)
+    sol = solve_ivp(
+        lambda s, y: np.exp(s) * rhs_ab(np.expm1(s), y, alpha, flow),
+        (0.0, s_max),
+        np.zeros(2),
+        method="Radau",
+        t_eval=s_eval,
+        rtol=rtol,
+        atol=atol,
+    )
     if not sol.success:
         raise RuntimeError(f"ODE integration failed: {sol.message}")
     return ODESolution(np.expm1(sol.t), sol.y[0], sol.y[1], alpha, flow)
@@ -148,8 +160,17 @@ def train_two_token_W(alpha: float, lr: float, steps: int, record_every: int = 1
     return {"t": np.array(ts), "beta1": np.array(b1), "beta2": np.array(b2)}
 
 
-def fig18_runs(n: int = 3, alpha: float = 0.03, d: int = 12, runs: int = 20, steps: int = 2000,
-               lr: float = 1.0, ranks=(1, 2, 3, 4), seed: int = 0, record_every: int = 10) -> dict:
+def fig18_runs(
+    n: int = 3,
+    alpha: float = 0.03,
+    d: int = 12,
+    runs: int = 20,
+    steps: int = 2000,
+    lr: float = 1.0,
+    ranks=(1, 2, 3, 4),
+    seed: int = 0,
+    record_every: int = 10,
+) -> dict:
     """Fig. 18: ``runs`` independent full models trained as one batched GD computation.
 
     Embeddings e_i, u_j uniform on the sphere S^{d-1}; W_ij ~ N(0, 1/d); full-batch

@@ -35,7 +35,15 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
             "sizes": sizes,
         }
 
-    settings = {"sizes": sizes, "alphas": ALPHAS, "remark_alphas": REMARK_ALPHAS, "t_max": T_MAX, "gd": GD, "fig18": FIG18, "ds": FIG18_DS}
+    settings = {
+        "sizes": sizes,
+        "alphas": ALPHAS,
+        "remark_alphas": REMARK_ALPHAS,
+        "t_max": T_MAX,
+        "gd": GD,
+        "fig18": FIG18,
+        "ds": FIG18_DS,
+    }
     return cache.load_or_compute("assoc_memory", settings, compute, MODULES, use_cache=use_cache)
 
 
@@ -48,6 +56,7 @@ def mean_iqr(run: dict) -> float:
 def summary(res: dict) -> Summary:
     sols, gd = res["sols"], res["gd"]
     beta = [(a, s) for (f, a), s in sols.items() if f == "beta"]
+
     def rank1_slope(s):
         keep = s.t >= 1e4
         return loglog_slope(s.t[keep], s.probabilities(rank=1)[keep, 2])
@@ -56,33 +65,61 @@ def summary(res: dict) -> Summary:
     remark = res["remark"]
 
     def gd_gap(ode):
-        return max(float(np.abs(np.interp(gd["t"], ode.t, getattr(ode, k)) - gd[k]).max()) for k in ("beta1", "beta2"))
+        return max(
+            float(np.abs(np.interp(gd["t"], ode.t, getattr(ode, k)) - gd[k]).max())
+            for k in ("beta1", "beta2")
+        )
 
     final = res["fig18"][12]["loss"][-1]  # (runs, ranks + full)
-    return Summary({
-        "b_dev": (max(abs(s.b[-1] - np.log(a / (1 - a))) for (f, a), s in sols.items()),
-                  "max |b(t_max) - log(alpha/(1-alpha))| over alpha and both flows"),
-        "a_dev": (max(abs(s.a[-1] + np.log(s.t[-1]) - np.log(5 / (18 * (1 - a)))) for a, s in beta),
-                  "max |a + log t - log(5/(18(1-alpha)))| at t_max, paper's flow"),
-        "lemma_off": (min(abs(s.a[-1] + np.log(s.t[-1]) - am.lemma_h3_limits(a)[0]) for a, s in beta),
-                      "min gap between a + log t and Lemma H.3's constant over alpha"),
-        "aW_dev": (max(abs(s.a[-1] + np.log(s.t[-1]) - np.log(4 / (3 * (1 - a))))
-                       for (f, a), s in sols.items() if f == "W"),
-                   "max |a + log t - log(4/(3(1-alpha)))| at t_max, W-flow"),
-        "full_dev": (max(abs(s.probabilities()[-1, 2] - a) for (f, a), s in sols.items()),
-                     "max |P(noise) - alpha| of the full model at t_max"),
-        "rank1_slope": (max(slopes, key=lambda x: abs(x + 0.5)),
-                        "rank-1 noise probability: log-log slope over [1e4, t_max] farthest from -1/2"),
-        "remark_slope": (max((rank1_slope(s) for s in remark.values()), key=lambda x: abs(x + 0.5)),
-                         f"Remark 1, alpha in {REMARK_ALPHAS}: rank-1 slope farthest from -1/2, both flows"),
-        "remark_full_dev": (max(abs(s.probabilities()[-1, 2] - a) for (f, a), s in remark.items()),
-                            f"Remark 1, alpha in {REMARK_ALPHAS}: max |P(noise) - alpha| of the full model"),
-        "gd_dev": (gd_gap(res["ode_W"]), "max |beta_GD - beta_ODE|, W-flow ODE"),
-        "gd_dev_beta": (gd_gap(res["ode_beta"]), "the same against the paper's beta-flow ODE"),
-        "frac_rank2": (float((final[:, 1] < final[:, -1]).mean()),
-                       "Fig. 18, d = 12: fraction of runs where rank 2 ends below the full model"),
-        "med_rank2": (float(np.median(final[:, 1])), "median final pure-label loss, rank 2"),
-        "med_full": (float(np.median(final[:, -1])), "median final pure-label loss, full model"),
-        "iqr_ratio": (mean_iqr(res["fig18"][12]) / mean_iqr(res["fig18"][8]),
-                      "time-averaged IQR of the rank-2 loss, d = 12 over d = 8"),
-    })
+    return Summary(
+        {
+            "b_dev": (
+                max(abs(s.b[-1] - np.log(a / (1 - a))) for (f, a), s in sols.items()),
+                "max |b(t_max) - log(alpha/(1-alpha))| over alpha and both flows",
+            ),
+            "a_dev": (
+                max(abs(s.a[-1] + np.log(s.t[-1]) - np.log(5 / (18 * (1 - a)))) for a, s in beta),
+                "max |a + log t - log(5/(18(1-alpha)))| at t_max, paper's flow",
+            ),
+            "lemma_off": (
+                min(abs(s.a[-1] + np.log(s.t[-1]) - am.lemma_h3_limits(a)[0]) for a, s in beta),
+                "min gap between a + log t and Lemma H.3's constant over alpha",
+            ),
+            "aW_dev": (
+                max(
+                    abs(s.a[-1] + np.log(s.t[-1]) - np.log(4 / (3 * (1 - a))))
+                    for (f, a), s in sols.items()
+                    if f == "W"
+                ),
+                "max |a + log t - log(4/(3(1-alpha)))| at t_max, W-flow",
+            ),
+            "full_dev": (
+                max(abs(s.probabilities()[-1, 2] - a) for (f, a), s in sols.items()),
+                "max |P(noise) - alpha| of the full model at t_max",
+            ),
+            "rank1_slope": (
+                max(slopes, key=lambda x: abs(x + 0.5)),
+                "rank-1 noise probability: log-log slope over [1e4, t_max] farthest from -1/2",
+            ),
+            "remark_slope": (
+                max((rank1_slope(s) for s in remark.values()), key=lambda x: abs(x + 0.5)),
+                f"Remark 1, alpha in {REMARK_ALPHAS}: rank-1 slope farthest from -1/2, both flows",
+            ),
+            "remark_full_dev": (
+                max(abs(s.probabilities()[-1, 2] - a) for (f, a), s in remark.items()),
+                f"Remark 1, alpha in {REMARK_ALPHAS}: max |P(noise) - alpha| of the full model",
+            ),
+            "gd_dev": (gd_gap(res["ode_W"]), "max |beta_GD - beta_ODE|, W-flow ODE"),
+            "gd_dev_beta": (gd_gap(res["ode_beta"]), "the same against the paper's beta-flow ODE"),
+            "frac_rank2": (
+                float((final[:, 1] < final[:, -1]).mean()),
+                "Fig. 18, d = 12: fraction of runs where rank 2 ends below the full model",
+            ),
+            "med_rank2": (float(np.median(final[:, 1])), "median final pure-label loss, rank 2"),
+            "med_full": (float(np.median(final[:, -1])), "median final pure-label loss, full model"),
+            "iqr_ratio": (
+                mean_iqr(res["fig18"][12]) / mean_iqr(res["fig18"][8]),
+                "time-averaged IQR of the rank-2 loss, d = 12 over d = 8",
+            ),
+        }
+    )

@@ -20,8 +20,9 @@ DYN = dict(T=64, batch=128, lr=2.0)
 SIZES = {
     # dyn_steps: enough for the matching head of every N to form (N = 40 forms near step 450 at lr 2)
     "quick": dict(Ns=(10, 20, 40, 80), m=50_000, Ts=(64, 256, 1024), dyn_Ns=(10, 20, 40), dyn_steps=800),
-    "full": dict(Ns=(10, 20, 40, 80, 160), m=400_000, Ts=(64, 256, 1024, 4096), dyn_Ns=(10, 20, 40, 80),
-                 dyn_steps=2000),
+    "full": dict(
+        Ns=(10, 20, 40, 80, 160), m=400_000, Ts=(64, 256, 1024, 4096), dyn_Ns=(10, 20, 40, 80), dyn_steps=2000
+    ),
 }
 MODULES = ("companion.theory.one_step", "companion.theory.attention_study")
 
@@ -78,7 +79,8 @@ def phase_projections(N: int, T: int, m: int, seed: int) -> dict:
     Qk, sek = ost.qk_gradient(task, eq26_value(N), W_F, m, rng, chunk=chunk)
     return {
         "noise_gap_kept": (float(Qk[o].mean() - Qk[N]), float(sek[o].mean() + sek[N])),
-        "v_diag": float(np.diag(D).mean()), "v_prev": float(np.diag(P).mean()),
+        "v_diag": float(np.diag(D).mean()),
+        "v_prev": float(np.diag(P).mean()),
         "v_off": float((D.sum() - np.trace(D)) / (n * (n - 1))),
         "noise_gap": (float(Q[o].mean() - Q[N]), float(se[o].mean() + se[N])),
         "other_gap": (float(Q[V] - Q[V + o].mean()), float(se[V] + se[V + o].mean())),
@@ -93,9 +95,15 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
     def compute():
         return {
             "by_N": {N: qk_projection(N, T_BASE, sizes["m"], 0) for N in sizes["Ns"]},
-            "by_T": {T: qk_projection(N_BY_T, T, max(10_000, sizes["m"] * T_BASE // T), 1) for T in sizes["Ts"]},
-            "dyn": {N: ost.train_simplified(N, DYN["T"], ALPHA, steps=sizes["dyn_steps"], batch=DYN["batch"],
-                                            lr=DYN["lr"]) for N in sizes["dyn_Ns"]},
+            "by_T": {
+                T: qk_projection(N_BY_T, T, max(10_000, sizes["m"] * T_BASE // T), 1) for T in sizes["Ts"]
+            },
+            "dyn": {
+                N: ost.train_simplified(
+                    N, DYN["T"], ALPHA, steps=sizes["dyn_steps"], batch=DYN["batch"], lr=DYN["lr"]
+                )
+                for N in sizes["dyn_Ns"]
+            },
             "phases": {N: phase_projections(N, T_BASE, sizes["m"], 2) for N in sizes["Ns"]},
             "sizes": sizes,
         }
@@ -128,30 +136,50 @@ def summary(res: dict) -> Summary:
     dNs = np.array(sorted(dyn))
     ff_half = {N: half_time(dyn[N]["ff_noise"]) for N in dNs}
     qk_half = {N: half_time(dyn[N]["qk_trigger"]) for N in dNs}
-    return Summary({
-        "noise_proj_max": (float(noise_proj.max()), "largest (least negative) noise-key projection over N (T = 64)"),
-        "noise_slope": (loglog_slope(Ns, np.abs(noise_proj)), "log-log slope in N of |noise-key projection|"),
-        "others_small": (others[T_BASE][0], f"mean ordinary-key projection, N = {N_BY_T}, T = {T_BASE}"),
-        "others_small_z": (others[T_BASE][0] / others[T_BASE][1], "the same over its standard error"),
-        "others_large": (others[T_large][0], f"mean ordinary-key projection, N = {N_BY_T}, largest T"),
-        "others_large_z": (others[T_large][0] / others[T_large][1], "the same over its standard error"),
-        "T_large": (T_large, "largest T"),
-        "ff_half": (max(ff_half.values()), "largest W_F half-time over N (steps)"),
-        "qk_half": (min(qk_half.values()), "smallest W_QK (keys after q) half-time over N (steps)"),
-        "phase_ratio": (min(qk_half[N] / max(ff_half[N], 1) for N in dNs),
-                        "smallest ratio of the W_QK half-time to the W_F half-time over N"),
-        "f_slope": (loglog_slope(dNs, [dyn[N]["ff_noise"][1] for N in dNs]),
-                    "log-log slope in N of the first W_F noise update"),
-        "v_slope": (loglog_slope(dNs, [dyn[N]["v_noise"][1] for N in dNs]),
-                    "log-log slope in N of the first W_V noise-row update"),
-        "qk_noise_min": (min(float(dyn[N]["qk_noise"][-1]) for N in dNs),
-                         "smallest final xi_{q->j} - xi_{q->tau} over N (correct over noise keys)"),
-        "qk_trigger_min": (min(float(dyn[N]["qk_trigger"][-1]) for N in dNs),
-                           "smallest final trigger-key margin over N (keys after q over others)"),
-        **phase_entries(res["phases"]),
-        "formed": (sum(float(dyn[N]["qk_trigger"][-1]) > 1.0 for N in dNs),
-                   "runs (of all N) whose trigger-key margin exceeds 1 at the end"),
-    })
+    return Summary(
+        {
+            "noise_proj_max": (
+                float(noise_proj.max()),
+                "largest (least negative) noise-key projection over N (T = 64)",
+            ),
+            "noise_slope": (
+                loglog_slope(Ns, np.abs(noise_proj)),
+                "log-log slope in N of |noise-key projection|",
+            ),
+            "others_small": (others[T_BASE][0], f"mean ordinary-key projection, N = {N_BY_T}, T = {T_BASE}"),
+            "others_small_z": (others[T_BASE][0] / others[T_BASE][1], "the same over its standard error"),
+            "others_large": (others[T_large][0], f"mean ordinary-key projection, N = {N_BY_T}, largest T"),
+            "others_large_z": (others[T_large][0] / others[T_large][1], "the same over its standard error"),
+            "T_large": (T_large, "largest T"),
+            "ff_half": (max(ff_half.values()), "largest W_F half-time over N (steps)"),
+            "qk_half": (min(qk_half.values()), "smallest W_QK (keys after q) half-time over N (steps)"),
+            "phase_ratio": (
+                min(qk_half[N] / max(ff_half[N], 1) for N in dNs),
+                "smallest ratio of the W_QK half-time to the W_F half-time over N",
+            ),
+            "f_slope": (
+                loglog_slope(dNs, [dyn[N]["ff_noise"][1] for N in dNs]),
+                "log-log slope in N of the first W_F noise update",
+            ),
+            "v_slope": (
+                loglog_slope(dNs, [dyn[N]["v_noise"][1] for N in dNs]),
+                "log-log slope in N of the first W_V noise-row update",
+            ),
+            "qk_noise_min": (
+                min(float(dyn[N]["qk_noise"][-1]) for N in dNs),
+                "smallest final xi_{q->j} - xi_{q->tau} over N (correct over noise keys)",
+            ),
+            "qk_trigger_min": (
+                min(float(dyn[N]["qk_trigger"][-1]) for N in dNs),
+                "smallest final trigger-key margin over N (keys after q over others)",
+            ),
+            **phase_entries(res["phases"]),
+            "formed": (
+                sum(float(dyn[N]["qk_trigger"][-1]) > 1.0 for N in dNs),
+                "runs (of all N) whose trigger-key margin exceeds 1 at the end",
+            ),
+        }
+    )
 
 
 def phase_entries(phases: dict) -> dict:
@@ -160,20 +188,31 @@ def phase_entries(phases: dict) -> dict:
     big = phases[Ns[-1]]
 
     def over(key, i=0):
-        return np.array([phases[N][key][i] if isinstance(phases[N][key], tuple) else phases[N][key] for N in Ns])
+        return np.array(
+            [phases[N][key][i] if isinstance(phases[N][key], tuple) else phases[N][key] for N in Ns]
+        )
 
     z = {k: over(k) / over(k, 1) for k in ("noise_gap", "other_gap", "noise_gap_kept")}
     return {
-        "v25_slope": (loglog_slope(Ns, over("v_diag")), "log-log slope in N of W_U(j)^T(-grad W_V)W_E(j), phase 2"),
+        "v25_slope": (
+            loglog_slope(Ns, over("v_diag")),
+            "log-log slope in N of W_U(j)^T(-grad W_V)W_E(j), phase 2",
+        ),
         "v25_coef": (big["v_diag"] * Ns[-1] ** 2, "that diagonal times N^2, largest N (Eq. (25) prints 1)"),
         "v25_coef_rederived": (big["v_diag"] * Ns[-1] ** 2 / (1 - ALPHA) ** 2, "the same over (1 - alpha)^2"),
         "v25_off_slope": (loglog_slope(Ns, np.abs(over("v_off"))), "log-log slope in N of |off-diagonal|"),
-        "t2_other_slope": (loglog_slope(Ns, over("other_gap")),
-                           "log-log slope in N of xi_{q->j} - xi_{k->l}, k != q, after one W_QK step (Eq. (26))"),
+        "t2_other_slope": (
+            loglog_slope(Ns, over("other_gap")),
+            "log-log slope in N of xi_{q->j} - xi_{k->l}, k != q, after one W_QK step (Eq. (26))",
+        ),
         "t2_other_z": (float(z["other_gap"].min()), "that gap over its standard error, smallest over N"),
-        "t2_noise_z": (float(z["noise_gap"].min()),
-                       "xi_{q->j} - xi_{q->N+1} over its standard error, smallest over N ((q, N+1) entry left out)"),
+        "t2_noise_z": (
+            float(z["noise_gap"].min()),
+            "xi_{q->j} - xi_{q->N+1} over its standard error, smallest over N ((q, N+1) entry left out)",
+        ),
         "t2_noise_z_max": (float(z["noise_gap"].max()), "the same, largest over N"),
-        "t2_noise_kept_z": (float(z["noise_gap_kept"].max()),
-                            "the same with Eq. (26)'s (q, N+1) entry kept, largest over N"),
+        "t2_noise_kept_z": (
+            float(z["noise_gap_kept"].max()),
+            "the same with Eq. (26)'s (q, N+1) entry kept, largest over N",
+        ),
     }

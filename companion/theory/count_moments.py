@@ -86,8 +86,9 @@ def state_of(k: str, ybar: str) -> int:
 
 
 @lru_cache(maxsize=256)
-def count_moments(N: int, T: int, alpha: float, ybar: str, k: str, include_last: bool = False
-                  ) -> tuple[float, float]:
+def count_moments(
+    N: int, T: int, alpha: float, ybar: str, k: str, include_last: bool = False
+) -> tuple[float, float]:
     """Exact (E[c], E[c^2]) of the number of times token class ``k`` occurs in z_1 .. z_{T-1} (or z_T)."""
     _check(N, T, alpha)
     P, p = lumped_chain(N, alpha, ybar)
@@ -112,16 +113,28 @@ def count_moments(N: int, T: int, alpha: float, ybar: str, k: str, include_last:
 # --- Lemmas E.1-E.7: the moments of the counts, as printed and re-derived ---
 
 LEMMA_E = {  # lemma: (ybar class, k class); k = "ybar" is Lemma E.6's k = ybar
-    "E.1": ("q", "q"), "E.2": ("q", "tau"), "E.3": ("q", "k"),
-    "E.4": ("other", "q"), "E.5": ("other", "tau"), "E.6": ("other", "ybar"), "E.7": ("other", "k"),
+    "E.1": ("q", "q"),
+    "E.2": ("q", "tau"),
+    "E.3": ("q", "k"),
+    "E.4": ("other", "q"),
+    "E.5": ("other", "tau"),
+    "E.6": ("other", "ybar"),
+    "E.7": ("other", "k"),
 }
 
 
 def lemma_e_paper(alpha: float) -> dict[str, tuple[float, float]]:
     """(a, A) with E[c] ~ a T/N and E[c^2] ~ A T/N + a^2 T^2/N^2, as Lemmas E.1-E.7 print them."""
     a = alpha
-    return {"E.1": (1 / a, (-1 + 2 / a**2) / a), "E.2": (1.0, 1.0), "E.3": (1.0, 1.0), "E.4": (1.0, 1.0),
-            "E.5": (a, a), "E.6": (2 - a, 2 - a), "E.7": (1.0, 1.0)}
+    return {
+        "E.1": (1 / a, (-1 + 2 / a**2) / a),
+        "E.2": (1.0, 1.0),
+        "E.3": (1.0, 1.0),
+        "E.4": (1.0, 1.0),
+        "E.5": (a, a),
+        "E.6": (2 - a, 2 - a),
+        "E.7": (1.0, 1.0),
+    }
 
 
 def lemma_e_rederived(alpha: float) -> dict[str, tuple[float, float]]:
@@ -149,12 +162,14 @@ def lemma_e_exact(N: int, T: int, alpha: float) -> dict[str, tuple[float, float]
 
 # --- Table 3 (Lemma D.2) and Lemma D.1: mean, variance and range of one sample's projection ---
 
+
 def _ybar_classes(N: int, jc: str, kc: str):
     """(probability, ybar class, role of j, role of k) for each way ybar relates to (j, k).
 
     Roles are the lumped-chain classes of the tokens given ybar: "q", "tau",
     "ybar" (the token is ybar) or "k" (an ordinary token that is not ybar).
     """
+
     def role(c, yb_is):
         if c in ("tau", "q"):
             return c
@@ -212,7 +227,8 @@ def table3_sigma2_paper(alpha: float, N: int, T: int) -> dict[str, float]:
         "[N]\\{q}, q": two,
         "[N]\\{q}, j": (1 + (1 - a) * (2 - a)) / (T * N**2) + (1 + (1 - a) * (2 - a) ** 2) / N**3,
         "[N]\\{q}, [N]\\{q,j}": two,
-        "F: N+1": a * (1 - a), "F: k<=N": (1 - a) / N,
+        "F: N+1": a * (1 - a),
+        "F: k<=N": (1 - a) / N,
     }
 
 
@@ -233,9 +249,17 @@ def table3_sigma2_rederived(alpha: float, N: int, T: int) -> dict[str, float]:
         return (1 - a) / N * (quad / (T * N) + lin**2 / N**2)
 
     out = table3_sigma2_paper(alpha, N, T)
-    out.update({"q, N+1": row("E.2"), "q, q": row("E.1"), "q, [N]\\{q}": row("E.3"),
-                "[N]\\{q}, N+1": row("E.5"), "[N]\\{q}, q": row("E.4"), "[N]\\{q}, j": row("E.6"),
-                "[N]\\{q}, [N]\\{q,j}": row("E.7")})
+    out.update(
+        {
+            "q, N+1": row("E.2"),
+            "q, q": row("E.1"),
+            "q, [N]\\{q}": row("E.3"),
+            "[N]\\{q}, N+1": row("E.5"),
+            "[N]\\{q}, q": row("E.4"),
+            "[N]\\{q}, j": row("E.6"),
+            "[N]\\{q}, [N]\\{q,j}": row("E.7"),
+        }
+    )
     return out
 
 

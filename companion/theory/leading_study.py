@@ -90,16 +90,24 @@ class TextConfig:
 
 PAPER_CORPUS = wc.CorpusConfig("tinystories", vocab_size=3000, T=200, oov="filter", max_samples=65536)
 # Table 2: a BPE vocabulary of 10,000 trained on TinyStories; here GPT-2's BPE restricted to its most frequent tokens
-PAPER_BPE = wc.CorpusConfig("tinystories", vocab_size=10000, T=200, oov="filter", max_samples=65536, tokenizer="gpt2")
+PAPER_BPE = wc.CorpusConfig(
+    "tinystories", vocab_size=10000, T=200, oov="filter", max_samples=65536, tokenizer="gpt2"
+)
 SIZES = {
-    "quick": dict(theorem=TheoremConfig(), text=TextConfig(),
-                  bpe=TextConfig(wc.CorpusConfig("wikitext2", vocab_size=256, T=32, tokenizer="gpt2"), rates=(0.005,))),
-    "full": dict(theorem=TheoremConfig(wc.CorpusConfig("wikitext2", vocab_size=500, T=64), n_seqs=1024,
-                                       steps=60, depths=(1, 2)),
-                 text=TextConfig(PAPER_CORPUS, n_train=65536 - 4096, n_heldout=4096, batch=2048, epochs=100,
-                                 every=64),
-                 bpe=TextConfig(PAPER_BPE, n_train=65536 - 4096, n_heldout=4096, batch=2048, epochs=10, every=32,
-                                rates=(0.005,))),
+    "quick": dict(
+        theorem=TheoremConfig(),
+        text=TextConfig(),
+        bpe=TextConfig(wc.CorpusConfig("wikitext2", vocab_size=256, T=32, tokenizer="gpt2"), rates=(0.005,)),
+    ),
+    "full": dict(
+        theorem=TheoremConfig(
+            wc.CorpusConfig("wikitext2", vocab_size=500, T=64), n_seqs=1024, steps=60, depths=(1, 2)
+        ),
+        text=TextConfig(PAPER_CORPUS, n_train=65536 - 4096, n_heldout=4096, batch=2048, epochs=100, every=64),
+        bpe=TextConfig(
+            PAPER_BPE, n_train=65536 - 4096, n_heldout=4096, batch=2048, epochs=10, every=32, rates=(0.005,)
+        ),
+    ),
 }
 
 
@@ -132,6 +140,7 @@ def fit_to(cfg: TextConfig, corpus: wc.Corpus, standin: bool) -> TextConfig:
 
 # --- Theorem 4.1: distance to the leading terms along full-batch GD ---
 
+
 def _deviations(model: AttnOnly, stats: lt.Stats, s: int, eta: float, leads: dict) -> dict:
     out = {}
     for name in lt.WEIGHTS:
@@ -144,12 +153,24 @@ def _deviations(model: AttnOnly, stats: lt.Stats, s: int, eta: float, leads: dic
     return out
 
 
-def gd_run(seqs: np.ndarray, stats: lt.Stats, V: int, L: int, eta: float, steps: int,
-           init: str = "zero", init_std: float = 0.0, seed: int = 0) -> dict:
+def gd_run(
+    seqs: np.ndarray,
+    stats: lt.Stats,
+    V: int,
+    L: int,
+    eta: float,
+    steps: int,
+    init: str = "zero",
+    init_std: float = 0.0,
+    seed: int = 0,
+) -> dict:
     """Full-batch GD in float64; per step s (1..steps) and weight: (||w - lead||_F, ||lead||_F, cosine)."""
     T = seqs.shape[1] - 1
-    model = AttnOnly(AttnOnlyConfig(V=V, T=T, L=L, init=init, init_std=init_std),
-                     generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    model = AttnOnly(
+        AttnOnlyConfig(V=V, T=T, L=L, init=init, init_std=init_std),
+        generator=torch.Generator().manual_seed(seed),
+        dtype=torch.float64,
+    )
     data = torch.as_tensor(seqs)
     leads = {name: stats.leading(name) for name in lt.WEIGHTS}
     opt = torch.optim.SGD(model.parameters(), lr=eta)
@@ -168,7 +189,9 @@ def gd_run(seqs: np.ndarray, stats: lt.Stats, V: int, L: int, eta: float, steps:
     return {"dev": rows, "loss": losses, "step1": step1, "L": L, "init": init, "init_std": init_std}
 
 
-def theorem_study(cfg: TheoremConfig | None = None, profile: str | None = None, use_cache: bool = True) -> dict:
+def theorem_study(
+    cfg: TheoremConfig | None = None, profile: str | None = None, use_cache: bool = True
+) -> dict:
     """GD runs at each depth from zero, and one layer from N(0, (v/|V|)^2) with v = eta^2 / T^2 (D.12, xi = 0)."""
     cfg = cfg or configs(profile)["theorem"]
 
@@ -180,8 +203,15 @@ def theorem_study(cfg: TheoremConfig | None = None, profile: str | None = None, 
         runs = {f"L={L}, zero": gd_run(seqs, stats, V, L, eta, cfg.steps) for L in cfg.depths}
         v = eta**2 / T**2
         runs["L=1, Gaussian"] = gd_run(seqs, stats, V, 1, eta, cfg.steps, "gaussian", v / V, cfg.seed)
-        return {"runs": runs, "eta": eta, "T": T, "V": V, "n_seqs": len(seqs), "corpus": asdict(cfg.corpus),
-                "norms": {k: float(stats.leading(k).norm()) for k in lt.WEIGHTS}}
+        return {
+            "runs": runs,
+            "eta": eta,
+            "T": T,
+            "V": V,
+            "n_seqs": len(seqs),
+            "corpus": asdict(cfg.corpus),
+            "norms": {k: float(stats.leading(k).norm()) for k in lt.WEIGHTS},
+        }
 
     return cache.load_or_compute("leading_theorem", asdict(cfg), compute, MODULES, use_cache=use_cache)
 
@@ -211,8 +241,9 @@ def theorem_summary(res: dict) -> Summary:
     eta, T = res["eta"], res["T"]
     zero_runs = [k for k in res["runs"] if k.endswith("zero")]
     L_max = max(res["runs"][k]["L"] for k in zero_runs)
-    s_cover = {k: max(1, int(lt.max_steps(eta, T, res["runs"][k]["L"])["4.1 / D.9 (L layers)"]))
-               for k in res["runs"]}
+    s_cover = {
+        k: max(1, int(lt.max_steps(eta, T, res["runs"][k]["L"])["4.1 / D.9 (L layers)"])) for k in res["runs"]
+    }
     worst_ratio, worst_ratio_all, worst_rel = 0.0, 0.0, 0.0
     for k in res["runs"]:
         gaussian = res["runs"][k]["init"] == "gaussian"
@@ -239,54 +270,104 @@ def theorem_summary(res: dict) -> Summary:
     if one is not None and len(one["dev"]) >= 3:
         d2, d3 = one["dev"][1], one["dev"][2]
         lemmas = {
-            "lemma_d4_ratio": (max(d2["W_O"][0] / (eta**2 / math.sqrt(V)), d2["V1"][0] / (2 * eta**3 / math.sqrt(V))),
-                               "Lemma D.4 (s = 2): largest distance / bound (eta^2/sqrt|V| for W_O, 2 eta^3/sqrt|V| for V)"),
-            "lemma_d5_ratio": (max(d3["W_O"][0] / (3 * eta**2), d3["V1"][0] / (2 * eta**3),
-                                   d3["W1"][0] / (2 * eta**5 * T), d3["P1"][0] / (2 * eta**5 * T)),
-                               "Lemma D.5 (s = 3): largest distance / bound (3 eta^2, 2 eta^3, 2 eta^5 T, 2 eta^5 T)"),
+            "lemma_d4_ratio": (
+                max(d2["W_O"][0] / (eta**2 / math.sqrt(V)), d2["V1"][0] / (2 * eta**3 / math.sqrt(V))),
+                "Lemma D.4 (s = 2): largest distance / bound (eta^2/sqrt|V| for W_O, 2 eta^3/sqrt|V| for V)",
+            ),
+            "lemma_d5_ratio": (
+                max(
+                    d3["W_O"][0] / (3 * eta**2),
+                    d3["V1"][0] / (2 * eta**3),
+                    d3["W1"][0] / (2 * eta**5 * T),
+                    d3["P1"][0] / (2 * eta**5 * T),
+                ),
+                "Lemma D.5 (s = 3): largest distance / bound (3 eta^2, 2 eta^3, 2 eta^5 T, 2 eta^5 T)",
+            ),
         }
-    return Summary({
-        "eta": (eta, "learning rate (1/T)"),
-        "s_covered": (s_cover[f"L={L_max}, zero"], f"steps Theorem 4.1 covers at L = {L_max}: eta^-1 min(5/(8 sqrt T), 1/(12 L))"),
-        "conditions_met": (str(lt.max_steps(eta, T, L_max)["4.1 / D.9 conditions met"] and res["V"] >= 500),
-                           "the theorem's other conditions (|V| >= 500, T >= 60, L <= sqrt(T)/4) hold here"),
-        "step1_dev": (r0["step1"][0], "max |W_O - eta B-bar| after one step"),
-        "step1_others": (r0["step1"][1], "max |entry| of W, V, P after one step"),
-        **lemmas,
-        "worst_ratio": (worst_ratio, "largest deviation / bound within the covered steps (all runs, weights, layers)"),
-        "worst_ratio_all": (worst_ratio_all, f"the same over all {last} steps run"),
-        "worst_rel": (worst_rel, "largest relative deviation at s = max(3, last covered step) (zero-init runs, weights, layers)"),
-        "gauss_rel_W_3": (float(theorem_table(res, "L=1, Gaussian")["rel"]["W1"][2]),
-                          "Gaussian init (D.12's largest): relative deviation of W from its leading term at s = 3"),
-        "gauss_rel_W_end": (float(theorem_table(res, "L=1, Gaussian")["rel"]["W1"][-1]),
-                            f"the same after {last} steps"),
-        "gauss_predicted_3": (1.0 / (2 * eta**2 * T**2 * res["norms"]["W"]),
-                              "prediction v / (2 eta^4 ||Q-bar||) = 1 / (2 eta^2 T^2 ||Q-bar||) (init norm over leading-term norm)"),
-        "bound_rel_W_O_3": (float(deep["bound_rel"]["W_O"][2]), "W_O's bound / size of its leading term at s = 3"),
-        "bound_rel_V_3": (float(deep["bound_rel"]["V1"][2]), "V's bound / size of its leading term at s = 3"),
-        "bound_rel_W_3": (float(deep["bound_rel"]["W1"][2]), "W's bound / size of its leading term at s = 3"),
-        "bound_rel_W_end": (float(deep["bound_rel"]["W1"][-1]), f"W's bound / size of its leading term at s = {last}"),
-        "step_10pct": (step10, f"first step where a weight of the L = {L_max} run is 10% away from its leading term ({last + 1}: none within {last})"),
-        "steps_run": (last, "gradient steps run"),
-        "norm_Q": (res["norms"]["W"], "||Q-bar||_F"),
-        "rel_max_end": (max(float(v[-1]) for v in deep["rel"].values()), f"largest relative deviation over the L = {L_max} run's weights after {last} steps"),
-    })
+    return Summary(
+        {
+            "eta": (eta, "learning rate (1/T)"),
+            "s_covered": (
+                s_cover[f"L={L_max}, zero"],
+                f"steps Theorem 4.1 covers at L = {L_max}: eta^-1 min(5/(8 sqrt T), 1/(12 L))",
+            ),
+            "conditions_met": (
+                str(lt.max_steps(eta, T, L_max)["4.1 / D.9 conditions met"] and res["V"] >= 500),
+                "the theorem's other conditions (|V| >= 500, T >= 60, L <= sqrt(T)/4) hold here",
+            ),
+            "step1_dev": (r0["step1"][0], "max |W_O - eta B-bar| after one step"),
+            "step1_others": (r0["step1"][1], "max |entry| of W, V, P after one step"),
+            **lemmas,
+            "worst_ratio": (
+                worst_ratio,
+                "largest deviation / bound within the covered steps (all runs, weights, layers)",
+            ),
+            "worst_ratio_all": (worst_ratio_all, f"the same over all {last} steps run"),
+            "worst_rel": (
+                worst_rel,
+                "largest relative deviation at s = max(3, last covered step) (zero-init runs, weights, layers)",
+            ),
+            "gauss_rel_W_3": (
+                float(theorem_table(res, "L=1, Gaussian")["rel"]["W1"][2]),
+                "Gaussian init (D.12's largest): relative deviation of W from its leading term at s = 3",
+            ),
+            "gauss_rel_W_end": (
+                float(theorem_table(res, "L=1, Gaussian")["rel"]["W1"][-1]),
+                f"the same after {last} steps",
+            ),
+            "gauss_predicted_3": (
+                1.0 / (2 * eta**2 * T**2 * res["norms"]["W"]),
+                "prediction v / (2 eta^4 ||Q-bar||) = 1 / (2 eta^2 T^2 ||Q-bar||) (init norm over leading-term norm)",
+            ),
+            "bound_rel_W_O_3": (
+                float(deep["bound_rel"]["W_O"][2]),
+                "W_O's bound / size of its leading term at s = 3",
+            ),
+            "bound_rel_V_3": (
+                float(deep["bound_rel"]["V1"][2]),
+                "V's bound / size of its leading term at s = 3",
+            ),
+            "bound_rel_W_3": (
+                float(deep["bound_rel"]["W1"][2]),
+                "W's bound / size of its leading term at s = 3",
+            ),
+            "bound_rel_W_end": (
+                float(deep["bound_rel"]["W1"][-1]),
+                f"W's bound / size of its leading term at s = {last}",
+            ),
+            "step_10pct": (
+                step10,
+                f"first step where a weight of the L = {L_max} run is 10% away from its leading term ({last + 1}: none within {last})",
+            ),
+            "steps_run": (last, "gradient steps run"),
+            "norm_Q": (res["norms"]["W"], "||Q-bar||_F"),
+            "rel_max_end": (
+                max(float(v[-1]) for v in deep["rel"].values()),
+                f"largest relative deviation over the L = {L_max} run's weights after {last} steps",
+            ),
+        }
+    )
 
 
 # --- Table 1, Fig. 4, Table 3: SGD on the corpus ---
 
+
 def _split(corpus: wc.Corpus, cfg: TextConfig):
     need = cfg.n_train + cfg.n_heldout
     if len(corpus.tokens) < need:
-        raise ValueError(f"n_train + n_heldout = {need} is more than the {len(corpus.tokens)} samples of "
-                         f"{corpus.cfg.corpus} at T = {corpus.cfg.T} (allowed <= {len(corpus.tokens)})")
-    return corpus.tokens[: cfg.n_train], corpus.tokens[cfg.n_train: need]
+        raise ValueError(
+            f"n_train + n_heldout = {need} is more than the {len(corpus.tokens)} samples of "
+            f"{corpus.cfg.corpus} at T = {corpus.cfg.T} (allowed <= {len(corpus.tokens)})"
+        )
+    return corpus.tokens[: cfg.n_train], corpus.tokens[cfg.n_train : need]
 
 
 def _mean_loss(model: AttnOnly, seqs: np.ndarray, batch: int = 512) -> float:
     with torch.no_grad():
-        tot = sum(float(model.loss(torch.as_tensor(seqs[i:i + batch]))) * len(seqs[i:i + batch])
-                  for i in range(0, len(seqs), batch))
+        tot = sum(
+            float(model.loss(torch.as_tensor(seqs[i : i + batch]))) * len(seqs[i : i + batch])
+            for i in range(0, len(seqs), batch)
+        )
     return tot / len(seqs)
 
 
@@ -305,8 +386,16 @@ def remove_projection(model: AttnOnly, key: str, lead: torch.Tensor) -> None:
         w -= (w * u).sum() * u
 
 
-def sgd_run(train: np.ndarray, heldout: np.ndarray, stats: lt.Stats, V: int, cfg: TextConfig, rate: float,
-            device=None, progress: bool = True) -> dict:
+def sgd_run(
+    train: np.ndarray,
+    heldout: np.ndarray,
+    stats: lt.Stats,
+    V: int,
+    cfg: TextConfig,
+    rate: float,
+    device=None,
+    progress: bool = True,
+) -> dict:
     """Plain minibatch SGD (shuffled each epoch, seeded), cosines every ``cfg.every`` steps and at each
     epoch's end; then Table 3's removals on the final model."""
     from tqdm.auto import tqdm
@@ -321,14 +410,19 @@ def sgd_run(train: np.ndarray, heldout: np.ndarray, stats: lt.Stats, V: int, cfg
     steps_per_epoch = len(train) // cfg.batch
     log = {"step": [0], "epoch": [0.0], "cos": [_cosines(model, leads)], "train_loss": [math.log(V)]}
     epoch_end = {"epoch": [0], "heldout_loss": [_mean_loss(model, heldout)]}
-    bar = tqdm(total=cfg.epochs * steps_per_epoch, desc=f"SGD rate {rate}", disable=not progress, leave=False,
-               mininterval=2.0)
+    bar = tqdm(
+        total=cfg.epochs * steps_per_epoch,
+        desc=f"SGD rate {rate}",
+        disable=not progress,
+        leave=False,
+        mininterval=2.0,
+    )
     step, t0 = 0, time.time()
     for epoch in range(1, cfg.epochs + 1):
         order = torch.randperm(len(train), generator=g)
         running = []
         for b in range(steps_per_epoch):
-            batch = data[order[b * cfg.batch:(b + 1) * cfg.batch]].to(device)
+            batch = data[order[b * cfg.batch : (b + 1) * cfg.batch]].to(device)
             opt.zero_grad()
             loss = model.loss(batch)
             loss.backward()
@@ -340,14 +434,16 @@ def sgd_run(train: np.ndarray, heldout: np.ndarray, stats: lt.Stats, V: int, cfg
                 log["step"].append(step)
                 log["epoch"].append(step / steps_per_epoch)
                 log["cos"].append(_cosines(model, leads))
-                log["train_loss"].append(float(np.mean(running[-cfg.every:])))
+                log["train_loss"].append(float(np.mean(running[-cfg.every :])))
         epoch_end["epoch"].append(epoch)
         epoch_end["heldout_loss"].append(_mean_loss(model, heldout.astype(np.int64)))
     bar.close()
     weights = model.weights()
     pairs = [(a, b) for a in range(1, cfg.L + 1) for b in range(a + 1, cfg.L + 1)]
-    layer_cos = {kind: min((lt.cosine(weights[f"{kind}{a}"], weights[f"{kind}{b}"]) for a, b in pairs), default=1.0)
-                 for kind in ("V", "W")}
+    layer_cos = {
+        kind: min((lt.cosine(weights[f"{kind}{a}"], weights[f"{kind}{b}"]) for a, b in pairs), default=1.0)
+        for kind in ("V", "W")
+    }
     removal = {"original": _mean_loss(model, heldout)}
     state = {k: v.clone() for k, v in model.state_dict().items()}
     for key in model.weights():
@@ -357,12 +453,19 @@ def sgd_run(train: np.ndarray, heldout: np.ndarray, stats: lt.Stats, V: int, cfg
         remove_projection(model, key, leads[base])
         removal[key] = _mean_loss(model, heldout)
         model.load_state_dict(state)
-    return {"log": log, "epoch_end": epoch_end, "removal": removal, "layer_cos": layer_cos, "seconds": time.time() - t0,
-            "steps_per_epoch": steps_per_epoch}
+    return {
+        "log": log,
+        "epoch_end": epoch_end,
+        "removal": removal,
+        "layer_cos": layer_cos,
+        "seconds": time.time() - t0,
+        "steps_per_epoch": steps_per_epoch,
+    }
 
 
-def text_study(cfg: TextConfig | None = None, profile: str | None = None, use_cache: bool = True,
-               progress: bool = True) -> dict:
+def text_study(
+    cfg: TextConfig | None = None, profile: str | None = None, use_cache: bool = True, progress: bool = True
+) -> dict:
     """Statistics (of the whole training set, and of its first shuffled batch) and one SGD run per rate."""
     cfg = cfg or configs(profile)["text"]
     corpus, why = corpus_for(cfg.corpus)
@@ -376,12 +479,22 @@ def text_study(cfg: TextConfig | None = None, profile: str | None = None, use_ca
         all_stats = lt.statistics(train, corpus.V, device)
         first_stats = lt.statistics(first, corpus.V, device)
         stats = all_stats if cfg.stats_from == "all" else first_stats
-        runs = {rate: sgd_run(train, heldout, stats, corpus.V, cfg, rate, progress=progress) for rate in cfg.rates}
+        runs = {
+            rate: sgd_run(train, heldout, stats, corpus.V, cfg, rate, progress=progress) for rate in cfg.rates
+        }
         agree = {k: lt.cosine(all_stats.leading(k), first_stats.leading(k)) for k in lt.WEIGHTS}
         basis = {"B": all_stats.B.cpu(), "Sigma": all_stats.Sigma.cpu(), "Phi": all_stats.Phi.cpu()}
-        return {"runs": runs, "stats_agreement": agree, "basis": basis, "itos": corpus.itos,
-                "corpus": asdict(corpus.cfg), "oov_fraction": corpus.oov_fraction, "why_standin": why,
-                "n_train": len(train), "n_heldout": len(heldout)}
+        return {
+            "runs": runs,
+            "stats_agreement": agree,
+            "basis": basis,
+            "itos": corpus.itos,
+            "corpus": asdict(corpus.cfg),
+            "oov_fraction": corpus.oov_fraction,
+            "why_standin": why,
+            "n_train": len(train),
+            "n_heldout": len(heldout),
+        }
 
     settings = asdict(cfg) | {"corpus_used": asdict(corpus.cfg), "corpus_hash": corpus.fingerprint()}
     return cache.load_or_compute("leading_text", settings, compute, MODULES, use_cache=use_cache)
@@ -392,9 +505,17 @@ def bpe_summary(res: dict) -> Summary:
     run = res["runs"][min(res["runs"])]
     rows = run["log"]["cos"][1:]
     names = {"W_O": "output", "V": "value", "W": "attention", "P": "position"}
-    return Summary({f"bpe_min_cos_{names[k]}": (_min_cos(rows, k), f"BPE, rate {min(res['runs'])}: min over checkpoints "
-                                                                   f"and layers of the cosine of {k} with {lt.LEADING[k]}")
-                    for k in names} | {"bpe_oov_fraction": (res["oov_fraction"], "share of <unk> tokens")})
+    return Summary(
+        {
+            f"bpe_min_cos_{names[k]}": (
+                _min_cos(rows, k),
+                f"BPE, rate {min(res['runs'])}: min over checkpoints "
+                f"and layers of the cosine of {k} with {lt.LEADING[k]}",
+            )
+            for k in names
+        }
+        | {"bpe_oov_fraction": (res["oov_fraction"], "share of <unk> tokens")}
+    )
 
 
 def _min_cos(cos_rows: list[dict], prefix: str) -> float:
@@ -414,8 +535,10 @@ def _at_epoch(run: dict, epoch: float) -> dict:
 
 def neighbour_ranks(res: dict) -> dict:
     """Rank of every pre-registered neighbour in its word's row, per basis."""
-    return {basis: {f"{w} -> {n}": lt.neighbour_rank(res["basis"][basis], res["itos"], w, n) for w, n in pairs}
-            for basis, pairs in PAIRS.items()}
+    return {
+        basis: {f"{w} -> {n}": lt.neighbour_rank(res["basis"][basis], res["itos"], w, n) for w, n in pairs}
+        for basis, pairs in PAIRS.items()
+    }
 
 
 def text_summary(res: dict, cfg: TextConfig | None = None) -> Summary:
@@ -429,36 +552,63 @@ def text_summary(res: dict, cfg: TextConfig | None = None) -> Summary:
     epochs = rl["epoch_end"]["epoch"][-1]
     out = {
         "min_cos_output": (_min_cos(skip0, "W_O"), f"rate {small}: min over checkpoints of cos(W_O, B-bar)"),
-        "min_cos_value": (_min_cos(skip0, "V"), f"rate {small}: min over checkpoints and layers of cos(V, Phi^T B^T)"),
-        "min_cos_attention": (_min_cos(skip0, "W"), f"rate {small}: min over checkpoints and layers of cos(W, Q-bar)"),
-        "min_cos_position": (_min_cos(skip0, "P"), f"rate {small}: min over checkpoints and layers of cos(P, Delta)"),
-        "large_min_cos_30": (_min_shown(_at_epoch(rl, min(30, epochs))),
-                             f"rate {large}: min cosine over W_O, V, W after epoch {min(30, epochs)}"),
-        "large_min_cos_end": (_min_shown(rl["log"]["cos"][-1]), f"rate {large}: min cosine over W_O, V, W after epoch {epochs}"),
-        "large_min_cos_P_end": (min(v for k, v in rl["log"]["cos"][-1].items() if k.startswith("P")),
-                                f"rate {large}: min cosine of P with Delta after epoch {epochs} (not in Fig. 4)"),
+        "min_cos_value": (
+            _min_cos(skip0, "V"),
+            f"rate {small}: min over checkpoints and layers of cos(V, Phi^T B^T)",
+        ),
+        "min_cos_attention": (
+            _min_cos(skip0, "W"),
+            f"rate {small}: min over checkpoints and layers of cos(W, Q-bar)",
+        ),
+        "min_cos_position": (
+            _min_cos(skip0, "P"),
+            f"rate {small}: min over checkpoints and layers of cos(P, Delta)",
+        ),
+        "large_min_cos_30": (
+            _min_shown(_at_epoch(rl, min(30, epochs))),
+            f"rate {large}: min cosine over W_O, V, W after epoch {min(30, epochs)}",
+        ),
+        "large_min_cos_end": (
+            _min_shown(rl["log"]["cos"][-1]),
+            f"rate {large}: min cosine over W_O, V, W after epoch {epochs}",
+        ),
+        "large_min_cos_P_end": (
+            min(v for k, v in rl["log"]["cos"][-1].items() if k.startswith("P")),
+            f"rate {large}: min cosine of P with Delta after epoch {epochs} (not in Fig. 4)",
+        ),
         "epochs": (epochs, "epochs trained"),
-        "loss_end_large": (rl["epoch_end"]["heldout_loss"][-1], f"held-out loss after training at rate {large}"),
+        "loss_end_large": (
+            rl["epoch_end"]["heldout_loss"][-1],
+            f"held-out loss after training at rate {large}",
+        ),
         "loss_start": (rl["epoch_end"]["heldout_loss"][0], "held-out loss at initialisation (ln |V|)"),
-        "layers_parallel": (min(rs["layer_cos"].values()), f"rate {small}: min cosine between two layers' V, or two layers' W"),
+        "layers_parallel": (
+            min(rs["layer_cos"].values()),
+            f"rate {small}: min cosine between two layers' V, or two layers' W",
+        ),
         "removal_original": (rem["original"], "held-out loss of the rate-0.05 model"),
         "removal_output": (rem["W_O"], "... without W_O's leading-term component"),
         "removal_value_max": (max(values), "... without one value matrix's (worst layer)"),
         "removal_value_min": (min(values), "... without one value matrix's (mildest layer)"),
         "removal_attention_max": (max(attns), "... without one attention matrix's (worst layer)"),
-        "removal_order": (min(rem["W_O"] - max(values), min(values) - max(attns)),
-                          "min(output - worst value, mildest value - worst attention)"),
+        "removal_order": (
+            min(rem["W_O"] - max(values), min(values) - max(attns)),
+            "min(output - worst value, mildest value - worst attention)",
+        ),
         "oov_fraction": (res["oov_fraction"], "share of <unk> tokens in the samples"),
     }
     for k in lt.WEIGHTS:
-        out[f"first_batch_cos_{k}"] = (res["stats_agreement"][k], f"cosine of {lt.LEADING[k]} from the first batch and from the whole training set")
+        out[f"first_batch_cos_{k}"] = (
+            res["stats_agreement"][k],
+            f"cosine of {lt.LEADING[k]} from the first batch and from the whole training set",
+        )
     for basis, r in ranks.items():
         out[f"rank_{basis}"] = (max(r.values()), f"{basis}: worst rank among {', '.join(r)}")
     return Summary(out)
 
 
-
 # --- Lemma D.2: the softmax Jacobian ---
+
 
 def lemma_summary(sizes=(2, 5, 16, 64), draws: int = 4000, seed: int = 0) -> Summary:
     """Operator norm of the softmax Jacobian at the uniform distribution, at two equal probabilities
@@ -471,20 +621,40 @@ def lemma_summary(sizes=(2, 5, 16, 64), draws: int = 4000, seed: int = 0) -> Sum
         two = torch.full((i,), -60.0, dtype=torch.float64)
         two[:2] = 0.0
         tried = torch.cat([lt.softmax_jacobian_norm(z), lt.softmax_jacobian_norm(two)[None]])
-        out[f"uniform_x_i_{i}"] = (float(lt.softmax_jacobian_norm(torch.zeros(i))) * i, f"i = {i}: norm at the uniform distribution, times i")
-        out[f"max_x_sqrt_i_{i}"] = (float(tried.max()) * math.sqrt(i), f"i = {i}: largest norm tried, times sqrt(i) (Lemma D.2: <= 1)")
-    out["max_norm"] = (max(out[f"max_x_sqrt_i_{i}"][0] / math.sqrt(i) for i in sizes), "largest norm tried, any i")
+        out[f"uniform_x_i_{i}"] = (
+            float(lt.softmax_jacobian_norm(torch.zeros(i))) * i,
+            f"i = {i}: norm at the uniform distribution, times i",
+        )
+        out[f"max_x_sqrt_i_{i}"] = (
+            float(tried.max()) * math.sqrt(i),
+            f"i = {i}: largest norm tried, times sqrt(i) (Lemma D.2: <= 1)",
+        )
+    out["max_norm"] = (
+        max(out[f"max_x_sqrt_i_{i}"][0] / math.sqrt(i) for i in sizes),
+        "largest norm tried, any i",
+    )
     return Summary(out)
 
 
 # --- what the text chapter shows ---
 
 PAPER_TABLE1 = {"Output": ("W_O", 0.998486), "Value": ("V", 0.999169), "Attention": ("W", 0.999496)}
-PAPER_TABLE3 = {"Original": ("original", 5.349), "Attention Layer 0": ("W1", 5.350), "Attention Layer 1": ("W2", 5.352),
-                "Attention Layer 2": ("W3", 5.361), "Value Layer 0": ("V1", 6.192), "Value Layer 1": ("V2", 6.526),
-                "Value Layer 2": ("V3", 6.520), "Output": ("W_O", 8.287)}
+PAPER_TABLE3 = {
+    "Original": ("original", 5.349),
+    "Attention Layer 0": ("W1", 5.350),
+    "Attention Layer 1": ("W2", 5.352),
+    "Attention Layer 2": ("W3", 5.361),
+    "Value Layer 0": ("V1", 6.192),
+    "Value Layer 1": ("V2", 6.526),
+    "Value Layer 2": ("V3", 6.520),
+    "Output": ("W_O", 8.287),
+}
 BASES = {"B": "bigram B-bar", "Sigma": "interchangeability Sigma_B", "Phi": "context Phi-bar"}
-NEIGHBOUR_CLAIMS = {"B": "lt.neighbours_bigram", "Sigma": "lt.neighbours_interchange", "Phi": "lt.neighbours_context"}
+NEIGHBOUR_CLAIMS = {
+    "B": "lt.neighbours_bigram",
+    "Sigma": "lt.neighbours_interchange",
+    "Phi": "lt.neighbours_context",
+}
 
 
 def corpus_note(res: dict) -> str:
@@ -501,11 +671,13 @@ def banner(res: dict) -> str:
     if c["corpus"] == "tinystories":
         return f"Corpus: **TinyStories** (the paper's), {c['vocab_size']} words, T = {c['T']}."
     why = f" TinyStories could not be read: {res['why_standin']}" if res["why_standin"] else ""
-    return (f":::{{warning}}\n**Stand-in corpus, not TinyStories.** Every number below comes from "
-            f"{c['corpus']} ({res['n_train']} training and {res['n_heldout']} held-out windows of T + 1 = "
-            f"{c['T'] + 1} tokens, {c['vocab_size']} tokens including `<unk>`, which is "
-            f"{res['oov_fraction']:.0%} of the text), tokenised as in the authors' code.{why} The paper's "
-            "numbers are shown as references, not reproduced.\n:::")
+    return (
+        f":::{{warning}}\n**Stand-in corpus, not TinyStories.** Every number below comes from "
+        f"{c['corpus']} ({res['n_train']} training and {res['n_heldout']} held-out windows of T + 1 = "
+        f"{c['T'] + 1} tokens, {c['vocab_size']} tokens including `<unk>`, which is "
+        f"{res['oov_fraction']:.0%} of the text), tokenised as in the authors' code.{why} The paper's "
+        "numbers are shown as references, not reproduced.\n:::"
+    )
 
 
 PAPER_TABLE2 = {"Output": ("W_O", 0.997891), "Value": ("V", 0.998800), "Attention": ("W", 0.999914)}
@@ -542,13 +714,18 @@ def neighbours_markdown(res: dict, basis: str, words=SHOWN_WORDS, k: int = 10) -
     """Fig. 5 for one basis: the top-k tokens of each word's row, one column per word."""
     words = [w for w in words if w in res["itos"]]
     cols = [lt.top_neighbours(res["basis"][basis], res["itos"], w, k) for w in words]
-    return markdown_table([token_cell(w) for w in words], [[token_cell(c[r]) for c in cols] for r in range(k)])
+    return markdown_table(
+        [token_cell(w) for w in words], [[token_cell(c[r]) for c in cols] for r in range(k)]
+    )
 
 
 def prereg_markdown(res: dict, cutoff: dict) -> str:
     """The pre-registered pairs, each neighbour's rank, and the registered cutoff per basis."""
-    rows = [[BASES[b], pair, rank, f"< {cutoff[b]:g}"] for b, ranks in neighbour_ranks(res).items()
-            for pair, rank in ranks.items()]
+    rows = [
+        [BASES[b], pair, rank, f"< {cutoff[b]:g}"]
+        for b, ranks in neighbour_ranks(res).items()
+        for pair, rank in ranks.items()
+    ]
     return markdown_table(["basis", "pair (row -> neighbour)", "rank (0 = top)", "registered"], rows)
 
 
@@ -561,7 +738,12 @@ def init_norms_summary(sizes=(100, 500), draws: int = 50, v: float = 1.0, seed: 
         M = torch.randn(draws, V, V, generator=g, dtype=torch.float64) * (v / V)
         op.append(float(torch.linalg.matrix_norm(M, ord=2).max()) / (3 * v / math.sqrt(V)))
         fro.append(float(torch.linalg.matrix_norm(M).max()) / (2 * v))
-    return Summary({
-        "init_op_ratio": (max(op), f"largest operator norm over {draws} draws / (3 v / sqrt|V|), |V| in {sizes} (D.10: <= 1)"),
-        "init_fro_ratio": (max(fro), "largest Frobenius norm / (2 v) (D.11: <= 1)"),
-    })
+    return Summary(
+        {
+            "init_op_ratio": (
+                max(op),
+                f"largest operator norm over {draws} draws / (3 v / sqrt|V|), |V| in {sizes} (D.10: <= 1)",
+            ),
+            "init_fro_ratio": (max(fro), "largest Frobenius norm / (2 v) (D.11: <= 1)"),
+        }
+    )

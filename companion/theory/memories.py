@@ -53,12 +53,13 @@ def scores(W: np.ndarray, U: np.ndarray, E: np.ndarray, z: np.ndarray) -> np.nda
     return U.T @ (W @ E[:, z])
 
 
-def recall_accuracy(W: np.ndarray, U: np.ndarray, E: np.ndarray, z: np.ndarray, y: np.ndarray,
-                    chunk: int = 2048) -> float:
+def recall_accuracy(
+    W: np.ndarray, U: np.ndarray, E: np.ndarray, z: np.ndarray, y: np.ndarray, chunk: int = 2048
+) -> float:
     """Fraction of queries z whose argmax_k u_k^T W e_z is y."""
     hits = 0
     for i in range(0, len(z), chunk):
-        hits += int((scores(W, U, E, z[i:i + chunk]).argmax(0) == y[i:i + chunk]).sum())
+        hits += int((scores(W, U, E, z[i : i + chunk]).argmax(0) == y[i : i + chunk]).sum())
     return hits / len(z)
 
 
@@ -74,6 +75,7 @@ def predicted_accuracy(M: int, d: int, n_out: int, alpha: float = 1.0, nodes: in
 
 
 # --- gradients as memories ---
+
 
 def lemma_gradient(W: np.ndarray, U: np.ndarray, E: np.ndarray, p: np.ndarray) -> np.ndarray:
     """The lemma's gradient sum_z p(z) sum_k (p_W(k|z) - p(k|z)) u_k e_z^T of the expected cross-entropy;

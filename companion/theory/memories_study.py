@@ -11,7 +11,13 @@ from companion.theory import memories as mem
 MODULES = ("companion.theory.memories_study",)
 SIZES = {
     "quick": dict(ds=(32, 64, 128, 256), fractions=11, queries=1024, seeds=(0,), step_ds=(32, 64, 128, 256)),
-    "full": dict(ds=(32, 64, 128, 256, 512), fractions=21, queries=4096, seeds=(0, 1, 2), step_ds=(32, 64, 128, 256, 512)),
+    "full": dict(
+        ds=(32, 64, 128, 256, 512),
+        fractions=21,
+        queries=4096,
+        seeds=(0, 1, 2),
+        step_ds=(32, 64, 128, 256, 512),
+    ),
 }
 Q_RANGE = (1 / 128, 1 / 4)  # M / d^2 from 1/128 to 1/4
 STEP_RATIOS = (0.25, 0.5, 1, 2, 4, 16)  # N / d for the one-step grid
@@ -49,8 +55,7 @@ def step_run(d: int, N: int, seed: int) -> dict:
     E, U = mem.embeddings(d, N, rng), mem.embeddings(d, N, rng)
     f = rng.permutation(N)
     W1 = mem.one_step(U, E, f, ETA)
-    return {"acc": mem.recall_accuracy(W1, U, E, np.arange(N), f),
-            "gap": mem.mean_gap(W1, U, E, f) * N / ETA}
+    return {"acc": mem.recall_accuracy(W1, U, E, np.arange(N), f), "gap": mem.mean_gap(W1, U, E, f) * N / ETA}
 
 
 def lemma_checks(seed: int = 0) -> dict:
@@ -69,8 +74,10 @@ def lemma_checks(seed: int = 0) -> dict:
     p[np.arange(N), f] = 1.0 / N
     step = -ETA * mem.autograd_gradient(np.zeros((d, d)), U, E, p)
     closed = mem.one_step(U, E, f, ETA)
-    return {"lemma": float(np.abs(g_lemma - g_auto).max() / np.abs(g_auto).max()),
-            "one_step": float(np.abs(step - closed).max() / np.abs(closed).max())}
+    return {
+        "lemma": float(np.abs(g_lemma - g_auto).max() / np.abs(g_auto).max()),
+        "one_step": float(np.abs(step - closed).max() / np.abs(closed).max()),
+    }
 
 
 def study(profile: str | None = None, use_cache: bool = True) -> dict:
@@ -78,14 +85,28 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
     sizes = SIZES[config.get_profile(profile)]
 
     def compute():
-        cap = {(d, int(M), w): [capacity_run(d, int(M), w, sizes["queries"], s) for s in sizes["seeds"]]
-               for d in sizes["ds"] for M in capacity_points(d, sizes["fractions"]) for w in (False, True)}
-        steps = {(d, N): step_run(d, N, 0) for d in sizes["step_ds"]
-                 for N in sorted({max(2, int(r * d)) for r in STEP_RATIOS}) if N <= MAX_N}
+        cap = {
+            (d, int(M), w): [capacity_run(d, int(M), w, sizes["queries"], s) for s in sizes["seeds"]]
+            for d in sizes["ds"]
+            for M in capacity_points(d, sizes["fractions"])
+            for w in (False, True)
+        }
+        steps = {
+            (d, N): step_run(d, N, 0)
+            for d in sizes["step_ds"]
+            for N in sorted({max(2, int(r * d)) for r in STEP_RATIOS})
+            if N <= MAX_N
+        }
         return {"capacity": cap, "steps": steps, "lemma": lemma_checks(), "sizes": sizes}
 
-    settings = {"sizes": sizes, "q": Q_RANGE, "step_ratios": STEP_RATIOS, "max_n": MAX_N, "alpha": ALPHA_RANGE,
-                "eta": ETA}
+    settings = {
+        "sizes": sizes,
+        "q": Q_RANGE,
+        "step_ratios": STEP_RATIOS,
+        "max_n": MAX_N,
+        "alpha": ALPHA_RANGE,
+        "eta": ETA,
+    }
     return cache.load_or_compute("memories", settings, compute, MODULES, use_cache=use_cache)
 
 
@@ -131,28 +152,59 @@ def summary(res: dict) -> Summary:
     hit_alpha = np.concatenate([r["alpha"][r["hit"]] for r in at_d])
     steps = res["steps"]
     near = [v["acc"] for (d, N), v in steps.items() if N <= d and d >= 128]
-    perfect = {d: max((N for (dd, N), v in steps.items() if dd == d and v["acc"] >= 0.99), default=0)
-               for d in sorted({k[0] for k in steps})}
+    perfect = {
+        d: max((N for (dd, N), v in steps.items() if dd == d and v["acc"] >= 0.99), default=0)
+        for d in sorted({k[0] for k in steps})
+    }
     gap_key = (max(perfect), max(2, max(perfect) // 4))
-    return Summary({
-        "lemma_err": (res["lemma"]["lemma"], "max |lemma gradient - autograd| / max |autograd|, random W and p"),
-        "one_step_err": (res["lemma"]["one_step"], "max |W_1 closed form - autograd step| / max |W_1|"),
-        "score_slope": (slope, f"d = {big}, smallest memory: slope of u_y^T W e_z against the pair's weight alpha"),
-        "m90_over_d2": (float(np.median(m90 / ds**2)), "median over d of M_90 / d^2 (M_90: memory size where accuracy falls below 0.9)"),
-        "m90_exponent": (loglog_slope(ds, m90), f"log-log slope of M_90 against d, d in {tuple(int(d) for d in ds)}"),
-        "pred_exponent": (loglog_slope(ds, p90), "the same for the Gaussian prediction"),
-        "pred_gap": (float(np.max(np.abs(np.log(m90 / p90)))), "max |log(M_90 / predicted M_90)| over d"),
-        "alpha_failed": (float(fail_alpha.mean()) if len(fail_alpha) else float("nan"),
-                         f"weighted memories at d = {big} with 0.5 < accuracy < 1: mean weight of the pairs not recalled"),
-        "alpha_recalled": (float(hit_alpha.mean()), "... and of the pairs recalled"),
-        "step_near_perfect_min": (min(near), "one step: lowest accuracy over the grid points with N <= d and d >= 128"),
-        "step_perfect_largest_N": (perfect[max(perfect)], f"one step: largest N with accuracy >= 0.99 at d = {max(perfect)}"),
-        "step_gap": (steps[gap_key]["gap"], f"one step, d = {gap_key[0]}, N = {gap_key[1]}: mean correct-minus-wrong score gap in units of eta/N"),
-        "step_acc_small_d": (steps[(min(perfect), min(perfect))]["acc"],
-                             f"one step, d = N = {min(perfect)}: accuracy"),
-        "step_acc_largest": (steps[max(k for k in steps if k[0] == max(perfect))]["acc"],
-                             f"one step, d = {max(perfect)}, N = {max(k[1] for k in steps if k[0] == max(perfect))}: accuracy"),
-    })
+    return Summary(
+        {
+            "lemma_err": (
+                res["lemma"]["lemma"],
+                "max |lemma gradient - autograd| / max |autograd|, random W and p",
+            ),
+            "one_step_err": (res["lemma"]["one_step"], "max |W_1 closed form - autograd step| / max |W_1|"),
+            "score_slope": (
+                slope,
+                f"d = {big}, smallest memory: slope of u_y^T W e_z against the pair's weight alpha",
+            ),
+            "m90_over_d2": (
+                float(np.median(m90 / ds**2)),
+                "median over d of M_90 / d^2 (M_90: memory size where accuracy falls below 0.9)",
+            ),
+            "m90_exponent": (
+                loglog_slope(ds, m90),
+                f"log-log slope of M_90 against d, d in {tuple(int(d) for d in ds)}",
+            ),
+            "pred_exponent": (loglog_slope(ds, p90), "the same for the Gaussian prediction"),
+            "pred_gap": (float(np.max(np.abs(np.log(m90 / p90)))), "max |log(M_90 / predicted M_90)| over d"),
+            "alpha_failed": (
+                float(fail_alpha.mean()) if len(fail_alpha) else float("nan"),
+                f"weighted memories at d = {big} with 0.5 < accuracy < 1: mean weight of the pairs not recalled",
+            ),
+            "alpha_recalled": (float(hit_alpha.mean()), "... and of the pairs recalled"),
+            "step_near_perfect_min": (
+                min(near),
+                "one step: lowest accuracy over the grid points with N <= d and d >= 128",
+            ),
+            "step_perfect_largest_N": (
+                perfect[max(perfect)],
+                f"one step: largest N with accuracy >= 0.99 at d = {max(perfect)}",
+            ),
+            "step_gap": (
+                steps[gap_key]["gap"],
+                f"one step, d = {gap_key[0]}, N = {gap_key[1]}: mean correct-minus-wrong score gap in units of eta/N",
+            ),
+            "step_acc_small_d": (
+                steps[(min(perfect), min(perfect))]["acc"],
+                f"one step, d = N = {min(perfect)}: accuracy",
+            ),
+            "step_acc_largest": (
+                steps[max(k for k in steps if k[0] == max(perfect))]["acc"],
+                f"one step, d = {max(perfect)}, N = {max(k[1] for k in steps if k[0] == max(perfect))}: accuracy",
+            ),
+        }
+    )
 
 
 def step_table(res: dict) -> str:
@@ -166,4 +218,3 @@ def step_table(res: dict) -> str:
             row.append(res["steps"][(d, N)]["acc"] if (d, N) in res["steps"] else "—")
         rows.append(row)
     return markdown_table(["d"] + [f"N = {r:g} d" for r in STEP_RATIOS], rows)
-

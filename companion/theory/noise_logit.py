@@ -68,11 +68,19 @@ def study(Ns=GRID_NS, alphas=GRID_ALPHAS, steps: int = 3000, probe_steps: int = 
     x = -np.logspace(-6, 1.5, 400)[::-1]  # increasing, from -31.6 to -1e-6
     return {
         "runs": {(N, a): iterate(a, N, eta=1.0, steps=steps) for N in Ns for a in alphas},
-        "below": {(N, a): iterate(a, N, eta=0.99 * step_size_bound(a), steps=probe_steps) - fixed_point(a, N)
-                  for N in Ns for a in alphas},
-        "above": {(N, a): iterate(a, N, eta=1.2 * step_size_bound(a), steps=probe_steps) - fixed_point(a, N)
-                  for N in Ns for a in alphas},
-        "x": x, "g": {a: bound_function(x, a) for a in alphas}, "alphas": tuple(alphas),
+        "below": {
+            (N, a): iterate(a, N, eta=0.99 * step_size_bound(a), steps=probe_steps) - fixed_point(a, N)
+            for N in Ns
+            for a in alphas
+        },
+        "above": {
+            (N, a): iterate(a, N, eta=1.2 * step_size_bound(a), steps=probe_steps) - fixed_point(a, N)
+            for N in Ns
+            for a in alphas
+        },
+        "x": x,
+        "g": {a: bound_function(x, a) for a in alphas},
+        "alphas": tuple(alphas),
     }
 
 
@@ -81,14 +89,27 @@ def summary(res: dict):
     from companion.report import Summary
 
     a_s = res["alphas"]
-    return Summary({
-        "fp_dev": (max(abs(xs[-1] - fixed_point(a, N)) for (N, a), xs in res["runs"].items()),
-                   "max |xi_T - xi*| over the grid of N and alpha"),
-        "lim_dev": (max(abs(res["g"][a][-1] * a * (1 - a) - 1) for a in a_s),
-                    "max relative deviation of g(-1e-6) from 1/(alpha(1-alpha))"),
-        "decreasing": (all(bool(np.all(np.diff(res["g"][a]) < 0)) for a in a_s), "g decreasing on x < 0, every alpha"),
-        "max_below": (max(float(v.max()) for v in res["below"].values()),
-                      "largest centred iterate with eta = 0.99 x bound"),
-        "min_above": (min(float(v.max()) for v in res["above"].values()),
-                      "smallest overshoot over the grid with eta = 1.2 x bound"),
-    })
+    return Summary(
+        {
+            "fp_dev": (
+                max(abs(xs[-1] - fixed_point(a, N)) for (N, a), xs in res["runs"].items()),
+                "max |xi_T - xi*| over the grid of N and alpha",
+            ),
+            "lim_dev": (
+                max(abs(res["g"][a][-1] * a * (1 - a) - 1) for a in a_s),
+                "max relative deviation of g(-1e-6) from 1/(alpha(1-alpha))",
+            ),
+            "decreasing": (
+                all(bool(np.all(np.diff(res["g"][a]) < 0)) for a in a_s),
+                "g decreasing on x < 0, every alpha",
+            ),
+            "max_below": (
+                max(float(v.max()) for v in res["below"].values()),
+                "largest centred iterate with eta = 0.99 x bound",
+            ),
+            "min_above": (
+                min(float(v.max()) for v in res["above"].values()),
+                "smallest overshoot over the grid with eta = 1.2 x bound",
+            ),
+        }
+    )

@@ -122,9 +122,20 @@ def margin(xi: np.ndarray, noise: int) -> np.ndarray:
     return xi[..., noise] - others.max(-1)
 
 
-def one_step_margins(N: int, T: int, alpha: float, ms, repeats: int, n_test: int = 64,
-                     eta_f: float = 1.0, eta_v: float = 1.0, seed: int = 0, chunk: int = 2000,
-                     inputs: str = "eq2", m_ref: int = 200_000) -> dict:
+def one_step_margins(
+    N: int,
+    T: int,
+    alpha: float,
+    ms,
+    repeats: int,
+    n_test: int = 64,
+    eta_f: float = 1.0,
+    eta_v: float = 1.0,
+    seed: int = 0,
+    chunk: int = 2000,
+    inputs: str = "eq2",
+    m_ref: int = 200_000,
+) -> dict:
     """Margins after one GD step on the first m samples, for each m in ``ms`` and each repeat.
 
     Returns ``ff`` and ``attn`` margins (repeats, len(ms), n_test); ``ff_ref``
@@ -146,8 +157,10 @@ def one_step_margins(N: int, T: int, alpha: float, ms, repeats: int, n_test: int
     _, xbar_test, xT_test = _features(task, test, inputs)
 
     def margins(GV, GF, m):
-        return (margin(-eta_f * (xT_test @ (GF / m).T), task.noise_token),
-                margin(-eta_v * (xbar_test @ (GV / m).T), task.noise_token))
+        return (
+            margin(-eta_f * (xT_test @ (GF / m).T), task.noise_token),
+            margin(-eta_v * (xbar_test @ (GV / m).T), task.noise_token),
+        )
 
     def accumulate(GV, GF, n):
         done = 0
@@ -172,17 +185,34 @@ def one_step_margins(N: int, T: int, alpha: float, ms, repeats: int, n_test: int
     ff_ref, at_ref = margins(GV, GF, m_ref)
     q_hat = (test.inputs == task.noise_token).mean(1)
     alpha_hat = alpha**2 * q_hat + alpha * (1 - q_hat)
-    return {"m": np.array(ms), "ff": ff, "attn": at, "ff_ref": ff_ref, "attn_ref": at_ref,
-            "target_ff": np.full(n_test, eta_f * alpha), "target_attn": eta_v * alpha_hat / N,
-            "q_hat": q_hat, "N": N, "T": T, "alpha": alpha, "inputs": inputs}
+    return {
+        "m": np.array(ms),
+        "ff": ff,
+        "attn": at,
+        "ff_ref": ff_ref,
+        "attn_ref": at_ref,
+        "target_ff": np.full(n_test, eta_f * alpha),
+        "target_attn": eta_v * alpha_hat / N,
+        "q_hat": q_hat,
+        "N": N,
+        "T": T,
+        "alpha": alpha,
+        "inputs": inputs,
+    }
 
 
 # --- Lemma D.1 and Table 3 (Lemma D.2): projected gradients, class-averaged ---
 
 TABLE3_CASES = [  # (label, j-class, k-class): classes "tau", "q", "o" (other), "j" (k = j), "o2" (k != j)
-    ("N+1, N+1", "tau", "tau"), ("N+1, q", "tau", "q"), ("N+1, [N]\\{q}", "tau", "o"),
-    ("q, N+1", "q", "tau"), ("q, q", "q", "q"), ("q, [N]\\{q}", "q", "o"),
-    ("[N]\\{q}, N+1", "o", "tau"), ("[N]\\{q}, q", "o", "q"), ("[N]\\{q}, j", "o", "j"),
+    ("N+1, N+1", "tau", "tau"),
+    ("N+1, q", "tau", "q"),
+    ("N+1, [N]\\{q}", "tau", "o"),
+    ("q, N+1", "q", "tau"),
+    ("q, q", "q", "q"),
+    ("q, [N]\\{q}", "q", "o"),
+    ("[N]\\{q}, N+1", "o", "tau"),
+    ("[N]\\{q}, q", "o", "q"),
+    ("[N]\\{q}, j", "o", "j"),
     ("[N]\\{q}, [N]\\{q,j}", "o", "o2"),
 ]
 
@@ -191,9 +221,15 @@ def table3_paper(alpha: float, N: int) -> dict[str, float]:
     """Table 3's mu(j, k) as printed (leading order in 1/N)."""
     a = alpha
     return {
-        "N+1, N+1": -a**2 / N, "N+1, q": -a / N, "N+1, [N]\\{q}": -a / N,
-        "q, N+1": (2 * a - 1) / N**2, "q, q": (2 * a - 1) / (a * N**2), "q, [N]\\{q}": a / N**2,
-        "[N]\\{q}, N+1": a**2 / N**2, "[N]\\{q}, q": a / N**2, "[N]\\{q}, j": -(a**2 + 3 * a - 1) / N**2,
+        "N+1, N+1": -(a**2) / N,
+        "N+1, q": -a / N,
+        "N+1, [N]\\{q}": -a / N,
+        "q, N+1": (2 * a - 1) / N**2,
+        "q, q": (2 * a - 1) / (a * N**2),
+        "q, [N]\\{q}": a / N**2,
+        "[N]\\{q}, N+1": a**2 / N**2,
+        "[N]\\{q}, q": a / N**2,
+        "[N]\\{q}, j": -(a**2 + 3 * a - 1) / N**2,
         "[N]\\{q}, [N]\\{q,j}": a / N**2,
     }
 
@@ -208,23 +244,31 @@ def table3_scale(alpha: float, N: int) -> dict[str, float]:
     """
     a = alpha
     return {
-        "N+1, N+1": a / N**2 + a**2 / N, "N+1, q": 1 / N**2 + a / N, "N+1, [N]\\{q}": 1 / N**2 + a / N,
-        "q, N+1": a / N**2 + (1 - a) / N**2, "q, q": 1 / N**2 + (1 - a) / (a * N**2),
-        "q, [N]\\{q}": (2 - a) / N**2, "[N]\\{q}, N+1": a * (2 - a) / N**2, "[N]\\{q}, q": (2 - a) / N**2,
-        "[N]\\{q}, j": (1 + (1 - a) * (2 - a)) / N**2, "[N]\\{q}, [N]\\{q,j}": (2 - a) / N**2,
-        "F: N+1": 1 / N + a, "F: k<=N": 1 / N + (1 - a) / N,
+        "N+1, N+1": a / N**2 + a**2 / N,
+        "N+1, q": 1 / N**2 + a / N,
+        "N+1, [N]\\{q}": 1 / N**2 + a / N,
+        "q, N+1": a / N**2 + (1 - a) / N**2,
+        "q, q": 1 / N**2 + (1 - a) / (a * N**2),
+        "q, [N]\\{q}": (2 - a) / N**2,
+        "[N]\\{q}, N+1": a * (2 - a) / N**2,
+        "[N]\\{q}, q": (2 - a) / N**2,
+        "[N]\\{q}, j": (1 + (1 - a) * (2 - a)) / N**2,
+        "[N]\\{q}, [N]\\{q,j}": (2 - a) / N**2,
+        "F: N+1": 1 / N + a,
+        "F: k<=N": 1 / N + (1 - a) / N,
     }
 
 
 def table3_rederived(alpha: float, N: int) -> dict[str, float]:
     """Table 3 with the one entry that disagrees with its own proof replaced (Case 9 of App. E)."""
     out = table3_paper(alpha, N)
-    out["[N]\\{q}, j"] = (-alpha**2 + 3 * alpha - 1) / N**2
+    out["[N]\\{q}, j"] = (-(alpha**2) + 3 * alpha - 1) / N**2
     return out
 
 
-def gradient_projections(task: RecallTask, m: int, rng: np.random.Generator, chunk: int = 5000,
-                         include_last: bool = True) -> dict:
+def gradient_projections(
+    task: RecallTask, m: int, rng: np.random.Generator, chunk: int = 5000, include_last: bool = True
+) -> dict:
     """Monte Carlo of Gamma(j, k) = W_U(j)^T grad_{W_V} W_E(k) (Lemma D.2) and of
     W_U(k)^T grad_{W_F} W_E(q) (Lemma D.1), averaged over the members of each case.
 
@@ -280,6 +324,7 @@ def lemma_d1_paper(alpha: float, N: int) -> dict[str, float]:
 
 # --- Section 3.2 / Theorem 2 / Appendix F: the attention gradient once W_F holds the noise ---
 
+
 def noise_ff(N: int, p_noise: float) -> np.ndarray:
     """W_F (2V x 2V) = c W_U(N+1) W_E(q)^T with c chosen so that the noise gets probability
     ``p_noise`` when all other logits are 0 (q = 0): Assumption F.1.2 / B.3's setting."""
@@ -305,7 +350,9 @@ def expected_target(task: RecallTask, batch) -> np.ndarray:
     return out
 
 
-def population_value_gradient(task: RecallTask, W_F: np.ndarray, m: int, rng, chunk: int = 5000) -> np.ndarray:
+def population_value_gradient(
+    task: RecallTask, W_F: np.ndarray, m: int, rng, chunk: int = 5000
+) -> np.ndarray:
     """-grad_{W_V} L at W_QK = W_V = 0 (2V x 2V), Monte Carlo over m contexts, exact over y."""
     V = task.vocab_size
     G = np.zeros((2 * V, 2 * V))
@@ -320,8 +367,15 @@ def population_value_gradient(task: RecallTask, W_F: np.ndarray, m: int, rng, ch
     return G / m
 
 
-def qk_gradient(task: RecallTask, W_V: np.ndarray, W_F: np.ndarray, m: int, rng, chunk: int = 2000,
-                rao_blackwell: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def qk_gradient(
+    task: RecallTask,
+    W_V: np.ndarray,
+    W_F: np.ndarray,
+    m: int,
+    rng,
+    chunk: int = 2000,
+    rao_blackwell: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Q = W_E(q)^T (-grad_{W_QK} L) [key coordinates] at W_QK = 0: a (2V,) vector whose first
     V entries are the W_E(j) keys and last V the W~_E(i) keys, with its standard errors.
 
@@ -362,8 +416,16 @@ def qk_gradient(task: RecallTask, W_V: np.ndarray, W_F: np.ndarray, m: int, rng,
     return allp.mean(0), allp.std(0, ddof=1) / np.sqrt(len(allp))
 
 
-def train_simplified(N: int, T: int, alpha: float, steps: int, batch: int = 256, lr: float = 1.0,
-                     seed: int = 0, record_every: int = 1) -> dict:
+def train_simplified(
+    N: int,
+    T: int,
+    alpha: float,
+    steps: int,
+    batch: int = 256,
+    lr: float = 1.0,
+    seed: int = 0,
+    record_every: int = 1,
+) -> dict:
     """Full-model SGD (autograd) on Eq. (2) from zero, fresh batches each step.
 
     Records, every ``record_every`` steps, the quantities the three phases of
@@ -385,8 +447,10 @@ def train_simplified(N: int, T: int, alpha: float, steps: int, batch: int = 256,
     model = SimplifiedModel(N)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     others = torch.arange(1, N)
-    rec: dict[str, list] = {k: [] for k in ("step", "ff_noise", "v_noise", "v_diag", "v_prev",
-                                            "qk_noise", "qk_trigger", "p_noise")}
+    rec: dict[str, list] = {
+        k: []
+        for k in ("step", "ff_noise", "v_noise", "v_diag", "v_prev", "qk_noise", "qk_trigger", "p_noise")
+    }
     for step in range(steps + 1):
         b = task.sample(rng, batch)
         z = torch.as_tensor(b.inputs)

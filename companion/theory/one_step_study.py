@@ -17,14 +17,20 @@ from companion.theory import one_step as ost
 ALPHA, T_MARGINS, T_TABLE = 0.4, 64, 256
 TABLE_NS = (50, 200)
 F14_ALPHAS, F14_N = (0.3, 0.45), 50  # either side of Assumption F.1.4's 1.5 - sqrt(5)/2 ~ 0.382
-F14_BOUND = 1.5 - 5 ** 0.5 / 2
+F14_BOUND = 1.5 - 5**0.5 / 2
 RESOLVE_LEVEL = 0.05  # "resolved": mean relative deviation of the attention margin below this
 FIT_FROM = 100  # the m^(-1/2) law is fitted for m >= FIT_FROM
 SIZES = {
-    "quick": dict(Ns=(20, 50, 100), ms=(10, 30, 100, 300, 1000, 3000, 10_000), repeats=8, m_ref=100_000,
-                  table_m=200_000),
-    "full": dict(Ns=(20, 100, 400), ms=(10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000), repeats=16,
-                 m_ref=1_000_000, table_m=2_000_000),
+    "quick": dict(
+        Ns=(20, 50, 100), ms=(10, 30, 100, 300, 1000, 3000, 10_000), repeats=8, m_ref=100_000, table_m=200_000
+    ),
+    "full": dict(
+        Ns=(20, 100, 400),
+        ms=(10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000),
+        repeats=16,
+        m_ref=1_000_000,
+        table_m=2_000_000,
+    ),
 }
 MODULES = ("companion.theory.one_step", "companion.theory.one_step_study")
 
@@ -39,18 +45,41 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
     sizes = SIZES[config.get_profile(profile)]
 
     def compute():
-        runs = {(inp, N): ost.one_step_margins(N, T_MARGINS, ALPHA, sizes["ms"], repeats=sizes["repeats"],
-                                               m_ref=sizes["m_ref"], inputs=inp)
-                for inp in ost.INPUTS for N in sizes["Ns"]}
-        table = {N: ost.gradient_projections(ost.simplified_task(N, T_TABLE, ALPHA), sizes["table_m"],
-                                             np.random.default_rng(N), include_last=False) for N in TABLE_NS}
-        f14 = {a: ost.gradient_projections(ost.simplified_task(F14_N, T_TABLE, a), sizes["table_m"],
-                                           np.random.default_rng([F14_N, int(100 * a)]), include_last=False)
-               for a in F14_ALPHAS}
+        runs = {
+            (inp, N): ost.one_step_margins(
+                N, T_MARGINS, ALPHA, sizes["ms"], repeats=sizes["repeats"], m_ref=sizes["m_ref"], inputs=inp
+            )
+            for inp in ost.INPUTS
+            for N in sizes["Ns"]
+        }
+        table = {
+            N: ost.gradient_projections(
+                ost.simplified_task(N, T_TABLE, ALPHA),
+                sizes["table_m"],
+                np.random.default_rng(N),
+                include_last=False,
+            )
+            for N in TABLE_NS
+        }
+        f14 = {
+            a: ost.gradient_projections(
+                ost.simplified_task(F14_N, T_TABLE, a),
+                sizes["table_m"],
+                np.random.default_rng([F14_N, int(100 * a)]),
+                include_last=False,
+            )
+            for a in F14_ALPHAS
+        }
         return {"runs": runs, "table": table, "f14": f14, "sizes": sizes}
 
-    settings = {"sizes": sizes, "alpha": ALPHA, "T": T_MARGINS, "T_table": T_TABLE, "table_Ns": TABLE_NS,
-                "f14": [F14_ALPHAS, F14_N]}
+    settings = {
+        "sizes": sizes,
+        "alpha": ALPHA,
+        "T": T_MARGINS,
+        "T_table": T_TABLE,
+        "table_Ns": TABLE_NS,
+        "f14": [F14_ALPHAS, F14_N],
+    }
     return cache.load_or_compute("one_step", settings, compute, MODULES, use_cache=use_cache)
 
 
@@ -98,7 +127,10 @@ def table_errors(res: dict) -> dict:
         for label, _, _ in ost.TABLE3_CASES:
             mu, se = table[N][label]
             allowance = 4 * se + C * scale[label] / N
-            out[N, label] = {"paper": abs(mu - paper[label]) / allowance, "rederived": abs(mu - fixed[label]) / allowance}
+            out[N, label] = {
+                "paper": abs(mu - paper[label]) / allowance,
+                "rederived": abs(mu - fixed[label]) / allowance,
+            }
     return out
 
 
@@ -123,39 +155,72 @@ def summary(res: dict, grad_gap: float) -> Summary:
     res_exponent = loglog_slope(Ns, [m_res[N] for N in Ns])
     errs = table_errors(res)
     cases = [c[0] for c in ost.TABLE3_CASES]
-    d1_z = max(abs(table[N][k][0] - ost.lemma_d1_paper(ALPHA, N)[k]) / table[N][k][1]
-               for N in table for k in ("F: N+1", "F: k<=N"))
+    d1_z = max(
+        abs(table[N][k][0] - ost.lemma_d1_paper(ALPHA, N)[k]) / table[N][k][1]
+        for N in table
+        for k in ("F: N+1", "F: k<=N")
+    )
     Nl = max(table)
     last = (table[Nl]["N+1, q (all z_t)"][0] / table[Nl]["N+1, q"][0]) / (1 + Nl / T_TABLE)
     pos = {N: runs["positional", N] for N in Ns}
     lo, hi = F14_ALPHAS
     z = {a: -res["f14"][a]["[N]\\{q}, j"][0] / res["f14"][a]["[N]\\{q}, j"][1] for a in F14_ALPHAS}
-    return Summary({
-        "grad_gap": (grad_gap, "max |autograd gradient - count formula| (small batch)"),
-        "ff_bias": (max(N * abs(r["ff_ref"].mean() / r["target_ff"].mean() - 1) for N, r in eq2.items()),
-                    "max over N of N |population FF margin / (eta_f alpha) - 1|"),
-        "ff_rate": (max(ff_slopes, key=lambda s: abs(s + 0.5)), "FF deviation slope in m farthest from -1/2"),
-        "attn_ratio_max": (attn_ratio[max(Ns)], "population attention margin / (eta_v alpha_hat / N), largest N"),
-        "attn_rate": (max(attn_slopes, key=lambda s: abs(s + 0.5)),
-                      "attention relative-deviation slope in m (m >= 100) farthest from -1/2"),
-        "pos_attn_ratio": (float((pos[max(Ns)]["attn_ref"] / pos[max(Ns)]["target_attn"]).mean()),
-                           "same ratio with the proofs' positional inputs, largest N"),
-        "pos_ff_ratio": (float((pos[max(Ns)]["ff_ref"] / pos[max(Ns)]["target_ff"]).mean()),
-                         "FF margin / (eta_f alpha) with positional inputs, largest N"),
-        "N_small": (min(Ns), "smallest N"), "N_big": (max(Ns), "largest N"),
-        "m_res_small": (m_res[min(Ns)], f"m resolving the attention margin (relative deviation {RESOLVE_LEVEL}, "
-                                        f"from the m^-1/2 fit over m >= {FIT_FROM}), smallest N"),
-        "m_res_big": (m_res[max(Ns)], "same, largest N"),
-        "res_exponent": (res_exponent, "fitted exponent of that m in N (1: the theorem's m = Omega~(N))"),
-        "table_err": (max(errs[N, c]["rederived"] for N in table for c in cases),
-                      "max normalised error of the re-derived Table 3 (<= 1: within allowance)"),
-        "row9_err": (min(errs[N, "[N]\\{q}, j"]["paper"] for N in table),
-                     "smallest normalised error of the printed row 9 over N"),
-        "d1_z": (d1_z, "max |z-score| of Lemma D.1's means"),
-        "f14_inside_z": (z[lo], f"W_U(j)^T(-grad W_V)W_E(j), j <= N, over its SE at alpha = {lo} (N = {F14_N})"),
-        "f14_outside_z": (z[hi], f"the same at alpha = {hi}, outside Assumption F.1.4 (alpha <= {F14_BOUND:.3f})"),
-        "last_factor": (last, f"(N+1, q) with z_T counted over without, divided by 1 + N/T (N = {Nl})"),
-    })
+    return Summary(
+        {
+            "grad_gap": (grad_gap, "max |autograd gradient - count formula| (small batch)"),
+            "ff_bias": (
+                max(N * abs(r["ff_ref"].mean() / r["target_ff"].mean() - 1) for N, r in eq2.items()),
+                "max over N of N |population FF margin / (eta_f alpha) - 1|",
+            ),
+            "ff_rate": (
+                max(ff_slopes, key=lambda s: abs(s + 0.5)),
+                "FF deviation slope in m farthest from -1/2",
+            ),
+            "attn_ratio_max": (
+                attn_ratio[max(Ns)],
+                "population attention margin / (eta_v alpha_hat / N), largest N",
+            ),
+            "attn_rate": (
+                max(attn_slopes, key=lambda s: abs(s + 0.5)),
+                "attention relative-deviation slope in m (m >= 100) farthest from -1/2",
+            ),
+            "pos_attn_ratio": (
+                float((pos[max(Ns)]["attn_ref"] / pos[max(Ns)]["target_attn"]).mean()),
+                "same ratio with the proofs' positional inputs, largest N",
+            ),
+            "pos_ff_ratio": (
+                float((pos[max(Ns)]["ff_ref"] / pos[max(Ns)]["target_ff"]).mean()),
+                "FF margin / (eta_f alpha) with positional inputs, largest N",
+            ),
+            "N_small": (min(Ns), "smallest N"),
+            "N_big": (max(Ns), "largest N"),
+            "m_res_small": (
+                m_res[min(Ns)],
+                f"m resolving the attention margin (relative deviation {RESOLVE_LEVEL}, "
+                f"from the m^-1/2 fit over m >= {FIT_FROM}), smallest N",
+            ),
+            "m_res_big": (m_res[max(Ns)], "same, largest N"),
+            "res_exponent": (res_exponent, "fitted exponent of that m in N (1: the theorem's m = Omega~(N))"),
+            "table_err": (
+                max(errs[N, c]["rederived"] for N in table for c in cases),
+                "max normalised error of the re-derived Table 3 (<= 1: within allowance)",
+            ),
+            "row9_err": (
+                min(errs[N, "[N]\\{q}, j"]["paper"] for N in table),
+                "smallest normalised error of the printed row 9 over N",
+            ),
+            "d1_z": (d1_z, "max |z-score| of Lemma D.1's means"),
+            "f14_inside_z": (
+                z[lo],
+                f"W_U(j)^T(-grad W_V)W_E(j), j <= N, over its SE at alpha = {lo} (N = {F14_N})",
+            ),
+            "f14_outside_z": (
+                z[hi],
+                f"the same at alpha = {hi}, outside Assumption F.1.4 (alpha <= {F14_BOUND:.3f})",
+            ),
+            "last_factor": (last, f"(N+1, q) with z_T counted over without, divided by 1 + N/T (N = {Nl})"),
+        }
+    )
 
 
 def gradient_check(N: int = 12, T: int = 20, m: int = 50, seed: int = 0) -> tuple[float, bool]:
@@ -181,8 +246,14 @@ def moments_study(alpha: float = ALPHA, sizes=MOMENT_SIZES) -> dict:
     for N, T in sizes:
         out["lemma_e"][N, T] = cm.lemma_e_exact(N, T, alpha)
         exact = cm.table3_exact(N, T, alpha)
-        out["table"][N, T] = {label: (exact[label][1], cm.table3_sigma2_paper(alpha, N, T)[label],
-                                      cm.table3_sigma2_rederived(alpha, N, T)[label]) for label in exact}
+        out["table"][N, T] = {
+            label: (
+                exact[label][1],
+                cm.table3_sigma2_paper(alpha, N, T)[label],
+                cm.table3_sigma2_rederived(alpha, N, T)[label],
+            )
+            for label in exact
+        }
     N, T = sizes[0]
     out["range"] = (cm.table3_range(N, T, alpha), cm.table3_range_paper(alpha))
     return out
@@ -201,23 +272,37 @@ def moments_summary(res: dict) -> Summary:
     second = worst(lem[s][e][1] / paper[e][1] for s in lem for e in cm.LEMMA_E if e != "E.1")
     sup, R = res["range"]
     N0, T0 = res["sizes"][0]
-    return Summary({
-        "e_first": (first, "Lemmas E.1-E.7, E[c] / (a T/N) as printed: the ratio farthest from 1"),
-        "e_second": (second, "Lemmas E.2-E.7, Var[c] / (A T/N) as printed: the ratio farthest from 1"),
-        "e1_ratio": (max(lem[s]["E.1"][1] / paper["E.1"][1] for s in lem),
-                     "Lemma E.1, Var[c] / (A T/N) with the printed A = (2/alpha^2 - 1)/alpha: largest over sizes"),
-        "e1_rederived": (worst(lem[s]["E.1"][1] / fixed["E.1"][1] for s in lem),
-                         "the same with A = (2 - alpha)/alpha^2 (compound Poisson): farthest from 1"),
-        "s2_tau": (worst(tab[s][k][0] / tab[s][k][1] for s in tab for k in J_TAU),
-                   "sigma^2 exact / printed, rows j = N+1 and Lemma D.1: farthest from 1"),
-        "s2_paper_max": (max(tab[s][k][0] / tab[s][k][1] for s in tab for k in J_IN_N),
-                         "sigma^2 exact / printed, rows j in [N]: the largest"),
-        "s2_rederived": (worst(tab[s][k][0] / tab[s][k][2] for s in tab for k in J_IN_N),
-                         "sigma^2 exact / re-derived, rows j in [N]: farthest from 1"),
-        "range_err": (max(abs(sup[k] / R[k] - 1) for k in sup if k != ROW7),
-                      f"max |exact range / printed R - 1| except row 7 (N = {N0}, T = {T0})"),
-        "range_row7": (sup[ROW7] / R[ROW7], "row 7 ([N]\\{q}, N+1): exact range / printed R = 1/3"),
-    })
+    return Summary(
+        {
+            "e_first": (first, "Lemmas E.1-E.7, E[c] / (a T/N) as printed: the ratio farthest from 1"),
+            "e_second": (second, "Lemmas E.2-E.7, Var[c] / (A T/N) as printed: the ratio farthest from 1"),
+            "e1_ratio": (
+                max(lem[s]["E.1"][1] / paper["E.1"][1] for s in lem),
+                "Lemma E.1, Var[c] / (A T/N) with the printed A = (2/alpha^2 - 1)/alpha: largest over sizes",
+            ),
+            "e1_rederived": (
+                worst(lem[s]["E.1"][1] / fixed["E.1"][1] for s in lem),
+                "the same with A = (2 - alpha)/alpha^2 (compound Poisson): farthest from 1",
+            ),
+            "s2_tau": (
+                worst(tab[s][k][0] / tab[s][k][1] for s in tab for k in J_TAU),
+                "sigma^2 exact / printed, rows j = N+1 and Lemma D.1: farthest from 1",
+            ),
+            "s2_paper_max": (
+                max(tab[s][k][0] / tab[s][k][1] for s in tab for k in J_IN_N),
+                "sigma^2 exact / printed, rows j in [N]: the largest",
+            ),
+            "s2_rederived": (
+                worst(tab[s][k][0] / tab[s][k][2] for s in tab for k in J_IN_N),
+                "sigma^2 exact / re-derived, rows j in [N]: farthest from 1",
+            ),
+            "range_err": (
+                max(abs(sup[k] / R[k] - 1) for k in sup if k != ROW7),
+                f"max |exact range / printed R - 1| except row 7 (N = {N0}, T = {T0})",
+            ),
+            "range_row7": (sup[ROW7] / R[ROW7], "row 7 ([N]\\{q}, N+1): exact range / printed R = 1/3"),
+        }
+    )
 
 
 def moments_rows(res: dict) -> tuple[list[list], list[list]]:

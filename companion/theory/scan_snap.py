@@ -64,8 +64,15 @@ def h_ode(t: np.ndarray, M: int, eta_y: float, rtol: float = 1e-10) -> np.ndarra
     """h(t) by integrating dh/dt = eta_Y / ((M - 1) + exp(M h)) with an adaptive Runge-Kutta solver."""
     _check(1, M, eta_y)
     t = np.asarray(t, dtype=np.float64)
-    sol = solve_ivp(lambda s, h: eta_y / ((M - 1) + np.exp(M * h)), (0.0, float(t.max())), [0.0],
-                    method="DOP853", t_eval=t, rtol=rtol, atol=1e-14)
+    sol = solve_ivp(
+        lambda s, h: eta_y / ((M - 1) + np.exp(M * h)),
+        (0.0, float(t.max())),
+        [0.0],
+        method="DOP853",
+        t_eval=t,
+        rtol=rtol,
+        atol=1e-14,
+    )
     return sol.y[0]
 
 
@@ -99,13 +106,13 @@ def big_gamma(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float) -> np.n
 def B_closed(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0) -> np.ndarray:
     """B_n(t) = 1/4 ln(1 + 4 K Gamma(t) / rho0^4): Eq. (122) with both limits of the integral kept."""
     _check(K, M, eta_y, eta_z, rho0)
-    return np.log1p(4 * K * big_gamma(t, K, M, eta_y, eta_z) / rho0 ** 4) / 4
+    return np.log1p(4 * K * big_gamma(t, K, M, eta_y, eta_z) / rho0**4) / 4
 
 
 def B_eq127(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0) -> np.ndarray:
     """B_n(t) as the paper's Eq. (127) states it: 1/4 ln(rho0^4 / K + 4 Gamma(t))."""
     _check(K, M, eta_y, eta_z, rho0)
-    return np.log(rho0 ** 4 / K + 4 * big_gamma(t, K, M, eta_y, eta_z)) / 4
+    return np.log(rho0**4 / K + 4 * big_gamma(t, K, M, eta_y, eta_z)) / 4
 
 
 def B_eq14(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0) -> np.ndarray:
@@ -113,28 +120,34 @@ def B_eq14(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: floa
     (between t'_0 and t_0 the paper gives no formula; the second branch is used)."""
     _check(K, M, eta_y, eta_z, rho0)
     t = np.asarray(t, dtype=np.float64)
-    early = rho0 ** 4 / K + 2 * (M - 1) ** 2 / (K * M ** 2) * eta_y * eta_z * t ** 2
+    early = rho0**4 / K + 2 * (M - 1) ** 2 / (K * M**2) * eta_y * eta_z * t**2
     with np.errstate(divide="ignore", invalid="ignore"):
-        late = rho0 ** 4 / K + 2 * K * (M - 1) ** 2 / M ** 2 * eta_z / eta_y * np.log(M * eta_y * t / K) ** 2
+        late = rho0**4 / K + 2 * K * (M - 1) ** 2 / M**2 * eta_z / eta_y * np.log(M * eta_y * t / K) ** 2
     return np.log(np.where(t < K * math.log(M) / eta_y, early, late)) / 4
 
 
-def phase_ode(t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0,
-              rtol: float = 1e-10) -> dict[str, np.ndarray]:
+def phase_ode(
+    t: np.ndarray, K: int, M: int, eta_y: float, eta_z: float, rho0: float = 1.0, rtol: float = 1e-10
+) -> dict[str, np.ndarray]:
     """Integrate Theorem 4's system with an adaptive solver: u = h(t/K), z (the common token's logit, z(0) = 0)
     and B, with du/dt = eta_Y / (K ((M - 1) + exp(M u))), dz/dt = -K rho0^-4 eta_Z gamma exp(4 z) and
     dB/dt = eta_Z K rho0^-4 gamma exp(4 z). Returns ``{"h", "z", "B"}`` at ``t``."""
     _check(K, M, eta_y, eta_z, rho0)
     t = np.asarray(t, dtype=np.float64)
-    c = K / rho0 ** 4
+    c = K / rho0**4
 
     def rhs(s, y):
         u, z, _ = y
         g = (M - 1) ** 2 * u / ((M - 1) + math.exp(M * u))
-        return [eta_y / (K * ((M - 1) + math.exp(M * u))), -c * eta_z * g * math.exp(4 * z),
-                c * eta_z * g * math.exp(4 * z)]
+        return [
+            eta_y / (K * ((M - 1) + math.exp(M * u))),
+            -c * eta_z * g * math.exp(4 * z),
+            c * eta_z * g * math.exp(4 * z),
+        ]
 
-    sol = solve_ivp(rhs, (0.0, float(t.max())), [0.0, 0.0, 0.0], method="DOP853", t_eval=t, rtol=rtol, atol=1e-14)
+    sol = solve_ivp(
+        rhs, (0.0, float(t.max())), [0.0, 0.0, 0.0], method="DOP853", t_eval=t, rtol=rtol, atol=1e-14
+    )
     return {"h": sol.y[0], "z": sol.y[1], "B": sol.y[2]}
 
 
@@ -162,20 +175,36 @@ def study(t_max: float = 1e7, n_t: int = 2000, rho0: float = 1.0) -> dict:
     fig3 = {}
     for ey in FIG3["eta_y"]:
         ode = phase_ode(t, K, M, ey, FIG3["eta_z"], rho0)
-        fig3[ey] = {"B": ode["B"], "closed": B_closed(t, K, M, ey, FIG3["eta_z"], rho0),
-                    "eq127": B_eq127(t, K, M, ey, FIG3["eta_z"], rho0), "eq14": B_eq14(t, K, M, ey, FIG3["eta_z"], rho0),
-                    "t0": transition_time(K, M, ey), "t0_prime": K * math.log(M) / ey,
-                    "t_half": transition_from_slope(t[1:], ode["B"][1:])}
+        fig3[ey] = {
+            "B": ode["B"],
+            "closed": B_closed(t, K, M, ey, FIG3["eta_z"], rho0),
+            "eq127": B_eq127(t, K, M, ey, FIG3["eta_z"], rho0),
+            "eq14": B_eq14(t, K, M, ey, FIG3["eta_z"], rho0),
+            "t0": transition_time(K, M, ey),
+            "t0_prime": K * math.log(M) / ey,
+            "t_half": transition_from_slope(t[1:], ode["B"][1:]),
+        }
     fig9 = {}
     for nu in FIG9["nu"]:
         for ez in FIG9["eta_z"]:
             ey = ez / nu
-            fig9[(nu, ez)] = {"B": phase_ode(t, K, M, ey, ez, rho0)["B"], "t0": transition_time(K, M, ey),
-                              "B_t0": float(phase_ode(np.array([0.0, transition_time(K, M, ey)]), K, M, ey, ez,
-                                                      rho0)["B"][-1])}
+            fig9[(nu, ez)] = {
+                "B": phase_ode(t, K, M, ey, ez, rho0)["B"],
+                "t0": transition_time(K, M, ey),
+                "B_t0": float(
+                    phase_ode(np.array([0.0, transition_time(K, M, ey)]), K, M, ey, ez, rho0)["B"][-1]
+                ),
+            }
     s = np.arange(0, 20001).astype(float)
-    lemma = {"t": s, "M": M, "h_ode": h_ode(s, M, 0.5), "h_ode_eta_y": 0.5,
-             "runs": {ey: {"h": h_closed(s, M, ey), "h_star": h_discrete(len(s) - 1, M, ey)} for ey in FIG3["eta_y"]}}
+    lemma = {
+        "t": s,
+        "M": M,
+        "h_ode": h_ode(s, M, 0.5),
+        "h_ode_eta_y": 0.5,
+        "runs": {
+            ey: {"h": h_closed(s, M, ey), "h_star": h_discrete(len(s) - 1, M, ey)} for ey in FIG3["eta_y"]
+        },
+    }
     return {"t": t, "fig3": fig3, "fig9": fig9, "lemma": lemma, "rho0": rho0, "K": K, "M": M}
 
 
@@ -183,8 +212,11 @@ def summary(res: dict) -> report.Summary:
     t, f3, f9, lem = res["t"], res["fig3"], res["fig9"], res["lemma"]
     ets = sorted(f3)
     # (c): at every t past the later transition of a pair, the smaller eta_Y has the larger B
-    order = [bool(np.all(f3[a]["B"][t >= f3[a]["t0"]] > f3[b]["B"][t >= f3[a]["t0"]]))
-             for i, a in enumerate(ets) for b in ets[i + 1:]]
+    order = [
+        bool(np.all(f3[a]["B"][t >= f3[a]["t0"]] > f3[b]["B"][t >= f3[a]["t0"]]))
+        for i, a in enumerate(ets)
+        for b in ets[i + 1 :]
+    ]
     gap14 = []
     for e in ets:
         r = f3[e]
@@ -195,36 +227,75 @@ def summary(res: dict) -> report.Summary:
     b_end = {nu: [f9[(nu, ez)]["B"][-1] for ez in FIG9["eta_z"]] for nu in FIG9["nu"]}
     gaps = {ey: r["h_star"] - r["h"] for ey, r in lem["runs"].items()}
     K = res["K"]
-    return report.Summary({
-        "h_ode_gap": (float(np.abs(lem["h_ode"] - lem["runs"][0.5]["h"]).max() / lem["runs"][0.5]["h"].max()),
-                      "Lemma 6: largest |ODE - closed form| of h over t <= 2e4 (eta_Y = 0.5), relative to h(2e4)"),
-        "lemma7_ratio": (float(max(g.max() / (2 * ey / lem["M"]) for ey, g in gaps.items())),
-                         "Lemma 7: largest h*(s) - h(s) over the bound 2 eta_Y / M, over Fig. 8's eta_Y"),
-        "lemma7_min": (float(min(g.min() for g in gaps.values())),
-                       "Lemma 7: smallest h*(s) - h(s) (the bound says >= 0)"),
-        "lemma7_end": (float(max(g[-1] / g.max() for g in gaps.values())),
-                       "Fig. 8: the gap at s = 2e4 over its largest value, largest over eta_Y"),
-        "B_closed_gap": (float(max(np.abs(f3[e]["B"] - f3[e]["closed"]).max() for e in ets)),
-                         "largest |B_ODE - 1/4 ln(1 + 4 K Gamma / rho0^4)| over the four runs of Fig. 3"),
-        "B_eq127_at_0": (float(f3[ets[0]]["eq127"][0]), "Eq. (127) (and Eq. 14) at t = 0; B_n(0) = 0 by definition"),
-        "offset": (math.log(res["rho0"] ** 4 / K) / 4, "1/4 ln(rho0^4 / K)"),
-        "B_eq127_shift": (float(max(np.abs(f3[e]["eq127"] - f3[e]["B"] - math.log(res["rho0"] ** 4 / K) / 4).max()
-                                    for e in ets)),
-                          "largest |Eq. (127) - B_ODE - 1/4 ln(rho0^4 / K)|: the two differ by that constant"),
-        "eq14_gap": (float(max(gap14)), "largest |Eq. (14) - Eq. (127)| outside (t'_0, t_0), over Fig. 3's runs"),
-        "scan_slope": (float(np.gradient(f3[1.0]["B"][1:], np.log(t[1:])).max()),
-                       "largest dB_n / d ln t (eta_Y = 1): the scanning phase's growth"),
-        "snap_slope": (float(np.gradient(f3[1.0]["B"][1:], np.log(np.log(res["M"] * 1.0 * t[1:] / K)))[-1]),
-                       "dB_n / d ln ln(M eta_Y t / K) at the last t (eta_Y = 1): the snapping phase's growth"),
-        "t_half_ratio": (float(f3[ets[0]]["t_half"] / f3[ets[0]]["t0"]),
-                         "measured transition (slope of B in ln t halved) over t_0 = 2 K ln M / eta_Y"),
-        "t_half_spread": (float(max(th_eta) / min(th_eta) - 1), "spread of (measured transition) x eta_Y over eta_Y"),
-        "order_smaller_eta_y": (float(np.mean(order)),
-                                "pairs of eta_Y with the smaller one's B larger at every t past its t_0 (fraction)"),
-        "B_t0_spread": (float(max(max(v) - min(v) for v in b_t0.values())),
-                        "Fig. 9: largest spread of B_n(t_0) over eta_Z at fixed nu"),
-        "both_up_larger_B": (float(np.mean([np.all(np.diff(v) > 0) for v in b_end.values()])),
-                             "Fig. 9: fraction of nu at which B(10^7) rises with eta_Z"),
-        **{f"t0_{e:g}": (f3[e]["t0"], f"t_0 for eta_Y = {e:g}") for e in ets},
-        **{f"B_end_{e:g}": (float(f3[e]["B"][-1]), f"B_n(10^7) for eta_Y = {e:g}") for e in ets},
-    })
+    return report.Summary(
+        {
+            "h_ode_gap": (
+                float(np.abs(lem["h_ode"] - lem["runs"][0.5]["h"]).max() / lem["runs"][0.5]["h"].max()),
+                "Lemma 6: largest |ODE - closed form| of h over t <= 2e4 (eta_Y = 0.5), relative to h(2e4)",
+            ),
+            "lemma7_ratio": (
+                float(max(g.max() / (2 * ey / lem["M"]) for ey, g in gaps.items())),
+                "Lemma 7: largest h*(s) - h(s) over the bound 2 eta_Y / M, over Fig. 8's eta_Y",
+            ),
+            "lemma7_min": (
+                float(min(g.min() for g in gaps.values())),
+                "Lemma 7: smallest h*(s) - h(s) (the bound says >= 0)",
+            ),
+            "lemma7_end": (
+                float(max(g[-1] / g.max() for g in gaps.values())),
+                "Fig. 8: the gap at s = 2e4 over its largest value, largest over eta_Y",
+            ),
+            "B_closed_gap": (
+                float(max(np.abs(f3[e]["B"] - f3[e]["closed"]).max() for e in ets)),
+                "largest |B_ODE - 1/4 ln(1 + 4 K Gamma / rho0^4)| over the four runs of Fig. 3",
+            ),
+            "B_eq127_at_0": (
+                float(f3[ets[0]]["eq127"][0]),
+                "Eq. (127) (and Eq. 14) at t = 0; B_n(0) = 0 by definition",
+            ),
+            "offset": (math.log(res["rho0"] ** 4 / K) / 4, "1/4 ln(rho0^4 / K)"),
+            "B_eq127_shift": (
+                float(
+                    max(
+                        np.abs(f3[e]["eq127"] - f3[e]["B"] - math.log(res["rho0"] ** 4 / K) / 4).max()
+                        for e in ets
+                    )
+                ),
+                "largest |Eq. (127) - B_ODE - 1/4 ln(rho0^4 / K)|: the two differ by that constant",
+            ),
+            "eq14_gap": (
+                float(max(gap14)),
+                "largest |Eq. (14) - Eq. (127)| outside (t'_0, t_0), over Fig. 3's runs",
+            ),
+            "scan_slope": (
+                float(np.gradient(f3[1.0]["B"][1:], np.log(t[1:])).max()),
+                "largest dB_n / d ln t (eta_Y = 1): the scanning phase's growth",
+            ),
+            "snap_slope": (
+                float(np.gradient(f3[1.0]["B"][1:], np.log(np.log(res["M"] * 1.0 * t[1:] / K)))[-1]),
+                "dB_n / d ln ln(M eta_Y t / K) at the last t (eta_Y = 1): the snapping phase's growth",
+            ),
+            "t_half_ratio": (
+                float(f3[ets[0]]["t_half"] / f3[ets[0]]["t0"]),
+                "measured transition (slope of B in ln t halved) over t_0 = 2 K ln M / eta_Y",
+            ),
+            "t_half_spread": (
+                float(max(th_eta) / min(th_eta) - 1),
+                "spread of (measured transition) x eta_Y over eta_Y",
+            ),
+            "order_smaller_eta_y": (
+                float(np.mean(order)),
+                "pairs of eta_Y with the smaller one's B larger at every t past its t_0 (fraction)",
+            ),
+            "B_t0_spread": (
+                float(max(max(v) - min(v) for v in b_t0.values())),
+                "Fig. 9: largest spread of B_n(t_0) over eta_Z at fixed nu",
+            ),
+            "both_up_larger_B": (
+                float(np.mean([np.all(np.diff(v) > 0) for v in b_end.values()])),
+                "Fig. 9: fraction of nu at which B(10^7) rises with eta_Z",
+            ),
+            **{f"t0_{e:g}": (f3[e]["t0"], f"t_0 for eta_Y = {e:g}") for e in ets},
+            **{f"B_end_{e:g}": (float(f3[e]["B"][-1]), f"B_n(10^7) for eta_Y = {e:g}") for e in ets},
+        }
+    )
