@@ -1,7 +1,8 @@
 # The two commands of the README:
 #   make book   create the environment and build the HTML book (executes every chapter)
-#   make test   unit tests + doctests, every chapter under nbval, the book built
-#               with warnings as errors, and the built HTML checked in Chromium
+#   make test   ruff, unit tests + doctests, every chapter under
+#               nbval, the book built with warnings as errors, and the built HTML
+#               checked in Chromium
 # COMPANION_PROFILE=quick|full selects the profile (default quick).
 
 PYTHON ?= python3
@@ -10,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export COMPANION_PROFILE ?= quick
 
-.PHONY: book test env unit notebooks html html-check browser clean
+.PHONY: book test env lint unit notebooks html html-check browser clean
 
 env: $(STAMP)
 
@@ -24,6 +25,12 @@ $(STAMP): pyproject.toml
 book: env
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
 	@echo "book: open _build/html/index.html"
+
+# Formatting and a small lint rule set (settings in pyproject.toml).
+LINTED := companion tests benchmarks conftest.py
+lint: env
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/ruff check $(LINTED)
 
 unit: env
 	$(BIN)/python -m pytest -q tests companion --doctest-modules -m "not html"
@@ -43,7 +50,7 @@ browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
 	  || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
-test: unit notebooks html html-check
+test: lint unit notebooks html html-check
 
 # Tests never download: the LLM chapters fall back to their labelled stand-ins at once
 # (with network access, `make book` tries the Hub first; see the LLM chapters).

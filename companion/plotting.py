@@ -352,7 +352,7 @@ def factual_loss_panels(runs: dict, references: dict):
             ("loss_subject", "subject-only", "C1"),
         ):
             ax.plot(r["step"], r[key], color=color, lw=1.6, label=label)
-        for j, (label, value) in enumerate(references.get(name, {}).items()):
+        for label, value in references.get(name, {}).items():
             ax.axhline(value, color="grey", ls="--", lw=0.8)
             ax.text(r["step"][-1], value, f" {label}", va="bottom", ha="right", fontsize=8, color="grey")
         ax.text(0.97, 0.40, name, transform=ax.transAxes, ha="right", fontsize=9)

@@ -812,7 +812,7 @@ def test_reseed_study_members_and_summary():
     }
     s = khop.reseed_summary(runs, level=0.5)
     assert s["reseed_n"] == 2 and s["reseed_k"] == 2
-    for base, tag in khop.RESEED_TAGS.items():
+    for tag in khop.RESEED_TAGS.values():
         ok = [np.isfinite(s[f"{tag}_d{r}_hk_at"]) for r in (1, 2)]
         assert s[f"{tag}_learned_n"] == sum(ok)
         for r in (1, 2):

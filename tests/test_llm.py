@@ -9,8 +9,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from companion.llm import summaries as llm_summaries
 from companion.llm import gsm8k, hub, laser, measure, prompts, standin, studies  # noqa: E402
+from companion.llm import summaries as llm_summaries  # noqa: E402
 
 V = 50257  # the GPT-2 tokenizer's vocabulary, so that real prompts can be fed to the tiny models
 

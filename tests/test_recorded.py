@@ -231,7 +231,7 @@ def test_paper_rows_judge_every_claim_of_the_paper_configuration_runs():
     recs = [r for r in record.runs() if r.paper_config]
     rows = record.paper_rows(recs)
     assert len(rows) == sum(len(r.claims) for r in recs) and len(rows[0]) == len(record.PAPER_HEADER)
-    for row, (r, (cid, value)) in zip(rows, ((r, kv) for r in recs for kv in r.claims.items())):
+    for row, (r, (cid, value)) in zip(rows, ((rec, kv) for rec in recs for kv in rec.claims.items())):
         claim = claims.CLAIMS[cid]
         assert row[0] == f"`{cid}`" and row[3] == value and r.experiment in row[2]
         assert row[5] == ("yes" if claim.criterion("full").holds(value, claim.infinite_ok) else "no")

@@ -10,7 +10,6 @@ from companion.data.seqclass import SeqClasses, synthetic
 from companion.experiments import scan_snap as ss
 from companion.theory import scan_snap as th
 
-
 # --- sequence classes -----------------------------------------------------------------------------------
 
 

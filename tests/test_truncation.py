@@ -42,7 +42,7 @@ def test_weights_restored_exactly_and_one_svd(monkeypatch):
     monkeypatch.setattr(torch.linalg, "svd", lambda *a, **k: calls.append(1) or real_svd(*a, **k))
     tokens = torch.randint(0, 9, (4, 6))
     outs = []
-    for rho in truncation.sweep(m, "F2.U_in", [0.0, 0.25, 0.5, 1.0]):
+    for _ in truncation.sweep(m, "F2.U_in", [0.0, 0.25, 0.5, 1.0]):
         outs.append(m(tokens, last_only=True))
     assert len(calls) == 1
     assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())

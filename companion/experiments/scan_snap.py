@@ -250,7 +250,10 @@ def _train(exp: SynExperiment, progress: bool) -> dict:
     Y = torch.stack([inits[i][0] for i in seed_of]).requires_grad_(True)
     Z = torch.stack([inits[i][1] for i in seed_of]).requires_grad_(True)
     Y0, Z0 = Y.detach().sum(-1).clone(), Z.detach().sum(-1).clone()
-    lr = lambda key: torch.as_tensor([r[key] for r in reps], dtype=torch.float32)[:, None, None]
+
+    def lr(key):  # (replicas, 1, 1)
+        return torch.as_tensor([r[key] for r in reps], dtype=torch.float32)[:, None, None]
+
     opt = _Optim(exp.optimizer, [Y, Z], [lr("lr_y"), lr("lr_z")], exp.momentum)
     rngs = [np.random.default_rng(config.seed_streams(s, ["data"])["data"]) for s in exp.seeds]
     losses = np.zeros((R, exp.steps), dtype=np.float32)
@@ -419,7 +422,10 @@ def dynamics_study(use_cache: bool = True) -> dict:
 
 def dynamics_summary(res: dict):
     runs, d = res["runs"], DYNAMICS
-    dev = lambda nc, z0: [runs[(nc, nu, z0)]["deviation"] for nu in d["nu"]]
+
+    def dev(nc, z0):
+        return [runs[(nc, nu, z0)]["deviation"] for nu in d["nu"]]
+
     return report.Summary(
         {
             "lemma1_gap": (

@@ -68,7 +68,10 @@ def corpus(split: str = "valid", vocab_size: int | None = None, download: bool =
     keep = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     itos = ([UNK] + keep)[: vocab_size or len(keep) + 1]
     stoi = {w: i for i, w in enumerate(itos)}
-    ids = lambda ws: np.array([stoi.get(w, 0) for w in ws], dtype=np.int64)
+
+    def ids(ws):
+        return np.array([stoi.get(w, 0) for w in ws], dtype=np.int64)
+
     return {"train": ids(train), "heldout": ids(held), "itos": itos, "splits": names}
 
 

@@ -78,7 +78,7 @@ def rho_sweep(
     ids = candidate_ids(loaded.tokenizer, candidates)
     enc = measure.encode(loaded.tokenizer, prompt_texts)
     out = np.zeros((len(layers), len(rhos), len(ids)))
-    for i, layer in enumerate(layers):
+    for layer in layers:
         laser.resolve(loaded.model, layer, matrix)  # validate before the work
     for i, layer in enumerate(layers):
         for j, _ in enumerate(laser.sweep(loaded.model, layer, matrix, rhos)):
