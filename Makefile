@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make book   create the environment and build the HTML book (executes every chapter)
-#   make test   ruff, unit tests + doctests, every chapter under
+#   make test   ruff and import-linter, unit tests + doctests, every chapter under
 #               nbval, the book built with warnings as errors, and the built HTML
 #               checked in Chromium
 # COMPANION_PROFILE=quick|full selects the profile (default quick).
@@ -26,11 +26,12 @@ book: env
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
 	@echo "book: open _build/html/index.html"
 
-# Formatting and a small lint rule set (settings in pyproject.toml).
+# Formatting, a small lint rule set and the package's floors (settings in pyproject.toml).
 LINTED := companion tests benchmarks conftest.py
 lint: env
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/ruff check $(LINTED)
+	$(BIN)/lint-imports --no-cache
 
 unit: env
 	$(BIN)/python -m pytest -q tests companion --doctest-modules -m "not html"
