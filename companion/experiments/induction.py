@@ -897,6 +897,9 @@ def discount_edit(
     likely[qs[:, None], torch.arange(N)] = _likely_pairs(task)[qs]  # [q, y]
     other = torch.zeros(V, V, dtype=torch.bool)
     other[:N, :N] = (torch.as_tensor(task.stats.bigram) > 0) & ~_likely_pairs(task)
+    # the masks live where the model's tables do (the Evaluator edits the model being trained, on its device)
+    device = model.W_E.device
+    likely, other = likely.to(device), other.to(device)
     out = {}
     for name, st in strengths.items():
         M = tables[name] if name == "W_QK^2" else tables[name].T  # [q, y]
