@@ -1,7 +1,7 @@
 #!/bin/bash
-# One call on a lent GPU machine (the device tool runs it in a copy of the working tree): the benchmark alone
-# (its --full-run trains and caches the full Fig. 3 run), then full-profile recordings in three parallel queues on
-# the same GPU. Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT.
+# One call on a lent GPU machine (the device tool runs it in a copy of the working tree): the device tests, the
+# benchmark alone (its --full-run trains and caches the full Fig. 3 run), then full-profile recordings in three
+# parallel queues on the same GPU. Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT.
 # Used on 2026-11-26: COMPANION_COMMIT=<commit sent> DEADLINE=530 bash benchmarks/gpu_session.sh
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-530}
@@ -11,6 +11,14 @@ PY=${PY:-python3}; DEV=${DEV:-cuda}; PROFILE=${PROFILE:-full}; EXTRA=${EXTRA:-}
 OUTD=${OUT:-/tmp/out}; mkdir -p "$OUTD" /tmp/logs
 nvidia-smi -L 2>/dev/null; $PY -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 echo "commit $COMPANION_COMMIT"
+# First the device checks (tests/test_cuda.py, seconds on a GPU; skipped where there is no CUDA): a device error
+# shows here, not minutes into a recording.
+CUDA_TESTS=${CUDA_TESTS:-1}
+if [ "$CUDA_TESTS" = 1 ]; then
+  timeout $(( $(left) < 240 ? $(left) / 2 : 180 )) $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py \
+    > "$OUTD/cuda_tests.log" 2>&1
+  echo "cuda tests rc=$? at $(( $(date +%s) - T0 )) s"; tail -5 "$OUTD/cuda_tests.log"
+fi
 BENCH=${BENCH:-1}
 if [ "$BENCH" = 1 ]; then
   timeout $(( $(left) - 240 )) $PY benchmarks/bench_recall.py --device $DEV --full-run > /tmp/logs/bench.log 2>&1
