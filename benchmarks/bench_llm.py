@@ -24,8 +24,9 @@ import torch
 from bench_recall import best_of
 
 from companion import config
+from companion.data import tokenizer
 from companion.io import atomic_write_text
-from companion.llm import laser, measure, prompts, standin
+from companion.llm import laser, measure, prompts
 from companion.truncation import LowRank
 
 
@@ -39,7 +40,7 @@ def main() -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     device = config.get_device(args.device)
-    tok = standin.gpt2_tokenizer()
+    tok = tokenizer.gpt2_tokenizer()
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers, n_embd=args.d, n_head=max(1, args.d // 64))).to(
         device

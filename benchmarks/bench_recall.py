@@ -28,7 +28,7 @@ from companion.data.recall import RecallTask
 from companion.experiments import noisy_recall
 from companion.io import atomic_write_text
 from companion.models import ModelConfig, Transformer
-from companion.train import TrainConfig, batch_loss, make_optimizer
+from companion.train import TrainConfig, batch_loss, eval_schedule, make_optimizer
 
 
 def best_of(fn, repeats: int) -> float:
@@ -119,7 +119,7 @@ def main() -> None:
 
         train_step(), evaluation()
         t_step, t_ev = best_of(train_step, args.repeats), best_of(evaluation, args.repeats)
-        n_evals = len(noisy_recall._eval_schedule(exp.steps, exp.eval_every, exp.dense_until)) + 1
+        n_evals = len(eval_schedule(exp.steps, exp.eval_every, exp.dense_until)) + 1
         out[f"eval_over_train_step_{label}"] = t_ev / t_step
         out[f"eval_share_of_full_run_{label}"] = n_evals * t_ev / (n_evals * t_ev + exp.steps * t_step)
 

@@ -16,6 +16,7 @@ count against ``torch.utils.flop_counter.FlopCounterMode``.
 from __future__ import annotations
 
 from companion.config import check_float, check_int
+from companion.train import eval_schedule
 
 
 def _layer_matmuls(
@@ -90,12 +91,10 @@ def run_flops(exp) -> dict[str, float]:
     attention, and the 64-sequence first-layer attention probe; the rho sweep re-runs only F_L and W_U and is
     not counted) and ``total``.
     """
-    from companion.experiments.noisy_recall import _eval_schedule
-
     cfg, T = exp.model_config(), exp.seq_len
     phases = [exp.steps] + ([exp.pretrain_steps] if exp.schedule == "finetune" else [])
     train = sum(s * train_step_flops(cfg, exp.batch, T, last_only(exp)) for s in phases)
-    n_evals = sum(len(_eval_schedule(s, exp.eval_every, exp.dense_until)) + 1 for s in phases)
+    n_evals = sum(len(eval_schedule(s, exp.eval_every, exp.dense_until)) + 1 for s in phases)
     one = forward_flops(cfg, exp.n_test, T, True)
     first_layer = exp.n_test * _flops(_layer_matmuls(cfg, T, 0, True))
     drop_f1 = (one - first_layer) if (cfg.n_layers > 1 and cfg.ff[0] != "none") else 0.0

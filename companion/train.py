@@ -53,6 +53,16 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, extra: Iterable = (
     return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
+def eval_schedule(steps: int, every: int, dense_until: int = 0) -> set[int]:
+    """The steps (before their update) at which a run of ``steps`` steps evaluates: every step below
+    ``dense_until``, then every ``every`` steps (:func:`train` evaluates once more after the last update).
+
+    >>> sorted(eval_schedule(10, every=4, dense_until=3))
+    [0, 1, 2, 4, 8]
+    """
+    return set(range(min(dense_until, steps))) | set(range(0, steps, every))
+
+
 SPARSE_LOSS = 0.5  # a loss on at most this share of a row's positions runs the last layer only there
 
 

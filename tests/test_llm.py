@@ -9,6 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from companion.data import tokenizer  # noqa: E402
 from companion.llm import gsm8k, hub, laser, measure, prompts, standin, studies  # noqa: E402
 from companion.llm import summaries as llm_summaries  # noqa: E402
 
@@ -57,7 +58,7 @@ def tiny(family: str, n_layer: int = 3, vocab: int = V, positions: int = 64):
 @pytest.fixture(scope="module")
 def tok():
     try:
-        return standin.gpt2_tokenizer(download=False)
+        return tokenizer.gpt2_tokenizer(download=False)
     except Exception as err:  # noqa: BLE001
         if os.environ.get("CI"):
             raise

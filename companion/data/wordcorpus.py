@@ -67,7 +67,7 @@ def _clean_wikitext(text: str) -> str:
 
 def _bpe(docs: list[str], download: bool) -> list[list[str]]:
     """GPT-2 byte-level BPE tokens of each document (WikiText's <unk> marker kept as one token)."""
-    from companion.llm.standin import gpt2_tokenizer
+    from companion.data.tokenizer import gpt2_tokenizer
 
     tok = gpt2_tokenizer(download)
     out = []

@@ -25,7 +25,7 @@ from companion.config import check_choice, check_float, check_int
 from companion.data.ioi import IOITask
 from companion.data.recall import LOSS_POSITIONS, NOISE_KINDS, RecallTask
 from companion.models import ModelConfig, Transformer
-from companion.train import TrainConfig, train
+from companion.train import TrainConfig, eval_schedule, train
 
 SCHEDULES = ("noisy", "finetune")
 TASK_KINDS = ("recall", "ioi")  # Section 3 / Appendix J
@@ -226,10 +226,6 @@ class RecallRun:
         return float(steps[hit[0]]) if len(hit) else float("inf")
 
 
-def _eval_schedule(steps: int, every: int, dense_until: int) -> set[int]:
-    return set(range(min(dense_until, steps))) | set(range(0, steps, every))
-
-
 MODULES = ("companion.experiments.noisy_recall",)  # what a cached run depends on (imports followed)
 
 
@@ -331,7 +327,7 @@ def _train(exp: RecallExperiment, device, progress: bool) -> dict:
             exp.train_config(exp.pretrain_steps),
             data_rng,
             evaluate,
-            _eval_schedule(exp.pretrain_steps, exp.eval_every, exp.dense_until),
+            eval_schedule(exp.pretrain_steps, exp.eval_every, exp.dense_until),
             progress=progress,
             desc="pre-train (alpha=0)",
             stop_on_nonfinite=True,
@@ -346,7 +342,7 @@ def _train(exp: RecallExperiment, device, progress: bool) -> dict:
             exp.train_config(exp.steps),
             data_rng,
             evaluate,
-            _eval_schedule(exp.steps, exp.eval_every, exp.dense_until),
+            eval_schedule(exp.steps, exp.eval_every, exp.dense_until),
             progress=progress,
             desc=f"train (alpha={exp.alpha})",
             step_offset=offset,

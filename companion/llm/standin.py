@@ -30,35 +30,9 @@ import torch
 from companion import cache, config
 from companion.config import check_choice, check_int
 from companion.data import sources
+from companion.data.tokenizer import gpt2_tokenizer
 
 FAMILIES = ("gpt2", "gpt_neox")
-
-
-def tokenizer_dir(download: bool = True) -> Path:
-    """A folder with the GPT-2 tokenizer (vocab.json, merges.txt and transformers' files), built once."""
-    out = config.cache_dir() / "llm" / "gpt2-tokenizer"
-    if (out / "tokenizer_config.json").is_file():
-        return out
-    from transformers import GPT2Tokenizer
-
-    tmp = Path(tempfile.mkdtemp(dir=config.cache_dir()))
-    try:
-        for name in ("gpt2_vocab", "gpt2_merges"):
-            src = sources.fetch(name, download=download)
-            shutil.copy(src, tmp / src.name)
-        GPT2Tokenizer.from_pretrained(tmp).save_pretrained(tmp)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if not out.exists():
-            tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
-
-def gpt2_tokenizer(download: bool = True):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tokenizer_dir(download))
 
 
 @dataclass(frozen=True)
