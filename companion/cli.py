@@ -11,6 +11,7 @@ Examples::
     python -m companion record recall --profile full                            # data/recorded/recall-full.json
     python -m companion record recall --set d=128 --set seq_len=64 --set steps=1000 --threads 1
     python -m companion record architectures --profile full                     # Figs. 10-13 (4 runs)
+    python -m companion record --all --profile full --deadline 500 --device cuda  # the sources' experiments
     python -m companion llm gpt2-ioi --model openai-community/gpt2 --out gpt2_ioi.json   # Fig. 17
     python -m companion llm pythia --model EleutherAI/pythia-1b --out pythia.json      # Figs. 5, 14-16, Table 1
     python -m companion llm gsm8k --model microsoft/Phi-3-mini-4k-instruct --out phi3.json  # Table 2
@@ -75,7 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cache", action="store_true")
 
     p = sub.add_parser("record", help="run an experiment and write its results file under data/recorded/")
-    p.add_argument("experiment", help="recordable experiment: " + ", ".join(_recordable()))
+    p.add_argument(
+        "experiment", nargs="?", default=None, help="recordable experiment: " + ", ".join(_recordable())
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="every experiment of the sources (not our own studies unless --include), one after another, "
+        "skipping those already recorded, within --deadline",
+    )
+    p.add_argument("--include", action="append", default=[], metavar="NAME", help="with --all: a study too")
+    p.add_argument("--deadline", type=float, default=600.0, help="with --all: seconds for all (default 600)")
     p.add_argument("--profile", default=None, help="quick or full (default: $COMPANION_PROFILE or quick)")
     p.add_argument(
         "--set",
@@ -166,7 +177,26 @@ def _recordable() -> list[str]:
 
 def _record(args) -> int:
     from companion import record
+    from companion.report import markdown_table
 
+    if args.all == (args.experiment is not None):
+        raise ValueError("name one experiment, or give --all (not both)")
+    if args.all:
+        if args.sets:
+            raise ValueError("--set applies to one experiment; --all records the profile's configurations")
+        if args.threads is not None:
+            config.check_int("threads", args.threads, low=1)
+        rows = record.record_all(
+            args.profile,
+            args.deadline,
+            tuple(args.include),
+            args.device,
+            args.out_dir,
+            args.threads,
+            progress=True,
+        )
+        print(markdown_table(record.ALL_HEADER, rows))
+        return 0
     overrides = record.parse_overrides(args.sets)
     record.build(args.experiment, args.profile, overrides)  # bad names or values fail here, before any work
     if args.threads is not None:

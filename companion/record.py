@@ -36,6 +36,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,6 +322,18 @@ EXPERIMENTS = (
     "khop_onset",
     "induction_b10_seeds",
 )
+# The recordables that reproduce an experiment of the sources (their chapters check only the sources' claims);
+# the others are our own studies, which ``record --all`` runs only when named (``include``).
+SOURCE_EXPERIMENTS = (
+    "recall",
+    "finetune",
+    "triggers",
+    "architectures",
+    "synthetic_ioi",
+    "fact_capacity",
+    "fact_scaling",
+    "khop",
+)
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 
@@ -518,6 +531,74 @@ def record(
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides)
     atomic_write_text(path, json.dumps(result, indent=1) + "\n")
     return path
+
+
+ALL_HEADER = ("experiment", "runs", "seconds", "result")
+START_MARGIN = 5.0  # seconds: a recording is not started with less than this left before the deadline
+
+
+def record_all(
+    profile: str | None = None,
+    deadline: float = 600.0,
+    include: tuple[str, ...] = (),
+    device=None,
+    out_dir: Path | str | None = None,
+    threads: int | None = None,
+    launch: Callable | None = None,
+    progress: bool = False,
+) -> list[list]:
+    """Record every experiment of the sources (:data:`SOURCE_EXPERIMENTS`) and the studies named in ``include``,
+    one after another, each in its own process, within ``deadline`` seconds; one row per experiment
+    (:data:`ALL_HEADER`).
+
+    An experiment whose file is already recorded for the profile's configuration (in ``out_dir`` or
+    ``data/recorded``, and not :func:`stale`) is skipped. A recording still running at the deadline is stopped
+    and writes nothing (a file is written whole at the end of a recording); one is not started with less than
+    :data:`START_MARGIN` seconds left. ``launch(name, command, seconds)`` -> the result's words runs one
+    recording (default: a child process bounded by ``seconds``). ``progress``: each row on stderr as it ends.
+
+    Raises:
+        ValueError: before any work, a deadline that is not positive, an unknown name in ``include``, or an
+            experiment that has no configuration at ``profile``.
+    """
+    config.check_float("deadline", deadline, 0.0, None, low_open=True)
+    for name in include:
+        config.check_choice("experiment", name, EXPERIMENTS)
+    profile = config.get_profile(profile)
+    names = list(SOURCE_EXPERIMENTS) + [n for n in include if n not in SOURCE_EXPERIMENTS]
+    members = {n: build(n, profile) for n in names}  # every configuration valid before any work
+    launch = launch or _launch
+    places = [Path(out_dir or RECORDED_DIR)] + ([RECORDED_DIR] if out_dir else [])
+    start, rows = time.monotonic(), []
+    for name in names:
+        done = [r for d in places if d.is_dir() for r in runs(name, d, profile, {}) if not stale(r)]
+        left = deadline - (time.monotonic() - start)
+        if done or left < START_MARGIN:
+            why = f"already recorded ({done[-1].path.name})" if done else "not started: the deadline"
+            rows.append([name, len(members[name]), 0.0, why])
+            continue
+        cmd = [sys.executable, "-m", "companion", "record", name, "--profile", profile]
+        cmd += ["--device", str(device)] if device is not None else []
+        cmd += ["--out-dir", str(out_dir)] if out_dir is not None else []
+        cmd += ["--threads", str(threads)] if threads is not None else []
+        t0 = time.monotonic()
+        result = launch(name, cmd, left)
+        rows.append([name, len(members[name]), round(time.monotonic() - t0, 1), result])
+        if progress:
+            print(f"record {name}: {result} ({rows[-1][2]} s)", file=sys.stderr, flush=True)
+    return rows
+
+
+def _launch(name: str, cmd: list[str], seconds: float) -> str:
+    """Run one recording's command, stopped after ``seconds``; the result in words."""
+    try:
+        proc = subprocess.run(cmd, timeout=seconds, capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        return "stopped at the deadline (nothing written)"
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"failed (exit {proc.returncode}): {last}"
+    return "recorded"
 
 
 def _field(run, key: str):

@@ -277,3 +277,95 @@ def test_commit_is_the_senders_when_given_else_gits(tmp_path, monkeypatch):
         assert record._commit() not in ("abc123def456", "unknown")  # this checkout's git describe
     monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
     assert record._commit() == "unknown"
+
+
+# --- record --all ---------------------------------------------------------------------------------------
+
+
+def test_the_source_experiments_check_only_the_sources_claims():
+    """:data:`record.SOURCE_EXPERIMENTS` (what ``record --all`` runs) check only claims of the sources, and a
+    recordable that checks none is one of our studies."""
+    ours = "(not in the source)"
+    assert set(record.SOURCE_EXPERIMENTS) <= set(record.EXPERIMENTS)
+    for name in record.EXPERIMENTS:
+        rec = record.experiment(name)
+        papers = [claims.CLAIMS[c].paper != ours for c in record.chapter_claims(rec.chapter, rec.summary_var)]
+        if name in record.SOURCE_EXPERIMENTS:
+            assert papers and all(papers), name
+        elif not any(papers):
+            assert name not in record.SOURCE_EXPERIMENTS
+
+
+def test_record_all_refuses_bad_input_before_any_work():
+    def launch(*args):
+        raise AssertionError("no recording may start")
+
+    for deadline in (0.0, -5.0):
+        with pytest.raises(ValueError, match="deadline"):
+            record.record_all("quick", deadline, launch=launch)
+    with pytest.raises(ValueError, match="nope"):
+        record.record_all("quick", 60.0, include=("nope",), launch=launch)
+    with pytest.raises(ValueError, match="profile"):
+        record.record_all("huge", 60.0, launch=launch)
+
+
+def test_record_all_skips_what_is_recorded_and_starts_nothing_after_the_deadline(tmp_path):
+    """At quick: recall is recorded (data/recorded/recall-quick.json) and skipped; the first recording not yet
+    made runs past the deadline (its stand-in sleeps), so none after it starts; a named study comes last."""
+    import time
+
+    launched = []
+
+    def launch(name, cmd, seconds):
+        launched.append((name, cmd, seconds))
+        time.sleep(0.3)
+        return "recorded"
+
+    margin = record.START_MARGIN
+    rows = record.record_all("quick", margin + 0.2, ("khop_seeds",), "cpu", tmp_path, 1, launch=launch)
+    assert [r[0] for r in rows] == [*record.SOURCE_EXPERIMENTS, "khop_seeds"]
+    assert rows[0][3] == "already recorded (recall-quick.json)" and rows[0][2] == 0.0
+    assert [n for n, _, _ in launched] == ["finetune"]
+    name, cmd, seconds = launched[0]
+    assert cmd[-9:] == [
+        "finetune",
+        "--profile",
+        "quick",
+        "--device",
+        "cpu",
+        "--out-dir",
+        str(tmp_path),
+        "--threads",
+        "1",
+    ]
+    assert margin <= seconds <= margin + 0.2
+    assert rows[1][1:] == [1, pytest.approx(0.3, abs=0.2), "recorded"]
+    assert all(
+        r[3] in ("not started: the deadline", f"already recorded ({r[0]}-quick.json)") for r in rows[2:]
+    )
+    assert rows[-1][3] == "not started: the deadline"
+
+
+def test_a_recording_is_stopped_at_its_deadline_and_a_failure_says_why():
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    assert record._launch("x", [sys.executable, "-c", "import time; time.sleep(60)"], 1.0).startswith(
+        "stopped"
+    )
+    assert time.monotonic() - t0 < 30
+    assert record._launch("x", [sys.executable, "-c", "import sys; sys.exit('no such run')"], 30.0) == (
+        "failed (exit 1): no such run"
+    )
+    assert record._launch("x", [sys.executable, "-c", "pass"], 30.0) == "recorded"
+
+
+def test_the_command_line_takes_one_experiment_or_all(capsys):
+    from companion.cli import main
+
+    for argv in (["record"], ["record", "recall", "--all"], ["record", "--all", "--deadline", "0"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    err = capsys.readouterr().err
+    assert "name one experiment, or give --all" in err and "deadline" in err
