@@ -1,14 +1,14 @@
 #!/bin/bash
 # One call on a lent GPU machine (the device tool runs it in a copy of the working tree): the device tests, the
-# benchmark alone (its --full-run trains and caches the full Fig. 3 run), then full-profile recordings in three
-# parallel queues on the same GPU. Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT.
+# benchmark alone (its --full-run trains and caches the full Fig. 3 run), named recordings in parallel queues
+# on the same GPU, then `record --all` (every experiment of the sources not yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT.
 # Used on 2026-11-26: COMPANION_COMMIT=<commit sent> DEADLINE=530 bash benchmarks/gpu_session.sh
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-530}
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COMPANION_CACHE_DIR=/tmp/cc OMP_NUM_THREADS=4 MKL_NUM_THREADS=4
 PY=${PY:-python3}; DEV=${DEV:-cuda}; PROFILE=${PROFILE:-full}; EXTRA=${EXTRA:-}
-OUTD=${OUT:-/tmp/out}; mkdir -p "$OUTD" /tmp/logs
+OUTD=${OUT:-/tmp/out}; mkdir -p "$OUTD" /tmp/logs; rm -f /tmp/logs/*.log
 nvidia-smi -L 2>/dev/null; $PY -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 echo "commit $COMPANION_COMMIT"
 # First the device checks (tests/test_cuda.py, seconds on a GPU; skipped where there is no CUDA): a device error
@@ -33,8 +33,18 @@ rec() {  # rec NAME...: record each in turn, bounded by the deadline
     echo "record $n rc=$? at $(( $(date +%s) - T0 )) s"
   done
 }
-QUEUES=${QUEUES:-"recall,triggers architectures finetune"}  # space: parallel queues; comma: one after another
+# Named recordings (e.g. QUEUES="khop_seeds,khop_wide khop_lr"; space: parallel queues, comma: one after another);
+# none by default. 2026-11-26 used QUEUES="recall,triggers architectures finetune" (now recorded).
+QUEUES=${QUEUES-}
 for q in $QUEUES; do rec ${q//,/ } & done
 wait
+# Then every experiment of the sources not yet recorded at this profile, one after another, until the deadline
+# (python -m companion record --all; INCLUDE="--include khop_seeds ..." adds our studies).
+ALL=${ALL:-1}
+if [ "$ALL" = 1 ] && [ "$(left)" -gt 30 ]; then
+  $PY -m companion record --all --profile $PROFILE --device $DEV --out-dir "$OUTD" --deadline $(( $(left) - 15 )) \
+    ${INCLUDE:-} > /tmp/logs/all.log 2>&1
+  echo "record --all rc=$? at $(( $(date +%s) - T0 )) s"; grep "^|" /tmp/logs/all.log; cp /tmp/logs/all.log "$OUTD/"
+fi
 for f in /tmp/logs/*.log; do echo "== $f"; tr '\r' '\n' < $f | grep -v "^\s*$" | tail -6; done
 ls -la "$OUTD"; echo "total $(( $(date +%s) - T0 )) s"
