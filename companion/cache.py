@@ -89,9 +89,12 @@ def source_hash(*modules: str) -> str:
 
 
 def key(settings, modules: tuple[str, ...] | list[str], length: int = 20) -> str:
-    """Cache key of a result: its settings and the source hash of the modules that compute it."""
+    """Cache key of a result: its settings, the source hash of the modules that compute it and, unless it is
+    fp32, the precision of matrix products in force (:func:`companion.config.precision`)."""
     blob = settings if isinstance(settings, dict) else dataclasses.asdict(settings)
     text = json.dumps(blob, sort_keys=True, default=repr) + source_hash(*modules)
+    if config.current_precision() != "fp32":  # fp32 keys stay as they were
+        text += f"|precision={config.current_precision()}"
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 

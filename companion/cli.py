@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
     p.add_argument("--out-dir", default=None, help="folder of the results file (default: data/recorded)")
+    p.add_argument(
+        "--precision", default="fp32", help="float32 matrix products: fp32 (default) or tf32 (TF32 on CUDA)"
+    )
     args = parser.parse_args(argv)
 
     if args.command == "record":
@@ -194,6 +197,7 @@ def _record(args) -> int:
             args.out_dir,
             args.threads,
             progress=True,
+            precision=args.precision,
         )
         print(markdown_table(record.ALL_HEADER, rows))
         return 0
@@ -204,7 +208,14 @@ def _record(args) -> int:
 
         config.check_int("threads", args.threads, low=1)
         torch.set_num_threads(args.threads)
-    path = record.record(args.experiment, args.profile, overrides, device=args.device, out_dir=args.out_dir)
+    path = record.record(
+        args.experiment,
+        args.profile,
+        overrides,
+        device=args.device,
+        out_dir=args.out_dir,
+        precision=args.precision,
+    )
     rec = record.load(path)
     print(
         json.dumps(

@@ -18,6 +18,7 @@ Everything that depends on the environment is read here, once:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -93,6 +94,43 @@ def environment() -> dict[str, str]:
         "matplotlib": matplotlib.__version__,
         "package hash": package_hash(),
     }
+
+
+# How float32 matrix products are computed: "fp32" (IEEE float32, torch's default) or "tf32" (TF32 tensor cores
+# on CUDA: inputs rounded to a 10-bit mantissa, float32 accumulation; no effect on a CPU). The book runs fp32; TF32
+# may become the full profile's setting only after a recorded comparison shows that the claims do not move.
+PRECISIONS = ("fp32", "tf32")
+
+
+@contextlib.contextmanager
+def precision(name: str = "fp32"):
+    """Float32 matrix products (and cuDNN's) in ``name`` (:data:`PRECISIONS`) inside the block, as before after.
+
+    >>> with precision("tf32"):
+    ...     current_precision()
+    'tf32'
+    >>> current_precision()
+    'fp32'
+    """
+    check_choice("precision", name, PRECISIONS)
+    import torch
+
+    backends = [b for b in (torch.backends.cuda.matmul, torch.backends.cudnn) if hasattr(b, "fp32_precision")]
+    before = [b.fp32_precision for b in backends]
+    for b in backends:
+        b.fp32_precision = "tf32" if name == "tf32" else "ieee"
+    try:
+        yield
+    finally:
+        for b, value in zip(backends, before):
+            b.fp32_precision = value
+
+
+def current_precision() -> str:
+    """``"tf32"`` while :func:`precision` ("tf32") is in force, else ``"fp32"``."""
+    import torch
+
+    return "tf32" if getattr(torch.backends.cuda.matmul, "fp32_precision", "none") == "tf32" else "fp32"
 
 
 def cache_dir() -> Path:

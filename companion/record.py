@@ -444,25 +444,34 @@ def _commit() -> str:
     return described or "unknown"
 
 
-def file_name(name: str, profile: str, overrides: dict) -> str:
-    """``recall-full.json``, ``recall-quick-d=256-seq_len=64.json``, ... (settings sorted by name).
+def file_name(name: str, profile: str, overrides: dict, precision: str = "fp32") -> str:
+    """``recall-full.json``, ``recall-quick-d=256-seq_len=64.json``, ... (settings sorted by name; a precision
+    other than fp32 after the profile).
 
     >>> file_name("recall", "quick", {"seq_len": 64, "d": 256, "ff": ("mlp", "linear")})
     'recall-quick-d=256-ff=mlp,linear-seq_len=64.json'
+    >>> file_name("recall", "full", {}, "tf32")
+    'recall-full-tf32.json'
     """
-    parts = [name, profile] + [
-        f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in sorted(overrides.items())
-    ]
+    parts = (
+        [name, profile]
+        + ([precision] if precision != "fp32" else [])
+        + [
+            f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+            for k, v in sorted(overrides.items())
+        ]
+    )
     return "-".join(parts) + ".json"
 
 
-def command(name: str, profile: str, overrides: dict) -> str:
+def command(name: str, profile: str, overrides: dict, precision: str = "fp32") -> str:
     """The command line that (re)generates a recorded file."""
     sets = " ".join(
         f"--set {shlex.quote(k + '=' + (','.join(map(str, v)) if isinstance(v, tuple) else str(v)))}"
         for k, v in sorted(overrides.items())
     )
-    return f"python -m companion record {name} --profile {profile}" + (f" {sets}" if sets else "")
+    line = f"python -m companion record {name} --profile {profile}" + (f" {sets}" if sets else "")
+    return line + (f" --precision {precision}" if precision != "fp32" else "")
 
 
 def record(
@@ -471,8 +480,11 @@ def record(
     overrides: dict | None = None,
     device=None,
     out_dir: Path | str | None = None,
+    precision: str = "fp32",
 ) -> Path:
-    """Run experiment ``name`` and write its recorded results file (atomically); return its path.
+    """Run experiment ``name`` and write its recorded results file (atomically); return its path. ``precision``:
+    how float32 matrix products are computed (:data:`companion.config.PRECISIONS`); recorded in the file and its
+    name, and in the cache keys of its runs.
 
     Raises:
         ValueError: before any run, when the chapter has no check line reading the experiment's summary
@@ -482,6 +494,7 @@ def record(
     from companion.experiments import noisy_recall
 
     rec = experiment(name)
+    config.check_choice("precision", precision, config.PRECISIONS)
     profile = config.get_profile(profile)
     members = build(name, profile, overrides)  # validates first
     checked = chapter_claims(rec.chapter, rec.summary_var)
@@ -497,8 +510,9 @@ def record(
     commit, package = _commit(), config.package_hash()
     runner = rec.run or noisy_recall.run
     start = time.perf_counter()
-    runs = {k: runner(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
-    summary = rec.summary(runs)
+    with config.precision(precision):
+        runs = {k: runner(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
+        summary = rec.summary(runs)
     wall = time.perf_counter() - start
     missing = sorted(set(checked.values()) - set(summary))
     if missing:
@@ -520,15 +534,16 @@ def record(
         "version": __version__,
         "commit": commit,
         "package": package,
+        "precision": precision,
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
         # training and evaluation, when computed
         "train_seconds": sum(_field(r, "seconds") for r in runs.values()),
         # the runs (or their cache) and the summary (probes included), as this call took them
         "wall_seconds": wall,
         "date": time.strftime("%Y-%m-%d"),
-        "command": command(name, profile, overrides),
+        "command": command(name, profile, overrides, precision),
     }
-    path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides)
+    path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides, precision)
     atomic_write_text(path, json.dumps(result, indent=1) + "\n")
     return path
 
@@ -546,6 +561,7 @@ def record_all(
     threads: int | None = None,
     launch: Callable | None = None,
     progress: bool = False,
+    precision: str = "fp32",
 ) -> list[list]:
     """Record every experiment of the sources (:data:`SOURCE_EXPERIMENTS`) and the studies named in ``include``,
     one after another, each in its own process, within ``deadline`` seconds; one row per experiment
@@ -562,6 +578,7 @@ def record_all(
             experiment that has no configuration at ``profile``.
     """
     config.check_float("deadline", deadline, 0.0, None, low_open=True)
+    config.check_choice("precision", precision, config.PRECISIONS)
     for name in include:
         config.check_choice("experiment", name, EXPERIMENTS)
     profile = config.get_profile(profile)
@@ -571,7 +588,9 @@ def record_all(
     places = [Path(out_dir or RECORDED_DIR)] + ([RECORDED_DIR] if out_dir else [])
     start, rows = time.monotonic(), []
     for name in names:
-        done = [r for d in places if d.is_dir() for r in runs(name, d, profile, {}) if not stale(r)]
+        done = [
+            r for d in places if d.is_dir() for r in runs(name, d, profile, {}, precision) if not stale(r)
+        ]
         left = deadline - (time.monotonic() - start)
         if done or left < START_MARGIN:
             why = f"already recorded ({done[-1].path.name})" if done else "not started: the deadline"
@@ -581,6 +600,7 @@ def record_all(
         cmd += ["--device", str(device)] if device is not None else []
         cmd += ["--out-dir", str(out_dir)] if out_dir is not None else []
         cmd += ["--threads", str(threads)] if threads is not None else []
+        cmd += ["--precision", precision] if precision != "fp32" else []
         t0 = time.monotonic()
         result = launch(name, cmd, left)
         rows.append([name, len(members[name]), round(time.monotonic() - t0, 1), result])
@@ -620,9 +640,14 @@ class Recorded:
             raise AttributeError(key) from None
 
     @property
+    def precision(self) -> str:
+        """How its float32 matrix products were computed (files written before the field: fp32)."""
+        return self.data.get("precision", "fp32")
+
+    @property
     def paper_config(self) -> bool:
-        """A full-profile run of the paper's own configuration (no overrides): held to the paper's values."""
-        return self.data["profile"] == "full" and not self.data["overrides"]
+        """A full-profile fp32 run of the paper's own configuration (no overrides): held to the paper's values."""
+        return self.data["profile"] == "full" and not self.data["overrides"] and self.precision == "fp32"
 
     def label(self) -> str:
         """Who made it: ``full profile, NVIDIA H200, 2026-11-21, commit abc123``."""
@@ -630,6 +655,7 @@ class Recorded:
         return (
             f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
             f"{self.data['date']}, commit {self.data['commit']}"
+            + (f", {self.precision}" if self.precision != "fp32" else "")
         )
 
     def as_summary(self, minutes_key: str = "minutes", summary=None, prefix: str = ""):
@@ -679,9 +705,10 @@ def runs(
     directory: Path | str | None = None,
     profile: str | None = None,
     settings: dict | None = None,
+    precision: str | None = None,
 ) -> list[Recorded]:
-    """Every recorded file (of experiment ``name``; of ``profile``; with exactly the overrides ``settings``),
-    sorted by file name."""
+    """Every recorded file (of experiment ``name``; of ``profile``; with exactly the overrides ``settings``; in
+    ``precision``), sorted by file name."""
     directory = Path(directory or RECORDED_DIR)
     out = [load(p) for p in sorted(directory.glob("*.json"))]
     return [
@@ -690,24 +717,29 @@ def runs(
         if (name is None or r.experiment == name)
         and (profile is None or r.profile == profile)
         and (settings is None or r.settings() == settings)
+        and (precision is None or r.precision == precision)
     ]
 
 
 def latest(
-    name: str, profile: str, settings: dict | None = None, directory: Path | str | None = None
+    name: str,
+    profile: str,
+    settings: dict | None = None,
+    directory: Path | str | None = None,
+    precision: str = "fp32",
 ) -> Recorded:
     """The last recorded file of experiment ``name`` at ``profile`` with exactly the overrides ``settings``
-    (none by default).
+    (none by default), in ``precision``.
 
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
     """
     settings = dict(settings or {})
-    recs = runs(name, directory, profile=profile, settings=settings)
+    recs = runs(name, directory, profile=profile, settings=settings, precision=precision)
     if not recs:
         raise ValueError(
-            f"no recorded {name} run of the {profile!r} profile with settings {settings}: run "
-            f"`{command(name, profile, settings)}` and commit the file it writes"
+            f"no recorded {name} run of the {profile!r} profile with settings {settings} in {precision}: run "
+            f"`{command(name, profile, settings, precision)}` and commit the file it writes"
         )
     return recs[-1]
 

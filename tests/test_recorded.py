@@ -369,3 +369,37 @@ def test_the_command_line_takes_one_experiment_or_all(capsys):
             main(argv)
     err = capsys.readouterr().err
     assert "name one experiment, or give --all" in err and "deadline" in err
+
+
+# --- precision ------------------------------------------------------------------------------------------
+
+
+def test_precision_is_validated_and_keys_its_cache_apart():
+    from companion import cache
+
+    with pytest.raises(ValueError, match="bf16"):
+        with config.precision("bf16"):
+            pass
+    with pytest.raises(ValueError, match="precision"):
+        record.record("recall", "quick", precision="bf16")  # before any run
+    settings = {"d": 8}
+    fp32 = cache.key(settings, ("companion.config",))
+    with config.precision("tf32"):
+        assert config.current_precision() == "tf32"
+        tf32 = cache.key(settings, ("companion.config",))
+        with config.precision("fp32"):
+            assert cache.key(settings, ("companion.config",)) == fp32
+    assert tf32 != fp32 and config.current_precision() == "fp32"
+
+
+def test_a_tf32_recording_is_read_apart_and_not_held_to_the_paper(tmp_path):
+    src = record.latest("recall", "full")
+    data = dict(src.data, precision="tf32", command=record.command("recall", "full", {}, "tf32"))
+    (tmp_path / src.path.name).write_text(json.dumps(src.data))
+    (tmp_path / record.file_name("recall", "full", {}, "tf32")).write_text(json.dumps(data))
+    assert record.latest("recall", "full", directory=tmp_path).precision == "fp32"
+    tf32 = record.latest("recall", "full", directory=tmp_path, precision="tf32")
+    assert tf32.path.name == "recall-full-tf32.json" and tf32.label().endswith(", tf32")
+    assert src.paper_config and not tf32.paper_config
+    assert tf32.command.endswith("--precision tf32") and not record.stale(tf32)
+    assert len(record.runs("recall", tmp_path, "full", {})) == 2
