@@ -1,7 +1,9 @@
 #!/bin/bash
-# One call on a lent GPU machine (the device tool runs it in a copy of the working tree): the device tests, the
-# benchmark alone (its --full-run trains and caches the full Fig. 3 run), named recordings in parallel queues
-# on the same GPU, then `record --all` (every experiment of the sources not yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT.
+# One call on a lent GPU machine (the device tool runs it in a copy of the working tree), in order of priority:
+# the device tests, the precision comparison, the benchmark alone (its --full-run trains and caches the full
+# Fig. 3 run), named recordings in parallel queues on the same GPU, then `record --all` (every experiment of the
+# sources not yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in
+# $OUT. Each step can be turned off (CUDA_TESTS=0, COMPARE=0, BENCH=0, ALL=0).
 # Used on 2026-11-26: COMPANION_COMMIT=<commit sent> DEADLINE=530 bash benchmarks/gpu_session.sh
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-530}
@@ -18,6 +20,20 @@ if [ "$CUDA_TESTS" = 1 ]; then
   timeout $(( $(left) < 240 ? $(left) / 2 : 180 )) $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py \
     > "$OUTD/cuda_tests.log" 2>&1
   echo "cuda tests rc=$? at $(( $(date +%s) - T0 )) s"; tail -5 "$OUTD/cuda_tests.log"
+fi
+# The precision comparison (issue 51, item 5): the Fig. 3 run at seeds 0-2 in TF32 and at seeds 1-2 in fp32 (seed 0
+# in fp32 is data/recorded/recall-full.json), two parallel queues; each file says its precision and seed.
+COMPARE=${COMPARE:-1}
+compare() {  # compare PRECISION SEED...
+  for s in "${@:2}"; do
+    seed=$([ "$s" = 0 ] || echo "--set seed=$s")
+    timeout $(( $(left) - 15 )) $PY -m companion record recall --profile $PROFILE $seed $EXTRA --precision $1 \
+      --device $DEV --out-dir "$OUTD" > /tmp/logs/compare-$1-$s.log 2>&1
+    echo "record recall $1 seed $s rc=$? at $(( $(date +%s) - T0 )) s"
+  done
+}
+if [ "$COMPARE" = 1 ]; then
+  compare tf32 0 1 2 & compare fp32 1 2 & wait
 fi
 BENCH=${BENCH:-1}
 if [ "$BENCH" = 1 ]; then
@@ -48,3 +64,9 @@ if [ "$ALL" = 1 ] && [ "$(left)" -gt 30 ]; then
 fi
 for f in /tmp/logs/*.log; do echo "== $f"; tr '\r' '\n' < $f | grep -v "^\s*$" | tail -6; done
 ls -la "$OUTD"; echo "total $(( $(date +%s) - T0 )) s"
+# The device tool brings back at most 8 files: everything in one archive (unpack it here with tar xzf).
+PACK=${PACK:-1}
+if [ "$PACK" = 1 ]; then
+  mkdir -p "$OUTD/logs" && cp /tmp/logs/*.log "$OUTD/logs/" 2>/dev/null
+  tar czf /tmp/gpu_session.tar.gz -C "$OUTD" . && find "$OUTD" -mindepth 1 -delete && mv /tmp/gpu_session.tar.gz "$OUTD/"
+fi
