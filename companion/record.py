@@ -286,7 +286,8 @@ def _registry() -> dict[str, Recordable]:
     }
 
 
-EXPERIMENTS = (
+# The recordables that reproduce an experiment of the sources (their chapters check only the sources' claims)
+SOURCE_EXPERIMENTS = (
     "recall",
     "finetune",
     "triggers",
@@ -295,6 +296,9 @@ EXPERIMENTS = (
     "fact_capacity",
     "fact_scaling",
     "khop",
+)
+# and our own studies, which ``record --all`` runs only when named (``include``)
+STUDIES = (
     "khop_seeds",
     "khop_interval",
     "khop_interval_long",
@@ -322,18 +326,7 @@ EXPERIMENTS = (
     "khop_onset",
     "induction_b10_seeds",
 )
-# The recordables that reproduce an experiment of the sources (their chapters check only the sources' claims);
-# the others are our own studies, which ``record --all`` runs only when named (``include``).
-SOURCE_EXPERIMENTS = (
-    "recall",
-    "finetune",
-    "triggers",
-    "architectures",
-    "synthetic_ioi",
-    "fact_capacity",
-    "fact_scaling",
-    "khop",
-)
+EXPERIMENTS = SOURCE_EXPERIMENTS + STUDIES
 _CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
 
 
