@@ -96,6 +96,22 @@ def environment() -> dict[str, str]:
     }
 
 
+def device_facts(device=None) -> dict:
+    """What a run's speed and rounding depend on besides the code and the device's name: torch's version, the
+    GPU's number of streaming multiprocessors (None on a CPU) and torch's CPU threads.
+
+    >>> sorted(device_facts("cpu"))
+    ['sm_count', 'threads', 'torch']
+    >>> device_facts("cpu")["sm_count"] is None
+    True
+    """
+    import torch
+
+    device = get_device(device) if not hasattr(device, "type") else device
+    sm = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else None
+    return {"torch": torch.__version__, "sm_count": sm, "threads": torch.get_num_threads()}
+
+
 # How float32 matrix products are computed: "fp32" (IEEE float32, torch's default) or "tf32" (TF32 tensor cores
 # on CUDA: inputs rounded to a 10-bit mantissa, float32 accumulation; no effect on a CPU). The book runs fp32; TF32
 # may become the full profile's setting only after a recorded comparison shows that the claims do not move.

@@ -501,6 +501,7 @@ def record(
     overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
     # the code the runs start with, not what a long run ends with
     commit, package = _commit(), config.package_hash()
+    facts = config.device_facts(device)
     runner = rec.run or noisy_recall.run
     start = time.perf_counter()
     with config.precision(precision):
@@ -528,6 +529,7 @@ def record(
         "commit": commit,
         "package": package,
         "precision": precision,
+        **facts,  # torch's version, the GPU's SM count, torch's CPU threads
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
         # training and evaluation, when computed
         "train_seconds": sum(_field(r, "seconds") for r in runs.values()),

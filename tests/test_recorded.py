@@ -403,3 +403,30 @@ def test_a_tf32_recording_is_read_apart_and_not_held_to_the_paper(tmp_path):
     assert src.paper_config and not tf32.paper_config
     assert tf32.command.endswith("--precision tf32") and not record.stale(tf32)
     assert len(record.runs("recall", tmp_path, "full", {})) == 2
+
+
+def test_a_recording_says_its_precision_torch_and_device_facts(tmp_path, monkeypatch):
+    """A recording written through a stand-in run (no training): the fields that say how it was computed."""
+    import dataclasses
+
+    import torch
+
+    real = record._registry()
+    checked = record.chapter_claims("book/noisy_recall")
+    quick = dataclasses.replace(
+        real["recall"],
+        run=lambda exp, device=None: {"device": "cpu", "seconds": 0.0, "tf32": config.current_precision()},
+        summary=lambda runs: report.Summary(
+            {k: (float(next(iter(runs.values()))["tf32"] == "tf32"), "") for k in checked.values()}
+        ),
+        curves=lambda runs: {},
+    )
+    monkeypatch.setattr(record, "_registry", lambda: {**real, "recall": quick})
+    for precision in ("fp32", "tf32"):
+        rec = record.load(
+            record.record("recall", "quick", device="cpu", out_dir=tmp_path, precision=precision)
+        )
+        assert rec.precision == precision and rec.torch == torch.__version__ and rec.sm_count is None
+        assert rec.threads == torch.get_num_threads()
+        assert set(rec.claims.values()) == {float(precision == "tf32")}  # the runs ran in that precision
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recall-quick-tf32.json", "recall-quick.json"]
