@@ -24,9 +24,11 @@ fi
 # The precision comparison (issue 51, item 5): the Fig. 3 run at seeds 0-2 in TF32 and at seeds 1-2 in fp32 (seed 0
 # in fp32 is data/recorded/recall-full.json), two parallel queues; each file says its precision and seed.
 COMPARE=${COMPARE:-1}
-compare() {  # compare PRECISION SEED...
+compare() {  # compare PRECISION SEED...: each run not yet committed under data/recorded (resumable)
   for s in "${@:2}"; do
     seed=$([ "$s" = 0 ] || echo "--set seed=$s")
+    f="recall-$PROFILE$([ "$1" = fp32 ] || echo "-$1")$([ "$s" = 0 ] || echo "-seed=$s").json"
+    if [ -z "$EXTRA" ] && [ -f "data/recorded/$f" ]; then echo "recall $1 seed $s: recorded ($f)"; continue; fi
     timeout $(( $(left) - 15 )) $PY -m companion record recall --profile $PROFILE $seed $EXTRA --precision $1 \
       --device $DEV --out-dir "$OUTD" > /tmp/logs/compare-$1-$s.log 2>&1
     echo "record recall $1 seed $s rc=$? at $(( $(date +%s) - T0 )) s"
