@@ -1,4 +1,6 @@
-"""One training loop: SGD (or Adam) on cross-entropy at the task's loss positions.
+"""The training engine: one loop (:func:`fit`) for every experiment trained by minibatch SGD, Adam or AdamW,
+with the experiment's parts passed in (the loss of a fresh batch, the evaluations, a stopping rule, hooks);
+and :func:`train`, that loop on a task with next-token losses (:func:`batch_loss`).
 
 >>> from companion.data.recall import RecallTask
 >>> from companion.models import ModelConfig, Transformer
@@ -11,7 +13,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import numpy as np
@@ -22,6 +25,7 @@ from tqdm.auto import tqdm
 from companion.config import check_choice, check_float, check_int
 
 OPTIMIZERS = ("sgd", "adam")
+NONFINITE = ("raise", "stop", "continue")
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,106 @@ def batch_loss(model, batch, device, reduction: str = "mean") -> torch.Tensor:
     return F.cross_entropy(logits, targets[:, -1], reduction=reduction)
 
 
+@dataclass
+class Fit:
+    """What :func:`fit` returns: ``evals`` (one dict per evaluation, with its ``"step"``), ``losses`` (the loss
+    of every update, in order: (updates,), or (updates, replicas) for a loss per replica; float64 numpy),
+    ``stopped`` (the step training ended: its last evaluation, or the step whose loss was not finite),
+    ``diverged`` (the first step whose loss was not finite; inf if none) and ``seconds``."""
+
+    evals: list[dict] = field(default_factory=list)
+    losses: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    stopped: int = 0
+    diverged: float = float("inf")
+    seconds: float = 0.0
+
+    def series(self, key: str) -> np.ndarray:
+        """``key`` at every evaluation that has it, as an array."""
+        return np.asarray([row[key] for row in self.evals if key in row])
+
+
+def fit(
+    model: torch.nn.Module | None,
+    opt,
+    steps: int,
+    loss_at: Callable[[int], torch.Tensor],
+    *,
+    evaluate: Callable[[int], dict | None] | None = None,
+    eval_at: Callable[[int], bool] | Iterable[int] = (),
+    stop: Callable[[dict], bool] | None = None,
+    before: Callable[[int], None] | None = None,
+    nonfinite: str = "raise",
+    clip: float | None = None,
+    progress: bool = True,
+    desc: str = "train",
+) -> Fit:
+    """The one training loop. For each step s = 0, 1, ..., ``steps``:
+
+    1. evaluate, when s is in ``eval_at`` (a set of steps or a predicate) or s = ``steps``: ``evaluate(s)``
+       (the model in eval mode) gives a dict (None: nothing to log) logged with ``"step"`` = s; training ends
+       after the evaluation of s = ``steps``, or of any s where ``stop(row)`` is true;
+    2. ``before(s)`` (curriculum moves, unfreezing, snapshots);
+    3. ``loss_at(s)``: the loss of a fresh batch (a scalar, or one loss per replica, whose sum is minimised);
+    4. a loss that is not finite raises ``FloatingPointError`` (``nonfinite="raise"``), ends training without
+       the update (``"stop"``), or is kept and training goes on (``"continue"``, no check per step);
+    5. zero the gradients, backward, clip the gradient norm to ``clip`` if given, ``opt.step()``.
+
+    The losses are kept on the loss's device and read once, at the end.
+
+    >>> w = torch.nn.Parameter(torch.tensor([2.0]))
+    >>> opt = torch.optim.SGD([w], lr=0.25)
+    >>> out = fit(None, opt, 3, lambda s: (w**2).sum(), evaluate=lambda s: {"w": w.item()}, progress=False)
+    >>> [(r["step"], r["w"]) for r in out.evals], out.losses.tolist()
+    ([(3, 0.25)], [4.0, 1.0, 0.25])
+    """
+    check_int("steps", steps, low=0)
+    check_choice("nonfinite", nonfinite, NONFINITE)
+    if clip is not None:
+        check_float("clip", clip, 0.0, None, low_open=True)
+    at = eval_at if callable(eval_at) else set(eval_at).__contains__
+    out = Fit()
+    losses: list[torch.Tensor] = []
+    start = time.perf_counter()
+    step = 0
+    for step in tqdm(range(steps + 1), desc=desc, disable=not progress, mininterval=2.0, leave=False):
+        if evaluate is not None and (step == steps or at(step)):
+            if model is not None:
+                model.eval()
+            row = evaluate(step)
+            if model is not None:
+                model.train()
+            if row is not None:
+                out.evals.append({"step": step, **row})
+                if stop is not None and stop(out.evals[-1]):
+                    break
+        if step == steps:
+            break
+        if before is not None:
+            before(step)
+        loss = loss_at(step)
+        if nonfinite != "continue" and not bool(torch.isfinite(loss).all()):
+            if nonfinite == "raise":
+                raise FloatingPointError(
+                    f"loss became {loss.tolist()} at step {step}: lower the learning rate"
+                )
+            out.diverged = step
+            break
+        opt.zero_grad(set_to_none=True)
+        (loss.sum() if loss.ndim else loss).backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        losses.append(loss.detach())
+    out.stopped = step
+    if losses:
+        out.losses = torch.stack(losses).cpu().double().numpy()
+        if nonfinite == "continue":
+            bad = np.nonzero(~np.isfinite(out.losses.reshape(len(losses), -1)).all(1))[0]
+            out.diverged = float(bad[0]) if len(bad) else float("inf")
+    out.seconds = time.perf_counter() - start
+    return out
+
+
 def train(
     model,
     task,
@@ -134,33 +238,30 @@ def train(
     device = next(model.parameters()).device
     unfreeze = unfreeze or {}
     opt = make_optimizer(model, cfg, [p for ps in unfreeze.values() for p in ps])
-    eval_at = set(eval_at)
-    logs = []
-    bar = tqdm(range(cfg.steps), desc=desc, disable=not progress, mininterval=2.0, leave=True)
-    for step in bar:
+
+    def before(step: int) -> None:
         for p in unfreeze.get(step, ()):
             p.requires_grad_(True)
-        batch = task.sample(rng, cfg.batch)
-        row = {"step": step + step_offset}
-        if evaluate is not None and step in eval_at:
-            model.eval()
-            row.update(evaluate(step + step_offset))
-            model.train()
-        loss = batch_loss(model, batch, device)
-        if not torch.isfinite(loss):
-            if stop_on_nonfinite:
-                logs.append({"step": step + step_offset, "diverged": True})
-                return logs
-            raise FloatingPointError(f"loss became {loss.item()} at step {step}: lower the learning rate")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        row["loss"] = loss.item()
-        logs.append(row)
-        if step % 10 == 0:
-            bar.set_postfix(loss=f"{row['loss']:.3f}", refresh=False)
+
+    out = fit(
+        model,
+        opt,
+        cfg.steps,
+        lambda step: batch_loss(model, task.sample(rng, cfg.batch), device),
+        evaluate=None if evaluate is None else lambda step: evaluate(step + step_offset),
+        eval_at=eval_at,
+        before=before,
+        nonfinite="stop" if stop_on_nonfinite else "raise",
+        progress=progress,
+        desc=desc,
+    )
+    evals = {row["step"]: row for row in out.evals}
+    logs = [
+        {**evals.get(step, {}), "step": step + step_offset, "loss": float(loss)}
+        for step, loss in enumerate(out.losses)
+    ]
+    if out.diverged < float("inf"):
+        return logs + [{"step": out.stopped + step_offset, "diverged": True}]
     if evaluate is not None:
-        model.eval()
-        logs.append({"step": cfg.steps + step_offset, **evaluate(cfg.steps + step_offset)})
-        model.train()
+        logs.append({**evals[cfg.steps], "step": cfg.steps + step_offset})
     return logs

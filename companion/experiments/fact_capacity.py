@@ -29,15 +29,13 @@ rule).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from companion import cache, config, report
+from companion import cache, config, report, train
 from companion.config import check_choice, check_float, check_int
 from companion.experiments.factual import FactTask
 
@@ -176,40 +174,36 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
     test = task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
     test_x, test_y = torch.as_tensor(test.tokens, device=device), torch.as_tensor(test.answer, device=device)
     model = exp.model().to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=exp.lr)
-    steps, accs = [], []
-    start = time.perf_counter()
-    step, diverged = 0, float("inf")
-    for step in tqdm(
-        range(exp.steps + 1),
-        desc=f"facts d={exp.d} S=R={exp.S} H={exp.H} m={exp.m} lr={exp.lr:g}",
-        disable=not progress,
-        mininterval=2.0,
-    ):
-        if step % exp.eval_every == 0 or step == exp.steps:
-            with torch.no_grad():
-                accs.append(float((model(test_x).argmax(1) == test_y).float().mean()))
-            steps.append(step)
-            if accs[-1] > exp.stop_at or step == exp.steps:
-                break
+
+    def loss_at(step: int) -> torch.Tensor:
         b = task.sample(rng, exp.batch)
-        loss = F.cross_entropy(
-            model(torch.as_tensor(b.tokens, device=device)), torch.as_tensor(b.answer, device=device)
-        )
-        # a diverged run is data: the best accuracy so far stands (the code's max)
-        if not torch.isfinite(loss):
-            diverged = step
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        tokens, answer = torch.as_tensor(b.tokens, device=device), torch.as_tensor(b.answer, device=device)
+        return F.cross_entropy(model(tokens), answer)
+
+    def evaluate(step: int) -> dict:
+        with torch.no_grad():
+            return {"acc": float((model(test_x).argmax(1) == test_y).float().mean())}
+
+    # a diverged run is data: the best accuracy so far stands (the code's max)
+    out = train.fit(
+        model,
+        torch.optim.Adam(model.parameters(), lr=exp.lr),
+        exp.steps,
+        loss_at,
+        evaluate=evaluate,
+        eval_at=lambda step: step % exp.eval_every == 0,
+        stop=lambda row: row["acc"] > exp.stop_at,
+        nonfinite="stop",
+        progress=progress,
+        desc=f"facts d={exp.d} S=R={exp.S} H={exp.H} m={exp.m} lr={exp.lr:g}",
+    )
     return {
-        "step": np.asarray(steps),
-        "acc": np.asarray(accs),
-        "best": max(accs),
-        "stopped": step,
-        "diverged": diverged,
-        "seconds": time.perf_counter() - start,
+        "step": out.series("step"),
+        "acc": out.series("acc"),
+        "best": float(out.series("acc").max()),
+        "stopped": out.stopped,
+        "diverged": out.diverged,
+        "seconds": out.seconds,
         "device": config.device_name(device),
     }
 
