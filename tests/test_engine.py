@@ -132,3 +132,116 @@ def test_fact_capacity_divergence_matches_its_old_loop():
     old, new = ref.fact_capacity_train(exp, progress=False), fc._train(exp, progress=False)
     same(without(old, "seconds"), without(new, "seconds"))
     assert new["diverged"] == new["stopped"] < 100
+
+
+@pytest.mark.parametrize("attention", ["linear", "softmax"])
+def test_factual_matches_its_old_loop(attention):
+    from companion.experiments.factual import FactExperiment, FactTask, _train
+
+    task = FactTask(n_subjects=8, n_relations=4, answers_per_relation=4, n_noise=8, seq_len=8)
+    exp = FactExperiment(task=task, attention=attention, steps=200, eval_every=50, batch=32, n_test=256)
+    same(
+        without(ref.factual_train(exp, progress=False), "seconds"),
+        without(_train(exp, progress=False), "seconds"),
+    )
+
+
+def test_khop_curriculum_matches_its_old_loop():
+    """A curriculum that advances, waits ``last_stage_delay``, moves to the last stage on fresh data and keeps
+    states after the move (one at the final step)."""
+    from companion.experiments import khop
+
+    exp = khop.KHopExperiment(
+        N=4, k=4, d=16, data="curriculum", advance_at=0.2, last_stage_delay=20, last_stage_data=1,
+        steps=240, eval_every=20, n_test=64, batch=32, lr=1e-2,
+    )  # fmt: skip
+    old = ref.khop_train(exp, progress=False, keep=(0, 40, 180))
+    new = khop._train(exp, progress=False, keep=(0, 40, 180))
+    same(without(old, "seconds"), without(new, "seconds"))
+    assert new["stage"].tolist() == [1, 2, 3, 3] + [4] * 9  # moved at the evaluation of step 60
+    assert sorted(new["kept"]) == [0, 40, 180]  # 180: the final step
+
+
+@pytest.mark.parametrize("changes", [dict(), dict(reinit=-1, extra=True, hide=(2,))])
+def test_khop_continuation_matches_its_old_loop(changes):
+    from companion.experiments import khop
+
+    exp = khop.KHopExperiment(N=4, k=2, d=16, data="direct", steps=40, eval_every=10, n_test=64, batch=32)
+    state = khop._train(exp, progress=False)["state"]
+    kw = dict(steps=60, eval_every=20, progress=False, **changes)
+    old = ref.khop_continue_training(exp, state, "cumulative", 1e-2, **kw)
+    new = khop.continue_training(exp, state, "cumulative", 1e-2, **kw)
+    same(without(old, "seconds"), without(new, "seconds"))
+
+
+def _have_wikitext() -> bool:
+    from companion.data import sources
+
+    try:
+        sources.fetch("wikitext2_valid", download=False)
+        sources.fetch("wikitext2_test", download=False)
+        return True
+    except sources.DataFileError:
+        return False
+
+
+@pytest.mark.skipif(not _have_wikitext(), reason="WikiText-2 valid/test not in COMPANION_DATA_DIR")
+def test_scan_snap_text_matches_its_old_loop():
+    """Dropout on (its draws come from torch's global generator, seeded by the model) and clipping."""
+    from companion.experiments import scan_snap_text as st
+
+    exp = st.TextExperiment(vocab_size=100, d=8, d_hid=8, steps=60, eval_every=25, n_eval=4, dropout=0.2)
+    same(without(ref.scan_snap_text_train(exp, False), "seconds"), without(st._train(exp, False), "seconds"))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_scan_snap_replicas_match_their_old_loop(optimizer):
+    from companion.experiments import scan_snap as ss
+
+    exp = ss.SynExperiment(steps=40, seeds=(3, 4), lr_z=(0.5, 2.0), record_every=10, optimizer=optimizer)
+    same(without(ref.scan_snap_train(exp, False), "seconds"), without(ss._train(exp, False), "seconds"))
+
+
+def test_one_step_simulation_matches_its_old_loop():
+    from companion.theory import one_step as ost
+
+    kw = dict(N=6, T=8, alpha=0.4, steps=120, batch=16, lr=0.5, seed=2, record_every=7)
+    same(ref.one_step_train_simplified(**kw), ost.train_simplified(**kw))
+
+
+def test_leading_terms_sgd_matches_its_old_loop():
+    """Epochs of shuffled minibatches, measured every 5 steps and at each epoch's end (every 8 steps)."""
+    from companion.theory import leading_study as ls
+    from companion.theory import leading_terms as lt
+
+    V, T = 12, 6
+    rng = np.random.default_rng(0)
+    train, heldout = rng.integers(0, V, (64, T + 1)), rng.integers(0, V, (16, T + 1))
+    stats = lt.statistics(train, V)
+    cfg = ls.TextConfig(L=2, n_train=64, n_heldout=16, batch=8, epochs=3, every=5, seed=1)
+    old = ref.sgd_run(train, heldout, stats, V, cfg, 0.5, progress=False)
+    new = ls.sgd_run(train, heldout, stats, V, cfg, 0.5, progress=False)
+    same(without(old, "seconds"), without(new, "seconds"))
+    assert new["log"]["step"] == [0, 5, 8, 10, 15, 16, 20, 24] and new["epoch_end"]["epoch"] == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(not _have_wikitext(), reason="WikiText-2 valid/test not in COMPANION_DATA_DIR")
+def test_llm_standin_matches_its_old_loop(tmp_path, monkeypatch):
+    """The losses and every saved checkpoint's weights, for a tiny GPT-NeoX stand-in."""
+    pytest.importorskip("transformers")
+    from safetensors.torch import load_file
+
+    from companion.llm import standin
+
+    spec = standin.StandIn(
+        n_layer=1, d=16, n_head=2, ctx=16, max_positions=32, batch=4, steps=30, checkpoints=(0, 7, 30)
+    )
+    folders = []
+    for name, build in (("old", ref.standin_build), ("new", standin.build)):
+        monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / name))
+        folders.append(build(spec, progress=False))
+    old, new = (standin.info(f) for f in folders)
+    same(without(old, "seconds"), without(new, "seconds"))
+    for step in spec.checkpoints:
+        weights = [load_file(f / f"step{step}" / "model.safetensors") for f in folders]
+        same(weights[0], weights[1])

@@ -33,15 +33,13 @@ index within their block, as in the notebook).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from companion import cache, config, report
+from companion import cache, config, report, train
 from companion.config import check_choice, check_float, check_int
 
 FACTS = ("structured", "random")
@@ -262,27 +260,24 @@ def _train(exp: FactExperiment, progress: bool) -> dict:
     rng = np.random.default_rng(streams["train-data"])
     test = exp.task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
     model = exp.model()
-    opt = torch.optim.SGD(model.parameters(), lr=exp.lr)
-    log: dict[str, list] = {}
-    start = time.perf_counter()
-    for step in tqdm(
-        range(exp.steps + 1), desc=f"facts {exp.attention}", disable=not progress, mininterval=2.0
-    ):
-        if step % exp.eval_every == 0 or step == exp.steps:
-            for k, v in {"step": step, **losses(model, exp.task, test)}.items():
-                log.setdefault(k, []).append(v)
-        if step == exp.steps:
-            break
+
+    def loss_at(step: int) -> torch.Tensor:
         b = exp.task.sample(rng, exp.batch)
-        loss = F.cross_entropy(model(torch.as_tensor(b.tokens)), torch.as_tensor(b.answer))
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss.item()} at step {step}: lower the learning rate")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    out = {k: np.asarray(v) for k, v in log.items()}
-    out["seconds"] = time.perf_counter() - start
-    return out
+        return F.cross_entropy(model(torch.as_tensor(b.tokens)), torch.as_tensor(b.answer))
+
+    out = train.fit(
+        model,
+        torch.optim.SGD(model.parameters(), lr=exp.lr),
+        exp.steps,
+        loss_at,
+        evaluate=lambda step: losses(model, exp.task, test),
+        eval_at=lambda step: step % exp.eval_every == 0,
+        progress=progress,
+        desc=f"facts {exp.attention}",
+    )
+    res = {k: out.series(k) for k in out.evals[0]}
+    res["seconds"] = out.seconds
+    return res
 
 
 def at(res: dict, key: str, step: int) -> float:

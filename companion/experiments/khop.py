@@ -49,15 +49,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from companion import cache, config, report
+from companion import cache, config, report, train
 from companion.config import check_choice, check_float, check_int
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
@@ -401,53 +399,71 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
     numbers of training steps on the last stage (0: where it moves there), as a run of exactly that many steps
     would end."""
     device = config.get_device(device)
-    stage = 1
-    rng = _batches(exp, stage)
     task, tests = exp.task(), _test_sets(exp, device)
     model = exp.model().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=exp.lr, weight_decay=0.0)
-    steps, accs, stages, losses = [], [], [], []
-    move_at = None  # the step of the move to the last stage, once its bar is met (``last_stage_delay`` later)
-    moved, kept = None, {}  # the step at which training on the last stage starts; the states of ``keep``
-    loss = torch.tensor(float("nan"))
-    start = time.perf_counter()
-    for step in tqdm(
-        range(exp.steps + 1), desc=f"{exp.k}-hop {exp.data}", disable=not progress, mininterval=2.0
-    ):
-        if step % exp.eval_every == 0 or step == exp.steps:
-            acc = _accuracy(model, tests)
-            steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
-            stages.append({"direct": exp.k, "mixture": 0}.get(exp.data, stage))
-            if (
-                exp.data in ("curriculum", "cumulative")
-                and acc[stage - 1] >= exp.advance_at
-                and stage < exp.k
-            ):
-                after = exp.stages[exp.stages.index(stage) + 1]
-                if after < exp.k:
-                    stage = after
-                elif move_at is None:
-                    move_at = step + exp.last_stage_delay
-            if move_at is not None and move_at <= step and stage < exp.k:
-                stage, moved = exp.k, step
-                if exp.last_stage_data:
-                    rng = _batches(exp, stage)
-        if moved is not None and step - moved in keep:
-            kept[step - moved] = _snapshot(model)
+    # the curriculum's stage and batches; the step of the move to the last stage, once its bar is met
+    # (``last_stage_delay`` later); the step at which training on the last stage starts; the last loss
+    now = {
+        "stage": 1,
+        "rng": _batches(exp, 1),
+        "move_at": None,
+        "moved": None,
+        "loss": torch.tensor(float("nan")),
+    }
+    kept = {}  # the states of ``keep``
+
+    def evaluate(step: int) -> dict:
+        acc, stage = _accuracy(model, tests), now["stage"]
+        row = {
+            "acc": acc,
+            "loss": float(now["loss"].detach()),
+            "stage": {"direct": exp.k, "mixture": 0}.get(exp.data, stage),
+        }
+        if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
+            after = exp.stages[exp.stages.index(stage) + 1]
+            if after < exp.k:
+                now["stage"] = after
+            elif now["move_at"] is None:
+                now["move_at"] = step + exp.last_stage_delay
+        if now["move_at"] is not None and now["move_at"] <= step and now["stage"] < exp.k:
+            now["stage"], now["moved"] = exp.k, step
+            if exp.last_stage_data:
+                now["rng"] = _batches(exp, exp.k)
         if step == exp.steps:
-            break
-        loss = _train_step(model, opt, task, exp, stage, rng, device)
-    out = {
-        "step": np.asarray(steps),
-        "acc": np.asarray(accs),
-        "stage": np.asarray(stages),
-        "loss": np.asarray(losses),
+            snapshot(step)
+        return row
+
+    def snapshot(step: int) -> None:
+        if now["moved"] is not None and step - now["moved"] in keep:
+            kept[step - now["moved"]] = _snapshot(model)
+
+    def loss_at(step: int) -> torch.Tensor:
+        now["loss"] = _batch_loss(model, task, exp, now["stage"], now["rng"], device)
+        return now["loss"]
+
+    out = train.fit(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=exp.lr, weight_decay=0.0),
+        exp.steps,
+        loss_at,
+        evaluate=evaluate,
+        eval_at=lambda step: step % exp.eval_every == 0,
+        before=snapshot,
+        nonfinite="continue",
+        progress=progress,
+        desc=f"{exp.k}-hop {exp.data}",
+    )
+    res = {
+        "step": out.series("step"),
+        "acc": out.series("acc"),
+        "stage": out.series("stage"),
+        "loss": out.series("loss"),
         "N": exp.N,
-        "seconds": time.perf_counter() - start,
+        "seconds": out.seconds,
         "device": config.device_name(device),
         "state": {k: v.cpu() for k, v in model.state_dict().items()},
     }
-    return {**out, "kept": kept} if keep else out
+    return {**res, "kept": kept} if keep else res
 
 
 def _snapshot(model: torch.nn.Module) -> dict:
@@ -491,9 +507,8 @@ def training_starts(exp: KHopExperiment, hops: np.ndarray, rng: np.random.Genera
     return drawn if exp.starts == "any" else np.where(hops == 1, drawn, 1)
 
 
-def _train_step(
+def _batch_loss(
     model: HopTransformer,
-    opt: torch.optim.Optimizer,
     task: KHopTask,
     exp: KHopExperiment,
     stage: int,
@@ -501,16 +516,12 @@ def _train_step(
     device,
     hide: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """One optimiser step on a fresh batch of ``exp``'s training examples at curriculum ``stage``: their hop counts
+    """The loss of a fresh batch of ``exp``'s training examples at curriculum ``stage``: their hop counts
     (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples, all from ``rng``
-    (``hide``: as the model's forward); the batch's loss."""
+    (``hide``: as the model's forward)."""
     hops = training_hops(exp, stage, rng)
     t, m, y = _tensors(task.sample(rng, hops, training_starts(exp, hops, rng)), device)
-    loss = F.cross_entropy(model(t, m, hide=hide), y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss
+    return F.cross_entropy(model(t, m, hide=hide), y)
 
 
 def _test_sets(exp: KHopExperiment, device) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -2461,21 +2472,22 @@ def continue_training(
             top.out.weight.zero_(), top.out.bias.zero_()
         model.blocks.append(top)
     model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    at, accs, start = [], [], time.perf_counter()
-    for step in tqdm(
-        range(steps + 1), desc=f"continued, {data}, lr {lr:g}", disable=not progress, mininterval=2.0
-    ):
-        if step % eval_every == 0 or step == steps:
-            at.append(step), accs.append(_accuracy(model, tests, mask))
-            if step == steps:
-                break
-        _train_step(model, opt, task, cont, exp.k, rng, device, mask)
+    out = train.fit(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0),
+        steps,
+        lambda step: _batch_loss(model, task, cont, exp.k, rng, device, mask),
+        evaluate=lambda step: {"acc": _accuracy(model, tests, mask)},
+        eval_at=lambda step: step % eval_every == 0,
+        nonfinite="continue",
+        progress=progress,
+        desc=f"continued, {data}, lr {lr:g}",
+    )
     return {
-        "step": np.asarray(at),
-        "acc": np.asarray(accs),
-        "stage": np.full(len(at), exp.k),
-        "seconds": time.perf_counter() - start,
+        "step": out.series("step"),
+        "acc": out.series("acc"),
+        "stage": np.full(len(out.evals), exp.k),
+        "seconds": out.seconds,
     }
 
 

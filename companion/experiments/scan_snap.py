@@ -41,15 +41,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from companion import cache, config, report
+from companion import cache, config, report, train
 from companion.config import check_choice, check_float, check_int
 from companion.data.seqclass import SeqClasses, synthetic
 
@@ -141,6 +139,10 @@ class _Optim:
         self.kind, self.params, self.lrs, self.mu = kind, params, lrs, momentum
         self.state = [dict() for _ in params]
         self.t = 0
+
+    def zero_grad(self, set_to_none: bool = True):
+        for p in self.params:
+            p.grad = None
 
     @torch.no_grad()
     def step(self):
@@ -244,7 +246,6 @@ def _train(exp: SynExperiment, progress: bool) -> dict:
     sc = exp.seq_classes()
     M = sc.vocab_size
     reps = exp.replicas()
-    R = len(reps)
     seed_of = torch.as_tensor([exp.seeds.index(r["seed"]) for r in reps])
     inits = [_init(exp, M, s) for s in exp.seeds]
     Y = torch.stack([inits[i][0] for i in seed_of]).requires_grad_(True)
@@ -256,39 +257,40 @@ def _train(exp: SynExperiment, progress: bool) -> dict:
 
     opt = _Optim(exp.optimizer, [Y, Z], [lr("lr_y"), lr("lr_z")], exp.momentum)
     rngs = [np.random.default_rng(config.seed_streams(s, ["data"])["data"]) for s in exp.seeds]
-    losses = np.zeros((R, exp.steps), dtype=np.float32)
     rec_steps = sorted(
         {0, exp.steps} | (set(range(0, exp.steps, exp.record_every)) if exp.record_every else set())
     )
     cs = []
-    t0 = time.perf_counter()
-    for step in tqdm(range(exp.steps + 1), desc="scan and snap", disable=not progress, leave=False):
-        if step in rec_steps:
-            with torch.no_grad():
-                cs.append(population_c(Z.detach(), sc).numpy())
-        if step == exp.steps:
-            break
+
+    def record(step: int) -> None:
+        with torch.no_grad():
+            cs.append(population_c(Z.detach(), sc).numpy())
+
+    def loss_at(step: int) -> torch.Tensor:
+        """(replicas,): each replica's mean loss on its seed's batch."""
         draws = [sc.sample_counts(r, exp.batch, exp.seq_len) for r in rngs]
         cls = torch.as_tensor(np.stack([d[0] for d in draws]))[seed_of]
         counts = torch.as_tensor(np.stack([d[1] for d in draws]), dtype=torch.float32)[seed_of]
         logits = forward(Y, Z, torch.as_tensor(sc.last)[cls], counts, exp.normalize, exp.residual)
-        loss = F.cross_entropy(
+        return F.cross_entropy(
             logits.transpose(1, 2), torch.as_tensor(sc.next_token)[cls], reduction="none"
         ).mean(1)
-        loss.sum().backward()
-        losses[:, step] = loss.detach().numpy()
-        opt.step()
+
+    out = train.fit(
+        None, opt, exp.steps, loss_at, evaluate=record, eval_at=rec_steps, nonfinite="continue",
+        progress=progress, desc="scan and snap",
+    )  # fmt: skip
     Yd, Zd = Y.detach(), Z.detach()
     drift = torch.maximum((Yd.sum(-1) - Y0).abs().amax(-1), (Zd.sum(-1) - Z0).abs().amax(-1))
     c = np.stack(cs)
     return {
-        "loss": losses,
+        "loss": out.losses.T.astype(np.float32),
         "c": c,
         "c_step": np.asarray(rec_steps),
         "entropy": distinct_entropy(c[-1], sc),
         "row_sum_drift": drift.numpy(),
         "replicas": reps,
-        "seconds": time.perf_counter() - t0,
+        "seconds": out.seconds,
     }
 
 

@@ -29,16 +29,15 @@ from __future__ import annotations
 
 import collections
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from companion import cache, config, report
+from companion import train as engine
 from companion.config import check_choice, check_float, check_int
 from companion.data import sources
 
@@ -232,9 +231,7 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
     opt = torch.optim.SGD([{"params": rest, "lr": exp.lr}, {"params": ffn, "lr": exp.lr_ffn or exp.lr}])
     n_windows = (train.shape[1] - 1) // exp.bptt
     out = {k: [] for k in ("step", "loss", "entropy", "moved", "maps")}
-    train_loss = np.zeros(exp.steps, dtype=np.float32)
     prev = None
-    t0 = time.perf_counter()
 
     def evaluate(step):
         nonlocal prev
@@ -251,28 +248,33 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
             prev = attn
         model.train()
 
-    for step in tqdm(range(exp.steps), desc="wikitext", disable=not progress, leave=False):
-        if step % exp.eval_every == 0:
-            evaluate(step)
+    def loss_at(step):
         i = (step % n_windows) * exp.bptt
         x, y = train[:, i : i + exp.bptt], train[:, i + 1 : i + 1 + exp.bptt]
         logits, _ = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), exp.clip)
-        opt.step()
-        train_loss[step] = loss.item()
-    evaluate(exp.steps)
+        return F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
+
+    fitted = engine.fit(
+        model,
+        opt,
+        exp.steps,
+        loss_at,
+        evaluate=evaluate,
+        eval_at=lambda step: step % exp.eval_every == 0,
+        nonfinite="continue",
+        clip=exp.clip,
+        progress=progress,
+        desc="wikitext",
+    )
     T = exp.bptt
     uniform = float(np.mean([math.log(t + 1) for t in range(T)]))
     res = {k: np.asarray(v) for k, v in out.items()}
     res.update(
-        train_loss=train_loss,
+        train_loss=fitted.losses.astype(np.float32),
         max_entropy=uniform,
         splits=data["splits"],
         vocab=V,
-        seconds=time.perf_counter() - t0,
+        seconds=fitted.seconds,
     )
     return res
 

@@ -20,14 +20,13 @@ import dataclasses
 import json
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from companion import cache, config
+from companion import cache, config, train
 from companion.config import check_choice, check_int
 from companion.data import sources
 from companion.data.tokenizer import gpt2_tokenizer
@@ -103,7 +102,6 @@ def build(spec: StandIn = StandIn(), progress: bool = True) -> Path:
     out = config.cache_dir() / "llm" / f"standin-{spec.family}-{spec.key()}"
     if (out / "done.json").is_file():
         return out
-    from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -119,28 +117,30 @@ def build(spec: StandIn = StandIn(), progress: bool = True) -> Path:
     rng = np.random.default_rng(streams["standin-data"])
     tmp = Path(tempfile.mkdtemp(dir=out.parent if out.parent.exists() else None))
     out.parent.mkdir(parents=True, exist_ok=True)
-    t0, losses = time.perf_counter(), []
+
+    def save(step: int) -> None:
+        if step in spec.checkpoints:
+            model.save_pretrained(tmp / f"step{step}")
+            tok.save_pretrained(tmp / f"step{step}")
+
+    def loss_at(step: int) -> torch.Tensor:
+        starts = rng.integers(0, len(ids) - spec.ctx - 1, size=spec.batch)
+        batch = torch.as_tensor(np.stack([ids[s : s + spec.ctx] for s in starts]))
+        return model(input_ids=batch, labels=batch).loss
+
     try:
         model.train()
-        for step in tqdm(range(spec.steps + 1), desc=f"stand-in {spec.family}", disable=not progress):
-            if step in spec.checkpoints:
-                model.save_pretrained(tmp / f"step{step}")
-                tok.save_pretrained(tmp / f"step{step}")
-            if step == spec.steps:
-                break
-            starts = rng.integers(0, len(ids) - spec.ctx - 1, size=spec.batch)
-            batch = torch.as_tensor(np.stack([ids[s : s + spec.ctx] for s in starts]))
-            loss = model(input_ids=batch, labels=batch).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+        fitted = train.fit(
+            None, opt, spec.steps, loss_at, evaluate=save, eval_at=spec.checkpoints, nonfinite="continue",
+            progress=progress, desc=f"stand-in {spec.family}",
+        )  # fmt: skip
+        losses = fitted.losses.tolist()
         (tmp / "done.json").write_text(
             json.dumps(
                 {
                     "spec": dataclasses.asdict(spec),
                     "losses": losses,
-                    "seconds": time.perf_counter() - t0,
+                    "seconds": fitted.seconds,
                     "tokens": int(len(ids)),
                 }
             )

@@ -14,13 +14,13 @@ Sizes come from :data:`SIZES` (``quick``: a 2-core CPU in about a minute each; `
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
 
 from companion import cache, config
+from companion import train as engine
 from companion.data import wordcorpus as wc
 from companion.models.attn_only import AttnOnly, AttnOnlyConfig
 from companion.report import Summary, markdown_table
@@ -398,46 +398,46 @@ def sgd_run(
 ) -> dict:
     """Plain minibatch SGD (shuffled each epoch, seeded), cosines every ``cfg.every`` steps and at each
     epoch's end; then Table 3's removals on the final model."""
-    from tqdm.auto import tqdm
-
     device = config.get_device(device)
     T = train.shape[1] - 1
     model = AttnOnly(AttnOnlyConfig(V=V, T=T, L=cfg.L)).to(device)
     leads = {k: stats.leading(k).float().to(device) for k in lt.WEIGHTS}
-    opt = torch.optim.SGD(model.parameters(), lr=rate)
     g = torch.Generator().manual_seed(cfg.seed)
     data = torch.as_tensor(train)
     steps_per_epoch = len(train) // cfg.batch
-    log = {"step": [0], "epoch": [0.0], "cos": [_cosines(model, leads)], "train_loss": [math.log(V)]}
-    epoch_end = {"epoch": [0], "heldout_loss": [_mean_loss(model, heldout)]}
-    bar = tqdm(
-        total=cfg.epochs * steps_per_epoch,
+    log = {"step": [], "epoch": [], "cos": [], "train_loss": []}
+    epoch_end = {"epoch": [], "heldout_loss": []}
+    epoch = {"order": None, "losses": []}  # this epoch's order of the sequences, and its losses so far
+
+    def loss_at(step: int) -> torch.Tensor:
+        b = step % steps_per_epoch
+        if b == 0:
+            epoch["order"], epoch["losses"] = torch.randperm(len(train), generator=g), []
+        loss = model.loss(data[epoch["order"][b * cfg.batch : (b + 1) * cfg.batch]].to(device))
+        epoch["losses"].append(loss.item())
+        return loss
+
+    def evaluate(step: int) -> None:
+        """After ``step`` updates: the cosines and the recent training loss; at an epoch's end, the held-out loss."""
+        log["step"].append(step)
+        log["epoch"].append(step / steps_per_epoch if step else 0.0)
+        log["cos"].append(_cosines(model, leads))
+        log["train_loss"].append(float(np.mean(epoch["losses"][-cfg.every :])) if step else math.log(V))
+        if step % steps_per_epoch == 0:
+            epoch_end["epoch"].append(step // steps_per_epoch)
+            epoch_end["heldout_loss"].append(_mean_loss(model, heldout.astype(np.int64) if step else heldout))
+
+    fitted = engine.fit(
+        None,
+        torch.optim.SGD(model.parameters(), lr=rate),
+        cfg.epochs * steps_per_epoch,
+        loss_at,
+        evaluate=evaluate,
+        eval_at=lambda step: step % cfg.every == 0 or step % steps_per_epoch == 0,
+        nonfinite="continue",
+        progress=progress,
         desc=f"SGD rate {rate}",
-        disable=not progress,
-        leave=False,
-        mininterval=2.0,
     )
-    step, t0 = 0, time.time()
-    for epoch in range(1, cfg.epochs + 1):
-        order = torch.randperm(len(train), generator=g)
-        running = []
-        for b in range(steps_per_epoch):
-            batch = data[order[b * cfg.batch : (b + 1) * cfg.batch]].to(device)
-            opt.zero_grad()
-            loss = model.loss(batch)
-            loss.backward()
-            opt.step()
-            running.append(loss.item())
-            step += 1
-            bar.update()
-            if step % cfg.every == 0 or b == steps_per_epoch - 1:
-                log["step"].append(step)
-                log["epoch"].append(step / steps_per_epoch)
-                log["cos"].append(_cosines(model, leads))
-                log["train_loss"].append(float(np.mean(running[-cfg.every :])))
-        epoch_end["epoch"].append(epoch)
-        epoch_end["heldout_loss"].append(_mean_loss(model, heldout.astype(np.int64)))
-    bar.close()
     weights = model.weights()
     pairs = [(a, b) for a in range(1, cfg.L + 1) for b in range(a + 1, cfg.L + 1)]
     layer_cos = {
@@ -458,7 +458,7 @@ def sgd_run(
         "epoch_end": epoch_end,
         "removal": removal,
         "layer_cos": layer_cos,
-        "seconds": time.time() - t0,
+        "seconds": fitted.seconds,
         "steps_per_epoch": steps_per_epoch,
     }
 

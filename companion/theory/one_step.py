@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from companion import train
 from companion.config import check_choice, check_float, check_int
 from companion.data.recall import RecallTask
 from companion.data.shakespeare import CharStats
@@ -445,31 +446,45 @@ def train_simplified(
     V = task.vocab_size
     rng = np.random.default_rng([seed, N, T, 7])
     model = SimplifiedModel(N)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
     others = torch.arange(1, N)
     rec: dict[str, list] = {
         k: []
         for k in ("step", "ff_noise", "v_noise", "v_diag", "v_prev", "qk_noise", "qk_trigger", "p_noise")
     }
-    for step in range(steps + 1):
-        b = task.sample(rng, batch)
-        z = torch.as_tensor(b.inputs)
-        logits = model(z)
-        if step % record_every == 0 or step == steps:
-            with torch.no_grad():
-                WF, WV, WQK = model.W_F, model.W_V, model.W_QK
-                rec["step"].append(step)
-                rec["ff_noise"].append(WF[N, 0].item())
-                rec["v_noise"].append(WV[N, :V].mean().item())
-                rec["v_diag"].append(WV[others, others].mean().item())
-                rec["v_prev"].append(WV[others, V + others].mean().item())
-                rec["qk_noise"].append((WQK[0, others].mean() - WQK[0, N]).item())
-                rec["qk_trigger"].append((WQK[0, V + 0] - WQK[0, V + others].mean()).item())
-                rec["p_noise"].append(torch.softmax(logits, -1)[:, N].mean().item())
-        if step == steps:
-            break
-        loss = torch.nn.functional.cross_entropy(logits, torch.as_tensor(b.targets[:, -1]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    drawn: dict = {}  # the batch of the current step and the model's logits on it (one forward per step)
+
+    def draw(step: int):
+        if step not in drawn:
+            drawn.clear()
+            b = task.sample(rng, batch)
+            drawn[step] = b, model(torch.as_tensor(b.inputs))
+        return drawn[step]
+
+    def record(step: int) -> None:
+        logits = draw(step)[1]
+        with torch.no_grad():
+            WF, WV, WQK = model.W_F, model.W_V, model.W_QK
+            rec["step"].append(step)
+            rec["ff_noise"].append(WF[N, 0].item())
+            rec["v_noise"].append(WV[N, :V].mean().item())
+            rec["v_diag"].append(WV[others, others].mean().item())
+            rec["v_prev"].append(WV[others, V + others].mean().item())
+            rec["qk_noise"].append((WQK[0, others].mean() - WQK[0, N]).item())
+            rec["qk_trigger"].append((WQK[0, V + 0] - WQK[0, V + others].mean()).item())
+            rec["p_noise"].append(torch.softmax(logits, -1)[:, N].mean().item())
+
+    def loss_at(step: int) -> torch.Tensor:
+        b, logits = draw(step)
+        return torch.nn.functional.cross_entropy(logits, torch.as_tensor(b.targets[:, -1]))
+
+    train.fit(
+        None,
+        torch.optim.SGD(model.parameters(), lr=lr),
+        steps,
+        loss_at,
+        evaluate=record,
+        eval_at=lambda step: step % record_every == 0,
+        nonfinite="continue",
+        progress=False,
+    )
     return {k: np.array(v) for k, v in rec.items()}
