@@ -345,6 +345,9 @@ def reparam_gap(
 
     Returns the largest loss difference and the largest coordinate difference over the run, and the loss
     change (to show the run moved).
+
+    Kept apart from the training engine (:func:`companion.train.fit`): two parametrisations stepped in lockstep
+    and compared after every step, a check of an identity rather than a training run.
     """
     task = task or FactTask()
     check_int("steps", steps, low=1)

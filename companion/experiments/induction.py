@@ -2004,7 +2004,10 @@ def _step_setup(exp: ThreeStepExperiment):
 
 
 def _population_gradient(model: Transformer, name: str, population) -> torch.Tensor:
-    """The gradient of the population loss with respect to the matrix ``name`` (the others held fixed)."""
+    """The gradient of the population loss with respect to the matrix ``name`` (the others held fixed).
+
+    Kept apart from the training engine (:func:`companion.train.fit`): the step-by-step construction takes
+    single line-searched steps on the population loss, one matrix at a time, not minibatch training."""
     W = model.matrix(name)
     W.requires_grad_(True)
     try:

@@ -1692,7 +1692,8 @@ def linear_probe(
     iters: int = 200,
 ) -> float:
     """Test accuracy of a softmax regression of ``y`` on ``X`` (features standardised on the training set, L2
-    penalty ``l2``, L-BFGS from zero, so that the fit is deterministic)."""
+    penalty ``l2``, L-BFGS from zero, so that the fit is deterministic; a convex fit on fixed features, kept apart
+    from the training engine, :func:`companion.train.fit`)."""
     mu, sd = X.mean(0), X.std(0).clamp_min(1e-6)
     X, X_test = (X - mu) / sd, (X_test - mu) / sd
     W = torch.zeros(X.shape[1] + 1, classes, requires_grad=True)

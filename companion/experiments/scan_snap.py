@@ -329,7 +329,10 @@ def population_run(
 ) -> dict[str, np.ndarray]:
     """Gradient descent on the T -> infinity loss (:func:`population_loss`, every class once per step,
     float64, no momentum), Y(0) = 0 and Z(0) = 0 or, with ``z0`` > 0, uniform in [-z0, z0]. Returns the rows
-    z_{psi(n)} of Z (steps + 1, K, M) and the loss (steps + 1,): the discretised dynamics of Sections 4-5."""
+    z_{psi(n)} of Z (steps + 1, K, M) and the loss (steps + 1,): the discretised dynamics of Sections 4-5.
+
+    Kept apart from the training engine (:func:`companion.train.fit`): full-batch gradient descent on a
+    population loss (no batches are drawn), the theory's dynamics rather than a training run."""
     check_float("eta_Y", eta_y, low=0, low_open=True)
     check_float("eta_Z", eta_z, low=0, low_open=True)
     check_int("steps", steps, low=1)

@@ -132,7 +132,8 @@ def limits(alpha: float, flow: str) -> tuple[float, float]:
 
 
 def train_two_token_W(alpha: float, lr: float, steps: int, record_every: int = 1) -> dict:
-    """Gradient descent with autograd on W (3 x 2, orthonormal bases), W(0) = 0.
+    """Gradient descent with autograd on W (3 x 2, orthonormal bases), W(0) = 0 (full-batch on the population
+    loss: kept apart from the training engine, :func:`companion.train.fit`, which draws minibatches).
 
     Returns the times t = lr * step and the coordinates beta1, beta2 of W on B1, B2.
     An independent check of the ODE: nothing here uses Eq. (42) or (43).
@@ -171,7 +172,8 @@ def fig18_runs(
     seed: int = 0,
     record_every: int = 10,
 ) -> dict:
-    """Fig. 18: ``runs`` independent full models trained as one batched GD computation.
+    """Fig. 18: ``runs`` independent full models trained as one batched GD computation (full-batch on the
+    population loss: kept apart from the training engine, :func:`companion.train.fit`, which draws minibatches).
 
     Embeddings e_i, u_j uniform on the sphere S^{d-1}; W_ij ~ N(0, 1/d); full-batch
     GD on the population cross-entropy with noise alpha. Every ``record_every``

@@ -164,7 +164,10 @@ def gd_run(
     init_std: float = 0.0,
     seed: int = 0,
 ) -> dict:
-    """Full-batch GD in float64; per step s (1..steps) and weight: (||w - lead||_F, ||lead||_F, cosine)."""
+    """Full-batch GD in float64; per step s (1..steps) and weight: (||w - lead||_F, ||lead||_F, cosine).
+
+    Kept apart from the training engine (:func:`companion.train.fit`): the theorem is about full-batch gradient
+    descent on a fixed set of sequences, and every step is measured (no batches are drawn)."""
     T = seqs.shape[1] - 1
     model = AttnOnly(
         AttnOnlyConfig(V=V, T=T, L=L, init=init, init_std=init_std),
