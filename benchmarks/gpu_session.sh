@@ -41,6 +41,9 @@ BENCH=${BENCH:-1}
 if [ "$BENCH" = 1 ]; then
   timeout $(( $(left) - 240 )) $PY benchmarks/bench_recall.py --device $DEV --full-run > /tmp/logs/bench.log 2>&1
   echo "bench rc=$? at $(( $(date +%s) - T0 )) s"; tail -c 1500 /tmp/logs/bench.log | tr '\r' '\n' | tail -25
+  # replicas against the same runs one after another (fact_capacity's quick grid, 64 steps each)
+  timeout $(( $(left) < 300 ? 30 : 120 )) $PY benchmarks/bench_engine.py --device $DEV > /tmp/logs/bench_engine.log 2>&1
+  echo "bench_engine rc=$? at $(( $(date +%s) - T0 )) s"; grep replica_ratio /tmp/logs/bench_engine.log
   cp benchmarks/results/*.json "$OUTD/" 2>/dev/null
   rm -f "$OUTD"/CPU_* "$OUTD"/llm_*
 fi

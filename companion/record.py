@@ -70,6 +70,9 @@ class Recordable:
     curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
     # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
     run: Callable | None = None
+    # ({name: configuration}, device=) -> {name: run}: every member at once (runs packed as replicas); default:
+    # ``run`` on each member in turn
+    run_all: Callable | None = None
     summary_var: str = "summary"  # the chapter's name for this experiment's summary in its Check cell
     member_overrides: Callable = lambda name, overrides: overrides  # (member, overrides) -> that member's
     # (profile, members) -> None; raises ValueError for a recording its summary
@@ -140,6 +143,7 @@ def _registry() -> dict[str, Recordable]:
                 fact_capacity.grid_summary,
                 fact_capacity.grid_curves,
                 run=fact_capacity.run,
+                run_all=fact_capacity.run_many,
             ),
             Recordable(
                 "fact_scaling",
@@ -505,7 +509,10 @@ def record(
     runner = rec.run or noisy_recall.run
     start = time.perf_counter()
     with config.precision(precision):
-        runs = {k: runner(exp, device=device) for k, exp in members.items()}  # cached: re-recording is cheap
+        if rec.run_all is not None:
+            runs = rec.run_all(members, device=device)
+        else:  # cached: re-recording is cheap
+            runs = {k: runner(exp, device=device) for k, exp in members.items()}
         summary = rec.summary(runs)
     wall = time.perf_counter() - start
     missing = sorted(set(checked.values()) - set(summary))
@@ -529,6 +536,8 @@ def record(
         "commit": commit,
         "package": package,
         "precision": precision,
+        # the runs trained together as replicas: {member: pack}, for the members that were
+        "packs": {k: r["pack"] for k, r in runs.items() if isinstance(r, dict) and "pack" in r},
         **facts,  # torch's version, the GPU's SM count, torch's CPU threads
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
         # training and evaluation, when computed

@@ -203,6 +203,114 @@ def fit(
     return out
 
 
+REPLICA_OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+class Replicas:
+    """The optimiser of a packed computation and its per-replica book-keeping.
+
+    ``params`` are tensors whose first dimension is the replica (R runs trained as one computation); each
+    replica has its own learning rate and weight decay, ``kind`` is "sgd" (momentum, weight decay added to the
+    gradient, as :class:`torch.optim.SGD`), "adam" (as :class:`torch.optim.Adam`) or "adamw" (decoupled decay,
+    as :class:`torch.optim.AdamW`), with torch's update formulas. ``frozen`` (R,) marks replicas that met their
+    stopping rule or diverged: their parameters no longer move. ``diverged`` (R,) is the first step whose loss
+    was not finite (inf: none). Both stay on the device; nothing couples replicas.
+
+    >>> w = torch.nn.Parameter(torch.ones(2, 3))
+    >>> reps = Replicas([w], "sgd", lr=[0.25, 0.5])
+    >>> (w**2).sum().backward(); reps.step()
+    >>> w[:, 0].tolist()
+    [0.5, 0.0]
+
+    Raises:
+        ValueError: no replica, an unknown optimiser, per-replica settings of another length, a parameter
+            without the replica dimension, a non-positive learning rate.
+    """
+
+    def __init__(
+        self,
+        params: list[torch.Tensor],
+        kind: str,
+        lr,
+        weight_decay=0.0,
+        momentum: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ):
+        check_choice("optimizer", kind, REPLICA_OPTIMIZERS)
+        lrs = [float(x) for x in np.atleast_1d(lr)]
+        R = len(lrs)
+        check_int("replicas", R, low=1)
+        decays = [float(x) for x in np.atleast_1d(weight_decay)]
+        decays = decays * R if len(decays) == 1 else decays
+        if len(decays) != R:
+            raise ValueError(f"weight_decay has {len(decays)} values for {R} replicas: give 1 or {R}")
+        for x in lrs:
+            check_float("lr", x, 0.0, None, low_open=True)
+        for x in decays:
+            check_float("weight_decay", x, 0.0, None)
+        check_float("momentum", momentum, 0.0, 1.0, high_open=True)
+        for p in params:
+            if p.ndim < 1 or p.shape[0] != R:
+                raise ValueError(
+                    f"a parameter of shape {tuple(p.shape)} has no replica dimension of size {R}"
+                )
+        self.params, self.kind, self.mu, self.betas, self.eps = list(params), kind, momentum, betas, eps
+        device, dtype = self.params[0].device, self.params[0].dtype
+        self.lr = torch.tensor(lrs, dtype=dtype, device=device)
+        self.weight_decay = torch.tensor(decays, dtype=dtype, device=device)
+        self.frozen = torch.zeros(R, dtype=torch.bool, device=device)
+        self.diverged = torch.full((R,), float("inf"), device=device)
+        self.state = [{} for _ in self.params]
+        self.t = 0
+
+    def __len__(self) -> int:
+        return len(self.lr)
+
+    def watch(self, step: int, loss: torch.Tensor) -> None:
+        """Freeze the replicas whose loss (R,) at ``step`` is not finite, and note the step (on the device)."""
+        bad = ~torch.isfinite(loss.detach()) & ~self.frozen
+        self.diverged = torch.where(bad, torch.as_tensor(float(step), device=loss.device), self.diverged)
+        self.frozen |= bad
+
+    def freeze(self, which) -> None:
+        """Freeze the replicas in ``which`` (indices, or an (R,) mask)."""
+        self.frozen[torch.as_tensor(which, device=self.frozen.device)] = True
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def _shape(self, x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        return x.view(-1, *([1] * (p.ndim - 1)))
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        for p, st in zip(self.params, self.state):
+            if p.grad is None:
+                continue
+            lr, wd, keep = (self._shape(x, p) for x in (self.lr, self.weight_decay, self.frozen))
+            g = p.grad
+            if self.kind == "adamw":
+                new = p * (1 - lr * wd)
+            else:
+                new = p.clone()
+                g = g + wd * p
+            if self.kind == "sgd":
+                if self.mu:
+                    st["buf"] = g.clone() if "buf" not in st else st["buf"].mul_(self.mu).add_(g)
+                    g = st["buf"]
+                new -= lr * g
+            else:
+                m = st.setdefault("m", torch.zeros_like(p)).lerp_(g, 1 - b1)
+                v = st.setdefault("v", torch.zeros_like(p)).mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = (v.sqrt() / (1 - b2**self.t) ** 0.5).add_(self.eps)
+                new -= lr / (1 - b1**self.t) * m / denom
+            p.copy_(torch.where(keep, p, new))
+
+
 def train(
     model,
     task,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from companion import record
-from companion.experiments import induction, khop, noisy_recall
+from companion.experiments import fact_capacity, induction, khop, noisy_recall
 
 pytestmark = [
     pytest.mark.gpu,
@@ -68,3 +68,22 @@ def test_the_random_trigger_evaluator_agrees_on_cpu_and_cuda():
         assert rows["cuda"][k] == pytest.approx(
             v, **({"abs": 0.01} if share else {"rel": 1e-4, "abs": 1e-6})
         ), k
+
+
+def test_a_full_grid_pack_trains_on_cuda_as_on_the_cpu():
+    """Two full-profile grid points of one H as one pack (fact_capacity.run_many's grouping), 3 steps on each
+    device in float64: the same evaluations, nothing on the wrong device."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        grid = fact_capacity.grid("full")
+        exps = [few_steps(grid[n], 3) for n in ("H=4, m=8", "H=4, m=128")]
+        runs = {
+            dev: fact_capacity._train_pack(exps, progress=False, device=dev, states=True)
+            for dev in ("cpu", "cuda")
+        }
+    finally:
+        torch.set_default_dtype(torch.float32)
+    for cpu, cuda in zip(runs["cpu"], runs["cuda"]):
+        assert cpu["acc"].tolist() == cuda["acc"].tolist() and cpu["stopped"] == cuda["stopped"] == 3
+        for k, v in cpu["state"].items():
+            torch.testing.assert_close(cuda["state"][k], v, rtol=1e-9, atol=1e-9)

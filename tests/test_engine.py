@@ -245,3 +245,133 @@ def test_llm_standin_matches_its_old_loop(tmp_path, monkeypatch):
     for step in spec.checkpoints:
         weights = [load_file(f / f"step{step}" / "model.safetensors") for f in folders]
         same(weights[0], weights[1])
+
+
+# --- replicas: several runs of one shape trained as one computation ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kind, torch_opt",
+    [
+        ("sgd", lambda p, lr, wd: torch.optim.SGD([p], lr=lr, momentum=0.9, weight_decay=wd)),
+        ("adam", lambda p, lr, wd: torch.optim.Adam([p], lr=lr, weight_decay=wd)),
+        ("adamw", lambda p, lr, wd: torch.optim.AdamW([p], lr=lr, weight_decay=wd)),
+    ],
+)
+def test_replica_optimizer_is_torchs_per_replica(kind, torch_opt):
+    """float64, 40 steps of a least-squares fit per replica (own data, learning rate, weight decay): each replica
+    of the pack follows torch's optimiser run alone, to 1e-12."""
+    gen = torch.Generator().manual_seed(0)
+    R, n, d = 3, 16, 5
+    X, y = (
+        torch.randn(R, n, d, generator=gen, dtype=torch.float64),
+        torch.randn(R, n, generator=gen, dtype=torch.float64),
+    )
+    w0 = torch.randn(R, d, generator=gen, dtype=torch.float64)
+    lrs, wds = [0.01, 0.05, 0.1], [0.0, 1e-2, 1e-1]
+    w = torch.nn.Parameter(w0.clone())
+    reps = tr.Replicas([w], kind, lr=lrs, weight_decay=wds, momentum=0.9)
+    tr.fit(None, reps, 40, lambda s: ((torch.einsum("rnd,rd->rn", X, w) - y) ** 2).mean(1), progress=False)
+    for r in range(R):
+        alone = torch.nn.Parameter(w0[r].clone())
+        opt = torch_opt(alone, lrs[r], wds[r])
+        tr.fit(None, opt, 40, lambda s: ((X[r] @ alone - y[r]) ** 2).mean(), progress=False)
+        torch.testing.assert_close(w[r], alone.detach(), rtol=1e-12, atol=1e-12)
+    assert not torch.equal(w.detach(), w0)
+
+
+def test_replicas_freeze_and_note_divergence_on_the_device():
+    w = torch.nn.Parameter(torch.ones(3, 2))
+    reps = tr.Replicas([w], "adam", lr=[0.1, 0.1, 0.1])
+    bad = torch.tensor([1.0, float("nan"), 1.0])
+    reps.freeze([2])
+    for step in range(3):
+        loss = (w**2).sum(1) * (bad if step == 1 else 1.0)
+        reps.watch(step, loss)
+        reps.zero_grad()
+        loss.sum().backward()
+        reps.step()
+    assert reps.frozen.tolist() == [False, True, True] and reps.diverged.tolist() == [
+        float("inf"),
+        1.0,
+        float("inf"),
+    ]
+    assert w[0, 0] < 1 and w[2].tolist() == [1.0, 1.0] and torch.isfinite(w).all()
+    assert w[1, 0] < 1  # moved at step 0, then frozen at its non-finite loss
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(lr=[]), "replicas=0"),
+        (dict(lr=[0.1, 0.1], weight_decay=[0.0, 0.1, 0.2]), "weight_decay has 3 values for 2 replicas"),
+        (dict(lr=[0.1, -1.0]), "lr=-1.0"),
+        (dict(lr=[0.1, 0.1], kind="rmsprop"), "optimizer 'rmsprop'"),
+        (dict(lr=[0.1, 0.1, 0.1]), "no replica dimension of size 3"),
+    ],
+)
+def test_replicas_refuse_bad_settings(kwargs, match):
+    kind = kwargs.pop("kind", "sgd")
+    with pytest.raises(ValueError, match=match):
+        tr.Replicas([torch.zeros(2, 4, requires_grad=True)], kind, **kwargs)
+
+
+def test_fact_capacity_pack_is_its_runs_alone(monkeypatch):
+    """float64 on the CPU: four runs of different H, m, learning rate, seed and stopping rule (one stops early,
+    one diverges at step 1) trained as one pack give each run's evaluations, stop and divergence exactly, and its
+    trained parameters to 1e-9."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        kw = dict(S=8, R=4, D=4, d=16, steps=200, eval_every=20, n_test=64, batch=32)
+        exps = [
+            fc.CapacityExperiment(H=1, m=4, lr=1e-2, seed=0, **kw),
+            fc.CapacityExperiment(H=2, m=8, lr=1e-2, seed=0, stop_at=0.5, **kw),
+            fc.CapacityExperiment(H=2, m=2, lr=3e-2, seed=1, **kw),
+            fc.CapacityExperiment(H=1, m=8, lr=1e100, seed=1, **kw),
+        ]
+        packed = fc._train_pack(exps, progress=False, states=True)
+        built = []
+        original = fc.CapacityExperiment.model
+        monkeypatch.setattr(
+            fc.CapacityExperiment, "model", lambda self: built.append(original(self)) or built[-1]
+        )
+        for e, p in zip(exps, packed):
+            alone = fc._train(e, progress=False)
+            same(without(alone, "seconds"), without(p, "seconds", "pack", "state"))
+            for name, value in p["state"].items():
+                torch.testing.assert_close(value, getattr(built[-1], name).detach(), rtol=1e-9, atol=1e-9)
+        assert [p["stopped"] for p in packed] == [200, 100, 200, 1] and packed[3]["diverged"] == 1
+        assert packed[0]["pack"] == {"replicas": 4, "H": 2, "m": 8}
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam", "adamw"])
+def test_fact_capacity_padding_stays_zero(kind):
+    """A missing head or MLP unit is exactly zero after training, under each optimiser with weight decay."""
+    small, large = (
+        fc.OneLayerTF(20, 4, d=8, H=1, d_h=2, m=3),
+        fc.OneLayerTF(20, 4, d=8, H=3, d_h=2, m=5, seed=1),
+    )
+    pack = fc.PackedOneLayerTF([small, large])
+    reps = tr.Replicas(list(pack.parameters()), kind, lr=[0.05, 0.05], weight_decay=1e-2, momentum=0.9)
+    tokens, answers = torch.randint(0, 20, (2, 16, 7)), torch.randint(0, 4, (2, 16))
+
+    def loss(step):
+        logits = pack(tokens).flatten(0, 1)
+        return (
+            torch.nn.functional.cross_entropy(logits, answers.flatten(), reduction="none").view(2, -1).mean(1)
+        )
+
+    tr.fit(None, reps, 20, loss, progress=False)
+    pads = [
+        pack.Q[0, 1:],
+        pack.K[0, 1:],
+        pack.V[0, 1:],
+        pack.O[0, 2:],
+        pack.W1[0, :, 3:],
+        pack.b1[0, 3:],
+        pack.W2[0, 3:],
+    ]
+    assert all(bool((p == 0).all()) for p in pads)
+    assert not torch.equal(pack.Q[0, 0], small.Q[0])  # the real head moved

@@ -29,6 +29,7 @@ rule).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,6 +99,79 @@ class OneLayerTF(torch.nn.Module):
         h = heads.reshape(len(heads), -1) @ self.O
         h = h + torch.relu(h @ self.W1 + self.b1) @ self.W2
         return h @ self.U.T
+
+
+class PackedOneLayerTF(torch.nn.Module):
+    """Several :class:`OneLayerTF` as one computation: each parameter gains a leading replica dimension, and
+    replicas with fewer heads or a narrower MLP than the pack are padded with zeros (zero query, key and value
+    maps and zero rows of O for a missing head; zero columns of W1 and b1 and zero rows of W2 for a missing MLP
+    unit). Padding is exact: a missing head adds zero to the output and a missing unit adds relu(0) W2 = 0, their
+    gradients are zero, and zero gradients leave a zero parameter at zero under SGD, Adam or AdamW (and under
+    weight decay); ``tests/test_engine.py`` checks it against the runs alone.
+
+    >>> small, large = OneLayerTF(20, 4, d=8, H=1, d_h=2, m=3), OneLayerTF(20, 4, d=8, H=2, d_h=2, m=5, seed=1)
+    >>> pack = PackedOneLayerTF([small, large])
+    >>> tokens = torch.randint(0, 20, (2, 6, 7))
+    >>> torch.allclose(pack(tokens)[0], small(tokens[0]), atol=1e-6)
+    True
+    """
+
+    def __init__(self, models: list[OneLayerTF]):
+        super().__init__()
+        if not models:
+            raise ValueError("a pack needs at least one model")
+        shapes = {(m.E.shape, m.U.shape, m.d_h) for m in models}
+        if len(shapes) > 1:
+            raise ValueError(
+                f"models of different vocabularies, answers, d or d_h cannot be packed: {shapes}"
+            )
+        self.d_h = models[0].d_h
+        H = max(m.Q.shape[0] for m in models)
+        width = max(m.W1.shape[1] for m in models)
+
+        def stack(get, shape_of):
+            out = []
+            for m in models:
+                t = get(m).detach()
+                pad = torch.zeros(shape_of(t), dtype=t.dtype)
+                pad[tuple(slice(0, n) for n in t.shape)] = t
+                out.append(pad)
+            return torch.stack(out)
+
+        def heads(t):
+            return (H, *t.shape[1:])
+
+        self.register_buffer("E", stack(lambda m: m.E, lambda t: t.shape))
+        self.register_buffer("U", stack(lambda m: m.U, lambda t: t.shape))
+        self.Q = torch.nn.Parameter(stack(lambda m: m.Q, heads))
+        self.K = torch.nn.Parameter(stack(lambda m: m.K, heads))
+        self.V = torch.nn.Parameter(stack(lambda m: m.V, heads))
+        # O's rows are (head, d_h) pairs: pad per head
+        self.O = torch.nn.Parameter(
+            stack(lambda m: m.O.reshape(m.Q.shape[0], self.d_h, -1), heads).flatten(1, 2)
+        )
+        self.W1 = torch.nn.Parameter(stack(lambda m: m.W1, lambda t: (t.shape[0], width)))
+        self.b1 = torch.nn.Parameter(stack(lambda m: m.b1, lambda t: (width,)))
+        self.W2 = torch.nn.Parameter(stack(lambda m: m.W2, lambda t: (width, t.shape[1])))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(replicas, batch, T) with the query (EOS) last -> (replicas, batch, n_answers): each replica's
+        :meth:`OneLayerTF.forward` on its own rows."""
+        R, n_vocab = self.E.shape[0], self.E.shape[1]
+        counts = torch.zeros(R, tokens.shape[1], n_vocab, dtype=self.E.dtype, device=tokens.device)
+        counts.scatter_add_(2, tokens, torch.ones_like(tokens, dtype=self.E.dtype))
+        last = torch.gather(self.E, 1, tokens[:, :, -1:].expand(-1, -1, self.E.shape[2]))  # (R, b, d)
+        q = torch.einsum("rbd,rhde->rbhe", last, self.Q)
+        k = torch.einsum("rvd,rhde->rhve", self.E, self.K)
+        v = torch.einsum("rvd,rhde->rhve", self.E, self.V)
+        s = torch.einsum("rhve,rbhe->rbhv", k, q) / self.d_h**0.5
+        present = (counts > 0)[:, :, None, :]
+        top = s.masked_fill(~present, -torch.inf).max(dim=-1, keepdim=True).values
+        w = counts[:, :, None, :] * torch.exp((s - top).masked_fill(~present, -torch.inf))
+        a = w / w.sum(dim=-1, keepdim=True)
+        h = torch.einsum("rbhv,rhve->rbhe", a, v).flatten(2) @ self.O
+        h = h + torch.relu(h @ self.W1 + self.b1[:, None, :]) @ self.W2
+        return h @ self.U.transpose(1, 2)
 
 
 @dataclass(frozen=True)
@@ -206,6 +280,147 @@ def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
         "seconds": out.seconds,
         "device": config.device_name(device),
     }
+
+
+# --- several runs as one computation (replicas) ---
+
+# what the runs of one pack share; they may differ in H and m (padded), lr, seed (each its own streams) and stop_at
+PACK_SHARED = ("S", "R", "D", "seq_len", "d", "d_h", "batch", "steps", "eval_every", "n_test")
+
+
+def pack_key(exp: CapacityExperiment, pad_heads: bool = False) -> tuple:
+    """The runs with equal keys train as one pack: equal :data:`PACK_SHARED` and, unless ``pad_heads``, equal H
+    (padding heads costs the largest H's attention for every replica; padding the MLP costs little)."""
+    return tuple(getattr(exp, f) for f in PACK_SHARED) + (() if pad_heads else (exp.H,))
+
+
+def _train_pack(
+    exps: list[CapacityExperiment], progress: bool, device=None, states: bool = False
+) -> list[dict]:
+    """The runs ``exps`` (of one :func:`pack_key`) trained as one computation; one result per run, as
+    :func:`run` gives, plus ``"pack"``: how many replicas trained together and the pack's H and m. Each replica
+    has its own data and test set (the streams of its own seed: replicas of one seed share the draws, which are
+    the same), learning rate, early stop and divergence (the replica is frozen there); losses are summed over
+    replicas, never averaged. ``states``: each result also holds ``"state"``, its replica's trained parameters
+    without the padding (named as :class:`OneLayerTF`'s)."""
+    if len({pack_key(e, pad_heads=True) for e in exps}) != 1:
+        raise ValueError(f"these runs differ in one of {PACK_SHARED} and cannot share a pack")
+    device = config.get_device(device)
+    first, R = exps[0], len(exps)
+    seeds = sorted({e.seed for e in exps})
+    seed_of = torch.as_tensor([seeds.index(e.seed) for e in exps], device=device)
+    tasks = {e.seed: e.task() for e in exps}
+    streams = {sd: config.seed_streams(sd, ["train-data", "test-data"]) for sd in seeds}
+    rngs = [np.random.default_rng(streams[sd]["train-data"]) for sd in seeds]
+    tests = [tasks[sd].sample(np.random.default_rng(streams[sd]["test-data"]), first.n_test) for sd in seeds]
+    test_x = torch.as_tensor(np.stack([t.tokens for t in tests]), device=device)[seed_of]
+    test_y = torch.as_tensor(np.stack([t.answer for t in tests]), device=device)[seed_of]
+    model = PackedOneLayerTF([e.model() for e in exps]).to(device)
+    reps = train.Replicas(list(model.parameters()), "adam", lr=[e.lr for e in exps])
+    stop_at = torch.as_tensor([e.stop_at for e in exps], device=device)
+    evals: list[list] = [[] for _ in exps]  # per replica: (step, accuracy)
+    stopped = [first.steps] * R
+
+    def loss_at(step: int) -> torch.Tensor:
+        batches = [tasks[sd].sample(rng, first.batch) for sd, rng in zip(seeds, rngs)]
+        tokens = torch.as_tensor(np.stack([b.tokens for b in batches]), device=device)[seed_of]
+        answer = torch.as_tensor(np.stack([b.answer for b in batches]), device=device)[seed_of]
+        logits = model(tokens)
+        loss = F.cross_entropy(logits.flatten(0, 1), answer.flatten(), reduction="none").view(R, -1).mean(1)
+        reps.watch(step, loss)
+        return loss
+
+    def evaluate(step: int) -> dict:
+        with torch.no_grad():
+            acc = (model(test_x).argmax(-1) == test_y).float().mean(1)
+        done = acc > stop_at
+        frozen = reps.frozen.tolist()  # read once per evaluation
+        for r, (a, d) in enumerate(zip(acc.tolist(), done.tolist())):
+            if not frozen[r]:
+                evals[r].append((step, a))
+                if d:
+                    stopped[r] = step
+        reps.freeze(done)
+        return {"active": int((~reps.frozen).sum())}
+
+    out = train.fit(
+        model,
+        reps,
+        first.steps,
+        loss_at,
+        evaluate=evaluate,
+        eval_at=lambda step: step % first.eval_every == 0,
+        stop=lambda row: row["active"] == 0,
+        nonfinite="continue",
+        progress=progress,
+        desc=f"facts pack of {R} d={first.d} H<={model.Q.shape[1]} m<={model.W1.shape[2]}",
+    )
+    diverged = reps.diverged.tolist()
+    pack = {"replicas": R, "H": model.Q.shape[1], "m": model.W1.shape[2]}
+    results = []
+    for r in range(R):
+        steps, accs = zip(*evals[r])
+        results.append(
+            {
+                "step": np.asarray(steps),
+                "acc": np.asarray(accs),
+                "best": max(accs),
+                "stopped": int(diverged[r]) if diverged[r] < float("inf") else stopped[r],
+                "diverged": int(diverged[r]) if diverged[r] < float("inf") else float("inf"),
+                "seconds": out.seconds / R,
+                "device": config.device_name(device),
+                "pack": pack,
+            }
+        )
+        if states:
+            H, m, d_h = exps[r].H, exps[r].m, first.d_h
+            P = {k: v.detach()[r].cpu() for k, v in model.named_parameters()}
+            results[-1]["state"] = {
+                "Q": P["Q"][:H], "K": P["K"][:H], "V": P["V"][:H], "O": P["O"][: H * d_h],
+                "W1": P["W1"][:, :m], "b1": P["b1"][:m], "W2": P["W2"][:m],
+            }  # fmt: skip
+    return results
+
+
+def run_many(
+    exps: dict[str, CapacityExperiment],
+    progress: bool = True,
+    use_cache: bool = True,
+    device=None,
+    max_replicas: int = 64,
+    pad_heads: bool = False,
+) -> dict[str, dict]:
+    """:func:`run` for each of ``exps``, the runs of one :func:`pack_key` trained together in packs of at most
+    ``max_replicas``. A packed run is cached under its configuration and its pack (its numbers are those of the
+    run alone up to rounding, not bitwise), so :func:`run` alone does not find it. ``"seconds"`` of a packed run
+    is its share of the pack's time.
+
+    Raises:
+        ValueError: ``max_replicas`` below 1.
+    """
+    check_int("max_replicas", max_replicas, low=1)
+    groups: dict[tuple, list[str]] = {}
+    for name, e in exps.items():
+        groups.setdefault(pack_key(e, pad_heads), []).append(name)
+    packs = [
+        names[i : i + max_replicas] for names in groups.values() for i in range(0, len(names), max_replicas)
+    ]
+    out = {}
+    for names in packs:
+        if len(names) == 1:
+            out[names[0]] = run(exps[names[0]], progress=progress, use_cache=use_cache, device=device)
+            continue
+        members = [exps[n] for n in names]
+        label = {"members": [dataclasses.asdict(e) for e in members]}
+        results = cache.load_or_compute(
+            "fact_capacity-pack",
+            label,
+            lambda m=members: _train_pack(m, progress, device),
+            MODULES,
+            use_cache=use_cache,
+        )
+        out.update(zip(names, results))
+    return {n: out[n] for n in exps}
 
 
 # --- the grid of Fig. 4 (right): heads H against MLP width m at S = R = 32, D = 8, d = 32, d_h = 8 ---

@@ -1,0 +1,104 @@
+"""Replicas against the same runs one after another (issue 51: the training engine).
+
+For each packed family at quick sizes: the runs of its quick grid trained for ``--steps`` steps each, one after
+another (each run alone, as `run` trains it) and as packs (`run_many`'s grouping: one pack per H; and every run in
+one pack, heads padded), without early stopping, on the current machine in one process. The ratio is the time
+one after another over the time packed. Families not yet packed are listed with ``null`` and the reason.
+
+Writes benchmarks/results/<machine>-engine.json (atomically) and prints it.
+Usage: python benchmarks/bench_engine.py [--device cuda] [--steps 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from companion import config
+from companion.experiments import fact_capacity
+from companion.io import atomic_write_text
+
+NOT_PACKED = {
+    "khop": "k-hop runs are not packed yet: each run trains alone",
+    "allocation": "allocation runs are not packed yet: each run trains alone",
+}
+
+
+def commit() -> str:
+    """``$COMPANION_COMMIT``, else the checkout's short commit (empty outside a git checkout)."""
+    if os.environ.get("COMPANION_COMMIT"):
+        return os.environ["COMPANION_COMMIT"]
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    )
+    return out.stdout.strip()
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def fact_capacity_times(steps: int, device) -> dict:
+    """Seconds for the quick grid's runs (``steps`` steps each, no early stop): alone, one pack per H, one pack."""
+    runs = [
+        dataclasses.replace(e, steps=steps, eval_every=steps, stop_at=1.0)
+        for e in fact_capacity.grid("quick").values()
+    ]
+    out = {"runs": len(runs), "steps": steps}
+    fact_capacity._train(runs[0], progress=False, device=device)  # warm-up
+    sync(device)
+    t0 = time.perf_counter()
+    for e in runs:
+        fact_capacity._train(e, progress=False, device=device)
+    sync(device)
+    out["alone_s"] = time.perf_counter() - t0
+    for label, pad in (("per_H", False), ("one", True)):
+        groups: dict = {}
+        for e in runs:
+            groups.setdefault(fact_capacity.pack_key(e, pad), []).append(e)
+        sync(device)
+        t0 = time.perf_counter()
+        for members in groups.values():
+            fact_capacity._train_pack(members, progress=False, device=device)
+        sync(device)
+        out[f"packed_{label}_s"] = time.perf_counter() - t0
+        out[f"packs_{label}"] = len(groups)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--steps", type=int, default=64)
+    args = ap.parse_args()
+    config.check_int("steps", args.steps, low=1)
+    device = config.get_device(args.device)
+    out = {
+        "device": config.device_name(device),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "date": time.strftime("%Y-%m-%d"),
+        "commit": commit(),
+    }
+    fc = fact_capacity_times(args.steps, device)
+    out["fact_capacity"] = fc
+    out["replica_ratio_fact_capacity"] = fc["alone_s"] / min(fc["packed_per_H_s"], fc["packed_one_s"])
+    for family, why in NOT_PACKED.items():
+        out[f"replica_ratio_{family}"] = None
+        out[f"replica_note_{family}"] = why
+    slug = "".join(c if c.isalnum() else "_" for c in out["device"]).strip("_")
+    path = Path(__file__).parent / "results" / f"{slug}-engine.json"
+    atomic_write_text(path, json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
