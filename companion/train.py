@@ -13,6 +13,7 @@ and :func:`train`, that loop on a task with next-token losses (:func:`batch_loss
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -309,6 +310,59 @@ class Replicas:
                 denom = (v.sqrt() / (1 - b2**self.t) ** 0.5).add_(self.eps)
                 new -= lr / (1 - b1**self.t) * m / denom
             p.copy_(torch.where(keep, p, new))
+
+
+class Pack:
+    """Models of one architecture and shape as one computation: their parameters and buffers stacked along a
+    leading replica dimension (``torch.func.stack_module_state``), and a function of one model mapped over
+    them (``torch.func.vmap``). Nothing couples the replicas.
+
+    >>> lin = [torch.nn.Linear(3, 1) for _ in range(4)]
+    >>> pack = Pack(lin)
+    >>> x = torch.ones(2, 3)
+    >>> pack.map(lambda model, x: model(x).sum(), x).shape
+    torch.Size([4])
+    >>> torch.allclose(pack.map(lambda model, x: model(x).sum(), x)[1], lin[1](x).sum())
+    True
+    """
+
+    def __init__(self, models: list[torch.nn.Module]):
+        from torch.func import stack_module_state
+
+        check_int("replicas", len(models), low=1)
+        self.params, self.buffers = stack_module_state(models)
+        self.base = copy.deepcopy(models[0]).to("meta")
+
+    def __len__(self) -> int:
+        return next(iter(self.params.values())).shape[0]
+
+    def parameters(self) -> list[torch.Tensor]:
+        return list(self.params.values())
+
+    def map(self, fn: Callable, *args) -> torch.Tensor:
+        """``fn(model, *args)`` for every replica's model, stacked: ``args`` are shared (not mapped)."""
+        from torch.func import functional_call, vmap
+
+        base = self.base
+
+        class Bound:  # the base module called with one replica's tensors
+            takes_positions = getattr(base, "takes_positions", False)
+
+            def __init__(self, params, buffers):
+                self.state = (params, buffers)
+
+            def __call__(self, *a, **k):
+                return functional_call(base, self.state, a, k)
+
+        return vmap(lambda p, b: fn(Bound(p, b), *args))(self.params, self.buffers)
+
+    def model(self, r: int) -> torch.nn.Module:
+        """Replica ``r`` as a module of its own (a copy, on the pack's device)."""
+        state = {k: v[r].detach() for k, v in {**self.params, **self.buffers}.items()}
+        device = next(iter(state.values())).device
+        out = copy.deepcopy(self.base).to_empty(device=device)
+        out.load_state_dict(state)
+        return out
 
 
 def train(

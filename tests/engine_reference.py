@@ -22,7 +22,9 @@ from tqdm.auto import tqdm
 from companion import config
 from companion.config import check_choice, check_float, check_int
 from companion.data import sources
+from companion.data.recall import BigramTask
 from companion.data.tokenizer import gpt2_tokenizer
+from companion.experiments.allocation import AllocationExperiment
 from companion.experiments.fact_capacity import CapacityExperiment
 from companion.experiments.factual import FactExperiment, losses
 from companion.experiments.khop import (
@@ -57,6 +59,7 @@ from companion.experiments.scan_snap_text import (
     corpus,
 )
 from companion.llm.standin import StandIn
+from companion.models import Transformer
 from companion.models.attn_only import AttnOnly, AttnOnlyConfig
 from companion.theory import leading_terms as lt
 from companion.theory.leading_study import TextConfig, _cosines, _mean_loss, remove_projection
@@ -652,3 +655,61 @@ def standin_build(spec: StandIn = StandIn(), progress: bool = True) -> Path:  # 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def allocation_train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
+    device = config.get_device(device)
+    streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
+    task = BigramTask(exp.seq_len)
+    test_batch = task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
+    grid = [(b, f, lr) for b in exp.budgets for f in exp.mlp_fracs for lr in exp.lrs]
+    rows, t0 = [], time.perf_counter()
+    for budget, f, lr in tqdm(grid, desc="configurations x learning rates", disable=not progress):
+        cfg = exp.model_config(budget, f)
+        model = Transformer(cfg, seed=exp.seed).to(device)
+        tcfg = TrainConfig(
+            steps=exp.steps, batch=exp.batch, lr=lr, momentum=exp.momentum, weight_decay=exp.weight_decay
+        )
+        logs = train(
+            model,
+            task,
+            tcfg,
+            np.random.default_rng(streams["train-data"]),
+            progress=False,
+            stop_on_nonfinite=True,
+        )
+        train_loss = test_loss = None  # None: this lr diverged, so it cannot be the best one
+        if not logs[-1].get("diverged"):
+            model.eval()
+            with torch.no_grad():
+                test = batch_loss(model, test_batch, device).item()
+            if np.isfinite(test):
+                train_loss, test_loss = float(np.mean([r["loss"] for r in logs[-exp.last :]])), test
+        n = cfg.n_params()
+        rows.append(
+            {
+                "budget": budget,
+                "mlp_frac": f,
+                "mlp_params": n["feed_forward"],
+                "attn_params": n["attention"],
+                "mlp_width": cfg.hidden,
+                "attn_rank": cfg.attn_rank,
+                "lr": lr,
+                "train_loss": train_loss,
+                "test_loss": test_loss,
+            }
+        )
+    for budget in exp.budgets:
+        for f in exp.mlp_fracs:
+            group = [r for r in rows if r["budget"] == budget and r["mlp_frac"] == f]
+            finite = [r for r in group if r["train_loss"] is not None]
+            best = min(finite, key=lambda r: r["train_loss"]) if finite else None  # None: every lr diverged
+            for r in group:
+                r["best"] = r is best
+    return {
+        "rows": rows,
+        "entropy": task.entropy(),
+        "seconds": time.perf_counter() - t0,
+        "device": config.device_name(device),
+        "exp": dataclasses.asdict(exp),
+    }

@@ -31,12 +31,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from companion import cache, config
+from companion import cache, config, train
 from companion.config import check_float, check_int
 from companion.data.recall import BigramTask
 from companion.models import ModelConfig, Transformer
 from companion.report import Summary, markdown_table, strict_max, strict_min
-from companion.train import TrainConfig, batch_loss, train
+from companion.train import TrainConfig
 
 
 def split(budget: int, mlp_frac: float, d: int, n_layers: int) -> tuple[int, int]:
@@ -145,43 +145,43 @@ def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
     streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
     task = BigramTask(exp.seq_len)
     test_batch = task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
-    grid = [(b, f, lr) for b in exp.budgets for f in exp.mlp_fracs for lr in exp.lrs]
     rows, t0 = [], time.perf_counter()
-    for budget, f, lr in tqdm(grid, desc="configurations x learning rates", disable=not progress):
+    shapes = [(b, f) for b in exp.budgets for f in exp.mlp_fracs]
+    for budget, f in tqdm(shapes, desc="configurations (learning rates packed)", disable=not progress):
         cfg = exp.model_config(budget, f)
-        model = Transformer(cfg, seed=exp.seed).to(device)
-        tcfg = TrainConfig(
-            steps=exp.steps, batch=exp.batch, lr=lr, momentum=exp.momentum, weight_decay=exp.weight_decay
+        # the learning rates of one configuration as one computation: same start, same batches
+        pack = train.Pack([Transformer(cfg, seed=exp.seed).to(device) for _ in exp.lrs])
+        reps = train.Replicas(
+            pack.parameters(), "sgd", lr=exp.lrs, weight_decay=exp.weight_decay, momentum=exp.momentum
         )
-        logs = train(
-            model,
-            task,
-            tcfg,
-            np.random.default_rng(streams["train-data"]),
-            progress=False,
-            stop_on_nonfinite=True,
-        )
-        train_loss = test_loss = None  # None: this lr diverged, so it cannot be the best one
-        if not logs[-1].get("diverged"):
-            model.eval()
-            with torch.no_grad():
-                test = batch_loss(model, test_batch, device).item()
-            if np.isfinite(test):
-                train_loss, test_loss = float(np.mean([r["loss"] for r in logs[-exp.last :]])), test
+        rng = np.random.default_rng(streams["train-data"])
+
+        def loss_at(step, pack=pack, reps=reps, rng=rng):
+            loss = pack.map(lambda model, b: train.batch_loss(model, b, device), task.sample(rng, exp.batch))
+            reps.watch(step, loss)
+            return loss
+
+        out = train.fit(None, reps, exp.steps, loss_at, nonfinite="continue", progress=False)
+        with torch.no_grad():
+            tests = pack.map(lambda model, b: train.batch_loss(model, b, device), test_batch).tolist()
+        diverged = reps.diverged.tolist()
         n = cfg.n_params()
-        rows.append(
-            {
-                "budget": budget,
-                "mlp_frac": f,
-                "mlp_params": n["feed_forward"],
-                "attn_params": n["attention"],
-                "mlp_width": cfg.hidden,
-                "attn_rank": cfg.attn_rank,
-                "lr": lr,
-                "train_loss": train_loss,
-                "test_loss": test_loss,
-            }
-        )
+        for r, lr in enumerate(exp.lrs):
+            # None: this lr diverged, so it cannot be the best one
+            ok = diverged[r] == float("inf") and np.isfinite(tests[r])
+            rows.append(
+                {
+                    "budget": budget,
+                    "mlp_frac": f,
+                    "mlp_params": n["feed_forward"],
+                    "attn_params": n["attention"],
+                    "mlp_width": cfg.hidden,
+                    "attn_rank": cfg.attn_rank,
+                    "lr": lr,
+                    "train_loss": float(np.mean(out.losses[-exp.last :, r])) if ok else None,
+                    "test_loss": tests[r] if ok else None,
+                }
+            )
     for budget in exp.budgets:
         for f in exp.mlp_fracs:
             group = [r for r in rows if r["budget"] == budget and r["mlp_frac"] == f]
