@@ -1,8 +1,9 @@
 """Replicas against the same runs one after another (issue 51: the training engine).
 
-For each packed family at quick sizes: the runs of its quick grid trained for ``--steps`` steps each, one after
-another (each run alone, as `run` trains it) and as packs (`run_many`'s grouping: one pack per H; and every run in
-one pack, heads padded), without early stopping, on the current machine in one process. The ratio is the time
+For each packed family at quick sizes, on the current machine in one process: fact_capacity's quick grid trained
+for ``--steps`` steps each, one after another (each run alone, as `run` trains it) and as packs (`run_many`'s
+grouping: one pack per H; and every run in one pack, heads padded), without early stopping; allocation's smallest
+quick budget, each (MLP share, learning rate) alone and the learning rates of each share as one pack. The ratio is the time
 one after another over the time packed. Families not yet packed are listed with ``null`` and the reason.
 
 Writes benchmarks/results/<machine>-engine.json (atomically) and prints it.
@@ -22,13 +23,10 @@ from pathlib import Path
 import torch
 
 from companion import config
-from companion.experiments import fact_capacity
+from companion.experiments import allocation, fact_capacity
 from companion.io import atomic_write_text
 
-NOT_PACKED = {
-    "khop": "k-hop runs are not packed yet: each run trains alone",
-    "allocation": "allocation runs are not packed yet: each run trains alone",
-}
+NOT_PACKED = {"khop": "k-hop runs are not packed yet: each run trains alone"}
 
 
 def commit() -> str:
@@ -74,6 +72,38 @@ def fact_capacity_times(steps: int, device) -> dict:
     return out
 
 
+def allocation_times(steps: int, device) -> dict:
+    """Seconds for the quick experiment's smallest budget (every MLP share, every learning rate, ``steps`` steps
+    each): each run alone through :func:`companion.train.train`, and the learning rates of each share as one pack
+    (:func:`companion.experiments.allocation._train_all`)."""
+    import numpy as np
+
+    from companion.data.recall import BigramTask
+    from companion.models import Transformer
+    from companion.train import TrainConfig, train
+
+    exp = dataclasses.replace(allocation.AllocationExperiment(), budgets=(8192,), steps=steps, last=1)
+    task = BigramTask(exp.seq_len)
+    out = {"runs": len(exp.mlp_fracs) * len(exp.lrs), "steps": steps}
+    sync(device)
+    t0 = time.perf_counter()
+    for f in exp.mlp_fracs:
+        for lr in exp.lrs:
+            model = Transformer(exp.model_config(8192, f), seed=exp.seed).to(device)
+            cfg = TrainConfig(
+                steps=steps, batch=exp.batch, lr=lr, momentum=exp.momentum, weight_decay=exp.weight_decay
+            )
+            train(model, task, cfg, np.random.default_rng(0), progress=False, stop_on_nonfinite=True)
+    sync(device)
+    out["alone_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    allocation._train_all(exp, device, progress=False)
+    sync(device)
+    out["packed_s"] = time.perf_counter() - t0
+    out["packs"] = len(exp.mlp_fracs)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default=None)
@@ -91,6 +121,9 @@ def main() -> None:
     fc = fact_capacity_times(args.steps, device)
     out["fact_capacity"] = fc
     out["replica_ratio_fact_capacity"] = fc["alone_s"] / min(fc["packed_per_H_s"], fc["packed_one_s"])
+    al = allocation_times(args.steps, device)
+    out["allocation"] = al
+    out["replica_ratio_allocation"] = al["alone_s"] / al["packed_s"]
     for family, why in NOT_PACKED.items():
         out[f"replica_ratio_{family}"] = None
         out[f"replica_note_{family}"] = why
