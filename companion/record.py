@@ -83,7 +83,7 @@ class Recordable:
 def _registry() -> dict[str, Recordable]:
     from functools import partial
 
-    from companion.experiments import catalog, fact_capacity, induction, khop, summaries
+    from companion.experiments import allocation, catalog, fact_capacity, induction, khop, summaries
 
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
@@ -136,6 +136,13 @@ def _registry() -> dict[str, Recordable]:
             ),
             Recordable("architectures", "book/architectures", catalog.architectures, architectures),
             Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi, summaries.ioi_curves),
+            Recordable(
+                "allocation",
+                "book/allocation",
+                lambda p: {"allocation": catalog.allocation_experiment(p)},
+                only(allocation.summary),
+                run=allocation.run,
+            ),
             Recordable(
                 "fact_capacity",
                 "book/fact_capacity",
@@ -297,6 +304,7 @@ SOURCE_EXPERIMENTS = (
     "triggers",
     "architectures",
     "synthetic_ioi",
+    "allocation",
     "fact_capacity",
     "fact_scaling",
     "khop",

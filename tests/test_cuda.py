@@ -22,7 +22,7 @@ pytestmark = [
 def few_steps(exp, steps: int = 2):
     """``exp`` trained ``steps`` steps (and pre-trained as many, where it pre-trains), evaluated at every step."""
     fields = {f.name for f in dataclasses.fields(exp)}
-    over = {"steps": steps, "eval_every": 1, "pretrain_steps": steps}
+    over = {"steps": steps, "eval_every": 1, "pretrain_steps": steps, "last": 1}
     return dataclasses.replace(exp, **{k: v for k, v in over.items() if k in fields})
 
 
