@@ -45,6 +45,7 @@ from typing import Callable
 import numpy as np
 
 from companion import __version__, config
+from companion.data import SAMPLER_VERSION
 from companion.io import atomic_write_text
 
 RECORDED_DIR = config.committed_data_dir() / "recorded"
@@ -78,6 +79,32 @@ class Recordable:
     # (profile, members) -> None; raises ValueError for a recording its summary
     # could not make (a comparison with other recorded runs), before any run
     precheck: Callable | None = None
+
+    def first_batch(self, exp):
+        """The first training batch of member ``exp``: the ``first_batch`` function of the module of its
+        ``run`` (noisy_recall's by default)."""
+        import importlib
+
+        module = (self.run or _default_run()).__module__
+        fn = getattr(importlib.import_module(module), "first_batch", None)
+        if fn is None:
+            raise ValueError(f"{module} has no first_batch(exp): recordings of {self.name!r} need one")
+        return fn(exp)
+
+
+def _default_run():
+    from companion.experiments import noisy_recall
+
+    return noisy_recall.run
+
+
+def first_batches(name: str, members: dict) -> dict:
+    """{member: digest of its first training batch} (:func:`companion.data.batch_digest`; None where a member
+    trains nothing)."""
+    from companion.data import batch_digest
+
+    rec = experiment(name)
+    return {k: (None if (b := rec.first_batch(e)) is None else batch_digest(b)) for k, e in members.items()}
 
 
 def _registry() -> dict[str, Recordable]:
@@ -544,6 +571,10 @@ def record(
         "commit": commit,
         "package": package,
         "precision": precision,
+        # how batches are drawn from a seed, and each member's first training batch (tests/test_recorded.py
+        # recomputes them: a change of the sampler shows there)
+        "sampler": SAMPLER_VERSION,
+        "first_batch": first_batches(name, members),
         # the runs trained together as replicas: {member: pack}, for the members that were
         "packs": {k: r["pack"] for k, r in runs.items() if isinstance(r, dict) and "pack" in r},
         **facts,  # torch's version, the GPU's SM count, torch's CPU threads
@@ -771,6 +802,27 @@ def stale(rec: Recorded) -> str:
     if changed:
         diffs = ", ".join(f"{k}: recorded {rec.config.get(k)!r}, now {now.get(k)!r}" for k in changed)
         return f"configuration changed ({diffs}); regenerate with: {rec.command}"
+    return _sampler_changed(rec, exp)
+
+
+def _sampler_changed(rec: Recorded, members: dict) -> str:
+    """Why the batches a recording trained on are no longer those its configuration draws today ('' when they
+    are, or when the file predates these fields): another sampler version, or another first batch."""
+    if "sampler" in rec.data and rec.data["sampler"] != SAMPLER_VERSION:
+        return (
+            f"recorded with sampler version {rec.data['sampler']}, now {SAMPLER_VERSION} (other batches from "
+            f"the same seed); regenerate with: {rec.command}"
+        )
+    if "first_batch" in rec.data:
+        now = first_batches(rec.experiment, members)
+        moved = sorted(
+            k for k in set(now) | set(rec.data["first_batch"]) if now.get(k) != rec.data["first_batch"].get(k)
+        )
+        if moved:
+            return (
+                f"the first training batch of {', '.join(moved)} is not the recorded one (the sampler changed "
+                f"without a new SAMPLER_VERSION?); regenerate with: {rec.command}"
+            )
     return ""
 
 

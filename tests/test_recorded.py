@@ -5,6 +5,7 @@ import json
 import pytest
 
 from companion import claims, config, record, report
+from companion.data import batch_digest
 
 RECORDED = record.runs()
 
@@ -431,3 +432,57 @@ def test_a_recording_says_its_precision_torch_and_device_facts(tmp_path, monkeyp
         assert rec.threads == torch.get_num_threads()
         assert set(rec.claims.values()) == {float(precision == "tf32")}  # the runs ran in that precision
     assert sorted(p.name for p in tmp_path.iterdir()) == ["recall-quick-tf32.json", "recall-quick.json"]
+
+
+def test_a_recording_notices_other_batches(tmp_path, monkeypatch):
+    """A recording keeps the sampler version and each member's first-batch digest; a file whose first batch is
+    not today's, or whose sampler version is another, is stale and says so."""
+    path = tmp_path / "allocation-quick.json"
+    members = record.build("allocation", "quick")
+    data = {
+        "format": record.FORMAT, "experiment": "allocation", "chapter": "book/allocation", "profile": "quick",
+        "overrides": {}, "config": record._configs(members), "summary": {}, "meaning": {}, "claims": {},
+        "curves": {}, "command": "python -m companion record allocation", "device": "cpu",
+        "sampler": record.SAMPLER_VERSION, "first_batch": record.first_batches("allocation", members),
+    }  # fmt: skip
+    path.write_text(json.dumps(data))
+    assert record.stale(record.load(path)) == ""
+    path.write_text(json.dumps({**data, "first_batch": {"allocation": "0" * 16}}))
+    assert "the first training batch of allocation is not the recorded one" in record.stale(record.load(path))
+    path.write_text(json.dumps({**data, "sampler": record.SAMPLER_VERSION + 1}))
+    assert "sampler version" in record.stale(record.load(path))
+
+
+@pytest.mark.parametrize(
+    "name", ["recall", "finetune", "allocation", "fact_capacity", "khop", "induction_b10_seeds"]
+)
+def test_first_batch_is_the_batch_training_draws_first(name, tmp_path, monkeypatch):
+    """Each family's first_batch is the first batch of the training size (16) that its recording's runs draw
+    (a spy on every task sampler; test sets are drawn at another size, 24)."""
+    import dataclasses
+
+    from companion.data.ioi import IOITask
+    from companion.data.recall import BigramTask, RecallTask
+    from companion.experiments.factual import FactTask
+    from companion.experiments.khop import KHopTask
+
+    rec = record.experiment(name)
+    exp = next(iter(record.build(name, "quick").values()))
+    fields = {f.name for f in dataclasses.fields(exp)}
+    small = {"steps": 2, "eval_every": 1, "pretrain_steps": 2, "last": 1, "n_test": 24, "batch": 16}
+    exp = dataclasses.replace(exp, **{k: v for k, v in small.items() if k in fields})
+    drawn = []
+    for cls in (RecallTask, IOITask, BigramTask, FactTask, KHopTask):
+
+        def spy(self, *a, _original=cls.sample, **k):
+            drawn.append(_original(self, *a, **k))
+            return drawn[-1]
+
+        monkeypatch.setattr(cls, "sample", spy)
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    if rec.run_all is not None:
+        rec.run_all({"m": exp}, device="cpu")
+    else:
+        (rec.run or record._default_run())(exp, device="cpu")
+    first_train = next(b for b in drawn if b.tokens.shape[0] == 16)
+    assert batch_digest(first_train) == batch_digest(rec.first_batch(exp))

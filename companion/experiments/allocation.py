@@ -123,6 +123,12 @@ class AllocationExperiment(config.Profiled):
         return cache.key(self, MODULES)
 
 
+def first_batch(exp: AllocationExperiment):
+    """The first training batch (every run of ``exp`` draws the same batches), as training draws it."""
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
+    return BigramTask(exp.seq_len).sample(rng, exp.batch)
+
+
 def run(exp: AllocationExperiment, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Train every (budget, fraction, lr); return rows with losses, cached as JSON.
 

@@ -231,6 +231,18 @@ class CapacityExperiment(config.Profiled):
 MODULES = ("companion.experiments.fact_capacity", "companion.experiments.factual")
 
 
+def first_batch(exp):
+    """The first training batch of a :class:`CapacityExperiment`, or of a :class:`ScalingExperiment`'s first
+    trial (its smallest width, the middle of its size range, its first learning rate; None if its range holds
+    no trial), drawn as training draws it."""
+    if isinstance(exp, ScalingExperiment):
+        if exp.max_size - exp.min_size <= 1:
+            return None
+        exp = exp.point(exp.ds[0], (exp.min_size + exp.max_size) // 2, exp.lrs[0])
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
+    return exp.task().sample(rng, exp.batch)
+
+
 def run(exp: CapacityExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
     """Train (or load) ``exp``: ``{"step", "acc"}`` at every evaluation, ``"best"`` (the largest accuracy),
     ``"stopped"`` (the step training ended), ``"diverged"`` (the step the loss stopped being finite, which ends

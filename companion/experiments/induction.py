@@ -467,6 +467,12 @@ class InductionRun:
 MODULES = ("companion.experiments.induction",)
 
 
+def first_batch(exp: InductionExperiment):
+    """The first training batch of ``exp``, drawn as training draws it (recordings keep its digest)."""
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
+    return exp.task().sample(rng, exp.batch)
+
+
 def run(exp: InductionExperiment, device=None, progress: bool = True, use_cache: bool = True) -> InductionRun:
     """Train and measure (or load the cached result of) ``exp``."""
     blob = cache.load_or_compute(

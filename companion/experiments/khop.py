@@ -384,6 +384,13 @@ class KHopExperiment(config.Profiled):
 MODULES = ("companion.experiments.khop",)
 
 
+def first_batch(exp: KHopExperiment):
+    """The first training batch of ``exp`` (curriculum stage 1), drawn as training draws it."""
+    rng = _batches(exp, 1)
+    hops = training_hops(exp, 1, rng)
+    return exp.task().sample(rng, hops, training_starts(exp, hops, rng))
+
+
 def run(exp: KHopExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
     """Train (or load) ``exp``: ``"step"`` (every evaluation), ``"acc"`` ((evaluations, k): test accuracy at
     each hop count), ``"stage"`` (the curriculum's hop count at each evaluation; k for direct, 0 for mixture),

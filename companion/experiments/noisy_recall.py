@@ -229,6 +229,14 @@ class RecallRun:
 MODULES = ("companion.experiments.noisy_recall",)  # what a cached run depends on (imports followed)
 
 
+def first_batch(exp: RecallExperiment):
+    """The first training batch of ``exp`` (pre-training's, for the fine-tuning schedule), drawn as training
+    draws it (recordings keep its digest, :func:`companion.data.batch_digest`)."""
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
+    task = exp.task().with_alpha(0.0) if exp.schedule == "finetune" else exp.task()
+    return task.sample(rng, exp.batch)
+
+
 def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bool = True) -> RecallRun:
     """Train and measure (or load the cached result of) experiment ``exp``."""
     blob = cache.load_or_compute(
