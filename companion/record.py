@@ -81,11 +81,11 @@ class Recordable:
     precheck: Callable | None = None
 
     def first_batch(self, exp):
-        """The first training batch of member ``exp``: the ``first_batch`` function of the module of its
-        ``run`` (noisy_recall's by default)."""
+        """The first training batch of member ``exp``: the ``first_batch`` function of the module that defines
+        its configuration's class."""
         import importlib
 
-        module = (self.run or _default_run()).__module__
+        module = type(exp).__module__
         fn = getattr(importlib.import_module(module), "first_batch", None)
         if fn is None:
             raise ValueError(f"{module} has no first_batch(exp): recordings of {self.name!r} need one")
