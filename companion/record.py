@@ -164,6 +164,13 @@ def _registry() -> dict[str, Recordable]:
             Recordable("architectures", "book/architectures", catalog.architectures, architectures),
             Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi, summaries.ioi_curves),
             Recordable(
+                "induction_head",
+                "book/induction_head",
+                induction.study_members,
+                lambda runs: induction.summary(induction.study_from_runs(runs)),
+                run=induction.run,
+            ),
+            Recordable(
                 "allocation",
                 "book/allocation",
                 lambda p: {"allocation": catalog.allocation_experiment(p)},
@@ -332,6 +339,7 @@ SOURCE_EXPERIMENTS = (
     "architectures",
     "synthetic_ioi",
     "allocation",
+    "induction_head",
     "fact_capacity",
     "fact_scaling",
     "khop",

@@ -201,6 +201,8 @@ def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
         "seconds": time.perf_counter() - t0,
         "device": config.device_name(device),
         "exp": dataclasses.asdict(exp),
+        # how the runs trained: the learning rates of each configuration as one pack
+        "pack": {"replicas": len(exp.lrs), "packed": "the learning rates of one configuration"},
     }
 
 

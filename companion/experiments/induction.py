@@ -1467,22 +1467,38 @@ def b10_seed_rows(summary, table: str = "claims") -> list[list]:
 # --- the chapter's numbers ---
 
 
+def study_members(profile: str | None = None) -> dict[str, InductionExperiment]:
+    """Every run :func:`study` trains, by name: the freeze schedules (by their names), the seeds other than the
+    joint schedule's (``"seed 1"``, ...), the one- and two-layer models (``"1 layer"``, ``"2 layers"``) and the
+    final-W_F model (``"final W_F"``)."""
+    sched = schedules(profile)
+    out = dict(sched)
+    out.update({f"seed {s}": e for s, e in seeds(profile).items() if e != sched["joint"]})
+    out.update({f"{L} layer{'s' * (L > 1)}": e for L, e in layer_experiments(profile).items()})
+    out["final W_F"] = ff_experiment(profile)
+    return out
+
+
+def study_from_runs(runs: dict) -> dict:
+    """:func:`study`'s result from the runs of :func:`study_members` (trained here, or by a recording): a seed
+    that is not among them is the joint schedule's run."""
+    joint = runs["joint"]
+    named = {k: r for k, r in runs.items() if k.startswith("seed ")}
+    by_seed = {joint.exp.seed: joint, **{int(k.split()[1]): r for k, r in named.items()}}
+    return {
+        "schedules": {n: runs[n] for n in SCHEDULES},
+        "seeds": dict(sorted(by_seed.items())),
+        "layers": {int(k.split()[0]): r for k, r in runs.items() if k.split()[-1] in ("layer", "layers")},
+        "ff": runs["final W_F"],
+        "constructed": constructed_run(joint.exp),
+    }
+
+
 def study(profile: str | None = None, progress: bool = True) -> dict:
     """Every run of ``book/induction_head``: the freeze schedules, the seed runs, the one- and two-layer
     models, the final-W_F model with fixed triggers, and the slide's memories written in. The random-trigger
     runs are :func:`random_study`'s."""
-    sched = {n: run(e, progress=progress) for n, e in schedules(profile).items()}
-    by_seed = {
-        s: sched["joint"] if e == sched["joint"].exp else run(e, progress=progress)
-        for s, e in seeds(profile).items()
-    }
-    return {
-        "schedules": sched,
-        "seeds": by_seed,
-        "layers": {L: run(e, progress=progress) for L, e in layer_experiments(profile).items()},
-        "ff": run(ff_experiment(profile), progress=progress),
-        "constructed": constructed_run(sched["joint"].exp),
-    }
+    return study_from_runs({n: run(e, progress=progress) for n, e in study_members(profile).items()})
 
 
 def random_study(profile: str | None = None, progress: bool = True) -> dict:
