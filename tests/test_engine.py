@@ -406,4 +406,5 @@ def test_allocation_pack_is_its_runs_alone():
                 assert b[k] == pytest.approx(v, rel=1e-9), k
             else:
                 assert b[k] == v, k
-    assert without(old, "rows", "seconds", "device") == without(new, "rows", "seconds", "device")
+    assert without(old, "rows", "seconds", "device") == without(new, "rows", "seconds", "device", "pack")
+    assert new["pack"]["replicas"] == 3
