@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from companion import train as tr
+from companion.data import sources
 from companion.data.recall import RecallTask
 from companion.experiments import fact_capacity as fc
 from companion.models import ModelConfig, Transformer
@@ -174,18 +175,10 @@ def test_khop_continuation_matches_its_old_loop(changes):
     same(without(old, "seconds"), without(new, "seconds"))
 
 
-def _have_wikitext() -> bool:
-    from companion.data import sources
-
-    try:
-        sources.fetch("wikitext2_valid", download=False)
-        sources.fetch("wikitext2_test", download=False)
-        return True
-    except sources.DataFileError:
-        return False
-
-
-@pytest.mark.skipif(not _have_wikitext(), reason="WikiText-2 valid/test not in COMPANION_DATA_DIR")
+@pytest.mark.skipif(
+    not sources.available("wikitext2_valid", "wikitext2_test"),
+    reason="WikiText-2 valid/test not in COMPANION_DATA_DIR",
+)
 def test_scan_snap_text_matches_its_old_loop():
     """Dropout on (its draws come from torch's global generator, seeded by the model) and clipping."""
     from companion.experiments import scan_snap_text as st
@@ -225,7 +218,10 @@ def test_leading_terms_sgd_matches_its_old_loop():
     assert new["log"]["step"] == [0, 5, 8, 10, 15, 16, 20, 24] and new["epoch_end"]["epoch"] == [0, 1, 2, 3]
 
 
-@pytest.mark.skipif(not _have_wikitext(), reason="WikiText-2 valid/test not in COMPANION_DATA_DIR")
+@pytest.mark.skipif(
+    not sources.available("wikitext2_valid", "wikitext2_test"),
+    reason="WikiText-2 valid/test not in COMPANION_DATA_DIR",
+)
 def test_llm_standin_matches_its_old_loop(tmp_path, monkeypatch):
     """The losses and every saved checkpoint's weights, for a tiny GPT-NeoX stand-in."""
     pytest.importorskip("transformers")

@@ -8,15 +8,6 @@ from companion.data import sources
 from companion.experiments import scan_snap_text as st
 
 
-def _have_wikitext() -> bool:
-    try:
-        sources.fetch("wikitext2_valid", download=False)
-        sources.fetch("wikitext2_test", download=False)
-        return True
-    except sources.DataFileError:
-        return False
-
-
 def test_model_attention_is_causal_and_normalised():
     m = st.TextModel(vocab_size=30, d=8, d_hid=8, n_layers=3, dropout=0.0, seed=1)
     logits, attn = m(torch.randint(0, 30, (2, 9)))
@@ -52,7 +43,10 @@ def test_line_counted_source_is_checked(tmp_path, monkeypatch):
         sources.fetch("wikitext2_train", download=False)
 
 
-@pytest.mark.skipif(not _have_wikitext(), reason="WikiText-2 valid/test not in COMPANION_DATA_DIR")
+@pytest.mark.skipif(
+    not sources.available("wikitext2_valid", "wikitext2_test"),
+    reason="WikiText-2 valid/test not in COMPANION_DATA_DIR",
+)
 def test_short_run_on_the_stand_in_split_repeats():
     c = st.corpus("valid", vocab_size=100)
     assert (

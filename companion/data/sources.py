@@ -97,6 +97,20 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def available(*names: str) -> bool:
+    """Whether every named source has a verified local copy (nothing is downloaded).
+
+    >>> available()
+    True
+    """
+    try:
+        for name in names:
+            fetch(name, download=False)
+    except DataFileError:
+        return False
+    return True
+
+
 def fetch(name: str, download: bool = True) -> Path:
     """Path of the verified local copy of a known source, downloading it if allowed.
 
