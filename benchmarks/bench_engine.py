@@ -3,8 +3,9 @@
 For each packed family at quick sizes, on the current machine in one process: fact_capacity's quick grid trained
 for ``--steps`` steps each, one after another (each run alone, as `run` trains it) and as packs (`run_many`'s
 grouping: one pack per H; and every run in one pack, heads padded), without early stopping; allocation's smallest
-quick budget, each (MLP share, learning rate) alone and the learning rates of each share as one pack. The ratio is the time
-one after another over the time packed. Families not yet packed are listed with ``null`` and the reason.
+quick budget, each (MLP share, learning rate) alone and the learning rates of each share as one pack; k-hop's quick
+runs of one shape (the chapter's and the seed study's), each alone and as one pack. The ratio is the time one after
+another over the time packed. Families not yet packed are listed with ``null`` and the reason.
 
 Writes benchmarks/results/<machine>-engine.json (atomically) and prints it.
 Usage: python benchmarks/bench_engine.py [--device cuda] [--steps 64]
@@ -23,10 +24,10 @@ from pathlib import Path
 import torch
 
 from companion import config
-from companion.experiments import allocation, fact_capacity
+from companion.experiments import allocation, fact_capacity, khop
 from companion.io import atomic_write_text
 
-NOT_PACKED = {"khop": "k-hop runs are not packed yet: each run trains alone"}
+NOT_PACKED: dict[str, str] = {}
 
 
 def commit() -> str:
@@ -104,6 +105,29 @@ def allocation_times(steps: int, device) -> dict:
     return out
 
 
+def khop_times(steps: int, device) -> dict:
+    """Seconds for the quick chapter's and seed study's runs of one shape (``steps`` steps each, evaluated once):
+    each alone, then as one pack (:func:`companion.experiments.khop._train_pack`)."""
+    members = {**khop.members("quick"), **khop.seed_members("quick")}
+    runs = [dataclasses.replace(e, steps=steps, eval_every=steps) for e in members.values()]
+    key = khop.pack_key(runs[0])
+    runs = [e for e in runs if khop.pack_key(e) == key]
+    out = {"runs": len(runs), "steps": steps}
+    khop._train(runs[0], progress=False, device=device)  # warm-up
+    sync(device)
+    t0 = time.perf_counter()
+    for e in runs:
+        khop._train(e, progress=False, device=device)
+    sync(device)
+    out["alone_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    khop._train_pack(runs, progress=False, device=device)
+    sync(device)
+    out["packed_s"] = time.perf_counter() - t0
+    out["packs"] = 1
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default=None)
@@ -124,6 +148,9 @@ def main() -> None:
     al = allocation_times(args.steps, device)
     out["allocation"] = al
     out["replica_ratio_allocation"] = al["alone_s"] / al["packed_s"]
+    kh = khop_times(args.steps, device)
+    out["khop"] = kh
+    out["replica_ratio_khop"] = kh["alone_s"] / kh["packed_s"]
     for family, why in NOT_PACKED.items():
         out[f"replica_ratio_{family}"] = None
         out[f"replica_note_{family}"] = why

@@ -14,6 +14,7 @@ and :func:`train`, that loop on a task with next-token losses (:func:`batch_loss
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -23,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from companion import cache
 from companion.config import check_choice, check_float, check_int
 
 OPTIMIZERS = ("sgd", "adam")
@@ -324,6 +326,9 @@ class Pack:
     torch.Size([4])
     >>> torch.allclose(pack.map(lambda model, x: model(x).sum(), x)[1], lin[1](x).sum())
     True
+    >>> xs = torch.randn(4, 2, 3)  # one input per replica
+    >>> torch.allclose(pack.map(lambda model, x: model(x).sum(), xs, each=(0,))[2], lin[2](xs[2]).sum())
+    True
     """
 
     def __init__(self, models: list[torch.nn.Module]):
@@ -339,9 +344,24 @@ class Pack:
     def parameters(self) -> list[torch.Tensor]:
         return list(self.params.values())
 
-    def map(self, fn: Callable, *args) -> torch.Tensor:
-        """``fn(model, *args)`` for every replica's model, stacked: ``args`` are shared (not mapped)."""
+    def map(self, fn: Callable, *args, each: tuple[int, ...] = ()) -> torch.Tensor:
+        """``fn(model, *args)`` for every replica's model, stacked. ``args`` are shared, except those at the
+        positions in ``each``: tensors with a leading replica dimension, replica r's model getting its slice r
+        (its own batch, its own test set).
+
+        Raises:
+            ValueError: a position of ``each`` that is not an argument, or an argument there whose first
+                dimension is not the number of replicas.
+        """
         from torch.func import functional_call, vmap
+
+        R = len(self)
+        for i in each:
+            if not 0 <= i < len(args):
+                raise ValueError(f"each names argument {i}: allowed 0..{len(args) - 1}")
+            if not torch.is_tensor(args[i]) or args[i].ndim < 1 or args[i].shape[0] != R:
+                shape = tuple(args[i].shape) if torch.is_tensor(args[i]) else type(args[i]).__name__
+                raise ValueError(f"argument {i} ({shape}) has no leading replica dimension of size {R}")
 
         base = self.base
 
@@ -354,15 +374,68 @@ class Pack:
             def __call__(self, *a, **k):
                 return functional_call(base, self.state, a, k)
 
-        return vmap(lambda p, b: fn(Bound(p, b), *args))(self.params, self.buffers)
+        dims = tuple(0 if i in each else None for i in range(len(args)))
+        return vmap(lambda p, b, *a: fn(Bound(p, b), *a), in_dims=(0, 0, *dims))(
+            self.params, self.buffers, *args
+        )
 
     def model(self, r: int) -> torch.nn.Module:
         """Replica ``r`` as a module of its own (a copy, on the pack's device)."""
-        state = {k: v[r].detach() for k, v in {**self.params, **self.buffers}.items()}
-        device = next(iter(state.values())).device
+        device = next(iter(self.params.values())).device
         out = copy.deepcopy(self.base).to_empty(device=device)
-        out.load_state_dict(state)
+        with torch.no_grad():  # parameters and every buffer, persistent or not
+            for name, v in self.params.items():
+                out.get_parameter(name).copy_(v[r])
+            for name, v in self.buffers.items():
+                out.get_buffer(name).copy_(v[r])
         return out
+
+
+def run_packed(
+    exps: dict,
+    key: Callable,
+    alone: Callable,
+    together: Callable,
+    kind: str,
+    modules: tuple[str, ...],
+    *,
+    max_replicas: int = 64,
+    progress: bool = True,
+    use_cache: bool = True,
+    device=None,
+) -> dict[str, dict]:
+    """Every run of ``exps`` ({name: configuration}), those of one ``key(configuration)`` trained together in
+    packs of at most ``max_replicas`` by ``together(configurations, progress, device)`` (a list of results, one
+    per configuration, in order); a run alone in its group by ``alone(configuration, progress=, use_cache=,
+    device=)``. A pack is cached under ``kind`` and the configurations of all its runs (a packed run equals the
+    run alone up to rounding, not bitwise, so the run alone's cache does not serve it); the groups keep the order
+    of ``exps``, so the same runs make the same packs.
+
+    Raises:
+        ValueError: ``max_replicas`` below 1.
+    """
+    check_int("max_replicas", max_replicas, low=1)
+    groups: dict[tuple, list[str]] = {}
+    for name, e in exps.items():
+        groups.setdefault(key(e), []).append(name)
+    packs = [
+        names[i : i + max_replicas] for names in groups.values() for i in range(0, len(names), max_replicas)
+    ]
+    out = {}
+    for names in packs:
+        if len(names) == 1:
+            out[names[0]] = alone(exps[names[0]], progress=progress, use_cache=use_cache, device=device)
+            continue
+        members = [exps[n] for n in names]
+        results = cache.load_or_compute(
+            kind,
+            {"members": [dataclasses.asdict(e) for e in members]},
+            lambda m=members: together(m, progress, device),
+            modules,
+            use_cache=use_cache,
+        )
+        out.update(zip(names, results))
+    return {n: out[n] for n in exps}
 
 
 def train(

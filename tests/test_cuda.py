@@ -87,3 +87,21 @@ def test_a_full_grid_pack_trains_on_cuda_as_on_the_cpu():
         assert cpu["acc"].tolist() == cuda["acc"].tolist() and cpu["stopped"] == cuda["stopped"] == 3
         for k, v in cpu["state"].items():
             torch.testing.assert_close(cuda["state"][k], v, rtol=1e-9, atol=1e-9)
+
+
+def test_a_full_khop_pack_trains_on_cuda_as_on_the_cpu():
+    """The full chapter's runs of one shape as one pack (khop.run_many's grouping), 3 steps on each device in
+    float64 (test sets of 64): the same evaluations and stages, the same weights to 1e-9, nothing on the wrong device."""
+    members = khop.members("full")
+    exps = [dataclasses.replace(few_steps(e, 3), n_test=64) for e in members.values()]
+    exps = [e for e in exps if khop.pack_key(e) == khop.pack_key(exps[0])]
+    assert len(exps) >= 2
+    torch.set_default_dtype(torch.float64)
+    try:
+        runs = {dev: khop._train_pack(exps, progress=False, device=dev) for dev in ("cpu", "cuda")}
+    finally:
+        torch.set_default_dtype(torch.float32)
+    for cpu, cuda in zip(runs["cpu"], runs["cuda"]):
+        assert cpu["acc"].tolist() == cuda["acc"].tolist() and cpu["stage"].tolist() == cuda["stage"].tolist()
+        for k, v in cpu["state"].items():
+            torch.testing.assert_close(cuda["state"][k], v, rtol=1e-9, atol=1e-9)

@@ -405,3 +405,48 @@ def test_allocation_pack_is_its_runs_alone():
                 assert b[k] == v, k
     assert without(old, "rows", "seconds", "device") == without(new, "rows", "seconds", "device", "pack")
     assert new["pack"]["replicas"] == 3
+
+
+def test_khop_pack_is_its_runs_alone():
+    """float64 on the CPU: five k-hop runs of one shape but their own seed, data, learning rate, evaluation
+    interval and curriculum (one moves to the last stage after a delay and onto fresh data; one diverges) trained
+    as one pack give each run's evaluation steps, stages and accuracies exactly, its losses and trained weights to
+    1e-9 (the pack computes attention explicitly, the run alone with the fused kernel)."""
+    from companion.experiments import khop
+
+    kw = dict(N=4, k=2, d=16, heads=2, batch=32, steps=60, n_test=64)
+    exps = [
+        khop.KHopExperiment(
+            data="curriculum", advance_at=0.2, last_stage_delay=20, last_stage_data=1, eval_every=10, **kw
+        ),
+        khop.KHopExperiment(data="mixture", seed=1, lr=1e-2, eval_every=20, **kw),
+        khop.KHopExperiment(data="cumulative", starts="any", eval_every=10, **kw),
+        khop.KHopExperiment(data="direct", seed=2, lr=1e100, eval_every=30, **kw),
+        khop.KHopExperiment(data="mixture", weights=(0.9, 0.1), seed=3, eval_every=10, **kw),
+    ]
+    torch.set_default_dtype(torch.float64)
+    try:
+        packed = khop._train_pack(exps, progress=False)
+        alone = [khop._train(e, progress=False) for e in exps]
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert list(alone[0]["stage"]) == [1, 1, 1, 2, 2, 2, 2]  # the bar met at step 0, the move 20 steps later
+    assert not np.isfinite(alone[3]["loss"][1:]).any() and np.isfinite(alone[1]["loss"][1:]).all()
+    for a, p in zip(alone, packed):
+        for key in ("step", "stage", "acc"):
+            same(a[key], p[key], key)
+        np.testing.assert_allclose(p["loss"], a["loss"], rtol=1e-9, equal_nan=True)
+        assert sorted(p["state"]) == sorted(a["state"])
+        for name, value in a["state"].items():
+            torch.testing.assert_close(p["state"][name], value, rtol=1e-9, atol=1e-9, equal_nan=True)
+    assert packed[0]["pack"]["replicas"] == 5
+
+
+def test_khop_runs_of_other_shapes_do_not_share_a_pack():
+    from companion.experiments import khop
+
+    a, b = khop.KHopExperiment(d=16, steps=4), khop.KHopExperiment(d=32, steps=4)
+    with pytest.raises(ValueError, match="cannot share a pack"):
+        khop._train_pack([a, b], progress=False)
+    with pytest.raises(ValueError, match="max_replicas=0"):
+        khop.run_many({"a": a}, max_replicas=0)

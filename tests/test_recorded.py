@@ -458,7 +458,8 @@ def test_a_recording_notices_other_batches(tmp_path, monkeypatch):
 )
 def test_first_batch_is_the_batch_training_draws_first(name, tmp_path, monkeypatch):
     """Each family's first_batch is the first batch of the training size (16) that its recording's runs draw
-    (a spy on every task sampler; test sets are drawn at another size, 24)."""
+    (a spy on every task sampler; test sets are drawn at another size, 24), alone or, for a family whose runs are
+    packed, in a pack."""
     import dataclasses
 
     from companion.data.ioi import IOITask
@@ -480,8 +481,8 @@ def test_first_batch_is_the_batch_training_draws_first(name, tmp_path, monkeypat
 
         monkeypatch.setattr(cls, "sample", spy)
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
-    if rec.run_all is not None:
-        rec.run_all({"m": exp}, device="cpu")
+    if rec.run_all is not None:  # a pack of two: the first member's batch comes first
+        rec.run_all({"m": exp, "other": dataclasses.replace(exp, seed=exp.seed + 1)}, device="cpu")
     else:
         (rec.run or record._default_run())(exp, device="cpu")
     first_train = next(b for b in drawn if b.tokens.shape[0] == 16)

@@ -29,7 +29,6 @@ rule).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -410,29 +409,18 @@ def run_many(
     Raises:
         ValueError: ``max_replicas`` below 1.
     """
-    check_int("max_replicas", max_replicas, low=1)
-    groups: dict[tuple, list[str]] = {}
-    for name, e in exps.items():
-        groups.setdefault(pack_key(e, pad_heads), []).append(name)
-    packs = [
-        names[i : i + max_replicas] for names in groups.values() for i in range(0, len(names), max_replicas)
-    ]
-    out = {}
-    for names in packs:
-        if len(names) == 1:
-            out[names[0]] = run(exps[names[0]], progress=progress, use_cache=use_cache, device=device)
-            continue
-        members = [exps[n] for n in names]
-        label = {"members": [dataclasses.asdict(e) for e in members]}
-        results = cache.load_or_compute(
-            "fact_capacity-pack",
-            label,
-            lambda m=members: _train_pack(m, progress, device),
-            MODULES,
-            use_cache=use_cache,
-        )
-        out.update(zip(names, results))
-    return {n: out[n] for n in exps}
+    return train.run_packed(
+        exps,
+        lambda e: pack_key(e, pad_heads),
+        run,
+        _train_pack,
+        "fact_capacity-pack",
+        MODULES,
+        max_replicas=max_replicas,
+        progress=progress,
+        use_cache=use_cache,
+        device=device,
+    )
 
 
 # --- the grid of Fig. 4 (right): heads H against MLP width m at S = R = 32, D = 8, d = 32, d_h = 8 ---

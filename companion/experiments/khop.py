@@ -163,6 +163,10 @@ class KHopTask:
 
 
 class _Block(torch.nn.Module):
+    # False: attention computed explicitly, never by the fused kernel (a pack sets it on its base model: vmap has
+    # no batching rule for the fused kernel on the CPU, and would run it once per replica)
+    fused = True
+
     def __init__(self, d: int, heads: int, mlp: bool):
         super().__init__()
         self.heads = heads
@@ -181,12 +185,13 @@ class _Block(torch.nn.Module):
         (a list, one entry per block), computed explicitly instead of by the fused kernel."""
         b, T, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, T, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        if record is None:
+        if record is None and self.fused:
             h = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
         else:
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // self.heads)
             a = scores.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)
-            record.setdefault("attn", []).append(a)
+            if record is not None:
+                record.setdefault("attn", []).append(a)
             h = a @ v
         x = x + self.out(h.transpose(1, 2).reshape(b, T, d))
         return x + self.mlp(self.ln2(x)) if self.mlp is not None else x
@@ -420,22 +425,7 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
     kept = {}  # the states of ``keep``
 
     def evaluate(step: int) -> dict:
-        acc, stage = _accuracy(model, tests), now["stage"]
-        row = {
-            "acc": acc,
-            "loss": float(now["loss"].detach()),
-            "stage": {"direct": exp.k, "mixture": 0}.get(exp.data, stage),
-        }
-        if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
-            after = exp.stages[exp.stages.index(stage) + 1]
-            if after < exp.k:
-                now["stage"] = after
-            elif now["move_at"] is None:
-                now["move_at"] = step + exp.last_stage_delay
-        if now["move_at"] is not None and now["move_at"] <= step and now["stage"] < exp.k:
-            now["stage"], now["moved"] = exp.k, step
-            if exp.last_stage_data:
-                now["rng"] = _batches(exp, exp.k)
+        row = _advance(exp, now, step, _accuracy(model, tests), float(now["loss"].detach()))
         if step == exp.steps:
             snapshot(step)
         return row
@@ -471,6 +461,135 @@ def _train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -
         "state": {k: v.cpu() for k, v in model.state_dict().items()},
     }
     return {**res, "kept": kept} if keep else res
+
+
+def _advance(exp: KHopExperiment, now: dict, step: int, acc: list[float], loss: float) -> dict:
+    """The evaluation row of ``step`` (test accuracies ``acc``, the last training loss ``loss``, the stage), and
+    the curriculum's move that the evaluation decides: ``now`` (the run's stage, batch generator, and the steps of
+    the move to the last stage, planned and made) is updated in place."""
+    stage = now["stage"]
+    row = {"acc": acc, "loss": loss, "stage": {"direct": exp.k, "mixture": 0}.get(exp.data, stage)}
+    if exp.data in ("curriculum", "cumulative") and acc[stage - 1] >= exp.advance_at and stage < exp.k:
+        after = exp.stages[exp.stages.index(stage) + 1]
+        if after < exp.k:
+            now["stage"] = after
+        elif now["move_at"] is None:
+            now["move_at"] = step + exp.last_stage_delay
+    if now["move_at"] is not None and now["move_at"] <= step and now["stage"] < exp.k:
+        now["stage"], now["moved"] = exp.k, step
+        if exp.last_stage_data:
+            now["rng"] = _batches(exp, exp.k)
+    return row
+
+
+# what the runs of one pack share: the model's shape, the batch and test sizes, the number of steps; the rest (seed,
+# data, mixture weights, curriculum, learning rate, evaluation interval, starts) is each replica's own
+PACK_SHARED = ("N", "k", "layers", "d", "heads", "mlp", "hide_k_from", "batch", "n_test", "steps")
+
+
+def pack_key(exp: KHopExperiment) -> tuple:
+    """The runs with equal keys can train as one pack (:data:`PACK_SHARED`)."""
+    return tuple(getattr(exp, f) for f in PACK_SHARED)
+
+
+def _train_pack(exps: list[KHopExperiment], progress: bool, device=None) -> list[dict]:
+    """The runs ``exps`` (of one :func:`pack_key`) trained as one computation (:class:`~companion.train.Pack`,
+    :class:`~companion.train.Replicas` with AdamW): one result per run, as :func:`run` gives, plus ``"pack"``.
+    Each replica draws its batches from its own seed's streams at its own curriculum stage, has its own test sets,
+    learning rate and evaluation interval, and moves through its curriculum on its own accuracies; losses are
+    summed over replicas, never averaged. A non-finite loss is kept, as in a run alone. The attention is computed
+    explicitly (``_Block.fused`` False), so a packed run equals the run alone up to rounding."""
+    if len({pack_key(e) for e in exps}) != 1:
+        raise ValueError(f"these runs differ in one of {PACK_SHARED} and cannot share a pack")
+    device = config.get_device(device)
+    first, R = exps[0], len(exps)
+    tasks = [e.task() for e in exps]
+    tests = [_test_sets(e, device) for e in exps]  # per replica, per hop count: (tokens, mask, answer)
+    tests = [tuple(torch.stack([t[h][i] for t in tests]) for i in range(3)) for h in range(first.k)]
+    pack = train.Pack([e.model().to(device) for e in exps])
+    for blk in pack.base.blocks:
+        blk.fused = False
+    reps = train.Replicas(pack.parameters(), "adamw", lr=[e.lr for e in exps], weight_decay=0.0)
+    now = [{"stage": 1, "rng": _batches(e, 1), "move_at": None, "moved": None} for e in exps]
+    last = {"loss": torch.full((R,), float("nan"), device=device)}
+    evals: list[list[dict]] = [[] for _ in exps]
+
+    def loss_at(step: int) -> torch.Tensor:
+        t, m, y = (
+            torch.stack(x)
+            for x in zip(*(_batch(e, k, s["stage"], s["rng"], device) for e, k, s in zip(exps, tasks, now)))
+        )
+        last["loss"] = pack.map(
+            lambda model, t, m, y: F.cross_entropy(model(t, m), y), t, m, y, each=(0, 1, 2)
+        )
+        return last["loss"]
+
+    def correct(model, t, m, y) -> torch.Tensor:
+        return (model(t, m).argmax(1) == y).float().mean()
+
+    def evaluate(step: int) -> None:
+        due = [r for r, e in enumerate(exps) if step % e.eval_every == 0 or step == first.steps]
+        if due:
+            with torch.no_grad():
+                acc = torch.stack([pack.map(correct, *test, each=(0, 1, 2)) for test in tests], 1).tolist()
+            loss = last["loss"].detach().tolist()
+            for r in due:
+                evals[r].append({"step": step, **_advance(exps[r], now[r], step, acc[r], loss[r])})
+
+    out = train.fit(
+        None,
+        reps,
+        first.steps,
+        loss_at,
+        evaluate=evaluate,
+        eval_at=lambda step: any(step % e.eval_every == 0 for e in exps),
+        nonfinite="continue",
+        progress=progress,
+        desc=f"{first.k}-hop pack of {R}",
+    )
+    pack_info = {"replicas": R, "packed": "runs of one shape (khop.PACK_SHARED)"}
+    results = []
+    for r, e in enumerate(exps):
+        rows = evals[r]
+        results.append(
+            {
+                **{key: np.asarray([row[key] for row in rows]) for key in ("step", "acc", "stage", "loss")},
+                "N": e.N,
+                "seconds": out.seconds / R,
+                "device": config.device_name(device),
+                "state": {k: v.cpu() for k, v in pack.model(r).state_dict().items()},
+                "pack": pack_info,
+            }
+        )
+    return results
+
+
+def run_many(
+    exps: dict[str, KHopExperiment],
+    progress: bool = True,
+    use_cache: bool = True,
+    device=None,
+    max_replicas: int = 16,
+) -> dict[str, dict]:
+    """:func:`run` for each of ``exps``, the runs of one :func:`pack_key` trained together in packs of at most
+    ``max_replicas`` (:func:`companion.train.run_packed`: a packed run is cached under its pack and equals the run
+    alone up to rounding).
+
+    Raises:
+        ValueError: ``max_replicas`` below 1.
+    """
+    return train.run_packed(
+        exps,
+        pack_key,
+        run,
+        _train_pack,
+        "khop-pack",
+        MODULES,
+        max_replicas=max_replicas,
+        progress=progress,
+        use_cache=use_cache,
+        device=device,
+    )
 
 
 def _snapshot(model: torch.nn.Module) -> dict:
@@ -526,9 +645,15 @@ def _batch_loss(
     """The loss of a fresh batch of ``exp``'s training examples at curriculum ``stage``: their hop counts
     (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples, all from ``rng``
     (``hide``: as the model's forward)."""
-    hops = training_hops(exp, stage, rng)
-    t, m, y = _tensors(task.sample(rng, hops, training_starts(exp, hops, rng)), device)
+    t, m, y = _batch(exp, task, stage, rng, device)
     return F.cross_entropy(model(t, m, hide=hide), y)
+
+
+def _batch(exp: KHopExperiment, task: KHopTask, stage: int, rng: np.random.Generator, device):
+    """A fresh batch of ``exp``'s training examples at curriculum ``stage`` (tokens, mask, answers): their hop
+    counts (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples."""
+    hops = training_hops(exp, stage, rng)
+    return _tensors(task.sample(rng, hops, training_starts(exp, hops, rng)), device)
 
 
 def _test_sets(exp: KHopExperiment, device) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
