@@ -146,8 +146,10 @@ def fit(
        after the evaluation of s = ``steps``, or of any s where ``stop(row)`` is true;
     2. ``before(s)`` (curriculum moves, unfreezing, snapshots);
     3. ``loss_at(s)``: the loss of a fresh batch (a scalar, or one loss per replica, whose sum is minimised);
-    4. a loss that is not finite raises ``FloatingPointError`` (``nonfinite="raise"``), ends training without
-       the update (``"stop"``), or is kept and training goes on (``"continue"``, no check per step);
+    4. a loss that is not finite raises ``FloatingPointError`` (``nonfinite="raise"``: noted on the device and
+       raised, naming the first bad step, before the next evaluation or at the end, so no step waits for the
+       device), ends training without the update (``"stop"``: read every step), or is kept and training goes on
+       (``"continue"``, no check per step);
     5. zero the gradients, backward, clip the gradient norm to ``clip`` if given, ``opt.step()``.
 
     The losses are kept on the loss's device and read once, at the end.
@@ -165,10 +167,20 @@ def fit(
     at = eval_at if callable(eval_at) else set(eval_at).__contains__
     out = Fit()
     losses: list[torch.Tensor] = []
+    finite: list[torch.Tensor] = []  # "raise": whether every loss so far was finite, on the device
+
+    def check() -> None:
+        if finite and not bool(finite[0]):
+            bad = next(i for i, x in enumerate(losses) if not bool(torch.isfinite(x).all()))
+            raise FloatingPointError(
+                f"loss became {losses[bad].tolist()} at step {bad}: lower the learning rate"
+            )
+
     start = time.perf_counter()
     step = 0
     for step in tqdm(range(steps + 1), desc=desc, disable=not progress, mininterval=2.0, leave=False):
         if evaluate is not None and (step == steps or at(step)):
+            check()
             if model is not None:
                 model.eval()
             row = evaluate(step)
@@ -183,11 +195,10 @@ def fit(
         if before is not None:
             before(step)
         loss = loss_at(step)
-        if nonfinite != "continue" and not bool(torch.isfinite(loss).all()):
-            if nonfinite == "raise":
-                raise FloatingPointError(
-                    f"loss became {loss.tolist()} at step {step}: lower the learning rate"
-                )
+        if nonfinite == "raise":
+            ok = torch.isfinite(loss.detach()).all()
+            finite[:] = [finite[0] & ok if finite else ok]
+        elif nonfinite == "stop" and not bool(torch.isfinite(loss).all()):
             out.diverged = step
             break
         opt.zero_grad(set_to_none=True)
@@ -196,6 +207,7 @@ def fit(
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         losses.append(loss.detach())
+    check()
     out.stopped = step
     if losses:
         out.losses = torch.stack(losses).cpu().double().numpy()

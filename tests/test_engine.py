@@ -71,6 +71,31 @@ def test_fit_nonfinite_rules():
     assert (out.diverged, out.stopped, len(out.losses)) == (3.0, 6, 6)
 
 
+def test_fit_raise_reads_the_device_only_at_evaluations(monkeypatch):
+    """nonfinite="raise" notes a bad loss on the device and raises before the next evaluation, naming the first
+    bad step (not a later one); between evaluations no loss is read on the host."""
+    w = torch.nn.Parameter(torch.ones(1))
+    seen, reads = [], []
+    original = torch.Tensor.__bool__
+
+    def counted(self):
+        reads.append(1)
+        return original(self)
+
+    def loss_at(step):
+        return (w * (float("nan") if step >= 3 else 1.0)).sum()
+
+    monkeypatch.setattr(torch.Tensor, "__bool__", counted)
+    opt = torch.optim.SGD([w], lr=0.1)
+    out = tr.fit(
+        None, opt, 8, lambda s: (w * 1.0).sum(), evaluate=lambda s: None, eval_at={0, 4}, progress=False
+    )
+    assert len(reads) == 3 and len(out.losses) == 8  # one read per evaluation (0, 4, 8), none per step
+    with pytest.raises(FloatingPointError, match=r"\[nan\] at step 3|nan at step 3"):
+        tr.fit(None, opt, 8, loss_at, evaluate=seen.append, eval_at={0, 6}, progress=False)
+    assert seen == [0]  # the evaluation of step 6 never saw the diverged model
+
+
 def test_fit_replica_losses_are_summed_not_averaged():
     """A loss per replica: the gradient of each replica's parameters is its own loss's, whatever the count."""
     w = torch.nn.Parameter(torch.tensor([1.0, 2.0, 3.0]))
