@@ -417,7 +417,7 @@ def sgd_run(
         if b == 0:
             epoch["order"], epoch["losses"] = torch.randperm(len(train), generator=g), []
         loss = model.loss(data[epoch["order"][b * cfg.batch : (b + 1) * cfg.batch]].to(device))
-        epoch["losses"].append(loss.item())
+        epoch["losses"].append(loss.detach())  # read at the evaluation, not each step
         return loss
 
     def evaluate(step: int) -> None:
@@ -425,7 +425,10 @@ def sgd_run(
         log["step"].append(step)
         log["epoch"].append(step / steps_per_epoch if step else 0.0)
         log["cos"].append(_cosines(model, leads))
-        log["train_loss"].append(float(np.mean(epoch["losses"][-cfg.every :])) if step else math.log(V))
+        recent = epoch["losses"][-cfg.every :]
+        log["train_loss"].append(
+            float(np.mean(torch.stack(recent).cpu().double().numpy())) if step else math.log(V)
+        )
         if step % steps_per_epoch == 0:
             epoch_end["epoch"].append(step // steps_per_epoch)
             epoch_end["heldout_loss"].append(_mean_loss(model, heldout.astype(np.int64) if step else heldout))
