@@ -79,6 +79,9 @@ class Recordable:
     # (profile, members) -> None; raises ValueError for a recording its summary
     # could not make (a comparison with other recorded runs), before any run
     precheck: Callable | None = None
+    # {name: configuration} -> why these runs do not train on the paper's data ("": they do); a recording on a
+    # stand-in is shown, never held to the paper's values
+    stand_in: Callable = lambda members: ""
 
     def first_batch(self, exp):
         """The first training batch of member ``exp``: the ``first_batch`` function of the module that defines
@@ -110,7 +113,15 @@ def first_batches(name: str, members: dict) -> dict:
 def _registry() -> dict[str, Recordable]:
     from functools import partial
 
-    from companion.experiments import allocation, catalog, fact_capacity, induction, khop, summaries
+    from companion.experiments import (
+        allocation,
+        catalog,
+        fact_capacity,
+        induction,
+        khop,
+        scan_snap_text,
+        summaries,
+    )
 
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
@@ -169,6 +180,15 @@ def _registry() -> dict[str, Recordable]:
                 induction.study_members,
                 lambda runs: induction.summary(induction.study_from_runs(runs)),
                 run=induction.run,
+            ),
+            Recordable(
+                "scan_snap_text",
+                "book/scan_snap_text",
+                scan_snap_text.study_members,
+                lambda runs: scan_snap_text.summary(scan_snap_text.study_from_runs(runs)),
+                scan_snap_text.curves,
+                run=scan_snap_text.run,
+                stand_in=scan_snap_text.stand_in,
             ),
             Recordable(
                 "allocation",
@@ -349,6 +369,7 @@ SOURCE_EXPERIMENTS = (
     "fact_capacity",
     "fact_scaling",
     "khop",
+    "scan_snap_text",
 )
 # and our own studies, which ``record --all`` runs only when named (``include``)
 STUDIES = (
@@ -591,6 +612,8 @@ def record(
         "first_batch": first_batches(name, members),
         # the runs trained together as replicas: {member: pack}, for the members that were
         "packs": {k: r["pack"] for k, r in runs.items() if isinstance(r, dict) and "pack" in r},
+        # why the runs did not train on the paper's data ("": they did)
+        "stand_in": rec.stand_in(members),
         **facts,  # torch's version, the GPU's SM count, torch's CPU threads
         "device": "; ".join(dict.fromkeys(_field(r, "device") for r in runs.values())),
         # training and evaluation, when computed
@@ -703,8 +726,14 @@ class Recorded:
 
     @property
     def paper_config(self) -> bool:
-        """A full-profile fp32 run of the paper's own configuration (no overrides): held to the paper's values."""
-        return self.data["profile"] == "full" and not self.data["overrides"] and self.precision == "fp32"
+        """A full-profile fp32 run of the paper's own configuration (no overrides) on the paper's data (no
+        stand-in): held to the paper's values."""
+        return (
+            self.data["profile"] == "full"
+            and not self.data["overrides"]
+            and self.precision == "fp32"
+            and not self.data.get("stand_in")
+        )
 
     def label(self) -> str:
         """Who made it: ``full profile, NVIDIA H200, 2026-11-21, commit abc123``."""
@@ -713,6 +742,7 @@ class Recorded:
             f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
             f"{self.data['date']}, commit {self.data['commit']}"
             + (f", {self.precision}" if self.precision != "fp32" else "")
+            + (", stand-in data" if self.data.get("stand_in") else "")
         )
 
     def as_summary(self, minutes_key: str = "minutes", summary=None, prefix: str = ""):

@@ -407,6 +407,18 @@ def test_a_tf32_recording_is_read_apart_and_not_held_to_the_paper(tmp_path):
     assert len(record.runs("recall", tmp_path, "full", {})) == 2
 
 
+def test_a_stand_in_recording_is_shown_not_held_to_the_paper(tmp_path):
+    """A full recording whose runs did not train on the paper's data (``stand_in`` says why) is not the paper's
+    configuration: its label says so and ``check`` refuses it."""
+    src = record.latest("recall", "full")
+    path = tmp_path / src.path.name
+    path.write_text(json.dumps(dict(src.data, stand_in="trained on another split")))
+    rec = record.load(path)
+    assert src.paper_config and not rec.paper_config and rec.label().endswith(", stand-in data")
+    with pytest.raises(ValueError, match="only full-profile runs of the paper's configuration"):
+        record.check(rec)
+
+
 def test_a_recording_says_its_precision_torch_and_device_facts(tmp_path, monkeypatch):
     """A recording written through a stand-in run (no training): the fields that say how it was computed."""
     import dataclasses

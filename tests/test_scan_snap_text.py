@@ -60,3 +60,42 @@ def test_short_run_on_the_stand_in_split_repeats():
     assert a["step"].tolist() == [0, 2, 4] and a["maps"].shape == (3, 35, 35) and np.isnan(a["moved"][0])
     np.testing.assert_array_equal(a["train_loss"], b["train_loss"])
     assert abs(a["loss"][0] - np.log(100)) < 0.5  # near a uniform guess at initialisation
+
+
+def test_study_members_name_every_run_and_come_back_as_the_study():
+    """The recordable's members are :func:`experiments`'s runs by name, and :func:`study_from_runs` puts runs of
+    those names back where :func:`study` has them; runs on the validation split are a stand-in."""
+    members = st.study_members("quick", "valid")
+    exps = st.experiments("quick", "valid")
+    assert len(members) == len(exps["fig7"]) + len(exps["fig10"])
+    runs = {k: {"splits": ("wikitext2_valid", "wikitext2_test"), "exp": e} for k, e in members.items()}
+    res = st.study_from_runs(runs)
+    assert res["split"] == "valid" and {k: r["exp"] for k, r in res["fig7"].items()} == exps["fig7"]
+    assert {k: r["exp"] for k, r in res["fig10"].items()} == exps["fig10"]
+    assert "stand-in" in st.stand_in(members) and st.stand_in(st.study_members("full", "train")) == ""
+
+
+@pytest.mark.skipif(
+    not sources.available("wikitext2_valid", "wikitext2_test"),
+    reason="WikiText-2 valid/test not in COMPANION_DATA_DIR",
+)
+def test_first_batch_is_the_first_window_training_reads(monkeypatch):
+    """A spy on the model: the first batch it sees in training mode is :func:`first_batch`'s."""
+    exp = st.TextExperiment(vocab_size=100, d=8, d_hid=8, steps=2, eval_every=2, n_eval=4)
+    seen = []
+    original = st.TextModel.forward
+
+    def spy(self, tokens):
+        if self.training:
+            seen.append(tokens.clone())
+        return original(self, tokens)
+
+    monkeypatch.setattr(st.TextModel, "forward", spy)
+    st.run(exp, progress=False, use_cache=False)
+    first = st.first_batch(exp)
+    assert (
+        len(seen) == 2
+        and np.array_equal(seen[0].numpy(), first["x"])
+        and first["y"].shape == first["x"].shape
+    )
+    assert np.array_equal(first["y"][:, :-1], first["x"][:, 1:])

@@ -118,6 +118,7 @@ class TextModel(nn.Module):
         nn.init.zeros_(self.decoder.bias)
 
     def positions(self, T: int) -> torch.Tensor:
+        """(T, d) sinusoidal positions, computed on the CPU (the same numbers on every device)."""
         pos = torch.arange(T, dtype=torch.float32)[:, None]
         div = torch.exp(torch.arange(0, self.d, 2, dtype=torch.float32) * (-math.log(10000.0) / self.d))
         pe = torch.zeros(T, self.d)
@@ -126,9 +127,9 @@ class TextModel(nn.Module):
         return pe
 
     def forward(self, tokens: torch.Tensor):
-        T = tokens.shape[1]
-        mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
-        x = self.drop(self.embed(tokens) * math.sqrt(self.d) + self.positions(T))
+        T, device = tokens.shape[1], tokens.device
+        mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1).to(device)
+        x = self.drop(self.embed(tokens) * math.sqrt(self.d) + self.positions(T).to(device))
         first = None
         for layer in self.layers:
             x, w = layer(x, mask)
@@ -198,13 +199,20 @@ class TextExperiment(config.Profiled):
 MODULES = ("companion.experiments.scan_snap_text",)
 
 
-def run(exp: TextExperiment, progress: bool = True, use_cache: bool = True) -> dict:
+def first_batch(exp: TextExperiment) -> dict:
+    """The first training batch of ``exp``: the first window of ``bptt`` tokens of every stream and its
+    targets (the batches are read in order, so this fixes the data, the vocabulary and the layout)."""
+    train = batchify(corpus(exp.split, exp.vocab_size)["train"], exp.n_streams)
+    return {"x": train[:, : exp.bptt].numpy(), "y": train[:, 1 : exp.bptt + 1].numpy()}
+
+
+def run(exp: TextExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
     """Train (or load) one run: ``step``, held-out ``loss``, ``entropy`` and ``moved`` (total variation of the
     first layer's attention since the previous evaluation; NaN at the first) at every evaluation, the
     ``train_loss`` of every step, the attention ``maps`` (n_eval_points, 35, 35) on the training window,
     ``max_entropy`` (the mean entropy of uniform causal attention), the ``splits`` used and ``seconds``."""
     return cache.load_or_compute(
-        "scan_snap_text", exp, lambda: _train(exp, progress), MODULES, use_cache=use_cache
+        "scan_snap_text", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache
     )
 
 
@@ -213,11 +221,12 @@ def attention_entropy(attn: torch.Tensor) -> float:
     return float(-(attn * torch.log(attn.clamp_min(1e-30))).sum(-1).mean())
 
 
-def _train(exp: TextExperiment, progress: bool) -> dict:
+def _train(exp: TextExperiment, progress: bool, device=None) -> dict:
+    device = config.get_device(device)
     data = corpus(exp.split, exp.vocab_size)
     V = len(data["itos"])
-    train = batchify(data["train"], exp.n_streams)
-    held = batchify(data["heldout"], exp.n_streams)
+    train = batchify(data["train"], exp.n_streams).to(device)
+    held = batchify(data["heldout"], exp.n_streams).to(device)
     n_cols = min(held.shape[1] // exp.bptt, -(-exp.n_eval // exp.n_streams))
     held_x = torch.cat([held[:, i * exp.bptt : (i + 1) * exp.bptt] for i in range(n_cols)])[: exp.n_eval]
     held_y = torch.cat([held[:, i * exp.bptt + 1 : (i + 1) * exp.bptt + 1] for i in range(n_cols)])[
@@ -225,7 +234,7 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
     ]
     w0 = 100 * exp.bptt if train.shape[1] > 101 * exp.bptt + 1 else 0
     map_window = train[:1, w0 : w0 + exp.bptt]
-    model = TextModel(V, exp.d, exp.d_hid, exp.n_layers, exp.dropout, exp.seed)
+    model = TextModel(V, exp.d, exp.d_hid, exp.n_layers, exp.dropout, exp.seed).to(device)
     ffn = [p for n, p in model.named_parameters() if ".linear" in n]
     rest = [p for n, p in model.named_parameters() if ".linear" not in n]
     opt = torch.optim.SGD([{"params": rest, "lr": exp.lr}, {"params": ffn, "lr": exp.lr_ffn or exp.lr}])
@@ -244,7 +253,7 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
             out["moved"].append(
                 float("nan") if prev is None else float((attn - prev).abs().sum(-1).mean() / 2)
             )
-            out["maps"].append(model(map_window)[1][0].numpy())
+            out["maps"].append(model(map_window)[1][0].cpu().numpy())
             prev = attn
         model.train()
 
@@ -275,6 +284,7 @@ def _train(exp: TextExperiment, progress: bool) -> dict:
         splits=data["splits"],
         vocab=V,
         seconds=fitted.seconds,
+        device=config.device_name(device),
     )
     return res
 
@@ -301,27 +311,72 @@ def experiments(profile: str | None = None, split: str = "valid") -> dict:
     }
 
 
-def study(profile: str | None = None, progress: bool = True, download: bool | None = None) -> dict:
-    """Every run of the chapter, on the train split when it can be had (a local copy, or a download) and on
-    the labelled stand-in (``split="valid"``) otherwise; ``"split"`` says which, ``"why"`` why not the paper's.
-    ``download=None`` downloads unless ``HF_HUB_OFFLINE=1`` (set by ``make test``: tests never download)."""
+def study_split(download: bool | None = None) -> tuple[str, str]:
+    """("train", "") when WikiText-2's train split can be had (a local copy, or a download), else ("valid",
+    why not): the split the study trains on. ``download=None`` downloads unless ``HF_HUB_OFFLINE=1`` (set by
+    ``make test``: tests never download)."""
     import os
 
     if download is None:
         download = os.environ.get("HF_HUB_OFFLINE", "0") != "1"
     try:
         sources.fetch("wikitext2_train", download=download)
-        split, why = "train", ""
+        return "train", ""
     except sources.DataFileError as err:
-        split, why = "valid", str(err).split(";")[-1].strip().split(".")[0]
-    exps = experiments(profile, split)
+        return "valid", str(err).split(";")[-1].strip().split(".")[0]
+
+
+def study_members(profile: str | None = None, split: str | None = None) -> dict[str, TextExperiment]:
+    """Every run of the chapter's study (:func:`experiments`) by name: ``"fig7: 1 layer"``, ``"fig7: 3
+    layers"`` and ``"fig10: lr=2.5, seed 0"``; ``split`` None: :func:`study_split`'s."""
+    exps = experiments(profile, split or study_split()[0])
     return {
-        "split": split,
-        "why": why,
-        "experiments": exps,
-        "fig7": {k: run(e, progress) for k, e in exps["fig7"].items()},
-        "fig10": {k: run(e, progress) for k, e in exps["fig10"].items()},
+        **{f"fig7: {k}": e for k, e in exps["fig7"].items()},
+        **{f"fig10: lr={lr:g}, seed {s}": e for (lr, s), e in exps["fig10"].items()},
     }
+
+
+def study_from_runs(runs: dict[str, dict], why: str = "") -> dict:
+    """:func:`study`'s result from the finished runs of :func:`study_members` (by the same names)."""
+    fig7 = {k.removeprefix("fig7: "): r for k, r in runs.items() if k.startswith("fig7: ")}
+    fig10 = {}
+    for k, r in runs.items():
+        if k.startswith("fig10: "):
+            lr, seed = k.removeprefix("fig10: lr=").split(", seed ")
+            fig10[(float(lr), int(seed))] = r
+    train_split = next(iter(runs.values()))["splits"][0]
+    return {
+        "split": "train" if train_split == "wikitext2_train" else "valid",
+        "why": why,
+        "fig7": fig7,
+        "fig10": fig10,
+    }
+
+
+def stand_in(members: dict[str, TextExperiment]) -> str:
+    """Why runs ``members`` do not train on the paper's data ("" if every one trains on the train split)."""
+    if all(e.split == "train" for e in members.values()):
+        return ""
+    return (
+        "trained on WikiText-2's validation split and measured on its test split (the offline stand-in; "
+        "the paper trains on the train split)"
+    )
+
+
+def curves(runs: dict[str, dict]) -> dict:
+    """What a recorded file keeps of each run: the evaluation steps, the held-out loss, the first layer's
+    attention entropy and how far it moved between evaluations."""
+    return {key: {name: r[key] for name, r in runs.items()} for key in ("step", "loss", "entropy", "moved")}
+
+
+def study(profile: str | None = None, progress: bool = True, download: bool | None = None) -> dict:
+    """Every run of the chapter, on the train split when it can be had (a local copy, or a download) and on
+    the labelled stand-in (``split="valid"``) otherwise (:func:`study_split`); ``"split"`` says which, ``"why"``
+    why not the paper's, ``"experiments"`` the configurations (as :func:`experiments`)."""
+    split, why = study_split(download)
+    members = study_members(profile, split)
+    out = study_from_runs({k: run(e, progress) for k, e in members.items()}, why)
+    return {**out, "experiments": experiments(profile, split)}
 
 
 def fig10_table(res: dict) -> tuple[tuple, np.ndarray]:
