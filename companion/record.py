@@ -768,13 +768,22 @@ class Recorded:
         return {k: tuple(v) if isinstance(v, list) else v for k, v in self.data["overrides"].items()}
 
     def short_label(self) -> str:
-        """Sizes, device, date and commit: ``d=256, T=256, batch 512, 2000 steps (NVIDIA H200; 2026-11-21,
-        cdedf07)``."""
+        """Sizes (those the configuration has), device, date and commit: ``d=256, T=256, batch 512, 2000 steps
+        (NVIDIA H200; 2026-11-21, cdedf07)``; a recording on a stand-in says so."""
         c, d = self.data["config"], self.data
-        c = c if "d" in c else next(iter(c.values()))  # several runs: they share their sizes
-        return (
-            f"d={c['d']}, T={c['seq_len']}, batch {c['batch']}, {c['steps']} steps "
-            f"({d['device']}; {d['date']}, {d['commit'][:7]})"
+        c = c if "d" in c else next(iter(c.values()))  # several runs: the first one's sizes
+        sizes = [
+            text.format(c[key])
+            for key, text in (
+                ("d", "d={}"),
+                ("seq_len", "T={}"),
+                ("batch", "batch {}"),
+                ("steps", "{} steps"),
+            )
+            if key in c
+        ]
+        return f"{', '.join(sizes)} ({d['device']}; {d['date']}, {d['commit'][:7]}" + (
+            "; stand-in data)" if d.get("stand_in") else ")"
         )
 
 

@@ -417,6 +417,10 @@ def test_a_stand_in_recording_is_shown_not_held_to_the_paper(tmp_path):
     assert src.paper_config and not rec.paper_config and rec.label().endswith(", stand-in data")
     with pytest.raises(ValueError, match="only full-profile runs of the paper's configuration"):
         record.check(rec)
+    text = record.latest("scan_snap_text", "quick")  # its configuration has no seq_len
+    assert text.short_label().startswith("d=64, 600 steps (") and text.short_label().endswith(
+        "; stand-in data)"
+    )
 
 
 def test_a_recording_says_its_precision_torch_and_device_facts(tmp_path, monkeypatch):
