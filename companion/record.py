@@ -122,6 +122,7 @@ def _registry() -> dict[str, Recordable]:
         scan_snap_text,
         summaries,
     )
+    from companion.theory import leading_study
 
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
@@ -189,6 +190,23 @@ def _registry() -> dict[str, Recordable]:
                 scan_snap_text.curves,
                 run=scan_snap_text.run,
                 stand_in=scan_snap_text.stand_in,
+            ),
+            Recordable(
+                "leading_text",
+                "book/leading_terms_text",
+                lambda p: {"text": leading_study.configs(p)["text"]},
+                only(leading_study.text_summary),
+                run=leading_study.text_study,
+                stand_in=leading_study.stand_in,
+            ),
+            Recordable(
+                "leading_bpe",
+                "book/leading_terms_text",
+                lambda p: {"bpe": leading_study.configs(p)["bpe"]},
+                only(leading_study.bpe_summary),
+                run=leading_study.text_study,
+                summary_var="bpe_summary",
+                stand_in=leading_study.stand_in,
             ),
             Recordable(
                 "allocation",
@@ -370,6 +388,8 @@ SOURCE_EXPERIMENTS = (
     "fact_scaling",
     "khop",
     "scan_snap_text",
+    "leading_text",
+    "leading_bpe",
 )
 # and our own studies, which ``record --all`` runs only when named (``include``)
 STUDIES = (
@@ -401,7 +421,7 @@ STUDIES = (
     "induction_b10_seeds",
 )
 EXPERIMENTS = SOURCE_EXPERIMENTS + STUDIES
-_CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([a-z0-9_]+)"\]')
+_CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([A-Za-z0-9_.]+)"\]')
 
 
 def chapter_claims(chapter: str, summary_var: str = "summary") -> dict[str, str]:

@@ -20,9 +20,10 @@ pytestmark = [
 
 
 def few_steps(exp, steps: int = 2):
-    """``exp`` trained ``steps`` steps (and pre-trained as many, where it pre-trains), evaluated at every step."""
+    """``exp`` trained ``steps`` steps (and pre-trained as many, where it pre-trains), evaluated at every step;
+    an experiment counted in epochs (the leading-terms text study), one epoch."""
     fields = {f.name for f in dataclasses.fields(exp)}
-    over = {"steps": steps, "eval_every": 1, "pretrain_steps": steps, "last": 1}
+    over = {"steps": steps, "eval_every": 1, "pretrain_steps": steps, "last": 1, "epochs": 1}
     return dataclasses.replace(exp, **{k: v for k, v in over.items() if k in fields})
 
 

@@ -264,3 +264,30 @@ def test_stand_in_too_small_for_the_configuration_is_resized():
     assert ls.fit_to(cfg, corpus, standin=False) == cfg  # the paper's corpus is never resized ...
     with pytest.raises(ValueError, match="n_train \\+ n_heldout = 2560 is more than"):
         ls._split(corpus, cfg)  # ... it is refused
+
+
+def test_text_study_first_batch_is_what_sgd_trains_on_first(monkeypatch):
+    """A spy on the model's loss with gradients on: the first training batch is the study's ``first_batch``
+    (which is also the batch the paper's code takes its statistics from)."""
+    import dataclasses
+
+    from companion.data import sources
+    from companion.theory import leading_study as ls
+
+    if not sources.available("wikitext2_valid"):
+        pytest.skip("WikiText-2 not in COMPANION_DATA_DIR")
+    cfg = dataclasses.replace(ls.configs("quick")["text"], epochs=1, rates=(0.005,))
+    seen = []
+    original = AttnOnly.loss
+
+    def spy(self, seqs):
+        if torch.is_grad_enabled():
+            seen.append(seqs.clone())
+        return original(self, seqs)
+
+    monkeypatch.setattr(AttnOnly, "loss", spy)
+    res = ls.text_study(cfg, use_cache=False, progress=False, device="cpu")
+    first = ls.first_batch(cfg)["x"]
+    assert len(seen) == cfg.n_train // cfg.batch and np.array_equal(seen[0].numpy(), first)
+    assert res["device"].startswith("CPU") and res["seconds"] > 0
+    assert "wikitext2 in place of the paper's tinystories" in ls.stand_in({"text": cfg})

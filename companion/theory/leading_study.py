@@ -366,9 +366,11 @@ def _split(corpus: wc.Corpus, cfg: TextConfig):
 
 
 def _mean_loss(model: AttnOnly, seqs: np.ndarray, batch: int = 512) -> float:
+    """The model's mean loss on ``seqs``, in batches (on the model's device)."""
+    device = next(model.parameters()).device
     with torch.no_grad():
         tot = sum(
-            float(model.loss(torch.as_tensor(seqs[i : i + batch]))) * len(seqs[i : i + batch])
+            float(model.loss(torch.as_tensor(seqs[i : i + batch], device=device))) * len(seqs[i : i + batch])
             for i in range(0, len(seqs), batch)
         )
     return tot / len(seqs)
@@ -470,23 +472,29 @@ def sgd_run(
 
 
 def text_study(
-    cfg: TextConfig | None = None, profile: str | None = None, use_cache: bool = True, progress: bool = True
+    cfg: TextConfig | None = None,
+    profile: str | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+    device=None,
 ) -> dict:
-    """Statistics (of the whole training set, and of its first shuffled batch) and one SGD run per rate."""
+    """Statistics (of the whole training set, and of its first shuffled batch) and one SGD run per rate, on
+    ``device`` (default: :func:`companion.config.get_device`'s); ``"seconds"`` (the training time of all rates)
+    and ``"device"`` besides."""
     cfg = cfg or configs(profile)["text"]
     corpus, why = corpus_for(cfg.corpus)
     cfg = fit_to(cfg, corpus, bool(why))
+    device = config.get_device(device)
 
     def compute():
         train, heldout = _split(corpus, cfg)
         g = torch.Generator().manual_seed(cfg.seed)
         first = train[torch.randperm(len(train), generator=g)[: cfg.batch].numpy()]
-        device = config.get_device()
         all_stats = lt.statistics(train, corpus.V, device)
         first_stats = lt.statistics(first, corpus.V, device)
         stats = all_stats if cfg.stats_from == "all" else first_stats
         runs = {
-            rate: sgd_run(train, heldout, stats, corpus.V, cfg, rate, progress=progress) for rate in cfg.rates
+            rate: sgd_run(train, heldout, stats, corpus.V, cfg, rate, device, progress) for rate in cfg.rates
         }
         agree = {k: lt.cosine(all_stats.leading(k), first_stats.leading(k)) for k in lt.WEIGHTS}
         basis = {"B": all_stats.B.cpu(), "Sigma": all_stats.Sigma.cpu(), "Phi": all_stats.Phi.cpu()}
@@ -500,10 +508,33 @@ def text_study(
             "why_standin": why,
             "n_train": len(train),
             "n_heldout": len(heldout),
+            "seconds": sum(r["seconds"] for r in runs.values()),
+            "device": config.device_name(device),
         }
 
     settings = asdict(cfg) | {"corpus_used": asdict(corpus.cfg), "corpus_hash": corpus.fingerprint()}
     return cache.load_or_compute("leading_text", settings, compute, MODULES, use_cache=use_cache)
+
+
+def first_batch(cfg: TextConfig) -> dict:
+    """The first training batch of the text study ``cfg``: the first ``batch`` sequences of the first epoch's
+    shuffle (what :func:`sgd_run` draws first, and what the paper's code takes its statistics from)."""
+    corpus, why = corpus_for(cfg.corpus)
+    cfg = fit_to(cfg, corpus, bool(why))
+    train, _ = _split(corpus, cfg)
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
+    return {"x": train[order[: cfg.batch].numpy()]}
+
+
+def stand_in(members: dict[str, TextConfig]) -> str:
+    """Why the text studies ``members`` do not train on the paper's corpus (TinyStories), or "" if they do."""
+    whys = []
+    for cfg in members.values():
+        if cfg.corpus.corpus != PAPER_CORPUS.corpus:
+            whys.append(f"{cfg.corpus.corpus} in place of the paper's {PAPER_CORPUS.corpus}")
+        elif why := corpus_for(cfg.corpus)[1]:
+            whys.append(f"{PAPER_CORPUS.corpus} unavailable ({why}): WikiText-2 of the same sizes")
+    return "; ".join(dict.fromkeys(whys))
 
 
 def bpe_summary(res: dict) -> Summary:
