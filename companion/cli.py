@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--all",
         action="store_true",
-        help="every experiment of the sources (not our own studies unless --include), one after another, "
-        "skipping those already recorded, within --deadline",
+        help="every experiment of the sources, then their sweeps (App. B.6's learning rates; not our own "
+        "studies unless --include), one after another, skipping those already recorded, within --deadline",
     )
     p.add_argument("--include", action="append", default=[], metavar="NAME", help="with --all: a study too")
     p.add_argument("--deadline", type=float, default=600.0, help="with --all: seconds for all (default 600)")

@@ -649,6 +649,17 @@ def record(
 
 
 ALL_HEADER = ("experiment", "runs", "seconds", "result")
+
+
+def sweeps(profile: str | None = None) -> list[tuple[str, dict]]:
+    """(experiment, settings): the recordings of a source experiment at other settings that claims of the
+    sources are about, which ``record --all`` makes after the experiments themselves: Appendix B.6's learning
+    rates (``book/paper_scale``)."""
+    from companion.experiments import scale_study
+
+    return [("recall", s) for s in scale_study.lr_settings(profile)]
+
+
 START_MARGIN = 5.0  # seconds: a recording is not started with less than this left before the deadline
 
 
@@ -663,9 +674,9 @@ def record_all(
     progress: bool = False,
     precision: str = "fp32",
 ) -> list[list]:
-    """Record every experiment of the sources (:data:`SOURCE_EXPERIMENTS`) and the studies named in ``include``,
-    one after another, each in its own process, within ``deadline`` seconds; one row per experiment
-    (:data:`ALL_HEADER`).
+    """Record every experiment of the sources (:data:`SOURCE_EXPERIMENTS`), then their :func:`sweeps`, then the
+    studies named in ``include``, one after another, each in its own process, within ``deadline`` seconds; one
+    row per recording (:data:`ALL_HEADER`; a sweep's row names its settings).
 
     An experiment whose file is already recorded for the profile's configuration (in ``out_dir`` or
     ``data/recorded``, and not :func:`stale`) is skipped. A recording still running at the deadline is stopped
@@ -682,30 +693,38 @@ def record_all(
     for name in include:
         config.check_choice("experiment", name, EXPERIMENTS)
     profile = config.get_profile(profile)
-    names = list(SOURCE_EXPERIMENTS) + [n for n in include if n not in SOURCE_EXPERIMENTS]
-    members = {n: build(n, profile) for n in names}  # every configuration valid before any work
+    jobs = [(n, {}) for n in SOURCE_EXPERIMENTS] + sweeps(profile)
+    jobs += [(n, {}) for n in include if n not in SOURCE_EXPERIMENTS]
+    # every configuration valid before any work
+    members = [len(build(n, profile, settings)) for n, settings in jobs]
     launch = launch or _launch
     places = [Path(out_dir or RECORDED_DIR)] + ([RECORDED_DIR] if out_dir else [])
     start, rows = time.monotonic(), []
-    for name in names:
+    for (name, settings), n_runs in zip(jobs, members):
+        label = " ".join([name, *(f"{k}={v}" for k, v in sorted(settings.items()))])
         done = [
-            r for d in places if d.is_dir() for r in runs(name, d, profile, {}, precision) if not stale(r)
+            r
+            for d in places
+            if d.is_dir()
+            for r in runs(name, d, profile, settings, precision)
+            if not stale(r)
         ]
         left = deadline - (time.monotonic() - start)
         if done or left < START_MARGIN:
             why = f"already recorded ({done[-1].path.name})" if done else "not started: the deadline"
-            rows.append([name, len(members[name]), 0.0, why])
+            rows.append([label, n_runs, 0.0, why])
             continue
         cmd = [sys.executable, "-m", "companion", "record", name, "--profile", profile]
+        cmd += [arg for k, v in sorted(settings.items()) for arg in ("--set", f"{k}={v}")]
         cmd += ["--device", str(device)] if device is not None else []
         cmd += ["--out-dir", str(out_dir)] if out_dir is not None else []
         cmd += ["--threads", str(threads)] if threads is not None else []
         cmd += ["--precision", precision] if precision != "fp32" else []
         t0 = time.monotonic()
-        result = launch(name, cmd, left)
-        rows.append([name, len(members[name]), round(time.monotonic() - t0, 1), result])
+        result = launch(label, cmd, left)
+        rows.append([label, n_runs, round(time.monotonic() - t0, 1), result])
         if progress:
-            print(f"record {name}: {result} ({rows[-1][2]} s)", file=sys.stderr, flush=True)
+            print(f"record {label}: {result} ({rows[-1][2]} s)", file=sys.stderr, flush=True)
     return rows
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from companion import claims, config, record, report
 from companion.data import batch_digest
+from companion.experiments import scale_study
 
 RECORDED = record.runs()
 
@@ -325,7 +326,8 @@ def test_record_all_skips_what_is_recorded_and_starts_nothing_after_the_deadline
     # the checks before the first launch must take less than the second of slack (a loaded machine took 0.2 s)
     margin = record.START_MARGIN
     rows = record.record_all("quick", margin + 1.0, ("khop_seeds",), "cpu", tmp_path, 1, launch=launch)
-    assert [r[0] for r in rows] == [*record.SOURCE_EXPERIMENTS, "khop_seeds"]
+    sweeps = [f"recall lr={s['lr']} steps=2000" for s in scale_study.lr_settings("quick")]
+    assert [r[0] for r in rows] == [*record.SOURCE_EXPERIMENTS, *sweeps, "khop_seeds"]
     assert rows[0][3] == "already recorded (recall-quick.json)" and rows[0][2] == 0.0
     assert [n for n, _, _ in launched] == ["finetune"]
     name, cmd, seconds = launched[0]
@@ -343,9 +345,29 @@ def test_record_all_skips_what_is_recorded_and_starts_nothing_after_the_deadline
     assert margin <= seconds <= margin + 1.0
     assert rows[1][1:] == [1, pytest.approx(1.5, abs=0.5), "recorded"]
     assert all(
-        r[3] in ("not started: the deadline", f"already recorded ({r[0]}-quick.json)") for r in rows[2:]
+        r[3] in ("not started: the deadline", f"already recorded ({r[0]}-quick.json)") for r in rows[2:-5]
+    )
+    # the learning-rate sweep at quick is committed (recall-quick-lr=0.001-steps=2000.json, ...)
+    assert all(
+        r[3] == f"already recorded (recall-quick-{r[0][7:].replace(' ', '-')}.json)" for r in rows[-5:-1]
     )
     assert rows[-1][3] == "not started: the deadline"
+
+
+def test_record_all_makes_the_sweeps_of_the_sources_with_their_settings(tmp_path):
+    """At full, after the source experiments: Appendix B.6's learning rates, each a ``record recall --set lr=``
+    command (the stand-in launcher records nothing)."""
+    launched = []
+    rows = record.record_all(
+        "full",
+        600.0,
+        out_dir=tmp_path,
+        launch=lambda name, cmd, s: launched.append((name, cmd)) or "recorded",
+    )
+    sweep = [(n, c) for n, c in launched if n.startswith("recall lr=")]
+    assert [n for n, _ in sweep] == [f"recall lr={lr}" for lr in scale_study.LRS]
+    assert sweep[0][1][4:9] == ["recall", "--profile", "full", "--set", "lr=0.001"]
+    assert [r[0] for r in rows][: len(record.SOURCE_EXPERIMENTS)] == list(record.SOURCE_EXPERIMENTS)
 
 
 def test_a_recording_is_stopped_at_its_deadline_and_a_failure_says_why():

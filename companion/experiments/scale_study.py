@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion import record
+from companion import config, record
 from companion.experiments.noisy_recall import RecallExperiment
 from companion.report import Summary
 
@@ -163,11 +163,15 @@ LRS = (0.001, 0.003, 0.01, 0.03)  # the paper's range, a factor of about 3 apart
 LR_BASE = {"quick": dict(steps=2000), "full": {}}  # each profile's sizes with the paper's 2000 steps
 
 
+def lr_settings(profile: str = "quick") -> list[dict]:
+    """The ``record recall`` settings of every learning rate of the sweep at a profile's sizes."""
+    return [{**LR_BASE[config.get_profile(profile)], "lr": lr} for lr in LRS]
+
+
 def lr_commands(profile: str = "quick") -> list[str]:
     """The ``record`` command of every learning rate of the sweep at a profile's sizes."""
     out = []
-    for lr in LRS:
-        settings = {**LR_BASE[profile], "lr": lr}
+    for settings in lr_settings(profile):
         record.build("recall", profile, settings)  # validated before anything runs
         out.append(record.command("recall", profile, settings))
     return out
