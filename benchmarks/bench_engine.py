@@ -45,20 +45,24 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
+def alone_seconds(train, runs: list, device) -> float:
+    """Seconds to train ``runs`` one after another by ``train(run, progress=, device=)``, after one warm-up run."""
+    train(runs[0], progress=False, device=device)
+    sync(device)
+    t0 = time.perf_counter()
+    for e in runs:
+        train(e, progress=False, device=device)
+    sync(device)
+    return time.perf_counter() - t0
+
+
 def fact_capacity_times(steps: int, device) -> dict:
     """Seconds for the quick grid's runs (``steps`` steps each, no early stop): alone, one pack per H, one pack."""
     runs = [
         dataclasses.replace(e, steps=steps, eval_every=steps, stop_at=1.0)
         for e in fact_capacity.grid("quick").values()
     ]
-    out = {"runs": len(runs), "steps": steps}
-    fact_capacity._train(runs[0], progress=False, device=device)  # warm-up
-    sync(device)
-    t0 = time.perf_counter()
-    for e in runs:
-        fact_capacity._train(e, progress=False, device=device)
-    sync(device)
-    out["alone_s"] = time.perf_counter() - t0
+    out = {"runs": len(runs), "steps": steps, "alone_s": alone_seconds(fact_capacity._train, runs, device)}
     for label, pad in (("per_H", False), ("one", True)):
         groups: dict = {}
         for e in runs:
@@ -112,14 +116,7 @@ def khop_times(steps: int, device) -> dict:
     runs = [dataclasses.replace(e, steps=steps, eval_every=steps) for e in members.values()]
     key = khop.pack_key(runs[0])
     runs = [e for e in runs if khop.pack_key(e) == key]
-    out = {"runs": len(runs), "steps": steps}
-    khop._train(runs[0], progress=False, device=device)  # warm-up
-    sync(device)
-    t0 = time.perf_counter()
-    for e in runs:
-        khop._train(e, progress=False, device=device)
-    sync(device)
-    out["alone_s"] = time.perf_counter() - t0
+    out = {"runs": len(runs), "steps": steps, "alone_s": alone_seconds(khop._train, runs, device)}
     t0 = time.perf_counter()
     khop._train_pack(runs, progress=False, device=device)
     sync(device)
