@@ -169,7 +169,7 @@ def test_factual_matches_its_old_loop(attention):
     exp = FactExperiment(task=task, attention=attention, steps=200, eval_every=50, batch=32, n_test=256)
     same(
         without(ref.factual_train(exp, progress=False), "seconds"),
-        without(_train(exp, progress=False), "seconds"),
+        without(_train(exp, progress=False), "seconds", "device"),
     )
 
 
@@ -210,7 +210,10 @@ def test_scan_snap_text_matches_its_old_loop():
     from companion.experiments import scan_snap_text as st
 
     exp = st.TextExperiment(vocab_size=100, d=8, d_hid=8, steps=60, eval_every=25, n_eval=4, dropout=0.2)
-    same(without(ref.scan_snap_text_train(exp, False), "seconds"), without(st._train(exp, False), "seconds"))
+    same(
+        without(ref.scan_snap_text_train(exp, False), "seconds"),
+        without(st._train(exp, False), "seconds", "device"),
+    )
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -218,7 +221,10 @@ def test_scan_snap_replicas_match_their_old_loop(optimizer):
     from companion.experiments import scan_snap as ss
 
     exp = ss.SynExperiment(steps=40, seeds=(3, 4), lr_z=(0.5, 2.0), record_every=10, optimizer=optimizer)
-    same(without(ref.scan_snap_train(exp, False), "seconds"), without(ss._train(exp, False), "seconds"))
+    same(
+        without(ref.scan_snap_train(exp, False), "seconds"),
+        without(ss._train(exp, False), "seconds", "device"),
+    )
 
 
 def test_one_step_simulation_matches_its_old_loop():

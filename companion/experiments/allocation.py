@@ -129,7 +129,7 @@ def first_batch(exp: AllocationExperiment):
     return BigramTask(exp.seq_len).sample(rng, exp.batch)
 
 
-def run(exp: AllocationExperiment, device=None, progress: bool = True, use_cache: bool = True) -> dict:
+def run(exp: AllocationExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Train every (budget, fraction, lr); return rows with losses, cached as JSON.
 
     Each row: budget, mlp_frac (requested), mlp_params, attn_params, lr,

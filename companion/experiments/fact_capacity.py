@@ -242,7 +242,7 @@ def first_batch(exp):
     return exp.task().sample(rng, exp.batch)
 
 
-def run(exp: CapacityExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
+def run(exp: CapacityExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Train (or load) ``exp``: ``{"step", "acc"}`` at every evaluation, ``"best"`` (the largest accuracy),
     ``"stopped"`` (the step training ended), ``"diverged"`` (the step the loss stopped being finite, which ends
     training; inf if it never did), ``"seconds"`` and ``"device"``."""

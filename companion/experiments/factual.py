@@ -227,20 +227,22 @@ class FactExperiment:
 
 @torch.no_grad()
 def losses(model: AttentionFacts, task: FactTask, batch: FactBatch, chunk: int = 8192) -> dict[str, float]:
-    """Total, relation-only and subject-only cross-entropy, and accuracy, on a batch (evaluated in chunks)."""
-    by_rel, by_subj = (torch.as_tensor(m) for m in task.answer_sets())
+    """Total, relation-only and subject-only cross-entropy, and accuracy, on a batch (evaluated in chunks, on
+    the model's device)."""
+    device = next(model.parameters()).device
+    by_rel, by_subj = (torch.as_tensor(m, device=device) for m in task.answer_sets())
     sums = {"loss": 0.0, "loss_relation": 0.0, "loss_subject": 0.0, "acc": 0.0}
     n = len(batch.answer)
     for i in range(0, n, chunk):
         sl = slice(i, i + chunk)
-        logp = torch.log_softmax(model(torch.as_tensor(batch.tokens[sl])), dim=-1)
-        a = torch.as_tensor(batch.answer[sl])
+        logp = torch.log_softmax(model(torch.as_tensor(batch.tokens[sl], device=device)), dim=-1)
+        a = torch.as_tensor(batch.answer[sl], device=device)
         sums["loss"] += -logp.gather(1, a[:, None]).sum().item()
         for key, mask, idx in (
             ("loss_relation", by_rel, batch.relation),
             ("loss_subject", by_subj, batch.subject),
         ):
-            m = mask[torch.as_tensor(idx[sl])]
+            m = mask[torch.as_tensor(idx[sl], device=device)]
             sums[key] += -torch.logsumexp(logp.masked_fill(~m, -math.inf), dim=1).sum().item()
         sums["acc"] += (logp.argmax(1) == a).sum().item()
     return {k: v / n for k, v in sums.items()}
@@ -249,21 +251,25 @@ def losses(model: AttentionFacts, task: FactTask, batch: FactBatch, chunk: int =
 MODULES = ("companion.experiments.factual",)
 
 
-def run(exp: FactExperiment, progress: bool = True, use_cache: bool = True) -> dict:
+def run(exp: FactExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Train (or load the cached result of) ``exp``: ``{"step", "loss", "loss_relation", "loss_subject",
-    "acc"}`` arrays at every ``eval_every`` steps (and the last), and the training time."""
-    return cache.load_or_compute("factual", exp, lambda: _train(exp, progress), MODULES, use_cache=use_cache)
+    "acc"}`` arrays at every ``eval_every`` steps (and the last), the training time and the device."""
+    return cache.load_or_compute(
+        "factual", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache
+    )
 
 
-def _train(exp: FactExperiment, progress: bool) -> dict:
+def _train(exp: FactExperiment, progress: bool, device=None) -> dict:
+    device = config.get_device(device)
     streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
     rng = np.random.default_rng(streams["train-data"])
     test = exp.task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
-    model = exp.model()
+    model = exp.model().to(device)
 
     def loss_at(step: int) -> torch.Tensor:
         b = exp.task.sample(rng, exp.batch)
-        return F.cross_entropy(model(torch.as_tensor(b.tokens)), torch.as_tensor(b.answer))
+        tokens, answer = (torch.as_tensor(a, device=device) for a in (b.tokens, b.answer))
+        return F.cross_entropy(model(tokens), answer)
 
     out = train.fit(
         model,
@@ -277,6 +283,7 @@ def _train(exp: FactExperiment, progress: bool) -> dict:
     )
     res = {k: out.series(k) for k in out.evals[0]}
     res["seconds"] = out.seconds
+    res["device"] = config.device_name(device)
     return res
 
 

@@ -473,7 +473,9 @@ def first_batch(exp: InductionExperiment):
     return exp.task().sample(rng, exp.batch)
 
 
-def run(exp: InductionExperiment, device=None, progress: bool = True, use_cache: bool = True) -> InductionRun:
+def run(
+    exp: InductionExperiment, *, device=None, progress: bool = True, use_cache: bool = True
+) -> InductionRun:
     """Train and measure (or load the cached result of) ``exp``."""
     blob = cache.load_or_compute(
         "induction", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch", use_cache=use_cache

@@ -396,7 +396,7 @@ def first_batch(exp: KHopExperiment):
     return exp.task().sample(rng, hops, training_starts(exp, hops, rng))
 
 
-def run(exp: KHopExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
+def run(exp: KHopExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Train (or load) ``exp``: ``"step"`` (every evaluation), ``"acc"`` ((evaluations, k): test accuracy at
     each hop count), ``"stage"`` (the curriculum's hop count at each evaluation; k for direct, 0 for mixture),
     ``"loss"`` (the training loss at each evaluation step), ``"N"``, ``"seconds"``, ``"device"`` and ``"state"``

@@ -237,7 +237,7 @@ def first_batch(exp: RecallExperiment):
     return task.sample(rng, exp.batch)
 
 
-def run(exp: RecallExperiment, device=None, progress: bool = True, use_cache: bool = True) -> RecallRun:
+def run(exp: RecallExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> RecallRun:
     """Train and measure (or load the cached result of) experiment ``exp``."""
     blob = cache.load_or_compute(
         "noisy_recall", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch", use_cache=use_cache

@@ -83,7 +83,7 @@ def forward(
     """Logits (R, B, M) of R replicas: ``Y``, ``Z`` (R, M, M); ``last`` (R, B) the last tokens; ``counts``
     (R, B, M) the contextual token counts of each sequence."""
     R, M, _ = Z.shape
-    z_rows = Z[torch.arange(R)[:, None], last]  # (R, B, M): row psi(n) of each replica's Z
+    z_rows = Z[torch.arange(R, device=Z.device)[:, None], last]  # (R, B, M): row psi(n) of each replica's Z
     f = _readout(_mix(z_rows, counts), last, M, normalize, residual)
     return torch.bmm(f, Y)
 
@@ -103,8 +103,8 @@ def forward_positions(
 
 def population_c(Z: torch.Tensor, classes: SeqClasses) -> torch.Tensor:
     """c_n of Eq. (5) for every replica and class: (R, K, M), c_{l|n} proportional to P(l|n) exp(Z[psi(n), l])."""
-    P = torch.as_tensor(classes.probs, dtype=Z.dtype)
-    return _mix(Z[:, torch.as_tensor(classes.last)], P.expand(Z.shape[0], -1, -1))
+    P = torch.as_tensor(classes.probs, dtype=Z.dtype, device=Z.device)
+    return _mix(Z[:, torch.as_tensor(classes.last, device=Z.device)], P.expand(Z.shape[0], -1, -1))
 
 
 def distinct_entropy(c: torch.Tensor | np.ndarray, classes: SeqClasses) -> np.ndarray:
@@ -124,10 +124,10 @@ def population_loss(
 ) -> torch.Tensor:
     """The T -> infinity loss (Lemma 2): each class once, X^T b replaced by c_n; mean over classes, (R,)."""
     R = Y.shape[0]
-    P = torch.as_tensor(classes.probs, dtype=Y.dtype).expand(R, -1, -1)
-    last = torch.as_tensor(classes.last).expand(R, -1)
+    P = torch.as_tensor(classes.probs, dtype=Y.dtype, device=Y.device).expand(R, -1, -1)
+    last = torch.as_tensor(classes.last, device=Y.device).expand(R, -1)
     logits = forward(Y, Z, last, P, normalize, residual)
-    target = torch.as_tensor(classes.next_token).expand(R, -1)
+    target = torch.as_tensor(classes.next_token, device=Y.device).expand(R, -1)
     return F.cross_entropy(logits.transpose(1, 2), target, reduction="none").mean(1)
 
 
@@ -224,13 +224,13 @@ class SynExperiment(config.Profiled):
 MODULES = ("companion.experiments.scan_snap",)
 
 
-def run(exp: SynExperiment, progress: bool = True, use_cache: bool = True) -> dict:
+def run(exp: SynExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Train (or load) every replica of ``exp``. Returns ``loss`` (R, steps): each step's batch loss;
     ``c`` (n_rec, R, K, M): the population attention c_n at the steps ``c_step``; ``entropy`` (R, K): the
     distinct-token entropy at the end; ``row_sum_drift`` (R,): the largest change of a row sum of Y or Z;
-    ``replicas`` and ``seconds``."""
+    ``replicas``, ``seconds`` and ``device``."""
     return cache.load_or_compute(
-        "scan_snap", exp, lambda: _train(exp, progress), MODULES, use_cache=use_cache
+        "scan_snap", exp, lambda: _train(exp, progress, device), MODULES, use_cache=use_cache
     )
 
 
@@ -242,18 +242,19 @@ def _init(exp: SynExperiment, M: int, seed: int) -> tuple[torch.Tensor, torch.Te
     return tuple((torch.rand(M, M, generator=g) * 2 - 1) * bound for _ in range(2))
 
 
-def _train(exp: SynExperiment, progress: bool) -> dict:
+def _train(exp: SynExperiment, progress: bool, device=None) -> dict:
+    device = config.get_device(device)
     sc = exp.seq_classes()
     M = sc.vocab_size
     reps = exp.replicas()
     seed_of = torch.as_tensor([exp.seeds.index(r["seed"]) for r in reps])
-    inits = [_init(exp, M, s) for s in exp.seeds]
-    Y = torch.stack([inits[i][0] for i in seed_of]).requires_grad_(True)
-    Z = torch.stack([inits[i][1] for i in seed_of]).requires_grad_(True)
+    inits = [_init(exp, M, s) for s in exp.seeds]  # drawn on the CPU: the same start on every device
+    Y = torch.stack([inits[i][0] for i in seed_of]).to(device).requires_grad_(True)
+    Z = torch.stack([inits[i][1] for i in seed_of]).to(device).requires_grad_(True)
     Y0, Z0 = Y.detach().sum(-1).clone(), Z.detach().sum(-1).clone()
 
     def lr(key):  # (replicas, 1, 1)
-        return torch.as_tensor([r[key] for r in reps], dtype=torch.float32)[:, None, None]
+        return torch.as_tensor([r[key] for r in reps], dtype=torch.float32, device=device)[:, None, None]
 
     opt = _Optim(exp.optimizer, [Y, Z], [lr("lr_y"), lr("lr_z")], exp.momentum)
     rngs = [np.random.default_rng(config.seed_streams(s, ["data"])["data"]) for s in exp.seeds]
@@ -261,20 +262,19 @@ def _train(exp: SynExperiment, progress: bool) -> dict:
         {0, exp.steps} | (set(range(0, exp.steps, exp.record_every)) if exp.record_every else set())
     )
     cs = []
+    last, next_token = (torch.as_tensor(a, device=device) for a in (sc.last, sc.next_token))
 
     def record(step: int) -> None:
         with torch.no_grad():
-            cs.append(population_c(Z.detach(), sc).numpy())
+            cs.append(population_c(Z.detach(), sc).cpu().numpy())
 
     def loss_at(step: int) -> torch.Tensor:
         """(replicas,): each replica's mean loss on its seed's batch."""
         draws = [sc.sample_counts(r, exp.batch, exp.seq_len) for r in rngs]
-        cls = torch.as_tensor(np.stack([d[0] for d in draws]))[seed_of]
-        counts = torch.as_tensor(np.stack([d[1] for d in draws]), dtype=torch.float32)[seed_of]
-        logits = forward(Y, Z, torch.as_tensor(sc.last)[cls], counts, exp.normalize, exp.residual)
-        return F.cross_entropy(
-            logits.transpose(1, 2), torch.as_tensor(sc.next_token)[cls], reduction="none"
-        ).mean(1)
+        cls = torch.as_tensor(np.stack([d[0] for d in draws]))[seed_of].to(device)
+        counts = torch.as_tensor(np.stack([d[1] for d in draws]), dtype=torch.float32)[seed_of].to(device)
+        logits = forward(Y, Z, last[cls], counts, exp.normalize, exp.residual)
+        return F.cross_entropy(logits.transpose(1, 2), next_token[cls], reduction="none").mean(1)
 
     out = train.fit(
         None, opt, exp.steps, loss_at, evaluate=record, eval_at=rec_steps, nonfinite="continue",
@@ -288,9 +288,10 @@ def _train(exp: SynExperiment, progress: bool) -> dict:
         "c": c,
         "c_step": np.asarray(rec_steps),
         "entropy": distinct_entropy(c[-1], sc),
-        "row_sum_drift": drift.numpy(),
+        "row_sum_drift": drift.cpu().numpy(),
         "replicas": reps,
         "seconds": out.seconds,
+        "device": config.device_name(device),
     }
 
 
@@ -546,8 +547,8 @@ def synthetic_study(profile: str | None = None, progress: bool = True) -> dict:
     """Every run of the synthetic chapter: ``small`` (name -> result) and ``medium`` (K -> result)."""
     exps = {"small": small_experiments(profile), "medium": medium_experiments(profile)}
     return {
-        "small": {k: run(e, progress) for k, e in exps["small"].items()},
-        "medium": {k: run(e, progress) for k, e in exps["medium"].items()},
+        "small": {k: run(e, progress=progress) for k, e in exps["small"].items()},
+        "medium": {k: run(e, progress=progress) for k, e in exps["medium"].items()},
         "experiments": exps,
     }
 

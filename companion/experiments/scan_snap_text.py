@@ -206,7 +206,7 @@ def first_batch(exp: TextExperiment) -> dict:
     return {"x": train[:, : exp.bptt].numpy(), "y": train[:, 1 : exp.bptt + 1].numpy()}
 
 
-def run(exp: TextExperiment, progress: bool = True, use_cache: bool = True, device=None) -> dict:
+def run(exp: TextExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Train (or load) one run: ``step``, held-out ``loss``, ``entropy`` and ``moved`` (total variation of the
     first layer's attention since the previous evaluation; NaN at the first) at every evaluation, the
     ``train_loss`` of every step, the attention ``maps`` (n_eval_points, 35, 35) on the training window,
@@ -375,7 +375,7 @@ def study(profile: str | None = None, progress: bool = True, download: bool | No
     why not the paper's, ``"experiments"`` the configurations (as :func:`experiments`)."""
     split, why = study_split(download)
     members = study_members(profile, split)
-    out = study_from_runs({k: run(e, progress) for k, e in members.items()}, why)
+    out = study_from_runs({k: run(e, progress=progress) for k, e in members.items()}, why)
     return {**out, "experiments": experiments(profile, split)}
 
 
