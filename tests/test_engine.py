@@ -374,6 +374,35 @@ def test_fact_capacity_pack_is_its_runs_alone(monkeypatch):
         torch.set_default_dtype(torch.float32)
 
 
+def test_fact_scaling_packs_the_rates_of_a_size_and_keeps_the_trials(monkeypatch):
+    """float64: a sweep whose sizes are tried at two learning rates trains each size's rates as one pack and
+    finds the trials of the same sweep with every run trained alone."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        exp = fc.ScalingExperiment(
+            ds=(4, 8), steps=24, min_size=2, max_size=7, H=1, lrs=(5e-2, 1e-3), level=0.1
+        )
+        packs = []
+        pack = fc._train_pack
+        monkeypatch.setattr(
+            fc, "_train_pack", lambda exps, *a, **k: packs.append(len(exps)) or pack(exps, *a, **k)
+        )
+        packed = fc.scaling(exp, progress=False, use_cache=False)
+        monkeypatch.setattr(
+            fc, "run_many", lambda exps, **k: {n: fc._train(e, progress=False) for n, e in exps.items()}
+        )
+        alone = fc.scaling(exp, progress=False, use_cache=False)
+        assert packs and set(packs) == {2}
+        assert [w["trials"] for w in packed["widths"]] == [w["trials"] for w in alone["widths"]]
+        rates = [[t[1] for t in w["trials"]] for w in packed["widths"]]
+        assert rates == [
+            [5e-2, 5e-2, 1e-3],
+            [5e-2, 5e-2],
+        ]  # a stored size ends its trials; a failed one goes on
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
 @pytest.mark.parametrize("kind", ["sgd", "adam", "adamw"])
 def test_fact_capacity_padding_stays_zero(kind):
     """A missing head or MLP unit is exactly zero after training, under each optimiser with weight decay."""

@@ -132,18 +132,21 @@ def _oracle(capacity, good_lr=None):
     given); records every call."""
     calls = []
 
-    def fake_run(exp, progress=True, device=None):
+    def fake_run(exp):
         calls.append((exp.d, exp.S, exp.lr))
         ok = exp.S <= capacity[exp.d] and (good_lr is None or exp.lr == good_lr)
         return {"best": 1.0 if ok else 0.5, "stopped": 7, "seconds": 1.0, "device": "fake"}
 
-    return fake_run, calls
+    def fake_run_many(exps, progress=True, use_cache=True, device=None):
+        return {name: fake_run(e) for name, e in exps.items()}
+
+    return fake_run_many, calls
 
 
 def test_scaling_binary_search_follows_the_public_code(monkeypatch):
     exp = fc.ScalingExperiment(ds=(8, 16, 32), min_size=2, max_size=64, lrs=(1e-3, 1e-2))
     fake, calls = _oracle({8: 5, 16: 11, 32: 40}, good_lr=1e-2)
-    monkeypatch.setattr(fc, "run", fake)
+    monkeypatch.setattr(fc, "run_many", fake)
     res = fc._scaling(exp, progress=False, device="cpu")
     assert [w["size"] for w in res["widths"]] == [5, 11, 40] and all(w["verified"] for w in res["widths"])
     assert [w["facts"] for w in res["widths"]] == [25, 121, 1600]
@@ -153,13 +156,13 @@ def test_scaling_binary_search_follows_the_public_code(monkeypatch):
     assert res["seconds"] == len(calls) and res["device"] == "fake"
     s = fc.scaling_summary(res)
     assert s["s_verified"] == 3 and s["s_trials"] == len(calls) and s["s_capped"] == 0
-    monkeypatch.setattr(fc, "run", _oracle({8: 5, 16: 11, 32: 99})[0])
+    monkeypatch.setattr(fc, "run_many", _oracle({8: 5, 16: 11, 32: 99})[0])
     assert fc.scaling_summary(fc._scaling(exp, progress=False, device="cpu"))["s_capped"] == 1  # 63 of 64
 
 
 def test_scaling_marks_an_untested_lower_end(monkeypatch):
     exp = fc.ScalingExperiment(ds=(8, 16, 32), min_size=2, max_size=16)
-    monkeypatch.setattr(fc, "run", _oracle({8: 1, 16: 6, 32: 9})[0])
+    monkeypatch.setattr(fc, "run_many", _oracle({8: 1, 16: 6, 32: 9})[0])
     res = fc._scaling(exp, progress=False, device="cpu")
     assert [(w["size"], w["verified"]) for w in res["widths"]] == [(2, False), (6, True), (9, True)]
     s = fc.scaling_summary(res)
@@ -235,7 +238,7 @@ def test_recorded_scaling_recomputes_the_summary_from_the_trials(monkeypatch):
     from companion import record
 
     exp = fc.ScalingExperiment(ds=(8, 16, 32), min_size=2, max_size=64)
-    monkeypatch.setattr(fc, "run", _oracle({8: 4, 16: 8, 32: 16})[0])
+    monkeypatch.setattr(fc, "run_many", _oracle({8: 4, 16: 8, 32: 16})[0])
     res = fc._scaling(exp, progress=False, device="cpu")
     rec = record.Recorded(
         None,

@@ -553,7 +553,9 @@ class ScalingExperiment(config.Profiled):
     m = int(beta d), and for each d (in increasing order) a binary search over the size between the previous
     d's result and ``max_size``: a size counts as stored when one of the learning rates ``lrs`` (tried in
     order) reaches best test accuracy ``level`` within ``steps`` Adam steps (a :class:`CapacityExperiment`;
-    evaluations every steps // 128 steps, as the code). Facts = size^2, parameters 4 H d_h d + 2 m d.
+    evaluations every steps // 128 steps, as the code). Facts = size^2, parameters 4 H d_h d + 2 m d. The
+    learning rates of one size train together as one pack (:func:`run_many`): the trials are the code's, every
+    rate is computed.
 
     The alpha, beta, H and D of the paper's curves are not recorded (they are command-line arguments of the
     script); these are our choice. Quick: d in {8, 16, 32}, one learning rate, 4096 steps, sizes 2..128;
@@ -647,14 +649,20 @@ def scaling(exp: ScalingExperiment, progress: bool = True, use_cache: bool = Tru
     whether that size was itself trained and stored (``verified``; False when nothing above the lower end of
     the search stored, which then stands untested), facts and parameters; ``seconds`` and ``device``.
 
-    Each trial is a cached :func:`run`, so an interrupted sweep resumes where it stopped.
+    The trials of each size are a cached :func:`run_many` (with ``use_cache``), so an interrupted sweep resumes
+    where it stopped.
     """
     return cache.load_or_compute(
-        "fact_scaling", exp, lambda: _scaling(exp, progress, device), MODULES, fmt="json", use_cache=use_cache
+        "fact_scaling",
+        exp,
+        lambda: _scaling(exp, progress, device, use_cache),
+        MODULES,
+        fmt="json",
+        use_cache=use_cache,
     )
 
 
-def _scaling(exp: ScalingExperiment, progress: bool, device) -> dict:
+def _scaling(exp: ScalingExperiment, progress: bool, device, use_cache: bool = True) -> dict:
     widths, seconds, name = [], 0.0, None
     low = exp.min_size
     for d in exp.ds:
@@ -662,9 +670,12 @@ def _scaling(exp: ScalingExperiment, progress: bool, device) -> dict:
         # the code's binary search: lo is stored (or the lower end), hi is not (or the upper end)
         while hi - lo > 1:
             size = (lo + hi) // 2
-            for lr in exp.lrs:
-                r = run(exp.point(d, size, lr), progress=progress, device=device)
-                seconds += r["seconds"]
+            # the learning rates of one size train as one pack; a trial counts as the code's: in order, up to
+            # the first that stores (the pack's time is the sweep's, every rate included)
+            points = {lr: exp.point(d, size, lr) for lr in exp.lrs}
+            runs = run_many(points, progress=progress, use_cache=use_cache, device=device)
+            seconds += sum(r["seconds"] for r in runs.values())
+            for lr, r in runs.items():
                 name = r["device"]
                 trials.append([size, lr, r["best"], int(r["stopped"])])
                 if r["best"] >= exp.level:
