@@ -122,7 +122,7 @@ def _registry() -> dict[str, Recordable]:
         scan_snap_text,
         summaries,
     )
-    from companion.theory import leading_study
+    from companion.theory import attention_study, leading_study, one_step_study
 
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
@@ -207,6 +207,20 @@ def _registry() -> dict[str, Recordable]:
                 run=leading_study.text_study,
                 summary_var="bpe_summary",
                 stand_in=leading_study.stand_in,
+            ),
+            Recordable(
+                "theory_one_step",
+                "book/theory_one_step",
+                lambda p: {"study": one_step_study.OneStepStudy.for_profile(p)},
+                only(lambda res: one_step_study.summary(res, one_step_study.gradient_check()[0])),
+                run=one_step_study.run,
+            ),
+            Recordable(
+                "theory_attention",
+                "book/theory_attention",
+                lambda p: {"study": attention_study.AttentionStudy.for_profile(p)},
+                only(attention_study.summary),
+                run=attention_study.run,
             ),
             Recordable(
                 "allocation",
@@ -390,6 +404,8 @@ SOURCE_EXPERIMENTS = (
     "scan_snap_text",
     "leading_text",
     "leading_bpe",
+    "theory_one_step",
+    "theory_attention",
 )
 # and our own studies, which ``record --all`` runs only when named (``include``)
 STUDIES = (

@@ -525,3 +525,34 @@ def test_first_batch_is_the_batch_training_draws_first(name, tmp_path, monkeypat
         (rec.run or record._default_run())(exp, device="cpu")
     first_train = next(b for b in drawn if b.tokens.shape[0] == 16)
     assert batch_digest(first_train) == batch_digest(rec.first_batch(exp))
+
+
+@pytest.mark.parametrize(
+    "name,tiny,first",
+    [
+        (
+            "theory_one_step",
+            {"Ns": (4, 8), "ms": (10, 100, 200), "repeats": 2, "m_ref": 300, "table_m": 200},
+            1,
+        ),
+        ("theory_attention", {"Ns": (4, 8), "m": 200, "Ts": (64, 128), "dyn_Ns": (4, 8), "dyn_steps": 3}, 0),
+    ],
+)
+def test_theory_studies_record_and_their_first_batch_is_drawn_first(name, tiny, first, tmp_path, monkeypatch):
+    """The theorem chapters' Monte Carlo records (tiny sizes) like any experiment, every claim of its chapter; the
+    recorded first batch is the first the study steps on (the one-step study draws its test sequences before)."""
+    from companion.data.recall import RecallTask
+
+    drawn = []
+
+    def spy(self, *a, _original=RecallTask.sample, **k):
+        drawn.append(_original(self, *a, **k))
+        return drawn[-1]
+
+    monkeypatch.setattr(RecallTask, "sample", spy)
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    rec = record.load(record.record(name, "quick", tiny, device="cpu", out_dir=tmp_path))
+    assert record.stale(rec) == "" and set(rec.claims) == set(record.chapter_claims(rec.chapter))
+    assert rec.train_seconds > 0 and rec.config["Ns"] == [4, 8]
+    assert rec.data["first_batch"]["study"] == batch_digest(drawn[first])
+    assert "--set Ns=4,8" in rec.command

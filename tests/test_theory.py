@@ -156,3 +156,38 @@ def test_train_simplified_records():
 
     r = ost.train_simplified(6, 8, 0.4, steps=3, batch=4, lr=0.5)
     assert list(r["step"]) == [0, 1, 2, 3] and r["ff_noise"][0] == 0 and r["ff_noise"][-1] > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(Ns=(20,)), r"Ns=\(20,\) must be an increasing tuple"),
+        (dict(Ns=(50, 20)), r"Ns=\(50, 20\)"),
+        (dict(Ns=(2, 20)), r"Ns=2 is out of range"),
+        (dict(ms=(10, 30, 100)), r"at least two sizes >= 100"),
+        (dict(repeats=1), r"repeats=1 is out of range"),
+        (dict(table_m=0), r"table_m=0"),
+        (dict(profile="huge"), "huge"),
+    ],
+)
+def test_one_step_study_refuses_bad_sizes(kwargs, match):
+    from companion.theory import one_step_study as oss
+
+    with pytest.raises(ValueError, match=match):
+        oss.OneStepStudy(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(Ts=(256, 1024)), r"must start at T = 64"),
+        (dict(dyn_Ns=(10,)), r"dyn_Ns=\(10,\)"),
+        (dict(m=1), r"m=1 is out of range"),
+        (dict(dyn_steps=0), r"dyn_steps=0"),
+    ],
+)
+def test_attention_study_refuses_bad_sizes(kwargs, match):
+    from companion.theory import attention_study as ats
+
+    with pytest.raises(ValueError, match=match):
+        ats.AttentionStudy(**kwargs)

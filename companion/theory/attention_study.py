@@ -8,23 +8,71 @@ asserts.
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict, dataclass
+
 import numpy as np
 
 from companion import cache, config
+from companion.config import check_int
 from companion.report import Summary, loglog_slope
 from companion.theory import one_step as ost
 
 ALPHA = 0.4
 T_BASE, N_BY_T = 64, 20
 DYN = dict(T=64, batch=128, lr=2.0)
-SIZES = {
-    # dyn_steps: enough for the matching head of every N to form (N = 40 forms near step 450 at lr 2)
-    "quick": dict(Ns=(10, 20, 40, 80), m=50_000, Ts=(64, 256, 1024), dyn_Ns=(10, 20, 40), dyn_steps=800),
-    "full": dict(
-        Ns=(10, 20, 40, 80, 160), m=400_000, Ts=(64, 256, 1024, 4096), dyn_Ns=(10, 20, 40, 80), dyn_steps=2000
-    ),
-}
 MODULES = ("companion.theory.one_step", "companion.theory.attention_study")
+POPULATION_CHUNK = 5000  # contexts per draw of W_V's population step
+
+
+@dataclass(frozen=True)
+class AttentionStudy(config.Profiled):
+    """The sizes of the chapter's computation: the one-step W_QK projections at ``Ns`` (T = 64) and at ``Ts``
+    (N = 20) from ``m`` contexts (m 64 / T, at least 10,000, at T), App. F's phases at ``Ns``, and Eq. (2)
+    trained from zero at ``dyn_Ns`` for ``dyn_steps`` steps (T = 64, batch 128, lr 2). The seeds are fixed by
+    the study (0 over N, 1 over T, 2 for the phases; the training its own). Everything is computed with numpy
+    and torch on the CPU, whatever the run's device.
+
+    Quick: N up to 80, 50,000 contexts, T up to 1024, 800 steps (enough for the matching head of every N to
+    form: N = 40 forms near step 450 at lr 2). Full: N up to 160, eight times the contexts, T up to 4096,
+    2000 steps.
+
+    >>> AttentionStudy.full().m
+    400000
+    >>> AttentionStudy(m=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: m=0 is out of range: allowed [2, inf)
+    """
+
+    profile: str = "quick"
+    Ns: tuple = (10, 20, 40, 80)
+    m: int = 50_000
+    Ts: tuple = (64, 256, 1024)
+    dyn_Ns: tuple = (10, 20, 40)
+    dyn_steps: int = 800
+
+    @classmethod
+    def full(cls, **overrides) -> "AttentionStudy":
+        base = dict(profile="full", Ns=(10, 20, 40, 80, 160), m=400_000, Ts=(64, 256, 1024, 4096))
+        return cls(**{**base, "dyn_Ns": (10, 20, 40, 80), "dyn_steps": 2000, **overrides})
+
+    def __post_init__(self):
+        config.get_profile(self.profile)
+        for name, low in (("Ns", 3), ("Ts", 2), ("dyn_Ns", 3)):
+            values = getattr(self, name)
+            if not isinstance(values, tuple) or len(values) < 2 or list(values) != sorted(set(values)):
+                raise ValueError(f"{name}={values!r} must be an increasing tuple of at least two sizes")
+            for v in values:
+                check_int(name, v, low=low)
+        if self.Ts[0] != T_BASE:
+            raise ValueError(f"Ts={self.Ts!r} must start at T = {T_BASE}, the T of the projections over N")
+        check_int("m", self.m, low=2)
+        check_int("dyn_steps", self.dyn_steps, low=1)
+
+    def sizes(self) -> dict:
+        """The sizes as the chapter prints them."""
+        return {k: v for k, v in asdict(self).items() if k != "profile"}
 
 
 def qk_projection(N: int, T: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +83,7 @@ def qk_projection(N: int, T: int, m: int, seed: int) -> tuple[np.ndarray, np.nda
     task = ost.simplified_task(N, T, ALPHA)
     rng = np.random.default_rng([seed, N, T])
     W_F = ost.noise_ff(N, ALPHA / 2)
-    W_V = ost.population_value_gradient(task, W_F, m, rng)
+    W_V = ost.population_value_gradient(task, W_F, m, rng, chunk=POPULATION_CHUNK)
     return ost.qk_gradient(task, W_V, W_F, m, rng, chunk=max(200, 2000 * 64 // T))
 
 
@@ -88,28 +136,39 @@ def phase_projections(N: int, T: int, m: int, seed: int) -> dict:
 
 
 def study(profile: str | None = None, use_cache: bool = True) -> dict:
-    """``by_N[N]`` (T = 64), ``by_T[T]`` (N = 20): projections; ``dyn[N]``: training records;
-    ``phases[N]``: :func:`phase_projections` (T = 64); ``sizes``."""
-    sizes = SIZES[config.get_profile(profile)]
+    """:func:`run` of the profile's :class:`AttentionStudy`."""
+    return run(AttentionStudy.for_profile(profile), use_cache=use_cache)
+
+
+def run(exp: AttentionStudy, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
+    """Compute (or load) the study: ``by_N[N]`` (T = 64), ``by_T[T]`` (N = 20): projections; ``dyn[N]``:
+    training records; ``phases[N]``: :func:`phase_projections` (T = 64); ``sizes``, ``seconds`` and
+    ``device`` (the CPU, whatever ``device`` says: the study is numpy Monte Carlo)."""
 
     def compute():
-        return {
-            "by_N": {N: qk_projection(N, T_BASE, sizes["m"], 0) for N in sizes["Ns"]},
-            "by_T": {
-                T: qk_projection(N_BY_T, T, max(10_000, sizes["m"] * T_BASE // T), 1) for T in sizes["Ts"]
-            },
+        start = time.perf_counter()
+        out = {
+            "by_N": {N: qk_projection(N, T_BASE, exp.m, 0) for N in exp.Ns},
+            "by_T": {T: qk_projection(N_BY_T, T, max(10_000, exp.m * T_BASE // T), 1) for T in exp.Ts},
             "dyn": {
                 N: ost.train_simplified(
-                    N, DYN["T"], ALPHA, steps=sizes["dyn_steps"], batch=DYN["batch"], lr=DYN["lr"]
+                    N, DYN["T"], ALPHA, steps=exp.dyn_steps, batch=DYN["batch"], lr=DYN["lr"]
                 )
-                for N in sizes["dyn_Ns"]
+                for N in exp.dyn_Ns
             },
-            "phases": {N: phase_projections(N, T_BASE, sizes["m"], 2) for N in sizes["Ns"]},
-            "sizes": sizes,
+            "phases": {N: phase_projections(N, T_BASE, exp.m, 2) for N in exp.Ns},
+            "sizes": exp.sizes(),
         }
+        return {**out, "seconds": time.perf_counter() - start, "device": config.device_name("cpu")}
 
-    settings = {"sizes": sizes, "alpha": ALPHA, "T": T_BASE, "N_by_T": N_BY_T, "dyn": DYN}
-    return cache.load_or_compute("attention", settings, compute, MODULES, use_cache=use_cache)
+    return cache.load_or_compute("attention", exp, compute, MODULES, use_cache=use_cache)
+
+
+def first_batch(exp: AttentionStudy):
+    """The first contexts the study draws: those of W_V's population step at the smallest N (T = 64)."""
+    N = exp.Ns[0]
+    rng = np.random.default_rng([0, N, T_BASE])
+    return ost.simplified_task(N, T_BASE, ALPHA).sample(rng, min(POPULATION_CHUNK, exp.m))
 
 
 def half_time(y: np.ndarray) -> int:

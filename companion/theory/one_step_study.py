@@ -7,9 +7,13 @@ named values that the chapter shows, glues and asserts.
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict, dataclass
+
 import numpy as np
 
 from companion import cache, config
+from companion.config import check_int
 from companion.report import Summary, loglog_slope
 from companion.theory import count_moments as cm
 from companion.theory import one_step as ost
@@ -20,42 +24,99 @@ F14_ALPHAS, F14_N = (0.3, 0.45), 50  # either side of Assumption F.1.4's 1.5 - s
 F14_BOUND = 1.5 - 5**0.5 / 2
 RESOLVE_LEVEL = 0.05  # "resolved": mean relative deviation of the attention margin below this
 FIT_FROM = 100  # the m^(-1/2) law is fitted for m >= FIT_FROM
-SIZES = {
-    "quick": dict(
-        Ns=(20, 50, 100), ms=(10, 30, 100, 300, 1000, 3000, 10_000), repeats=8, m_ref=100_000, table_m=200_000
-    ),
-    "full": dict(
-        Ns=(20, 100, 400),
-        ms=(10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000),
-        repeats=16,
-        m_ref=1_000_000,
-        table_m=2_000_000,
-    ),
-}
 MODULES = ("companion.theory.one_step", "companion.theory.one_step_study")
+MARGIN_TEST, MARGIN_CHUNK = 64, 2000  # test sequences of the margins; samples per draw of their steps
+
+
+@dataclass(frozen=True)
+class OneStepStudy(config.Profiled):
+    """The sizes of the chapter's Monte Carlo: margins after one step on the first m samples, m in ``ms``, at
+    each N in ``Ns`` (T = 64), ``repeats`` times, against a step on ``m_ref`` fresh samples; Table 3 (N = 50,
+    200) and Assumption F.1.4's two sides (N = 50) from ``table_m`` contexts each (T = 256). The seeds are fixed
+    by the study. Quick: N = 20, 50, 100, m up to 10^4; full: N up to 400, m up to 10^5, ten times the
+    reference and table samples.
+
+    >>> OneStepStudy.full().Ns
+    (20, 100, 400)
+    >>> OneStepStudy(ms=(10, 30, 100))
+    Traceback (most recent call last):
+    ...
+    ValueError: ms=(10, 30, 100) must have at least two sizes >= 100 (the m^(-1/2) fit)
+    """
+
+    profile: str = "quick"
+    Ns: tuple = (20, 50, 100)
+    ms: tuple = (10, 30, 100, 300, 1000, 3000, 10_000)
+    repeats: int = 8
+    m_ref: int = 100_000
+    table_m: int = 200_000
+
+    @classmethod
+    def full(cls, **overrides) -> "OneStepStudy":
+        base = dict(
+            profile="full",
+            Ns=(20, 100, 400),
+            ms=(10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000),
+            repeats=16,
+            m_ref=1_000_000,
+            table_m=2_000_000,
+        )
+        return cls(**{**base, **overrides})
+
+    def __post_init__(self):
+        config.get_profile(self.profile)
+        for name, low in (("Ns", 3), ("ms", 1)):
+            values = getattr(self, name)
+            if not isinstance(values, tuple) or len(values) < 2 or list(values) != sorted(set(values)):
+                raise ValueError(f"{name}={values!r} must be an increasing tuple of at least two sizes")
+            for v in values:
+                check_int(name, v, low=low)
+        if sum(m >= FIT_FROM for m in self.ms) < 2:
+            raise ValueError(f"ms={self.ms!r} must have at least two sizes >= {FIT_FROM} (the m^(-1/2) fit)")
+        check_int("repeats", self.repeats, low=2)
+        check_int("m_ref", self.m_ref, low=1)
+        check_int("table_m", self.table_m, low=2)
+
+    def sizes(self) -> dict:
+        """The sizes as the chapter prints them."""
+        return {k: v for k, v in asdict(self).items() if k != "profile"}
 
 
 def study(profile: str | None = None, use_cache: bool = True) -> dict:
+    """:func:`run` of the profile's :class:`OneStepStudy`."""
+    return run(OneStepStudy.for_profile(profile), use_cache=use_cache)
+
+
+def run(exp: OneStepStudy, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Margins after one step over (inputs, N, m) and the Table 3 Monte Carlo (cached).
 
     Returns ``runs[(inputs, N)]`` (see :func:`companion.theory.one_step.one_step_margins`),
     ``table[N]`` (see :func:`companion.theory.one_step.gradient_projections`), ``f14[alpha]`` (the same
-    at N = 50 on either side of Assumption F.1.4's bound) and ``sizes``.
+    at N = 50 on either side of Assumption F.1.4's bound), ``sizes``, ``seconds`` and ``device`` (the CPU,
+    whatever ``device`` says: the study is numpy Monte Carlo).
     """
-    sizes = SIZES[config.get_profile(profile)]
 
     def compute():
+        start = time.perf_counter()
         runs = {
             (inp, N): ost.one_step_margins(
-                N, T_MARGINS, ALPHA, sizes["ms"], repeats=sizes["repeats"], m_ref=sizes["m_ref"], inputs=inp
+                N,
+                T_MARGINS,
+                ALPHA,
+                exp.ms,
+                repeats=exp.repeats,
+                m_ref=exp.m_ref,
+                inputs=inp,
+                n_test=MARGIN_TEST,
+                chunk=MARGIN_CHUNK,
             )
             for inp in ost.INPUTS
-            for N in sizes["Ns"]
+            for N in exp.Ns
         }
         table = {
             N: ost.gradient_projections(
                 ost.simplified_task(N, T_TABLE, ALPHA),
-                sizes["table_m"],
+                exp.table_m,
                 np.random.default_rng(N),
                 include_last=False,
             )
@@ -64,23 +125,25 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
         f14 = {
             a: ost.gradient_projections(
                 ost.simplified_task(F14_N, T_TABLE, a),
-                sizes["table_m"],
+                exp.table_m,
                 np.random.default_rng([F14_N, int(100 * a)]),
                 include_last=False,
             )
             for a in F14_ALPHAS
         }
-        return {"runs": runs, "table": table, "f14": f14, "sizes": sizes}
+        out = {"runs": runs, "table": table, "f14": f14, "sizes": exp.sizes()}
+        return {**out, "seconds": time.perf_counter() - start, "device": config.device_name("cpu")}
 
-    settings = {
-        "sizes": sizes,
-        "alpha": ALPHA,
-        "T": T_MARGINS,
-        "T_table": T_TABLE,
-        "table_Ns": TABLE_NS,
-        "f14": [F14_ALPHAS, F14_N],
-    }
-    return cache.load_or_compute("one_step", settings, compute, MODULES, use_cache=use_cache)
+    return cache.load_or_compute("one_step", exp, compute, MODULES, use_cache=use_cache)
+
+
+def first_batch(exp: OneStepStudy):
+    """The first samples a step is taken on: after the test sequences of the margins at the smallest N."""
+    N = exp.Ns[0]
+    task = ost.simplified_task(N, T_MARGINS, ALPHA)
+    rng = np.random.default_rng([0, N, T_MARGINS])
+    task.sample(rng, MARGIN_TEST)
+    return task.sample(rng, min(MARGIN_CHUNK, exp.ms[0]))
 
 
 def ff_deviation(r: dict) -> np.ndarray:
