@@ -437,7 +437,7 @@ STUDIES = (
     "induction_b10_seeds",
 )
 EXPERIMENTS = SOURCE_EXPERIMENTS + STUDIES
-_CHECK_LINE = re.compile(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([A-Za-z0-9_.]+)"\]')
+_CHECK_LINE = re.compile(r'claims\.check\("([A-Za-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([A-Za-z0-9_.]+)"\]')
 
 
 def chapter_claims(chapter: str, summary_var: str = "summary") -> dict[str, str]:

@@ -59,7 +59,7 @@ def test_recorded_run_checks_every_claim_of_its_chapter(name):
     rec = record.experiment(name)
     rows = {c.id for c in claims.CLAIMS.values() if c.chapter == rec.chapter}
     text = (config.REPO_ROOT / f"{rec.chapter}.md").read_text()
-    checked = dict(re.findall(r'claims\.check\("([a-z0-9_.]+)", ([a-z_][a-z0-9_]*)\[', text))
+    checked = dict(re.findall(r'claims\.check\("([A-Za-z0-9_.]+)", ([a-z_][a-z0-9_]*)\[', text))
     others = {cid for cid, var in checked.items() if var != rec.summary_var}
     parsed = set(record.chapter_claims(rec.chapter, rec.summary_var))
     assert parsed and parsed | others == rows and not parsed & others
