@@ -41,6 +41,8 @@ def first_member(name: str):
 
 @pytest.mark.parametrize("name", record.EXPERIMENTS)
 def test_a_full_configuration_of_every_recordable_trains_on_cuda(name, tmp_path, monkeypatch):
+    if name.startswith("theory_"):
+        pytest.skip("the theorem chapters' Monte Carlo runs with numpy on the CPU, whatever the device")
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(khop, "ESCAPE_STEPS", 1)  # each continuation of the stalled run: one step per unit
     rec, exp = first_member(name)
