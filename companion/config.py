@@ -250,6 +250,20 @@ def check_int(name: str, value, low: int | None = None, high: int | None = None)
         raise ValueError(f"{name}={value!r} is out of range: allowed {_range(low, high, True, True)}")
 
 
+def check_sizes(name: str, values, low: int, at_least: int = 2) -> None:
+    """``values``: an increasing tuple of at least ``at_least`` integers, each at least ``low``.
+
+    >>> check_sizes("Ns", (20, 10), low=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: Ns=(20, 10) must be an increasing tuple of at least 2 sizes
+    """
+    if not isinstance(values, tuple) or len(values) < at_least or list(values) != sorted(set(values)):
+        raise ValueError(f"{name}={values!r} must be an increasing tuple of at least {at_least} sizes")
+    for v in values:
+        check_int(name, v, low=low)
+
+
 def check_float(
     name: str,
     value,

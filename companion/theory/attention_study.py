@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from companion import cache, config
-from companion.config import check_int
+from companion.config import check_int, check_sizes
 from companion.report import Summary, loglog_slope
 from companion.theory import one_step as ost
 
@@ -60,11 +60,7 @@ class AttentionStudy(config.Profiled):
     def __post_init__(self):
         config.get_profile(self.profile)
         for name, low in (("Ns", 3), ("Ts", 2), ("dyn_Ns", 3)):
-            values = getattr(self, name)
-            if not isinstance(values, tuple) or len(values) < 2 or list(values) != sorted(set(values)):
-                raise ValueError(f"{name}={values!r} must be an increasing tuple of at least two sizes")
-            for v in values:
-                check_int(name, v, low=low)
+            check_sizes(name, getattr(self, name), low)
         if self.Ts[0] != T_BASE:
             raise ValueError(f"Ts={self.Ts!r} must start at T = {T_BASE}, the T of the projections over N")
         check_int("m", self.m, low=2)

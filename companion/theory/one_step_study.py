@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from companion import cache, config
-from companion.config import check_int
+from companion.config import check_int, check_sizes
 from companion.report import Summary, loglog_slope
 from companion.theory import count_moments as cm
 from companion.theory import one_step as ost
@@ -66,11 +66,7 @@ class OneStepStudy(config.Profiled):
     def __post_init__(self):
         config.get_profile(self.profile)
         for name, low in (("Ns", 3), ("ms", 1)):
-            values = getattr(self, name)
-            if not isinstance(values, tuple) or len(values) < 2 or list(values) != sorted(set(values)):
-                raise ValueError(f"{name}={values!r} must be an increasing tuple of at least two sizes")
-            for v in values:
-                check_int(name, v, low=low)
+            check_sizes(name, getattr(self, name), low)
         if sum(m >= FIT_FROM for m in self.ms) < 2:
             raise ValueError(f"ms={self.ms!r} must have at least two sizes >= {FIT_FROM} (the m^(-1/2) fit)")
         check_int("repeats", self.repeats, low=2)
