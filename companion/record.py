@@ -34,65 +34,31 @@ import dataclasses
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-
-import numpy as np
 
 from companion import __version__, config
 from companion.data import SAMPLER_VERSION
 from companion.io import atomic_write_text
-
-RECORDED_DIR = config.committed_data_dir() / "recorded"
-FORMAT = 1
-
-
-@dataclass(frozen=True)
-class Recordable:
-    """An experiment that can be recorded: the runs of one chapter, how to measure them, what they check.
-
-    ``members(profile)`` gives the chapter's configurations by name (one for the core run, several for a
-    chapter that compares runs); ``--set`` overrides apply to each, as ``member_overrides(name, overrides)``
-    adapts them (default: unchanged; a member that runs a multiple of the others' steps keeps the multiple).
-    ``summary`` and ``curves`` take the finished runs by the same names. The claims are the chapter's own Check cell
-    (:func:`chapter_claims`): the lines that check an entry of the variable ``summary_var`` (a chapter that
-    shows two recorded experiments names their summaries differently).
-    """
-
-    name: str
-    chapter: str  # docname of the chapter that shows it
-    members: Callable  # profile -> {name: validated configuration}
-    summary: Callable  # {name: run} -> report.Summary (the chapter's own call)
-    curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
-    # (configuration, device=) -> run; default companion.experiments.noisy_recall.run
-    run: Callable | None = None
-    # ({name: configuration}, device=) -> {name: run}: every member at once (runs packed as replicas); default:
-    # ``run`` on each member in turn
-    run_all: Callable | None = None
-    summary_var: str = "summary"  # the chapter's name for this experiment's summary in its Check cell
-    member_overrides: Callable = lambda name, overrides: overrides  # (member, overrides) -> that member's
-    # (profile, members) -> None; raises ValueError for a recording its summary
-    # could not make (a comparison with other recorded runs), before any run
-    precheck: Callable | None = None
-    # {name: configuration} -> why these runs do not train on the paper's data ("": they do); a recording on a
-    # stand-in is shown, never held to the paper's values
-    stand_in: Callable = lambda members: ""
-
-    def first_batch(self, exp):
-        """The first training batch of member ``exp``: the ``first_batch`` function of the module that defines
-        its configuration's class."""
-        import importlib
-
-        module = type(exp).__module__
-        fn = getattr(importlib.import_module(module), "first_batch", None)
-        if fn is None:
-            raise ValueError(f"{module} has no first_batch(exp): recordings of {self.name!r} need one")
-        return fn(exp)
+from companion.recorded import (  # noqa: F401 (the files' names, read here by the chapters and the tests)
+    FORMAT,
+    RECORDED_DIR,
+    Recordable,
+    Recorded,
+    check,
+    command,
+    configs,
+    file_name,
+    jsonable,
+    latest,
+    load,
+    normalise,
+    runs,
+    side_by_side,
+)
 
 
 def _default_run():
@@ -111,7 +77,6 @@ def first_batches(name: str, members: dict) -> dict:
 
 
 def _registry() -> dict[str, Recordable]:
-    from functools import partial
 
     from companion.experiments import (
         allocation,
@@ -126,19 +91,6 @@ def _registry() -> dict[str, Recordable]:
 
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
-
-    def stall(name, members, summary, var, run=khop.probe_run, curves=khop.curves):
-        """A recorded study of the chapter on the stalled k-hop run (``book/khop_stall``)."""
-        return Recordable(
-            name,
-            "book/khop_stall",
-            members,
-            summary,
-            curves,
-            run=run,
-            summary_var=var,
-            member_overrides=khop.member_overrides,
-        )
 
     def architectures(runs):
         best = summaries.truncation_searches({"MLP, MLP": runs["MLP, MLP"]})["MLP, MLP"][0]
@@ -247,135 +199,7 @@ def _registry() -> dict[str, Recordable]:
                 run=fact_capacity.scaling,
                 summary_var="scaling",
             ),
-            Recordable(
-                "khop",
-                "book/khop",
-                khop.members,
-                khop.summary,
-                khop.curves,
-                run=khop.run,
-                run_all=khop.run_many,
-                member_overrides=khop.member_overrides,
-            ),
-            Recordable(
-                "khop_seeds",
-                "book/khop",
-                khop.seed_members,
-                khop.seeds_summary,
-                khop.curves,
-                run=khop.run,
-                run_all=khop.run_many,
-                summary_var="seeds",
-                member_overrides=khop.member_overrides,
-            ),
-            Recordable(
-                "khop_interval",
-                "book/khop",
-                khop.interval_members,
-                khop.interval_summary,
-                khop.curves,
-                run=khop.run,
-                run_all=khop.run_many,
-                summary_var="interval",
-                member_overrides=khop.member_overrides,
-            ),
-            Recordable(
-                "khop_interval_long",
-                "book/khop",
-                khop.interval_long_members,
-                khop.interval_long_summary,
-                khop.curves,
-                run=khop.run,
-                run_all=khop.run_many,
-                summary_var="ilong",
-                member_overrides=khop.member_overrides,
-            ),
-            Recordable(
-                "khop_interval_long250",
-                "book/khop",
-                partial(khop.interval_long_members, names=khop.INTERVAL_LONG250),
-                partial(khop.interval_long_summary, prefix="il250_", flat=khop.INTERVAL_FLAT250),
-                khop.curves,
-                run=khop.run,
-                run_all=khop.run_many,
-                summary_var="il250",
-                member_overrides=khop.member_overrides,
-            ),
-            *(
-                Recordable(
-                    f"khop_{v.tag}",
-                    chapter,
-                    partial(khop.variant_members, variant=v),
-                    partial(khop.variant_summary, variant=v),
-                    khop.curves,
-                    run=khop.run,
-                    run_all=khop.run_many,
-                    summary_var=var,
-                    member_overrides=khop.member_overrides,
-                    precheck=v.check_recording,
-                )
-                for v, var, chapter in (
-                    (khop.WIDE, "wide", "book/khop"),
-                    (khop.LR, "lrs", "book/khop"),
-                    (khop.DOUBLING, "dbl", "book/khop"),
-                    (khop.ANYSTART, "anys", "book/khop_starts"),
-                    (khop.ONESTART, "ones", "book/khop_starts"),
-                    (khop.LONGSTART, "longs", "book/khop_starts"),
-                )
-            ),
-            *(
-                Recordable(
-                    f"khop_{v.tag}_move",
-                    "book/khop_starts",
-                    partial(khop.move_members, variant=v),
-                    partial(khop.move_summary, prefix=prefix),
-                    khop.curves,
-                    run=khop.probe_run,
-                    summary_var=var,
-                    member_overrides=khop.member_overrides,
-                )
-                for v, prefix, var in (
-                    (khop.ANYSTART, "mv", "moves"),
-                    (khop.DOUBLING, "dmv", "dmoves"),
-                    (khop.ONESTART, "omv", "omoves"),
-                    (khop.LONGSTART, "lmv", "lmoves"),
-                )
-            ),
-            stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
-            stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
-            stall(
-                "khop_escape",
-                khop.escape_members,
-                khop.escape_summary,
-                "esc",
-                khop.escape_run,
-                khop.escape_curves,
-            ),
-            stall("khop_hidden", khop.hidden_members, khop.hidden_study_summary, "hid"),
-            stall(
-                "khop_hidden12",
-                partial(khop.hidden_members, study=khop.HIDDEN12),
-                partial(khop.hidden_study_summary, study=khop.HIDDEN12),
-                "hid12",
-            ),
-            stall(
-                "khop_hidden12_long",
-                partial(khop.hidden_members, study=khop.HIDDEN12_LONG),
-                partial(khop.hidden_summary, study=khop.HIDDEN12_LONG),
-                "hid12l",
-                khop.run,
-            ),
-            stall(
-                "khop_stage_entry",
-                khop.stage_entry_members,
-                khop.stage_entry_summary,
-                "entry",
-                khop.stage_entry_run,
-            ),
-            stall("khop_reseed", khop.reseed_members, khop.reseed_summary, "reseed"),
-            stall("khop_reseed_long", khop.reseed_long_members, khop.reseed_long_summary, "rlong"),
-            stall("khop_delay", khop.delay_members, khop.delay_summary, "delay"),
-            stall("khop_onset", khop.onset_members, khop.onset_summary, "onset", khop.onset_run),
+            *khop.recordables().values(),
             Recordable(
                 "induction_b10_seeds",
                 "book/induction_random",
@@ -481,50 +305,10 @@ def parse_overrides(items: list[str] | None) -> dict:
     return out
 
 
-def _normalise(overrides: dict, exp) -> dict:
-    """Overrides with the experiment's field types (a tuple field given one value becomes a 1-tuple)."""
-    fields = {f.name for f in dataclasses.fields(exp)}
-    unknown = set(overrides) - fields
-    if unknown:
-        raise ValueError(f"unknown setting(s) {sorted(unknown)}: allowed {sorted(fields)}")
-    return {
-        k: (v,) if isinstance(getattr(exp, k), tuple) and not isinstance(v, tuple) else v
-        for k, v in overrides.items()
-    }
-
-
 def build(name: str, profile: str | None = None, overrides: dict | None = None) -> dict:
     """The validated configurations ({member: configuration}) of a recordable experiment, with ``overrides``
     applied to each (fails before any work)."""
-    rec = experiment(name)
-    members = rec.members(config.get_profile(profile))
-    overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
-    return {k: dataclasses.replace(exp, **rec.member_overrides(k, overrides)) for k, exp in members.items()}
-
-
-def _configs(members: dict):
-    """What a results file keeps of the configurations: one member's fields, or {member: fields}."""
-    if len(members) == 1:
-        return _jsonable(dataclasses.asdict(next(iter(members.values()))))
-    return {k: _jsonable(dataclasses.asdict(exp)) for k, exp in members.items()}
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return str(value)  # JSON has no NaN/inf: "nan", "inf"
-    return value
-
-
-def _number(value):
-    return float(value) if isinstance(value, str) and value in ("nan", "inf", "-inf") else value
+    return experiment(name).build(profile, overrides)
 
 
 def _commit() -> str:
@@ -545,36 +329,6 @@ def _commit() -> str:
     except (OSError, subprocess.SubprocessError):
         described = ""
     return described or "unknown"
-
-
-def file_name(name: str, profile: str, overrides: dict, precision: str = "fp32") -> str:
-    """``recall-full.json``, ``recall-quick-d=256-seq_len=64.json``, ... (settings sorted by name; a precision
-    other than fp32 after the profile).
-
-    >>> file_name("recall", "quick", {"seq_len": 64, "d": 256, "ff": ("mlp", "linear")})
-    'recall-quick-d=256-ff=mlp,linear-seq_len=64.json'
-    >>> file_name("recall", "full", {}, "tf32")
-    'recall-full-tf32.json'
-    """
-    parts = (
-        [name, profile]
-        + ([precision] if precision != "fp32" else [])
-        + [
-            f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
-            for k, v in sorted(overrides.items())
-        ]
-    )
-    return "-".join(parts) + ".json"
-
-
-def command(name: str, profile: str, overrides: dict, precision: str = "fp32") -> str:
-    """The command line that (re)generates a recorded file."""
-    sets = " ".join(
-        f"--set {shlex.quote(k + '=' + (','.join(map(str, v)) if isinstance(v, tuple) else str(v)))}"
-        for k, v in sorted(overrides.items())
-    )
-    line = f"python -m companion record {name} --profile {profile}" + (f" {sets}" if sets else "")
-    return line + (f" --precision {precision}" if precision != "fp32" else "")
 
 
 def record(
@@ -608,7 +362,7 @@ def record(
         )
     if rec.precheck is not None:
         rec.precheck(profile, members)
-    overrides = _normalise(dict(overrides or {}), next(iter(members.values())))
+    overrides = normalise(dict(overrides or {}), next(iter(members.values())))
     # the code the runs start with, not what a long run ends with
     commit, package = _commit(), config.package_hash()
     facts = config.device_facts(device)
@@ -632,12 +386,12 @@ def record(
         "experiment": name,
         "chapter": rec.chapter,
         "profile": profile,
-        "overrides": _jsonable(overrides),
-        "config": _configs(members),
-        "summary": _jsonable(dict(summary)),
+        "overrides": jsonable(overrides),
+        "config": configs(members),
+        "summary": jsonable(dict(summary)),
         "meaning": summary.meaning,
-        "claims": _jsonable({cid: summary[key] for cid, key in checked.items()}),
-        "curves": _jsonable(rec.curves(runs)),
+        "claims": jsonable({cid: summary[key] for cid, key in checked.items()}),
+        "curves": jsonable(rec.curves(runs)),
         "version": __version__,
         "commit": commit,
         "package": package,
@@ -761,147 +515,13 @@ def _field(run, key: str):
     return run[key] if isinstance(run, dict) else getattr(run, key)
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """A recorded results file, read back (NaN and infinities restored)."""
-
-    path: Path
-    data: dict
-
-    def __getattr__(self, key):
-        try:
-            return self.data[key]
-        except KeyError:
-            raise AttributeError(key) from None
-
-    @property
-    def precision(self) -> str:
-        """How its float32 matrix products were computed (files written before the field: fp32)."""
-        return self.data.get("precision", "fp32")
-
-    @property
-    def paper_config(self) -> bool:
-        """A full-profile fp32 run of the paper's own configuration (no overrides) on the paper's data (no
-        stand-in): held to the paper's values."""
-        return (
-            self.data["profile"] == "full"
-            and not self.data["overrides"]
-            and self.precision == "fp32"
-            and not self.data.get("stand_in")
-        )
-
-    def label(self) -> str:
-        """Who made it: ``full profile, NVIDIA H200, 2026-11-21, commit abc123``."""
-        sets = ", ".join(f"{k}={v}" for k, v in self.data["overrides"].items())
-        return (
-            f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
-            f"{self.data['date']}, commit {self.data['commit']}"
-            + (f", {self.precision}" if self.precision != "fp32" else "")
-            + (", stand-in data" if self.data.get("stand_in") else "")
-        )
-
-    def as_summary(self, minutes_key: str = "minutes", summary=None, prefix: str = ""):
-        """The recorded summary as the chapter's call made it (values and meanings), or ``summary`` (one
-        recomputed from the recorded curves), names prefixed with ``prefix`` (to glue two runs on one page),
-        with the training time in minutes under ``prefix + minutes_key``: what a chapter that reads a recorded
-        run glues and shows."""
-        from companion.report import Summary
-
-        values, meaning = (
-            (self.data["summary"], self.data["meaning"]) if summary is None else (summary, summary.meaning)
-        )
-        out = Summary({prefix + k: (v, meaning.get(k, "")) for k, v in values.items()})
-        minutes_key = prefix + minutes_key
-        out[minutes_key] = self.data["train_seconds"] / 60
-        out.meaning[minutes_key] = (
-            f"training and evaluation time of the recorded run(s) ({self.data['device']})"
-        )
-        return out
-
-    def settings(self) -> dict:
-        """The recorded overrides as :func:`build` takes them (JSON lists back to tuples)."""
-        return {k: tuple(v) if isinstance(v, list) else v for k, v in self.data["overrides"].items()}
-
-    def short_label(self) -> str:
-        """Sizes (those the configuration has), device, date and commit: ``d=256, T=256, batch 512, 2000 steps
-        (NVIDIA H200; 2026-11-21, cdedf07)``; a recording on a stand-in says so."""
-        c, d = self.data["config"], self.data
-        c = c if "d" in c else next(iter(c.values()))  # several runs: the first one's sizes
-        sizes = [
-            text.format(c[key])
-            for key, text in (
-                ("d", "d={}"),
-                ("seq_len", "T={}"),
-                ("batch", "batch {}"),
-                ("steps", "{} steps"),
-            )
-            if key in c
-        ]
-        return f"{', '.join(sizes)} ({d['device']}; {d['date']}, {d['commit'][:7]}" + (
-            "; stand-in data)" if d.get("stand_in") else ")"
-        )
-
-
-def load(path: Path | str) -> Recorded:
-    data = json.loads(Path(path).read_text(), parse_constant=float)
-    if data.get("format") != FORMAT:
-        raise ValueError(f"{path}: recorded format {data.get('format')!r}, this package reads {FORMAT}")
-    for key in ("summary", "claims"):
-        data[key] = {k: _number(v) for k, v in data[key].items()}
-    return Recorded(Path(path), data)
-
-
-def runs(
-    name: str | None = None,
-    directory: Path | str | None = None,
-    profile: str | None = None,
-    settings: dict | None = None,
-    precision: str | None = None,
-) -> list[Recorded]:
-    """Every recorded file (of experiment ``name``; of ``profile``; with exactly the overrides ``settings``; in
-    ``precision``), sorted by file name."""
-    directory = Path(directory or RECORDED_DIR)
-    out = [load(p) for p in sorted(directory.glob("*.json"))]
-    return [
-        r
-        for r in out
-        if (name is None or r.experiment == name)
-        and (profile is None or r.profile == profile)
-        and (settings is None or r.settings() == settings)
-        and (precision is None or r.precision == precision)
-    ]
-
-
-def latest(
-    name: str,
-    profile: str,
-    settings: dict | None = None,
-    directory: Path | str | None = None,
-    precision: str = "fp32",
-) -> Recorded:
-    """The last recorded file of experiment ``name`` at ``profile`` with exactly the overrides ``settings``
-    (none by default), in ``precision``.
-
-    Raises:
-        ValueError: none is recorded (the message gives the command that records it).
-    """
-    settings = dict(settings or {})
-    recs = runs(name, directory, profile=profile, settings=settings, precision=precision)
-    if not recs:
-        raise ValueError(
-            f"no recorded {name} run of the {profile!r} profile with settings {settings} in {precision}: run "
-            f"`{command(name, profile, settings, precision)}` and commit the file it writes"
-        )
-    return recs[-1]
-
-
 def stale(rec: Recorded) -> str:
     """Why a recorded file no longer matches its experiment's configuration ('' when it does)."""
     try:
         exp = build(rec.experiment, rec.profile, rec.settings())
     except ValueError as e:
         return f"its settings are no longer valid ({e}); regenerate with: {rec.command}"
-    now = _configs(exp)
+    now = configs(exp)
     if len(exp) == 1:
         now = _without_new_defaults(now, rec.config, next(iter(exp.values())))
     else:
@@ -938,54 +558,7 @@ def _without_new_defaults(now: dict, recorded: dict, exp) -> dict:
     """``now`` less the fields a recorded configuration predates whose value today is their default: a field is
     added with the default that keeps the old behaviour, so such a file still describes its run."""
     defaults = {f.name: f.default for f in dataclasses.fields(exp) if f.default is not dataclasses.MISSING}
-    return {k: v for k, v in now.items() if k in recorded or k not in defaults or v != _jsonable(defaults[k])}
-
-
-def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:
-    """Assert a recorded full-profile run of the paper's configuration against the paper's (full) criteria.
-
-    Every claim is judged and recorded (the scorecard's "recorded" column) before any miss raises.
-
-    Raises:
-        ValueError: the run is not a full-profile run of the paper's configuration (show those, don't hold them
-            to the paper's number: :func:`show`).
-        AssertionError: an asserted claim does not hold.
-    """
-    from companion import claims
-
-    if not rec.paper_config:
-        raise ValueError(
-            f"{rec.path.name} is a {rec.label()} run: only full-profile runs of the paper's "
-            f"configuration are held to the paper's values"
-        )
-    out, failures = [], []
-    for cid, value in rec.claims.items():
-        try:
-            out.append(
-                claims.check(
-                    cid,
-                    value,
-                    profile="full",
-                    recorded=rec.label(),
-                    source=rec.path.name,
-                    quiet=quiet,
-                    registry=registry,
-                )
-            )
-        except AssertionError as e:
-            failures.append(str(e))
-    if failures:
-        raise AssertionError(f"recorded run {rec.path.name} ({rec.label()}): " + "; ".join(failures))
-    return out
-
-
-def side_by_side(live, recs: list[Recorded], keys, live_label: str = "this build") -> str:
-    """A Markdown table of summary entries ``keys``: the live run's value beside each recorded run's."""
-    from companion.report import markdown_table
-
-    header = ["entry", live_label] + [r.short_label() for r in recs]
-    rows = [[f"`{k}`", live[k], *(r.summary.get(k, float("nan")) for r in recs)] for k in keys]
-    return markdown_table(header, rows)
+    return {k: v for k, v in now.items() if k in recorded or k not in defaults or v != jsonable(defaults[k])}
 
 
 FULL_ONLY_HEADER = [

@@ -118,7 +118,7 @@ def _fake(tmp_path):
                 "chapter": "book/noisy_recall",
                 "profile": "quick",
                 "overrides": {},
-                "config": record._jsonable(dataclasses.asdict(exp)),
+                "config": record.jsonable(dataclasses.asdict(exp)),
                 "summary": {"x": "nan"},
                 "meaning": {},
                 "claims": {},
@@ -479,7 +479,7 @@ def test_a_recording_notices_other_batches(tmp_path, monkeypatch):
     members = record.build("allocation", "quick")
     data = {
         "format": record.FORMAT, "experiment": "allocation", "chapter": "book/allocation", "profile": "quick",
-        "overrides": {}, "config": record._configs(members), "summary": {}, "meaning": {}, "claims": {},
+        "overrides": {}, "config": record.configs(members), "summary": {}, "meaning": {}, "claims": {},
         "curves": {}, "command": "python -m companion record allocation", "device": "cpu",
         "sampler": record.SAMPLER_VERSION, "first_batch": record.first_batches("allocation", members),
     }  # fmt: skip

@@ -516,9 +516,9 @@ def recorded(profile: str | None = None):
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
     """
-    from companion import record
+    from companion import recorded as files
 
-    return record.latest("fact_capacity", config.get_profile(profile))
+    return files.latest("fact_capacity", config.get_profile(profile))
 
 
 def recorded_grid(rec) -> tuple[list, list, np.ndarray]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion import config, record
+from companion import config, recorded
+from companion.experiments import catalog
 from companion.experiments.noisy_recall import RecallExperiment
 from companion.report import Summary
 
@@ -43,23 +44,25 @@ def commands(rungs=None) -> list[str]:
     for i in rungs:
         for c in CHOICES.values():
             settings = {**LADDER[i], **c}
-            record.build("recall", "quick", settings)  # validated before anything runs
-            out.append(record.command("recall", "quick", settings))
+            recorded.configure(
+                {"recall": catalog.recall("quick")}, settings
+            )  # validated before anything runs
+            out.append(recorded.command("recall", "quick", settings))
     return out
 
 
-def size(rec: record.Recorded) -> dict:
+def size(rec: recorded.Recorded) -> dict:
     """d, T, batch and steps of a recorded run."""
     return {k: rec.config[k] for k in PAPER_SIZE}
 
 
-def work(rec: record.Recorded) -> float:
+def work(rec: recorded.Recorded) -> float:
     """Training tokens processed (batch x T x steps), the x axis of the scale plot."""
     s = size(rec)
     return float(s["batch"] * s["seq_len"] * s["steps"])
 
 
-def choice(rec: record.Recorded) -> str | None:
+def choice(rec: recorded.Recorded) -> str | None:
     """Which choice a recorded run made ('paper', 'public code'), or None if neither."""
     fields = RecallExperiment.__dataclass_fields__  # a field a file predates has its default (record.stale)
     defaults = {k: fields[k].default for k in ("noise", "loss_on", "final_trigger")}
@@ -70,17 +73,17 @@ def choice(rec: record.Recorded) -> str | None:
     return None
 
 
-def runs() -> dict[str, list[record.Recorded]]:
+def runs() -> dict[str, list[recorded.Recorded]]:
     """The committed ladder runs per choice, in order of work (rungs not yet recorded are absent)."""
     wanted = [{**r, **c} for r in LADDER for c in CHOICES.values()]
     out = {name: [] for name in CHOICES}
-    for rec in record.runs("recall"):
+    for rec in recorded.runs("recall"):
         if rec.profile == "quick" and any(rec.overrides == w for w in wanted):
             out[choice(rec)].append(rec)
     return {k: sorted(v, key=work) for k, v in out.items()}
 
 
-def table(ladder: dict[str, list[record.Recorded]]) -> list[list]:
+def table(ladder: dict[str, list[recorded.Recorded]]) -> list[list]:
     """Rows (choice, d, T, batch, steps, p_correct dropped, p_noise full, train minutes, device)."""
     return [
         [
@@ -109,7 +112,7 @@ TABLE_HEADER = [
 ]
 
 
-def summary(ladder: dict[str, list[record.Recorded]]) -> Summary:
+def summary(ladder: dict[str, list[recorded.Recorded]]) -> Summary:
     """The trend of the headline number over the ladder, per choice: first and last rung, and the slope of
     p(correct | F2 dropped) in log10(training tokens) fitted over the recorded rungs."""
     out = {}
@@ -172,16 +175,16 @@ def lr_commands(profile: str = "quick") -> list[str]:
     """The ``record`` command of every learning rate of the sweep at a profile's sizes."""
     out = []
     for settings in lr_settings(profile):
-        record.build("recall", profile, settings)  # validated before anything runs
-        out.append(record.command("recall", profile, settings))
+        recorded.configure({"recall": catalog.recall(profile)}, settings)  # validated before anything runs
+        out.append(recorded.command("recall", profile, settings))
     return out
 
 
-def lr_runs(profile: str = "quick") -> dict[float, record.Recorded]:
+def lr_runs(profile: str = "quick") -> dict[float, recorded.Recorded]:
     """The committed runs of the sweep at a profile's sizes, by learning rate (absent if not recorded)."""
     base = LR_BASE[profile]
     out = {}
-    for rec in record.runs("recall"):
+    for rec in recorded.runs("recall"):
         o = rec.overrides
         if rec.profile == profile and set(o) == {*base, "lr"} and all(o[k] == v for k, v in base.items()):
             out[float(o["lr"])] = rec
@@ -199,7 +202,7 @@ LR_HEADER = [
 ]
 
 
-def lr_table(runs: dict[float, record.Recorded]) -> list[list]:
+def lr_table(runs: dict[float, recorded.Recorded]) -> list[list]:
     """Rows of :data:`LR_HEADER`, one per recorded learning rate."""
     return [
         [
@@ -215,7 +218,7 @@ def lr_table(runs: dict[float, record.Recorded]) -> list[list]:
     ]
 
 
-def lr_summary(runs: dict[float, record.Recorded]) -> Summary:
+def lr_summary(runs: dict[float, recorded.Recorded]) -> Summary:
     """The sweep's headline numbers: their spread over the learning rates and the ends of the range
     (NaN when nothing is recorded, so that a check of them fails rather than passes).
 
