@@ -53,3 +53,61 @@ def test_cli_help_and_validation(capsys):
     assert "recall" in capsys.readouterr().out
     with pytest.raises(ValueError, match="alpha=2.0 is out of range"):
         main(["recall", "--alpha", "2"])
+
+
+def _private_uses(path: Path) -> list[str]:
+    """``module._name`` and ``from companion.module import _name`` in one source file, where the module is
+    another module of the package."""
+    import ast
+    import importlib.util
+
+    tree = ast.parse(path.read_text())
+    aliases, found = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update(
+                {a.asname: a.name for a in node.names if a.asname and a.name.startswith("companion.")}
+            )
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("companion"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if importlib.util.find_spec(node.module) and _is_module(full):
+                    aliases[a.asname or a.name] = full
+                elif a.name.startswith("_") and not a.name.startswith("__"):
+                    found.append(f"from {node.module} import {a.name}")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"{aliases[node.value.id]}.{node.attr} (line {node.lineno})")
+    return found
+
+
+def _is_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_no_module_of_the_package_uses_a_private_name_of_another(tmp_path):
+    """Issue 52: a module reaches another only through its public names."""
+    root = Path(__file__).resolve().parents[1] / "companion"
+    uses = {str(p.relative_to(root)): u for p in sorted(root.rglob("*.py")) if (u := _private_uses(p))}
+    assert not uses, uses
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from companion import config\nfrom companion.experiments import khop as kh\n"
+        "from companion.record import _commit\nconfig._range(1, 2, True, True)\nkh._train\nconfig.__name__\n"
+    )
+    assert sorted(_private_uses(bad)) == [
+        "companion.config._range (line 4)",
+        "companion.experiments.khop._train (line 5)",
+        "from companion.record import _commit",
+    ]

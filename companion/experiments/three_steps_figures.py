@@ -11,7 +11,7 @@ from companion.experiments import induction
 def three_step_scales(res: dict, title: str = ""):
     """Seed 002, the three gradient steps rescaled: in-context accuracy against the scale of the memories'
     stored pairs, one line per mix of learned and hand-written memories
-    (:func:`companion.experiments.induction._compare_scales`)."""
+    (the ``scales`` of :func:`companion.experiments.induction.three_steps`)."""
     fig, ax = plt.subplots(figsize=(5.6, 3.4), constrained_layout=True)
     scales = [s["scale"] for s in res["scales"]]
     styles = {
