@@ -1,7 +1,10 @@
 """House figure helpers: one idea per figure, lowercase axis labels, legends naming curves.
 
 Captions and names live in the chapter cell metadata (``myst-nb`` figure
-options), so no function here sets a title.
+options), so no function here sets a title. The house style (a light grid, no
+top or right spine, 110 dpi, legends without frames) is ``book/matplotlibrc``,
+which matplotlib reads from a chapter's working directory; importing this
+module changes no setting.
 """
 
 from __future__ import annotations
@@ -10,17 +13,6 @@ import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
-
-plt.rcParams.update(
-    {
-        "figure.dpi": 110,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "legend.frameon": False,
-    }
-)
 
 
 def curves(ax, x, ys: dict, xlabel: str, ylabel: str, logx: bool = False, **kw):

@@ -111,3 +111,21 @@ def test_no_module_of_the_package_uses_a_private_name_of_another(tmp_path):
         "companion.experiments.khop._train (line 5)",
         "from companion.record import _commit",
     ]
+
+
+def test_the_house_style_is_a_file_and_importing_plotting_changes_nothing():
+    """Issue 52: ``plotting`` sets no rcParams at import; the chapters' style is ``book/matplotlibrc``."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import matplotlib as mpl; before = dict(mpl.rcParams); import companion.plotting; "
+        "print(before == dict(mpl.rcParams))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+    import matplotlib as mpl
+
+    rc = mpl.rc_params_from_file(str(root / "book" / "matplotlibrc"), use_default_template=False)
+    assert rc["axes.grid"] and not rc["legend.frameon"] and rc["figure.dpi"] == 110
