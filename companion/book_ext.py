@@ -23,6 +23,7 @@ import ast
 import importlib.util
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from docutils import nodes
@@ -90,6 +91,7 @@ def _code(text: str) -> str:
     return "\n".join(out)
 
 
+@lru_cache(maxsize=None)
 def _definitions(module: str) -> dict[str, int]:
     """Top-level functions and classes of a package module, with their line numbers."""
     spec = importlib.util.find_spec(module)

@@ -129,3 +129,49 @@ def test_the_house_style_is_a_file_and_importing_plotting_changes_nothing():
 
     rc = mpl.rc_params_from_file(str(root / "book" / "matplotlibrc"), use_default_template=False)
     assert rc["axes.grid"] and not rc["legend.frameon"] and rc["figure.dpi"] == 110
+
+
+# Modules that serve many chapters by design: the house helpers, the main paper's model family and its run
+# configurations, the language-model pipeline.
+SHARED_MODULES = {
+    "companion.claims",
+    "companion.config",
+    "companion.plotting",
+    "companion.record",
+    "companion.report",
+    "companion.experiments.catalog",
+    "companion.experiments.noisy_recall",
+    "companion.experiments.summaries",
+    "companion.llm.laser",
+    "companion.llm.standin",
+    "companion.llm.studies",
+    "companion.llm.summaries",
+}
+# Today's analysis modules that serve several chapters (issue 52 splits them, one module per chapter; an entry
+# that serves one chapter or none fails the test, so the list shrinks as each one goes).
+SERVES_SEVERAL_TODAY = {
+    "companion.experiments.induction": {"induction_head", "induction_random", "three_steps"},
+    "companion.experiments.khop": {"khop", "khop_stall", "khop_starts"},
+    "companion.experiments.khop_figures": {"khop", "khop_stall", "khop_starts"},
+    "companion.experiments.scan_snap": {"scan_snap_synthetic", "scan_snap_theory"},
+    "companion.theory.leading_study": {"leading_terms", "leading_terms_text"},
+}
+
+
+def test_an_analysis_module_serves_one_chapter():
+    """Issue 52: each chapter's analysis lives in its own module (read from the chapters' package calls,
+    :func:`companion.book_ext.chapter_calls`), except :data:`SHARED_MODULES` and today's listed exceptions."""
+    from collections import defaultdict
+
+    from companion import book_ext
+
+    root = Path(__file__).resolve().parents[1]
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    chapters = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    served = defaultdict(set)
+    for ch in chapters:
+        for call in book_ext.chapter_calls((root / f"{ch}.md").read_text()):
+            served[call.module].add(ch.split("/")[-1])
+    several = {m: chs for m, chs in served.items() if len(chs) > 1 and m not in SHARED_MODULES}
+    assert several == SERVES_SEVERAL_TODAY
+    assert served["companion.theory.attention_study"] == {"theory_attention"}  # the reading sees the chapters
