@@ -153,7 +153,6 @@ SERVES_SEVERAL_TODAY = {
     "companion.experiments.induction": {"induction_head", "induction_random", "three_steps"},
     "companion.experiments.khop": {"khop", "khop_stall", "khop_starts"},
     "companion.experiments.khop_figures": {"khop", "khop_stall", "khop_starts"},
-    "companion.experiments.scan_snap": {"scan_snap_synthetic", "scan_snap_theory"},
     "companion.theory.leading_study": {"leading_terms", "leading_terms_text"},
 }
 

@@ -9,6 +9,7 @@ import torch
 from companion.data.seqclass import SeqClasses, synthetic
 from companion.experiments import scan_snap as ss
 from companion.theory import scan_snap as th
+from companion.theory import scan_snap_dynamics as ssd
 
 # --- sequence classes -----------------------------------------------------------------------------------
 
@@ -106,7 +107,7 @@ def test_population_attention_is_eq5():
 
 
 def test_lemma1_matches_autograd():
-    assert ss.lemma1_gap(M=9, T=15, seed=3) < 1e-12
+    assert ssd.lemma1_gap(M=9, T=15, seed=3) < 1e-12
 
 
 # --- training ----------------------------------------------------------------------------------------------
@@ -163,17 +164,17 @@ def test_bad_experiment_is_refused(kwargs, match):
 def test_theorem_measures_on_constructed_trajectories():
     sc = synthetic(2, 1, num_common=1)
     z = np.zeros((5, 2, sc.vocab_size))
-    assert ss.theorem3_deviation(sc, z) == 0.0  # nothing moves: r(t) = r(0), chi = 1
+    assert ssd.theorem3_deviation(sc, z) == 0.0  # nothing moves: r(t) = r(0), chi = 1
     for n in range(2):
         z[:, n, sc.distinct_tokens(n)] = np.arange(5)[:, None] * 0.1
         z[:, n, sc.common_tokens()] = -np.arange(5)[:, None] * 0.1
-    assert ss.theorem2_signs(sc, z) == {"distinct_up": 1.0, "common_down": 1.0}
+    assert ssd.theorem2_signs(sc, z) == {"distinct_up": 1.0, "common_down": 1.0}
     # equal growth of all distinct logits keeps every ratio, so r(t) = r(0) while chi_l(t) > 1: a deviation
-    assert ss.theorem3_deviation(sc, z) > 0.1
+    assert ssd.theorem3_deviation(sc, z) > 0.1
 
 
 def test_population_run_lowers_the_loss():
-    r = ss.population_run(synthetic(2, 1, num_common=1), 1.0, 0.1, 50)
+    r = ssd.population_run(synthetic(2, 1, num_common=1), 1.0, 0.1, 50)
     assert r["loss"][-1] < r["loss"][0] and r["z"].shape == (51, 2, 25)
 
 
@@ -214,8 +215,8 @@ def test_theory_refuses_bad_input(call, match):
 
 
 def test_lemma2_monte_carlo_is_seeded_and_bad_delta_refused():
-    a = ss.lemma2_study(T_values=(9, 129), n_seq=300, seed=1)
-    assert a == ss.lemma2_study(T_values=(9, 129), n_seq=300, seed=1)
+    a = ssd.lemma2_study(T_values=(9, 129), n_seq=300, seed=1)
+    assert a == ssd.lemma2_study(T_values=(9, 129), n_seq=300, seed=1)
     assert a["gap"][129] < a["gap"][9] and max(a["violation"].values()) <= 0.05
     with pytest.raises(ValueError, match=r"delta=1.5 is out of range"):
-        ss.lemma2_study(delta=1.5)
+        ssd.lemma2_study(delta=1.5)

@@ -1,0 +1,239 @@
+"""Scan and Snap's theory checked on the model itself (``book/scan_snap_theory``): Lemma 1's gradient against
+autograd, Lemmas 2 and 18 by Monte Carlo, and the population dynamics of Sections 4-5 (Theorem 2's signs and
+Theorem 3's identity, Eq. (11), measured along gradient descent on the T -> infinity loss of
+:mod:`companion.experiments.scan_snap`'s model)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from companion import cache, config, report
+from companion.config import check_float, check_int
+from companion.data.seqclass import SeqClasses, synthetic
+from companion.experiments.scan_snap import forward_positions, mix, population_loss
+
+MODULES = ("companion.theory.scan_snap_dynamics",)
+
+
+def lemma1_gap(M: int = 12, T: int = 20, seed: int = 0) -> float:
+    """Largest |autograd - Eq. (3)| over the entries of dJ/dY and dJ/dZ (float64), for random Y, Z and one
+    random sequence, where J = log p(x_{T+1}) is the objective of Eq. (2) with the l2 normalisation:
+    dJ/dY = LN(X^T b)(x_{T+1} - alpha)^T and dJ/dZ = x_T (x_{T+1} - alpha)^T Y^T P^perp / ||X^T b|| X^T diag(b) X."""
+    check_int("M", M, low=2)
+    check_int("T", T, low=2)
+    g = torch.Generator().manual_seed(seed)
+    Y = torch.randn(M, M, generator=g, dtype=torch.float64, requires_grad=True)
+    Z = torch.randn(M, M, generator=g, dtype=torch.float64, requires_grad=True)
+    tokens = torch.randint(0, M, (1, T), generator=g)
+    nxt = int(torch.randint(0, M, (1,), generator=g))
+    J = torch.log_softmax(forward_positions(Y, Z, tokens)[0], -1)[nxt]
+    gY, gZ = torch.autograd.grad(J, (Y, Z))
+    with torch.no_grad():
+        X = F.one_hot(tokens[0, :-1], M).double()  # (T-1, M)
+        b = torch.softmax(Z[tokens[0, -1]][tokens[0, :-1]], -1)
+        v = X.T @ b
+        alpha = torch.softmax(Y.T @ (v / v.norm()), -1)
+        e = F.one_hot(torch.tensor(nxt), M).double() - alpha
+        dY = torch.outer(v / v.norm(), e)
+        P = torch.eye(M, dtype=torch.float64) - torch.outer(v, v) / (v @ v)
+        row = e @ Y.T @ P / v.norm() @ X.T @ torch.diag(b) @ X
+        dZ = torch.zeros(M, M, dtype=torch.float64)
+        dZ[tokens[0, -1]] = row
+    return float(max((gY - dY).abs().max(), (gZ - dZ).abs().max()))
+
+
+def population_run(
+    classes: SeqClasses, eta_y: float, eta_z: float, steps: int, z0: float = 0.0, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Gradient descent on the T -> infinity loss (:func:`population_loss`, every class once per step,
+    float64, no momentum), Y(0) = 0 and Z(0) = 0 or, with ``z0`` > 0, uniform in [-z0, z0]. Returns the rows
+    z_{psi(n)} of Z (steps + 1, K, M) and the loss (steps + 1,): the discretised dynamics of Sections 4-5.
+
+    Kept apart from the training engine (:func:`companion.train.fit`): full-batch gradient descent on a
+    population loss (no batches are drawn), the theory's dynamics rather than a training run."""
+    check_float("eta_Y", eta_y, low=0, low_open=True)
+    check_float("eta_Z", eta_z, low=0, low_open=True)
+    check_int("steps", steps, low=1)
+    check_float("z0", z0, low=0)
+    M = classes.vocab_size
+    g = torch.Generator().manual_seed(seed)
+    Y = torch.zeros(1, M, M, dtype=torch.float64, requires_grad=True)
+    Z = ((torch.rand(1, M, M, generator=g, dtype=torch.float64) * 2 - 1) * z0).requires_grad_(True)
+    last = torch.as_tensor(classes.last)
+    rows, losses = [], []
+    for step in range(steps + 1):
+        rows.append(Z.detach()[0, last].clone())
+        loss = population_loss(Y, Z, classes).sum()
+        losses.append(loss.item())
+        if step == steps:
+            break
+        gY, gZ = torch.autograd.grad(loss, (Y, Z))
+        with torch.no_grad():
+            Y -= eta_y * gY
+            Z -= eta_z * gZ
+    return {"z": torch.stack(rows).numpy(), "loss": np.asarray(losses)}
+
+
+def theorem2_signs(classes: SeqClasses, z: np.ndarray) -> dict[str, float]:
+    """From the rows z (steps + 1, K, M) of a run: the fraction of steps (from the second on; the first
+    moves only Y) at which every distinct token's logit rose, and every common token's logit fell."""
+    dz = np.diff(z, axis=0)[1:]
+    up = np.ones(len(dz), dtype=bool)
+    for n in range(classes.n_classes):
+        up &= (dz[:, n, classes.distinct_tokens(n)] > 0).all(1)
+    common = classes.common_tokens()
+    down = np.ones(len(dz), dtype=bool)
+    for n in range(classes.n_classes):
+        down &= (dz[:, n, common] < 0).all(1)
+    return {"distinct_up": float(up.mean()), "common_down": float(down.mean())}
+
+
+def theorem3_deviation(classes: SeqClasses, z: np.ndarray) -> float:
+    """Largest relative deviation |r(t) - r(0) chi_l(t)| / |r(0) chi_l(t)| of Eq. (11) over the steps, the
+    classes and the ordered pairs (l, l') of distinct tokens, with r_{l/l'|n} = (c_l / c_l')^2 - 1 and
+    chi_l(t) = exp(2 (z_l(t) - z_l(0)))."""
+    worst = 0.0
+    for n in range(classes.n_classes):
+        d = classes.distinct_tokens(n)
+        logc = np.log(classes.probs[n, d]) + z[:, n, d]  # (steps + 1, |D|): log of the unnormalised c
+        r = np.exp(2 * (logc[:, :, None] - logc[:, None, :])) - 1  # r_{l/l'}(t)
+        pred = r[:1] * np.exp(2 * (z[:, n, d] - z[:1, n, d]))[:, :, None]
+        off = ~np.eye(len(d), dtype=bool)
+        worst = max(worst, float((np.abs(r - pred)[:, off] / np.abs(pred[:, off])).max()))
+    return worst
+
+
+DYNAMICS = {
+    "steps": 1000,
+    "eta_y": 1.0,
+    "nu": (1, 10, 100),
+    "z0": (0.0, 0.5),
+    "num_common": (1, 10),
+    "lemma1_seeds": 5,
+}
+
+
+def dynamics_study(use_cache: bool = True) -> dict:
+    """Lemma 1 on random inputs, Lemmas 2 and 18 by Monte Carlo (:func:`lemma2_study`), and the population dynamics (:func:`population_run`) on Syn-Small with one
+    or ten common tokens, eta_Y = 1 and eta_Y / eta_Z = nu, from Z(0) = 0 and from a random Z(0); Theorem 2's
+    signs and Theorem 3's identity measured along each run. ``runs[(num_common, nu, z0)]``."""
+    d = DYNAMICS
+
+    def compute():
+        runs = {}
+        for nc in d["num_common"]:
+            sc = synthetic(2, 1, num_common=nc)
+            for nu in d["nu"]:
+                for z0 in d["z0"]:
+                    r = population_run(sc, d["eta_y"], d["eta_y"] / nu, d["steps"], z0=z0)
+                    runs[(nc, nu, z0)] = {
+                        **theorem2_signs(sc, r["z"]),
+                        "deviation": theorem3_deviation(sc, r["z"]),
+                        "loss": r["loss"],
+                        "z": r["z"][:, 0],
+                    }
+        return {
+            "runs": runs,
+            "lemma1": [lemma1_gap(seed=s) for s in range(d["lemma1_seeds"])],
+            "lemma2": lemma2_study(),
+        }
+
+    return cache.load_or_compute("scan_snap_dynamics", d, compute, MODULES, use_cache=use_cache)
+
+
+def dynamics_summary(res: dict):
+    runs, d = res["runs"], DYNAMICS
+
+    def dev(nc, z0):
+        return [runs[(nc, nu, z0)]["deviation"] for nu in d["nu"]]
+
+    return report.Summary(
+        {
+            "lemma1_gap": (
+                max(res["lemma1"]),
+                f"Lemma 1: largest |autograd - Eq. (3)| over {len(res['lemma1'])} random draws",
+            ),
+            "lemma2_violation": (
+                max(res["lemma2"]["violation"].values()),
+                f"Lemma 18: largest fraction of sequences beyond Hoeffding's bound at delta = "
+                f"{res['lemma2']['delta']:g}, over tokens and T",
+            ),
+            "lemma2_slope": (
+                res["lemma2"]["slope"],
+                "Lemma 2: log-log slope of mean max|X^T b - c_n| against T - 1",
+            ),
+            "lemma2_gap_first": (
+                res["lemma2"]["gap"][res["lemma2"]["T"][0]],
+                f"Lemma 2: mean max|X^T b - c_n| at T = {res['lemma2']['T'][0]}",
+            ),
+            "lemma2_gap_last": (
+                res["lemma2"]["gap"][res["lemma2"]["T"][-1]],
+                f"Lemma 2: the same at T = {res['lemma2']['T'][-1]}",
+            ),
+            "distinct_up": (
+                min(r["distinct_up"] for r in runs.values()),
+                "Theorem 2(a): smallest fraction of steps with every distinct logit rising, over all runs",
+            ),
+            "single_common_down": (
+                min(runs[k]["common_down"] for k in runs if k[0] == 1),
+                "Theorem 2(b): smallest fraction of steps with the single common logit falling",
+            ),
+            "ten_common_down_zero": (
+                min(runs[k]["common_down"] for k in runs if k[0] == 10 and k[2] == 0),
+                "Corollary 2: ten common tokens from Z(0) = 0, fraction of steps all ten fall",
+            ),
+            "ten_common_down_random": (
+                max(runs[k]["common_down"] for k in runs if k[0] == 10 and k[2] > 0),
+                "ten common tokens from a random Z(0): largest fraction of steps all ten fall",
+            ),
+            "dev_nu1": (
+                runs[(1, 1, 0.0)]["deviation"],
+                "Eq. (11): largest relative deviation, one common token, nu = 1",
+            ),
+            "dev_nu10": (runs[(1, 10, 0.0)]["deviation"], "the same at nu = eta_Y / eta_Z = 10"),
+            "dev_nu100": (runs[(1, 100, 0.0)]["deviation"], "the same at nu = 100"),
+            "dev_nu100_max": (
+                max(runs[k]["deviation"] for k in runs if k[1] == 100),
+                "Eq. (11) at nu = 100: largest deviation over the four runs (1 or 10 common, both Z(0))",
+            ),
+            "dev_shrink": (
+                min(dev(nc, z0)[0] / dev(nc, z0)[-1] for nc in d["num_common"] for z0 in d["z0"]),
+                "smallest ratio deviation(nu = 1) / deviation(nu = 100) over the four (common, Z(0)) cases",
+            ),
+            "loss_end": (
+                max(r["loss"][-1] for r in runs.values()),
+                f"largest population loss after {d['steps']} steps",
+            ),
+        }
+    )
+
+
+def lemma2_study(T_values=(17, 65, 257, 1025), n_seq: int = 4000, delta: float = 0.05, seed: int = 0) -> dict:
+    """Lemmas 2 and 18 by Monte Carlo on Syn-Small's first class with a random attention row z (uniform in
+    [-1, 1]): for each T, ``n_seq`` sequences of T - 1 contextual tokens; ``violation[T]``: the largest, over
+    the tokens, fraction of sequences whose frequency q_l is further from P(l|n) than Hoeffding's
+    sqrt(ln(2 / delta) / (2 (T - 1))) (Eq. 134 says at most delta); ``gap[T]``: the mean over sequences of
+    max_l |X^T b - c_n|_l (Eq. 6 says it tends to 0)."""
+    check_float("delta", delta, low=0, high=1, low_open=True, high_open=True)
+    check_int("n_seq", n_seq, low=1)
+    sc = synthetic(2, 1)
+    rng = np.random.default_rng(config.seed_streams(seed, ["lemma2"])["lemma2"])
+    z = torch.as_tensor(rng.uniform(-1, 1, sc.vocab_size))
+    P = sc.probs[0]
+    c = mix(z, torch.as_tensor(P)).numpy()
+    out = {"T": list(T_values), "violation": {}, "gap": {}, "delta": delta}
+    for T in T_values:
+        check_int("T", T, low=2)
+        counts = rng.multinomial(T - 1, P, size=n_seq)
+        bound = math.sqrt(math.log(2 / delta) / (2 * (T - 1)))
+        out["violation"][T] = float((np.abs(counts / (T - 1) - P) > bound).mean(0).max())
+        xb = mix(z.expand(n_seq, -1), torch.as_tensor(counts, dtype=torch.float64)).numpy()
+        out["gap"][T] = float(np.abs(xb - c).max(1).mean())
+    out["slope"] = float(
+        np.polyfit(np.log([T - 1 for T in T_values]), np.log([out["gap"][T] for T in T_values]), 1)[0]
+    )
+    return out
