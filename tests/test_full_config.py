@@ -98,9 +98,10 @@ def test_full_leading_terms_configurations_run():
     from dataclasses import replace
 
     from companion.theory import leading_study as ls
+    from companion.theory import leading_theorem as lth
 
     full = ls.configs("full")
-    res = ls.theorem_study(replace(full["theorem"], n_seqs=8, steps=2), use_cache=False)
+    res = lth.theorem_study(replace(lth.configs("full"), n_seqs=8, steps=2), use_cache=False)
     assert all(math.isfinite(r["loss"][-1]) for r in res["runs"].values())
     for key in ("text",):
         cfg = replace(full[key], n_train=4, n_heldout=2, batch=2, epochs=1, every=1)

@@ -227,3 +227,15 @@ def load(cfg: CorpusConfig, download: bool = True) -> Corpus:
     return cache.load_or_compute(
         "wordcorpus", cfg, lambda: build(cfg, download=download), ("companion.data.wordcorpus",)
     )
+
+
+def note(c: dict) -> str:
+    """The corpus a value comes from (``c``: a :class:`CorpusConfig` as a dict, as the studies' results keep
+    it), for the scorecard (``claims.check(..., note=...)``).
+
+    >>> note({"corpus": "wikitext2", "vocab_size": 256, "T": 32, "tokenizer": "gpt2"})
+    'wikitext2 stand-in, GPT-2 BPE, |V| = 256, T = 32'
+    """
+    kind = "TinyStories" if c["corpus"] == "tinystories" else f"{c['corpus']} stand-in"
+    bpe = ", GPT-2 BPE" if c.get("tokenizer") == "gpt2" else ""
+    return f"{kind}{bpe}, |V| = {c['vocab_size']}, T = {c['T']}"
