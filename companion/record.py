@@ -77,13 +77,12 @@ def first_batches(name: str, members: dict) -> dict:
 
 
 def _registry() -> dict[str, Recordable]:
-
     from companion.experiments import (
         allocation,
         catalog,
         fact_capacity,
         induction,
-        khop,
+        khop_recordings,
         scan_snap_text,
         summaries,
     )
@@ -199,7 +198,7 @@ def _registry() -> dict[str, Recordable]:
                 run=fact_capacity.scaling,
                 summary_var="scaling",
             ),
-            *khop.recordables().values(),
+            *khop_recordings.recordables().values(),
             Recordable(
                 "induction_b10_seeds",
                 "book/induction_random",

@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 
 from companion import cache, config, report, train
+from companion import recorded as recorded_files  # the recorded files (this module's `recorded` reads one)
 from companion.config import check_choice, check_float, check_int
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
@@ -885,13 +886,13 @@ def recorded(settings: dict | None = None, experiment: str = "khop"):
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
     """
-    from companion import recorded as files
-
-    return files.latest(experiment, "quick", RECORDED_SETTINGS if settings is None else settings)
+    return recorded_files.latest(experiment, "quick", RECORDED_SETTINGS if settings is None else settings)
 
 
 def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
     """A recorded study's runs (as :func:`run` returns them, curves only) and their configurations."""
+    from companion.experiments.khop_recordings import recordables  # declared apart, read back here
+
     members = recordables()[rec.experiment].build(rec.profile, rec.settings())
     c = rec.curves
     runs = {
@@ -912,6 +913,8 @@ def recorded_summary(rec, prefix: str = "rec_", minutes_key: str = "minutes") ->
     its curves, its names prefixed (to glue beside the live ones), with its training time (``prefix +
     minutes_key``)."""
     runs, _ = recorded_runs(rec)
+    from companion.experiments.khop_recordings import recordables
+
     return rec.as_summary(minutes_key, recordables()[rec.experiment].summary(runs), prefix)
 
 
@@ -3760,163 +3763,3 @@ def onset_rows(summary) -> list[list]:
         for key, what in zip(("tk_b1_prev", f"tkattn_l1_e{e}", "tk_all_answer"), ONSET_HEADER_ROWS):
             rows.append([name, what, *(summary[f"{tag}_a{a}_{key}"] for a in ONSET_AFTER)])
     return rows
-
-
-# --- the recordings of the talk's k-hop experiment and of our studies of it (``python -m companion record``) ---
-
-
-def recordables() -> dict:
-    """{name: :class:`companion.recorded.Recordable`}: the k-hop experiments that can be recorded (the registry,
-    :mod:`companion.record`, lists them beside the other families'; the chapters read their recordings back
-    through :func:`recorded_runs` and :func:`recorded_summary`)."""
-    from functools import partial
-
-    from companion.recorded import Recordable
-
-    def stall(name, members, summary, var, run=probe_run, curves=curves):
-        """A recorded study of the chapter on the stalled k-hop run (``book/khop_stall``)."""
-        return Recordable(
-            name,
-            "book/khop_stall",
-            members,
-            summary,
-            curves,
-            run=run,
-            summary_var=var,
-            member_overrides=member_overrides,
-        )
-
-    return {
-        r.name: r
-        for r in [
-            Recordable(
-                "khop",
-                "book/khop",
-                members,
-                summary,
-                curves,
-                run=run,
-                run_all=run_many,
-                member_overrides=member_overrides,
-            ),
-            Recordable(
-                "khop_seeds",
-                "book/khop",
-                seed_members,
-                seeds_summary,
-                curves,
-                run=run,
-                run_all=run_many,
-                summary_var="seeds",
-                member_overrides=member_overrides,
-            ),
-            Recordable(
-                "khop_interval",
-                "book/khop",
-                interval_members,
-                interval_summary,
-                curves,
-                run=run,
-                run_all=run_many,
-                summary_var="interval",
-                member_overrides=member_overrides,
-            ),
-            Recordable(
-                "khop_interval_long",
-                "book/khop",
-                interval_long_members,
-                interval_long_summary,
-                curves,
-                run=run,
-                run_all=run_many,
-                summary_var="ilong",
-                member_overrides=member_overrides,
-            ),
-            Recordable(
-                "khop_interval_long250",
-                "book/khop",
-                partial(interval_long_members, names=INTERVAL_LONG250),
-                partial(interval_long_summary, prefix="il250_", flat=INTERVAL_FLAT250),
-                curves,
-                run=run,
-                run_all=run_many,
-                summary_var="il250",
-                member_overrides=member_overrides,
-            ),
-            *(
-                Recordable(
-                    f"khop_{v.tag}",
-                    chapter,
-                    partial(variant_members, variant=v),
-                    partial(variant_summary, variant=v),
-                    curves,
-                    run=run,
-                    run_all=run_many,
-                    summary_var=var,
-                    member_overrides=member_overrides,
-                    precheck=v.check_recording,
-                )
-                for v, var, chapter in (
-                    (WIDE, "wide", "book/khop"),
-                    (LR, "lrs", "book/khop"),
-                    (DOUBLING, "dbl", "book/khop"),
-                    (ANYSTART, "anys", "book/khop_starts"),
-                    (ONESTART, "ones", "book/khop_starts"),
-                    (LONGSTART, "longs", "book/khop_starts"),
-                )
-            ),
-            *(
-                Recordable(
-                    f"khop_{v.tag}_move",
-                    "book/khop_starts",
-                    partial(move_members, variant=v),
-                    partial(move_summary, prefix=prefix),
-                    curves,
-                    run=probe_run,
-                    summary_var=var,
-                    member_overrides=member_overrides,
-                )
-                for v, prefix, var in (
-                    (ANYSTART, "mv", "moves"),
-                    (DOUBLING, "dmv", "dmoves"),
-                    (ONESTART, "omv", "omoves"),
-                    (LONGSTART, "lmv", "lmoves"),
-                )
-            ),
-            stall("khop_probe", probe_members, probe_summary, "probe"),
-            stall("khop_probe_seeds", seed_probe_members, seed_probe_summary, "sprobe"),
-            stall(
-                "khop_escape",
-                escape_members,
-                escape_summary,
-                "esc",
-                escape_run,
-                escape_curves,
-            ),
-            stall("khop_hidden", hidden_members, hidden_study_summary, "hid"),
-            stall(
-                "khop_hidden12",
-                partial(hidden_members, study=HIDDEN12),
-                partial(hidden_study_summary, study=HIDDEN12),
-                "hid12",
-            ),
-            stall(
-                "khop_hidden12_long",
-                partial(hidden_members, study=HIDDEN12_LONG),
-                partial(hidden_summary, study=HIDDEN12_LONG),
-                "hid12l",
-                run,
-            ),
-            stall(
-                "khop_stage_entry",
-                stage_entry_members,
-                stage_entry_summary,
-                "entry",
-                stage_entry_run,
-            ),
-            stall("khop_reseed", reseed_members, reseed_summary, "reseed"),
-            stall("khop_reseed_long", reseed_long_members, reseed_long_summary, "rlong"),
-            stall("khop_delay", delay_members, delay_summary, "delay"),
-            stall("khop_onset", onset_members, onset_summary, "onset", onset_run),
-        ]
-    }

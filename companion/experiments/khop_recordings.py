@@ -1,0 +1,162 @@
+"""The k-hop recordings (``python -m companion record khop ...``): the talk's k-hop experiment and our studies of
+it, declared as :class:`companion.recorded.Recordable` for the registry (:mod:`companion.record`) and for the
+chapters that read them back (:func:`companion.experiments.khop.recorded_runs`, ``recorded_summary``)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from companion.experiments import khop
+from companion.recorded import Recordable
+
+
+def recordables() -> dict[str, Recordable]:
+    """{name: recordable} of every k-hop recording."""
+
+    def stall(name, members, summary, var, run=khop.probe_run, curves=khop.curves):
+        """A recorded study of the chapter on the stalled k-hop run (``book/khop_stall``)."""
+        return Recordable(
+            name,
+            "book/khop_stall",
+            members,
+            summary,
+            curves,
+            run=run,
+            summary_var=var,
+            member_overrides=khop.member_overrides,
+        )
+
+    return {
+        r.name: r
+        for r in [
+            Recordable(
+                "khop",
+                "book/khop",
+                khop.members,
+                khop.summary,
+                khop.curves,
+                run=khop.run,
+                run_all=khop.run_many,
+                member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_seeds",
+                "book/khop",
+                khop.seed_members,
+                khop.seeds_summary,
+                khop.curves,
+                run=khop.run,
+                run_all=khop.run_many,
+                summary_var="seeds",
+                member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_interval",
+                "book/khop",
+                khop.interval_members,
+                khop.interval_summary,
+                khop.curves,
+                run=khop.run,
+                run_all=khop.run_many,
+                summary_var="interval",
+                member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_interval_long",
+                "book/khop",
+                khop.interval_long_members,
+                khop.interval_long_summary,
+                khop.curves,
+                run=khop.run,
+                run_all=khop.run_many,
+                summary_var="ilong",
+                member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_interval_long250",
+                "book/khop",
+                partial(khop.interval_long_members, names=khop.INTERVAL_LONG250),
+                partial(khop.interval_long_summary, prefix="il250_", flat=khop.INTERVAL_FLAT250),
+                khop.curves,
+                run=khop.run,
+                run_all=khop.run_many,
+                summary_var="il250",
+                member_overrides=khop.member_overrides,
+            ),
+            *(
+                Recordable(
+                    f"khop_{v.tag}",
+                    chapter,
+                    partial(khop.variant_members, variant=v),
+                    partial(khop.variant_summary, variant=v),
+                    khop.curves,
+                    run=khop.run,
+                    run_all=khop.run_many,
+                    summary_var=var,
+                    member_overrides=khop.member_overrides,
+                    precheck=v.check_recording,
+                )
+                for v, var, chapter in (
+                    (khop.WIDE, "wide", "book/khop"),
+                    (khop.LR, "lrs", "book/khop"),
+                    (khop.DOUBLING, "dbl", "book/khop"),
+                    (khop.ANYSTART, "anys", "book/khop_starts"),
+                    (khop.ONESTART, "ones", "book/khop_starts"),
+                    (khop.LONGSTART, "longs", "book/khop_starts"),
+                )
+            ),
+            *(
+                Recordable(
+                    f"khop_{v.tag}_move",
+                    "book/khop_starts",
+                    partial(khop.move_members, variant=v),
+                    partial(khop.move_summary, prefix=prefix),
+                    khop.curves,
+                    run=khop.probe_run,
+                    summary_var=var,
+                    member_overrides=khop.member_overrides,
+                )
+                for v, prefix, var in (
+                    (khop.ANYSTART, "mv", "moves"),
+                    (khop.DOUBLING, "dmv", "dmoves"),
+                    (khop.ONESTART, "omv", "omoves"),
+                    (khop.LONGSTART, "lmv", "lmoves"),
+                )
+            ),
+            stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
+            stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
+            stall(
+                "khop_escape",
+                khop.escape_members,
+                khop.escape_summary,
+                "esc",
+                khop.escape_run,
+                khop.escape_curves,
+            ),
+            stall("khop_hidden", khop.hidden_members, khop.hidden_study_summary, "hid"),
+            stall(
+                "khop_hidden12",
+                partial(khop.hidden_members, study=khop.HIDDEN12),
+                partial(khop.hidden_study_summary, study=khop.HIDDEN12),
+                "hid12",
+            ),
+            stall(
+                "khop_hidden12_long",
+                partial(khop.hidden_members, study=khop.HIDDEN12_LONG),
+                partial(khop.hidden_summary, study=khop.HIDDEN12_LONG),
+                "hid12l",
+                khop.run,
+            ),
+            stall(
+                "khop_stage_entry",
+                khop.stage_entry_members,
+                khop.stage_entry_summary,
+                "entry",
+                khop.stage_entry_run,
+            ),
+            stall("khop_reseed", khop.reseed_members, khop.reseed_summary, "reseed"),
+            stall("khop_reseed_long", khop.reseed_long_members, khop.reseed_long_summary, "rlong"),
+            stall("khop_delay", khop.delay_members, khop.delay_summary, "delay"),
+            stall("khop_onset", khop.onset_members, khop.onset_summary, "onset", khop.onset_run),
+        ]
+    }
