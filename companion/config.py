@@ -225,6 +225,12 @@ class Profiled:
     def full(cls, **overrides):
         return cls(**{"profile": "full", **overrides})
 
+    def sizes(self) -> dict:
+        """The configuration's fields other than ``profile`` (what a chapter prints of it)."""
+        import dataclasses
+
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "profile"}
+
     @classmethod
     def for_profile(cls, profile: str | None = None, **overrides):
         """The ``quick`` or ``full`` configuration (default: the active profile), with ``overrides``."""

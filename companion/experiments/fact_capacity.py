@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from companion import cache, config, report, train
+from companion import recorded as recorded_files  # the recorded files (this module's `recorded` reads one)
 from companion.config import check_choice, check_float, check_int
 from companion.experiments.factual import FactTask
 
@@ -516,9 +517,7 @@ def recorded(profile: str | None = None):
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
     """
-    from companion import recorded as files
-
-    return files.latest("fact_capacity", config.get_profile(profile))
+    return recorded_files.latest("fact_capacity", config.get_profile(profile))
 
 
 def recorded_grid(rec) -> tuple[list, list, np.ndarray]:

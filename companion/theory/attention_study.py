@@ -9,7 +9,7 @@ asserts.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -65,10 +65,6 @@ class AttentionStudy(config.Profiled):
             raise ValueError(f"Ts={self.Ts!r} must start at T = {T_BASE}, the T of the projections over N")
         check_int("m", self.m, low=2)
         check_int("dyn_steps", self.dyn_steps, low=1)
-
-    def sizes(self) -> dict:
-        """The sizes as the chapter prints them."""
-        return {k: v for k, v in asdict(self).items() if k != "profile"}
 
 
 def qk_projection(N: int, T: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

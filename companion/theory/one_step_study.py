@@ -8,7 +8,7 @@ named values that the chapter shows, glues and asserts.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -72,10 +72,6 @@ class OneStepStudy(config.Profiled):
         check_int("repeats", self.repeats, low=2)
         check_int("m_ref", self.m_ref, low=1)
         check_int("table_m", self.table_m, low=2)
-
-    def sizes(self) -> dict:
-        """The sizes as the chapter prints them."""
-        return {k: v for k, v in asdict(self).items() if k != "profile"}
 
 
 def study(profile: str | None = None, use_cache: bool = True) -> dict:
