@@ -138,6 +138,7 @@ def fit(
     clip: float | None = None,
     progress: bool = True,
     desc: str = "train",
+    accumulate: int = 1,
 ) -> Fit:
     """The one training loop. For each step s = 0, 1, ..., ``steps``:
 
@@ -152,6 +153,13 @@ def fit(
        (``"continue"``, no check per step);
     5. zero the gradients, backward, clip the gradient norm to ``clip`` if given, ``opt.step()``.
 
+    ``accumulate`` = k > 1 computes a step's gradient in k pieces, for models whose activations on a whole batch
+    exceed the device's memory: ``loss_at(s, piece)`` for piece = 0, ..., k - 1 gives each piece's share of the
+    step's loss (the caller weights it: a mean over the batch is the sum of each piece's mean times its share of
+    the batch), each piece's backward adds to the gradient before the next piece is computed, and the step's
+    loss (checked, logged) is the sum of the pieces'. Only one piece's graph is held at a time. The gradient is
+    the whole batch's up to rounding; k = 1 calls ``loss_at(s)`` as above.
+
     The losses are kept on the loss's device and read once, at the end.
 
     >>> w = torch.nn.Parameter(torch.tensor([2.0]))
@@ -161,6 +169,7 @@ def fit(
     ([(3, 0.25)], [4.0, 1.0, 0.25])
     """
     check_int("steps", steps, low=0)
+    check_int("accumulate", accumulate, low=1)
     check_choice("nonfinite", nonfinite, NONFINITE)
     if clip is not None:
         check_float("clip", clip, 0.0, None, low_open=True)
@@ -194,15 +203,20 @@ def fit(
             break
         if before is not None:
             before(step)
-        loss = loss_at(step)
+        if accumulate == 1:
+            loss = loss_at(step)
+        else:  # each piece's graph is freed by its backward; the update waits for the last piece
+            opt.zero_grad(set_to_none=True)
+            loss = sum(_backward(loss_at(step, piece)).detach() for piece in range(accumulate))
         if nonfinite == "raise":
             ok = torch.isfinite(loss.detach()).all()
             finite[:] = [finite[0] & ok if finite else ok]
         elif nonfinite == "stop" and not bool(torch.isfinite(loss).all()):
             out.diverged = step
             break
-        opt.zero_grad(set_to_none=True)
-        (loss.sum() if loss.ndim else loss).backward()
+        if accumulate == 1:
+            opt.zero_grad(set_to_none=True)
+            _backward(loss)
         if clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
@@ -216,6 +230,12 @@ def fit(
             out.diverged = float(bad[0]) if len(bad) else float("inf")
     out.seconds = time.perf_counter() - start
     return out
+
+
+def _backward(loss: torch.Tensor) -> torch.Tensor:
+    """Backward of a scalar loss, or of the sum of one loss per replica; ``loss`` back."""
+    (loss.sum() if loss.ndim else loss).backward()
+    return loss
 
 
 REPLICA_OPTIMIZERS = ("sgd", "adam", "adamw")

@@ -47,6 +47,7 @@ def test_fit_validates_before_work():
         (dict(steps=-1), "steps=-1"),
         (dict(steps=2, nonfinite="skip"), "nonfinite 'skip'"),
         (dict(steps=2, clip=0.0), "clip=0.0"),
+        (dict(steps=2, accumulate=0), "accumulate=0"),
     ):
         steps = kwargs.pop("steps")
         with pytest.raises(ValueError, match=message):
@@ -201,6 +202,67 @@ def test_khop_continuation_matches_its_old_loop(changes):
     same(without(old, "seconds"), without(new, "seconds"))
 
 
+def tiny_text(epochs: int):
+    """((train, heldout, statistics, V), configuration) of a tiny leading-terms text run: V = 12, T = 6, batches
+    of 8 of 64 random sequences, checkpoints every 5 steps."""
+    from companion.theory import leading_study as ls
+    from companion.theory import leading_terms as lt
+
+    V, T = 12, 6
+    rng = np.random.default_rng(0)
+    train, heldout = rng.integers(0, V, (64, T + 1)), rng.integers(0, V, (16, T + 1))
+    cfg = ls.TextConfig(L=2, n_train=64, n_heldout=16, batch=8, epochs=epochs, every=5, seed=1)
+    return (train, heldout, lt.statistics(train, V), V), cfg
+
+
+def test_fit_accumulate_gives_the_whole_batch_step():
+    """A step's gradient in 4 pieces (each piece's mean weighted by its share of the batch): the same weights and
+    losses as the whole batch at once, float64, SGD with momentum, to rounding."""
+    torch.manual_seed(0)
+    x, y = torch.randn(5, 16, 3, dtype=torch.float64), torch.randn(5, 16, dtype=torch.float64)
+
+    def trained(pieces: int):
+        w = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+        opt = torch.optim.SGD([w], lr=0.1, momentum=0.9)
+        n = 16 // pieces
+
+        def loss_at(s, piece=0):
+            xs, ys = x[s, piece * n : (piece + 1) * n], y[s, piece * n : (piece + 1) * n]
+            return ((xs @ w - ys) ** 2).mean() * (n / 16)
+
+        out = tr.fit(None, opt, 5, loss_at, progress=False, accumulate=pieces)
+        return w.detach(), out.losses
+
+    (w1, l1), (w4, l4) = trained(1), trained(4)
+    torch.testing.assert_close(w4, w1, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(l4, l1, rtol=1e-12)
+    assert not torch.equal(w1, torch.ones(3, dtype=torch.float64))
+
+
+def test_leading_terms_sgd_in_pieces_is_the_same_run():
+    """``micro_batch``: each step's gradient in pieces of 2 of the batch of 8: the same cosines, losses and removals
+    as the whole batch, to float32 rounding (the model's dtype: pieces sum the gradient in another order); a
+    micro_batch that does not divide the batch is refused."""
+    from companion.theory import leading_study as ls
+
+    data, cfg = tiny_text(epochs=2)
+    whole = ls.sgd_run(*data, cfg, 0.5, progress=False)
+    pieces = ls.sgd_run(*data, dataclasses.replace(cfg, micro_batch=2), 0.5, progress=False)
+    assert pieces["log"]["step"] == whole["log"]["step"]
+    np.testing.assert_allclose(pieces["log"]["train_loss"], whole["log"]["train_loss"], rtol=1e-6)
+    np.testing.assert_allclose(
+        pieces["epoch_end"]["heldout_loss"], whole["epoch_end"]["heldout_loss"], rtol=1e-6
+    )
+    for a, b in zip(pieces["log"]["cos"], whole["log"]["cos"]):
+        np.testing.assert_allclose(list(a.values()), list(b.values()), rtol=1e-5, atol=1e-6)
+    assert pieces["removal"] == pytest.approx(whole["removal"], rel=1e-6)
+    assert whole["log"]["train_loss"][-1] < whole["log"]["train_loss"][1]  # it trained
+    for bad, message in ((3, "does not divide batch = 8"), (16, "micro_batch=16"), (0, "micro_batch=0")):
+        with pytest.raises(ValueError, match=message):
+            dataclasses.replace(cfg, micro_batch=bad)
+    assert ls.configs("full")["bpe"].micro_batch == 256 and ls.configs("quick")["bpe"].micro_batch is None
+
+
 @pytest.mark.skipif(
     not sources.available("wikitext2_valid", "wikitext2_test"),
     reason="WikiText-2 valid/test not in COMPANION_DATA_DIR",
@@ -237,15 +299,10 @@ def test_one_step_simulation_matches_its_old_loop():
 def test_leading_terms_sgd_matches_its_old_loop():
     """Epochs of shuffled minibatches, measured every 5 steps and at each epoch's end (every 8 steps)."""
     from companion.theory import leading_study as ls
-    from companion.theory import leading_terms as lt
 
-    V, T = 12, 6
-    rng = np.random.default_rng(0)
-    train, heldout = rng.integers(0, V, (64, T + 1)), rng.integers(0, V, (16, T + 1))
-    stats = lt.statistics(train, V)
-    cfg = ls.TextConfig(L=2, n_train=64, n_heldout=16, batch=8, epochs=3, every=5, seed=1)
-    old = ref.sgd_run(train, heldout, stats, V, cfg, 0.5, progress=False)
-    new = ls.sgd_run(train, heldout, stats, V, cfg, 0.5, progress=False)
+    data, cfg = tiny_text(epochs=3)
+    old = ref.sgd_run(*data, cfg, 0.5, progress=False)
+    new = ls.sgd_run(*data, cfg, 0.5, progress=False)
     same(without(old, "seconds"), without(new, "seconds"))
     assert new["log"]["step"] == [0, 5, 8, 10, 15, 16, 20, 24] and new["epoch_end"]["epoch"] == [0, 1, 2, 3]
 
