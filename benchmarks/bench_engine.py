@@ -139,20 +139,22 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "commit": commit(),
     }
-    fc = fact_capacity_times(args.steps, device)
-    out["fact_capacity"] = fc
-    out["replica_ratio_fact_capacity"] = fc["alone_s"] / min(fc["packed_per_H_s"], fc["packed_one_s"])
-    al = allocation_times(args.steps, device)
-    out["allocation"] = al
-    out["replica_ratio_allocation"] = al["alone_s"] / al["packed_s"]
-    kh = khop_times(args.steps, device)
-    out["khop"] = kh
-    out["replica_ratio_khop"] = kh["alone_s"] / kh["packed_s"]
+    slug = "".join(c if c.isalnum() else "_" for c in out["device"]).strip("_")
+    path = Path(__file__).parent / "results" / f"{slug}-engine.json"
+    # each family's times are written as soon as they are measured: a call stopped at its limit keeps them
+    for family, times in (
+        ("fact_capacity", fact_capacity_times),
+        ("allocation", allocation_times),
+        ("khop", khop_times),
+    ):
+        t = times(args.steps, device)
+        out[family] = t
+        packed = min(v for k, v in t.items() if k.startswith("packed") and k.endswith("_s"))
+        out[f"replica_ratio_{family}"] = t["alone_s"] / packed
+        atomic_write_text(path, json.dumps(out, indent=1) + "\n")
     for family, why in NOT_PACKED.items():
         out[f"replica_ratio_{family}"] = None
         out[f"replica_note_{family}"] = why
-    slug = "".join(c if c.isalnum() else "_" for c in out["device"]).strip("_")
-    path = Path(__file__).parent / "results" / f"{slug}-engine.json"
     atomic_write_text(path, json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))
 

@@ -1,28 +1,68 @@
 #!/bin/bash
 # One call on a lent GPU machine (the device tool runs it in a copy of the working tree), in order of priority:
-# the device tests, the precision comparison, the benchmark alone (its --full-run trains and caches the full
-# Fig. 3 run), named recordings in parallel queues on the same GPU, then `record --all` (every experiment of the
-# sources not yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in
-# $OUT. Each step can be turned off (CUDA_TESTS=0, COMPARE=0, BENCH=0, ALL=0).
+# the timings that need the GPU to themselves (bench_engine.py's replica ratios, then bench_recall.py, whose
+# --full-run trains the full Fig. 3 run alone), then, sharing the GPU, the device tests beside the precision
+# comparison and the named recordings in parallel queues, then `record --all` (every experiment of the sources not
+# yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT, packed
+# into one archive. Each step can be turned off (ENGINE=0, BENCH=0, CUDA_TESTS=0, COMPARE=0, ALL=0).
+# Resumable: a recording already committed under data/recorded is not made again.
+# The third-party data (../shared/data) does not travel by itself: copy it into .data/ (ignored by git) and name
+# .data in the call's carry; COMPANION_DATA_DIR points there.
 # Used on 2026-11-26: COMPANION_COMMIT=<commit sent> DEADLINE=530 bash benchmarks/gpu_session.sh
+# Used on 2026-11-27 (H200; the call took 372 s): COMPANION_COMMIT=<commit sent> DEADLINE=560 ENGINE_S=90 BENCH=0 \
+#   ALL=0 COMPARE_QUEUES=seed TEST_ARGS="--timeout 100" \
+#   QUEUES="recall:lr=0.001,recall:lr=0.003 recall:lr=0.01,recall:lr=0.03" bash benchmarks/gpu_session.sh
+# then, on the same warm machine, ENGINE=0 COMPARE=0 CUDA_TESTS=0 ALL=0 QUEUES=<the public code's choices at seeds
+# 0-2, one queue each> (177 s). TEST_ARGS is split at spaces: a -k expression with spaces does not pass.
+# CPU rehearsal with tiny settings: DEV=cpu PROFILE=quick EXTRA="--set steps=4 --set eval_every=2" OUT=/tmp/o ...
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-530}
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COMPANION_CACHE_DIR=/tmp/cc OMP_NUM_THREADS=4 MKL_NUM_THREADS=4
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COMPANION_CACHE_DIR=${COMPANION_CACHE_DIR:-/tmp/cc} HF_HUB_OFFLINE=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MKL_NUM_THREADS=${OMP_NUM_THREADS:-2}
+[ -d .data ] && export COMPANION_DATA_DIR=${COMPANION_DATA_DIR:-$PWD/.data}
 PY=${PY:-python3}; DEV=${DEV:-cuda}; PROFILE=${PROFILE:-full}; EXTRA=${EXTRA:-}
 OUTD=${OUT:-/tmp/out}; mkdir -p "$OUTD" /tmp/logs; rm -f /tmp/logs/*.log
 nvidia-smi -L 2>/dev/null; $PY -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
-echo "commit $COMPANION_COMMIT"
-# First the device checks (tests/test_cuda.py, seconds on a GPU; skipped where there is no CUDA): a device error
-# shows here, not minutes into a recording.
+echo "commit ${COMPANION_COMMIT:-unset} data ${COMPANION_DATA_DIR:-none}"
+# 1. Alone on the GPU: replicas against the same runs one after another (fact_capacity's quick grid, allocation,
+# k-hop; 64 steps each). The file is written after each family, so a stop at the bound keeps what was measured.
+ENGINE=${ENGINE:-1}
+if [ "$ENGINE" = 1 ]; then
+  timeout ${ENGINE_S:-100} $PY benchmarks/bench_engine.py --device $DEV ${ENGINE_ARGS:-} > /tmp/logs/bench_engine.log 2>&1
+  echo "bench_engine rc=$? at $(( $(date +%s) - T0 )) s"; grep replica_ratio /tmp/logs/bench_engine.log
+  cp benchmarks/results/*-engine.json "$OUTD/" 2>/dev/null
+fi
+# 2. Alone on the GPU: the core experiment's building blocks and the full Fig. 3 run (--full-run).
+BENCH=${BENCH:-1}
+if [ "$BENCH" = 1 ]; then
+  timeout $(( $(left) - 240 )) $PY benchmarks/bench_recall.py --device $DEV --full-run > /tmp/logs/bench.log 2>&1
+  echo "bench rc=$? at $(( $(date +%s) - T0 )) s"; tail -c 1500 /tmp/logs/bench.log | tr '\r' '\n' | tail -25
+  cp benchmarks/results/*.json "$OUTD/" 2>/dev/null
+fi
+rm -f "$OUTD"/CPU_* "$OUTD"/llm_*
+# 3. Sharing the GPU. The device checks (tests/test_cuda.py: one full-configuration step of every recordable, each
+# test bounded by pytest-timeout), beside the recordings, until the deadline: pytest writes why a test failed only
+# at its end, so a bound shorter than the recordings' loses the reasons (on 2026-11-27, 240 s lost leading_bpe's).
 CUDA_TESTS=${CUDA_TESTS:-1}
 if [ "$CUDA_TESTS" = 1 ]; then
-  timeout $(( $(left) < 240 ? $(left) / 2 : 180 )) $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py \
-    > "$OUTD/cuda_tests.log" 2>&1
-  echo "cuda tests rc=$? at $(( $(date +%s) - T0 )) s"; tail -5 "$OUTD/cuda_tests.log"
+  ( timeout $(( $(left) - 20 )) $PY -m pytest -rA -v -p no:cacheprovider \
+      -o addopts="" ${TEST_ARGS:---timeout 150} tests/test_cuda.py > "$OUTD/cuda_tests.log" 2>&1
+    echo "cuda tests rc=$? at $(( $(date +%s) - T0 )) s"; tail -5 "$OUTD/cuda_tests.log" ) &
 fi
+rec() {  # rec ITEM...: record each in turn, bounded by the deadline; an ITEM is NAME or NAME:KEY=VALUE:KEY=VALUE
+  for item in "$@"; do
+    IFS=: read -r -a parts <<< "$item"; sets=()
+    for kv in "${parts[@]:1}"; do sets+=(--set "$kv"); done
+    log=/tmp/logs/$(echo "$item" | tr ':=' '__').log
+    timeout $(( $(left) - 15 )) $PY -m companion record ${parts[0]} --profile $PROFILE "${sets[@]}" $EXTRA \
+      --device $DEV --out-dir "$OUTD" > $log 2>&1
+    echo "record $item rc=$? at $(( $(date +%s) - T0 )) s"
+  done
+}
 # The precision comparison (issue 51, item 5): the Fig. 3 run at seeds 0-2 in TF32 and at seeds 1-2 in fp32 (seed 0
-# in fp32 is data/recorded/recall-full.json), two parallel queues; each file says its precision and seed.
+# in fp32 is data/recorded/recall-full.json); each file says its precision and seed. COMPARE_QUEUES=precision: one
+# queue per precision; seed: one queue per run.
 COMPARE=${COMPARE:-1}
 compare() {  # compare PRECISION SEED...: each run not yet committed under data/recorded (resumable)
   for s in "${@:2}"; do
@@ -35,31 +75,18 @@ compare() {  # compare PRECISION SEED...: each run not yet committed under data/
   done
 }
 if [ "$COMPARE" = 1 ]; then
-  compare tf32 0 1 2 & compare fp32 1 2 & wait
+  if [ "${COMPARE_QUEUES:-precision}" = seed ]; then
+    for s in 0 1 2; do compare tf32 $s & done; for s in 1 2; do compare fp32 $s & done
+  else
+    compare tf32 0 1 2 & compare fp32 1 2 &
+  fi
 fi
-BENCH=${BENCH:-1}
-if [ "$BENCH" = 1 ]; then
-  timeout $(( $(left) - 240 )) $PY benchmarks/bench_recall.py --device $DEV --full-run > /tmp/logs/bench.log 2>&1
-  echo "bench rc=$? at $(( $(date +%s) - T0 )) s"; tail -c 1500 /tmp/logs/bench.log | tr '\r' '\n' | tail -25
-  # replicas against the same runs one after another (fact_capacity's quick grid, 64 steps each)
-  timeout $(( $(left) < 300 ? 30 : 120 )) $PY benchmarks/bench_engine.py --device $DEV > /tmp/logs/bench_engine.log 2>&1
-  echo "bench_engine rc=$? at $(( $(date +%s) - T0 )) s"; grep replica_ratio /tmp/logs/bench_engine.log
-  cp benchmarks/results/*.json "$OUTD/" 2>/dev/null
-  rm -f "$OUTD"/CPU_* "$OUTD"/llm_*
-fi
-rec() {  # rec NAME...: record each in turn, bounded by the deadline
-  for n in "$@"; do
-    timeout $(( $(left) - 15 )) $PY -m companion record $n --profile $PROFILE $EXTRA --device $DEV --out-dir "$OUTD" \
-      > /tmp/logs/$n.log 2>&1
-    echo "record $n rc=$? at $(( $(date +%s) - T0 )) s"
-  done
-}
-# Named recordings (e.g. QUEUES="khop_seeds,khop_wide khop_lr"; space: parallel queues, comma: one after another);
-# none by default. 2026-11-26 used QUEUES="recall,triggers architectures finetune" (now recorded).
+# Named recordings (e.g. QUEUES="khop_seeds,khop_wide recall:lr=0.01"; space: parallel queues, comma: one after
+# another); none by default. 2026-11-26 used QUEUES="recall,triggers architectures finetune" (now recorded).
 QUEUES=${QUEUES-}
 for q in $QUEUES; do rec ${q//,/ } & done
 wait
-# Then every experiment of the sources not yet recorded at this profile, one after another, until the deadline
+# 4. Then every experiment of the sources not yet recorded at this profile, one after another, until the deadline
 # (python -m companion record --all; INCLUDE="--include khop_seeds ..." adds our studies).
 ALL=${ALL:-1}
 if [ "$ALL" = 1 ] && [ "$(left)" -gt 30 ]; then
