@@ -49,6 +49,7 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     Recordable,
     Recorded,
     check,
+    check_over,
     command,
     configs,
     file_name,

@@ -318,6 +318,35 @@ def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:
     return out
 
 
+def check_over(
+    claim_id: str, observed: float, recs: list[Recorded], registry=None, quiet: bool = False
+) -> dict:
+    """Assert a claim measured over several recorded full-profile runs (seeds, a sweep) by its full criterion,
+    recorded as a value of those runs (the scorecard's "recorded" column; label: their profile, devices and dates;
+    source: their file names).
+
+    Raises:
+        ValueError: no run, or a run that is not at the full profile.
+        AssertionError: the claim does not hold.
+    """
+    from companion import claims
+
+    if not recs or any(r.profile != "full" for r in recs):
+        raise ValueError(
+            f"claim {claim_id}: expected recorded full-profile runs, got {[r.path.name for r in recs]}"
+        )
+    made = sorted({f"{r.data['device']} ({r.data['date']})" for r in recs})
+    return claims.check(
+        claim_id,
+        observed,
+        profile="full",
+        recorded=f"full profile, {len(recs)} recorded runs: {', '.join(made)}",
+        source=", ".join(r.path.name for r in recs),
+        quiet=quiet,
+        registry=registry,
+    )
+
+
 def side_by_side(live, recs: list[Recorded], keys, live_label: str = "this build") -> str:
     """A Markdown table of summary entries ``keys``: the live run's value beside each recorded run's."""
     from companion.report import markdown_table

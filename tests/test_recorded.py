@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from companion import claims, config, record, report
@@ -15,7 +16,7 @@ RECORDED = record.runs()
 def test_recorded_file_is_current(rec):
     """A recorded file whose experiment's configuration changed since it was made is stale."""
     assert not record.stale(rec), f"{rec.path.name} is stale: {record.stale(rec)}"
-    assert rec.path.name == record.file_name(rec.experiment, rec.profile, rec.settings())
+    assert rec.path.name == record.file_name(rec.experiment, rec.profile, rec.settings(), rec.precision)
     assert set(rec.claims) <= set(claims.CLAIMS), "a recorded claim id is not in data/claims.toml"
 
 
@@ -354,20 +355,32 @@ def test_record_all_skips_what_is_recorded_and_starts_nothing_after_the_deadline
     assert rows[-1][3] == "not started: the deadline"
 
 
-def test_record_all_makes_the_sweeps_of_the_sources_with_their_settings(tmp_path):
+def test_record_all_makes_the_sweeps_of_the_sources_with_their_settings(tmp_path, monkeypatch):
     """At full, after the source experiments: Appendix B.6's learning rates, each a ``record recall --set lr=``
-    command (the stand-in launcher records nothing)."""
-    launched = []
-    rows = record.record_all(
-        "full",
-        600.0,
-        out_dir=tmp_path,
-        launch=lambda name, cmd, s: launched.append((name, cmd)) or "recorded",
-    )
-    sweep = [(n, c) for n, c in launched if n.startswith("recall lr=")]
+    command (the stand-in launcher records nothing); with the committed files, the sweep is already recorded."""
+
+    def record_all(recorded_dir):
+        monkeypatch.setattr(record, "RECORDED_DIR", recorded_dir)
+        launched = []
+        rows = record.record_all(
+            "full",
+            600.0,
+            out_dir=tmp_path,
+            launch=lambda name, cmd, s: launched.append((name, cmd)) or "recorded",
+        )
+        return rows, [(n, c) for n, c in launched if n.startswith("recall lr=")]
+
+    committed = record.RECORDED_DIR
+    rows, sweep = record_all(tmp_path / "nothing recorded")
     assert [n for n, _ in sweep] == [f"recall lr={lr}" for lr in scale_study.LRS]
     assert sweep[0][1][4:9] == ["recall", "--profile", "full", "--set", "lr=0.001"]
     assert [r[0] for r in rows][: len(record.SOURCE_EXPERIMENTS)] == list(record.SOURCE_EXPERIMENTS)
+    # recorded on an H200 on 2026-11-27 (data/recorded/recall-full-lr=0.001.json, ...)
+    rows, sweep = record_all(committed)
+    assert sweep == []
+    assert [r[3] for r in rows if r[0].startswith("recall lr=")] == [
+        f"already recorded (recall-full-lr={lr}.json)" for lr in scale_study.LRS
+    ]
 
 
 def test_a_recording_is_stopped_at_its_deadline_and_a_failure_says_why():
@@ -556,3 +569,55 @@ def test_theory_studies_record_and_their_first_batch_is_drawn_first(name, tiny, 
     assert rec.train_seconds > 0 and rec.config["Ns"] == [4, 8]
     assert rec.data["first_batch"]["study"] == batch_digest(drawn[first])
     assert "--set Ns=4,8" in rec.command
+
+
+def test_fig3_seeds_of_both_choices_and_precisions_are_read_and_judged():
+    """The committed Fig. 3 runs at the paper's size (2026-11-26/27): seeds 0-2 of each choice in fp32 and of the
+    paper's in TF32; the rule's excess and the precision ratio computed from them."""
+    by_choice = {name: scale_study.seed_runs(name) for name in scale_study.CHOICES}
+    assert all(list(runs) == list(scale_study.SEEDS) for runs in by_choice.values())
+    assert by_choice["paper"][0].path.name == "recall-full.json"
+    assert all(r.overrides.get("noise") == "existing" for r in by_choice["public code"].values())
+    s = scale_study.choice_summary(by_choice)
+    p = [r.summary["p_correct_drop"] for r in by_choice["paper"].values()]
+    assert s["seeds_paper_mean"] == pytest.approx(sum(p) / 3)
+    assert s["seeds_paper_excess"] == scale_study.excess(p) > 0 > s["seeds_public_code_excess"]
+    tf32 = scale_study.seed_runs("paper", "tf32")
+    assert list(tf32) == list(scale_study.SEEDS) and all(r.precision == "tf32" for r in tf32.values())
+    rows = scale_study.precision_table(by_choice["paper"], tf32)
+    ps = scale_study.precision_summary(by_choice["paper"], tf32)
+    assert ps["precision_seeds"] == 3 and ps["precision_claims"] == len(rows) >= 10
+    assert ps["precision_ratio_max"] == max(
+        scale_study.precision_ratio(
+            [by_choice["paper"][k].claims[r[0]] for k in scale_study.SEEDS],
+            [tf32[k].claims[r[0]] for k in scale_study.SEEDS],
+        )
+        for r in rows
+    )
+    # fewer seeds than the rule needs: NaN, so that a check fails rather than passes
+    assert np.isnan(scale_study.excess(p[:2]))
+    assert np.isnan(
+        scale_study.precision_summary({0: by_choice["paper"][0]}, {0: tf32[0]})["precision_ratio_max"]
+    )
+    assert len(scale_study.seed_commands("public code")) == 3
+    with pytest.raises(ValueError, match="choice"):
+        scale_study.seed_runs("papers")
+    with pytest.raises(ValueError, match="precision"):
+        scale_study.seed_runs("paper", "bf16")
+
+
+def test_check_over_asserts_a_claim_of_several_full_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    runs = list(scale_study.lr_runs("full").values())
+    out = record.check_over("scale.lr_stable", 0.5, runs, quiet=True)
+    assert (
+        out["passed"]
+        and out["source"].startswith("recall-full-lr=0.001.json")
+        and "4 recorded runs" in out["recorded"]
+    )
+    with pytest.raises(AssertionError, match="scale.lr_stable"):
+        record.check_over("scale.lr_stable", 0.05, runs, quiet=True)
+    with pytest.raises(ValueError, match="full-profile"):
+        record.check_over("scale.lr_stable", 0.5, list(scale_study.lr_runs("quick").values()), quiet=True)
+    with pytest.raises(ValueError, match="full-profile"):
+        record.check_over("scale.lr_stable", 0.5, [], quiet=True)

@@ -218,9 +218,10 @@ def lr_table(runs: dict[float, recorded.Recorded]) -> list[list]:
     ]
 
 
-def lr_summary(runs: dict[float, recorded.Recorded]) -> Summary:
+def lr_summary(runs: dict[float, recorded.Recorded], prefix: str = "") -> Summary:
     """The sweep's headline numbers: their spread over the learning rates and the ends of the range
-    (NaN when nothing is recorded, so that a check of them fails rather than passes).
+    (NaN when nothing is recorded, so that a check of them fails rather than passes); names prefixed with
+    ``prefix`` (to glue two sweeps on one page).
 
     ``noise_step`` and ``icl_step`` are the noisy-recall chapter's: the first step at which the full model's
     p(noise) on noisy data, and p(correct) with F2 dropped on clean data, exceed 0.5 (inf: never).
@@ -228,24 +229,208 @@ def lr_summary(runs: dict[float, recorded.Recorded]) -> Summary:
     nan = float("nan")
     p = {lr: r.summary["p_correct_drop"] for lr, r in runs.items()} or {nan: nan}
     lo, hi = min(p), max(p)
+    entries = {
+        "lr_runs": (len(runs), "learning rates recorded"),
+        "lr_low": (lo, "the smallest learning rate recorded"),
+        "lr_high": (hi, "the largest"),
+        "lr_p_low": (p[lo], "p(correct), F2 dropped, at the smallest learning rate"),
+        "lr_p_high": (p[hi], "the same at the largest"),
+        "lr_p_spread": (
+            max(p.values()) - min(p.values()),
+            "max - min of p(correct), F2 dropped, over the sweep",
+        ),
+        "lr_noise_step_max": (
+            max((r.summary["noise_step"] for r in runs.values()), default=nan),
+            "the latest step at which the noise is learned, over the sweep",
+        ),
+        "lr_icl_step_low": (
+            runs[lo].summary["icl_step"] if runs else nan,
+            "step at which the in-context mechanism is learned, smallest learning rate (inf: never)",
+        ),
+    }
+    return Summary({prefix + k: v for k, v in entries.items()})
+
+
+# --- Fig. 3 over seeds at the paper's configuration: the two choices, and fp32 against TF32 ---
+
+SEEDS = (0, 1, 2)
+REFERENCE = 0.98  # the paper's p(correct | F2 dropped), Fig. 3
+AGREEMENT_FLOOR = 0.01  # the least distance from REFERENCE counted as agreement, whatever the seeds' spread
+
+
+def seed_runs(
+    choice: str = "paper", precision: str = "fp32", profile: str = "full"
+) -> dict[int, recorded.Recorded]:
+    """The committed Fig. 3 runs at a profile's sizes with one of :data:`CHOICES` and one precision, by seed
+    (seeds of :data:`SEEDS` only; absent if not recorded; nothing else overridden).
+
+    Raises:
+        ValueError: an unknown choice, precision or profile.
+    """
+    config.check_choice("choice", choice, tuple(CHOICES))
+    config.check_choice("precision", precision, config.PRECISIONS)
+    profile = config.get_profile(profile)
+    out = {}
+    for rec in recorded.runs("recall", profile=profile, precision=precision):
+        others = {k: v for k, v in rec.overrides.items() if k != "seed"}
+        if others == CHOICES[choice] and rec.config["seed"] in SEEDS:
+            out[rec.config["seed"]] = rec
+    return dict(sorted(out.items()))
+
+
+def seed_commands(choice: str = "paper", precision: str = "fp32", profile: str = "full") -> list[str]:
+    """The ``record`` command of every seed of :func:`seed_runs`."""
+    profile = config.get_profile(profile)
+    out = []
+    for seed in SEEDS:
+        settings = {**CHOICES[choice], **({"seed": seed} if seed else {})}
+        recorded.configure({"recall": catalog.recall(profile)}, settings)  # validated before anything runs
+        out.append(recorded.command("recall", profile, settings, precision))
+    return out
+
+
+def excess(values, reference: float = REFERENCE) -> float:
+    """How far the mean of ``values`` (one per seed) lies from ``reference`` beyond what agreement allows:
+    ``|mean - reference| - max(2 SD, AGREEMENT_FLOOR)`` (SD over the seeds, ddof = 1). At most 0: the seeds
+    reproduce ``reference``. NaN with fewer than :data:`SEEDS` values (a check of it fails rather than passes).
+
+    >>> round(excess([0.97, 0.98, 0.99]), 3)  # mean on the reference
+    -0.02
+    >>> round(excess([0.958, 0.962, 0.963]), 4)  # 0.019 away, allowed max(0.0053, 0.01)
+    0.009
+    """
+    v = np.asarray(values, dtype=float)
+    if len(v) < len(SEEDS):
+        return float("nan")
+    return float(abs(v.mean() - reference) - max(2 * v.std(ddof=1), AGREEMENT_FLOOR))
+
+
+CHOICE_HEADER = [
+    "choice",
+    "seeds",
+    "p(correct), F2 dropped: each seed",
+    "mean",
+    "SD",
+    "excess",
+    "reproduces 0.98",
+]
+
+
+def choice_table(by_choice: dict[str, dict[int, recorded.Recorded]]) -> list[list]:
+    """Rows of :data:`CHOICE_HEADER`: each choice's seeds, their mean and SD, :func:`excess` and its verdict."""
+    rows = []
+    for name, runs in by_choice.items():
+        p = [r.summary["p_correct_drop"] for r in runs.values()]
+        e = excess(p)
+        rows.append(
+            [
+                name,
+                ", ".join(map(str, runs)),
+                ", ".join(f"{x:.4f}" for x in p),
+                float(np.mean(p)) if p else float("nan"),
+                float(np.std(p, ddof=1)) if len(p) > 1 else float("nan"),
+                e,
+                "yes" if e <= 0 else "no" if e > 0 else "not recorded",
+            ]
+        )
+    return rows
+
+
+def choice_summary(by_choice: dict[str, dict[int, recorded.Recorded]]) -> Summary:
+    """Per choice: seeds recorded, mean and SD of p(correct | F2 dropped) over them, and :func:`excess`."""
+    out = {}
+    for name, runs in by_choice.items():
+        key = name.replace(" ", "_")
+        p = [r.summary["p_correct_drop"] for r in runs.values()]
+        out[f"seeds_{key}_n"] = (len(p), f"{name} choices: seeds recorded at the paper's size")
+        out[f"seeds_{key}_mean"] = (
+            float(np.mean(p)) if p else float("nan"),
+            f"{name} choices: p(correct), F2 dropped, mean over the seeds",
+        )
+        out[f"seeds_{key}_sd"] = (
+            float(np.std(p, ddof=1)) if len(p) > 1 else float("nan"),
+            f"{name} choices: its SD over the seeds",
+        )
+        out[f"seeds_{key}_excess"] = (
+            excess(p),
+            f"{name} choices: |mean - {REFERENCE}| - max(2 SD, {AGREEMENT_FLOOR}) (at most 0: reproduces)",
+        )
+    return Summary(out)
+
+
+PRECISION_HEADER = [
+    "claim",
+    "fp32: mean",
+    "fp32: SD",
+    "TF32: mean",
+    "difference (absolute)",
+    "2 SD",
+    "within",
+]
+
+
+def precision_ratio(fp32, tf32) -> float:
+    """|mean(tf32) - mean(fp32)| over 2 SD of the fp32 values (ddof = 1): below 1 where TF32 moves the mean by
+    less than the seeds do. Equal constant values give 0; a difference where the fp32 seeds agree exactly, inf;
+    NaN with fewer than :data:`SEEDS` values on either side.
+
+    >>> precision_ratio([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]), precision_ratio([1.0, 1.0, 1.0], [1.0, 1.0, 2.0])
+    (0.0, inf)
+    >>> round(precision_ratio([0.1, 0.2, 0.3], [0.2, 0.3, 0.4]), 3)
+    0.5
+    """
+    a, b = np.asarray(fp32, dtype=float), np.asarray(tf32, dtype=float)
+    if min(len(a), len(b)) < len(SEEDS):
+        return float("nan")
+    d, two_sd = abs(b.mean() - a.mean()), 2 * a.std(ddof=1)
+    if two_sd == 0:
+        return 0.0 if d == 0 else float("inf")
+    return float(d / two_sd)
+
+
+def precision_table(fp32: dict[int, recorded.Recorded], tf32: dict[int, recorded.Recorded]) -> list[list]:
+    """Rows of :data:`PRECISION_HEADER`, one per claim the Fig. 3 runs record (the seeds both precisions have)."""
+    seeds = sorted(set(fp32) & set(tf32))
+    claim_ids = sorted(set.intersection(*(set(r.claims) for r in [*fp32.values(), *tf32.values()])))
+    rows = []
+    for cid in claim_ids:
+        a = [fp32[s].claims[cid] for s in seeds]
+        b = [tf32[s].claims[cid] for s in seeds]
+        r = precision_ratio(a, b)
+        two_sd = 2 * float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")
+        rows.append(
+            [
+                cid,
+                float(np.mean(a)),
+                two_sd / 2,
+                float(np.mean(b)),
+                abs(np.mean(b) - np.mean(a)),
+                two_sd,
+                r < 1,
+            ]
+        )
+    return rows
+
+
+def precision_summary(fp32: dict[int, recorded.Recorded], tf32: dict[int, recorded.Recorded]) -> Summary:
+    """The comparison's verdict: seeds compared, and the largest :func:`precision_ratio` over Fig. 3's claims
+    (NaN when fewer than :data:`SEEDS` seeds are recorded in both precisions)."""
+    seeds = sorted(set(fp32) & set(tf32))
+    claim_ids = (
+        sorted(set.intersection(*(set(r.claims) for r in [*fp32.values(), *tf32.values()]))) if seeds else []
+    )
+    ratios = {
+        cid: precision_ratio([fp32[s].claims[cid] for s in seeds], [tf32[s].claims[cid] for s in seeds])
+        for cid in claim_ids
+    }
+    worst = max(ratios, key=lambda c: ratios[c]) if ratios else ""
     return Summary(
         {
-            "lr_runs": (len(runs), "learning rates recorded"),
-            "lr_low": (lo, "the smallest learning rate recorded"),
-            "lr_high": (hi, "the largest"),
-            "lr_p_low": (p[lo], "p(correct), F2 dropped, at the smallest learning rate"),
-            "lr_p_high": (p[hi], "the same at the largest"),
-            "lr_p_spread": (
-                max(p.values()) - min(p.values()),
-                "max - min of p(correct), F2 dropped, over the sweep",
-            ),
-            "lr_noise_step_max": (
-                max((r.summary["noise_step"] for r in runs.values()), default=nan),
-                "the latest step at which the noise is learned, over the sweep",
-            ),
-            "lr_icl_step_low": (
-                runs[lo].summary["icl_step"] if runs else nan,
-                "step at which the in-context mechanism is learned, smallest learning rate (inf: never)",
+            "precision_seeds": (len(seeds), "seeds recorded in both fp32 and TF32"),
+            "precision_claims": (len(ratios), "Fig. 3 claims compared"),
+            "precision_ratio_max": (
+                ratios[worst] if ratios else float("nan"),
+                f"the largest |mean(TF32) - mean(fp32)| / (2 SD of fp32) over the claims ({worst})",
             ),
         }
     )
