@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import os
-import re
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Callable
 
@@ -102,8 +103,9 @@ def _registry() -> dict[str, Recordable]:
     def ioi(runs):
         return summaries.ioi_summary({summaries.ioi_key(k): r for k, r in runs.items()})
 
+    table = recorded_claims()
     return {
-        r.name: r
+        r.name: dataclasses.replace(r, claims=dict(table.get(r.name, {})))
         for r in [
             Recordable(
                 "recall",
@@ -261,20 +263,20 @@ STUDIES = (
     "induction_b10_seeds",
 )
 EXPERIMENTS = SOURCE_EXPERIMENTS + STUDIES
-_CHECK_LINE = re.compile(r'claims\.check\("([A-Za-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([A-Za-z0-9_.]+)"\]')
+RECORDED_CLAIMS_FILE = config.REPO_ROOT / "data" / "recorded_claims.toml"
 
 
-def chapter_claims(chapter: str, summary_var: str = "summary") -> dict[str, str]:
-    """The (claim id -> summary entry) pairs of a chapter's Check cell that read the variable ``summary_var``,
-    read from the chapter itself, so that a recorded run checks exactly what the chapter checks.
+@functools.lru_cache(maxsize=1)
+def recorded_claims() -> dict[str, dict[str, str]]:
+    """``data/recorded_claims.toml``: per recordable, the claims a recording stores (claim id -> summary entry).
 
-    >>> chapter_claims("book/noisy_recall")["recall.drop_f2_correct"]
+    >>> recorded_claims()["recall"]["recall.drop_f2_correct"]
     'p_correct_drop'
-    >>> chapter_claims("book/fact_capacity", "scaling")
+    >>> recorded_claims()["fact_scaling"]
     {'fc.facts_linear': 's_slope'}
     """
-    text = (config.REPO_ROOT / f"{chapter}.md").read_text()
-    return {cid: key for cid, var, key in _CHECK_LINE.findall(text) if var == summary_var}
+    with open(RECORDED_CLAIMS_FILE, "rb") as f:
+        return tomllib.load(f)
 
 
 def experiment(name: str) -> Recordable:
@@ -344,9 +346,9 @@ def record(
     name, and in the cache keys of its runs.
 
     Raises:
-        ValueError: before any run, when the chapter has no check line reading the experiment's summary
-            variable or the experiment's ``precheck`` refuses the recording; after the runs (which are cached,
-            so a second call is quick), when a check line reads an entry that the summary lacks.
+        ValueError: before any run, when ``data/recorded_claims.toml`` lists no claim of the experiment or the
+            experiment's ``precheck`` refuses the recording; after the runs (which are cached, so a second call
+            is quick), when a listed claim reads an entry that the summary lacks.
     """
     from companion.experiments import noisy_recall
 
@@ -354,11 +356,11 @@ def record(
     config.check_choice("precision", precision, config.PRECISIONS)
     profile = config.get_profile(profile)
     members = build(name, profile, overrides)  # validates first
-    checked = chapter_claims(rec.chapter, rec.summary_var)
+    checked = rec.claims
     if not checked:
         raise ValueError(
-            f'{rec.chapter}.md has no line claims.check("...", {rec.summary_var}["..."]) in its '
-            f"Check cell: write the chapter's check lines for {name!r} before recording it"
+            f"{RECORDED_CLAIMS_FILE.name} lists no claim of {name!r}: write the check lines of {rec.chapter}.md "
+            f'(claims.check("...", {rec.summary_var}["..."])) and list them there before recording it'
         )
     if rec.precheck is not None:
         rec.precheck(profile, members)
@@ -378,8 +380,8 @@ def record(
     missing = sorted(set(checked.values()) - set(summary))
     if missing:
         raise ValueError(
-            f"{rec.chapter}.md checks {rec.summary_var}{missing} but the summary of {name!r} has no "
-            f"such entries (it has {sorted(summary)}); nothing written, the runs are cached"
+            f"{RECORDED_CLAIMS_FILE.name} stores {missing} of {name!r} but its summary has no such entries "
+            f"(it has {sorted(summary)}); nothing written, the runs are cached"
         )
     result = {
         "format": FORMAT,
@@ -694,4 +696,4 @@ def show(name: str, live, live_label: str, recs: list[Recorded] | None = None) -
             f"`{command(name, 'full', {})}` (then commit the file it writes under `data/recorded/`)."
         )
     rec = experiment(name)
-    return side_by_side(live, recs, chapter_claims(rec.chapter, rec.summary_var).values(), live_label)
+    return side_by_side(live, recs, rec.claims.values(), live_label)

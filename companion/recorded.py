@@ -31,9 +31,10 @@ class Recordable:
     ``members(profile)`` gives the chapter's configurations by name (one for the core run, several for a
     chapter that compares runs); ``--set`` overrides apply to each, as ``member_overrides(name, overrides)``
     adapts them (default: unchanged; a member that runs a multiple of the others' steps keeps the multiple).
-    ``summary`` and ``curves`` take the finished runs by the same names. The claims are the chapter's own Check cell
-    (:func:`chapter_claims`): the lines that check an entry of the variable ``summary_var`` (a chapter that
-    shows two recorded experiments names their summaries differently).
+    ``summary`` and ``curves`` take the finished runs by the same names. ``claims`` (claim id -> summary entry) are
+    what a recording stores, as the registry declares them (``data/recorded_claims.toml``): the lines of the
+    chapter's Check cell that check an entry of its variable ``summary_var`` (a chapter that shows two recorded
+    experiments names their summaries differently); a test, not the package, reads the chapter and compares.
     """
 
     name: str
@@ -54,6 +55,7 @@ class Recordable:
     # {name: configuration} -> why these runs do not train on the paper's data ("": they do); a recording on a
     # stand-in is shown, never held to the paper's values
     stand_in: Callable = lambda members: ""
+    claims: dict = dataclasses.field(default_factory=dict)  # claim id -> the summary entry that measures it
 
     def build(self, profile: str | None = None, overrides: dict | None = None) -> dict:
         """The validated configurations ({member: configuration}) of a profile, with ``overrides`` applied to

@@ -1,6 +1,7 @@
 """Recorded runs (companion.record): the committed files are current, and recording round-trips."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -10,6 +11,23 @@ from companion.data import batch_digest
 from companion.experiments import scale_study
 
 RECORDED = record.runs()
+# a line of a chapter's Check cell that checks an entry of a summary: claims.check("id", summary["entry"])
+CHECK_LINE = re.compile(r'claims\.check\("([A-Za-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([A-Za-z0-9_.]+)"\]')
+
+
+def chapter_claims(chapter: str, summary_var: str = "summary") -> dict[str, str]:
+    """The (claim id -> summary entry) pairs of a chapter's Check cell that read the variable ``summary_var``."""
+    text = (config.REPO_ROOT / f"{chapter}.md").read_text()
+    return {cid: key for cid, var, key in CHECK_LINE.findall(text) if var == summary_var}
+
+
+@pytest.mark.parametrize("name", record.EXPERIMENTS)
+def test_a_recordable_stores_what_its_chapter_checks(name):
+    """The claims the registry declares for a recordable (data/recorded_claims.toml) are the lines of its chapter's
+    Check cell that check its summary, entry for entry; the file lists the recordables and nothing else."""
+    rec = record.experiment(name)
+    assert rec.claims and rec.claims == chapter_claims(rec.chapter, rec.summary_var)
+    assert set(record.recorded_claims()) == set(record.EXPERIMENTS)
 
 
 @pytest.mark.parametrize("rec", RECORDED, ids=[r.path.name for r in RECORDED])
@@ -62,7 +80,7 @@ def test_recorded_run_checks_every_claim_of_its_chapter(name):
     text = (config.REPO_ROOT / f"{rec.chapter}.md").read_text()
     checked = dict(re.findall(r'claims\.check\("([A-Za-z0-9_.]+)", ([a-z_][a-z0-9_]*)\[', text))
     others = {cid for cid, var in checked.items() if var != rec.summary_var}
-    parsed = set(record.chapter_claims(rec.chapter, rec.summary_var))
+    parsed = set(chapter_claims(rec.chapter, rec.summary_var))
     assert parsed and parsed | others == rows and not parsed & others
 
 
@@ -88,9 +106,9 @@ def test_record_needs_the_chapters_check_lines_before_work(tmp_path, monkeypatch
         raise AssertionError("record ran before checking the chapter")
 
     real = record._registry()
-    blind = dataclasses.replace(real["recall"], summary_var="nowhere", run=no_run)
+    blind = dataclasses.replace(real["recall"], claims={}, run=no_run)
     monkeypatch.setattr(record, "_registry", lambda: {**real, "recall": blind})
-    with pytest.raises(ValueError, match=r"no line claims.check\(\"...\", nowhere\[\"...\"\]\)"):
+    with pytest.raises(ValueError, match=r"recorded_claims.toml lists no claim of 'recall'"):
         record.record("recall", "quick", out_dir=tmp_path)
     odd = dataclasses.replace(
         real["recall"],
@@ -99,7 +117,7 @@ def test_record_needs_the_chapters_check_lines_before_work(tmp_path, monkeypatch
     )
     monkeypatch.setattr(record, "_registry", lambda: {**real, "recall": odd})
     with pytest.raises(
-        ValueError, match=r"checks summary\[.*'p_correct_drop'.*\] but the summary of 'recall' has"
+        ValueError, match=r"stores \[.*'p_correct_drop'.*\] of 'recall' but its summary has no such"
     ):
         record.record("recall", "quick", out_dir=tmp_path)
     assert not list(tmp_path.iterdir())  # nothing written
@@ -145,7 +163,7 @@ def test_record_roundtrip_tiny(name, tmp_path, monkeypatch):
     path = record.record(name, "quick", tiny, device="cpu", out_dir=tmp_path)
     rec = record.load(path)
     assert path.name == record.file_name(name, "quick", tiny) and record.stale(rec) == ""
-    assert set(rec.claims) == set(record.chapter_claims(rec.chapter)) and rec.train_seconds > 0
+    assert set(rec.claims) == set(record.experiment(name).claims) and rec.train_seconds > 0
     assert rec.wall_seconds > 0  # the whole call: the runs and the summary
     table = record.listing([rec, record.load(_fake(tmp_path))])
     assert "minutes (whole call" in table and f"| {report.format_value(rec.wall_seconds / 60, 3)} |" in table
@@ -190,7 +208,7 @@ def test_lr_sweep_reads_the_recorded_runs():
 def test_check_lines_may_name_a_summary_with_digits():
     """A summary variable with digits in its name (``b10s``) is read, not silently skipped."""
     line = 'claims.check("ih.x", b10s["b10s_min"])\nclaims.check("ih.y", summary["y"])'
-    assert record._CHECK_LINE.findall(line) == [("ih.x", "b10s", "b10s_min"), ("ih.y", "summary", "y")]
+    assert CHECK_LINE.findall(line) == [("ih.x", "b10s", "b10s_min"), ("ih.y", "summary", "y")]
 
 
 def test_a_field_added_after_recording_is_current_only_at_its_default(tmp_path):
@@ -292,7 +310,7 @@ def test_the_source_experiments_check_only_the_sources_claims():
     assert set(record.SOURCE_EXPERIMENTS) <= set(record.EXPERIMENTS)
     for name in record.EXPERIMENTS:
         rec = record.experiment(name)
-        papers = [claims.CLAIMS[c].paper != ours for c in record.chapter_claims(rec.chapter, rec.summary_var)]
+        papers = [claims.CLAIMS[c].paper != ours for c in rec.claims]
         if name in record.SOURCE_EXPERIMENTS:
             assert papers and all(papers), name
         elif not any(papers):
@@ -465,7 +483,7 @@ def test_a_recording_says_its_precision_torch_and_device_facts(tmp_path, monkeyp
     import torch
 
     real = record._registry()
-    checked = record.chapter_claims("book/noisy_recall")
+    checked = record.experiment("recall").claims
     quick = dataclasses.replace(
         real["recall"],
         run=lambda exp, device=None: {"device": "cpu", "seconds": 0.0, "tf32": config.current_precision()},
@@ -565,7 +583,7 @@ def test_theory_studies_record_and_their_first_batch_is_drawn_first(name, tiny, 
     monkeypatch.setattr(RecallTask, "sample", spy)
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
     rec = record.load(record.record(name, "quick", tiny, device="cpu", out_dir=tmp_path))
-    assert record.stale(rec) == "" and set(rec.claims) == set(record.chapter_claims(rec.chapter))
+    assert record.stale(rec) == "" and set(rec.claims) == set(record.experiment(name).claims)
     assert rec.train_seconds > 0 and rec.config["Ns"] == [4, 8]
     assert rec.data["first_batch"]["study"] == batch_digest(drawn[first])
     assert "--set Ns=4,8" in rec.command
