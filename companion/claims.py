@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import tomllib
@@ -34,6 +35,9 @@ from companion import config
 from companion.io import atomic_write_text
 
 SCALES = ("any", "quick", "full", "real")
+# Where a claim comes from: a source (one of the papers or the talk) makes it, or it is ours (a study of this book,
+# a check of our own derivation or pipeline); the scorecard counts the two apart.
+ORIGINS = ("paper", "ours")
 CLAIMS_FILE = config.committed_data_dir() / "claims.toml"
 
 # Scorecard categories, in the order the scorecard counts them.
@@ -90,13 +94,16 @@ class Criterion:
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of a paper, as the book checks it (one row of ``data/claims.toml``)."""
+    """A claim the book checks (one row of ``data/claims.toml``): a source's (``origin = "paper"``), or ours
+    (``origin = "ours"``, with the date it was ``registered``)."""
 
     id: str
     chapter: str  # docname of the chapter that checks it, e.g. "book/noisy_recall"
-    source: str  # where the paper says it
+    source: str  # where the paper says it (ours: what it is about)
     statement: str  # what the observed value is
-    paper: str  # the paper's value, as the paper gives it
+    paper: (
+        str  # the paper's value, as the paper gives it ("" for a claim of ours that the paper gives none for)
+    )
     criteria: dict = field(default_factory=dict)  # profile -> Criterion
     scale: str = "any"  # "any" | "quick" | "full" | "real"
     finding: str | None = None  # the corrected statement, where the check shows the paper wrong
@@ -104,6 +111,27 @@ class Claim:
     # A prediction registered before its result (ours, or the paper's statement at a size it does not give), which
     # the result refuted: the criterion now asserts what was observed, the statement gives the prediction.
     refuted: bool = False
+    origin: str = "paper"
+    registered: str | None = None  # ours: the date the row was registered (ISO), with its criterion
+
+    @property
+    def reference(self) -> str:
+        """The paper's value, or, for a claim of ours, that it is ours and when it was registered: what the tables'
+        "paper" column shows (the check output prefixes a source's value with "paper: ").
+
+        >>> Claim("x", "book/x", "main paper", "p", "≈ 0.5").reference
+        '≈ 0.5'
+        >>> Claim("y", "book/x", "this book", "p", "", origin="ours", registered="2026-11-22").reference
+        'ours, registered 2026-11-22'
+        """
+        if self.origin == "ours":
+            return f"ours, registered {self.registered}" + (
+                f"; the paper: {self.paper}" if self.paper else ""
+            )
+        return self.paper
+
+    def _beside(self) -> str:
+        return self.reference if self.origin == "ours" else f"paper: {self.paper}"
 
     def criterion(self, profile: str) -> Criterion:
         """The criterion of ``profile``; for a claim of the other scale, that scale's (to judge an observation)."""
@@ -134,6 +162,8 @@ _ROW_KEYS = {
     "finding",
     "infinite_ok",
     "refuted",
+    "origin",
+    "registered",
 }
 
 
@@ -153,9 +183,23 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
             raise ValueError(
                 f"claim {name!r} in {path}: unknown keys {sorted(unknown)}; allowed {sorted(_ROW_KEYS)}"
             )
-        missing = {"id", "chapter", "source", "statement", "paper"} - set(row)
+        missing = {"id", "chapter", "source", "statement", "origin"} - set(row)
         if missing:
             raise ValueError(f"claim {name!r} in {path}: missing keys {sorted(missing)}")
+        origin = row["origin"]
+        if origin not in ORIGINS:
+            raise ValueError(f"claim {name!r}: unknown origin {origin!r}; allowed {', '.join(ORIGINS)}")
+        registered = row.get("registered")
+        if origin == "paper" and ("paper" not in row or registered is not None):
+            raise ValueError(
+                f"claim {name!r}: a source's claim (origin = 'paper') gives the paper's value (paper) and no "
+                f"registration date (registered = {registered!r}: allowed for origin = 'ours' only)"
+            )
+        if origin == "ours" and not isinstance(registered, datetime.date):
+            raise ValueError(
+                f"claim {name!r}: a claim of ours needs the date it was registered, as a TOML date "
+                f"(registered = 2026-11-22); got {registered!r}"
+            )
         if name in out:
             raise ValueError(f"claim {name!r} in {path}: duplicate id")
         scale = row.get("scale", "any")
@@ -190,12 +234,14 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
             row["chapter"],
             row["source"],
             row["statement"],
-            row["paper"],
+            row.get("paper", ""),
             criteria,
             scale,
             row.get("finding"),
             bool(row.get("infinite_ok", False)),
             refuted,
+            origin,
+            registered.isoformat() if registered is not None else None,
         )
     return out
 
@@ -269,13 +315,13 @@ def check(
         if recorded:
             print(
                 f"[RECORDED {'PASS' if passed else 'MISS'}] {claim_id}: expected {crit}, observed {observed:.4g} "
-                f"({recorded}; paper: {claim.paper})"
+                f"({recorded}; {claim._beside()})"
             )
         elif not asserted:
             print(
                 f"[{claim.scale.upper()} SCALE ONLY] {claim_id}: criterion {crit}, observed {observed:.4g} "
                 f"in the {profile} profile ({'holds' if passed else 'does not hold'} here; asserted only in "
-                f"the {claim.scale} profile; paper: {claim.paper})"
+                f"the {claim.scale} profile; {claim._beside()})"
             )
         else:
             mark = (
@@ -292,7 +338,7 @@ def check(
                 else "FAIL"
             )
             print(
-                f"[{mark}] {claim_id}: expected {crit}, observed {observed:.4g} (paper: {claim.paper})"
+                f"[{mark}] {claim_id}: expected {crit}, observed {observed:.4g} ({claim._beside()})"
                 + (f"; corrected: {claim.finding}" if claim.finding and passed else "")
             )
     if asserted and not passed:
@@ -320,7 +366,7 @@ def skip(
     result = {"id": claim_id, "skipped": reason, "profile": profile, "package": config.package_hash()}
     atomic_write_text(_record_path(claim_id, profile), json.dumps(result, indent=1))
     if not quiet:
-        print(f"[NOT CHECKED] {claim_id}: {reason} (paper: {claim.paper})")
+        print(f"[NOT CHECKED] {claim_id}: {reason} ({claim._beside()})")
     return result
 
 
@@ -381,7 +427,8 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
                 "chapter": c.chapter,
                 "source": c.source,
                 "statement": c.statement,
-                "paper": c.paper,
+                "paper": c.reference,
+                "origin": c.origin,
                 "criterion": rec.get("criterion", "") if rec else str(c.criterion(profile)),
                 "ours": f"{rec['observed']:.3g}" if rec and "observed" in rec else "—",
                 "note": rec.get("note", "") if rec else "",
@@ -410,12 +457,27 @@ def _recorded_result(claim_id: str) -> dict | None:
     return rec if (config.committed_data_dir() / "recorded" / rec.get("source", "")).is_file() else None
 
 
-def counts(profile: str | None = None, registry: dict[str, Claim] | None = None) -> dict[str, int]:
-    """How many claims fall in each scorecard category (every category listed, zeros included)."""
+def counts(
+    profile: str | None = None, registry: dict[str, Claim] | None = None, origin: str | None = None
+) -> dict[str, int]:
+    """How many claims fall in each scorecard category (every category listed, zeros included); ``origin``
+    ("paper" or "ours"; None: both) counts only the claims of that origin."""
+    if origin is not None:
+        config.check_choice("origin", origin, ORIGINS)
     out = dict.fromkeys(CATEGORIES, 0)
     for r in results(profile, registry):
-        out[r["category"]] += 1
+        if origin is None or r["origin"] == origin:
+            out[r["category"]] += 1
     return out
+
+
+def _tally(rows: list[dict]) -> str:
+    """``3 holds, 1 finding against the paper``: the categories of ``rows`` that occur, in the scorecard's order."""
+    return ", ".join(
+        f"{sum(r['category'] == k for r in rows)} {k}"
+        for k in CATEGORIES
+        if any(r["category"] == k for r in rows)
+    )
 
 
 def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] | None = None) -> str:
@@ -428,11 +490,23 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
     rows = results(profile, registry)
     link = link or _chapter_link
     total = counts(profile, registry)
+    by_origin = {o: counts(profile, registry, o) for o in ORIGINS}
     parts = [
-        '<table class="table scorecard-counts"><thead><tr><th>status</th><th>claims</th></tr></thead><tbody>'
+        '<table class="table scorecard-counts"><thead><tr><th>status</th><th>the sources\' claims</th>'
+        "<th>our studies' claims</th><th>all</th></tr></thead><tbody>"
     ]
-    parts += [f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in total.items() if v or k != FAIL]
-    parts.append(f"<tr><td><b>total</b></td><td><b>{len(rows)}</b></td></tr></tbody></table>")
+    parts += [
+        f"<tr><td>{escape(k)}</td>"
+        + "".join(f"<td>{by_origin[o][k]}</td>" for o in ORIGINS)
+        + f"<td>{v}</td></tr>"
+        for k, v in total.items()
+        if v or k != FAIL
+    ]
+    parts.append(
+        "<tr><td><b>total</b></td>"
+        + "".join(f"<td><b>{sum(by_origin[o].values())}</b></td>" for o in ORIGINS)
+        + f"<td><b>{len(rows)}</b></td></tr></tbody></table>"
+    )
     cols = ["claim", "source", "statement", "paper", "criterion", "ours", "status"]
     widths = {
         "claim": "14%",
@@ -459,10 +533,12 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
     chapters = list(dict.fromkeys(r["chapter"] for r in rows))
     for doc in chapters:
         mine = [r for r in rows if r["chapter"] == doc]
-        summary = ", ".join(
-            f"{sum(r['category'] == k for r in mine)} {k}"
-            for k in CATEGORIES
-            if any(r["category"] == k for r in mine)
+        sources = [r for r in mine if r["origin"] == "paper"]
+        ours = [r for r in mine if r["origin"] == "ours"]
+        summary = "; ".join(
+            f"{label}: {_tally(group)}"
+            for label, group in (("the source's claims", sources), ("ours", ours))
+            if group
         )
         parts.append(
             f'<h3><a href="{escape(link(doc))}">{escape(doc.split("/")[-1])}</a></h3><p>{escape(summary)}</p>'
@@ -489,7 +565,7 @@ def errata(profile: str | None = None, link=None, registry: dict[str, Claim] | N
             continue
         parts.append(
             f'<div class="erratum"><h3><code>{escape(c.id)}</code>: {escape(c.source)}</h3><dl>'
-            f"<dt>the paper</dt><dd>{escape(c.paper)}</dd>"
+            f"<dt>the paper</dt><dd>{escape(c.reference)}</dd>"
             f"<dt>what we measure</dt><dd>{escape(c.statement)}: {escape(r['ours'])} "
             f"(criterion {escape(r['criterion'])}; {escape(r['category'])})</dd>"
             f'<dt>evidence</dt><dd><a href="{escape(link(c.chapter))}">{escape(c.chapter.split("/")[-1])}</a></dd>'

@@ -622,7 +622,7 @@ def full_only_rows(names, recs: list[Recorded] | None = None, registry=None) -> 
                 rows.append(
                     [
                         f"`{cid}`",
-                        claim.paper,
+                        claim.reference,
                         _run_label(r),
                         value,
                         str(crit),
@@ -651,7 +651,7 @@ def paper_rows(recs: list[Recorded] | None = None, registry=None) -> list[list]:
             rows.append(
                 [
                     f"`{cid}`",
-                    claim.paper,
+                    claim.reference,
                     f"{r.experiment} ({r.device}, {r.date})",
                     value,
                     str(crit),

@@ -19,7 +19,10 @@ def write_rows(tmp_path, text):
     return path
 
 
-ROW = 'id = "x.a"\nchapter = "book/x"\nsource = "s"\nstatement = "st"\npaper = "p"\n'
+ROW = 'id = "x.a"\nchapter = "book/x"\nsource = "s"\norigin = "paper"\nstatement = "st"\npaper = "p"\n'
+OURS = ROW.replace('origin = "paper"', 'origin = "ours"\nregistered = 2026-11-22').replace(
+    'paper = "p"\n', ""
+)
 
 
 def test_every_row_is_valid_and_every_chapter_exists():
@@ -73,6 +76,51 @@ def test_every_claim_is_checked_by_its_chapter():
 def test_bad_rows_are_refused_with_the_row_named(tmp_path, body, match):
     with pytest.raises(ValueError, match=match):
         claims.load(write_rows(tmp_path, "[[claim]]\n" + ROW + body))
+
+
+@pytest.mark.parametrize(
+    "row, match",
+    [
+        (ROW.replace('origin = "paper"\n', ""), r"missing keys \['origin'\]"),
+        (ROW.replace('"paper"', '"theirs"'), "unknown origin 'theirs'; allowed paper, ours"),
+        (ROW.replace('paper = "p"\n', ""), "gives the paper's value"),
+        (
+            ROW + "registered = 2026-11-22\n",
+            r"registered = datetime.date\(2026, 11, 22\): allowed for origin",
+        ),
+        (OURS.replace("registered = 2026-11-22\n", ""), "needs the date it was registered.*got None"),
+        (OURS.replace("2026-11-22", '"yesterday"'), "got 'yesterday'"),
+    ],
+)
+def test_a_row_says_where_it_comes_from(tmp_path, row, match):
+    """``origin``: a source's claim gives the paper's value and no registration date; a claim of ours needs the date
+    it was registered (a TOML date) and may leave the paper's value out."""
+    with pytest.raises(ValueError, match=match):
+        claims.load(write_rows(tmp_path, "[[claim]]\n" + row + "check = { above = 1.0 }\n"))
+    ours = claims.load(write_rows(tmp_path, "[[claim]]\n" + OURS + "check = { above = 1.0 }\n"))["x.a"]
+    assert (ours.origin, ours.registered, ours.paper) == ("ours", "2026-11-22", "")
+    assert ours.reference == "ours, registered 2026-11-22"
+
+
+def test_the_check_output_says_whose_claim_it_is(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    reg = claims.load(
+        write_rows(
+            tmp_path,
+            "[[claim]]\n"
+            + ROW
+            + "check = { above = 1.0 }\n[[claim]]\n"
+            + OURS.replace("x.a", "x.b")
+            + "check = { above = 1.0 }\n",
+        )
+    )
+    claims.check("x.a", 2.0, registry=reg)
+    claims.check("x.b", 2.0, registry=reg)
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "[PASS] x.a: expected > 1, observed 2 (paper: p)",
+        "[PASS] x.b: expected > 1, observed 2 (ours, registered 2026-11-22)",
+    ]
 
 
 def test_duplicate_ids_are_refused(tmp_path):
@@ -131,7 +179,7 @@ def test_categories_profile_criteria_and_findings(tmp_path):
                 ROW.replace("x.a", "x.unrun"),
                 "check = { above = 0.0 }",
                 "[[claim]]",
-                ROW.replace("x.a", "x.refuted"),
+                OURS.replace("x.a", "x.refuted"),
                 "check = { below = 0.5 }",
                 "refuted = true",
             ]
@@ -174,8 +222,21 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     n = claims.counts("quick", registry=reg)
     assert n[claims.HOLDS_HERE] == 2 and n[claims.NOT_CHECKED] == 2 and n[claims.REFUTED] == 1
     assert sum(n.values()) == 8
+    # the claims of ours are counted apart from the sources'
+    ours, sources = (
+        claims.counts("quick", registry=reg, origin="ours"),
+        claims.counts("quick", registry=reg, origin="paper"),
+    )
+    assert ours[claims.REFUTED] == 1 and sum(ours.values()) == 1 and sum(sources.values()) == 7
+    assert all(ours[k] + sources[k] == n[k] for k in claims.CATEGORIES)
+    with pytest.raises(ValueError, match="origin 'mine'"):
+        claims.counts("quick", registry=reg, origin="mine")
     html = claims.scorecard("quick", registry=reg)
     assert html.count('class="table scorecard"') == 1 and 'href="x.html"' in html and "it is 2" in html
+    assert "<th>the sources' claims</th><th>our studies' claims</th><th>all</th>" in html
+    assert f"<tr><td>{claims.REFUTED}</td><td>0</td><td>1</td><td>1</td></tr>" in html
+    assert "<td><b>7</b></td><td><b>1</b></td><td><b>8</b></td>" in html
+    assert "<td>ours, registered 2026-11-22</td>" in html and "ours: 1 our prediction, refuted" in html
     assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 1  # the note, escaped
     with pytest.raises(ValueError, match="scale='real'"):
         claims.skip("x.same", "no", registry=reg)

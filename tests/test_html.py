@@ -103,6 +103,9 @@ def test_scorecard_lists_every_claim_with_a_result():
 
     html = (HTML / "book" / "scorecard.html").read_text(encoding="utf-8")
     assert re.search(r'<table class="table scorecard-counts"', html), "no counts table in the scorecard"
+    n = {o: sum(c.origin == o for c in claims.CLAIMS.values()) for o in claims.ORIGINS}
+    totals = f"<td><b>{n['paper']}</b></td><td><b>{n['ours']}</b></td><td><b>{len(claims.CLAIMS)}</b></td>"
+    assert totals in html, "the counts table does not count the sources' claims and ours apart"
     tables = re.findall(r'<table class="table scorecard".*?</table>', html, flags=re.S)
     assert tables, "no scorecard tables in the scorecard page"
     status = {}
