@@ -454,7 +454,9 @@ def _recorded_result(claim_id: str) -> dict | None:
     if not path.is_file():
         return None
     rec = json.loads(path.read_text())
-    return rec if (config.committed_data_dir() / "recorded" / rec.get("source", "")).is_file() else None
+    # source: one recorded file, or several (", "-separated) for a claim measured over runs (record.check_over)
+    files = [config.committed_data_dir() / "recorded" / name for name in rec.get("source", "").split(", ")]
+    return rec if all(f.is_file() for f in files) else None
 
 
 def counts(
