@@ -41,6 +41,10 @@ class errata_placeholder(nodes.General, nodes.Element):
     pass
 
 
+class headlines_placeholder(nodes.General, nodes.Element):
+    pass
+
+
 class ScorecardDirective(Directive):
     has_content = False
 
@@ -53,6 +57,13 @@ class ErrataDirective(Directive):
 
     def run(self):
         return [errata_placeholder()]
+
+
+class HeadlinesDirective(Directive):
+    has_content = False
+
+    def run(self):
+        return [headlines_placeholder()]
 
 
 def _fill(app, doctree, docname):
@@ -68,6 +79,8 @@ def _fill(app, doctree, docname):
         node.replace_self(nodes.raw("", html, format="html"))
     for node in doctree.traverse(errata_placeholder):
         node.replace_self(nodes.raw("", claims.errata(profile, link=link), format="html"))
+    for node in doctree.traverse(headlines_placeholder):
+        node.replace_self(nodes.raw("", claims.headlines(profile, link=link), format="html"))
 
 
 @dataclass(frozen=True)
@@ -201,7 +214,9 @@ def setup(app):
     app.connect("html-collect-pages", _source_pages)
     app.add_node(scorecard_placeholder)
     app.add_node(errata_placeholder)
+    app.add_node(headlines_placeholder)
     app.add_directive("claims-scorecard", ScorecardDirective)
     app.add_directive("claims-errata", ErrataDirective)
+    app.add_directive("claims-headlines", HeadlinesDirective)
     app.connect("doctree-resolved", _fill)
     return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -39,6 +39,7 @@ SCALES = ("any", "quick", "full", "real")
 # a check of our own derivation or pipeline); the scorecard counts the two apart.
 ORIGINS = ("paper", "ours")
 CLAIMS_FILE = config.committed_data_dir() / "claims.toml"
+HEADLINES_FILE = config.committed_data_dir() / "headlines.toml"
 
 # Scorecard categories, in the order the scorecard counts them.
 HOLDS = "holds"
@@ -549,6 +550,75 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
         parts.append(
             f'<table class="table scorecard" style="font-size:0.8em;table-layout:fixed;width:100%">'
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
+    return "".join(parts)
+
+
+def load_headlines(path: Path | str = HEADLINES_FILE, registry: dict[str, Claim] | None = None) -> dict:
+    """``data/headlines.toml``: {source name: [claim id, ...]}, each source's headline claims in the book's order.
+
+    Raises:
+        ValueError: an id that is not a claim row, or a claim of ours (the headlines are the sources' claims).
+    """
+    reg = CLAIMS if registry is None else registry
+    with open(path, "rb") as f:
+        sources = tomllib.load(f).get("source", [])
+    out = {}
+    for s in sources:
+        for cid in s["claims"]:
+            if cid not in reg:
+                raise ValueError(f"headline {cid!r} of {s['name']!r} in {path}: no such claim row")
+            if reg[cid].origin != "paper":
+                raise ValueError(
+                    f"headline {cid!r} of {s['name']!r} in {path}: origin {reg[cid].origin!r}; a headline is a "
+                    "source's claim (origin 'paper')"
+                )
+        out[s["name"]] = list(s["claims"])
+    return out
+
+
+def headlines(
+    profile: str | None = None,
+    link=None,
+    registry: dict[str, Claim] | None = None,
+    path: Path | str = HEADLINES_FILE,
+) -> str:
+    """Results at a glance, as HTML: per source, its headline claims with the paper's value (and our finding, where
+    the paper is wrong), this build's value and status (profile named), the value of a recorded run (the paper's
+    size) where there is one, and the chapter that holds the evidence."""
+    from html import escape
+
+    link = link or _chapter_link
+    reg = CLAIMS if registry is None else registry
+    by_id = {r["claim"]: r for r in results(profile, registry)}
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "claim",
+            "the paper",
+            f"this build ({escape(config.get_profile(profile))})",
+            "recorded runs",
+            "evidence",
+        )
+    )
+    parts = []
+    for source, ids in load_headlines(path, registry).items():
+        body = []
+        for cid in ids:
+            c, r = reg[cid], by_id[cid]
+            chapter = c.chapter.split("/")[-1]
+            body.append(
+                f"<tr><td>{escape(c.statement)}<br><small><code>{escape(cid)}</code></small>"
+                + (f"<br><small><b>Finding:</b> {escape(c.finding)}</small>" if c.finding else "")
+                + "</td>"
+                f"<td>{escape(c.paper)}</td><td>{escape(r['ours'])}<br><small>{escape(r['status'])}</small></td>"
+                f"<td>{escape(r['recorded']) or '—'}</td>"
+                f'<td><a href="{escape(link(c.chapter))}">{escape(chapter)}</a></td></tr>'
+            )
+        parts.append(
+            f"<h3>{escape(source)}</h3>"
+            f'<table class="table headlines" style="font-size:0.85em;width:100%"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>"
         )
     return "".join(parts)
 

@@ -281,3 +281,31 @@ def test_report_helpers():
     assert report.loglog_slope([1, 2, 4], [3, 12, 48]) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="positive finite"):
         report.loglog_slope([1, 2], [0.0, 1.0])
+
+
+def test_headlines_show_each_sources_claims_with_both_values(tmp_path, monkeypatch):
+    """``data/headlines.toml`` names, per source, rows of claims.toml of the sources' origin; the table gives the
+    paper's value, our finding where there is one, this build's value and status, and the chapter."""
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    reg = claims.load(
+        write_rows(
+            tmp_path,
+            "[[claim]]\n" + ROW + 'check = { above = 1.0 }\nfinding = "it is 2 <b>"\n'
+            "[[claim]]\n" + OURS.replace("x.a", "x.ours") + "check = { above = 1.0 }\n",
+        )
+    )
+    good = tmp_path / "headlines.toml"
+    good.write_text('[[source]]\nname = "Paper X"\nclaims = ["x.a"]\n')
+    claims.check("x.a", 2.5, profile="quick", quiet=True, registry=reg)
+    html = claims.headlines("quick", registry=reg, path=good)
+    assert "<h3>Paper X</h3>" in html and "<th>this build (quick)</th>" in html
+    assert "<td>p</td><td>2.5<br><small>finding against the paper (it is 2 &lt;b&gt;)</small></td>" in html
+    assert "<b>Finding:</b> it is 2 &lt;b&gt;" in html and 'href="x.html"' in html
+    for names, match in ((["x.b"], "'x.b' of 'Paper X'.*no such claim row"), (["x.ours"], "origin 'ours'")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(f'[[source]]\nname = "Paper X"\nclaims = {names!r}\n'.replace("'", '"'))
+        with pytest.raises(ValueError, match=match):
+            claims.headlines("quick", registry=reg, path=bad)
+    # the book's headlines are rows of the registry, each a source's claim, none twice
+    ids = [c for cs in claims.load_headlines().values() for c in cs]
+    assert len(ids) == len(set(ids)) >= 12 and all(claims.CLAIMS[c].origin == "paper" for c in ids)

@@ -137,6 +137,24 @@ def test_scorecard_lists_every_claim_with_a_result():
         assert f'href="{chapter.split("/")[-1]}.html' in html, f"no link to {chapter} in the scorecard"
 
 
+@pytest.mark.parametrize("page", ["intro", "book/scorecard"])
+def test_results_at_a_glance_show_every_headline(page):
+    """The landing page and the scorecard open with each source's headline claims (data/headlines.toml), each with
+    this build's value and a link to its chapter."""
+    from companion import claims
+
+    html = (HTML / f"{page}.html").read_text(encoding="utf-8")
+    tables = re.findall(r'<table class="table headlines".*?</table>', html, flags=re.S)
+    heads = claims.load_headlines()
+    assert len(tables) == len(heads), f"{page}: {len(tables)} headline tables for {len(heads)} sources"
+    for table, ids in zip(tables, heads.values()):
+        rows = re.findall(r"<tr><td>(.*?)</tr>", table, flags=re.S)
+        assert [re.search(r"<code>(.*?)</code>", r).group(1) for r in rows] == ids
+        for cid, row in zip(ids, rows):
+            assert "chapter not run" not in row, f"{page}: {cid} shows no value of this build"
+            assert f'{claims.CLAIMS[cid].chapter.split("/")[-1]}.html"' in row, f"{page}: {cid} has no link"
+
+
 def test_errata_lists_every_finding():
     from companion import claims
 
