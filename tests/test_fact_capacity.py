@@ -1,4 +1,4 @@
-"""The factual-recall capacity experiment (seed 002, F3-F4): model, configuration, grid and summary."""
+"""The factual-recall capacity experiment (the talk, F3-F4): model, configuration, grid and summary."""
 
 import numpy as np
 import pytest

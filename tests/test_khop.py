@@ -1,4 +1,4 @@
-"""k-hop composition task (seed 002, K1-K3): the data, its validation, the model, one short run."""
+"""k-hop composition task (the talk, K1-K3): the data, its validation, the model, one short run."""
 
 import dataclasses
 import itertools

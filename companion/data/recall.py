@@ -19,7 +19,7 @@ Options that the paper and its public code choose differently:
 * ``triggers``: default the K most frequent characters, i.e. the space for
   K = 1; this is the public code's choice and also Fig. 9's ``q = 1``.
 * ``trigger_draw="fixed"``: every sequence uses the same triggers.
-  ``trigger_draw="unigram"`` (Birth of a Transformer's default, seed 002:
+  ``trigger_draw="unigram"`` (Birth of a Transformer's default, the talk:
   "random triggers with pi_q = pi_u"; the public code's
   ``fixed_special_toks=False``): each sequence draws its K triggers afresh,
   distinct, from the unigram pi_u restricted to the pool ``triggers`` (default
@@ -30,10 +30,10 @@ Options that the paper and its public code choose differently:
   (``Batch.recall_positions``: with a forced final trigger, not the position
   before it, whose target is that trigger and not an output).
   ``loss_on="all"``: every position (Birth of a Transformer's full models,
-  seed 002: the bigram loss elsewhere plus the in-context loss).
+  the talk: the bigram loss elsewhere plus the in-context loss).
   ``loss_on="final_recall"``: position T only, and only when z_T is the second
   or a later occurrence of its trigger, so that the correct output is in the
-  context (the "three gradient steps" of seed 002: one loss position per
+  context (the "three gradient steps" of the talk: one loss position per
   sequence, its target uniform).
 * ``final_trigger=True`` (paper): step iii. ``False`` (both public codes,
   leichen2018/ATTN_vs_MLP and albietz/transformer-birth): no step iii, the last

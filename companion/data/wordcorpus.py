@@ -1,4 +1,4 @@
-"""Word-level corpora of fixed-length sequences for the leading-terms chapters (seed 004).
+"""Word-level corpora of fixed-length sequences for the leading-terms chapters (the leading-terms paper).
 
 The tokeniser is the one of the authors' public code (attn-dynamics-basis):
 lower-case, every run of letters is a token and every other character is a

@@ -1,4 +1,4 @@
-"""How many facts a one-layer transformer stores, and how attention and MLP parameters trade (seed 002, F3-F4).
+"""How many facts a one-layer transformer stores, and how attention and MLP parameters trade (the talk, F3-F4).
 
 Nichani, Lee, Bietti (ICLR 2025), Figs. 3-4 of the talk: facts stored grow
 linearly with the parameter count, and at S = R = 32, D = 8 "the model can

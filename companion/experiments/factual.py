@@ -1,4 +1,4 @@
-"""Factual recall: the toy task and the dynamics of one attention layer (seed 002; Nichani, Lee, Bietti, ICLR 2025).
+"""Factual recall: the toy task and the dynamics of one attention layer (the talk; Nichani, Lee, Bietti, ICLR 2025).
 
 Task (:class:`FactTask`). Vocabulary: S subjects, R relations, ``n_noise``
 noise tokens and EOS (ids in that order; 41 tokens for the paper's

@@ -1,4 +1,4 @@
-"""Birth of an induction head on the bigram task with triggers (seed 002; Bietti et al., NeurIPS 2023).
+"""Birth of an induction head on the bigram task with triggers (the talk; Bietti et al., NeurIPS 2023).
 
 Data: the main paper's generator (:class:`companion.data.recall.RecallTask`)
 with no noise (alpha = 0): K fixed triggers, the K most frequent characters of

@@ -1,4 +1,4 @@
-"""k-hop reasoning: composing k in-context permutations, directly or from easy to hard (seed 002, K1-K3).
+"""k-hop reasoning: composing k in-context permutations, directly or from easy to hard (the talk, K1-K3).
 
 The talk's last result (Wang, Nichani, Bietti, Damian, Hsu, Lee, Wu, COLT 2025):
 gradient descent on k-hop data alone needs exp(k) samples or compute (a

@@ -1,4 +1,4 @@
-"""Scan and Snap on real text (seed 003, Fig. 7, Appendix E and Fig. 10): does the first attention layer of a
+"""Scan and Snap on real text (Scan and Snap, Fig. 7, Appendix E and Fig. 10): does the first attention layer of a
 transformer trained with SGD on WikiText-2 become sparse, and then freeze?
 
 The model is the authors' (``luckmatters/ssl/real-dataset/scan_snap/figure_7.ipynb``, the PyTorch

@@ -1,4 +1,4 @@
-"""Leading-term features in a GPT-NeoX (Pythia) model along training (seed 004, Sec. 5.2, Figs. 6-8).
+"""Leading-term features in a GPT-NeoX (Pythia) model along training (the leading-terms paper, Sec. 5.2, Figs. 6-8).
 
 The paper's steps: pass every token alone through the model; per layer l
 collect the layer's input ``E_pre`` (|K| x d, one row per token), its output

@@ -1,4 +1,4 @@
-"""The attention-only transformer in one-hot token space (seed 004, Definition 3.1).
+"""The attention-only transformer in one-hot token space (the leading-terms paper, Definition 3.1).
 
 With ``X`` (T, |V|) the one-hot input and ``h^(0) = X``, for l = 1..L::
 

@@ -1,4 +1,4 @@
-"""Gradient leading terms of the attention-only transformer (seed 004, Sec. 4, App. A and D).
+"""Gradient leading terms of the attention-only transformer (the leading-terms paper, Sec. 4, App. A and D).
 
 From N sequences of T + 1 tokens (inputs ``x_1..x_T``, targets ``x_2..x_{T+1}``),
 with ``X_i`` and ``Y_i`` their one-hot matrices, ``U`` the matrix of 1/|V|,

@@ -1,4 +1,4 @@
-"""Weights as associative memories, and gradients as memories (seed 002, the talk's slides 6-7).
+"""Weights as associative memories, and gradients as memories (the talk's slides 6-7).
 
 Random embeddings ``E`` (d x n_in) and ``U`` (d x n_out) with i.i.d. N(0, 1/d)
 entries are nearly orthonormal (norms ~1, inner products ~ 1/sqrt d). A

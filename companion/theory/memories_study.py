@@ -1,4 +1,4 @@
-"""The associative-memory chapter's computations (seed 002, slides 6-7), cached, and its summary."""
+"""The associative-memory chapter's computations (the talk, slides 6-7), cached, and its summary."""
 
 from __future__ import annotations
 
