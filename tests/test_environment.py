@@ -176,3 +176,27 @@ def test_an_analysis_module_serves_one_chapter():
     several = {m: chs for m, chs in analysis.items() if len(chs) > 1 and m not in SHARED_MODULES}
     assert several == SERVES_SEVERAL_TODAY
     assert served["companion.theory.attention_study"] == {"theory_attention"}  # the reading sees the chapters
+
+
+def test_our_studies_stand_apart_and_the_landing_page_names_every_chapter():
+    """Issue 52: the table of contents has one part "Beyond the papers" of at most four chapters, each titled
+    "(our study)" and checking claims of ours above all; the sources' parts hold no such title; the landing page
+    links every chapter."""
+    from companion import claims
+
+    root = Path(__file__).resolve().parents[1]
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    ours = [p for p in toc["parts"] if p["caption"].startswith("Beyond the papers")]
+    assert len(ours) == 1 and 1 <= len(ours[0]["chapters"]) <= 4
+    beyond = {c["file"] for c in ours[0]["chapters"]}
+    intro = (root / "intro.md").read_text()
+    for part in toc["parts"]:
+        for c in part["chapters"]:
+            title = next(
+                ln for ln in (root / f"{c['file']}.md").read_text().splitlines() if ln.startswith("# ")
+            )
+            assert ("(our study)" in title) == (c["file"] in beyond), title
+            assert f"{{doc}}`{c['file']}`" in intro, f"the landing page does not name {c['file']}"
+    for chapter in beyond:
+        rows = [c for c in claims.CLAIMS.values() if c.chapter == chapter]
+        assert sum(c.origin == "ours" for c in rows) > 0.8 * len(rows), chapter
