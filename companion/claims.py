@@ -38,6 +38,9 @@ SCALES = ("any", "quick", "full", "real")
 # Where a claim comes from: a source (one of the papers or the talk) makes it, or it is ours (a study of this book,
 # a check of our own derivation or pipeline); the scorecard counts the two apart.
 ORIGINS = ("paper", "ours")
+# A claim of ours is a prediction (a written record says it was registered before its result was seen) or post hoc
+# (registered knowing the value, or with no record either way).
+KINDS = ("prediction", "post hoc")
 CLAIMS_FILE = config.committed_data_dir() / "claims.toml"
 HEADLINES_FILE = config.committed_data_dir() / "headlines.toml"
 
@@ -114,6 +117,8 @@ class Claim:
     refuted: bool = False
     origin: str = "paper"
     registered: str | None = None  # ours: the date the row was registered (ISO), with its criterion
+    kind: str | None = None  # ours: "prediction" or "post hoc" (KINDS)
+    context: str = ""  # ours: what was known when the row was registered
 
     @property
     def reference(self) -> str:
@@ -122,11 +127,11 @@ class Claim:
 
         >>> Claim("x", "book/x", "main paper", "p", "≈ 0.5").reference
         '≈ 0.5'
-        >>> Claim("y", "book/x", "this book", "p", "", origin="ours", registered="2026-11-22").reference
-        'ours, registered 2026-11-22'
+        >>> Claim("y", "book/x", "this book", "p", "", origin="ours", registered="2026-11-22", kind="post hoc").reference
+        'ours (post hoc), registered 2026-11-22'
         """
         if self.origin == "ours":
-            return f"ours, registered {self.registered}" + (
+            return f"ours ({self.kind}), registered {self.registered}" + (
                 f"; the paper: {self.paper}" if self.paper else ""
             )
         return self.paper
@@ -165,6 +170,8 @@ _ROW_KEYS = {
     "refuted",
     "origin",
     "registered",
+    "kind",
+    "context",
 }
 
 
@@ -201,6 +208,22 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
                 f"claim {name!r}: a claim of ours needs the date it was registered, as a TOML date "
                 f"(registered = 2026-11-22); got {registered!r}"
             )
+        kind, context = row.get("kind"), row.get("context", "")
+        if origin == "paper" and ("kind" in row or "context" in row):
+            raise ValueError(
+                f"claim {name!r}: kind and context are for claims of ours (origin = 'ours') only"
+            )
+        if origin == "ours":
+            if kind not in KINDS:
+                raise ValueError(f"claim {name!r}: kind = {kind!r}; allowed {', '.join(map(repr, KINDS))}")
+            if not isinstance(context, str) or not context.strip():
+                raise ValueError(
+                    f"claim {name!r}: a claim of ours needs its context (what was known when it was registered)"
+                )
+            if row.get("refuted") and kind != "prediction":
+                raise ValueError(
+                    f"claim {name!r}: refuted = true marks a prediction that its result refuted; kind = {kind!r}"
+                )
         if name in out:
             raise ValueError(f"claim {name!r} in {path}: duplicate id")
         scale = row.get("scale", "any")
@@ -243,6 +266,8 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
             refuted,
             origin,
             registered.isoformat() if registered is not None else None,
+            kind,
+            context,
         )
     return out
 

@@ -20,9 +20,10 @@ def write_rows(tmp_path, text):
 
 
 ROW = 'id = "x.a"\nchapter = "book/x"\nsource = "s"\norigin = "paper"\nstatement = "st"\npaper = "p"\n'
-OURS = ROW.replace('origin = "paper"', 'origin = "ours"\nregistered = 2026-11-22').replace(
-    'paper = "p"\n', ""
-)
+OURS = ROW.replace(
+    'origin = "paper"',
+    'origin = "ours"\nregistered = 2026-11-22\nkind = "prediction"\ncontext = "nothing run"',
+).replace('paper = "p"\n', "")
 
 
 def test_every_row_is_valid_and_every_chapter_exists():
@@ -90,6 +91,11 @@ def test_bad_rows_are_refused_with_the_row_named(tmp_path, body, match):
         ),
         (OURS.replace("registered = 2026-11-22\n", ""), "needs the date it was registered.*got None"),
         (OURS.replace("2026-11-22", '"yesterday"'), "got 'yesterday'"),
+        (OURS.replace('"prediction"', '"hunch"'), "kind = 'hunch'; allowed 'prediction', 'post hoc'"),
+        (OURS.replace('context = "nothing run"\n', ""), "needs its context"),
+        (OURS.replace('"nothing run"', '" "'), "needs its context"),
+        (OURS.replace('kind = "prediction"', 'kind = "post hoc"') + "refuted = true\n", "kind = 'post hoc'"),
+        (ROW + 'kind = "prediction"\n', "for claims of ours"),
     ],
 )
 def test_a_row_says_where_it_comes_from(tmp_path, row, match):
@@ -98,8 +104,9 @@ def test_a_row_says_where_it_comes_from(tmp_path, row, match):
     with pytest.raises(ValueError, match=match):
         claims.load(write_rows(tmp_path, "[[claim]]\n" + row + "check = { above = 1.0 }\n"))
     ours = claims.load(write_rows(tmp_path, "[[claim]]\n" + OURS + "check = { above = 1.0 }\n"))["x.a"]
-    assert (ours.origin, ours.registered, ours.paper) == ("ours", "2026-11-22", "")
-    assert ours.reference == "ours, registered 2026-11-22"
+    assert (ours.origin, ours.registered, ours.paper, ours.kind) == ("ours", "2026-11-22", "", "prediction")
+    assert ours.context == "nothing run"
+    assert ours.reference == "ours (prediction), registered 2026-11-22"
 
 
 def test_the_check_output_says_whose_claim_it_is(tmp_path, capsys, monkeypatch):
@@ -119,7 +126,7 @@ def test_the_check_output_says_whose_claim_it_is(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out.splitlines()
     assert out == [
         "[PASS] x.a: expected > 1, observed 2 (paper: p)",
-        "[PASS] x.b: expected > 1, observed 2 (ours, registered 2026-11-22)",
+        "[PASS] x.b: expected > 1, observed 2 (ours (prediction), registered 2026-11-22)",
     ]
 
 
@@ -236,7 +243,10 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     assert "<th>the sources' claims</th><th>our studies' claims</th><th>all</th>" in html
     assert f"<tr><td>{claims.REFUTED}</td><td>0</td><td>1</td><td>1</td></tr>" in html
     assert "<td><b>7</b></td><td><b>1</b></td><td><b>8</b></td>" in html
-    assert "<td>ours, registered 2026-11-22</td>" in html and "ours: 1 our prediction, refuted" in html
+    assert (
+        "<td>ours (prediction), registered 2026-11-22</td>" in html
+        and "ours: 1 our prediction, refuted" in html
+    )
     assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 1  # the note, escaped
     with pytest.raises(ValueError, match="scale='real'"):
         claims.skip("x.same", "no", registry=reg)
