@@ -535,6 +535,15 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
         + "".join(f"<td><b>{sum(by_origin[o].values())}</b></td>" for o in ORIGINS)
         + f"<td><b>{len(rows)}</b></td></tr></tbody></table>"
     )
+    reg = CLAIMS if registry is None else registry
+    ours = [reg[r["claim"]] for r in rows if r["origin"] == "ours"]
+    if ours:
+        predicted = [c for c in ours if c.kind == "prediction"]
+        parts.append(
+            f"<p>Of our {len(ours)} claims, {len(predicted)} were registered as predictions before their results "
+            f"were seen ({sum(c.refuted for c in predicted)} of them refuted), and {len(ours) - len(predicted)} "
+            "post hoc (knowing the value, or with no record either way).</p>"
+        )
     cols = ["claim", "source", "statement", "paper", "criterion", "ours", "status"]
     widths = {
         "claim": "14%",

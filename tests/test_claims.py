@@ -244,6 +244,10 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     assert f"<tr><td>{claims.REFUTED}</td><td>0</td><td>1</td><td>1</td></tr>" in html
     assert "<td><b>7</b></td><td><b>1</b></td><td><b>8</b></td>" in html
     assert (
+        "Of our 1 claims, 1 were registered as predictions before their results were seen (1 of them refuted)"
+        in html
+    )
+    assert (
         "<td>ours (prediction), registered 2026-11-22</td>" in html
         and "ours: 1 our prediction, refuted" in html
     )
