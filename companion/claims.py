@@ -119,6 +119,9 @@ class Claim:
     registered: str | None = None  # ours: the date the row was registered (ISO), with its criterion
     kind: str | None = None  # ours: "prediction" or "post hoc" (KINDS)
     context: str = ""  # ours: what was known when the row was registered
+    # False where the criterion asserts that the source's statement fails at the book's size (the row then carries a
+    # finding, is a refuted prediction, or is counted "does not hold here", never "holds")
+    agrees: bool = True
 
     @property
     def reference(self) -> str:
@@ -148,6 +151,15 @@ class Claim:
     def asserted(self, profile: str) -> bool:
         return self.scale in ("any", "real", profile)
 
+    def finding_profiles(self) -> set[str]:
+        """The profiles whose criterion asserts the finding: the row's scale; where the quick and full criteria
+        differ, full (the quick one checks the paper's claim scaled down); otherwise every profile."""
+        if self.scale in config.PROFILES:
+            return {self.scale}
+        if self.criteria.get("quick") != self.criteria.get("full"):
+            return {"full"}
+        return set(config.PROFILES)
+
     def scaled_down(self, profile: str) -> bool:
         """True where the criterion of ``profile`` is a smaller-scale stand-in for the paper's."""
         if self.scale == "quick":
@@ -172,6 +184,7 @@ _ROW_KEYS = {
     "registered",
     "kind",
     "context",
+    "agrees",
 }
 
 
@@ -248,6 +261,12 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
         refuted = row.get("refuted", False)
         if not isinstance(refuted, bool):
             raise ValueError(f"claim {name!r}: refuted={refuted!r} is not a boolean: allowed true or false")
+        agrees = row.get("agrees", True)
+        if not isinstance(agrees, bool) or (not agrees and origin != "paper"):
+            raise ValueError(
+                f"claim {name!r}: agrees = {agrees!r}; allowed false (a source's statement the criterion asserts "
+                "to fail, origin = 'paper') or true"
+            )
         if refuted and row.get("finding"):
             raise ValueError(
                 f"claim {name!r}: a finding against the paper (finding) and a refuted prediction of "
@@ -268,6 +287,7 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
             registered.isoformat() if registered is not None else None,
             kind,
             context,
+            agrees,
         )
     return out
 
@@ -338,40 +358,30 @@ def check(
             _record_path(claim_id, "recorded" if recorded else profile), json.dumps(result, indent=1)
         )
     if not quiet:
-        if recorded:
-            print(
-                f"[RECORDED {'PASS' if passed else 'MISS'}] {claim_id}: expected {crit}, observed {observed:.4g} "
-                f"({recorded}; {claim._beside()})"
-            )
-        elif not asserted:
-            print(
-                f"[{claim.scale.upper()} SCALE ONLY] {claim_id}: criterion {crit}, observed {observed:.4g} "
-                f"in the {profile} profile ({'holds' if passed else 'does not hold'} here; asserted only in "
-                f"the {claim.scale} profile; {claim._beside()})"
-            )
-        else:
-            mark = (
-                (
-                    "FINDING"
-                    if claim.finding
-                    else "PREDICTION REFUTED"
-                    if claim.refuted
-                    else "HOLDS AT THIS SCALE"
-                    if claim.scaled_down(profile)
-                    else "PASS"
-                )
-                if passed
-                else "FAIL"
-            )
-            print(
-                f"[{mark}] {claim_id}: expected {crit}, observed {observed:.4g} ({claim._beside()})"
-                + (f"; corrected: {claim.finding}" if claim.finding and passed else "")
-            )
+        print(_line(claim, result))
     if asserted and not passed:
         raise AssertionError(
             f"claim {claim_id} does not hold: observed {observed:.4g}, expected {crit} ({claim.statement})"
         )
     return result
+
+
+def _line(claim: Claim, result: dict) -> str:
+    """The check output of one result, in the scorecard's words: ``[category] id: criterion, observed (the paper's
+    value or ours)``, then what the category needs said (the correction, the prediction and its result, why the
+    source's statement is not asserted here)."""
+    head = f"{claim.id}: criterion {result['criterion']}, observed {result['observed']:.4g}"
+    if "recorded" in result:
+        word = "holds" if result["passed"] else "does not hold"
+        line = f"[recorded: {word}] {head} ({result['recorded']}; {claim._beside()})"
+        return line + (f"; corrected: {claim.finding}" if claim.finding and result["passed"] else "")
+    category, detail = status(claim, result, result["profile"])
+    line = f"[{category}] {head} in the {result['profile']} profile ({claim._beside()})"
+    if category == FINDING:
+        return f"{line}; " + (detail if detail != claim.finding else f"corrected: {claim.finding}")
+    if category == REFUTED:
+        return f"{line}; the row asserts what was observed; the prediction and its result: {claim.statement}"
+    return line + (f"; {detail}" if detail else "")
 
 
 def skip(
@@ -417,6 +427,18 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
     if "skipped" in rec:
         return NOT_CHECKED, rec["skipped"]
     if not claim.asserted(profile):
+        if claim.finding:  # the criterion is the finding's, established (and asserted) at the row's scale
+            return (
+                (
+                    FINDING,
+                    f"established at {claim.scale} scale, where it is asserted; shows here too: {claim.finding}",
+                )
+                if rec["passed"]
+                else (
+                    NOT_HERE,
+                    f"a finding at {claim.scale} scale, where it is asserted; it does not show at this size",
+                )
+            )
         return (
             (HOLDS_HERE, f"asserted at {claim.scale} scale only; holds here")
             if rec["passed"]
@@ -424,11 +446,23 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
         )
     if not rec["passed"]:
         return FAIL, ""
-    if claim.finding:
+    if claim.finding and profile in claim.finding_profiles():
         return FINDING, claim.finding
     if claim.refuted:
         return REFUTED, "asserts what was observed; the statement gives the prediction"
+    if not claim.agrees:
+        return (
+            NOT_HERE,
+            "the source's statement does not hold at this size: the row asserts what was observed",
+        )
     if claim.scaled_down(profile):
+        if (
+            claim.finding
+        ):  # the finding belongs to the paper's size; this size checks the paper's claim scaled down
+            return (
+                HOLDS_HERE,
+                f"at the paper's size a finding (criterion {claim.criterion('full')}): {claim.finding}",
+            )
         return (
             HOLDS_HERE,
             f"paper-scale criterion: {claim.criterion('full')}" if "full" in claim.criteria else "",
@@ -672,9 +706,15 @@ def errata(profile: str | None = None, link=None, registry: dict[str, Claim] | N
         parts.append(
             f'<div class="erratum"><h3><code>{escape(c.id)}</code>: {escape(c.source)}</h3><dl>'
             f"<dt>the paper</dt><dd>{escape(c.reference)}</dd>"
-            f"<dt>what we measure</dt><dd>{escape(c.statement)}: {escape(r['ours'])} "
-            f"(criterion {escape(r['criterion'])}; {escape(r['category'])})</dd>"
-            f'<dt>evidence</dt><dd><a href="{escape(link(c.chapter))}">{escape(c.chapter.split("/")[-1])}</a></dd>'
+            f"<dt>what we measure</dt><dd>{escape(c.statement)}: {escape(r['ours'])} in this build "
+            f"({escape(r['profile'])} profile; criterion {escape(r['criterion'])}; {escape(r['category'])})</dd>"
+            + (
+                ""
+                if r["profile"] in c.finding_profiles()
+                else f"<dt>where the finding was established</dt><dd>the {' and '.join(sorted(c.finding_profiles()))} "
+                f"profile: {escape(r['recorded']) or 'no recorded run yet'}</dd>"
+            )
+            + f'<dt>evidence</dt><dd><a href="{escape(link(c.chapter))}">{escape(c.chapter.split("/")[-1])}</a></dd>'
             f"<dt>corrected statement</dt><dd>{escape(c.finding)}</dd></dl></div>"
         )
     return "".join(parts) or "<p>No finding recorded.</p>"

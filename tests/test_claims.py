@@ -96,6 +96,8 @@ def test_bad_rows_are_refused_with_the_row_named(tmp_path, body, match):
         (OURS.replace('"nothing run"', '" "'), "needs its context"),
         (OURS.replace('kind = "prediction"', 'kind = "post hoc"') + "refuted = true\n", "kind = 'post hoc'"),
         (ROW + 'kind = "prediction"\n', "for claims of ours"),
+        (OURS + "agrees = false\n", "agrees = False; allowed false"),
+        (ROW + 'agrees = "no"\n', "agrees = 'no'"),
     ],
 )
 def test_a_row_says_where_it_comes_from(tmp_path, row, match):
@@ -125,9 +127,82 @@ def test_the_check_output_says_whose_claim_it_is(tmp_path, capsys, monkeypatch):
     claims.check("x.b", 2.0, registry=reg)
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        "[PASS] x.a: expected > 1, observed 2 (paper: p)",
-        "[PASS] x.b: expected > 1, observed 2 (ours (prediction), registered 2026-11-22)",
+        "[holds] x.a: criterion > 1, observed 2 in the quick profile (paper: p)",
+        "[holds] x.b: criterion > 1, observed 2 in the quick profile (ours (prediction), registered 2026-11-22)",
     ]
+
+
+@pytest.mark.parametrize(
+    "extra, observed, line",
+    [
+        (
+            'finding = "it is 2"\n',
+            2.0,
+            "[finding against the paper] x.a: criterion > 1, observed 2 in the quick "
+            "profile (paper: p); corrected: it is 2",
+        ),
+        (
+            "refuted = true\n",
+            2.0,
+            "[our prediction, refuted] x.a: criterion > 1, observed 2 in the quick profile "
+            "(paper: p); the row asserts what was observed; the prediction and its result: st",
+        ),
+        (
+            "agrees = false\n",
+            2.0,
+            "[does not hold here] x.a: criterion > 1, observed 2 in the quick profile "
+            "(paper: p); the source's statement does not hold at this size: the row asserts what was observed",
+        ),
+        (
+            'scale = "full"\n',
+            0.5,
+            "[does not hold here] x.a: criterion > 1, observed 0.5 in the quick profile "
+            "(paper: p); asserted at full scale only",
+        ),
+        (
+            'scale = "full"\n',
+            2.0,
+            "[holds at this scale only] x.a: criterion > 1, observed 2 in the quick profile "
+            "(paper: p); asserted at full scale only; holds here",
+        ),
+        ("", 0.5, "[FAIL] x.a: criterion > 1, observed 0.5 in the quick profile (paper: p)"),
+        # a finding belongs to the scale whose criterion asserts it
+        (
+            'scale = "full"\nfinding = "f"\n',
+            2.0,
+            "[finding against the paper] x.a: criterion > 1, observed 2 in the "
+            "quick profile (paper: p); established at full scale, where it is asserted; shows here too: f",
+        ),
+        (
+            'scale = "full"\nfinding = "f"\n',
+            0.5,
+            "[does not hold here] x.a: criterion > 1, observed 0.5 in the quick "
+            "profile (paper: p); a finding at full scale, where it is asserted; it does not show at this size",
+        ),
+    ],
+)
+def test_the_check_output_uses_the_scorecards_words(tmp_path, capsys, monkeypatch, extra, observed, line):
+    """Issue 53: one vocabulary: the check output's mark is the scorecard's category, a refuted prediction prints
+    its prediction and result, a source's statement asserted to fail here is never "holds"."""
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    reg = claims.load(write_rows(tmp_path, "[[claim]]\n" + ROW + extra + "check = { above = 1.0 }\n"))
+    try:
+        claims.check("x.a", observed, profile="quick", registry=reg)
+    except AssertionError:
+        assert line.startswith("[FAIL]")
+    assert capsys.readouterr().out.strip() == line
+    (row,) = claims.results("quick", registry=reg)
+    assert line.startswith(f"[{row['category']}]")
+
+
+def test_a_row_that_disagrees_with_its_source_is_never_counted_holds():
+    """``agrees = false`` (the criterion asserts that the source's statement fails here) is for a source's rows
+    only; every such row of the registry is a finding, a refuted prediction or 'does not hold here' when it passes."""
+    rows = [c for c in claims.CLAIMS.values() if not c.agrees]
+    assert {"khop.k4_doubling_solved", "khop.k4_deep_cumulative_min"} <= {c.id for c in rows}
+    for c in rows:
+        category, _ = claims.status(c, {"passed": True}, "quick" if c.scale != "full" else "full")
+        assert c.origin == "paper" and category in (claims.FINDING, claims.REFUTED, claims.NOT_HERE), c.id
 
 
 def test_duplicate_ids_are_refused(tmp_path):
@@ -323,3 +398,25 @@ def test_headlines_show_each_sources_claims_with_both_values(tmp_path, monkeypat
     # the book's headlines are rows of the registry, each a source's claim, none twice
     ids = [c for cs in claims.load_headlines().values() for c in cs]
     assert len(ids) == len(set(ids)) >= 12 and all(claims.CLAIMS[c].origin == "paper" for c in ids)
+
+
+def test_a_finding_of_the_papers_size_is_not_counted_at_the_quick_size(tmp_path, monkeypatch):
+    """Quick and full criteria differ (quick: the paper's claim scaled down; full: the finding): the quick run is
+    judged as the paper's claim at a smaller size, the full run as the finding."""
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    body = 'quick = { above = 0.75 }\nfull = { below = 0.97 }\nfinding = "it is 0.96"\n'
+    reg = claims.load(write_rows(tmp_path, "[[claim]]\n" + ROW + body))
+    assert reg["x.a"].finding_profiles() == {"full"}
+    claims.check("x.a", 0.9, profile="quick", quiet=True, registry=reg)
+    claims.check("x.a", 0.96, profile="full", quiet=True, registry=reg)
+    quick, full = (claims.results(p, registry=reg)[0] for p in ("quick", "full"))
+    assert (
+        quick["category"] == claims.HOLDS_HERE
+        and "at the paper's size a finding (criterion < 0.97)" in quick["detail"]
+    )
+    assert full["category"] == claims.FINDING
+    # the errata page names the scale the finding belongs to, and its recorded value there (none here)
+    assert "<dt>where the finding was established</dt><dd>the full profile: no recorded run yet</dd>" in (
+        claims.errata("quick", registry=reg)
+    )
+    assert "where the finding was established" not in claims.errata("full", registry=reg)
