@@ -238,8 +238,11 @@ class Profiled:
 
 
 def check_run(exp) -> None:
-    """The checks every trained run shares: its profile, and d, T, batch and steps at least 1 (T at least 4)."""
+    """The checks every trained run shares: its profile, d, T, batch and steps at least 1 (T at least 4), and its
+    seed (if it has one) at least 0."""
     get_profile(exp.profile)
+    if hasattr(exp, "seed"):
+        check_int("seed", exp.seed, low=0)
     check_int("d", exp.d, low=1)
     check_int("seq_len (T)", exp.seq_len, low=4)
     check_int("batch", exp.batch, low=1)

@@ -4,6 +4,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,3 +201,31 @@ def test_our_studies_stand_apart_and_the_landing_page_names_every_chapter():
     for chapter in beyond:
         rows = [c for c in claims.CLAIMS.values() if c.chapter == chapter]
         assert sum(c.origin == "ours" for c in rows) > 0.8 * len(rows), chapter
+
+
+def test_every_configuration_refuses_a_negative_seed_at_construction():
+    """Issue 53: a negative seed is refused with a ValueError naming it when a configuration is built (not when its
+    run starts), for every dataclass of the package with a ``seed`` field (built by ``quick`` where it has one)."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    import companion
+
+    found = []
+    for info in pkgutil.walk_packages(companion.__path__, "companion."):
+        if info.name.endswith(("__main__", "book_ext")):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != info.name or not dataclasses.is_dataclass(cls):
+                continue
+            if "seed" not in {f.name for f in dataclasses.fields(cls)}:
+                continue
+            build = cls.quick if hasattr(cls, "quick") else cls
+            found.append(name)
+            assert build(seed=1).seed == 1  # the control: a valid seed is taken
+            with pytest.raises(ValueError, match=r"seed=-1 is out of range"):
+                build(seed=-1)
+    assert {"RecallExperiment", "KHopExperiment", "TextConfig", "StandIn"} <= set(found)

@@ -85,6 +85,7 @@ class AllocationExperiment(config.Profiled):
     seed: int = 0
 
     def __post_init__(self):
+        config.check_int("seed", self.seed, low=0)
         config.get_profile(self.profile)
         check_int("d", self.d, low=1)
         check_int("n_layers (L)", self.n_layers, low=1)

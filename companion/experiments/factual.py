@@ -205,6 +205,7 @@ class FactExperiment:
     seed: int = 0
 
     def __post_init__(self):
+        config.check_int("seed", self.seed, low=0)
         config.get_profile(self.profile)
         check_float("lr", self.lr, 0.0, None, low_open=True)
         check_int("batch", self.batch, low=1)

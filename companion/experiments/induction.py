@@ -1885,6 +1885,7 @@ class ThreeStepExperiment(config.Profiled):
     seed: int = 0
 
     def __post_init__(self):
+        config.check_int("seed", self.seed, low=0)
         config.get_profile(self.profile)
         check_int("seq_len (T)", self.seq_len, low=4)
         check_int("batch", self.batch, low=1)

@@ -182,6 +182,7 @@ class TextExperiment(config.Profiled):
         )
 
     def __post_init__(self):
+        config.check_int("seed", self.seed, low=0)
         config.get_profile(self.profile)
         check_choice("split", self.split, SPLITS)
         if self.vocab_size is not None:

@@ -51,6 +51,7 @@ class StandIn:
     seed: int = 0
 
     def __post_init__(self):
+        config.check_int("seed", self.seed, low=0)
         check_choice("stand-in family", self.family, FAMILIES)
         check_int("n_layer", self.n_layer, low=1)
         check_int("steps", self.steps, low=0)

@@ -56,6 +56,7 @@ class TextConfig:
     micro_batch: int | None = None
 
     def __post_init__(self):
+        config.check_int("seed", self.seed, low=0)
         config.check_int("L", self.L, 1)
         config.check_int("n_train", self.n_train, 1)
         config.check_int("n_heldout", self.n_heldout, 1)

@@ -37,6 +37,7 @@ class TheoremConfig:
     seed: int = 0
 
     def __post_init__(self):
+        config.check_int("seed", self.seed, low=0)
         config.check_int("n_seqs", self.n_seqs, 1)
         config.check_int("steps", self.steps, 1)
         if self.eta is not None:
