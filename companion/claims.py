@@ -615,9 +615,10 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, Claim] 
             f'<h3><a href="{escape(link(doc))}">{escape(doc.split("/")[-1])}</a></h3><p>{escape(summary)}</p>'
         )
         body = "".join("<tr>" + "".join(cell(r, c) for c in cols) + "</tr>" for r in mine)
-        parts.append(
+        parts.append(  # each chapter's rows collapsed under its title and tally (a click shows them)
+            f'<details class="scorecard-rows"><summary>the {len(mine)} rows</summary>'
             f'<table class="table scorecard" style="font-size:0.8em;table-layout:fixed;width:100%">'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details>"
         )
     return "".join(parts)
 

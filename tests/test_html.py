@@ -141,6 +141,10 @@ def test_scorecard_lists_every_claim_with_a_result():
     assert not bad, f"claims not passing (or not run, or stale) in the scorecard: {bad}"
     for chapter in {c.chapter for c in claims.CLAIMS.values()}:
         assert f'href="{chapter.split("/")[-1]}.html' in html, f"no link to {chapter} in the scorecard"
+    # issue 52: each chapter's rows collapsed under its title; the book's stylesheet (wrapping check output, the
+    # scorecard at page width) is loaded
+    assert html.count('<details class="scorecard-rows">') == len(tables)
+    assert re.search(r'href="[^"]*_static/companion\.css', html), "the book's stylesheet is not loaded"
 
 
 @pytest.mark.parametrize("page", ["intro", "book/scorecard"])
