@@ -498,8 +498,8 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
                 "stale": stale,
                 "status": category + (f" ({detail})" if detail else "") + (" (stale)" if stale else ""),
                 "recorded": (
-                    f"{kept['observed']:.3g} ({'holds' if kept['passed'] else 'does not hold'}; "
-                    f"{kept['recorded']})"
+                    f"{kept['observed']:.3g} ({'the finding ' if c.finding else ''}"
+                    f"{'holds' if kept['passed'] else 'does not hold'}; {kept['recorded']})"
                 )
                 if kept
                 else "",
@@ -692,30 +692,117 @@ def headlines(
     return "".join(parts)
 
 
-def errata(profile: str | None = None, link=None, registry: dict[str, Claim] | None = None) -> str:
-    """The errata page as HTML: every claim row that records a finding against a paper, with the paper's
-    statement, what we measure, a link to the evidence and the corrected statement."""
+ERRATA_FILE = config.committed_data_dir() / "errata.toml"
+ERRATUM_KINDS = ("experiment", "theory")
+
+
+def load_errata(
+    path: Path | str = ERRATA_FILE, registry: dict[str, Claim] | None = None
+) -> dict[str, list[dict]]:
+    """``data/errata.toml``: {paper: [entry, ...]}, each entry a finding row's ``claim``, ``title``, ``kind``
+    ("experiment" or "theory"), ``chapter`` (default: the row's) and ``anchor`` (a label in that chapter).
+
+    Raises:
+        ValueError: an entry whose claim is not a finding row, named twice, of an unknown kind, or an experiment
+            listed after a theory entry of its paper.
+    """
+    reg = CLAIMS if registry is None else registry
+    with open(path, "rb") as f:
+        papers = tomllib.load(f).get("paper", [])
+    out, seen = {}, set()
+    for paper in papers:
+        entries = []
+        for e in paper.get("erratum", []):
+            cid = e["claim"]
+            if cid not in reg or not reg[cid].finding:
+                raise ValueError(f"erratum {cid!r} in {path}: not a claim row with a finding")
+            if cid in seen:
+                raise ValueError(f"erratum {cid!r} in {path}: listed twice")
+            if e["kind"] not in ERRATUM_KINDS:
+                raise ValueError(f"erratum {cid!r}: kind {e['kind']!r}; allowed {', '.join(ERRATUM_KINDS)}")
+            if entries and entries[-1]["kind"] == "theory" and e["kind"] == "experiment":
+                raise ValueError(
+                    f"erratum {cid!r} of {paper['name']!r}: the experiments come before the theory"
+                )
+            seen.add(cid)
+            entries.append({**e, "chapter": e.get("chapter", reg[cid].chapter)})
+        out[paper["name"]] = entries
+    return out
+
+
+def errata(
+    profile: str | None = None,
+    link=None,
+    registry: dict[str, Claim] | None = None,
+    path: Path | str = ERRATA_FILE,
+) -> str:
+    """The errata page as HTML: per paper (``data/errata.toml``), the experiments' disagreements and then the
+    theory's, each with its title, the paper's value, what we measure in this build, where the finding was
+    established (and its recorded value) when that is another scale, the corrected statement and a link to the
+    section that holds the evidence; then every finding row without an entry, and the paper-scale claims that do
+    not hold at this build's size."""
     from html import escape
 
     link = link or _chapter_link
     reg = CLAIMS if registry is None else registry
-    parts = []
-    for r in results(profile, registry):
-        c = reg[r["claim"]]
-        if not c.finding:
-            continue
-        parts.append(
-            f'<div class="erratum"><h3><code>{escape(c.id)}</code>: {escape(c.source)}</h3><dl>'
+    by_id = {r["claim"]: r for r in results(profile, registry)}
+    book = load_errata(path, registry) if Path(path).is_file() else {}
+    listed = {e["claim"] for entries in book.values() for e in entries}
+    rest = [
+        {"claim": c.id, "title": c.id, "kind": "", "chapter": c.chapter, "anchor": ""}
+        for c in reg.values()
+        if c.finding and c.id not in listed
+    ]
+    if rest:
+        book = {**book, "Findings without an erratum entry yet": rest}
+
+    def entry(e: dict) -> str:
+        c, r = reg[e["claim"]], by_id[e["claim"]]
+        href = link(e["chapter"]) + (f"#{e['anchor']}" if e["anchor"] else "")
+        where = ""
+        if r["profile"] not in c.finding_profiles():
+            where = (
+                f"<dt>where the finding was established</dt><dd>the {' and '.join(sorted(c.finding_profiles()))} "
+                f"profile: {escape(r['recorded']) or 'no recorded run yet'}</dd>"
+            )
+        return (
+            f'<div class="erratum" id="erratum-{escape(c.id)}"><h4>{escape(e["title"])}</h4>'
+            f"<p><small><code>{escape(c.id)}</code>; {escape(c.source)}</small></p><dl>"
             f"<dt>the paper</dt><dd>{escape(c.reference)}</dd>"
             f"<dt>what we measure</dt><dd>{escape(c.statement)}: {escape(r['ours'])} in this build "
             f"({escape(r['profile'])} profile; criterion {escape(r['criterion'])}; {escape(r['category'])})</dd>"
-            + (
-                ""
-                if r["profile"] in c.finding_profiles()
-                else f"<dt>where the finding was established</dt><dd>the {' and '.join(sorted(c.finding_profiles()))} "
-                f"profile: {escape(r['recorded']) or 'no recorded run yet'}</dd>"
+            + where
+            + f"<dt>corrected statement</dt><dd>{escape(c.finding)}</dd>"
+            f'<dt>evidence</dt><dd><a href="{escape(href)}">{escape(e["chapter"].split("/")[-1])}'
+            + (f", section {escape(e['anchor'])}" if e["anchor"] else "")
+            + "</a></dd></dl></div>"
+        )
+
+    parts = []
+    for paper, entries in book.items():
+        if not entries:
+            continue
+        parts.append(f"<h3>{escape(paper)}</h3>")
+        for kind, label in (
+            ("experiment", "Experiments"),
+            ("theory", "Theory: derivations and constants"),
+            ("", ""),
+        ):
+            mine = [e for e in entries if e["kind"] == kind]
+            if mine and label:
+                parts.append(f"<p><b>{label}</b></p>")
+            parts += [entry(e) for e in mine]
+    not_here = [r for r in by_id.values() if reg[r["claim"]].scale == "full" and r["category"] == NOT_HERE]
+    if not_here:
+        parts.append(
+            "<h3>Paper-scale claims that do not hold at this build's size</h3><p>Asserted only in the full "
+            "profile (the paper's size); shown here as observed, not as findings:</p><ul>"
+            + "".join(
+                f"<li><code>{escape(r['claim'])}</code> ({escape(reg[r['claim']].source)}): {escape(r['ours'])}, "
+                f'criterion {escape(r["criterion"])}; <a href="{escape(link(r["chapter"]))}">'
+                f"{escape(r['chapter'].split('/')[-1])}</a></li>"
+                for r in not_here
             )
-            + f'<dt>evidence</dt><dd><a href="{escape(link(c.chapter))}">{escape(c.chapter.split("/")[-1])}</a></dd>'
-            f"<dt>corrected statement</dt><dd>{escape(c.finding)}</dd></dl></div>"
+            + "</ul>"
         )
     return "".join(parts) or "<p>No finding recorded.</p>"

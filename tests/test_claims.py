@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from companion import cache, claims, report
+from companion import cache, claims, config, report
 
 
 @pytest.fixture(autouse=True)
@@ -329,8 +329,20 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 1  # the note, escaped
     with pytest.raises(ValueError, match="scale='real'"):
         claims.skip("x.same", "no", registry=reg)
-    errata = claims.errata("quick", registry=reg)
+    errata = claims.errata("quick", registry=reg, path=tmp_path / "no-errata.toml")
     assert errata.count('class="erratum"') == 1 and "it is 2" in errata and 'href="x.html"' in errata
+    assert "<h3>Findings without an erratum entry yet</h3>" in errata
+    # a paper-scale claim that does not hold at this size is pointed to, not counted as a finding
+    assert "<h3>Paper-scale claims that do not hold at this build's size</h3>" in errata
+    assert "<li><code>x.big2</code>" in errata
+    book = tmp_path / "errata.toml"
+    book.write_text(
+        '[[paper]]\nname = "Paper X"\n[[paper.erratum]]\nclaim = "x.finding"\ntitle = "A <title>"\n'
+        'kind = "experiment"\nanchor = "sec"\n'
+    )
+    errata = claims.errata("quick", registry=reg, path=book)
+    assert "<h3>Paper X</h3><p><b>Experiments</b></p>" in errata and "<h4>A &lt;title&gt;</h4>" in errata
+    assert 'href="x.html#sec"' in errata and "without an erratum entry" not in errata
 
 
 def test_import_closure_follows_companion_imports_only():
@@ -416,7 +428,51 @@ def test_a_finding_of_the_papers_size_is_not_counted_at_the_quick_size(tmp_path,
     )
     assert full["category"] == claims.FINDING
     # the errata page names the scale the finding belongs to, and its recorded value there (none here)
+    none = tmp_path / "no-errata.toml"
     assert "<dt>where the finding was established</dt><dd>the full profile: no recorded run yet</dd>" in (
-        claims.errata("quick", registry=reg)
+        claims.errata("quick", registry=reg, path=none)
     )
-    assert "where the finding was established" not in claims.errata("full", registry=reg)
+    assert "where the finding was established" not in claims.errata("full", registry=reg, path=none)
+
+
+@pytest.mark.parametrize(
+    "entries, match",
+    [
+        ('claim = "x.nope"\ntitle = "t"\nkind = "theory"\n', "not a claim row with a finding"),
+        ('claim = "x.a"\ntitle = "t"\nkind = "typo"\n', "kind 'typo'"),
+        (
+            'claim = "x.a"\ntitle = "t"\nkind = "theory"\n[[paper.erratum]]\nclaim = "x.b"\ntitle = "u"\n'
+            'kind = "experiment"\n',
+            "the experiments come before the theory",
+        ),
+        (
+            'claim = "x.a"\ntitle = "t"\nkind = "theory"\n[[paper.erratum]]\nclaim = "x.a"\ntitle = "u"\n'
+            'kind = "theory"\n',
+            "listed twice",
+        ),
+    ],
+)
+def test_bad_errata_entries_are_refused(tmp_path, entries, match):
+    reg = claims.load(
+        write_rows(
+            tmp_path,
+            "[[claim]]\n" + ROW + 'check = { above = 1.0 }\nfinding = "f"\n'
+            "[[claim]]\n" + ROW.replace("x.a", "x.b") + 'check = { above = 1.0 }\nfinding = "g"\n',
+        )
+    )
+    book = tmp_path / "errata.toml"
+    book.write_text('[[paper]]\nname = "P"\n[[paper.erratum]]\n' + entries)
+    with pytest.raises(ValueError, match=match):
+        claims.load_errata(book, registry=reg)
+
+
+def test_every_finding_has_one_erratum_entry_whose_section_exists():
+    """data/errata.toml lists every finding row once, and each entry's anchor is a label of its chapter."""
+    book = claims.load_errata()
+    entries = [e for es in book.values() for e in es]
+    assert sorted(e["claim"] for e in entries) == sorted(c.id for c in claims.CLAIMS.values() if c.finding)
+    for e in entries:
+        text = (config.REPO_ROOT / f"{e['chapter']}.md").read_text()
+        assert f"\n({e['anchor']})=\n" in text, (
+            f"{e['claim']}: no label ({e['anchor']})= in {e['chapter']}.md"
+        )

@@ -170,8 +170,13 @@ def test_errata_lists_every_finding():
 
     html = (HTML / "book" / "errata.html").read_text(encoding="utf-8")
     findings = {c.id for c in claims.CLAIMS.values() if c.finding}
-    shown = set(re.findall(r'<div class="erratum"><h3><code>(.*?)</code>', html))
+    shown = set(re.findall(r'<div class="erratum" id="erratum-(.*?)">', html))
     assert findings and shown == findings, f"errata differ from the finding rows: {shown ^ findings}"
+    assert "without an erratum entry" not in html, "a finding row has no entry in data/errata.toml"
+    # each entry links the section holding its evidence, and that section exists in the built chapter
+    for href in re.findall(r'<dt>evidence</dt><dd><a href="([^"#]+)#([^"]+)"', html):
+        page, anchor = (HTML / "book" / href[0]).resolve(), href[1]
+        assert f'id="{anchor}"' in page.read_text(encoding="utf-8"), f"errata: {href[0]}#{anchor} missing"
 
 
 @pytest.mark.parametrize("docname", chapters())
