@@ -642,7 +642,7 @@ def test_check_over_asserts_a_claim_of_several_full_runs(tmp_path, monkeypatch):
     )
     # the scorecard's recorded column shows it: the claim's source names four files, all committed
     (row,) = [r for r in claims.results("quick") if r["claim"] == "scale.lr_stable"]
-    assert row["recorded"].startswith("0.5 (holds; full profile, 4 recorded runs")
+    assert row["recorded"].startswith("0.5 (the finding holds; full profile, 4 recorded runs")
     with pytest.raises(AssertionError, match="scale.lr_stable"):
         record.check_over("scale.lr_stable", 0.05, runs, quiet=True)
     with pytest.raises(ValueError, match="full-profile"):
