@@ -700,7 +700,8 @@ def load_errata(
     path: Path | str = ERRATA_FILE, registry: dict[str, Claim] | None = None
 ) -> dict[str, list[dict]]:
     """``data/errata.toml``: {paper: [entry, ...]}, each entry a finding row's ``claim``, ``title``, ``kind``
-    ("experiment" or "theory"), ``chapter`` (default: the row's) and ``anchor`` (a label in that chapter).
+    ("experiment" or "theory"), ``chapter`` (default: the row's), ``anchor`` (a label in that chapter) and ``also``
+    (other finding rows that state the same erratum, shown in the same entry; default none).
 
     Raises:
         ValueError: an entry whose claim is not a finding row, named twice, of an unknown kind, or an experiment
@@ -714,18 +715,19 @@ def load_errata(
         entries = []
         for e in paper.get("erratum", []):
             cid = e["claim"]
-            if cid not in reg or not reg[cid].finding:
-                raise ValueError(f"erratum {cid!r} in {path}: not a claim row with a finding")
-            if cid in seen:
-                raise ValueError(f"erratum {cid!r} in {path}: listed twice")
+            for one in [cid, *e.get("also", [])]:
+                if one not in reg or not reg[one].finding:
+                    raise ValueError(f"erratum {one!r} in {path}: not a claim row with a finding")
+                if one in seen:
+                    raise ValueError(f"erratum {one!r} in {path}: listed twice")
+                seen.add(one)
             if e["kind"] not in ERRATUM_KINDS:
                 raise ValueError(f"erratum {cid!r}: kind {e['kind']!r}; allowed {', '.join(ERRATUM_KINDS)}")
             if entries and entries[-1]["kind"] == "theory" and e["kind"] == "experiment":
                 raise ValueError(
                     f"erratum {cid!r} of {paper['name']!r}: the experiments come before the theory"
                 )
-            seen.add(cid)
-            entries.append({**e, "chapter": e.get("chapter", reg[cid].chapter)})
+            entries.append({"also": [], "anchor": "", **e, "chapter": e.get("chapter", reg[cid].chapter)})
         out[paper["name"]] = entries
     return out
 
@@ -747,9 +749,9 @@ def errata(
     reg = CLAIMS if registry is None else registry
     by_id = {r["claim"]: r for r in results(profile, registry)}
     book = load_errata(path, registry) if Path(path).is_file() else {}
-    listed = {e["claim"] for entries in book.values() for e in entries}
+    listed = {c for entries in book.values() for e in entries for c in [e["claim"], *e["also"]]}
     rest = [
-        {"claim": c.id, "title": c.id, "kind": "", "chapter": c.chapter, "anchor": ""}
+        {"claim": c.id, "title": c.id, "kind": "", "chapter": c.chapter, "anchor": "", "also": []}
         for c in reg.values()
         if c.finding and c.id not in listed
     ]
@@ -772,6 +774,11 @@ def errata(
             f"<dt>what we measure</dt><dd>{escape(c.statement)}: {escape(r['ours'])} in this build "
             f"({escape(r['profile'])} profile; criterion {escape(r['criterion'])}; {escape(r['category'])})</dd>"
             + where
+            + "".join(
+                f"<dt>the same erratum, also checked by</dt><dd><code>{escape(o)}</code>: "
+                f"{escape(reg[o].statement)}: {escape(by_id[o]['ours'])} ({escape(by_id[o]['category'])})</dd>"
+                for o in e["also"]
+            )
             + f"<dt>corrected statement</dt><dd>{escape(c.finding)}</dd>"
             f'<dt>evidence</dt><dd><a href="{escape(href)}">{escape(e["chapter"].split("/")[-1])}'
             + (f", section {escape(e['anchor'])}" if e["anchor"] else "")

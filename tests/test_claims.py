@@ -450,6 +450,8 @@ def test_a_finding_of_the_papers_size_is_not_counted_at_the_quick_size(tmp_path,
             'kind = "theory"\n',
             "listed twice",
         ),
+        ('claim = "x.a"\ntitle = "t"\nkind = "theory"\nalso = ["x.a"]\n', "'x.a' in .* listed twice"),
+        ('claim = "x.a"\ntitle = "t"\nkind = "theory"\nalso = ["x.c"]\n', "'x.c' in .* not a claim row"),
     ],
 )
 def test_bad_errata_entries_are_refused(tmp_path, entries, match):
@@ -464,13 +466,23 @@ def test_bad_errata_entries_are_refused(tmp_path, entries, match):
     book.write_text('[[paper]]\nname = "P"\n[[paper.erratum]]\n' + entries)
     with pytest.raises(ValueError, match=match):
         claims.load_errata(book, registry=reg)
+    # the control: a row that states the same erratum is shown inside the entry, not on its own
+    book.write_text(
+        '[[paper]]\nname = "P"\n[[paper.erratum]]\nclaim = "x.a"\ntitle = "t"\nkind = "theory"\nalso = ["x.b"]\n'
+    )
+    html = claims.errata("quick", registry=reg, path=book)
+    assert (
+        html.count('class="erratum"') == 1
+        and "<dt>the same erratum, also checked by</dt><dd><code>x.b</code>" in html
+    )
 
 
 def test_every_finding_has_one_erratum_entry_whose_section_exists():
     """data/errata.toml lists every finding row once, and each entry's anchor is a label of its chapter."""
     book = claims.load_errata()
     entries = [e for es in book.values() for e in es]
-    assert sorted(e["claim"] for e in entries) == sorted(c.id for c in claims.CLAIMS.values() if c.finding)
+    named = [c for e in entries for c in [e["claim"], *e["also"]]]
+    assert sorted(named) == sorted(c.id for c in claims.CLAIMS.values() if c.finding)
     for e in entries:
         text = (config.REPO_ROOT / f"{e['chapter']}.md").read_text()
         assert f"\n({e['anchor']})=\n" in text, (
