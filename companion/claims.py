@@ -680,7 +680,9 @@ def headlines(
                 f"<tr><td>{escape(c.statement)}<br><small><code>{escape(cid)}</code></small>"
                 + (f"<br><small><b>Finding:</b> {escape(c.finding)}</small>" if c.finding else "")
                 + "</td>"
-                f"<td>{escape(c.paper)}</td><td>{escape(r['ours'])}<br><small>{escape(r['status'])}</small></td>"
+                f"<td>{escape(c.paper)}</td><td>{escape(r['ours'])}<br><small>"
+                # the finding is shown once, in the claim's cell
+                f"{escape(r['category'] if c.finding else r['status'])}</small></td>"
                 f"<td>{escape(r['recorded']) or '—'}</td>"
                 f'<td><a href="{escape(link(c.chapter))}">{escape(chapter)}</a></td></tr>'
             )

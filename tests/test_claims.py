@@ -400,7 +400,7 @@ def test_headlines_show_each_sources_claims_with_both_values(tmp_path, monkeypat
     claims.check("x.a", 2.5, profile="quick", quiet=True, registry=reg)
     html = claims.headlines("quick", registry=reg, path=good)
     assert "<h3>Paper X</h3>" in html and "<th>this build (quick)</th>" in html
-    assert "<td>p</td><td>2.5<br><small>finding against the paper (it is 2 &lt;b&gt;)</small></td>" in html
+    assert "<td>p</td><td>2.5<br><small>finding against the paper</small></td>" in html
     assert "<b>Finding:</b> it is 2 &lt;b&gt;" in html and 'href="x.html"' in html
     for names, match in ((["x.b"], "'x.b' of 'Paper X'.*no such claim row"), (["x.ours"], "origin 'ours'")):
         bad = tmp_path / "bad.toml"
