@@ -170,8 +170,12 @@ def test_errata_lists_every_finding():
 
     html = (HTML / "book" / "errata.html").read_text(encoding="utf-8")
     findings = {c.id for c in claims.CLAIMS.values() if c.finding}
-    shown = set(re.findall(r'<div class="erratum" id="erratum-(.*?)">', html))
-    assert findings and shown == findings, f"errata differ from the finding rows: {shown ^ findings}"
+    shown = re.findall(r'<div class="erratum" id="erratum-(.*?)">', html)
+    # a row that states the same erratum as another is shown inside that entry
+    also = re.findall(r"<dt>the same erratum, also checked by</dt><dd><code>(.*?)</code>", html)
+    assert findings and sorted(shown + also) == sorted(findings), (
+        f"errata differ from the finding rows: {set(shown + also) ^ findings}"
+    )
     assert "without an erratum entry" not in html, "a finding row has no entry in data/errata.toml"
     # each entry links the section holding its evidence, and that section exists in the built chapter
     for href in re.findall(r'<dt>evidence</dt><dd><a href="([^"#]+)#([^"]+)"', html):
