@@ -1,10 +1,10 @@
 """A Sphinx extension for the book: the claims directives and the source links of every chapter.
 
-``claims-scorecard`` and ``claims-errata`` leave a placeholder that is filled
-at ``doctree-resolved``, i.e. after every chapter has been read (and, with
-myst-nb, executed), so the scorecard shows the claims recorded in this build
-whatever order Sphinx reads the pages in: counts per category, then one table
-per chapter, linked.
+``claims-scorecard``, ``claims-errata`` and ``claims-headlines`` leave a
+placeholder that is filled at ``doctree-resolved`` with a page of
+:mod:`companion.claim_pages`, i.e. after every chapter has been read (and, with
+myst-nb, executed), so the pages show the claims recorded in this build
+whatever order Sphinx reads the pages in.
 
 Source links: every module of the ``companion`` package gets a highlighted
 page ``_source/companion/...html`` with an anchor per line (``#L-12``), and
@@ -67,7 +67,7 @@ class HeadlinesDirective(Directive):
 
 
 def _fill(app, doctree, docname):
-    from companion import claims, config
+    from companion import claim_pages, config
 
     profile = config.get_profile()
 
@@ -75,12 +75,12 @@ def _fill(app, doctree, docname):
         return app.builder.get_relative_uri(docname, chapter)
 
     for node in doctree.traverse(scorecard_placeholder):
-        html = f"<p>profile: <code>{profile}</code></p>" + claims.scorecard(profile, link=link)
+        html = f"<p>profile: <code>{profile}</code></p>" + claim_pages.scorecard(profile, link=link)
         node.replace_self(nodes.raw("", html, format="html"))
     for node in doctree.traverse(errata_placeholder):
-        node.replace_self(nodes.raw("", claims.errata(profile, link=link), format="html"))
+        node.replace_self(nodes.raw("", claim_pages.errata(profile, link=link), format="html"))
     for node in doctree.traverse(headlines_placeholder):
-        node.replace_self(nodes.raw("", claims.headlines(profile, link=link), format="html"))
+        node.replace_self(nodes.raw("", claim_pages.headlines(profile, link=link), format="html"))
 
 
 @dataclass(frozen=True)

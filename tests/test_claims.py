@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from companion import cache, claims, config, report
+from companion import cache, claim_pages, claims, config, report
 
 
 @pytest.fixture(autouse=True)
@@ -313,7 +313,7 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     assert all(ours[k] + sources[k] == n[k] for k in claims.CATEGORIES)
     with pytest.raises(ValueError, match="origin 'mine'"):
         claims.counts("quick", registry=reg, origin="mine")
-    html = claims.scorecard("quick", registry=reg)
+    html = claim_pages.scorecard("quick", registry=reg)
     assert html.count('class="table scorecard"') == 1 and 'href="x.html"' in html and "it is 2" in html
     assert "<th>the sources' claims</th><th>our studies' claims</th><th>all</th>" in html
     assert f"<tr><td>{claims.REFUTED}</td><td>0</td><td>1</td><td>1</td></tr>" in html
@@ -329,7 +329,7 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 1  # the note, escaped
     with pytest.raises(ValueError, match="scale='real'"):
         claims.skip("x.same", "no", registry=reg)
-    errata = claims.errata("quick", registry=reg, path=tmp_path / "no-errata.toml")
+    errata = claim_pages.errata("quick", registry=reg, path=tmp_path / "no-errata.toml")
     assert errata.count('class="erratum"') == 1 and "it is 2" in errata and 'href="x.html"' in errata
     assert "<h3>Findings without an erratum entry yet</h3>" in errata
     # a paper-scale claim that does not hold at this size is pointed to, not counted as a finding
@@ -340,7 +340,7 @@ def test_categories_profile_criteria_and_findings(tmp_path):
         '[[paper]]\nname = "Paper X"\n[[paper.erratum]]\nclaim = "x.finding"\ntitle = "A <title>"\n'
         'kind = "experiment"\nanchor = "sec"\n'
     )
-    errata = claims.errata("quick", registry=reg, path=book)
+    errata = claim_pages.errata("quick", registry=reg, path=book)
     assert "<h3>Paper X</h3><p><b>Experiments</b></p>" in errata and "<h4>A &lt;title&gt;</h4>" in errata
     assert 'href="x.html#sec"' in errata and "without an erratum entry" not in errata
 
@@ -398,7 +398,7 @@ def test_headlines_show_each_sources_claims_with_both_values(tmp_path, monkeypat
     good = tmp_path / "headlines.toml"
     good.write_text('[[source]]\nname = "Paper X"\nclaims = ["x.a"]\n')
     claims.check("x.a", 2.5, profile="quick", quiet=True, registry=reg)
-    html = claims.headlines("quick", registry=reg, path=good)
+    html = claim_pages.headlines("quick", registry=reg, path=good)
     assert "<h3>Paper X</h3>" in html and "<th>this build (quick)</th>" in html
     assert "<td>p</td><td>2.5<br><small>finding against the paper</small></td>" in html
     assert "<b>Finding:</b> it is 2 &lt;b&gt;" in html and 'href="x.html"' in html
@@ -406,9 +406,9 @@ def test_headlines_show_each_sources_claims_with_both_values(tmp_path, monkeypat
         bad = tmp_path / "bad.toml"
         bad.write_text(f'[[source]]\nname = "Paper X"\nclaims = {names!r}\n'.replace("'", '"'))
         with pytest.raises(ValueError, match=match):
-            claims.headlines("quick", registry=reg, path=bad)
+            claim_pages.headlines("quick", registry=reg, path=bad)
     # the book's headlines are rows of the registry, each a source's claim, none twice
-    ids = [c for cs in claims.load_headlines().values() for c in cs]
+    ids = [c for cs in claim_pages.load_headlines().values() for c in cs]
     assert len(ids) == len(set(ids)) >= 12 and all(claims.CLAIMS[c].origin == "paper" for c in ids)
 
 
@@ -430,9 +430,9 @@ def test_a_finding_of_the_papers_size_is_not_counted_at_the_quick_size(tmp_path,
     # the errata page names the scale the finding belongs to, and its recorded value there (none here)
     none = tmp_path / "no-errata.toml"
     assert "<dt>where the finding was established</dt><dd>the full profile: no recorded run yet</dd>" in (
-        claims.errata("quick", registry=reg, path=none)
+        claim_pages.errata("quick", registry=reg, path=none)
     )
-    assert "where the finding was established" not in claims.errata("full", registry=reg, path=none)
+    assert "where the finding was established" not in claim_pages.errata("full", registry=reg, path=none)
 
 
 @pytest.mark.parametrize(
@@ -465,12 +465,12 @@ def test_bad_errata_entries_are_refused(tmp_path, entries, match):
     book = tmp_path / "errata.toml"
     book.write_text('[[paper]]\nname = "P"\n[[paper.erratum]]\n' + entries)
     with pytest.raises(ValueError, match=match):
-        claims.load_errata(book, registry=reg)
+        claim_pages.load_errata(book, registry=reg)
     # the control: a row that states the same erratum is shown inside the entry, not on its own
     book.write_text(
         '[[paper]]\nname = "P"\n[[paper.erratum]]\nclaim = "x.a"\ntitle = "t"\nkind = "theory"\nalso = ["x.b"]\n'
     )
-    html = claims.errata("quick", registry=reg, path=book)
+    html = claim_pages.errata("quick", registry=reg, path=book)
     assert (
         html.count('class="erratum"') == 1
         and "<dt>the same erratum, also checked by</dt><dd><code>x.b</code>" in html
@@ -479,7 +479,7 @@ def test_bad_errata_entries_are_refused(tmp_path, entries, match):
 
 def test_every_finding_has_one_erratum_entry_whose_section_exists():
     """data/errata.toml lists every finding row once, and each entry's anchor is a label of its chapter."""
-    book = claims.load_errata()
+    book = claim_pages.load_errata()
     entries = [e for es in book.values() for e in es]
     named = [c for e in entries for c in [e["claim"], *e["also"]]]
     assert sorted(named) == sorted(c.id for c in claims.CLAIMS.values() if c.finding)

@@ -151,11 +151,11 @@ def test_scorecard_lists_every_claim_with_a_result():
 def test_results_at_a_glance_show_every_headline(page):
     """The landing page and the scorecard open with each source's headline claims (data/headlines.toml), each with
     this build's value and a link to its chapter."""
-    from companion import claims
+    from companion import claim_pages, claims
 
     html = (HTML / f"{page}.html").read_text(encoding="utf-8")
     tables = re.findall(r'<table class="table headlines".*?</table>', html, flags=re.S)
-    heads = claims.load_headlines()
+    heads = claim_pages.load_headlines()
     assert len(tables) == len(heads), f"{page}: {len(tables)} headline tables for {len(heads)} sources"
     for table, ids in zip(tables, heads.values()):
         rows = re.findall(r"<tr><td>(.*?)</tr>", table, flags=re.S)
