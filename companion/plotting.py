@@ -697,7 +697,7 @@ def hop_panels(curves: dict, chance: float):
 
 
 def b10_seed_panels(curves: dict):
-    """B10 along training, one colour per seed (``curves`` as :func:`companion.experiments.induction.b10_seed_curves`
+    """B10 along training, one colour per seed (``curves`` as :func:`companion.experiments.induction_random.b10_seed_curves`
     gives them, live or recorded): the share of the repeated-trigger positions predicting the trigger's likeliest
     bigram successor, with o among its 2nd to 5th likeliest (solid) and off its 5 likeliest (dashed) (top left);
     their ratio, in over off, as trained (solid), with both pair discounts removed (dotted) and with both removed

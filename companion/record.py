@@ -84,6 +84,8 @@ def _registry() -> dict[str, Recordable]:
         catalog,
         fact_capacity,
         induction,
+        induction_head,
+        induction_random,
         khop_recordings,
         scan_snap_text,
         summaries,
@@ -132,8 +134,8 @@ def _registry() -> dict[str, Recordable]:
             Recordable(
                 "induction_head",
                 "book/induction_head",
-                induction.study_members,
-                lambda runs: induction.summary(induction.study_from_runs(runs)),
+                induction_head.study_members,
+                lambda runs: induction_head.summary(induction_head.study_from_runs(runs)),
                 run=induction.run,
             ),
             Recordable(
@@ -205,9 +207,9 @@ def _registry() -> dict[str, Recordable]:
             Recordable(
                 "induction_b10_seeds",
                 "book/induction_random",
-                induction.b10_seed_members,
-                induction.b10_seeds_summary,
-                induction.b10_seed_curves,
+                induction_random.b10_seed_members,
+                induction_random.b10_seeds_summary,
+                induction_random.b10_seed_curves,
                 run=induction.run,
                 summary_var="hb_seeds",
             ),

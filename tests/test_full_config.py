@@ -119,25 +119,27 @@ def test_full_induction_configurations_run():
     pair_gradient and the discount edits on 256 sequences."""
     from dataclasses import replace
 
-    from companion.experiments import induction as ih
+    from companion.experiments import induction, induction_random
 
     exps = [
-        ih.seeds("full")[0],
-        ih.ff_experiment("full"),
-        ih.layer_experiments("full")[2],
-        ih.random_trigger_experiment("full"),
+        induction.seeds("full")[0],
+        induction.ff_experiment("full"),
+        induction.layer_experiments("full")[2],
+        induction.random_trigger_experiment("full"),
     ]
     for exp in exps:
-        r = ih.run(replace(exp, steps=1, eval_every=1), progress=False, use_cache=False)
+        r = induction.run(replace(exp, steps=1, eval_every=1), progress=False, use_cache=False)
         assert len(r.metrics["step"]) == 2 and np.isfinite(r.metrics["loss_head"]).all()
         assert all(np.isfinite(v).all() for v in r.metrics.values())
-    hb = ih.head_or_bigram(r)
+    hb = induction_random.head_or_bigram(r)
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 10000
-    assert all(np.isfinite(hb[f"{k}_in_matched"]) for k in ih.MECHANISM)
-    pg = ih.pair_gradient(r, n_seq=256)
-    assert all(np.isfinite(pg[k]["net"]) for k in ih.KEY_KINDS)
-    edits = ih.discount_edits(r, n_seq=256)
-    assert set(edits) == set(ih.DISCOUNT_EDITS) and all(np.isfinite(e["acc_in"]) for e in edits.values())
+    assert all(np.isfinite(hb[f"{k}_in_matched"]) for k in induction_random.MECHANISM)
+    pg = induction_random.pair_gradient(r, n_seq=256)
+    assert all(np.isfinite(pg[k]["net"]) for k in induction_random.KEY_KINDS)
+    edits = induction_random.discount_edits(r, n_seq=256)
+    assert set(edits) == set(induction.DISCOUNT_EDITS) and all(
+        np.isfinite(e["acc_in"]) for e in edits.values()
+    )
 
 
 def test_full_three_step_configuration_runs():
@@ -145,14 +147,14 @@ def test_full_three_step_configuration_runs():
     (not 65536), with one step size per step."""
     from dataclasses import replace
 
-    from companion.experiments import induction as ih
+    from companion.experiments import three_steps
 
-    exp = ih.three_step_runs("full")["slide order, orthonormal"]
+    exp = three_steps.three_step_runs("full")["slide order, orthonormal"]
     assert (exp.d, exp.seq_len, exp.batch) == (512, 64, 65536)
     small = replace(
         exp, batch=2048, chunk=1024, line_batch=1024, n_test=256, etas=(4.0,), second_step_sizes=(4.0,)
     )
-    rows = ih.three_steps(small, progress=False, use_cache=False)["rows"]
+    rows = three_steps.three_steps(small, progress=False, use_cache=False)["rows"]
     assert [r["matrix"] for r in rows] == ["init", "W_V^2", "W_QK^2", "W_QK^1"]
     assert all(np.isfinite(r["loss"]) for r in rows)
 

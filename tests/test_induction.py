@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from companion import config
 from companion.data.recall import RecallTask
-from companion.experiments import induction as ih
+from companion.experiments import induction, induction_random, three_steps
 from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, train
 
@@ -33,7 +33,7 @@ from companion.train import TrainConfig, train
 )
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        ih.InductionExperiment.quick(**kwargs)
+        induction.InductionExperiment.quick(**kwargs)
 
 
 def test_loss_on_all_marks_every_position():
@@ -42,27 +42,27 @@ def test_loss_on_all_marks_every_position():
 
 
 def test_constructed_head_recalls_and_probes_are_perfect():
-    exp = ih.InductionExperiment.quick(n_test=128)
-    row = ih.constructed_run(exp)
+    exp = induction.InductionExperiment.quick(n_test=128)
+    row = induction.constructed_run(exp)
     assert row["acc"] > 0.85
-    for p in ih.PROBES + ("probe_QK2_all",):
+    for p in induction.PROBES + ("probe_QK2_all",):
         assert row[p] == 1.0, p
 
 
 def test_construct_rejects_bad_input():
     m = Transformer(ModelConfig(65, d=8, max_len=8, ff=("none",)))
     with pytest.raises(ValueError, match="needs two layers"):
-        ih.construct(m, (1,), 65)
+        induction.construct(m, (1,), 65)
     m2 = Transformer(ModelConfig(65, d=8, max_len=8, ff=("none", "none")))
     with pytest.raises(ValueError, match="scale=0.0 is out of range"):
-        ih.construct(m2, (1,), 65, scale=0.0)
+        induction.construct(m2, (1,), 65, scale=0.0)
 
 
 def test_probes_at_init_are_near_chance():
-    exp = ih.InductionExperiment.quick()
+    exp = induction.InductionExperiment.quick()
     m = Transformer(exp.model_config())
     task = exp.task()
-    p = ih.memory_probes(m, task.triggers, task.n, exp.early_cutoff)
+    p = induction.memory_probes(m, task.triggers, task.n, exp.early_cutoff)
     assert p["probe_OV2"] < 0.2 and p["probe_QK1"] < 0.2 and p["probe_QK2_all"] <= 0.4
 
 
@@ -75,9 +75,9 @@ def test_ff_bigram_kl_matches_direct_computation():
         logq = torch.log_softmax(m.W_E[keep] @ m.layers[1].ff.W_F.T @ m.W_U.T, -1).double().numpy()
     p = P[keep]
     direct = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1)) - logq), 0).sum(1).mean()
-    assert ih.ff_bigram_kl(m, P, task.triggers) == pytest.approx(direct, rel=1e-5)
-    assert ih.ff_bigram_kl(m, P, task.triggers, layer=2) == ih.ff_bigram_kl(m, P, task.triggers)
-    assert ih.bigram_zero_share(task) > 0.3  # why Eq. (10)'s order (model first) is infinite
+    assert induction.ff_bigram_kl(m, P, task.triggers) == pytest.approx(direct, rel=1e-5)
+    assert induction.ff_bigram_kl(m, P, task.triggers, layer=2) == induction.ff_bigram_kl(m, P, task.triggers)
+    assert induction.bigram_zero_share(task) > 0.3  # why Eq. (10)'s order (model first) is infinite
 
 
 def test_unfreeze_releases_a_matrix_at_its_step():
@@ -102,11 +102,11 @@ def test_unfreeze_releases_a_matrix_at_its_step():
 
 
 def test_run_is_reproducible_and_freezes_what_it_says():
-    exp = ih.InductionExperiment.quick(
+    exp = induction.InductionExperiment.quick(
         steps=4, eval_every=2, batch=4, n_test=8, frozen_first=("W_QK^1",), unfreeze_at=4
     )
-    a = ih.run(exp, progress=False, use_cache=False)
-    b = ih.run(exp, progress=False, use_cache=False)
+    a = induction.run(exp, progress=False, use_cache=False)
+    b = induction.run(exp, progress=False, use_cache=False)
     for k in a.metrics:
         np.testing.assert_array_equal(a.metrics[k], b.metrics[k])
     init = Transformer(exp.model_config(), seed=exp.seed).state_dict()
@@ -119,7 +119,7 @@ def test_run_is_reproducible_and_freezes_what_it_says():
 
 
 def test_quick_and_full_differ_only_in_size():
-    q, f = ih.InductionExperiment.quick(), ih.InductionExperiment.full()
+    q, f = induction.InductionExperiment.quick(), induction.InductionExperiment.full()
     diff = {x.name for x in dataclasses.fields(q) if getattr(q, x.name) != getattr(f, x.name)}
     assert diff == {"profile", "d", "seq_len", "batch", "steps", "unfreeze_at", "n_test", "early_cutoff"}
 
@@ -148,7 +148,7 @@ def test_quick_and_full_differ_only_in_size():
 )
 def test_three_step_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        ih.ThreeStepExperiment.quick(**kwargs)
+        three_steps.ThreeStepExperiment.quick(**kwargs)
 
 
 def test_final_recall_marks_only_repeated_final_triggers():
@@ -164,19 +164,19 @@ def test_final_recall_marks_only_repeated_final_triggers():
 def test_batch_loss_reads_only_the_marked_final_positions():
     from companion.train import batch_loss
 
-    exp = ih.ThreeStepExperiment.quick(d=256, seq_len=16)
+    exp = three_steps.ThreeStepExperiment.quick(d=256, seq_len=16)
     m = Transformer(exp.model_config())
     b = exp.task().sample(np.random.default_rng(1), 64)
     rows = b.loss_mask[:, -1]
     logits = m(torch.as_tensor(b.inputs))[:, -1]
     direct = torch.nn.functional.cross_entropy(logits[rows], torch.as_tensor(b.targets[rows, -1]))
     assert torch.allclose(batch_loss(m, b, "cpu"), direct, atol=1e-5)
-    assert torch.allclose(ih._population_loss(m, [b]), direct, atol=1e-5)
+    assert torch.allclose(three_steps._population_loss(m, [b]), direct, atol=1e-5)
 
 
 def test_orthonormal_embeddings_are_orthogonal_and_remap():
-    exp = ih.ThreeStepExperiment.quick(d=256, seq_len=16)
-    m = ih.orthonormal_embeddings(Transformer(exp.model_config()), 0)
+    exp = three_steps.ThreeStepExperiment.quick(d=256, seq_len=16)
+    m = three_steps.orthonormal_embeddings(Transformer(exp.model_config()), 0)
     V, T, d = m.W_E.shape[0], m.P.shape[0], 256
     remap = m.W_E @ m.matrix("W_V^1").T
     X = torch.cat(
@@ -193,14 +193,21 @@ def test_orthonormal_embeddings_are_orthogonal_and_remap():
 
 def test_three_steps_small_run_learns_ov_and_reverse_order_has_no_gradient():
     small = dict(d=230, seq_len=32, batch=2048, chunk=1024, line_batch=1024, n_test=64)
-    fwd = ih.three_steps(ih.ThreeStepExperiment.quick(**small), progress=False, use_cache=False)
+    fwd = three_steps.three_steps(
+        three_steps.ThreeStepExperiment.quick(**small), progress=False, use_cache=False
+    )
     rows = fwd["rows"]
     assert [r["matrix"] for r in rows] == ["init", "W_V^2", "W_QK^2", "W_QK^1"]
     assert rows[0]["probe_OV2"] == 0.0 and rows[1]["probe_OV2"] > 0.5 and rows[1]["loss"] < rows[0]["loss"]
-    rev = ih.three_steps(
-        ih.ThreeStepExperiment.quick(order=ih.STEP_ORDER[::-1], **small), progress=False, use_cache=False
+    rev = three_steps.three_steps(
+        three_steps.ThreeStepExperiment.quick(order=induction.STEP_ORDER[::-1], **small),
+        progress=False,
+        use_cache=False,
     )["rows"]
-    assert rev[1]["eta"] == rev[2]["eta"] == 0.0 and max(r["grad_norm"] for r in rev[1:3]) < ih.ZERO_GRADIENT
+    assert (
+        rev[1]["eta"] == rev[2]["eta"] == 0.0
+        and max(r["grad_norm"] for r in rev[1:3]) < three_steps.ZERO_GRADIENT
+    )
     assert rev[3]["probe_OV2"] == rows[1]["probe_OV2"]  # the same first real step, on the same population
 
 
@@ -215,7 +222,9 @@ def test_second_step_sweep_keeps_the_size_with_the_lowest_final_loss():
         etas=(1.0, 8.0),
         second_step_sizes=(1.0, 16.0),
     )
-    r = ih.three_steps(ih.ThreeStepExperiment.quick(**small), progress=False, use_cache=False)
+    r = three_steps.three_steps(
+        three_steps.ThreeStepExperiment.quick(**small), progress=False, use_cache=False
+    )
     best = min(r["sweep"], key=lambda s: s["third"]["loss"])
     assert r["rows"][2]["eta"] == best["second_size"] and r["rows"][3] == best["third"]
 
@@ -224,13 +233,13 @@ def test_second_step_sweep_keeps_the_size_with_the_lowest_final_loss():
 
 
 def _orthonormal_model(seq_len=16):
-    exp = ih.ThreeStepExperiment.quick(d=256, seq_len=seq_len)
-    return exp, exp.task(), ih.orthonormal_embeddings(Transformer(exp.model_config()), 0)
+    exp = three_steps.ThreeStepExperiment.quick(d=256, seq_len=seq_len)
+    return exp, exp.task(), three_steps.orthonormal_embeddings(Transformer(exp.model_config()), 0)
 
 
 def test_shakespeare_iid_data_keeps_frequencies_and_triggers_and_drops_the_bigram():
-    text = ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare").task()
-    iid = ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid").task()
+    text = three_steps.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare").task()
+    iid = three_steps.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid").task()
     assert iid.triggers == text.triggers
     assert np.allclose(iid.stats.unigram, text.stats.unigram)
     assert np.allclose(iid.stats.bigram, iid.stats.unigram[None, :]) and not np.allclose(
@@ -240,84 +249,84 @@ def test_shakespeare_iid_data_keeps_frequencies_and_triggers_and_drops_the_bigra
 
 def test_rescale_memories_gives_the_hand_written_scores_and_keeps_directions():
     _, task, m = _orthonormal_model()
-    ih.construct(m, task.triggers, task.n, scale=20.0)
-    scores = ih.stored_scores(m, task.triggers, task.n)
+    induction.construct(m, task.triggers, task.n, scale=20.0)
+    scores = three_steps.stored_scores(m, task.triggers, task.n)
     assert scores == pytest.approx({"W_QK^1": 20.0, "W_QK^2": 20.0, "W_V^2": 10.0}, rel=1e-4)
-    hand = {n: m.matrix(n).detach().clone() for n in ih.STEP_ORDER}
+    hand = {n: m.matrix(n).detach().clone() for n in induction.STEP_ORDER}
     with torch.no_grad():
-        for factor, n in zip((3.0, 0.1, 7.0), ih.STEP_ORDER):
+        for factor, n in zip((3.0, 0.1, 7.0), induction.STEP_ORDER):
             m.matrix(n).mul_(factor)
-    ih.rescale_memories(m, task.triggers, task.n, 5.0, names=("W_QK^2",))
-    assert ih.stored_scores(m, task.triggers, task.n)["W_QK^2"] == pytest.approx(5.0, rel=1e-4)
-    ih.rescale_memories(m, task.triggers, task.n, 20.0)
-    for n in ih.STEP_ORDER:
+    three_steps.rescale_memories(m, task.triggers, task.n, 5.0, names=("W_QK^2",))
+    assert three_steps.stored_scores(m, task.triggers, task.n)["W_QK^2"] == pytest.approx(5.0, rel=1e-4)
+    three_steps.rescale_memories(m, task.triggers, task.n, 20.0)
+    for n in induction.STEP_ORDER:
         assert torch.allclose(m.matrix(n), hand[n], rtol=1e-3, atol=1e-6)
 
 
 @pytest.mark.parametrize(
     "scale, names, match",
     [
-        (0.0, ih.STEP_ORDER, r"scale=0.0 is out of range"),
+        (0.0, induction.STEP_ORDER, r"scale=0.0 is out of range"),
         (1.0, ("W_V^1",), "unknown memory 'W_V\\^1'"),
         (
             1.0,
-            ih.STEP_ORDER,
+            induction.STEP_ORDER,
             r"cannot rescale memories whose stored pairs score <= 0 on average: \{'W_QK\^1'",
         ),
     ],
 )
 def test_rescale_memories_bad_input(scale, names, match):
     _, task, m = _orthonormal_model()
-    ih.construct(m, task.triggers, task.n)
+    induction.construct(m, task.triggers, task.n)
     with torch.no_grad():
         m.matrix("W_QK^1").zero_()
     with pytest.raises(ValueError, match=match):
-        ih.rescale_memories(m, task.triggers, task.n, scale, names)
+        three_steps.rescale_memories(m, task.triggers, task.n, scale, names)
 
 
 def test_hand_written_memories_live_in_their_own_blocks_and_projection_removes_the_rest():
     _, task, m = _orthonormal_model()
-    ih.construct(m, task.triggers, task.n)
-    shares = ih.block_shares(m, task.n)
-    for name, (left, right) in ih.OWN_BLOCK.items():
+    induction.construct(m, task.triggers, task.n)
+    shares = three_steps.block_shares(m, task.n)
+    for name, (left, right) in three_steps.OWN_BLOCK.items():
         assert shares[name][f"{left} x {right}"] == pytest.approx(1.0, abs=1e-4)
-        assert torch.allclose(ih.own_block(m, name, task.n), m.matrix(name), atol=1e-5)
+        assert torch.allclose(three_steps.own_block(m, name, task.n), m.matrix(name), atol=1e-5)
     memory = m.matrix("W_QK^2").detach().clone()
     with torch.no_grad():
         m.matrix("W_QK^2").add_(m.P.T @ m.P)  # a position-to-position association on top
-    assert ih.block_shares(m, task.n)["W_QK^2"]["P x P"] > 0.5
-    assert torch.allclose(ih.own_block(m, "W_QK^2", task.n), memory, atol=1e-4)
+    assert three_steps.block_shares(m, task.n)["W_QK^2"]["P x P"] > 0.5
+    assert torch.allclose(three_steps.own_block(m, "W_QK^2", task.n), memory, atol=1e-4)
 
 
 def test_qk2_rows_agree_with_the_probe():
     _, task, m = _orthonormal_model()
-    ih.construct(m, task.triggers, task.n)
-    rows = ih.qk2_rows(m, task.triggers, task.n)
+    induction.construct(m, task.triggers, task.n)
+    rows = three_steps.qk2_rows(m, task.triggers, task.n)
     assert rows == {"qk2_rank": [1] * len(task.triggers), "qk2_winner": list(task.triggers)}
     with torch.no_grad():
         m.matrix("W_QK^2").copy_(torch.randn(256, 256, generator=torch.Generator().manual_seed(0)))
-    rows = ih.qk2_rows(m, task.triggers, task.n)
-    probe = ih.memory_probes(m, task.triggers, task.n, 8)["probe_QK2_all"]
+    rows = three_steps.qk2_rows(m, task.triggers, task.n)
+    probe = induction.memory_probes(m, task.triggers, task.n, 8)["probe_QK2_all"]
     assert np.mean(np.array(rows["qk2_rank"]) == 1) == pytest.approx(probe)
     assert all(r >= 1 for r in rows["qk2_rank"])
     with torch.no_grad():
         m.matrix("W_QK^2").zero_()
     # ties count against
-    assert ih.qk2_rows(m, task.triggers, task.n)["qk2_rank"] == [task.n] * len(task.triggers)
+    assert three_steps.qk2_rows(m, task.triggers, task.n)["qk2_rank"] == [task.n] * len(task.triggers)
 
 
 def test_three_steps_compares_scales_and_reports_blocks_and_rows():
     small = dict(d=230, seq_len=32, batch=512, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
-    r = ih.three_steps(
-        ih.ThreeStepExperiment.quick(scales=(2.0, 40.0), **small), progress=False, use_cache=False
+    r = three_steps.three_steps(
+        three_steps.ThreeStepExperiment.quick(scales=(2.0, 40.0), **small), progress=False, use_cache=False
     )
     assert [s["scale"] for s in r["scales"]] == [2.0, 40.0]
-    assert all(set(s) == {"scale", *ih.MIXES} for s in r["scales"])
-    values = np.array([[s[m] for m in ih.MIXES] for s in r["scales"]])
+    assert all(set(s) == {"scale", *three_steps.MIXES} for s in r["scales"])
+    values = np.array([[s[m] for m in three_steps.MIXES] for s in r["scales"]])
     assert ((values >= 0) & (values <= 1) | np.isnan(values)).all(), values
     # NaN only where a learned memory scores <= 0
     assert not np.isnan([s["constructed"] for s in r["scales"]]).any()
-    assert set(r["blocks"]) == set(ih.STEP_ORDER)
+    assert set(r["blocks"]) == set(induction.STEP_ORDER)
     total = {n: sum(v.values()) for n, v in r["blocks"].items()}
     assert all(0.9 < t <= 1.0 + 1e-4 for t in total.values())
     step2 = r["rows"][2]
@@ -326,40 +335,40 @@ def test_three_steps_compares_scales_and_reports_blocks_and_rows():
     assert "qk2_rank" not in r["rows"][1] and "qk2_rank" not in r["rows"][3]
     step3 = r["rows"][3]
     assert step3["matrix"] == "W_QK^1" and len(step3["qk1_winner"]) == 31
-    misses = ih.qk1_misses(r)
+    misses = three_steps.qk1_misses(r)
     assert 1 - len(misses) / 31 == pytest.approx(step3["probe_QK1"])
     assert all(s != t - 1 and 0 <= s <= 30 for t, s in misses)
-    gauss = ih.three_steps(
-        ih.ThreeStepExperiment.quick(embeddings="gaussian", **small), progress=False, use_cache=False
+    gauss = three_steps.three_steps(
+        three_steps.ThreeStepExperiment.quick(embeddings="gaussian", **small), progress=False, use_cache=False
     )
     assert gauss["scales"] == [] and gauss["blocks"] == {}  # no comparison asked; blocks undefined
 
 
 def test_three_step_tables():
     res = {
-        "scales": [{"scale": 1.0, **{m: 0.5 for m in ih.MIXES}}],
+        "scales": [{"scale": 1.0, **{m: 0.5 for m in three_steps.MIXES}}],
         "blocks": {
             n: {f"{a} x {b}": 0.1 for a in (("U",) if n == "W_V^2" else "EPR") for b in "EPR"}
-            for n in ih.STEP_ORDER
+            for n in induction.STEP_ORDER
         },
     }
     assert (
-        ih.scale_table(res).splitlines()[0]
-        == "| scale | " + " | ".join(m.replace("W_V^2", "W_OV^2") for m in ih.MIXES) + " |"
+        three_steps.scale_table(res).splitlines()[0]
+        == "| scale | " + " | ".join(m.replace("W_V^2", "W_OV^2") for m in three_steps.MIXES) + " |"
     )
-    table = ih.block_table(res)
+    table = three_steps.block_table(res)
     assert len(table.splitlines()) == 2 + 7 and "| W_QK^2 | E | 0.1 | 0.1 | **0.1** |" in table
     runs = {
-        "a": ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare"),
-        "b": ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid"),
+        "a": three_steps.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare"),
+        "b": three_steps.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid"),
     }
     step2 = {"matrix": "W_QK^2", "qk2_rank": [1, 3, 1, 1, 1], "qk2_winner": [1, 0, 2, 3, 4]}
     rows = {"rows": [{"matrix": "init"}, step2]}
-    text = ih.qk2_rank_table({"a": rows, "b": rows}, runs)
+    text = three_steps.qk2_rank_table({"a": rows, "b": rows}, runs)
     assert "| ' ' |" in text and "3 ('\\n' wins)" in text
-    runs["b"] = ih.ThreeStepExperiment.quick()
+    runs["b"] = three_steps.ThreeStepExperiment.quick()
     with pytest.raises(ValueError, match="do not share their triggers"):
-        ih.qk2_rank_table({"a": rows, "b": rows}, runs)
+        three_steps.qk2_rank_table({"a": rows, "b": rows}, runs)
 
 
 # --- what step 2 writes ---
@@ -368,34 +377,35 @@ def test_three_step_tables():
 def test_construct_writes_only_the_named_memories():
     _, task, m = _orthonormal_model()
     before = {n: m.matrix(n).detach().clone() for n in ("W_QK^2", "W_V^2")}
-    ih.construct(m, task.triggers, task.n, names=("W_QK^1",))
+    induction.construct(m, task.triggers, task.n, names=("W_QK^1",))
     assert all(torch.equal(m.matrix(n), W) for n, W in before.items())
-    assert ih.stored_scores(m, task.triggers, task.n)["W_QK^1"] == pytest.approx(20.0, rel=1e-4)
+    assert three_steps.stored_scores(m, task.triggers, task.n)["W_QK^1"] == pytest.approx(20.0, rel=1e-4)
     with pytest.raises(ValueError, match="unknown memory 'W_V\\^1'"):
-        ih.construct(m, task.triggers, task.n, names=("W_V^1",))
+        induction.construct(m, task.triggers, task.n, names=("W_V^1",))
 
 
 def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
     small = dict(
         d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0), scales=(5.0,)
     )
-    exp = ih.ThreeStepExperiment.quick(**small)
-    uni = ih.step2_gradient(exp)
-    learned = ih.three_steps(exp, progress=False, use_cache=False)["blocks"]["W_QK^2"]
+    exp = three_steps.ThreeStepExperiment.quick(**small)
+    uni = three_steps.step2_gradient(exp)
+    learned = three_steps.three_steps(exp, progress=False, use_cache=False)["blocks"]["W_QK^2"]
     assert uni["shares"] == pytest.approx(learned, abs=1e-6)  # the learned W_QK^2 is the gradient, scaled
     assert sum(p["share"] for p in uni["parts"].values()) == pytest.approx(1.0)
     assert all(p["share"] >= -1e-6 for p in uni["parts"].values())
     assert uni["parts"]["stored pairs"]["mean / stored"] == pytest.approx(1.0) and uni["stored"] > 0
     assert set(uni["accuracy"]) == {5.0} and 0 <= uni["accuracy"][5.0] <= 1
-    prev = ih.step2_gradient(exp, "previous token")
+    prev = three_steps.step2_gradient(exp, "previous token")
     # the previous token, passed undiluted, strengthens the stored pairs
     assert prev["stored"] > uni["stored"]
-    s = ih.step2_summary([uni, prev])
+    s = three_steps.step2_summary([uni, prev])
     assert s["g2_stored_ratio"] == pytest.approx(prev["stored"] / uni["stored"])
     assert s["g2_best_prev"] == prev["accuracy"][5.0]
-    table = ih.step2_table([uni, prev])
+    table = three_steps.step2_table([uni, prev])
     assert (
-        len(table.splitlines()) == 2 + len(ih.STEP2_PARTS) and "uniform first layer" in table.splitlines()[0]
+        len(table.splitlines()) == 2 + len(three_steps.STEP2_PARTS)
+        and "uniform first layer" in table.splitlines()[0]
     )
 
 
@@ -404,17 +414,17 @@ def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
     [
         ({}, "previous", "unknown first_layer 'previous'"),
         ({"embeddings": "gaussian"}, "uniform", "needs embeddings='orthonormal'"),
-        ({"order": ih.STEP_ORDER[::-1]}, "uniform", "the slide's order"),
+        ({"order": induction.STEP_ORDER[::-1]}, "uniform", "the slide's order"),
     ],
 )
 def test_step2_gradient_bad_input(overrides, first, match):
     with pytest.raises(ValueError, match=match):
-        ih.step2_gradient(ih.ThreeStepExperiment.quick(**overrides), first)
+        three_steps.step2_gradient(three_steps.ThreeStepExperiment.quick(**overrides), first)
 
 
 def test_step2_summary_needs_both_first_layers():
     with pytest.raises(ValueError, match="missing \\['previous token'\\]"):
-        ih.step2_summary([{"first_layer": "uniform"}])
+        three_steps.step2_summary([{"first_layer": "uniform"}])
 
 
 # --- the step-2 probe, part by part ---
@@ -422,106 +432,115 @@ def test_step2_summary_needs_both_first_layers():
 
 def test_step2_outer_is_the_population_gradient():
     small = dict(d=64, seq_len=16, batch=512, chunk=256, line_batch=256, n_test=64, etas=(1.0, 4.0))
-    model, task, population = ih._after_first_step(
-        ih.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid", **small)
+    model, task, population = three_steps._after_first_step(
+        three_steps.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid", **small)
     )
     kept = []
-    Q, K = ih.step2_outer(model, population, keep=kept)
-    assert set(Q) == set(K) == set(ih.STREAM_PARTS) and len(kept) == len(population)
+    Q, K = three_steps.step2_outer(model, population, keep=kept)
+    assert set(Q) == set(K) == set(three_steps.STREAM_PARTS) and len(kept) == len(population)
     G = sum(Q[a].T @ K[b] for a in Q for b in K) / len(Q["token"])
-    auto = -ih._population_gradient(model, "W_QK^2", population)
+    auto = -three_steps._population_gradient(model, "W_QK^2", population)
     assert auto.norm() > 0 and (G - auto).norm() / auto.norm() < 1e-5
     n_loss = sum(int(b.loss_mask[:, -1].sum()) for b in population)
     assert Q["token"].shape == (n_loss, 64)
     # the token means: every sequence's weights sum to zero, so their count-weighted mean is zero too; with
     # the rows' own token vectors, the whole row is K's token part summed per trigger
     query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)
-    tw = ih.step2_token_weights(model, population, query)
+    tw = three_steps.step2_token_weights(model, population, query)
     assert tw["m"].shape == tw["counts"].shape == (3, model.W_U.shape[0])
     assert int(tw["counts"].sum()) == n_loss * 16 and abs(float((tw["m"] * tw["counts"]).sum())) < 1e-3
     assert -1 <= tw["cos_min"] <= tw["cos"] <= 1 and tw["pi"].sum().item() == pytest.approx(1.0, abs=1e-4)
     assert tw["counts"][1].sum() >= 2 * n_loss  # the query's token: at the query and at an earlier occurrence
-    again = ih.step2_token_weights(model, population, query, gains=kept)  # what step2_outer kept: the same
+    again = three_steps.step2_token_weights(
+        model, population, query, gains=kept
+    )  # what step2_outer kept: the same
     assert (
         all(torch.equal(tw[k], again[k]) for k in ("m", "counts", "alpha", "pi"))
         and tw["cos"] == again["cos"]
     )
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
-        ih.step2_token_weights(model, population, query[:, :1])
+        three_steps.step2_token_weights(model, population, query[:, :1])
     with torch.no_grad():
         model.matrix("W_QK^2").add_(1e-3)
     with pytest.raises(ValueError, match="needs W_QK\\^2 = 0"):
-        ih.step2_outer(model, population)
+        three_steps.step2_outer(model, population)
 
 
 def test_step2_outer_bad_input():
-    exp = ih.ThreeStepExperiment.quick(
+    exp = three_steps.ThreeStepExperiment.quick(
         embeddings="gaussian", d=64, seq_len=16, batch=256, chunk=256, line_batch=256
     )
-    model, task, population, _ = ih._step_setup(exp)
+    model, task, population, _ = three_steps._step_setup(exp)
     dense = dataclasses.replace(task, loss_on="all")
     with pytest.raises(ValueError, match="the last position only"):
-        ih.step2_outer(model, [dense.sample(np.random.default_rng(0), 8)])
+        three_steps.step2_outer(model, [dense.sample(np.random.default_rng(0), 8)])
     one = Transformer(ModelConfig(vocab_size=task.vocab_size, d=64, max_len=16, ff=("none",)))
     with pytest.raises(ValueError, match="two attention-only layers"):
-        ih.step2_outer(one, population)
+        three_steps.step2_outer(one, population)
     with pytest.raises(ValueError, match="the slide's order"):
-        ih.step2_probe_parts(ih.ThreeStepExperiment.quick(order=ih.STEP_ORDER[::-1]))
+        three_steps.step2_probe_parts(three_steps.ThreeStepExperiment.quick(order=induction.STEP_ORDER[::-1]))
 
 
 def test_step2_probe_parts_add_up_to_the_runs_probe():
     small = dict(seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
-    ortho = ih.ThreeStepExperiment.quick(d=230, data="shakespeare", **small)
-    parts = ih.step2_probe_parts(ortho)
+    ortho = three_steps.ThreeStepExperiment.quick(d=230, data="shakespeare", **small)
+    parts = three_steps.step2_probe_parts(ortho)
     assert (
-        parts["probe"] == ih.three_steps(ortho, progress=False, use_cache=False)["rows"][2]["probe_QK2_all"]
+        parts["probe"]
+        == three_steps.three_steps(ortho, progress=False, use_cache=False)["rows"][2]["probe_QK2_all"]
     )
     # orthonormal embeddings: the keys' tokens and positions are orthogonal to every remapped key
     first = parts["key"]["first layer"]["spread"]
     assert first > 0 and parts["key"]["token"]["spread"] < 1e-4 * first
     assert parts["key"]["position"]["spread"] < 1e-4 * first
     assert parts["key"]["first layer"]["probe"] == parts["probe"]
-    gauss = ih.step2_probe_parts(ih.ThreeStepExperiment.quick(d=64, embeddings="gaussian", **small))
-    assert gauss["key"]["token"]["spread"] > 0 and set(gauss["without key"]) == set(ih.STREAM_PARTS)
-    results = dict(zip(ih.GAUSSIAN_RUNS, (gauss, parts, gauss)))
-    s = ih.step2_probe_summary(results)
+    gauss = three_steps.step2_probe_parts(
+        three_steps.ThreeStepExperiment.quick(d=64, embeddings="gaussian", **small)
+    )
+    assert gauss["key"]["token"]["spread"] > 0 and set(gauss["without key"]) == set(three_steps.STREAM_PARTS)
+    results = dict(zip(three_steps.GAUSSIAN_RUNS, (gauss, parts, gauss)))
+    s = three_steps.step2_probe_summary(results)
     assert s["g2p_token_iid"] == pytest.approx(
         gauss["key"]["token"]["spread"] / gauss["key"]["first layer"]["spread"]
     )
     assert s["g2p_first_layer_min"] == min(r["key"]["first layer"]["probe"] for r in results.values())
     assert s["g2p_coherence_ratio"] == pytest.approx(1.0) and 0 < s["g2p_shared_iid"] <= 1 + 1e-6
-    table = ih.step2_probe_table(results)
-    assert len(table.splitlines()) == 2 + 1 + 2 * len(ih.STREAM_PARTS)
+    table = three_steps.step2_probe_table(results)
+    assert len(table.splitlines()) == 2 + 1 + 2 * len(three_steps.STREAM_PARTS)
     with pytest.raises(ValueError, match="missing"):
-        ih.step2_probe_summary({ih.GAUSSIAN_RUNS[0]: gauss})
+        three_steps.step2_probe_summary({three_steps.GAUSSIAN_RUNS[0]: gauss})
 
 
 def test_key_coherence_tells_a_random_walk_from_a_shared_vector():
     g = torch.Generator().manual_seed(0)
     query = torch.zeros(4000, 5, dtype=torch.bool)
     query[torch.arange(4000), torch.arange(4000) % 5] = True
-    walk = ih.key_coherence(torch.randn(4000, 32, generator=g), query)
+    walk = three_steps.key_coherence(torch.randn(4000, 32, generator=g), query)
     assert 0.7 < walk["coherence"] < 1.3 and walk["shared"] < 0.5  # independent, mean zero
     common = torch.randn(32, generator=g)
-    alike = ih.key_coherence(common + 0.1 * torch.randn(4000, 32, generator=g), query)
+    alike = three_steps.key_coherence(common + 0.1 * torch.randn(4000, 32, generator=g), query)
     assert alike["coherence"] > 700 and alike["shared"] > 0.99  # 800 sequences per trigger, all alike
     assert walk["sequences"] == alike["sequences"] == 800
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
-        ih.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))
+        three_steps.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))
 
 
 def test_head_and_bigram_paths_add_up_to_the_logits():
-    exp = ih.random_trigger_experiment("quick")
+    exp = induction.random_trigger_experiment("quick")
     model = Transformer(exp.model_config(), seed=0)
     b = exp.task().sample(np.random.default_rng(0), 4)
-    logits, head, rest = ih.head_and_bigram_paths(model, torch.as_tensor(b.inputs))
+    logits, head, rest = induction_random.head_and_bigram_paths(model, torch.as_tensor(b.inputs))
     torch.testing.assert_close(head + rest, logits, rtol=1e-4, atol=1e-4)
 
 
 def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
-    exp = dataclasses.replace(ih.random_trigger_experiment("quick"), steps=2, eval_every=1, batch=4, n_test=8)
+    exp = dataclasses.replace(
+        induction.random_trigger_experiment("quick"), steps=2, eval_every=1, batch=4, n_test=8
+    )
     assert exp.task().trigger_draw == "unigram"
-    hb = ih.head_or_bigram(ih.run(exp, progress=False, use_cache=False), n_seq=120, chunk=32)
+    hb = induction_random.head_or_bigram(
+        induction.run(exp, progress=False, use_cache=False), n_seq=120, chunk=32
+    )
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 0
     rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
     batches = [exp.task().sample(rng, 32) for _ in range(3)] + [exp.task().sample(rng, 24)]
@@ -529,26 +548,27 @@ def test_head_or_bigram_groups_every_repeated_trigger_by_rank():
     assert hb["positions"] == sum(int(b.recall_positions.sum()) for b in batches)
     first = hb["bins"][0]  # o is the bigram's likeliest successor: predicting o is predicting the top
     assert first["ranks"] == (1, 1) and first["n"] > 0 and first["acc"] == first["top1"]
-    assert all(0 <= b[k] <= 1 for b in hb["bins"] if b["n"] for k in ih.COLUMNS)
-    rows = ih.head_or_bigram_rows(hb)
-    assert [r[0] for r in rows][:2] == ["1", f"2 to {ih.BIGRAM_TOP}"] and len(rows[0]) == len(
-        ih.HEAD_OR_BIGRAM_HEADER
+    assert all(0 <= b[k] <= 1 for b in hb["bins"] if b["n"] for k in induction_random.COLUMNS)
+    rows = induction_random.head_or_bigram_rows(hb)
+    assert [r[0] for r in rows][:2] == ["1", f"2 to {induction.BIGRAM_TOP}"] and len(rows[0]) == len(
+        induction_random.HEAD_OR_BIGRAM_HEADER
     )
     assert rows[-1][0] == "never follows the trigger" and rows[-2][0] == "21 and above"
     assert (
-        0 <= hb["strata_matched"] <= exp.task().n * len(ih.OCCURRENCE_BINS) and 0 <= hb["matched_share"] <= 1
+        0 <= hb["strata_matched"] <= exp.task().n * len(induction_random.OCCURRENCE_BINS)
+        and 0 <= hb["matched_share"] <= 1
     )
     with pytest.raises(ValueError, match=r"head_or_bigram needs ff=\('none', 'linear'\)"):
-        ih.head_or_bigram(ih.InductionRun(ih.InductionExperiment.quick(), {}))
+        induction_random.head_or_bigram(induction.InductionRun(induction.InductionExperiment.quick(), {}))
     with pytest.raises(ValueError, match=r"n_seq=0 is out of range"):
-        ih.head_or_bigram(ih.InductionRun(exp, {}), n_seq=0)
+        induction_random.head_or_bigram(induction.InductionRun(exp, {}), n_seq=0)
 
 
 def _tiny_random_run():
     exp = dataclasses.replace(
-        ih.random_trigger_experiment("quick"), steps=3, eval_every=1, batch=4, n_test=16
+        induction.random_trigger_experiment("quick"), steps=3, eval_every=1, batch=4, n_test=16
     )
-    return ih.run(exp, progress=False, use_cache=False)
+    return induction.run(exp, progress=False, use_cache=False)
 
 
 def test_key_measures_match_a_position_by_position_count():
@@ -559,9 +579,9 @@ def test_key_measures_match_a_position_by_position_count():
     T = x.shape[1]
     prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)
     keys = (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool).tril()
-    assert torch.equal(keys, ih._after_earlier(x))
+    assert torch.equal(keys, induction_random._after_earlier(x))
     y = torch.as_tensor(b.targets)
-    m = ih._key_measures(model, x, rec, keys, y)
+    m = induction_random._key_measures(model, x, rec, keys, y)
     W2, c, x1 = model.layers[1].qk(), model.scale, rec["u1"]
     i, t = [int(v) for v in keys.any(-1).nonzero()[-1]]  # a position with at least one such key
     s = keys[i, t].nonzero()[:, 0]
@@ -611,35 +631,40 @@ def test_pair_scores_read_the_token_token_logits():
         model.W_E[:N] = torch.linalg.qr(
             torch.randn(model.W_E.shape[1], N, generator=torch.Generator().manual_seed(0))
         )[0].T
-        base = ih.pair_scores(model, task)
+        base = induction.pair_scores(model, task)
         q = task.triggers[0]
         y = int(np.argmax(task.stats.bigram[q]))
         model.layers[1].W_QK += 50.0 * torch.outer(model.W_E[q], model.W_E[y])
-    ps = ih.pair_scores(model, task)
-    ranks, big = ih.successor_ranks(task), torch.as_tensor(task.stats.bigram)
-    assert torch.equal(ranks == ih.NEVER, big == 0) and (ranks.gather(1, big.argmax(1)[:, None]) == 1).all()
-    n_likely = int(ih._likely_pairs(task)[[t for t in task.triggers if t < N]].sum())
-    shift = ps["W_QK^2"][ih.PAIR_KINDS[0]] - base["W_QK^2"][ih.PAIR_KINDS[0]]
+    ps = induction.pair_scores(model, task)
+    ranks, big = induction.successor_ranks(task), torch.as_tensor(task.stats.bigram)
+    assert (
+        torch.equal(ranks == induction.NEVER, big == 0)
+        and (ranks.gather(1, big.argmax(1)[:, None]) == 1).all()
+    )
+    n_likely = int(induction.likely_pairs(task)[[t for t in task.triggers if t < N]].sum())
+    shift = ps["W_QK^2"][induction.PAIR_KINDS[0]] - base["W_QK^2"][induction.PAIR_KINDS[0]]
     # one pair of n_likely moved by 50 c
     assert shift == pytest.approx(50.0 * model.scale / n_likely, rel=1e-4)
     assert ps["W_QK^1"] == base["W_QK^1"]
-    rows = ih.pair_score_rows(ih.pair_score_models(r, r))
-    assert len(rows) == 2 * len(ih.PAIR_MODELS) and len(rows[0]) == 3 + len(ih.PAIR_KINDS)
+    rows = induction_random.pair_score_rows(induction_random.pair_score_models(r, r))
+    assert len(rows) == 2 * len(induction_random.PAIR_MODELS) and len(rows[0]) == 3 + len(
+        induction.PAIR_KINDS
+    )
 
 
 def test_pair_gradient_is_the_derivative_of_the_training_loss():
     r = _tiny_random_run()
-    pg = ih.pair_gradient(r, n_seq=6, chunk=4)
+    pg = induction_random.pair_gradient(r, n_seq=6, chunk=4)
     # the same sequences, the same masks: a central difference of the summed loss along each shift
     model, task = r.model(), r.exp.task()
     rng = np.random.default_rng(config.seed_streams(r.exp.seed, ["pair-gradient"])["pair-gradient"])
     batches = [task.sample(rng, n) for n in (4, 2)]
-    likely = ih._likely_pairs(task)
+    likely = induction.likely_pairs(task)
 
     def loss(kind: str, eps: float) -> float:
         total = 0.0
         for b in batches:
-            masks, _ = ih.pair_masks(likely, b)
+            masks, _ = induction_random.pair_masks(likely, b)
             x = torch.as_tensor(b.inputs)
             with torch.no_grad():
                 logits = model(x, score_bias=eps * masks[kind])
@@ -648,18 +673,18 @@ def test_pair_gradient_is_the_derivative_of_the_training_loss():
             )
         return total / 6
 
-    for kind in ih.KEY_KINDS:
+    for kind in induction_random.KEY_KINDS:
         fd = (loss(kind, 1e-2) - loss(kind, -1e-2)) / 2e-2
         assert pg[kind]["net"] == pytest.approx(fd, rel=0.05, abs=1e-4)
         assert pg[kind]["net"] == pytest.approx(pg[kind]["trigger"] + pg[kind]["non-trigger"])
     with pytest.raises(ValueError, match=r"pair_gradient needs two layers"):
-        ih.pair_gradient(ih.InductionRun(ih.layer_experiments("quick")[1], {}))
+        induction_random.pair_gradient(induction.InductionRun(induction.layer_experiments("quick")[1], {}))
     with pytest.raises(ValueError, match=r"chunk=0 is out of range"):
-        ih.pair_gradient(r, chunk=0)
+        induction_random.pair_gradient(r, chunk=0)
 
 
 def test_score_bias_shifts_the_attention_logits():
-    model = Transformer(ih.random_trigger_experiment("quick").model_config(), seed=0)
+    model = Transformer(induction.random_trigger_experiment("quick").model_config(), seed=0)
     x = model.embed(torch.randint(0, 60, (2, 8)))
     with torch.no_grad():
         torch.testing.assert_close(model.attend(1, x, score_bias=torch.zeros(8, 8)), model.attend(1, x))
@@ -676,7 +701,7 @@ def test_score_bias_shifts_the_attention_logits():
 
 
 def test_score_bias_per_layer():
-    model = Transformer(ih.random_trigger_experiment("quick").model_config(), seed=0)
+    model = Transformer(induction.random_trigger_experiment("quick").model_config(), seed=0)
     tokens = torch.randint(0, 60, (2, 8))
     bias = torch.zeros(8, 8)
     bias[:, 0] = -1e9
@@ -693,40 +718,42 @@ def test_discount_edit_moves_only_the_likely_pairs_token_token_logits():
     r = _tiny_random_run()
     model, task = r.model(), r.exp.task()
     N, V = task.stats.bigram.shape[0], task.vocab_size
-    base = ih.pair_scores(model, task)
+    base = induction.pair_scores(model, task)
     pool = [q for q in task.triggers if q < N]
     likely = torch.zeros(V, V, dtype=torch.bool)
-    likely[torch.as_tensor(pool)[:, None], torch.arange(N)] = ih._likely_pairs(task)[pool]
-    for name, layer in ih.QK_LAYERS.items():
-        other = next(n for n in ih.QK_LAYERS if n != name)
+    likely[torch.as_tensor(pool)[:, None], torch.arange(N)] = induction.likely_pairs(task)[pool]
+    for name, layer in induction.QK_LAYERS.items():
+        other = next(n for n in induction.QK_LAYERS if n != name)
         for strength, left in ((1.0, 0.0), (-1.0, 2.0), (0.5, 0.5)):
-            edit = ih.discount_edit(model, task, {name: strength})
+            edit = induction.discount_edit(model, task, {name: strength})
             assert set(edit) == {layer}
             where = likely if name == "W_QK^2" else likely.T  # [query token, key token]
             assert (edit[layer][~where] == 0).all() and torch.allclose(
                 edit[layer][where], torch.tensor(-strength * base[name]["likely_minus_other"])
             )
-            ps = ih.pair_scores(model, task, edit)
+            ps = induction.pair_scores(model, task, edit)
             assert ps[name]["likely_minus_other"] == pytest.approx(
                 left * base[name]["likely_minus_other"], abs=1e-5
             )
             assert ps[other] == base[other]
         # pair by pair: every likely pair of q scores the mean of q's other successors
-        M = ih.token_token_logits(model, ih.discount_edit(model, task, {name: 1.0}, how="pair"))[name]
+        M = induction.token_token_logits(
+            model, induction.discount_edit(model, task, {name: 1.0}, how="pair")
+        )[name]
         M = M if name == "W_QK^2" else M.T  # [q, y]
         big = torch.as_tensor(task.stats.bigram)
-        unedited = ih.token_token_logits(model)[name]
+        unedited = induction.token_token_logits(model)[name]
         unedited = unedited if name == "W_QK^2" else unedited.T
         for q in pool:
-            lik, oth = ih._likely_pairs(task)[q], (big[q] > 0) & ~ih._likely_pairs(task)[q]
+            lik, oth = induction.likely_pairs(task)[q], (big[q] > 0) & ~induction.likely_pairs(task)[q]
             want = M[q, :N][oth].mean().expand(int(lik.sum())) if oth.any() else unedited[q, :N][lik]
             torch.testing.assert_close(M[q, :N][lik], want)
         # both cases are checked
-        assert any(not ((big[q] > 0) & ~ih._likely_pairs(task)[q]).any() for q in pool)
+        assert any(not ((big[q] > 0) & ~induction.likely_pairs(task)[q]).any() for q in pool)
     # in the forward pass: the edited logits are the unedited ones plus the table at (z_t, z_s)
     b = task.sample(np.random.default_rng(2), 2)
     x = torch.as_tensor(b.inputs)
-    edit = ih.discount_edit(model, task, {"W_QK^1": -3.0, "W_QK^2": 2.0})
+    edit = induction.discount_edit(model, task, {"W_QK^1": -3.0, "W_QK^2": 2.0})
     bias = {l: t[x[:, :, None], x[:, None, :]] for l, t in edit.items()}
     rec0, rec1 = {}, {}
     with torch.no_grad():
@@ -738,40 +765,42 @@ def test_discount_edit_moves_only_the_likely_pairs_token_token_logits():
             rec1["attn1"],
             torch.softmax(s1.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")), -1),
         )
-    keys, y = ih._after_earlier(x), torch.as_tensor(b.targets)
-    m0 = ih._key_measures(model, x, rec0, keys, y)
-    m1 = ih._key_measures(model, x, rec0, keys, y, bias[1])
+    keys, y = induction_random._after_earlier(x), torch.as_tensor(b.targets)
+    m0 = induction_random._key_measures(model, x, rec0, keys, y)
+    m1 = induction_random._key_measures(model, x, rec0, keys, y, bias[1])
     has = keys.any(-1)
     shift = (bias[1] * keys).sum(-1)[has] / keys.sum(-1)[has]
     torch.testing.assert_close(m1["key_score"][has], m0["key_score"][has] + shift)
     torch.testing.assert_close(m1["pair_score"][has], m0["pair_score"][has] + shift)
     torch.testing.assert_close(m1["match_score"], m0["match_score"])
-    same = ih.head_or_bigram(r, n_seq=8, chunk=4, edit={l: torch.zeros(V, V) for l in (0, 1)})
-    assert same == ih.head_or_bigram(r, n_seq=8, chunk=4)
+    same = induction_random.head_or_bigram(r, n_seq=8, chunk=4, edit={l: torch.zeros(V, V) for l in (0, 1)})
+    assert same == induction_random.head_or_bigram(r, n_seq=8, chunk=4)
     with pytest.raises(ValueError, match="unknown how 'x'"):
-        ih.discount_edit(model, task, {"W_QK^1": 1.0}, how="x")
+        induction.discount_edit(model, task, {"W_QK^1": 1.0}, how="x")
     with pytest.raises(ValueError, match="unknown layer 'W_V\\^2'"):
-        ih.discount_edit(model, task, {"W_V^2": 1.0})
+        induction.discount_edit(model, task, {"W_V^2": 1.0})
     with pytest.raises(ValueError, match=r"strength of W_QK\^1=nan is out of range"):
-        ih.discount_edit(model, task, {"W_QK^1": float("nan")})
+        induction.discount_edit(model, task, {"W_QK^1": float("nan")})
     with pytest.raises(ValueError, match=r"edit must map layers 0 and 1 to \(65, 65\) tables; got layer 2"):
-        ih.head_or_bigram(r, n_seq=8, edit={2: torch.zeros(V, V)})
-    rows = ih.discount_edit_rows(ih.discount_edits(r, n_seq=8, chunk=4))
-    assert [row[0] for row in rows] == [n for n, *_ in ih.DISCOUNT_EDITS.values()]
-    assert all(len(row) == len(ih.DISCOUNT_EDIT_HEADER) for row in rows)
+        induction_random.head_or_bigram(r, n_seq=8, edit={2: torch.zeros(V, V)})
+    rows = induction_random.discount_edit_rows(induction_random.discount_edits(r, n_seq=8, chunk=4))
+    assert [row[0] for row in rows] == [n for n, *_ in induction.DISCOUNT_EDITS.values()]
+    assert all(len(row) == len(induction_random.DISCOUNT_EDIT_HEADER) for row in rows)
 
 
 def test_evaluator_leaves_out_the_position_before_a_forced_final_trigger():
-    exp = ih.three_step_runs("quick")["slide order, orthonormal"]  # its loss is at the final trigger: kept
-    ev = ih.Evaluator(exp, Transformer(exp.model_config(), seed=0), "cpu")
+    exp = three_steps.three_step_runs("quick")[
+        "slide order, orthonormal"
+    ]  # its loss is at the final trigger: kept
+    ev = induction.Evaluator(exp, Transformer(exp.model_config(), seed=0), "cpu")
     T = exp.seq_len
     assert exp.task().final_trigger and ev.head.any()
     # its target is the forced final trigger
     assert not ev.head[:, T - 2].any() and not ev.other[:, T - 2].any()
     # the Birth runs: no forced final trigger, as the public code
-    birth = ih.random_trigger_experiment("quick")
+    birth = induction.random_trigger_experiment("quick")
     assert not birth.task().final_trigger
-    ev = ih.Evaluator(birth, Transformer(birth.model_config(), seed=0), "cpu")
+    ev = induction.Evaluator(birth, Transformer(birth.model_config(), seed=0), "cpu")
     assert ev.head[:, T - 2].any()
 
 
@@ -779,21 +808,29 @@ def test_b10_curves_along_training_count_the_test_positions():
     """The random-trigger run logs B10's top-1 shares on its test batch (checked against a position-by-position
     count at the end) and the pair discounts of pair_scores; a fixed-trigger run logs neither."""
     r = _tiny_random_run()
-    assert all(len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in ih.B10_CURVES)  # steps 0 to 3
+    assert all(
+        len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in induction_random.B10_CURVES
+    )  # steps 0 to 3
     exp, task = r.exp, r.exp.task()
-    ev = ih.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
+    ev = induction.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
     pred = r.model()(ev.tokens).argmax(-1)
-    big, ranks = task.stats.bigram, ih.successor_ranks(task)
+    big, ranks = task.stats.bigram, induction.successor_ranks(task)
     x, edited = ev.tokens, {}
     # both discounts removed, as a mean, pair by pair
     for end, how in (("_removed", "mean"), ("_pairwise", "pair")):
-        edit = ih.discount_edit(r.model(), task, {"W_QK^1": 1.0, "W_QK^2": 1.0}, how)
+        edit = induction.discount_edit(r.model(), task, {"W_QK^1": 1.0, "W_QK^2": 1.0}, how)
         bias = {l: torch.gather(t[x], 2, x[:, None, :].expand(-1, x.shape[1], -1)) for l, t in edit.items()}
         edited[end] = r.model()(x, score_bias=bias).argmax(-1)
     hits = {f"{side}{end}": [] for side in ("in", "off") for end in ("", *edited)}
     for i, t in ev.head.nonzero().tolist():
         q, o = int(ev.tokens[i, t]), int(ev.targets[i, t])
-        side = "in" if 2 <= ranks[q, o] <= ih.BIGRAM_TOP else "off" if ranks[q, o] > ih.BIGRAM_TOP else None
+        side = (
+            "in"
+            if 2 <= ranks[q, o] <= induction.BIGRAM_TOP
+            else "off"
+            if ranks[q, o] > induction.BIGRAM_TOP
+            else None
+        )
         if side:
             hits[side].append(int(pred[i, t]) == int(big[q].argmax()))
             for end, p in edited.items():
@@ -804,31 +841,36 @@ def test_b10_curves_along_training_count_the_test_positions():
     row = ev(0)
     for side in hits:
         assert row[f"b10_top1_{side}"] == pytest.approx(np.mean(hits[side]))
-    scores = ih.pair_scores(r.model(), task)
+    scores = induction.pair_scores(r.model(), task)
     assert row["b10_pair_QK1"] == scores["W_QK^1"]["likely_minus_other"]
     assert row["b10_pair_QK2"] == scores["W_QK^2"]["likely_minus_other"]
-    fixed = dataclasses.replace(ih.ff_experiment("quick"), steps=1, eval_every=1, batch=4, n_test=8)
+    fixed = dataclasses.replace(induction.ff_experiment("quick"), steps=1, eval_every=1, batch=4, n_test=8)
     assert not any(
-        k.startswith("b10_") for k in ih.Evaluator(fixed, Transformer(fixed.model_config()), "cpu")(0)
+        k.startswith("b10_") for k in induction.Evaluator(fixed, Transformer(fixed.model_config()), "cpu")(0)
     )
 
 
 def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     runs = {"seed 0": _tiny_random_run()}
     exp1 = dataclasses.replace(runs["seed 0"].exp, seed=1)
-    runs["seed 1"] = ih.run(exp1, progress=False, use_cache=False)
-    s = ih.b10_seeds_summary(runs)
+    runs["seed 1"] = induction.run(exp1, progress=False, use_cache=False)
+    s = induction_random.b10_seeds_summary(runs)
     per = [
         {
-            **ih.b10_values(
-                ih.discount_edits(r), ih.pair_gradient(r), ih.pair_scores(r.model(), r.exp.task())
+            **induction_random.b10_values(
+                induction_random.discount_edits(r),
+                induction_random.pair_gradient(r),
+                induction.pair_scores(r.model(), r.exp.task()),
             ),
-            **ih.b10_training_values(r),
+            **induction_random.b10_training_values(r),
         }
         for r in runs.values()
     ]
     for seed, v in enumerate(per):
-        assert all(np.array_equal(s[f"b10s_{m}_s{seed}"], v[m], equal_nan=True) for m in ih.B10_MEASURES)
+        assert all(
+            np.array_equal(s[f"b10s_{m}_s{seed}"], v[m], equal_nan=True)
+            for m in induction_random.B10_MEASURES
+        )
     ratios = [v["top1_ratio"] for v in per]
     assert s["b10s_top1_ratio_min"] == min(ratios) and s["b10s_top1_ratio_max"] == max(ratios)
     assert s["b10s_above_2"] == sum(x > 2 for x in ratios) and s["b10s_n"] == 2
@@ -855,8 +897,8 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert np.array_equal(s["b10s_early_removed_share_min"], np.min(early), equal_nan=True)
     assert s["b10s_early_removed_share_argmin"] == int(np.argmin(early))
     assert s["b10s_early_removed_share_above"] == sum(x > 0.25 for x in early)
-    one = ih.b10_along_training(ih.b10_seed_curves({"seed 1": runs["seed 1"]}))
-    for m in ih.TRAINING_MEASURES:
+    one = induction_random.b10_along_training(induction_random.b10_seed_curves({"seed 1": runs["seed 1"]}))
+    for m in induction_random.TRAINING_MEASURES:
         assert np.array_equal(per[1][f"{m}_late"], one[f"b10t_{m}_late"], equal_nan=True)
     pairwise = [v["pairwise_share_early"] for v in per]
     assert np.array_equal(s["b10s_early_pairwise_share_min"], np.min(pairwise), equal_nan=True)
@@ -866,33 +908,35 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert s["b10s_early_pair_QK2_max"] == max(weakest) and s["b10s_early_pair_QK2_argmax"] == int(
         np.argmax(weakest)
     )
-    over = ih.b10_seed_overview(s)
+    over = induction_random.b10_seed_overview(s)
     assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
-    for table in ih.B10_TABLES:
-        rows = ih.b10_seed_rows(s, table)
-        assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(ih.b10_seed_header(table))
-    assert set(ih.B10_MEASURES) == {m for cols in ih.B10_TABLES.values() for m in cols}
-    assert ih.b10_seed_rows(s, "attention")[1][1] == per[1]["attention_gap"]
+    for table in induction_random.B10_TABLES:
+        rows = induction_random.b10_seed_rows(s, table)
+        assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(induction_random.b10_seed_header(table))
+    assert set(induction_random.B10_MEASURES) == {
+        m for cols in induction_random.B10_TABLES.values() for m in cols
+    }
+    assert induction_random.b10_seed_rows(s, "attention")[1][1] == per[1]["attention_gap"]
     with pytest.raises(ValueError, match="unknown table 'x'"):
-        ih.b10_seed_rows(s, "x")
-    curves = ih.b10_seed_curves(runs)
+        induction_random.b10_seed_rows(s, "x")
+    curves = induction_random.b10_seed_curves(runs)
     assert (
-        set(curves) == {"step", *ih.B10_CURVES}
+        set(curves) == {"step", *induction_random.B10_CURVES}
         and curves["acc"]["seed 1"] == runs["seed 1"].metrics["acc"].tolist()
     )
-    members = ih.b10_seed_members("quick")
-    assert [e.seed for e in members.values()] == list(ih.B10_SEEDS)
+    members = induction_random.b10_seed_members("quick")
+    assert [e.seed for e in members.values()] == list(induction_random.B10_SEEDS)
     assert {dataclasses.replace(e, seed=0) for e in members.values()} == {
-        ih.random_trigger_experiment("quick")
+        induction.random_trigger_experiment("quick")
     }
 
 
 def test_b10_along_training_averages_each_window_then_the_seeds():
     steps = [0, 25, 50, 75, 100]
     curves = {"step": {"a": steps, "b": steps}}
-    for i, k in enumerate(ih.B10_CURVES):
+    for i, k in enumerate(induction_random.B10_CURVES):
         curves[k] = {"a": [i, 1.0, 2.0, 3.0, 5.0], "b": [i, 3.0, 4.0, 5.0, 7.0]}
-    s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
+    s = induction_random.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
     assert (s["b10t_early_from"], s["b10t_early_to"], s["b10t_late_from"], s["b10t_late_to"]) == (
         25,
         50,
@@ -911,7 +955,7 @@ def test_b10_along_training_averages_each_window_then_the_seeds():
         "b10_top1_off_pairwise": (0.1, 0.2),
     }.items():
         curves[k] = {"a": [a] * 5, "b": [b] * 5}
-    s = ih.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
+    s = induction_random.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
     assert s["b10t_removed_share_early"] == pytest.approx(0.625) and s[
         "b10t_removed_share_min_late"
     ] == pytest.approx(0.5)
@@ -921,35 +965,35 @@ def test_b10_along_training_averages_each_window_then_the_seeds():
     ] == pytest.approx(0.8)
     assert s["b10t_ratio_pairwise_late"] == pytest.approx(1.1)
     with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
-        ih.b10_along_training(curves, late=(0.5, 1.2))
+        induction_random.b10_along_training(curves, late=(0.5, 1.2))
     with pytest.raises(ValueError, match=r"early=\(0.1, 0.2\) holds no evaluation of 'a'"):
-        ih.b10_along_training(curves, early=(0.1, 0.2))
+        induction_random.b10_along_training(curves, early=(0.1, 0.2))
 
 
 def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     small = dict(d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
-    exp = ih.ThreeStepExperiment.quick(data="shakespeare", **small)
-    paths = ih.step3_row_paths(exp, row=1, factors=(1.0, 2.0))
-    model, task, population, line = ih._step_setup(exp)  # the same model, by hand
-    ih._gradient_step(model, "W_V^2", population, line, exp.etas)
-    assert ih._gradient_step(model, "W_QK^2", population, line, exp.etas)[1] == paths["step2_size"]
-    G = -ih._population_gradient(model, "W_QK^1", population)
+    exp = three_steps.ThreeStepExperiment.quick(data="shakespeare", **small)
+    paths = three_steps.step3_row_paths(exp, row=1, factors=(1.0, 2.0))
+    model, task, population, line = three_steps._step_setup(exp)  # the same model, by hand
+    three_steps._gradient_step(model, "W_V^2", population, line, exp.etas)
+    assert three_steps._gradient_step(model, "W_QK^2", population, line, exp.etas)[1] == paths["step2_size"]
+    G = -three_steps._population_gradient(model, "W_QK^1", population)
     p = model.P / model.P.norm(dim=1, keepdim=True)
     total = paths["key"][0] + paths["value"][0]
     # entry (1, 0) of the P x P block: c |p|^2 = sqrt(d) times the mean logit gradient
     assert (p[1] @ G @ p[0]).item() == pytest.approx(230**0.5 * total, rel=1e-4)
     assert (p[1] @ G @ p[1]).item() == pytest.approx(-(230**0.5) * total, rel=1e-4)  # the row sums to zero
-    missed = dict(ih.qk1_misses(ih.three_steps(exp, progress=False, use_cache=False)))
+    missed = dict(three_steps.qk1_misses(three_steps.three_steps(exp, progress=False, use_cache=False)))
     assert (1 in missed) == (total < 0)  # row 1's probe: exactly the sign of the entry
     assert 0 < paths["trigger_share"] < 1 and len(paths["key"]) == len(paths["value"]) == 2
     assert 0 < paths["ov_remapped"] < 1  # step 1 stores remapped tokens too, more weakly than the tokens
-    s = ih.step3_row_summary(paths)
+    s = three_steps.step3_row_summary(paths)
     assert (
         s["s3r_total"] == pytest.approx(total)
         and s["s3r_value_over_key"] == -paths["value"][0] / paths["key"][0]
     )
     with pytest.raises(ValueError, match="factors 1 and 2"):
-        ih.step3_row_summary({**paths, "factors": [1.0, 3.0]})
+        three_steps.step3_row_summary({**paths, "factors": [1.0, 3.0]})
 
 
 @pytest.mark.parametrize(
@@ -963,6 +1007,6 @@ def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     ],
 )
 def test_step3_row_paths_bad_input(overrides, kwargs, match):
-    exp = ih.ThreeStepExperiment.quick(**{"data": "shakespeare", **overrides})
+    exp = three_steps.ThreeStepExperiment.quick(**{"data": "shakespeare", **overrides})
     with pytest.raises(ValueError, match=match):
-        ih.step3_row_paths(exp, **kwargs)
+        three_steps.step3_row_paths(exp, **kwargs)

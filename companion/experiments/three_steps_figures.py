@@ -1,17 +1,17 @@
 """The three-steps chapter's own figures (``book/three_steps``), beside the study they draw
-(:func:`companion.experiments.induction.three_steps`)."""
+(:func:`companion.experiments.three_steps.three_steps`)."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from companion.experiments import induction
+from companion.experiments import three_steps
 
 
 def three_step_scales(res: dict, title: str = ""):
     """Seed 002, the three gradient steps rescaled: in-context accuracy against the scale of the memories'
     stored pairs, one line per mix of learned and hand-written memories
-    (the ``scales`` of :func:`companion.experiments.induction.three_steps`)."""
+    (the ``scales`` of :func:`companion.experiments.three_steps.three_steps`)."""
     fig, ax = plt.subplots(figsize=(5.6, 3.4), constrained_layout=True)
     scales = [s["scale"] for s in res["scales"]]
     styles = {
@@ -19,7 +19,7 @@ def three_step_scales(res: dict, title: str = ""):
         "constructed": dict(color="black", lw=2),
         "learned, own blocks": dict(color="C3", lw=2, ls="--"),
     }
-    for i, mix in enumerate(induction.MIXES):
+    for i, mix in enumerate(three_steps.MIXES):
         label = (
             {"constructed": "hand-written"}.get(mix, mix)
             .replace("W_V^2", "$W^2_{OV}$")
@@ -47,14 +47,14 @@ def three_step_panels(results: dict):
     """Seed 002, the three gradient steps: one panel per run, the three recall probes and the in-context accuracy
     after each step (the x labels name the matrix stepped); a last panel, for the first run with a sweep, the
     same after step 3 against the size of step 2. ``results``: the
-    :func:`companion.experiments.induction.three_steps` outputs by run name."""
+    :func:`companion.experiments.three_steps.three_steps` outputs by run name."""
     labels = {
         "probe_OV2": "$W^2_{OV}$ probe",
         "probe_QK2_all": "$W^2_{QK}$ probe",
         "probe_QK1": "$W^1_{QK}$ probe",
         "acc": "in-context accuracy",
     }
-    assert set(induction.STEP_PROBE.values()) <= set(labels)
+    assert set(three_steps.STEP_PROBE.values()) <= set(labels)
     colours = dict(zip(labels, ["C0", "C1", "C2", "black"]))
     names = {"W_V^2": "$W^2_{OV}$", "W_QK^2": "$W^2_{QK}$", "W_QK^1": "$W^1_{QK}$", "init": "init"}
     swept = [(n, r) for n, r in results.items() if r["sweep"]]

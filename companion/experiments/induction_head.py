@@ -1,0 +1,223 @@
+"""The chapter ``book/induction_head``: every run of the birth of an induction head with fixed triggers (freeze
+schedules, seeds, one and two layers, the final feed-forward layer, the memories written in) and the numbers the
+chapter checks. The runs, probes and memories are :mod:`companion.experiments.induction`'s."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion import report
+from companion.experiments.induction import (
+    PROBES,
+    SCHEDULES,
+    InductionExperiment,
+    InductionRun,
+    bigram_zero_share,
+    constructed_run,
+    ff_experiment,
+    layer_experiments,
+    run,
+    schedules,
+    seeds,
+)
+
+
+def study_members(profile: str | None = None) -> dict[str, InductionExperiment]:
+    """Every run :func:`study` trains, by name: the freeze schedules (by their names), the seeds other than the
+    joint schedule's (``"seed 1"``, ...), the one- and two-layer models (``"1 layer"``, ``"2 layers"``) and the
+    final-W_F model (``"final W_F"``)."""
+    sched = schedules(profile)
+    out = dict(sched)
+    out.update({f"seed {s}": e for s, e in seeds(profile).items() if e != sched["joint"]})
+    out.update({f"{L} layer{'s' * (L > 1)}": e for L, e in layer_experiments(profile).items()})
+    out["final W_F"] = ff_experiment(profile)
+    return out
+
+
+def study_from_runs(runs: dict) -> dict:
+    """:func:`study`'s result from the runs of :func:`study_members` (trained here, or by a recording): a seed
+    that is not among them is the joint schedule's run."""
+    joint = runs["joint"]
+    named = {k: r for k, r in runs.items() if k.startswith("seed ")}
+    by_seed = {joint.exp.seed: joint, **{int(k.split()[1]): r for k, r in named.items()}}
+    return {
+        "schedules": {n: runs[n] for n in SCHEDULES},
+        "seeds": dict(sorted(by_seed.items())),
+        "layers": {int(k.split()[0]): r for k, r in runs.items() if k.split()[-1] in ("layer", "layers")},
+        "ff": runs["final W_F"],
+        "constructed": constructed_run(joint.exp),
+    }
+
+
+def study(profile: str | None = None, progress: bool = True) -> dict:
+    """Every run of ``book/induction_head``: the freeze schedules, the seed runs, the one- and two-layer
+    models, the final-W_F model with fixed triggers, and the slide's memories written in. The random-trigger
+    runs are :func:`companion.experiments.induction_random.random_study`'s."""
+    return study_from_runs({n: run(e, progress=progress) for n, e in study_members(profile).items()})
+
+
+def learning_order(runs: dict) -> dict[str, np.ndarray]:
+    """Per run (e.g. per seed): t90 of each probe, the first evaluated step at which it reaches 0.9."""
+    return {
+        p: np.array([r.first_step_reaching(p) for r in runs.values()]) for p in (*PROBES, "probe_QK2_all")
+    }
+
+
+def ff_curves(r: InductionRun) -> dict[str, np.ndarray]:
+    """Eq. (10) along a run with a last feed-forward layer: without and with the residual."""
+    L = len(r.exp.ff)
+    return {
+        "W_U F(w_E(k)) (Eq. (10))": r.metrics[f"ff{L}_kl"],
+        "W_U (w_E(k) + F(w_E(k)))": r.metrics[f"ff{L}_kl_residual"],
+    }
+
+
+def summary(res: dict) -> report.Summary:
+    """The claim values of :func:`study` (see ``data/claims.toml``, ids ``ih.*`` of ``book/induction_head``)."""
+    sched, layers = res["schedules"], res["layers"]
+    joint = sched["joint"]
+    s = joint.exp.unfreeze_at
+    t = learning_order(res["seeds"])
+    one, two, ffr = layers[1], layers[2], res["ff"]
+    n_seeds = len(res["seeds"])
+    return report.Summary(
+        {
+            "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
+            "acc_one_layer": (one.final("acc"), "one layer: in-context accuracy at the end"),
+            "layer_gap": (two.final("acc") - one.final("acc"), "two layers minus one layer"),
+            "one_ff1_kl_end": (
+                one.final("ff1_kl"),
+                "one layer (MLP): KL(pi_b || W_U F_1(w_E(k))) at the end (nats)",
+            ),
+            "mlp_ff1_kl_end": (two.final("ff1_kl"), "two layers (MLPs): the same for F_1"),
+            "mlp_ff2_kl_start": (two.metrics["ff2_kl"][0], "two layers (MLPs): the same for F_2 at step 0"),
+            "mlp_ff2_kl_end": (two.final("ff2_kl"), "the same for F_2 at the end"),
+            "acc_ff": (
+                ffr.final("acc"),
+                "memories + final linear W_F, loss on all tokens: in-context accuracy at the end",
+            ),
+            "ff_kl_start": (
+                ffr.metrics["ff2_kl"][0],
+                "the same run: KL(pi_b || W_U W_F w_E(k)) at step 0 (nats)",
+            ),
+            "ff_kl_end": (ffr.final("ff2_kl"), "the same at the end"),
+            "ff_kl_ratio": (ffr.final("ff2_kl") / ffr.metrics["ff2_kl"][0], "end over start"),
+            "ff_kl_residual_end": (
+                ffr.final("ff2_kl_residual"),
+                "the same at the end, with the residual w_E(k)",
+            ),
+            "bigram_zero_share": (
+                bigram_zero_share(joint.exp.task()),
+                "share of zero entries of pi_b (non-trigger rows)",
+            ),
+            "acc_constructed": (
+                res["constructed"]["acc"],
+                "the slide's memories written in: in-context accuracy",
+            ),
+            "acc_joint": (
+                joint.final("acc"),
+                "three matrices trained jointly: in-context accuracy at the end",
+            ),
+            "n_seeds": (n_seeds, "seeds of the joint run"),
+            "t90_OV2": (
+                np.median(t["probe_OV2"]),
+                "joint: first step with the W_OV^2 probe >= 0.9 (median over seeds)",
+            ),
+            "t90_QK2": (np.median(t["probe_QK2"]), "joint: the same for W_QK^2 (median)"),
+            "t90_QK2_all": (
+                np.median(t["probe_QK2_all"]),
+                "joint: the same for W_QK^2, N-way probe (median)",
+            ),
+            "t90_QK1_early": (
+                np.median(t["probe_QK1_early"]),
+                f"joint: the same for W_QK^1 on t < {joint.exp.early_cutoff} (median)",
+            ),
+            "t90_QK1": (np.median(t["probe_QK1"]), "joint: the same for W_QK^1 on all positions (median)"),
+            "order_ov_qk2_min": (
+                (t["probe_QK2"] - t["probe_OV2"]).min(),
+                "t90(W_QK^2) - t90(W_OV^2), smallest over seeds",
+            ),
+            "order_ov_qk2_max": ((t["probe_QK2"] - t["probe_OV2"]).max(), "the same, largest over seeds"),
+            "order_ov_qk2_abs": (
+                -(t["probe_QK2"] - t["probe_OV2"]).max(),
+                "W_QK^2's lead over W_OV^2, smallest over seeds",
+            ),
+            "order_ov_qk2all_max": (
+                (t["probe_QK2_all"] - t["probe_OV2"]).max(),
+                "t90(W_QK^2, N-way probe) - t90(W_OV^2), largest over seeds",
+            ),
+            "order_qk2_qk1_min": (
+                (t["probe_QK1_early"] - t["probe_QK2"]).min(),
+                "t90(W_QK^1 early) - t90(W_QK^2), smallest over seeds",
+            ),
+            "early_cutoff": (joint.exp.early_cutoff, "early positions are t < this"),
+            "qk1_early_final": (
+                joint.final("probe_QK1_early"),
+                "joint: W_QK^1 probe on early positions at the end",
+            ),
+            "qk1_all_final": (joint.final("probe_QK1"), "joint: W_QK^1 probe on all positions at the end"),
+            "early_gap": (
+                joint.final("probe_QK1_early") - joint.final("probe_QK1"),
+                "early minus all positions",
+            ),
+            "unfreeze_at": (s, "the unfreeze step of the staged runs"),
+            "ov_late_acc": (
+                sched["W_OV^2 frozen first"].at("acc", s),
+                "W_OV^2 frozen first: in-context accuracy at the unfreeze step",
+            ),
+            "ov_alone_acc": (
+                sched["both W_QK frozen first"].at("acc", s),
+                "both W_QK frozen first: in-context accuracy at the unfreeze step",
+            ),
+            "ov_alone_probe": (
+                sched["both W_QK frozen first"].at("probe_OV2", s),
+                "the same run: W_OV^2 probe at the unfreeze step",
+            ),
+            "qk2_first_acc_gap": (
+                sched["W_QK^1 frozen first"].at("acc", s) - sched["W_QK^2 frozen first"].at("acc", s),
+                "accuracy at the unfreeze step: W_QK^1 frozen first minus W_QK^2 frozen first",
+            ),
+            "qk2_first_t90_gap": (
+                sched["W_QK^2 frozen first"].first_step_reaching("acc")
+                - sched["W_QK^1 frozen first"].first_step_reaching("acc"),
+                "first step with accuracy >= 0.9: W_QK^2 frozen first minus W_QK^1 frozen first",
+            ),
+            **{
+                f"{k}_t90": (
+                    sched[name].first_step_reaching("acc"),
+                    f"{name}: first step with accuracy >= 0.9",
+                )
+                for k, name in (("qk2_first", "W_QK^1 frozen first"), ("qk1_first", "W_QK^2 frozen first"))
+            },
+            "eval_every": (joint.exp.eval_every, "steps between evaluations"),
+            "seconds": (
+                sum(
+                    r.seconds
+                    for r in [
+                        *sched.values(),
+                        *layers.values(),
+                        ffr,
+                        *(r for s_, r in res["seeds"].items() if r is not joint),
+                    ]
+                ),
+                "training time of all runs (s)",
+            ),
+        }
+    )
+
+
+def schedule_table(res: dict) -> str:
+    """Markdown: per schedule, accuracy and probes at the unfreeze step and at the end, and t90 of the accuracy."""
+    rows = []
+    for name, r in res["schedules"].items():
+        s = r.exp.unfreeze_at
+        rows.append(
+            [
+                name,
+                *(report.format_value(r.at(k, s), 3) for k in ("acc", *PROBES)),
+                report.format_value(r.final("acc"), 3),
+                report.format_value(r.first_step_reaching("acc")),
+            ]
+        )
+    head = ["schedule", "acc", "W_OV^2", "W_QK^2", "W_QK^1 early", "W_QK^1", "final acc", "t90(acc)"]
+    return report.markdown_table(head, rows)

@@ -1,0 +1,1028 @@
+"""The chapter ``book/induction_random``: random triggers, induction head or feed-forward layer (Birth, Section
+4.2; the slides' pasted text, B10). What the random-trigger model does at repeated triggers (head or bigram, the
+pair scores, the discount edits, the pair gradient), over seeds (recorded: ``python -m companion record
+induction_b10_seeds``), and the numbers the chapter checks. The runs and the measures also taken along training are
+:mod:`companion.experiments.induction`'s."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from companion import config, report
+from companion.config import check_choice, check_int
+from companion.experiments.induction import (
+    B10_EDITS,
+    BIGRAM_TOP,
+    DISCOUNT_EDITS,
+    NEVER,
+    PAIR_KINDS,
+    InductionExperiment,
+    InductionRun,
+    b10_sides,
+    discount_edit,
+    edit_bias,
+    ff_experiment,
+    likely_pairs,
+    pair_scores,
+    random_trigger_experiment,
+    run,
+    successor_ranks,
+)
+from companion.models import Transformer
+
+COLUMNS = ("acc", "top1", "head_acc", "bigram_top1", "attention")  # head_or_bigram's measures per position
+
+
+# head_or_bigram's measures of the second layer's attention on the keys that hold o, per position
+MECHANISM = {
+    "attention": "second layer's attention on the keys that hold o",
+    "key_score": "second layer's mean logit of those keys",
+    "pair_score": "its token-token part, c w_E(q)^T W_QK^2 w_E(o)",
+    "match_score": "its part from the query's token and the keys' first-layer output h^1",
+    "prev_attention": "first layer's attention of those keys on their previous token q",
+    "rest_score": "log-sum-exp of the second layer's logits of the other keys",
+    "attention_query_token": "second layer's attention on the keys holding q itself (its own position included)",
+    "attention_target_elsewhere": "its attention on the keys holding o elsewhere (not after q)",
+    "attention_rest": "its attention on all other keys",
+}
+
+
+OCCURRENCE_BINS = (2, 3, 5, 9)  # which occurrence of q (2nd; 3rd-4th; 5th-8th; 9th on): how much evidence
+
+
+RANK_BINS = ((1, 1), (2, BIGRAM_TOP), (BIGRAM_TOP + 1, 10), (11, 20), (21, NEVER - 1), (NEVER, NEVER))
+
+
+HEAD_OR_BIGRAM_HEADER = (
+    "rank of o among the trigger's bigram successors",
+    "positions",
+    "accuracy (argmax = o)",
+    "argmax = the bigram's top successor",
+    "head path alone: argmax = o",
+    "bigram path alone: argmax = the bigram's top successor",
+    "second layer's attention on the positions after earlier q",
+)
+
+
+@torch.no_grad()
+def head_and_bigram_paths(
+    model: Transformer, tokens: torch.Tensor, rec: dict | None = None, score_bias: dict | None = None
+) -> tuple[torch.Tensor, ...]:
+    """Logits (batch, T, V) of a two-layer model with a final linear W_F, and their two exact parts:
+    the head path W_U (h^2 + W_F h^2) and the bigram path W_U (x^1 + W_F x^1), which add up to the logits.
+    ``rec``, if a dict, receives what ``Transformer.forward`` records (the attention maps among them);
+    ``score_bias`` is passed to it (attention-logit shifts per layer)."""
+    rec = {} if rec is None else rec
+    logits = model(tokens, record=rec, score_bias=score_bias)
+    x1 = model.feed_forward(0, rec["u1"])  # the stream leaving layer 1
+    h2 = rec["u2"] - x1  # the second attention layer's output
+    W_F = model.layers[1].ff.W_F
+    return logits, model.unembed(h2 + h2 @ W_F.T), model.unembed(x1 + x1 @ W_F.T)
+
+
+@torch.no_grad()
+def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256, edit: dict | None = None) -> dict:
+    """What the model predicts at the second and later occurrences of a trigger q (target: its output o),
+    by the rank of o among the global bigram's successors of q (:func:`companion.experiments.induction.successor_ranks`; :data:`companion.experiments.induction.NEVER` when
+    o never follows q).
+
+    The model must have two layers and a linear final feed-forward layer W_F, so that the logits split
+    exactly into a *bigram path* W_U (x^1 + W_F x^1) (everything but the second attention layer) and a
+    *head path* W_U (h^2 + W_F h^2) (the second layer's output, read directly and through W_F). Measured on
+    ``n_seq`` fresh sequences from the run's task (stream "head-or-bigram" of its seed), ``chunk`` at a time.
+
+    Returns:
+        ``bins``: one dict per :data:`RANK_BINS` entry (``ranks``, ``n``, ``acc``, ``top1``, ``head_acc``,
+        ``bigram_top1``). ``acc_in`` / ``top1_in``: accuracy and share predicting q's likeliest successor
+        when o is q's 2nd to :data:`companion.experiments.induction.BIGRAM_TOP`-th likeliest; ``acc_off`` / ``top1_off`` the same when o is
+        not among its :data:`companion.experiments.induction.BIGRAM_TOP` likeliest. ``*_matched``: the same compared within strata of equal
+        trigger and evidence (the occurrence of q, binned by :data:`OCCURRENCE_BINS`): the mean per stratum
+        over the ``strata_matched`` strata with both kinds of positions, weighted by each one's positions of the
+        first kind (``matched_share`` of them), so that which triggers fall in which group, and how often
+        they occurred before, do not enter.
+        ``attention`` (per bin, and ``attention_in`` / ``attention_off``): the second layer's attention on
+        the positions s <= t with z_{s-1} = q, the keys that hold o. The other :data:`MECHANISM` measures
+        (``*_in_matched`` / ``*_off_matched`` only) split where that attention comes from (see
+        :func:`_key_measures`).
+
+    ``edit``, if given, maps layer indices (0-based) to (V, V) tables [query token, key token] added to that
+    layer's attention logits (:func:`companion.experiments.induction.discount_edit`): the same positions measured on an edited model.
+    """
+    exp = r.exp
+    if exp.ff != ("none", "linear"):
+        raise ValueError(
+            f"head_or_bigram needs ff=('none', 'linear') (two layers, a final linear W_F); got {exp.ff}"
+        )
+    check_int("n_seq", n_seq, low=1)
+    check_int("chunk", chunk, low=1)
+    model = r.model()
+    task = exp.task()
+    V = task.vocab_size
+    for l, table in (edit or {}).items():
+        if l not in (0, 1) or tuple(table.shape) != (V, V):
+            raise ValueError(
+                f"edit must map layers 0 and 1 to ({V}, {V}) tables; got layer {l!r}, shape "
+                f"{tuple(table.shape)}"
+            )
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["head-or-bigram"])["head-or-bigram"])
+    cols = {k: [] for k in ("q", "occurrence", "rank", *COLUMNS, *MECHANISM)}
+    bigram, ranks = torch.as_tensor(task.stats.bigram), successor_ranks(task)
+    for start in range(0, n_seq, chunk):
+        b = task.sample(rng, min(chunk, n_seq - start))
+        x, rec = torch.as_tensor(b.inputs), {}
+        bias = edit_bias(edit, x)
+        logits, head, rest = head_and_bigram_paths(model, x, rec, bias)
+        at = torch.as_tensor(b.recall_positions)
+        q, o = x[at], torch.as_tensor(b.targets)[at]
+        after_q = _after_earlier(x)
+        for k, v in _key_measures(model, x, rec, after_q, torch.as_tensor(b.targets), bias.get(1)).items():
+            cols[k].append(v[at])
+        top = bigram[q].argmax(-1)  # q's likeliest successor
+        cols["q"].append(q)
+        cols["occurrence"].append(torch.as_tensor(b.occurrence)[at])
+        cols["rank"].append(ranks[q, o])
+        cols["acc"].append(logits[at].argmax(-1) == o)
+        cols["top1"].append(logits[at].argmax(-1) == top)
+        cols["head_acc"].append(head[at].argmax(-1) == o)
+        cols["bigram_top1"].append(rest[at].argmax(-1) == top)
+    c = {k: torch.cat(v).numpy() for k, v in cols.items()}
+    inside, outside = b10_sides(c["rank"]).values()
+
+    def mean(key: str, g: np.ndarray) -> float:
+        return float(c[key][g].mean()) if g.any() else float("nan")
+
+    bins = [
+        {
+            "ranks": (lo, hi),
+            "n": int(((c["rank"] >= lo) & (c["rank"] <= hi)).sum()),
+            **{k: mean(k, (c["rank"] >= lo) & (c["rank"] <= hi)) for k in COLUMNS},
+        }
+        for lo, hi in RANK_BINS
+    ]
+    stratum = (
+        c["q"] * len(OCCURRENCE_BINS) + np.searchsorted(OCCURRENCE_BINS, c["occurrence"], side="right") - 1
+    )
+    both = [
+        t for t in np.unique(stratum) if (inside & (stratum == t)).any() and (outside & (stratum == t)).any()
+    ]
+    weight = np.array([(inside & (stratum == t)).sum() for t in both])
+
+    def matched(key: str, g: np.ndarray) -> float:  # per stratum, weighted by the stratum's inside positions
+        return (
+            float(np.average([mean(key, g & (stratum == t)) for t in both], weights=weight))
+            if both
+            else float("nan")
+        )
+
+    sides = (("in", inside), ("off", outside))
+    return {
+        "bins": bins,
+        "positions": int(len(c["rank"])),
+        "acc_in": mean("acc", inside),
+        "top1_in": mean("top1", inside),
+        "acc_off": mean("acc", outside),
+        "top1_off": mean("top1", outside),
+        "attention_in": mean("attention", inside),
+        "attention_off": mean("attention", outside),
+        **{f"{k}_{side}_matched": matched(k, g) for k in ("acc", "top1", *MECHANISM) for side, g in sides},
+        "strata_matched": len(both),
+        "matched_share": float(weight.sum() / max(inside.sum(), 1)),
+    }
+
+
+def head_or_bigram_rows(hb: dict) -> list[list]:
+    """Rows for :data:`HEAD_OR_BIGRAM_HEADER`."""
+
+    def name(lo, hi):
+        return (
+            "never follows the trigger"
+            if lo == NEVER
+            else str(lo)
+            if lo == hi
+            else f"{lo} and above"
+            if hi == NEVER - 1
+            else f"{lo} to {hi}"
+        )
+
+    return [[name(*b["ranks"]), b["n"], *(b[k] for k in COLUMNS)] for b in hb["bins"]]
+
+
+MECHANISM_HEADER = (
+    "at the second and later occurrences of q, within strata of equal trigger and occurrence",
+    f"o is q's 2nd to {BIGRAM_TOP}th likeliest successor",
+    f"o is not among q's {BIGRAM_TOP} likeliest",
+    "difference",
+)
+
+
+def matched_gap(hb: dict, measure: str) -> float:
+    """A :func:`head_or_bigram` measure (``acc``, ``top1`` or one of :data:`MECHANISM`) within strata, o in the
+    top minus o off the top."""
+    return hb[f"{measure}_in_matched"] - hb[f"{measure}_off_matched"]
+
+
+def top1_ratio(hb: dict, matched: bool = False) -> float:
+    """B10's ratio R: the share predicting q's likeliest successor with o its 2nd to :data:`companion.experiments.induction.BIGRAM_TOP`-th
+    likeliest over the same share with o off the top (within strata when ``matched``)."""
+    end = "_matched" if matched else ""
+    return hb[f"top1_in{end}"] / hb[f"top1_off{end}"]
+
+
+def head_or_bigram_mechanism_rows(hb: dict) -> list[list]:
+    """Rows for :data:`MECHANISM_HEADER`: each :data:`MECHANISM` measure compared within strata."""
+    return [
+        [name, hb[f"{k}_in_matched"], hb[f"{k}_off_matched"], matched_gap(hb, k)]
+        for k, name in MECHANISM.items()
+    ]
+
+
+def _after_earlier(x: torch.Tensor) -> torch.Tensor:
+    """(batch, T, T) bool: [i, t, s] when s <= t and z_{s-1} = z_t, the keys that follow an earlier occurrence
+    of the query's token (for a trigger q, the keys that hold its output o)."""
+    prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)  # z_{s-1}
+    T = x.shape[1]
+    return (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+
+
+def _key_measures(
+    model: Transformer,
+    x: torch.Tensor,
+    rec: dict,
+    keys: torch.Tensor,
+    targets: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """Per query position (batch, T), what sets the second layer's attention on ``keys`` (batch, T, T), a
+    causal mask of the keys that hold the answer: their total attention, their mean logit, its token-token
+    part c w_E(z_t)^T W_QK^2 w_E(z_s) and its part from the query's token and the keys' first-layer output
+    h^1_s, the first layer's attention of those keys on their previous token, and the log-sum-exp of the
+    other keys' logits; and where the rest of the attention goes: to the other keys holding the query's
+    token z_t (s = t included), to the other keys holding the target ``targets`` (batch, T), and to all the
+    others (the four attention shares add up to 1). ``rec`` is what the forward pass of the two-layer model
+    recorded; its first feed-forward layer must be none, so that the stream entering layer 2 is w_E + p + h^1.
+    ``bias`` (batch, T, T), if the forward pass added one to the second layer's logits, is a token-token edit
+    (:func:`companion.experiments.induction.discount_edit`): it enters the logits and their token-token part."""
+    n = keys.sum(-1).clamp_min(1)
+    W2, c = model.layers[1].qk(), model.scale
+    emb = model.W_E[x]
+    h1 = rec["u1"] - model.embed(x)  # the first attention layer's output
+    bias = torch.zeros(()) if bias is None else bias
+    scores = (rec["u1"] @ W2) @ rec["u1"].transpose(1, 2) * c + bias  # (batch, t, s)
+    q2 = emb @ W2 * c  # the query's token part, (batch, t, d)
+    prev = F.pad(rec["attn1"].diagonal(offset=-1, dim1=1, dim2=2), (1, 0))  # a^1(s, s - 1)
+    causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
+
+    def key_mean(v: torch.Tensor) -> torch.Tensor:  # (batch, t, s) -> (batch, t): mean over the keys
+        return (v * keys).sum(-1) / n
+
+    own = (x[:, None, :] == x[:, :, None]) & causal & ~keys  # other keys holding the query's token
+    target = (x[:, None, :] == targets[:, :, None]) & causal & ~keys & ~own  # other keys holding the target
+    rest = causal & ~keys & ~own & ~target
+    return {
+        "attention": (rec["attn2"] * keys).sum(-1),
+        "key_score": key_mean(scores),
+        "pair_score": key_mean(q2 @ emb.transpose(1, 2) + bias),
+        "match_score": key_mean(q2 @ h1.transpose(1, 2)),
+        "prev_attention": key_mean(prev[:, None, :].expand_as(scores)),
+        "rest_score": torch.logsumexp(scores.masked_fill(keys | ~causal, float("-inf")), -1),
+        "attention_query_token": (rec["attn2"] * own).sum(-1),
+        "attention_target_elsewhere": (rec["attn2"] * target).sum(-1),
+        "attention_rest": (rec["attn2"] * rest).sum(-1),
+    }
+
+
+PAIR_MODELS = ("random triggers, trained", "random triggers, at initialisation", "fixed triggers, trained")
+
+
+def pair_score_models(random_run: InductionRun, fixed_run: InductionRun) -> dict[str, dict]:
+    """:func:`companion.experiments.induction.pair_scores` of the random-trigger model, of the same model at its initialisation, and of the
+    fixed-trigger model (pairs with its fixed triggers), keyed by :data:`PAIR_MODELS`."""
+    task = random_run.exp.task()
+    return dict(
+        zip(
+            PAIR_MODELS,
+            (
+                pair_scores(random_run.model(), task),
+                pair_scores(random_run.model(trained=False), task),
+                pair_scores(fixed_run.model(), fixed_run.exp.task()),
+            ),
+        )
+    )
+
+
+PAIR_SCORE_HEADER = ("model", "layer", *PAIR_KINDS, "likely minus another successor")
+
+
+def pair_score_rows(models: dict[str, dict]) -> list[list]:
+    """Rows (model, layer, one column per :data:`companion.experiments.induction.PAIR_KINDS`, likely minus other) of :func:`pair_score_models`."""
+    return [
+        [m, layer, *(v[k] for k in PAIR_KINDS), v["likely_minus_other"]]
+        for m, by_layer in models.items()
+        for layer, v in by_layer.items()
+    ]
+
+
+def discount_edits(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict[str, dict]:
+    """:func:`head_or_bigram` of a random-trigger run for each of :data:`companion.experiments.induction.DISCOUNT_EDITS` (``"trained"``: no
+    edit), on the same ``n_seq`` sequences, so that every edit is measured at the same positions."""
+    model, task = r.model(), r.exp.task()
+    return {
+        k: head_or_bigram(r, n_seq, chunk, edit=discount_edit(model, task, strengths, how) or None)
+        for k, (_, strengths, how) in DISCOUNT_EDITS.items()
+    }
+
+
+DISCOUNT_EDIT_HEADER = (
+    "edit",
+    f"accuracy, o q's 2nd to {BIGRAM_TOP}th likeliest",
+    "accuracy, o off the top",
+    "top-1 share, o in the top",
+    "top-1 share, o off the top",
+    "ratio",
+    "ratio within strata",
+    "attention on o's keys, in - off (within strata)",
+    "first layer on q, in - off",
+)
+
+
+def discount_edit_rows(edits: dict[str, dict]) -> list[list]:
+    """Rows for :data:`DISCOUNT_EDIT_HEADER` from :func:`discount_edits`."""
+    return [
+        [
+            DISCOUNT_EDITS[k][0],
+            hb["acc_in"],
+            hb["acc_off"],
+            hb["top1_in"],
+            hb["top1_off"],
+            top1_ratio(hb),
+            top1_ratio(hb, matched=True),
+            matched_gap(hb, "attention"),
+            matched_gap(hb, "prev_attention"),
+        ]
+        for k, hb in edits.items()
+    ]
+
+
+# keys after an earlier q that hold one of q's BIGRAM_TOP likeliest successors, or not
+KEY_KINDS = ("likely", "other")
+
+
+# positions of a trigger seen before (target o), of another token seen before
+QUERY_PARTS = ("trigger", "non-trigger")
+
+
+def pair_masks(likely: torch.Tensor, b) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """For a batch ``b`` of :class:`RecallTask` sequences and ``likely`` (:func:`companion.experiments.induction.likely_pairs`): the keys
+    s <= t that follow an earlier occurrence of z_t, split by :data:`KEY_KINDS` (batch, T, T), and the query
+    positions whose token occurred before, split by :data:`QUERY_PARTS` (batch, T)."""
+    x = torch.as_tensor(b.inputs)
+    N = likely.shape[0]
+    keys = _after_earlier(x)
+    xs = x.clamp(max=N - 1)
+    holds = likely[xs[:, :, None], xs[:, None, :]] & (x[:, :, None] < N) & (x[:, None, :] < N)
+    seen = keys.any(-1)  # z_t occurred before t
+    trig = (x[..., None] == torch.as_tensor(b.triggers)[:, None, :]).any(-1)
+    return {"likely": keys & holds, "other": keys & ~holds}, {
+        "trigger": seen & trig,
+        "non-trigger": seen & ~trig,
+    }
+
+
+def pair_gradient(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict:
+    """Which positions push the second layer's logits of the keys that follow an earlier occurrence of the
+    query's token up, and which down: the derivative of the training loss (summed over positions, per
+    sequence) with respect to a shift delta added to those logits, for keys holding one of the query token's
+    :data:`companion.experiments.induction.BIGRAM_TOP` likeliest bigram successors (``likely``) and for the others (``other``), split by
+    query position: a trigger of the sequence seen before (its target is the trigger's output) or any other
+    token seen before (its target is a bigram draw); in a task with a forced final trigger (``Batch.forced``)
+    the position before it is in the loss too, counted by its token. Positions whose token did not occur before
+    have no such keys, so the two parts add up to the whole derivative (``net``); negative pushes the logits up.
+    ``balance``: -non-trigger / trigger, the share of the triggers' push up that the other positions undo.
+    Measured on ``n_seq`` fresh sequences (stream "pair-gradient" of the run's seed)."""
+    exp = r.exp
+    if len(exp.ff) != 2:
+        raise ValueError(f"pair_gradient needs two layers (the shift is in the second); got ff={exp.ff}")
+    check_int("n_seq", n_seq, low=1)
+    check_int("chunk", chunk, low=1)
+    model = r.model()
+    model.requires_grad_(False)
+    task = exp.task()
+    likely = likely_pairs(task)
+    rng = np.random.default_rng(config.seed_streams(exp.seed, ["pair-gradient"])["pair-gradient"])
+    grad = {(k, p): 0.0 for k in KEY_KINDS for p in QUERY_PARTS}
+    for start in range(0, n_seq, chunk):
+        b = task.sample(rng, min(chunk, n_seq - start))
+        x, y = torch.as_tensor(b.inputs), torch.as_tensor(b.targets)
+        masks, parts = pair_masks(likely, b)
+        deltas = {k: torch.zeros((), requires_grad=True) for k in KEY_KINDS}
+        with torch.enable_grad():
+            logits = model(x, score_bias=sum(deltas[k] * masks[k] for k in KEY_KINDS))
+            nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view_as(y)
+            for part, where in parts.items():
+                gs = torch.autograd.grad(nll[where].sum(), [deltas[k] for k in KEY_KINDS], retain_graph=True)
+                for k, g in zip(KEY_KINDS, gs):
+                    grad[k, part] += float(g)
+    out = {k: {p: grad[k, p] / n_seq for p in QUERY_PARTS} for k in KEY_KINDS}
+    for k in KEY_KINDS:
+        out[k]["net"] = out[k]["trigger"] + out[k]["non-trigger"]
+        out[k]["balance"] = -out[k]["non-trigger"] / out[k]["trigger"]
+    return out
+
+
+PAIR_GRADIENT_HEADER = (
+    "keys after an earlier occurrence of the query's token, holding",
+    "trigger positions",
+    "other positions",
+    "net",
+    "share of the triggers' push undone",
+)
+
+
+def pair_gradient_rows(pg: dict) -> list[list]:
+    """Rows for :data:`PAIR_GRADIENT_HEADER` from :func:`pair_gradient`."""
+    name = {"likely": f"one of its {BIGRAM_TOP} likeliest successors", "other": "another token"}
+    return [
+        [name[k], pg[k]["trigger"], pg[k]["non-trigger"], pg[k]["net"], pg[k]["balance"]] for k in KEY_KINDS
+    ]
+
+
+def b10_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
+    """B10's numbers of one random-trigger model from :func:`discount_edits` (``"trained"``: its
+    :func:`head_or_bigram`), :func:`pair_gradient` and :func:`companion.experiments.induction.pair_scores` (of the trained model), named as
+    :data:`B10_MEASURES`. R, the ratio of ``top1_in`` to ``top1_off``, is read for every edit on the same
+    positions; ``discount_removed_share`` is (R trained - R both removed) / (R trained - 1), the share of R's
+    excess over 1 (no preference) that goes with both discounts, ``discount_doubled_growth`` (R both doubled -
+    R trained) / (R trained - 1), ``discount_pairwise_share`` the share that goes with both removed pair by pair."""
+    hb = edits["trained"]
+    ratio = {k: top1_ratio(e) for k, e in edits.items()}
+    excess = ratio["trained"] - 1 or float("nan")  # no preference to explain: the shares are undefined
+    return {
+        "acc_off": hb["acc_off"],
+        "top1_ratio": ratio["trained"],
+        "top1_ratio_matched": top1_ratio(hb, matched=True),
+        **{f"{k}_gap": matched_gap(hb, k) for k in MECHANISM},
+        "pair_QK1": scores["W_QK^1"]["likely_minus_other"],
+        "pair_QK2": scores["W_QK^2"]["likely_minus_other"],
+        "pair_discount_weaker": max(v["likely_minus_other"] for v in scores.values()),
+        "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"],
+        **{f"ratio_{k}": ratio[k] for k in DISCOUNT_EDITS if k != "trained"},
+        "discount_removed_share": (ratio["trained"] - ratio["both_removed"]) / excess,
+        "discount_doubled_growth": (ratio["both_doubled"] - ratio["trained"]) / excess,
+        "discount_pairwise_share": (ratio["trained"] - ratio["both_pairwise"]) / excess,
+    }
+
+
+B10_MEASURES = {  # b10_values and b10_training_values: name -> (column header, meaning)
+    "acc_off": (
+        "accuracy, o off the top",
+        f"accuracy where o is not among q's {BIGRAM_TOP} likeliest successors",
+    ),
+    "top1_ratio": (
+        "top-1 share, in / off",
+        f"share predicting q's likeliest successor, o its 2nd to {BIGRAM_TOP}th likeliest over o off the top",
+    ),
+    "top1_ratio_matched": (
+        "the same within strata",
+        "the same ratio within strata (trigger, occurrence bin)",
+    ),
+    "attention_gap": (
+        "attention on o's keys, in - off",
+        "second layer's attention on the keys holding o, in minus off, within strata",
+    ),
+    "prev_attention_gap": (
+        "first layer on q, in - off",
+        "first layer's attention of the keys holding o on q, in minus off, within strata",
+    ),
+    "key_score_gap": (
+        "mean logit of o's keys",
+        "second layer's mean logit of the keys holding o, in minus off, within strata",
+    ),
+    "pair_score_gap": ("its token-token part", "its token-token part, in minus off, within strata"),
+    "match_score_gap": (
+        "its induction match",
+        "its part from the query's token and the keys' h^1, in minus off, within strata",
+    ),
+    "rest_score_gap": (
+        "other keys' log-sum-exp",
+        "log-sum-exp of the other keys' logits, in minus off, within strata",
+    ),
+    "attention_query_token_gap": (
+        "attention on q's keys",
+        "attention on the keys holding q itself, in minus off, within strata",
+    ),
+    "attention_target_elsewhere_gap": (
+        "on o elsewhere",
+        "attention on the keys holding o elsewhere, in minus off, within strata",
+    ),
+    "attention_rest_gap": ("on all other keys", "attention on all other keys, in minus off, within strata"),
+    "pair_QK1": (
+        "W_QK^1 likely - other",
+        "token-token logit in W_QK^1, q's likeliest successors minus others",
+    ),
+    "pair_QK2": ("W_QK^2 likely - other", "the same in W_QK^2"),
+    "pair_discount_weaker": ("weaker layer", "the larger (weaker) of the two"),
+    "balance_gap": (
+        "push undone, likely - other",
+        "share of the triggers' push that the other repeated positions undo, likely keys minus other keys",
+    ),
+    **{
+        f"ratio_{k}": (f"ratio, {name}", f"the top-1 share ratio with {name}")
+        for k, (name, *_) in DISCOUNT_EDITS.items()
+        if k != "trained"
+    },
+    "discount_removed_share": ("share of the excess gone", "(R trained - R both removed) / (R trained - 1)"),
+    "discount_doubled_growth": ("growth, doubled", "(R both doubled - R trained) / (R trained - 1)"),
+    "discount_pairwise_share": (
+        "share gone, pair by pair",
+        "(R trained - R both pair by pair) / (R trained - 1)",
+    ),
+    **{
+        f"{m}_{w}": (f"{head}, {w}", f"{w} window of training (test batch): {meaning}")  # b10_training_values
+        for w in ("early", "late")
+        for m, head, meaning in (
+            ("ratio", "ratio", "the top-1 share ratio R"),
+            ("ratio_removed", "ratio, both removed", "R with both discounts removed"),
+            ("removed_share", "share gone", "(R - R both removed) / (R - 1)"),
+            ("ratio_pairwise", "ratio, pair by pair", "R with both discounts removed pair by pair"),
+            ("pairwise_share", "share gone, pair by pair", "(R - R both pair by pair) / (R - 1)"),
+            ("pair_QK1", "W_QK^1 likely - other", "W_QK^1's pair discount, mean over the window"),
+            ("pair_QK2", "W_QK^2 likely - other", "W_QK^2's pair discount, mean over the window"),
+        )
+    },
+}
+
+
+TRAINING_MEASURES = (
+    "ratio",
+    "ratio_removed",
+    "removed_share",
+    "ratio_pairwise",
+    "pairwise_share",
+    "pair_QK1",
+    "pair_QK2",
+)
+
+
+# --- B10 over seeds (recorded: ``python -m companion record induction_b10_seeds``) ---
+
+
+B10_SEEDS = (0, 1, 2, 3, 4)
+
+
+B10_CURVES = (
+    "acc",
+    "b10_top1_in",
+    "b10_top1_off",
+    "b10_pair_QK1",
+    "b10_pair_QK2",
+    # along training, per seed
+    *(f"b10_top1_{side}{end}" for end in B10_EDITS for side in ("in", "off")),
+)
+
+
+def b10_seed_members(profile: str | None = None) -> dict[str, InductionExperiment]:
+    """The random-trigger run of :func:`companion.experiments.induction.random_trigger_experiment` for each of :data:`B10_SEEDS` (``"seed 0"``,
+    ...; the seed fixes the data, the initialisation and the test streams)."""
+    base = random_trigger_experiment(profile)
+    return {f"seed {s}": dataclasses.replace(base, seed=s) for s in B10_SEEDS}
+
+
+def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
+    """B10's numbers (:func:`b10_values`) of each run of a :func:`b10_seed_members` set, named
+    ``b10s_<measure>_s<seed>``, and over the seeds: the smallest accuracy off the top and ratio, the largest
+    ratio, how many seeds have a ratio above 2 (the bar of the single-seed row ``ih.b10_bigram_when_top``), and
+    the largest (weakest) first-layer gap and pair discount and the smallest balance gap; the extremes of the
+    discount edits' shares (:func:`discount_edits`) and how many seeds the first layer's edit lowers the ratio
+    more in; and the share the edit takes away along training (:func:`b10_along_training`'s
+    ``b10t_removed_share*``, as ``b10s_<window>_removed_share_<mean|min>``)."""
+    per = {
+        r.exp.seed: {
+            **b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task())),
+            **b10_training_values(r),
+        }
+        for r in runs.values()
+    }
+    out = {
+        f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}")
+        for s, v in per.items()
+        for m in B10_MEASURES
+    }
+    col = {m: np.array([v[m] for v in per.values()]) for m in B10_MEASURES}
+    first = next(iter(runs.values())).exp
+    out.update(
+        {
+            "b10s_n": (len(per), "seeds"),
+            "b10s_first_seed": (min(per), "the first seed"),
+            "b10s_last_seed": (max(per), "the last seed"),
+            "b10s_steps": (first.steps, "training steps per seed"),
+            "b10s_acc_off_min": (col["acc_off"].min(), "smallest over seeds: accuracy off the top"),
+            "b10s_top1_ratio_min": (col["top1_ratio"].min(), "smallest over seeds: the top-1 share ratio"),
+            "b10s_top1_ratio_max": (col["top1_ratio"].max(), "largest over seeds: the top-1 share ratio"),
+            "b10s_top1_ratio_matched_min": (
+                col["top1_ratio_matched"].min(),
+                "smallest over seeds: the ratio within strata",
+            ),
+            "b10s_above_2": (int((col["top1_ratio"] > 2).sum()), "seeds whose ratio is above 2"),
+            "b10s_attention_gap_max": (col["attention_gap"].max(), "largest over seeds: the attention gap"),
+            "b10s_prev_attention_gap_max": (
+                col["prev_attention_gap"].max(),
+                "largest over seeds: the first-layer gap",
+            ),
+            "b10s_pair_discount_max": (
+                col["pair_discount_weaker"].max(),
+                "largest over seeds: the weaker layer's pair discount",
+            ),
+            "b10s_balance_gap_min": (col["balance_gap"].min(), "smallest over seeds: the balance gap"),
+            "b10s_match_score_gap_max": (
+                col["match_score_gap"].max(),
+                "largest over seeds: the induction-match gap",
+            ),
+            "b10s_pair_score_gap_max": (
+                col["pair_score_gap"].max(),
+                "largest over seeds: the token-token gap",
+            ),
+            "b10s_rest_share_min": (
+                (col["attention_rest_gap"] / -col["attention_gap"]).min(),
+                "smallest over seeds: share of the lost attention that goes to the keys holding "
+                "neither q nor o",
+            ),
+            "b10s_discount_removed_share_min": (
+                col["discount_removed_share"].min(),
+                "smallest over seeds: share of the ratio's excess that goes with both discounts removed",
+            ),
+            "b10s_discount_removed_share_max": (
+                col["discount_removed_share"].max(),
+                "largest over seeds: the same",
+            ),
+            "b10s_discount_doubled_growth_min": (
+                col["discount_doubled_growth"].min(),
+                "smallest over seeds: the ratio's growth with both discounts doubled, over its excess",
+            ),
+            "b10s_discount_doubled_growth_max": (
+                col["discount_doubled_growth"].max(),
+                "largest over seeds: the same",
+            ),
+            "b10s_discount_pairwise_share_min": (
+                col["discount_pairwise_share"].min(),
+                "smallest over seeds: the share that goes with both discounts removed pair by pair",
+            ),
+            "b10s_discount_pairwise_share_max": (
+                col["discount_pairwise_share"].max(),
+                "largest over seeds: the same",
+            ),
+            "b10s_qk1_stronger": (
+                int((col["ratio_QK1_removed"] < col["ratio_QK2_removed"]).sum()),
+                "seeds where removing "
+                "W_QK^1's discount alone lowers the ratio more than removing W_QK^2's alone",
+            ),
+            "b10s_pairwise_more": (
+                int((col["discount_pairwise_share"] > col["discount_removed_share"]).sum()),
+                "seeds where the pair-by-pair edit takes away more of the excess than the mean edit",
+            ),
+            "b10s_ratio_both_pairwise_min": (
+                col["ratio_both_pairwise"].min(),
+                "smallest over seeds: the ratio with both discounts removed pair by pair",
+            ),
+        }
+    )
+    for w in ("early", "late"):  # the edits along training, on the Evaluator's test batches
+        for e, how in (("removed", ""), ("pairwise", " pair by pair")):
+            share = col[f"{e}_share_{w}"]
+            out[f"b10s_{w}_{e}_share_min"] = (
+                share.min(),
+                f"smallest over seeds: {w} window, share of the ratio's "
+                f"excess that goes with both discounts removed{how}",
+            )
+            out[f"b10s_{w}_{e}_share_argmin"] = (
+                int(list(per)[int(share.argmin())]),
+                "the seed with that smallest share",
+            )
+            out[f"b10s_{w}_{e}_share_above"] = (
+                int((share > 0.25).sum()),
+                f"seeds whose {w} share{how} is above 0.25",
+            )
+        weakest = col[f"pair_QK2_{w}"]
+        out[f"b10s_{w}_pair_QK2_max"] = (
+            weakest.max(),
+            f"largest (weakest) over seeds: W_QK^2's pair discount, mean over the {w} window",
+        )
+        out[f"b10s_{w}_pair_QK2_argmax"] = (
+            int(list(per)[int(weakest.argmax())]),
+            "the seed with that weakest discount",
+        )
+        out[f"b10s_{w}_pairwise_more"] = (
+            int((col[f"pairwise_share_{w}"] > col[f"removed_share_{w}"]).sum()),
+            f"seeds where, in the {w} window, the pair-by-pair edit takes away more "
+            "of the excess than the mean edit",
+        )
+    return report.Summary(out)
+
+
+def b10_training_values(r: InductionRun) -> dict[str, float]:
+    """One run's edits along training (:func:`b10_along_training` of that run alone): per window, the ratio R,
+    R with both discounts removed (as a mean, and pair by pair) and the share of R's excess that goes, and the
+    two layers' pair discounts (``ratio_early``, ``ratio_removed_early``, ..., ``pair_QK2_late``:
+    :data:`TRAINING_MEASURES`)."""
+    along = b10_along_training(b10_seed_curves({"run": r}))
+    return {f"{m}_{w}": along[f"b10t_{m}_{w}"] for w in ("early", "late") for m in TRAINING_MEASURES}
+
+
+def b10_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
+    """Along training, per seed: the evaluated steps and :data:`B10_CURVES`."""
+    return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *B10_CURVES)}
+
+
+def b10_seed_overview(summary) -> report.Summary:
+    """The entries of a :func:`b10_seeds_summary` (live or recorded) that are not one seed's: the extremes."""
+    return report.Summary(
+        {k: (v, summary.meaning.get(k, "")) for k, v in summary.items() if not re.search(r"_s\d+$", k)}
+    )
+
+
+def b10_along_training(
+    curves: dict, early: tuple[float, float] = (0.2, 0.4), late: tuple[float, float] = (0.7, 1.0)
+) -> report.Summary:
+    """:func:`b10_seed_curves` (live or recorded) in two windows of training, given as fractions of the last
+    evaluated step (``early``: [0.2, 0.4), after the induction head forms; ``late``: [0.7, 1.0]): the mean over
+    the evaluations in the window, then over the seeds, of each of :data:`B10_CURVES`, named
+    ``b10t_<curve>_<window>``, and ``b10t_<window>_from`` / ``_to``, the window's first and last evaluated step
+    (of the last run; the runs of a seed study share their steps). The default windows are ours, chosen on the
+    recorded curves to describe them. And the edit along training: per seed and window, the ratio
+    R = top-1 share in / off (of the window's means) as trained and with each of :data:`companion.experiments.induction.B10_EDITS` (``<e>``:
+    ``removed`` or ``pairwise``), ``b10t_ratio_<e>_<window>``, and the share of R's excess over 1 that the edit
+    takes away, (R - R_edited) / (R - 1): ``b10t_<e>_share_<window>`` is its mean over the seeds and
+    ``b10t_<e>_share_min_<window>`` its smallest."""
+    for name, (lo, hi) in (("early", early), ("late", late)):
+        if not 0 <= lo < hi <= 1:
+            raise ValueError(f"{name}={(lo, hi)} is not a window of training: need 0 <= start < end <= 1")
+    out = {}
+    for window, (lo, hi) in (("early", early), ("late", late)):
+        means = {k: [] for k in B10_CURVES}
+        for name, steps in curves["step"].items():
+            steps = np.asarray(steps)
+            end = steps[-1]
+            keep = (steps >= lo * end) & ((steps < hi * end) | (hi == 1))
+            if not keep.any():
+                raise ValueError(
+                    f"{window}={(lo, hi)} holds no evaluation of {name!r} (steps {steps.tolist()})"
+                )
+            for k in B10_CURVES:
+                means[k].append(float(np.mean(np.asarray(curves[k][name])[keep])))
+        out[f"b10t_{window}_from"] = (int(steps[keep][0]), f"the {window} window's first evaluated step")
+        out[f"b10t_{window}_to"] = (int(steps[keep][-1]), f"the {window} window's last evaluated step")
+        out.update(
+            {
+                f"b10t_{k.removeprefix('b10_')}_{window}": (
+                    float(np.mean(v)),
+                    f"{k}: mean over the {window} window, then over seeds",
+                )
+                for k, v in means.items()
+            }
+        )
+        m = {k: np.array(v) for k, v in means.items()}
+        ratio = m["b10_top1_in"] / m["b10_top1_off"]
+        out[f"b10t_ratio_{window}"] = (
+            float(ratio.mean()),
+            f"{window} window: the ratio R of the shares (in / off, of the window's means), mean over seeds",
+        )
+        for end, key in B10_EDITS.items():
+            e, edit = end[1:], DISCOUNT_EDITS[key][0]
+            edited = m[f"b10_top1_in{end}"] / m[f"b10_top1_off{end}"]
+            out[f"b10t_ratio_{e}_{window}"] = (
+                float(edited.mean()),
+                f"{window} window: R with {edit}, mean over seeds",
+            )
+            with np.errstate(divide="ignore", invalid="ignore"):  # R = 1: no excess, no share (nan)
+                share = (ratio - edited) / (ratio - 1)
+            out[f"b10t_{e}_share_{window}"] = (
+                float(share.mean()),
+                f"{window} window: share of the ratio's excess "
+                f"over 1 taken away with {edit}, mean over seeds",
+            )
+            out[f"b10t_{e}_share_min_{window}"] = (
+                float(share.min()),
+                f"{window} window: the same, smallest over seeds",
+            )
+    return report.Summary(out)
+
+
+# the seed study's tables: B10's preference and the claims' mechanism; where the attention goes; edits
+B10_TABLES = {
+    "claims": (
+        "acc_off",
+        "top1_ratio",
+        "top1_ratio_matched",
+        "attention_gap",
+        "prev_attention_gap",
+        "pair_QK1",
+        "pair_QK2",
+        "pair_discount_weaker",
+        "balance_gap",
+    ),
+    "attention": (
+        "attention_gap",
+        "key_score_gap",
+        "pair_score_gap",
+        "match_score_gap",
+        "rest_score_gap",
+        "attention_query_token_gap",
+        "attention_target_elsewhere_gap",
+        "attention_rest_gap",
+    ),
+    "edits": (
+        "top1_ratio",
+        *(f"ratio_{k}" for k in DISCOUNT_EDITS if k != "trained"),
+        "discount_removed_share",
+        "discount_doubled_growth",
+        "discount_pairwise_share",
+    ),
+    "training": tuple(
+        f"{m}_{w}" for w in ("early", "late") for m in ("ratio", "ratio_removed", "removed_share")
+    ),
+    "training_pairwise": tuple(
+        f"{m}_{w}"
+        for w in ("early", "late")
+        for m in ("ratio_pairwise", "pairwise_share", "pair_QK1", "pair_QK2")
+    ),
+}
+
+
+def b10_seed_header(table: str = "claims") -> tuple[str, ...]:
+    """The column headers of one of :data:`B10_TABLES`."""
+    check_choice("table", table, tuple(B10_TABLES))
+    return ("seed", *(B10_MEASURES[m][0] for m in B10_TABLES[table]))
+
+
+def b10_seed_rows(summary, table: str = "claims") -> list[list]:
+    """One row per seed of a :func:`b10_seeds_summary` (live or recorded), the columns of
+    :func:`b10_seed_header` ``(table)``."""
+    check_choice("table", table, tuple(B10_TABLES))
+    seeds = sorted(int(k.rsplit("_s", 1)[1]) for k in summary if k.startswith("b10s_acc_off_s"))
+    return [[s, *(summary[f"b10s_{m}_s{s}"] for m in B10_TABLES[table])] for s in seeds]
+
+
+# --- the chapter's numbers ---
+
+
+def random_study(profile: str | None = None, progress: bool = True) -> dict:
+    """Every run of ``book/induction_random``: the final-W_F models with random and with fixed triggers
+    (the latter shared with :func:`companion.experiments.induction_head.study`, cached), and what the random-trigger model does at repeated
+    triggers: head or bigram, the pair gradient, the pair scores and the discount edits."""
+    ffr = run(ff_experiment(profile), progress=progress)
+    rnd = run(random_trigger_experiment(profile), progress=progress)
+    edits = discount_edits(rnd)
+    return {
+        "ff": ffr,
+        "random": rnd,
+        "discount_edits": edits,
+        "head_or_bigram": edits["trained"],
+        "pair_gradient": pair_gradient(rnd),
+        "pair_scores": pair_score_models(rnd, ffr),
+    }
+
+
+def random_summary(res: dict) -> report.Summary:
+    """The claim values of :func:`random_study` (see ``data/claims.toml``, ids ``ih.b10_*`` of
+    ``book/induction_random``)."""
+    ffr, hb = res["ff"], res["head_or_bigram"]
+    ps, pg = res["pair_scores"], res["pair_gradient"]
+    b10 = b10_values(res["discount_edits"], pg, ps[PAIR_MODELS[0]])
+    return report.Summary(
+        {
+            "acc_ff": (
+                ffr.final("acc"),
+                "memories + final linear W_F, fixed triggers: in-context accuracy at the end",
+            ),
+            "acc_random": (
+                res["random"].final("acc"),
+                "the same model, random triggers: in-context accuracy at the end",
+            ),
+            "hb_k": (res["random"].exp.n_triggers, "random triggers: triggers drawn per sequence"),
+            "hb_steps": (res["random"].exp.steps, "random triggers: training steps"),
+            "hb_positions": (
+                hb["positions"],
+                "random triggers: second and later trigger occurrences measured",
+            ),
+            "hb_top": (
+                BIGRAM_TOP,
+                "the bigram's 'top predictions': the trigger's likeliest successors counted",
+            ),
+            "hb_acc_off": (
+                hb["acc_off"],
+                f"accuracy where o is not among the trigger's {BIGRAM_TOP} likeliest successors",
+            ),
+            "hb_acc_in": (
+                hb["acc_in"],
+                f"accuracy where o is the trigger's 2nd to {BIGRAM_TOP}th likeliest successor",
+            ),
+            "hb_top1_off": (
+                hb["top1_off"],
+                "share predicting the trigger's likeliest successor, o not in the top",
+            ),
+            "hb_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
+            "hb_top1_ratio": (b10["top1_ratio"], "o in the top over o not in the top"),
+            "hb_attention_in": (
+                hb["attention_in"],
+                "second layer's attention on the keys after earlier q, o in the top",
+            ),
+            "hb_attention_off": (hb["attention_off"], "the same, o not in the top"),
+            "hb_acc_first": (hb["bins"][0]["acc"], "accuracy where o is the trigger's likeliest successor"),
+            "hb_head_first": (
+                hb["bins"][0]["head_acc"],
+                "the same positions: the head path alone predicts o",
+            ),
+            "hb_attention_first": (
+                hb["bins"][0]["attention"],
+                "the same positions: attention on the keys after q",
+            ),
+            "hb_strata_matched": (
+                hb["strata_matched"],
+                "strata (trigger, occurrence bin) with both kinds of positions",
+            ),
+            "hb_matched_share": (hb["matched_share"], "share of the top positions in those strata"),
+            "hb_attention_in_matched": (
+                hb["attention_in_matched"],
+                "attention on the keys after earlier q, o in the top, within strata",
+            ),
+            "hb_attention_off_matched": (
+                hb["attention_off_matched"],
+                "the same, o not in the top, same strata",
+            ),
+            "hb_acc_in_matched": (hb["acc_in_matched"], "accuracy, o in the top, within strata"),
+            "hb_acc_off_matched": (
+                hb["acc_off_matched"],
+                "accuracy, o not in the top, weighted to the same strata",
+            ),
+            "hb_top1_ratio_matched": (
+                b10["top1_ratio_matched"],
+                "share predicting the likeliest successor, in over off, within strata",
+            ),
+            **{
+                f"hb_{k}_{side}": (
+                    hb[f"{k}_{side}_matched"],
+                    f"{MECHANISM[k]}, o {'in' if side == 'in' else 'not in'} the top, within strata",
+                )
+                for k in MECHANISM
+                if k != "attention"
+                for side in ("in", "off")
+            },
+            "hb_prev_attention_gap": (
+                b10["prev_attention_gap"],
+                "first layer's attention of the keys holding o on q: in minus off, within strata",
+            ),
+            "hb_key_score_gap": (
+                b10["key_score_gap"],
+                "second layer's mean logit of the keys holding o: in minus off, within strata",
+            ),
+            "hb_pair_score_gap": (b10["pair_score_gap"], "its token-token part"),
+            "hb_match_score_gap": (b10["match_score_gap"], "its query-token x first-layer part"),
+            "hb_rest_score_gap": (
+                b10["rest_score_gap"],
+                "log-sum-exp of the other keys' logits: in minus off, within strata",
+            ),
+            **{
+                f"pair_{layer[2:].replace('^', '')}_{m}": (
+                    ps[name][layer]["likely_minus_other"],
+                    f"{name}, {layer}: token-token logit, y among q's "
+                    f"{BIGRAM_TOP} likeliest successors minus another successor",
+                )
+                for m, name in zip(("random", "init", "fixed"), PAIR_MODELS)
+                for layer in ("W_QK^1", "W_QK^2")
+            },
+            "pair_discount_weaker": (
+                b10["pair_discount_weaker"],
+                "random triggers: the weaker (larger) of the two layers' likely-minus-other",
+            ),
+            **{
+                f"pg_{k}_{p.replace('-', '')}": (
+                    pg[k][p],
+                    f"d(loss per sequence)/d(shift of the logits of {k} keys), {p} positions",
+                )
+                for k in KEY_KINDS
+                for p in (*QUERY_PARTS, "net")
+            },
+            **{
+                f"pg_{k}_balance": (
+                    pg[k]["balance"],
+                    f"share of the triggers' push on {k} keys that the other positions undo",
+                )
+                for k in KEY_KINDS
+            },
+            "pg_balance_gap": (b10["balance_gap"], "likely keys' balance minus other keys'"),
+            **{
+                f"hb_ratio_{k}": (b10[f"ratio_{k}"], B10_MEASURES[f"ratio_{k}"][1])
+                for k in DISCOUNT_EDITS
+                if k != "trained"
+            },
+            **{
+                f"hb_{k}": (b10[k], B10_MEASURES[k][1])
+                for k in ("discount_removed_share", "discount_doubled_growth", "discount_pairwise_share")
+            },
+            "seconds": (res["random"].seconds, "training time of the random-trigger run (s)"),
+        }
+    )
