@@ -231,3 +231,25 @@ def test_every_configuration_refuses_a_negative_seed_at_construction():
             with pytest.raises(ValueError, match=r"seed=-1 is out of range"):
                 build(seed=-1)
     assert {"RecallExperiment", "KHopExperiment", "TextConfig", "StandIn"} <= set(found)
+
+
+def test_prose_stats_count_the_prose_only(tmp_path):
+    """benchmarks/prose_stats.py (issue 52's sentence counter): code cells, options, labels and tables are not
+    prose; the Overview admonition is the overview; abbreviations do not end a sentence; every chapter counts."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("prose_stats", root / "benchmarks" / "prose_stats.py")
+    ps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ps)
+    page = tmp_path / "ch.md"
+    page.write_text(
+        "---\nkernelspec: {}\n---\n\n(ch)=\n# Title here\n\n:::{admonition} Overview\n:class: tip\n"
+        "**Claim.** One two three, cf. Fig. 3 four. Five six!\n:::\n\n```{code-cell} ipython3\nx = 1. + 2\n```\n\n"
+        "## Section\n\n| a | b |\n| --- | --- |\n\nSeven $x^2$ eight {glue:text}`v:.2f` nine.\n- An item\n"
+    )
+    s = ps.chapter_stats(page)
+    assert (s["sentences"], s["words"], s["overview_words"]) == (4, 17, 10), s
+    assert ps.sentences("No end here and e.g. none. Two.") == ["No end here and e.g. none.", "Two."]
+    every = {ch: ps.chapter_stats(root / f"{ch}.md") for ch in ps.chapters()}
+    assert all(s["sentences"] > 0 and s["overview_words"] > 0 for s in every.values())
