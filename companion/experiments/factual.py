@@ -1,33 +1,13 @@
 """Factual recall: the toy task and the dynamics of one attention layer (the talk; Nichani, Lee, Bietti, ICLR 2025).
 
-Task (:class:`FactTask`). Vocabulary: S subjects, R relations, ``n_noise``
-noise tokens and EOS (ids in that order; 41 tokens for the paper's
-S = 16, R = 4, 20 noise tokens). A sequence of length T has EOS at the last
-position, the subject and the relation at two distinct uniform positions
-before it, noise tokens (uniform) elsewhere. The answer a*(s, r) is one of
-|A| = D R answers, each relation owning the block A_r = {rD, ..., rD + D - 1}.
-``facts="structured"`` is the authors' notebook: a*(s, r) = floor(s D / S) + r D
-(S / D subjects share an answer within a relation); ``"random"``: uniform in A_r.
-
-Model (:class:`AttentionFacts`). Embeddings x_t = phi(z_t), one-hot
-(``embed="onehot"``, d = vocabulary size: the paper's orthogonal embeddings)
-or random unit-norm Gaussian (``"random"``, any d), fixed. One attention layer
-read at the EOS position: scores s_t = x_t^T A x_EOS; ``attention="linear"``:
-h = sum_t s_t x_t over all positions, EOS included, with no mask and no
-normalisation (the notebook's ``lin_attn``); ``"softmax"``: h = sum_t
-softmax(s)_t x_t. Logits over the answers: V^T h, V of size (d, |A|). A and V
-start at ``init`` times all-ones (1e-5 in the notebook). With one-hot
-embeddings, A[z, EOS] is the paper's W_KQ(z) and V[z, a] its W_OV(a, z).
+Task: :class:`companion.data.facts.FactTask` (subjects, relations, noise and EOS; structured or random
+facts). Model: :class:`companion.models.attention_facts.AttentionFacts` (one attention layer read at EOS,
+linear or softmax, one-hot or random embeddings).
 
 Losses on a test set: the total cross-entropy; the relation-only loss
 E[-log sum_{a in A_r} p(a | z)] and the subject-only loss, the same with A_s =
 {a*(s, r'): r' in [R]} (for the structured facts, the answers with the same
 index within their block, as in the notebook).
-
->>> task = FactTask(seq_len=8)
->>> b = task.sample(np.random.default_rng(0), 3)
->>> b.tokens.shape, bool((b.tokens[:, -1] == task.eos).all()), task.vocab_size, task.n_answers
-((3, 8), True, 41, 32)
 """
 
 from __future__ import annotations
@@ -40,151 +20,9 @@ import torch
 import torch.nn.functional as F
 
 from companion import cache, config, report, train
-from companion.config import check_choice, check_float, check_int
-
-FACTS = ("structured", "random")
-EMBEDDINGS = ("onehot", "random")
-ATTENTION = ("linear", "softmax")
-
-
-@dataclass(frozen=True)
-class FactBatch:
-    tokens: np.ndarray  # (batch, T), EOS last
-    subject: np.ndarray  # (batch,)
-    relation: np.ndarray  # (batch,) in [0, R)
-    answer: np.ndarray  # (batch,) in [0, D R)
-
-
-@dataclass(frozen=True)
-class FactTask:
-    """The factual-recall distribution; validated on construction (see the module docstring)."""
-
-    n_subjects: int = 16
-    n_relations: int = 4
-    answers_per_relation: int = 8
-    n_noise: int = 20
-    seq_len: int = 32
-    facts: str = "structured"
-    facts_seed: int = 0
-
-    def __post_init__(self):
-        check_int("n_subjects (S)", self.n_subjects, low=1)
-        check_int("n_relations (R)", self.n_relations, low=1)
-        check_choice("facts", self.facts, FACTS)
-        high = self.n_subjects if self.facts == "structured" else None
-        # structured facts give each answer of a relation floor(S / D) subjects: D > S would leave answers unused
-        check_int("answers_per_relation (D)", self.answers_per_relation, low=1, high=high)
-        check_int("seq_len (T)", self.seq_len, low=3)
-        check_int("n_noise", self.n_noise, low=1 if self.seq_len > 3 else 0)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.n_subjects + self.n_relations + self.n_noise + 1
-
-    @property
-    def eos(self) -> int:
-        return self.vocab_size - 1
-
-    @property
-    def n_answers(self) -> int:
-        return self.answers_per_relation * self.n_relations
-
-    def fact_table(self) -> np.ndarray:
-        """(S, R) the answer a*(s, r)."""
-        S, R, D = self.n_subjects, self.n_relations, self.answers_per_relation
-        if self.facts == "structured":
-            within = (np.arange(S) * D) // S
-            return within[:, None] + D * np.arange(R)[None, :]
-        rng = np.random.default_rng(config.seed_streams(self.facts_seed, ["facts"])["facts"])
-        return rng.integers(0, D, size=(S, R)) + D * np.arange(R)[None, :]
-
-    def sample(self, rng: np.random.Generator, batch: int) -> FactBatch:
-        check_int("batch", batch, low=1)
-        S, R, T = self.n_subjects, self.n_relations, self.seq_len
-        tokens = (
-            S + R + rng.integers(0, self.n_noise, size=(batch, T))
-            if self.n_noise
-            else np.zeros((batch, T), int)
-        )
-        s = rng.integers(0, S, size=batch)
-        r = rng.integers(0, R, size=batch)
-        ps = rng.integers(0, T - 1, size=batch)
-        pr = rng.integers(0, T - 2, size=batch)
-        pr = pr + (pr >= ps)  # distinct from the subject's position
-        rows = np.arange(batch)
-        tokens[rows, ps] = s
-        tokens[rows, pr] = S + r
-        tokens[:, -1] = self.eos
-        return FactBatch(tokens.astype(np.int64), s, r, self.fact_table()[s, r])
-
-    def answer_sets(self) -> tuple[np.ndarray, np.ndarray]:
-        """Boolean masks (R, |A|) of A_r and (S, |A|) of A_s = {a*(s, r'): r'}."""
-        table = self.fact_table()
-        by_rel = np.zeros((self.n_relations, self.n_answers), bool)
-        by_rel[np.arange(self.n_answers) // self.answers_per_relation, np.arange(self.n_answers)] = True
-        by_subj = np.zeros((self.n_subjects, self.n_answers), bool)
-        by_subj[np.repeat(np.arange(self.n_subjects), self.n_relations), table.ravel()] = True
-        return by_rel, by_subj
-
-
-class AttentionFacts(torch.nn.Module):
-    """One attention layer read at EOS, logits V^T h over the answers (see the module docstring)."""
-
-    def __init__(
-        self,
-        vocab_size: int,
-        n_answers: int,
-        d: int | None = None,
-        embed: str = "onehot",
-        attention: str = "linear",
-        init: float = 1e-5,
-        seed: int = 0,
-    ):
-        super().__init__()
-        check_choice("embed", embed, EMBEDDINGS)
-        check_choice("attention", attention, ATTENTION)
-        check_float("init", init, 0.0, None)
-        if embed == "onehot":
-            if d not in (None, vocab_size):
-                raise ValueError(f"d={d}: one-hot embeddings have d = vocabulary size ({vocab_size})")
-            d = vocab_size
-            E = torch.eye(vocab_size)
-        else:
-            if d is None:
-                raise ValueError("embed='random' needs d, the embedding dimension (an integer >= 1)")
-            check_int("d", d, low=1)
-            gen = config.torch_generator(config.seed_streams(seed, ["embeddings"])["embeddings"])
-            E = torch.randn(vocab_size, d, generator=gen)
-            E = E / E.norm(dim=1, keepdim=True)
-        self.attention = attention
-        self.register_buffer("E", E)
-        self.A = torch.nn.Parameter(torch.full((d, d), float(init)))
-        self.V = torch.nn.Parameter(torch.full((d, n_answers), float(init)))
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(batch, T), the query token last -> (batch, |A|) logits.
-
-        A position's score depends only on its token, so the sum over positions is computed as a sum over
-        the vocabulary weighted by each sequence's token counts (exactly :meth:`forward_positions`, at a
-        fraction of the cost).
-        """
-        V = self.E.shape[0]
-        counts = torch.zeros(tokens.shape[0], V, dtype=self.E.dtype, device=tokens.device)
-        counts.scatter_add_(1, tokens, torch.ones_like(tokens, dtype=self.E.dtype))
-        scores = (self.E @ self.A @ self.E[tokens[:, -1]].T).T  # (batch, V): phi(z)^T A x_query
-        if self.attention == "linear":
-            weights = counts * scores
-        else:
-            e = counts * torch.exp(scores - scores.max(dim=1, keepdim=True).values)
-            weights = e / e.sum(dim=1, keepdim=True)
-        return (weights @ self.E) @ self.V
-
-    def forward_positions(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The same logits, literally: one score per position (the definition; used to test :meth:`forward`)."""
-        X = self.E[tokens]  # (batch, T, d)
-        scores = X @ (self.A @ X[:, -1, :, None])  # (batch, T, 1): x_t^T A x_query
-        weights = scores if self.attention == "linear" else torch.softmax(scores, dim=1)
-        return (weights * X).sum(1) @ self.V
+from companion.config import check_float, check_int
+from companion.data.facts import FactBatch, FactTask
+from companion.models.attention_facts import AttentionFacts
 
 
 @dataclass(frozen=True)

@@ -8,21 +8,9 @@ log2 k + 1 layers suffice. The slides give no sizes and no public code was
 found, so this module builds the task as the paper's abstract defines it and
 chooses the rest (the chapter says which choices are ours).
 
-Task (:class:`KHopTask`). N values, k hops; hidden permutations pi_1..pi_k of
-[N], fixed by ``hidden_seed`` (the model must learn them); per sequence, k
-in-context permutations sigma_1..sigma_k, uniform. A k'-hop example
-(1 <= k' <= k) asks for f(x) = sigma_k' o pi_k' o ... o sigma_1 o pi_1 (x).
-The sequence is ``x`` then the tables of sigma_1..sigma_k', each written as its
-N values in order (position 1 + (i - 1) N + a holds sigma_i(a)); the blocks
-after k' are padding, masked out of attention. So T = 1 + k N, and a k'-hop
-example is the same format with fewer tables: "the composition of every table
-shown", read at position 0.
-
-Model (:class:`HopTransformer`). Learned token and absolute position
-embeddings, ``depth`` pre-LayerNorm blocks of bidirectional multi-head
-attention (padding masked), an optional GELU MLP (4d), a final LayerNorm and
-a linear readout of position 0 over the N values. The default depth is the
-paper's ceil(log2 k) + 1.
+Task: :class:`companion.data.khop.KHopTask` (k in-context permutation tables after hidden ones, read at
+position 0). Model: :class:`companion.models.hop.HopTransformer` (bidirectional, pre-LayerNorm, readout at
+position 0); the default depth here is the paper's ceil(log2 k) + 1.
 
 Training data (``data``): ``"direct"`` (every example has k hops), ``"mixture"``
 (k' drawn from ``weights`` over 1..k, uniform by default) or ``"curriculum"``
@@ -35,14 +23,6 @@ example starts at table 1 (``starts="first"``), or at a table drawn uniformly fr
 fit (``"any"``: a one-hop example from table 3 composes sigma_3 o pi_3 alone, the other tables padding; ours, to
 show every pi_i from the first stage on); test examples start at table 1. AdamW (weight decay 0), fresh batches;
 test accuracy at every hop count every ``eval_every`` steps.
-
->>> t = KHopTask(N=4, k=2)
->>> b = t.sample(np.random.default_rng(0), np.array([1, 2]))
->>> b.tokens.shape, b.tokens[0, 5:].tolist(), bool(b.mask[1].all())
-((2, 9), [4, 4, 4, 4], True)
->>> b = t.sample(np.random.default_rng(0), np.array([1]), starts=[2])
->>> b.mask[0].astype(int).tolist(), int(b.chain[0, 0]) == int(b.tokens[0, 0])
-([1, 0, 0, 0, 0, 1, 1, 1, 1], True)
 """
 
 from __future__ import annotations
@@ -58,6 +38,8 @@ import torch.nn.functional as F
 from companion import cache, config, report, train
 from companion import recorded as recorded_files  # the recorded files (this module's `recorded` reads one)
 from companion.config import check_choice, check_float, check_int
+from companion.data.khop import HopBatch, KHopTask
+from companion.models.hop import HopBlock, HopTransformer, table_hidden
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
 LEVELS = ("every", "doubling")  # a curriculum's stages: 1, 2, ..., k or 1, 2, 4, ..., k
@@ -83,175 +65,6 @@ def hop_levels(levels: str, k: int) -> tuple[int, ...]:
             f"levels='doubling' with k={k}: allowed k a power of two (1, 2, 4, 8, ...), or levels='every'"
         )
     return tuple(2**i for i in range(k.bit_length()))
-
-
-@dataclass(frozen=True)
-class HopBatch:
-    # (batch, 1 + k N): x, then the tables, padding (token N) at those an example does not use
-    tokens: np.ndarray
-    mask: np.ndarray  # (batch, 1 + k N) bool: True where a token is shown
-    hops: np.ndarray  # (batch,) k' per example
-    # (batch, k): the value after each table (it stays put at the tables an example does not use)
-    chain: np.ndarray
-    answer: np.ndarray  # (batch,): the value after k' hops
-
-
-@dataclass(frozen=True)
-class KHopTask:
-    """The k-fold composition task; validated on construction (see the module docstring)."""
-
-    N: int = 8
-    k: int = 4
-    hidden_seed: int = 0
-
-    def __post_init__(self):
-        check_int("N (values)", self.N, low=2)
-        check_int("k (hops)", self.k, low=1)
-
-    @property
-    def seq_len(self) -> int:
-        return 1 + self.k * self.N
-
-    @property
-    def pad(self) -> int:
-        return self.N
-
-    @property
-    def last_table(self) -> slice:
-        """The positions of table k (the last table) in a sequence."""
-        return slice(1 + (self.k - 1) * self.N, self.seq_len)
-
-    def hidden(self) -> np.ndarray:
-        """(k, N): the hidden permutations pi_i (row i - 1), fixed by ``hidden_seed``."""
-        rng = np.random.default_rng(config.seed_streams(self.hidden_seed, ["khop-hidden"])["khop-hidden"])
-        return np.stack([rng.permutation(self.N) for _ in range(self.k)])
-
-    def sample(self, rng: np.random.Generator, hops, starts=None) -> HopBatch:
-        """One example per entry of ``hops`` (its k', each in 1..k). ``starts`` (default: all 1), per example,
-        the first table its hops use: an example with k' hops from table s composes tables s..s + k' - 1 (s in
-        1..k - k' + 1); the tables before and after are padding.
-
-        Raises:
-            ValueError: a hop count outside 1..k, or a start outside 1..k - k' + 1.
-        """
-        hops = np.asarray(hops, dtype=np.int64)
-        if hops.ndim != 1 or len(hops) == 0 or hops.min() < 1 or hops.max() > self.k:
-            bad = hops[(hops < 1) | (hops > self.k)] if hops.ndim == 1 else hops
-            raise ValueError(
-                f"hop counts {bad.tolist()[:5]} out of range: allowed 1..{self.k} (k = {self.k})"
-            )
-        n, N, k = len(hops), self.N, self.k
-        first = np.ones(n, dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
-        if first.shape != hops.shape or first.min() < 1 or (first + hops - 1).max() > k:
-            raise ValueError(
-                f"starts {np.asarray(starts).tolist()[:5]} for hop counts {hops.tolist()[:5]}: allowed "
-                f"one start per example, in 1..k - k' + 1 (k = {k})"
-            )
-        sigma = np.argsort(rng.random((n, k, N)), axis=-1)  # uniform permutations, one per hop and example
-        x = rng.integers(0, N, n)
-        pi = self.hidden()
-        chain = np.empty((n, k), dtype=np.int64)
-        v, rows = x.copy(), np.arange(n)
-        for i in range(k):  # table i + 1 is used when first <= i + 1 < first + hops
-            v = np.where((first <= i + 1) & (i + 1 < first + hops), sigma[rows, i, pi[i][v]], v)
-            chain[:, i] = v
-        block = np.concatenate([[0], np.repeat(np.arange(1, k + 1), N)])  # 0 for x, i for table i
-        mask = (block[None, :] == 0) | (
-            (block[None, :] >= first[:, None]) & (block[None, :] < (first + hops)[:, None])
-        )
-        tokens = np.where(mask, np.concatenate([x[:, None], sigma.reshape(n, k * N)], axis=1), self.pad)
-        return HopBatch(tokens, mask, hops, chain, chain[:, -1])
-
-
-class _Block(torch.nn.Module):
-    # False: attention computed explicitly, never by the fused kernel (a pack sets it on its base model: vmap has
-    # no batching rule for the fused kernel on the CPU, and would run it once per replica)
-    fused = True
-
-    def __init__(self, d: int, heads: int, mlp: bool):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = torch.nn.LayerNorm(d)
-        self.qkv = torch.nn.Linear(d, 3 * d)
-        self.out = torch.nn.Linear(d, d)
-        self.ln2 = torch.nn.LayerNorm(d) if mlp else None
-        self.mlp = (
-            torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-            if mlp
-            else None
-        )
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, record: dict | None = None) -> torch.Tensor:
-        """``record``, if a dict, receives the attention weights (b, heads, T, T; query, key) under ``"attn"``
-        (a list, one entry per block), computed explicitly instead of by the fused kernel."""
-        b, T, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, T, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        if record is None and self.fused:
-            h = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
-        else:
-            scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // self.heads)
-            a = scores.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)
-            if record is not None:
-                record.setdefault("attn", []).append(a)
-            h = a @ v
-        x = x + self.out(h.transpose(1, 2).reshape(b, T, d))
-        return x + self.mlp(self.ln2(x)) if self.mlp is not None else x
-
-
-class HopTransformer(torch.nn.Module):
-    """Bidirectional transformer read at position 0; see the module docstring."""
-
-    def __init__(
-        self,
-        task: KHopTask,
-        d: int,
-        depth: int,
-        heads: int,
-        mlp: bool,
-        seed: int = 0,
-        hide_k_from: tuple = (),
-    ):
-        super().__init__()
-        check_int("depth", depth, low=1)
-        check_int("heads", heads, low=1)
-        if d % heads:
-            raise ValueError(f"d={d} is not a multiple of heads={heads}: allowed d in multiples of {heads}")
-        for blk in hide_k_from:
-            check_int("block that never sees table k (hide_k_from)", blk, low=1, high=depth)
-        # blocks (from 1) whose keys never include table k: part of the model
-        self.hide_k_from = tuple(hide_k_from)
-        # (T,): False on table k
-        self.register_buffer("shows_k", ~table_hidden(task, [1], 1)[0], persistent=False)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(config.seed_streams(seed, ["init"])["init"].generate_state(1)[0]))
-            self.embed = torch.nn.Embedding(task.N + 1, d)
-            # the tokens' scale (0.02 stalls hop 2)
-            self.pos = torch.nn.Parameter(torch.randn(task.seq_len, d))
-            self.blocks = torch.nn.ModuleList([_Block(d, heads, mlp) for _ in range(depth)])
-            self.ln = torch.nn.LayerNorm(d)
-            self.readout = torch.nn.Linear(d, task.N)
-
-    def forward(
-        self,
-        tokens: torch.Tensor,
-        mask: torch.Tensor,
-        record: dict | None = None,
-        hide: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """(b, T) tokens and mask -> (b, N) logits of the value after the composition. ``record``, if a dict,
-        receives the stream (b, T, d) before the first block and after each block (``"streams"``, depth + 1
-        entries) and each block's attention weights (``"attn"``). ``hide``, if given, (depth, T) bool: positions
-        hidden from each block's keys besides the masked ones (an intervention; see :func:`table_interference`).
-        The blocks of ``hide_k_from`` never see table k, whatever ``hide`` says."""
-        x = self.embed(tokens) + self.pos
-        if record is not None:
-            record["streams"] = [x]
-        for i, blk in enumerate(self.blocks):
-            m = mask if hide is None else mask & ~hide[i]
-            x = blk(x, m & self.shows_k if i + 1 in self.hide_k_from else m, record)
-            if record is not None:
-                record["streams"].append(x)
-        return self.readout(self.ln(x[:, 0]))
 
 
 @dataclass(frozen=True)
@@ -499,7 +312,7 @@ def _train_pack(exps: list[KHopExperiment], progress: bool, device=None) -> list
     Each replica draws its batches from its own seed's streams at its own curriculum stage, has its own test sets,
     learning rate and evaluation interval, and moves through its curriculum on its own accuracies; losses are
     summed over replicas, never averaged. A non-finite loss is kept, as in a run alone. The attention is computed
-    explicitly (``_Block.fused`` False), so a packed run equals the run alone up to rounding."""
+    explicitly (``HopBlock.fused`` False), so a packed run equals the run alone up to rounding."""
     if len({pack_key(e) for e in exps}) != 1:
         raise ValueError(f"these runs differ in one of {PACK_SHARED} and cannot share a pack")
     device = config.get_device(device)
@@ -1915,20 +1728,6 @@ def hop_probe(
     }
 
 
-def table_hidden(task: KHopTask, blocks, depth: int) -> torch.Tensor:
-    """(depth, T) bool: table k's positions in the rows of ``blocks`` (numbered from 1), False elsewhere; the
-    ``hide`` argument of the model's forward that hides the last table from those blocks' keys.
-
-    Raises:
-        ValueError: a block outside 1..depth.
-    """
-    out = torch.zeros(depth, task.seq_len, dtype=torch.bool)
-    for b in blocks:
-        check_int("block", b, low=1, high=depth)
-        out[b - 1, task.last_table] = True
-    return out
-
-
 def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
     """Does the last table get in the way? On fresh k-hop examples (stream "interference" of the run's seed), the
     model's answers when table k is shown to the keys of no block, of one block only, of all blocks but one, or
@@ -2623,11 +2422,11 @@ def continue_training(
     }
 
 
-def _fresh_block(exp: KHopExperiment, stream: str) -> _Block:
+def _fresh_block(exp: KHopExperiment, stream: str) -> HopBlock:
     """A newly initialised block of ``exp``'s width, from stream ``stream`` of its seed."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(config.seed_streams(exp.seed, [stream])[stream].generate_state(1)[0]))
-        return _Block(exp.d, exp.heads, exp.mlp)
+        return HopBlock(exp.d, exp.heads, exp.mlp)
 
 
 def escape_members(profile: str | None = None) -> dict[str, KHopExperiment]:

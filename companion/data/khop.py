@@ -1,0 +1,106 @@
+"""The k-fold composition task of the talk's k-hop result (Wang, Nichani, Bietti, Damian, Hsu, Lee, Wu, COLT 2025).
+
+N values, k hops; hidden permutations pi_1..pi_k of [N], fixed by ``hidden_seed`` (the model must learn them);
+per sequence, k in-context permutations sigma_1..sigma_k, uniform. A k'-hop example (1 <= k' <= k) asks for
+f(x) = sigma_k' o pi_k' o ... o sigma_1 o pi_1 (x). The sequence is ``x`` then the tables of sigma_1..sigma_k',
+each written as its N values in order (position 1 + (i - 1) N + a holds sigma_i(a)); the blocks after k' are
+padding, masked out of attention. So T = 1 + k N, and a k'-hop example is the same format with fewer tables:
+"the composition of every table shown", read at position 0. An example may start at a later table
+(``starts``): its hops then compose the tables from there. Training and its data kinds are
+:mod:`companion.experiments.khop`'s.
+
+>>> t = KHopTask(N=4, k=2)
+>>> b = t.sample(np.random.default_rng(0), np.array([1, 2]))
+>>> b.tokens.shape, b.tokens[0, 5:].tolist(), bool(b.mask[1].all())
+((2, 9), [4, 4, 4, 4], True)
+>>> b = t.sample(np.random.default_rng(0), np.array([1]), starts=[2])
+>>> b.mask[0].astype(int).tolist(), int(b.chain[0, 0]) == int(b.tokens[0, 0])
+([1, 0, 0, 0, 0, 1, 1, 1, 1], True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from companion import config
+from companion.config import check_int
+
+
+@dataclass(frozen=True)
+class HopBatch:
+    # (batch, 1 + k N): x, then the tables, padding (token N) at those an example does not use
+    tokens: np.ndarray
+    mask: np.ndarray  # (batch, 1 + k N) bool: True where a token is shown
+    hops: np.ndarray  # (batch,) k' per example
+    # (batch, k): the value after each table (it stays put at the tables an example does not use)
+    chain: np.ndarray
+    answer: np.ndarray  # (batch,): the value after k' hops
+
+
+@dataclass(frozen=True)
+class KHopTask:
+    """The k-fold composition task; validated on construction (see the module docstring)."""
+
+    N: int = 8
+    k: int = 4
+    hidden_seed: int = 0
+
+    def __post_init__(self):
+        check_int("N (values)", self.N, low=2)
+        check_int("k (hops)", self.k, low=1)
+
+    @property
+    def seq_len(self) -> int:
+        return 1 + self.k * self.N
+
+    @property
+    def pad(self) -> int:
+        return self.N
+
+    @property
+    def last_table(self) -> slice:
+        """The positions of table k (the last table) in a sequence."""
+        return slice(1 + (self.k - 1) * self.N, self.seq_len)
+
+    def hidden(self) -> np.ndarray:
+        """(k, N): the hidden permutations pi_i (row i - 1), fixed by ``hidden_seed``."""
+        rng = np.random.default_rng(config.seed_streams(self.hidden_seed, ["khop-hidden"])["khop-hidden"])
+        return np.stack([rng.permutation(self.N) for _ in range(self.k)])
+
+    def sample(self, rng: np.random.Generator, hops, starts=None) -> HopBatch:
+        """One example per entry of ``hops`` (its k', each in 1..k). ``starts`` (default: all 1), per example,
+        the first table its hops use: an example with k' hops from table s composes tables s..s + k' - 1 (s in
+        1..k - k' + 1); the tables before and after are padding.
+
+        Raises:
+            ValueError: a hop count outside 1..k, or a start outside 1..k - k' + 1.
+        """
+        hops = np.asarray(hops, dtype=np.int64)
+        if hops.ndim != 1 or len(hops) == 0 or hops.min() < 1 or hops.max() > self.k:
+            bad = hops[(hops < 1) | (hops > self.k)] if hops.ndim == 1 else hops
+            raise ValueError(
+                f"hop counts {bad.tolist()[:5]} out of range: allowed 1..{self.k} (k = {self.k})"
+            )
+        n, N, k = len(hops), self.N, self.k
+        first = np.ones(n, dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
+        if first.shape != hops.shape or first.min() < 1 or (first + hops - 1).max() > k:
+            raise ValueError(
+                f"starts {np.asarray(starts).tolist()[:5]} for hop counts {hops.tolist()[:5]}: allowed "
+                f"one start per example, in 1..k - k' + 1 (k = {k})"
+            )
+        sigma = np.argsort(rng.random((n, k, N)), axis=-1)  # uniform permutations, one per hop and example
+        x = rng.integers(0, N, n)
+        pi = self.hidden()
+        chain = np.empty((n, k), dtype=np.int64)
+        v, rows = x.copy(), np.arange(n)
+        for i in range(k):  # table i + 1 is used when first <= i + 1 < first + hops
+            v = np.where((first <= i + 1) & (i + 1 < first + hops), sigma[rows, i, pi[i][v]], v)
+            chain[:, i] = v
+        block = np.concatenate([[0], np.repeat(np.arange(1, k + 1), N)])  # 0 for x, i for table i
+        mask = (block[None, :] == 0) | (
+            (block[None, :] >= first[:, None]) & (block[None, :] < (first + hops)[:, None])
+        )
+        tokens = np.where(mask, np.concatenate([x[:, None], sigma.reshape(n, k * N)], axis=1), self.pad)
+        return HopBatch(tokens, mask, hops, chain, chain[:, -1])
