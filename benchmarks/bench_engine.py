@@ -116,7 +116,7 @@ def khop_times(steps: int, device) -> dict:
     runs = [dataclasses.replace(e, steps=steps, eval_every=steps) for e in members.values()]
     key = khop.pack_key(runs[0])
     runs = [e for e in runs if khop.pack_key(e) == key]
-    out = {"runs": len(runs), "steps": steps, "alone_s": alone_seconds(khop._train, runs, device)}
+    out = {"runs": len(runs), "steps": steps, "alone_s": alone_seconds(khop.train_run, runs, device)}
     t0 = time.perf_counter()
     khop._train_pack(runs, progress=False, device=device)
     sync(device)

@@ -33,12 +33,12 @@ from companion.experiments.khop import (
     HopTransformer,
     KHopExperiment,
     KHopTask,
-    _accuracy,
     _batches,
     _fresh_block,
     _snapshot,
-    _tensors,
     _test_sets,
+    as_tensors,
+    hop_accuracy,
     table_hidden,
     training_hops,
     training_starts,
@@ -227,7 +227,7 @@ def khop_train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = (
         range(exp.steps + 1), desc=f"{exp.k}-hop {exp.data}", disable=not progress, mininterval=2.0
     ):
         if step % exp.eval_every == 0 or step == exp.steps:
-            acc = _accuracy(model, tests)
+            acc = hop_accuracy(model, tests)
             steps.append(step), accs.append(acc), losses.append(float(loss.detach()))
             stages.append({"direct": exp.k, "mixture": 0}.get(exp.data, stage))
             if (
@@ -276,7 +276,7 @@ def khop_train_step(
     (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples, all from ``rng``
     (``hide``: as the model's forward); the batch's loss."""
     hops = training_hops(exp, stage, rng)
-    t, m, y = _tensors(task.sample(rng, hops, training_starts(exp, hops, rng)), device)
+    t, m, y = as_tensors(task.sample(rng, hops, training_starts(exp, hops, rng)), device)
     loss = F.cross_entropy(model(t, m, hide=hide), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -340,7 +340,7 @@ def khop_continue_training(
         range(steps + 1), desc=f"continued, {data}, lr {lr:g}", disable=not progress, mininterval=2.0
     ):
         if step % eval_every == 0 or step == steps:
-            at.append(step), accs.append(_accuracy(model, tests, mask))
+            at.append(step), accs.append(hop_accuracy(model, tests, mask))
             if step == steps:
                 break
         khop_train_step(model, opt, task, cont, exp.k, rng, device, mask)

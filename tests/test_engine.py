@@ -184,7 +184,7 @@ def test_khop_curriculum_matches_its_old_loop():
         steps=240, eval_every=20, n_test=64, batch=32, lr=1e-2,
     )  # fmt: skip
     old = ref.khop_train(exp, progress=False, keep=(0, 40, 180))
-    new = khop._train(exp, progress=False, keep=(0, 40, 180))
+    new = khop.train_run(exp, progress=False, keep=(0, 40, 180))
     same(without(old, "seconds"), without(new, "seconds"))
     assert new["stage"].tolist() == [1, 2, 3, 3] + [4] * 9  # moved at the evaluation of step 60
     assert sorted(new["kept"]) == [0, 40, 180]  # 180: the final step
@@ -195,7 +195,7 @@ def test_khop_continuation_matches_its_old_loop(changes):
     from companion.experiments import khop
 
     exp = khop.KHopExperiment(N=4, k=2, d=16, data="direct", steps=40, eval_every=10, n_test=64, batch=32)
-    state = khop._train(exp, progress=False)["state"]
+    state = khop.train_run(exp, progress=False)["state"]
     kw = dict(steps=60, eval_every=20, progress=False, **changes)
     old = ref.khop_continue_training(exp, state, "cumulative", 1e-2, **kw)
     new = khop.continue_training(exp, state, "cumulative", 1e-2, **kw)
@@ -544,7 +544,7 @@ def test_khop_pack_is_its_runs_alone():
     torch.set_default_dtype(torch.float64)
     try:
         packed = khop._train_pack(exps, progress=False)
-        alone = [khop._train(e, progress=False) for e in exps]
+        alone = [khop.train_run(e, progress=False) for e in exps]
     finally:
         torch.set_default_dtype(torch.float32)
     assert list(alone[0]["stage"]) == [1, 1, 1, 2, 2, 2, 2]  # the bar met at step 0, the move 20 steps later

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from companion import config
-from companion.experiments import khop
+from companion.experiments import khop, khop_stall, khop_starts, khop_talk
 
 
 def _compose(task, tokens, hops):
@@ -148,7 +148,7 @@ def test_summary_reads_the_runs():
     assert s["mix_hop1_at"] == 10 and s["mix_hopk_at"] == 20 and s["hop_gap"] == 10
     assert s["curriculum_hopk_at"] == 20
     assert (s["mixture_learned"], s["curriculum_learned"], s["cumulative_learned"]) == (2, 1, 2)
-    rows = khop.learned_rows(runs, khop.members("quick"))
+    rows = khop_talk.learned_rows(runs, khop.members("quick"))
     assert rows[1] == ["mixture", "mixture", 2, "10, 20", "1.00, 0.97"]
     assert rows[0][3] == "-, -"
     c = khop.curves(runs)
@@ -221,7 +221,7 @@ def _seed_study(solved_stages):
 
 
 def test_seeds_summary_counts_the_solved_seeds():
-    s = khop.seeds_summary(_seed_study([1, 2, 2]))
+    s = khop_talk.seeds_summary(_seed_study([1, 2, 2]))
     assert (
         s["seeds_solved"] == pytest.approx(2 / 3)
         and s["seeds_solved_n"] == 2
@@ -340,13 +340,13 @@ def test_probe_summary_names_each_layer_and_hop():
     fig = khop_figures.hop_probe_panels(s)
     assert len(fig.axes) == 8 and sum(len(ax.images) for ax in fig.axes) == 4  # 4 maps, 4 colour bars
     assert fig.axes[0].get_ylabel() and fig.axes[0].images[0].get_array()[2, 1] == s["p100_probe_l2_v2"]
-    m = khop.probe_members("quick")
+    m = khop_stall.probe_members("quick")
     assert list(m) == list(khop.PROBED) and [e.eval_every for e in m.values()] == [50, khop.EXPLORED_EVERY]
 
 
 def test_the_entries_walk_is_probed_and_tabled():
     runs = {"seed 1": _probe_run(seed=1), "seed 2": _probe_run(seed=2, steps=60)}
-    s = khop.seed_probe_summary(runs)
+    s = khop_stall.seed_probe_summary(runs)
     res = khop.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"])
     C, E = res["chain"], res["entry_attention"]
     assert C.shape == (3, 3, 3) and E.shape == (2, 3, 3)
@@ -358,27 +358,27 @@ def test_the_entries_walk_is_probed_and_tabled():
     assert s["sprobe_k"] == 3 and "probe_k" not in s and s["s2_depth"] == 2  # the study's own shared names
     assert np.all((E >= 0) & (E <= 1)) and (E.sum(-1) <= 1 + 1e-6).all()  # shares of one query's attention
     with pytest.raises(ValueError, match="probed run"):
-        khop.seed_probe_summary({"seed 0": runs["seed 1"]})
-    rows = khop.walk_rows(s, study=khop.SEED_PROBE)
+        khop_stall.seed_probe_summary({"seed 0": runs["seed 1"]})
+    rows = khop.walk_rows(s, study=khop_stall.SEED_PROBE)
     assert len(rows) == 2 * 2 * 3 and rows[0][:3] == ["seed 1", 1, 0]
     assert rows[3][3:] == ["", s["s1_chain_l0_e2_v3"]]  # entry 2 holds v_2: only v_3 is probed
-    att = khop.walk_rows(s, "eattn", study=khop.SEED_PROBE, entries=(2,))
+    att = khop.walk_rows(s, "eattn", study=khop_stall.SEED_PROBE, entries=(2,))
     assert [r[2] for r in att] == [1, 2, 1, 2] and att[1][3:] == ["", s["s1_eattn_l2_e2_to3"]]
     assert (
         len(att[0]) == len(khop.walk_header(3, "eattn")) and khop.walk_header(3)[3] == "v_2, probe accuracy"
     )
-    assert khop.walk_rows(s, hops=2, study=khop.SEED_PROBE)[0][3:] == [s["s1_h2_chain_l0_e1_v2"]]
+    assert khop.walk_rows(s, hops=2, study=khop_stall.SEED_PROBE)[0][3:] == [s["s1_h2_chain_l0_e1_v2"]]
     with pytest.raises(ValueError, match="entry"):
-        khop.walk_rows(s, study=khop.SEED_PROBE, entries=(3,))
+        khop.walk_rows(s, study=khop_stall.SEED_PROBE, entries=(3,))
     with pytest.raises(ValueError, match="kind"):
-        khop.walk_rows(s, "x", study=khop.SEED_PROBE)
-    assert khop.probe_rows(s, study=khop.SEED_PROBE)[0][0] == "seed 1"
+        khop.walk_rows(s, "x", study=khop_stall.SEED_PROBE)
+    assert khop.probe_rows(s, study=khop_stall.SEED_PROBE)[0][0] == "seed 1"
     from companion.experiments import khop_figures
 
-    fig = khop_figures.hop_probe_panels(s, khop.SEED_PROBE)
+    fig = khop_figures.hop_probe_panels(s, khop_stall.SEED_PROBE)
     assert fig.axes[0].images[0].get_array()[1, 0] == s["s1_probe_l1_v1"]
-    m = khop.seed_probe_members("quick")
-    assert list(m) == list(khop.SEED_PROBED) and [e.seed for e in m.values()] == [1, 2]
+    m = khop_stall.seed_probe_members("quick")
+    assert list(m) == list(khop_stall.SEED_PROBED) and [e.seed for e in m.values()] == [1, 2]
 
 
 def test_continued_training_starts_from_the_state_and_is_reproducible():
@@ -424,30 +424,39 @@ def test_escape_summary_reads_the_continuations():
         "k hops only": [[1.0, 0.9, 0.1], [0.2, 0.4, 0.6]],
         "cumulative, lr x 3": [[1.0, 0.9, 0.1], [1.0, 0.95, 0.2]],
     }
-    acc |= {n: [[0.5, 0.9, 0.1], [1.0, 0.9, 0.2]] for n in khop.CONTINUATIONS if n not in acc}
+    acc |= {n: [[0.5, 0.9, 0.1], [1.0, 0.9, 0.2]] for n in khop_stall.CONTINUATIONS if n not in acc}
     cont = {
         n: {"step": np.array([0, 5]), "acc": np.array(a), "stage": np.array([3, 3])} for n, a in acc.items()
     }
-    s = khop.escape_summary({"seed 0": {"continued": cont}})
+    s = khop_stall.escape_summary({"seed 0": {"continued": cont}})
     assert s["esc_start_h3"] == 0.1 and s["esc_cum_best_hk"] == 0.3 and s["esc_direct_best_hk"] == 0.6
     assert s["esc_direct_final_below"] == 0.2 and s["esc_cum_lr3_final_h2"] == 0.95 and s["esc_steps"] == 5
     assert s["esc_re2_start_below"] == 0.5 and s["esc_cum_start_below"] == 0.9  # just after each change
     solved = {**cont["cumulative"], "acc": np.array([[1.0, 1.0, 0.1], [1.0, 1.0, 0.95]])}
     assert s["esc_direct_hk_at"] == np.inf
-    assert khop.escape_summary({"seed 0": {"continued": cont | {"cumulative": solved}}})["esc_cum_hk_at"] == 5
-    assert list(khop.escape_curves({"seed 0": {"continued": cont}})["acc"]) == list(khop.CONTINUATIONS)
-    assert set(khop.ESCAPE_TAGS) == set(khop.CONTINUATIONS)
-    rows = khop.escape_rows(s)
-    assert rows[1] == ["k hops only", 0.9, 0.6, 0.2, 0.4, 0.6] and len(rows[0]) == len(khop.escape_header(3))
     assert (
-        len(rows) == len(khop.CONTINUATIONS)
-        and khop.escape_header(3)[1] == "at its start, lowest over 1..2 hops"
+        khop_stall.escape_summary({"seed 0": {"continued": cont | {"cumulative": solved}}})["esc_cum_hk_at"]
+        == 5
     )
-    assert [r[0] for r in khop.escape_rows(s, khop.HIDING)] == list(khop.HIDING)
-    assert len(khop.escape_rows(s, khop.CHANGES)) + len(khop.HIDING) == len(khop.CONTINUATIONS)
+    assert list(khop_stall.escape_curves({"seed 0": {"continued": cont}})["acc"]) == list(
+        khop_stall.CONTINUATIONS
+    )
+    assert set(khop_stall.ESCAPE_TAGS) == set(khop_stall.CONTINUATIONS)
+    rows = khop_stall.escape_rows(s)
+    assert rows[1] == ["k hops only", 0.9, 0.6, 0.2, 0.4, 0.6] and len(rows[0]) == len(
+        khop_stall.escape_header(3)
+    )
+    assert (
+        len(rows) == len(khop_stall.CONTINUATIONS)
+        and khop_stall.escape_header(3)[1] == "at its start, lowest over 1..2 hops"
+    )
+    assert [r[0] for r in khop_stall.escape_rows(s, khop_stall.HIDING)] == list(khop_stall.HIDING)
+    assert len(khop_stall.escape_rows(s, khop_stall.CHANGES)) + len(khop_stall.HIDING) == len(
+        khop_stall.CONTINUATIONS
+    )
     with pytest.raises(ValueError, match="continuation"):
-        khop.escape_rows(s, ["x"])
-    m = khop.escape_members("quick")
+        khop_stall.escape_rows(s, ["x"])
+    m = khop_stall.escape_members("quick")
     assert list(m) == ["seed 0"] and m["seed 0"].seed == 0 and m["seed 0"].data == "cumulative"
 
 
@@ -501,7 +510,7 @@ def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
     s, res = khop.probe_summary({"seed 0": r, khop.EXPLORED: r}), khop.table_interference(exp, r["state"])
     assert s["p100_tk_all_answer"] == res["answer"][-1] and s["p100_tk_b1_prev"] == res["prev"][1]
     assert s["p100_tkattn_l2_e1"] == pytest.approx(res["attention"][1, 0])
-    rows = khop.interference_rows(s)
+    rows = khop_stall.interference_rows(s)
     assert [row[1] for row in rows[:6]] == [
         "no block",
         "block 1 only",
@@ -512,7 +521,7 @@ def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
     ]
     assert len(rows) == 12 and rows[6][0] == khop.EXPLORED
     assert rows[1][2:] == [s["p100_tk_b1_prev"], s["p100_tk_b1_answer"]] and len(rows[0]) == 4
-    assert khop.interference_header(3)[2:] == ["answers v_2", "answers v_3"]
+    assert khop_stall.interference_header(3)[2:] == ["answers v_2", "answers v_3"]
 
 
 def test_continuations_that_change_the_model():
@@ -529,7 +538,7 @@ def test_continuations_that_change_the_model():
     model = exp.model()
     model.load_state_dict(r["state"])
     tests = khop._test_sets(exp, "cpu")
-    assert hid["acc"][0].tolist() == khop._accuracy(model, tests, khop.table_hidden(exp.task(), [1], 2))
+    assert hid["acc"][0].tolist() == khop.hop_accuracy(model, tests, khop.table_hidden(exp.task(), [1], 2))
     last = khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=-1, **kw)
     assert np.array_equal(
         last["acc"], khop.continue_training(exp, r["state"], "cumulative", 1e-3, reinit=2, **kw)["acc"]
@@ -579,7 +588,7 @@ def test_a_block_that_never_sees_table_k_is_the_plain_model_with_it_hidden():
         assert not torch.allclose(model(t, m)[2:], plain(t, m)[2:])  # 3-hop examples: block 1 sees less
 
 
-@pytest.mark.parametrize("study", [khop.HIDDEN, khop.HIDDEN12], ids=["block 1", "blocks 1 and 2"])
+@pytest.mark.parametrize("study", [khop_stall.HIDDEN, khop_stall.HIDDEN12], ids=["block 1", "blocks 1 and 2"])
 def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(study):
     kw = dict(
         N=4,
@@ -604,20 +613,20 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
     }
     assert all(np.isfinite(khop.last_stage_at(r)) and khop.last_stage_at(r) > 0 for r in plain.values())
     p = study.prefix
-    vs = khop.hidden_vs_plain(hid, plain, study=study)
+    vs = khop_stall.hidden_vs_plain(hid, plain, study=study)
     assert vs[f"{p}_gap"] == 0 and vs[f"{p}_s1_gap"] == 0
     assert any(not np.array_equal(hid[n]["acc"], plain[n]["acc"]) for n in plain)  # it acts on the last stage
     swapped = {**plain, "seed 0": plain["seed 1"], "seed 1": plain["seed 0"]}
-    assert khop.hidden_vs_plain(hid, swapped, study=study)[f"{p}_s0_gap"] > 0
+    assert khop_stall.hidden_vs_plain(hid, swapped, study=study)[f"{p}_s0_gap"] > 0
     with pytest.raises(ValueError, match="not among the runs"):
-        khop.hidden_vs_plain(hid, {"seed 0": plain["seed 0"]}, study=study)
+        khop_stall.hidden_vs_plain(hid, {"seed 0": plain["seed 0"]}, study=study)
     with pytest.raises(ValueError, match="different steps"):
-        khop.hidden_vs_plain(
+        khop_stall.hidden_vs_plain(
             hid, {**plain, "seed 2": {**plain["seed 2"], "step": plain["seed 2"]["step"] * 2}}, study=study
         )
-    s = khop.hidden_study_summary(hid, study=study)
+    s = khop_stall.hidden_study_summary(hid, study=study)
     for n in plain:
-        x, h = khop.HIDDEN_TAGS[n], study.probe.tags[n]
+        x, h = khop_stall.HIDDEN_TAGS[n], study.probe.tags[n]
         assert s[f"{p}_{x}_stagek_at"] == khop.last_stage_at(plain[n])
         assert s[f"{p}_{x}_best_hk"] == hid[n]["acc"][:, -1].max()
         assert vs[f"{p}_{x}_plain_wait"] == khop.last_stage_wait(plain[n])
@@ -628,49 +637,52 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
             assert s[f"{h}_tk_b{b}_prev"] == s[f"{h}_tk_none_prev"]
             assert s[f"{h}_tk_not{b}_answer"] == s[f"{h}_tk_all_answer"]
     assert s[f"{p}_learned_n"] == sum(np.isfinite(s[f"{p}_s{x}_hk_at"]) for x in khop.SEEDS)
-    curves = khop.hidden_summary(hid, study=study)
+    curves = khop_stall.hidden_summary(hid, study=study)
     assert f"{study.probe.tags['seed 0']}_acc" not in curves
     assert all(s[key] == v or np.isnan(v) for key, v in curves.items())
 
 
 def test_the_hidden_studies_name_their_entries_apart():
-    assert sorted(khop.HIDDEN_PROBE.tags.values()) == ["h0", "h1", "h2", "h250"]
-    assert sorted(khop.HIDDEN12.probe.tags.values()) == ["hh0", "hh1", "hh2", "hh250"]
-    assert khop.HIDDEN.where == "block 1" and khop.HIDDEN12.where == "blocks 1 and 2"
+    assert sorted(khop_stall.HIDDEN_PROBE.tags.values()) == ["h0", "h1", "h2", "h250"]
+    assert sorted(khop_stall.HIDDEN12.probe.tags.values()) == ["hh0", "hh1", "hh2", "hh250"]
+    assert khop_stall.HIDDEN.where == "block 1" and khop_stall.HIDDEN12.where == "blocks 1 and 2"
     assert (
-        khop.HIDDEN.prefix != khop.HIDDEN12.prefix and khop.HIDDEN.probe.shared != khop.HIDDEN12.probe.shared
+        khop_stall.HIDDEN.prefix != khop_stall.HIDDEN12.prefix
+        and khop_stall.HIDDEN.probe.shared != khop_stall.HIDDEN12.probe.shared
     )
 
 
 def test_hidden_summary_reads_when_each_seed_learns():
-    s = khop.hidden_summary(_seed_study([1, 1, 2]))
+    s = khop_stall.hidden_summary(_seed_study([1, 1, 2]))
     assert s["hid_e250_best_hk"] == 0.98 and s["hid_learned_n"] == 2
     assert s["hid_s0_hk_at"] == np.inf and s["hid_s0_wait"] == np.inf
     assert s["hid_s1_hk_at"] == 20 and s["hid_s1_stagek_at"] == 10 and s["hid_s1_wait"] == 10
     assert s["hid_s0_best_hk"] == 0.12 and s["hid_s2_final_min"] == 0.98
 
 
-@pytest.mark.parametrize("study, blocks", [(khop.HIDDEN, (1,)), (khop.HIDDEN12, (1, 2))])
+@pytest.mark.parametrize("study, blocks", [(khop_stall.HIDDEN, (1,)), (khop_stall.HIDDEN12, (1, 2))])
 def test_the_hidden_study_is_the_seed_study_with_table_k_hidden(study, blocks):
-    seeds, hid = khop.seed_members("quick"), khop.hidden_members("quick", study)
-    assert list(hid) == list(seeds) == list(khop.HIDDEN_TAGS)
+    seeds, hid = khop.seed_members("quick"), khop_stall.hidden_members("quick", study)
+    assert list(hid) == list(seeds) == list(khop_stall.HIDDEN_TAGS)
     for name, e in hid.items():
         assert e.hide_k_from == blocks and dataclasses.replace(e, hide_k_from=()) == seeds[name]
 
 
 def test_the_long_study_is_seed_0s_two_runs_with_blocks_1_and_2_blind():
-    long = khop.hidden_members("quick", khop.HIDDEN12_LONG)
+    long = khop_stall.hidden_members("quick", khop_stall.HIDDEN12_LONG)
     assert list(long) == ["seed 0", khop.EXPLORED] and all(e.hide_k_from == (1, 2) for e in long.values())
     runs = _seed_study([1, 1, 2])
-    s = khop.hidden_summary({n: runs[n] for n in long}, study=khop.HIDDEN12_LONG)
+    s = khop_stall.hidden_summary({n: runs[n] for n in long}, study=khop_stall.HIDDEN12_LONG)
     assert (
         s["hid12l_s0_best_hk"] == 0.12 and s["hid12l_e250_best_hk"] == 0.98 and "hid12l_s1_best_hk" not in s
     )
     assert s["hid12l_learned_n"] == 0  # the explored run is not counted among the seeds
     with pytest.raises(KeyError):
-        khop.hidden_summary({"seed 0": runs["seed 0"]}, study=khop.HIDDEN12_LONG)  # a study's run missing
+        khop_stall.hidden_summary(
+            {"seed 0": runs["seed 0"]}, study=khop_stall.HIDDEN12_LONG
+        )  # a study's run missing
     with pytest.raises(ValueError, match="has no probes"):
-        khop.hidden_study_summary(runs, study=khop.HIDDEN12_LONG)
+        khop_stall.hidden_study_summary(runs, study=khop_stall.HIDDEN12_LONG)
 
 
 def test_prefix_gap_compares_the_shorter_runs_evaluations():
@@ -696,17 +708,17 @@ def test_hiding_rows_compare_runs_over_the_same_steps():
         for n, r in short.items()
     }
     studies = {"a": long, "b": short}
-    rows = khop.hiding_rows(studies, steps=10)  # evaluations at steps 0 and 10
+    rows = khop_stall.hiding_rows(studies, steps=10)  # evaluations at steps 0 and 10
     assert [r[0] for r in rows] == list(long) and rows[1][1:] == [0.1, 0.1]
-    assert khop.hiding_rows(studies, steps=20)[1][1:] == [0.98, 0.1]  # the shorter runs end at step 10
-    assert khop.hiding_rows({"a": long, "b": {"seed 0": short["seed 0"]}}, steps=20) == [
+    assert khop_stall.hiding_rows(studies, steps=20)[1][1:] == [0.98, 0.1]  # the shorter runs end at step 10
+    assert khop_stall.hiding_rows({"a": long, "b": {"seed 0": short["seed 0"]}}, steps=20) == [
         ["seed 0", 0.12, 0.1]
     ]
-    assert khop.hiding_header(studies, 2) == ["run", "best 2-hop accuracy, a", "best 2-hop accuracy, b"]
+    assert khop_stall.hiding_header(studies, 2) == ["run", "best 2-hop accuracy, a", "best 2-hop accuracy, b"]
     with pytest.raises(ValueError, match="steps=0 is out of range"):
-        khop.hiding_rows(studies, steps=0)
+        khop_stall.hiding_rows(studies, steps=0)
     with pytest.raises(ValueError, match="has none of the runs"):
-        khop.hiding_rows({"a": long, "b": {"other": short["seed 0"]}}, steps=10)
+        khop_stall.hiding_rows({"a": long, "b": {"other": short["seed 0"]}}, steps=10)
 
 
 def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
@@ -723,18 +735,18 @@ def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
         advance_at=0.3,
     )
     runs = {
-        name: khop.stage_entry_run(khop.KHopExperiment(**kw, seed=s), progress=False)
+        name: khop_stall.stage_entry_run(khop.KHopExperiment(**kw, seed=s), progress=False)
         for name, s in (("seed 0", 0), (khop.EXPLORED, 1))
     }
     for r in runs.values():
         assert r["exp"].steps == khop.last_stage_at(r["full"]) > 0 and r["step"][-1] == r["exp"].steps
         assert (r["stage"] < 2).all() and r["full"]["stage"][-1] == 2  # no step on the last stage yet
-    s = khop.stage_entry_summary(runs)
+    s = khop_stall.stage_entry_summary(runs)
     assert s["nprobe_prefix_gap"] == 0 and s["n100_at"] == runs["seed 0"]["exp"].steps
     assert s["nprobe_tk_b1_gap"] == abs(s["n100_tk_b1_prev"] - s["n250_tk_b1_prev"])
-    assert list(khop.stage_entry_members("quick")) == ["seed 0", khop.EXPLORED]
+    assert list(khop_stall.stage_entry_members("quick")) == ["seed 0", khop.EXPLORED]
     with pytest.raises(ValueError, match="its last stage starts at step"):
-        khop.stage_entry_run(khop.KHopExperiment(**{**kw, "data": "mixture"}), progress=False)
+        khop_stall.stage_entry_run(khop.KHopExperiment(**{**kw, "data": "mixture"}), progress=False)
 
 
 def test_last_stage_data_changes_only_the_last_stages_batches():
@@ -759,7 +771,7 @@ def test_last_stage_data_changes_only_the_last_stages_batches():
     before = own["step"] <= at  # the evaluation at which it moves is the last before other batches
     assert np.array_equal(own["acc"][before], other["acc"][before])
     assert any(not torch.equal(own["state"][key], other["state"][key]) for key in own["state"])
-    assert khop._gap_before_last_stage("x", other, own) == 0
+    assert khop_stall._gap_before_last_stage("x", other, own) == 0
     # two runs of one seed draw the same last-stage batches from the same stream, whatever their evaluations
     a, b = (khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=2) for e in (5, 7))
     assert np.array_equal(
@@ -775,11 +787,11 @@ def test_last_stage_data_changes_only_the_last_stages_batches():
 
 
 def test_reseed_study_members_and_summary():
-    members = khop.reseed_members("quick")
+    members = khop_stall.reseed_members("quick")
     assert list(members) == [
-        khop.reseed_name(n, r) for n in ("seed 0", khop.EXPLORED) for r in khop.RESEED_STREAMS
+        khop_stall.reseed_name(n, r) for n in ("seed 0", khop.EXPLORED) for r in khop_stall.RESEED_STREAMS
     ]
-    assert {e.last_stage_data for e in members.values()} == set(khop.RESEED_STREAMS)
+    assert {e.last_stage_data for e in members.values()} == set(khop_stall.RESEED_STREAMS)
     plain = khop.seed_members("quick")
     for name, e in members.items():
         base = name.split(khop.RESEED_SUFFIX)[0]
@@ -804,15 +816,15 @@ def test_reseed_study_members_and_summary():
     )
     every = {"seed 0": 5, khop.EXPLORED: 10}
     runs = {
-        khop.reseed_name(n, r): khop.probe_run(
+        khop_stall.reseed_name(n, r): khop.probe_run(
             khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=r), progress=False
         )
         for n, e in every.items()
         for r in (1, 2)
     }
-    s = khop.reseed_summary(runs, level=0.5)
+    s = khop_stall.reseed_summary(runs, level=0.5)
     assert s["reseed_n"] == 2 and s["reseed_k"] == 2
-    for tag in khop.RESEED_TAGS.values():
+    for tag in khop_stall.RESEED_TAGS.values():
         ok = [np.isfinite(s[f"{tag}_d{r}_hk_at"]) for r in (1, 2)]
         assert s[f"{tag}_learned_n"] == sum(ok)
         for r in (1, 2):
@@ -827,20 +839,26 @@ def test_reseed_study_members_and_summary():
         assert s[key] == pick(values) if values else np.isnan(s[key])
     split = sum(np.isfinite(s[f"rs100_d{r}_hk_at"]) != np.isfinite(s[f"rs250_d{r}_hk_at"]) for r in (1, 2))
     assert s["reseed_split_n"] == split
-    rows = khop.reseed_rows(s)
-    assert len(rows) == 4 and len(rows[0]) == len(khop.reseed_header(2)) and rows[1][:2] == [1, khop.EXPLORED]
+    rows = khop_stall.reseed_rows(s)
+    assert (
+        len(rows) == 4
+        and len(rows[0]) == len(khop_stall.reseed_header(2))
+        and rows[1][:2] == [1, khop.EXPLORED]
+    )
     own = {
         n: khop.run(khop.KHopExperiment(**{**kw, "eval_every": e}), progress=False) for n, e in every.items()
     }
-    vs = khop.reseed_vs_plain(runs, own)
+    vs = khop_stall.reseed_vs_plain(runs, own)
     assert vs["reseed_gap"] == 0 and vs["rs250_own_hk_at"] == khop.learned_at(own[khop.EXPLORED])[-1]
     assert s["rs100_d2_stagek_at"] == khop.last_stage_at(own["seed 0"]) > 0
     with pytest.raises(ValueError, match="not among the runs with their own data"):
-        khop.reseed_vs_plain(runs, {"seed 0": own["seed 0"]})
+        khop_stall.reseed_vs_plain(runs, {"seed 0": own["seed 0"]})
     with pytest.raises(ValueError, match="has no run with last-stage data \\[2\\]"):
-        khop.reseed_summary({k: v for k, v in runs.items() if k != khop.reseed_name(khop.EXPLORED, 2)})
+        khop_stall.reseed_summary(
+            {k: v for k, v in runs.items() if k != khop_stall.reseed_name(khop.EXPLORED, 2)}
+        )
     with pytest.raises(ValueError, match="unknown run with last-stage data 'seed 0'"):
-        khop.reseed_summary({"seed 0": runs[khop.reseed_name("seed 0", 1)]})
+        khop_stall.reseed_summary({"seed 0": runs[khop_stall.reseed_name("seed 0", 1)]})
 
 
 def test_reseed_panels_one_panel_per_run_of_seed_0():
@@ -849,7 +867,7 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     step, stage = np.arange(0, 50, 10), np.array([1, 1, 2, 2, 2])
     acc = np.linspace(0, 1, 10).reshape(5, 2)
     curves = {
-        key: {khop.reseed_name(n, r): v for n in ("seed 0", khop.EXPLORED) for r in (1, 2)}
+        key: {khop_stall.reseed_name(n, r): v for n in ("seed 0", khop.EXPLORED) for r in (1, 2)}
         for key, v in (("step", step), ("acc", acc), ("stage", stage))
     }
     plain = {key: {"seed 0": v} for key, v in (("step", step), ("acc", acc), ("stage", stage))}
@@ -860,7 +878,7 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1 + 1
     assert axes[1].lines[2].get_xdata()[0] == 10  # the move, read off the streams' curves
     both = {key: {**v, "seed 0": plain[key]["seed 0"]} for key, v in curves.items()}
-    other, own = khop.split_streams(both)
+    other, own = khop_stall.split_streams(both)
     assert set(other) == set(own) == set(curves) and set(other["acc"]) == set(curves["acc"])
     assert set(own["step"]) == {"seed 0"} and own["acc"]["seed 0"] is acc
     assert axes[0].lines[0].get_xdata().max() == 30
@@ -876,24 +894,24 @@ def _reseed_short_summary(b1: dict) -> dict:
 
 def test_reseed_paths_count_the_runs_whose_block_1_breaks():
     short = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
-    p = khop.reseed_paths(short)
+    p = khop_stall.reseed_paths(short)
     assert (p["rs100_b1_breaks_n"], p["rs250_b1_breaks_n"], p["reseed_path_split_n"]) == (3, 0, 3)
-    assert khop.reseed_paths(short, level=0.9)["rs250_b1_breaks_n"] == 1  # 0.89
+    assert khop_stall.reseed_paths(short, level=0.9)["rs250_b1_breaks_n"] == 1  # 0.89
     with pytest.raises(ValueError, match="level=0 is out of range"):
-        khop.reseed_paths(short, level=0)
+        khop_stall.reseed_paths(short, level=0)
 
 
 def test_reseed_long_study_and_its_runs_by_path():
-    assert list(khop.reseed_long_members("quick")) == list(khop.RESEED_LONG)
-    assert khop.RESEED_LONG[-1] == khop.reseed_name(khop.EXPLORED, 1)
+    assert list(khop_stall.reseed_long_members("quick")) == list(khop_stall.RESEED_LONG)
+    assert khop_stall.RESEED_LONG[-1] == khop_stall.reseed_name(khop.EXPLORED, 1)
     short = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
     best = {"rs100_d1": 0.2, "rs100_d2": 0.15, "rs100_d3": 0.99, "rs100_d4": 0.3, "rs250_d1": 0.95}
     long = {f"rl_{t}_best_hk": v for t, v in best.items()}
-    s = khop.reseed_by_path(long, short)
+    s = khop_stall.reseed_by_path(long, short)
     assert (s["rl_broken_n"], s["rl_unbroken_n"]) == (3, 2)
     assert s["rl_broken_best_max"] == 0.3 and s["rl_unbroken_best_min"] == 0.95
     with pytest.raises(ValueError, match="missing from the longer or the shorter study"):
-        khop.reseed_by_path({k: v for k, v in long.items() if "rs250" not in k}, short)
+        khop_stall.reseed_by_path({k: v for k, v in long.items() if "rs250" not in k}, short)
     kw = dict(
         N=4,
         k=2,
@@ -908,17 +926,19 @@ def test_reseed_long_study_and_its_runs_by_path():
     )
     runs = {
         name: khop.probe_run(khop.KHopExperiment(**kw, last_stage_data=1), progress=False)
-        for name in khop.RESEED_LONG[:2]
+        for name in khop_stall.RESEED_LONG[:2]
     }
-    ls = khop.reseed_long_summary(runs, level=0.5)
+    ls = khop_stall.reseed_long_summary(runs, level=0.5)
     assert ls["rl_steps"] == 30 and ls["rl_learned_n"] == sum(
         np.isfinite(ls[f"rl_rs100_d{r}_hk_at"]) for r in (1, 2)
     )
     assert ls["rl_rs100_d1_best_hk"] == ls["rl_rs100_d2_best_hk"]  # the same configuration twice
-    rows = khop.reseed_rows(ls, names=khop.RESEED_LONG[:2], prefix="rl_")
+    rows = khop_stall.reseed_rows(ls, names=khop_stall.RESEED_LONG[:2], prefix="rl_")
     assert [r[:2] for r in rows] == [[1, "seed 0"], [2, "seed 0"]] and rows[0][3] == ls["rl_rs100_d1_best_hk"]
     with pytest.raises(ValueError, match="unknown run of the longer study"):
-        khop.reseed_long_summary({khop.reseed_name(khop.EXPLORED, 2): runs[khop.RESEED_LONG[0]]})
+        khop_stall.reseed_long_summary(
+            {khop_stall.reseed_name(khop.EXPLORED, 2): runs[khop_stall.RESEED_LONG[0]]}
+        )
 
 
 def test_last_stage_delay_moves_later_and_nothing_else():
@@ -1106,7 +1126,7 @@ def test_a_variant_over_another_compares_with_that_variants_recorded_runs():
         [[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.2, 0.12]],
         stage=[1, 2, 4, 4],
     )
-    s = khop.variant_summary({"seed 0": solved, "seed 1": flat}, {0: flat, 1: solved}, variant=v)
+    s = khop_talk.variant_summary({"seed 0": solved, "seed 1": flat}, {0: flat, 1: solved}, variant=v)
     # both populations count the hop counts 1, 2 and 4 (three is trained on by neither)
     assert (s["anystart_solved_n"], s["anystart_doubling_solved_n"]) == (1, 1)
     assert (s["anystart_gained_seeds"], s["anystart_lost_seeds"], s["anystart_unsolved_early_n"]) == (
@@ -1143,7 +1163,7 @@ def test_move_medians_read_the_per_seed_entries_of_a_move_summary():
             f"x{s}_h2_walk": (w2, ""),
         }
     entries |= {"x_walk2_n": (2, ""), "x_walk_kept_n": (1, "")}
-    m = khop.move_medians(report.Summary(entries), "x")
+    m = khop_starts.move_medians(report.Summary(entries), "x")
     assert (m["x_v2_med"], m["x_v2_lo"], m["x_v2_hi"]) == (0.5, 0.2, 0.9)
     assert (m["x_answers_v2_med"], m["x_walk_med"], m["x_h2_walk_med"], m["x_h2_walk_lo"]) == (
         0.4,
@@ -1151,11 +1171,11 @@ def test_move_medians_read_the_per_seed_entries_of_a_move_summary():
         0.97,
         0.2,
     )
-    rows = khop.move_compare_rows({"a study": (report.Summary(entries), "x")})
+    rows = khop_starts.move_compare_rows({"a study": (report.Summary(entries), "x")})
     assert rows == [["a study", 2, 1, "0.50 (0.20-0.90)", "0.40 (0.10-0.80)"]]
-    assert len(rows[0]) == len(khop.MOVE_COMPARE_HEADER)
+    assert len(rows[0]) == len(khop_starts.MOVE_COMPARE_HEADER)
     with pytest.raises(ValueError, match="prefix 'y': no seed's entries"):
-        khop.move_medians(report.Summary(entries), "y")
+        khop_starts.move_medians(report.Summary(entries), "y")
 
 
 def test_stage_gap_compares_two_studies_until_either_trains_past_a_stage():
@@ -1165,18 +1185,18 @@ def test_stage_gap_compares_two_studies_until_either_trains_past_a_stage():
     b = _fake(
         [[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2]
     )
-    s = khop.stage_gap({0: a, 3: b}, {0: b, 3: b}, 1, "x")
+    s = khop_starts.stage_gap({0: a, 3: b}, {0: b, 3: b}, 1, "x")
     assert s["x_stage_gap"] == 0 and s["x_stage_med"] == 10  # they part after the evaluation at step 10
     c = _fake(
         [[0.1] * 4, [0.9, 0.1, 0.1, 0.1], [0.99, 0.3, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1]], stage=[1, 1, 2, 2]
     )
-    assert khop.stage_gap({0: a}, {0: c}, 1, "x")["x_stage_gap"] == pytest.approx(0.05)
+    assert khop_starts.stage_gap({0: a}, {0: c}, 1, "x")["x_stage_gap"] == pytest.approx(0.05)
     # moving at different evaluations is a difference (of stage), whatever the accuracies
-    assert khop.stage_gap({0: a}, {0: _fake(a["acc"], stage=[1, 1, 1, 2])}, 1, "x")["x_stage_gap"] == 1
+    assert khop_starts.stage_gap({0: a}, {0: _fake(a["acc"], stage=[1, 1, 1, 2])}, 1, "x")["x_stage_gap"] == 1
     with pytest.raises(ValueError, match=r"seed 3 is not among the other study's seeds: allowed \[0\]"):
-        khop.stage_gap({3: a}, {0: b}, 1, "x")
+        khop_starts.stage_gap({3: a}, {0: b}, 1, "x")
     with pytest.raises(ValueError, match="stage"):
-        khop.stage_gap({0: a}, {0: b}, 0, "x")
+        khop_starts.stage_gap({0: a}, {0: b}, 0, "x")
 
 
 def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
@@ -1210,7 +1230,9 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
         ],
         stage=[1, 2, 2, 4, 4],
     )
-    s = khop.variant_summary({"seed 0": dbl, "seed 1": flat}, {0: every, 1: every}, variant=khop.DOUBLING)
+    s = khop_talk.variant_summary(
+        {"seed 0": dbl, "seed 1": flat}, {0: every, 1: every}, variant=khop.DOUBLING
+    )
     # seed 0 is solved: three hops are never trained on, so they do not count
     assert (s["doubling_solved_n"], s["doubling_every_solved_n"], s["doubling_gained_seeds"]) == (1, 0, "0")
     assert s["doubling_split_gap"] == 0 and s["doubling_split_med"] == 20  # both part at the third evaluation
@@ -1228,26 +1250,28 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
     off = _fake(
         np.asarray(dbl["acc"]) + np.array([[0.0] * 4, [0.01, 0, 0, 0]] + [[0.0] * 4] * 3), stage=dbl["stage"]
     )
-    assert khop.variant_summary({"seed 0": off}, {0: every}, variant=khop.DOUBLING)[
+    assert khop_talk.variant_summary({"seed 0": off}, {0: every}, variant=khop.DOUBLING)[
         "doubling_split_gap"
     ] == pytest.approx(0.01)
-    assert khop.DOUBLING.trained(4) == (1, 2, 4) and khop.LR.trained(4) == (1, 2, 3, 4)
+    assert khop.DOUBLING.trained(4) == (1, 2, 4) and khop_talk.LR.trained(4) == (1, 2, 3, 4)
 
 
 def test_delay_study_members_summary_and_the_repeat():
-    members = khop.delay_members("quick")
-    assert list(members) == [khop.delay_name(d, r) for d, rs in khop.DELAY_GRID.items() for r in rs]
-    plain = khop.seed_members("quick")[khop.DELAYED]
+    members = khop_stall.delay_members("quick")
+    assert list(members) == [
+        khop_stall.delay_name(d, r) for d, rs in khop_stall.DELAY_GRID.items() for r in rs
+    ]
+    plain = khop.seed_members("quick")[khop_stall.DELAYED]
     for name, e in members.items():
-        assert (e.last_stage_delay, e.last_stage_data) == khop._delay_parts(name)
+        assert (e.last_stage_delay, e.last_stage_data) == khop_stall._delay_parts(name)
         assert dataclasses.replace(e, last_stage_delay=0, last_stage_data=0) == plain
-    assert khop.delay_name(100, 0) == "seed 0, last stage 100 steps later"
+    assert khop_stall.delay_name(100, 0) == "seed 0, last stage 100 steps later"
     from companion import record
 
     built = record.build("khop_delay", "quick", {"k": 4, "steps": 80, "eval_every": 20})
     assert {e.eval_every for e in built.values()} == {20} and {e.k for e in built.values()} == {4}
     with pytest.raises(ValueError, match="unknown run moved to its last stage later 'seed 0'"):
-        khop._delay_parts("seed 0")
+        khop_stall._delay_parts("seed 0")
 
     kw = dict(
         N=4,
@@ -1261,12 +1285,14 @@ def test_delay_study_members_summary_and_the_repeat():
         batch=16,
         advance_at=0.3,
     )
-    names = [khop.delay_name(100, r) for r in (0, 1)] + [khop.delay_name(*khop.DELAY_REPEATS)]
+    names = [khop_stall.delay_name(100, r) for r in (0, 1)] + [
+        khop_stall.delay_name(*khop_stall.DELAY_REPEATS)
+    ]
     runs = {
         n: khop.probe_run(khop.KHopExperiment(**kw, last_stage_delay=d, last_stage_data=r), progress=False)
         for n, (d, r) in zip(names, [(5, 0), (5, 1), (10, 0)])
     }
-    s = khop.delay_summary(runs, level=0.5)
+    s = khop_stall.delay_summary(runs, level=0.5)
     assert (s["dl100_n"], s["dl200_n"], s["delay_k"], s["delay_steps"]) == (2, 1, 2, 40)
     assert s["dl100_learned_n"] == sum(np.isfinite(s[f"dl100_d{r}_hk_at"]) for r in (0, 1))
     assert s["dl100_breaks_n"] == sum(s[f"dl100_d{r}_tk_b1_prev"] < 0.5 for r in (0, 1))
@@ -1275,28 +1301,30 @@ def test_delay_study_members_summary_and_the_repeat():
     )
     assert s["delay_path_escapes_n"] == escapes
     assert s["dl100_d0_stagek_at"] == s["dl100_d1_stagek_at"] == s["dl200_d0_stagek_at"] - 5
-    assert khop.delay_summary(runs, level=0.5, path=1.0)["dl200_breaks_n"] == (s["dl200_d0_tk_b1_prev"] < 1.0)
+    assert khop_stall.delay_summary(runs, level=0.5, path=1.0)["dl200_breaks_n"] == (
+        s["dl200_d0_tk_b1_prev"] < 1.0
+    )
     with pytest.raises(ValueError, match="path=0 is out of range"):
-        khop.delay_summary(runs, path=0)
-    rows = khop.delay_rows(s)
+        khop_stall.delay_summary(runs, path=0)
+    rows = khop_stall.delay_rows(s)
     assert [r[:2] for r in rows] == [[100, "own"], [100, 1], [200, "own"]] and len(rows[0]) == len(
-        khop.delay_header(2)
+        khop_stall.delay_header(2)
     )
     assert (
         rows[1][2:]
-        == khop.reseed_rows(
+        == khop_stall.reseed_rows(
             {**{k.replace("dl100", "rs100"): v for k, v in s.items()}, "reseed_k": 2, "reseed_n": 1},
-            names=[khop.reseed_name("seed 0", 1)],
+            names=[khop_stall.reseed_name("seed 0", 1)],
         )[0][2:]
     )
 
     own = khop.run(khop.KHopExperiment(**kw), progress=False)
     same = {key: runs[names[-1]][key][::2] for key in ("step", "acc", "stage")}  # evaluated every 10 steps
-    vs = khop.delay_vs_plain(runs, {khop.DELAYED: own, khop.EXPLORED: same})
+    vs = khop_stall.delay_vs_plain(runs, {khop_stall.DELAYED: own, khop.EXPLORED: same})
     assert vs["delay_gap"] == 0 and vs["delay_repeat_gap"] == 0 and vs["delay_repeat_n"] == len(same["step"])
     assert vs["delay_repeat_first"] == math.inf
-    assert vs["delay_moves_rs100"] == ", ".join(f"{m:.0f}" for m in khop.stage_moves(own))
-    vs = khop.delay_vs_plain(runs, {khop.DELAYED: own, khop.EXPLORED: own})  # not the same run
+    assert vs["delay_moves_rs100"] == ", ".join(f"{m:.0f}" for m in khop_stall.stage_moves(own))
+    vs = khop_stall.delay_vs_plain(runs, {khop_stall.DELAYED: own, khop.EXPLORED: own})  # not the same run
     a, b = runs[names[-1]], own
     differ = [
         t
@@ -1304,18 +1332,18 @@ def test_delay_study_members_summary_and_the_repeat():
         if not np.array_equal(a["acc"][i], b["acc"][i]) or a["stage"][i] != b["stage"][i]
     ]
     assert vs["delay_repeat_gap"] > 0 and vs["delay_repeat_first"] == differ[0]
-    assert khop.stage_moves(own) == [khop.last_stage_at(own)]  # k = 2: one move
+    assert khop_stall.stage_moves(own) == [khop.last_stage_at(own)]  # k = 2: one move
     longer = khop.run(dataclasses.replace(khop.KHopExperiment(**kw), steps=60), progress=False)
-    c = khop.repeat_curves(runs, {khop.DELAYED: own, khop.EXPLORED: longer})
-    assert list(c["acc"]) == [khop.DELAYED, names[-1], khop.EXPLORED]
+    c = khop_stall.repeat_curves(runs, {khop_stall.DELAYED: own, khop.EXPLORED: longer})
+    assert list(c["acc"]) == [khop_stall.DELAYED, names[-1], khop.EXPLORED]
     assert c["step"][khop.EXPLORED][-1] == 40 and np.array_equal(c["acc"][khop.EXPLORED], longer["acc"][:9])
     with pytest.raises(ValueError, match="missing: allowed the delay study's runs"):
-        khop.repeat_curves(runs, {khop.DELAYED: own})
+        khop_stall.repeat_curves(runs, {khop_stall.DELAYED: own})
     with pytest.raises(ValueError, match="not among the runs with their own data"):
-        khop.delay_vs_plain(runs, {khop.DELAYED: own})
+        khop_stall.delay_vs_plain(runs, {khop_stall.DELAYED: own})
     with pytest.raises(ValueError, match="is missing: allowed runs of delay_members that include it"):
-        khop.delay_vs_plain(
-            {n: r for n, r in runs.items() if n != names[-1]}, {khop.DELAYED: own, khop.EXPLORED: own}
+        khop_stall.delay_vs_plain(
+            {n: r for n, r in runs.items() if n != names[-1]}, {khop_stall.DELAYED: own, khop.EXPLORED: own}
         )
 
 
@@ -1340,19 +1368,19 @@ def test_delay_by_move_counts_the_same_streams_of_every_state():
             ("tk_b1_prev", 0.2 if r <= d // 200 else 0.95),
         )
     }
-    s = khop.delay_by_move(delays, reseeds)
+    s = khop_stall.delay_by_move(delays, reseeds)
     keys = ("0", "100", "400", "e250")  # delays, then seed 0 advancing every 250 steps (another run)
     assert [s[f"dmove{d}_at"] for d in keys] == [2800, 2900, 3200, 3000]
     assert [s[f"dmove{d}_breaks_n"] for d in keys] == [3, 0, 2, 0]
     assert [s[f"dmove{d}_learned_n"] for d in keys] == [0, 3, 0, 3]
-    rows = khop.delay_move_rows(s)
+    rows = khop_stall.delay_move_rows(s)
     assert [r[0] for r in rows] == [f"seed 0, last stage {d} steps later" for d in (0, 100, 400)] + [
         khop.EXPLORED
     ]
     assert rows[2][1:] == [3200, "2 of 4", "0 of 4"]
-    assert len(rows[0]) == len(khop.DELAY_MOVE_HEADER)
+    assert len(rows[0]) == len(khop_stall.DELAY_MOVE_HEADER)
     with pytest.raises(ValueError, match="missing: allowed summaries with every stream"):
-        khop.delay_by_move({k: v for k, v in delays.items() if "dl400_d4" not in k}, reseeds)
+        khop_stall.delay_by_move({k: v for k, v in delays.items() if "dl400_d4" not in k}, reseeds)
 
 
 def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkeypatch):
@@ -1369,7 +1397,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
         advance_at=0.3,
     )
     exp = khop.KHopExperiment(**kw)
-    r = khop._train(exp, False, keep=(0, 3, 10))
+    r = khop.train_run(exp, False, keep=(0, 3, 10))
     plain = khop.run(exp, progress=False, use_cache=False)
     assert np.array_equal(r["acc"], plain["acc"]) and "kept" not in plain  # keeping changes nothing
     at = int(khop.last_stage_at(r))
@@ -1378,16 +1406,16 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
         short = khop.run(dataclasses.replace(exp, steps=at + a), progress=False, use_cache=False)["state"]
         assert all(torch.equal(state[key], short[key]) for key in short)
     assert any(not torch.equal(r["kept"][3][key], r["kept"][10][key]) for key in r["state"])
-    last = khop._train(exp, False, keep=(kw["steps"] - at,))["kept"][kw["steps"] - at]  # the run's own end
+    last = khop.train_run(exp, False, keep=(kw["steps"] - at,))["kept"][kw["steps"] - at]  # the run's own end
     assert all(torch.equal(last[key], plain["state"][key]) for key in last)
 
-    members = khop.onset_members("quick")
-    assert list(members) == list(khop.ONSET_RUNS)
-    every = khop.seed_members("quick") | khop.reseed_members("quick")
+    members = khop_stall.onset_members("quick")
+    assert list(members) == list(khop_stall.ONSET_RUNS)
+    every = khop.seed_members("quick") | khop_stall.reseed_members("quick")
     assert all(members[n] == every[n] for n in members)
-    monkeypatch.setattr(khop, "ONSET_AFTER", (0, 3, 10))
+    monkeypatch.setattr(khop_stall, "ONSET_AFTER", (0, 3, 10))
     runs = {"seed 0": {**r, "exp": exp}, khop.EXPLORED: {**r, "exp": exp}}
-    s = khop.onset_summary(runs)
+    s = khop_stall.onset_summary(runs)
     for a in (0, 3, 10):
         res = khop.table_interference(exp, r["kept"][a])
         assert (
@@ -1396,7 +1424,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
         )
     breaks = [a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 0.5]
     assert s["on100_onset"] == (breaks[0] if breaks else math.inf)
-    assert khop.onset_summary(runs, path=1.0)["on100_onset"] == next(
+    assert khop_stall.onset_summary(runs, path=1.0)["on100_onset"] == next(
         (a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 1.0), math.inf
     )
     assert s["on100_stagek_at"] == at and s["onset_k"] == 3
@@ -1411,7 +1439,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     fig = khop_figures.onset_lines(s)
     assert len(fig.axes[0].lines) == len(fig.axes[1].lines) == 2  # the two runs given
     assert list(fig.axes[0].lines[0].get_ydata()) == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
-    rows = khop.onset_rows(s)
+    rows = khop_stall.onset_rows(s)
     assert (
         len(rows) == 6
         and len(rows[0]) == 2 + 3
@@ -1420,17 +1448,17 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     entry = {
         f"{t}{key[8:]}": v for t in ("n100", "n250") for key, v in s.items() if key.startswith("on100_a0_tk")
     }
-    g = khop.onset_vs_entry(s, entry)
+    g = khop_stall.onset_vs_entry(s, entry)
     assert g["onset_entry_gap"] == 0 and g["onset_entry_n"] == 2 * sum(k.startswith("on100_a0_tk") for k in s)
     entry["n250_tk_b1_prev"] += 0.25
-    assert khop.onset_vs_entry(s, entry)["onset_entry_gap"] == pytest.approx(0.25)
+    assert khop_stall.onset_vs_entry(s, entry)["onset_entry_gap"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="missing from the onset or the stage-entry summary"):
-        khop.onset_vs_entry({k: v for k, v in s.items() if not k.startswith("on250")}, entry)
+        khop_stall.onset_vs_entry({k: v for k, v in s.items() if not k.startswith("on250")}, entry)
     with pytest.raises(ValueError, match="unknown run read along its last stage 'seed 1'"):
-        khop.onset_summary({"seed 1": runs["seed 0"]})
-    monkeypatch.setattr(khop, "ONSET_AFTER", (0, 3, 10, 1000))
+        khop_stall.onset_summary({"seed 1": runs["seed 0"]})
+    monkeypatch.setattr(khop_stall, "ONSET_AFTER", (0, 3, 10, 1000))
     with pytest.raises(ValueError, match="has no state after \\[1000\\] steps on its last stage"):
-        khop.onset_summary(runs)
+        khop_stall.onset_summary(runs)
 
 
 def test_the_interval_study_keeps_each_members_interval():
@@ -1438,8 +1466,8 @@ def test_the_interval_study_keeps_each_members_interval():
 
     m = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
     assert {name: (e.seed, e.eval_every, e.steps, e.layers, e.data) for name, e in m.items()} == {
-        khop.interval_name(s, every): (s, every, 10000, 4, "cumulative")
-        for every, seeds in khop.INTERVAL_SEEDS.items()
+        khop_talk.interval_name(s, every): (s, every, 10000, 4, "cumulative")
+        for every, seeds in khop_talk.INTERVAL_SEEDS.items()
         for s in seeds
     }
     assert khop.member_overrides("seed 3, every 250", {"steps": 10, "eval_every": 100}) == {"steps": 10}
@@ -1447,11 +1475,13 @@ def test_the_interval_study_keeps_each_members_interval():
         "steps": 10,
         "eval_every": 100,
     }
-    assert khop.interval_name(0, khop.EXPLORED_EVERY) == khop.EXPLORED  # the seed study's run joins the pool
+    assert (
+        khop_talk.interval_name(0, khop.EXPLORED_EVERY) == khop.EXPLORED
+    )  # the seed study's run joins the pool
     # every seed of the pool is run at both intervals, once
-    pooled = set(m) | {khop.interval_name(s, 100) for s in khop.SEEDS} | {khop.EXPLORED}
+    pooled = set(m) | {khop_talk.interval_name(s, 100) for s in khop.SEEDS} | {khop.EXPLORED}
     assert len(pooled) == len(m) + len(khop.SEEDS) + 1
-    assert pooled == {khop.interval_name(s, e) for s in range(7) for e in khop.INTERVALS}
+    assert pooled == {khop_talk.interval_name(s, e) for s in range(7) for e in khop_talk.INTERVALS}
 
 
 def test_interval_summary_pools_and_counts_the_seeds():
@@ -1465,14 +1495,14 @@ def test_interval_summary_pools_and_counts_the_seeds():
         khop.EXPLORED: _fake([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], stage=[1, 2, 2, 2]),
     }
     runs = {"seed 1, every 250": solved, "seed 3, every 100": early, "seed 3, every 250": solved}
-    pool = khop.interval_pool(runs, earlier)
+    pool = khop_talk.interval_pool(runs, earlier)
     assert {name: int(r["step"][-1]) for name, r in pool.items()} == {
         "seed 0, every 100": 20,
         "seed 1, every 100": 20,
         khop.EXPLORED: 20,
         **{n: 20 for n in runs},
     }
-    s = khop.interval_summary(runs, earlier)
+    s = khop_talk.interval_summary(runs, earlier)
     assert (s["int_n100"], s["int_solved100_n"], s["int_n250"], s["int_solved250_n"]) == (3, 1, 3, 3)
     assert s["int_solved100"] == pytest.approx(1 / 3) and s["int_pairs_n"] == 3
     assert (s["int_only_slow_n"], s["int_only_fast_n"], s["int_gap_n"]) == (2, 0, 2)
@@ -1486,10 +1516,10 @@ def test_interval_summary_pools_and_counts_the_seeds():
     assert (s["int_wait_max"], s["int_unsolved_time_min"], s["int_unsolved_last_max"]) == (20, 0, 0.12)
     assert s["int_unsolved_flat_n"] == 2
     assert s["int_move100_med"] == 0 and s["int_wait250_med"] == 20 and s["int_steps"] == 20
-    rows = khop.interval_rows(pool)
-    assert [r[0] for r in rows] == [0, 1, 3] and all(len(r) == len(khop.INTERVAL_HEADER) for r in rows)
+    rows = khop_talk.interval_rows(pool)
+    assert [r[0] for r in rows] == [0, 1, 3] and all(len(r) == len(khop_talk.INTERVAL_HEADER) for r in rows)
     assert rows[2][1] == "-, -" and rows[0][6].endswith("0.99")
-    assert khop.interval_rows({"seed 3, every 100": early})[0][4:] == ["(not run)"] * 3
+    assert khop_talk.interval_rows({"seed 3, every 100": early})[0][4:] == ["(not run)"] * 3
     with pytest.raises(ValueError, match="steps=30 is beyond"):
         khop.truncated(solved, 30)
     import matplotlib.pyplot as plt
@@ -1507,12 +1537,12 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
 
     m = record.build("khop_interval_long", "quick", khop.INTERVAL_LONG_SETTINGS)
     short = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
-    assert list(m) == [khop.interval_name(s, 100) for s in (3, 4, 5, 6)]
+    assert list(m) == [khop_talk.interval_name(s, 100) for s in (3, 4, 5, 6)]
     for name, e in m.items():
         assert e.steps == 20000 and dataclasses.replace(e, steps=short[name].steps) == short[name]
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
     stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
-    s = khop.interval_long_summary(
+    s = khop_talk.interval_long_summary(
         {"seed 3, every 100": solved, "seed 4, every 100": stalled, "seed 5, every 100": solved}
     )
     assert (s["ilong_n"], s["ilong_solved_n"], s["ilong_flat_solved_n"], s["ilong_steps"]) == (3, 2, 1, 20)
@@ -1540,7 +1570,7 @@ def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
     narrow = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
     for variant, name, changed in (
         (khop.WIDE, "khop_wide", {"d": 64}),
-        (khop.LR, "khop_lr", {"lr": 1e-3}),
+        (khop_talk.LR, "khop_lr", {"lr": 1e-3}),
         (khop.DOUBLING, "khop_doubling", {"levels": "doubling"}),
     ):
         m = record.build(name, "quick", variant.settings())
@@ -1550,12 +1580,12 @@ def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
             assert (e.heads, e.seed, e.steps, e.eval_every, e.k, e.depth) == (4, s, variant.steps, 100, 4, 4)
             assert getattr(e, variant.field) == changed[variant.field]
             if s >= 3:  # the same run as the interval study's but for the changed setting and the budget
-                base = dataclasses.replace(narrow[khop.interval_name(s, 100)], steps=variant.steps)
+                base = dataclasses.replace(narrow[khop_talk.interval_name(s, 100)], steps=variant.steps)
                 assert dataclasses.replace(e, **{variant.field: getattr(base, variant.field)}) == base
-    assert khop.WIDE.steps == khop.DOUBLING.steps == 10000 and khop.LR.steps == 15000
+    assert khop.WIDE.steps == khop.DOUBLING.steps == 10000 and khop_talk.LR.steps == 15000
     assert khop.variant_members("full", variant=khop.DOUBLING)["seed 0"].stages == (1, 2, 4, 8)
     assert khop.variant_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
-    assert khop.variant_members("full", variant=khop.LR)["seed 0"].lr == pytest.approx(1e-3)
+    assert khop.variant_members("full", variant=khop_talk.LR)["seed 0"].lr == pytest.approx(1e-3)
 
 
 def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tmp_path, monkeypatch):
@@ -1581,7 +1611,7 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
         record.record("khop_doubling", "quick", {**settings, "steps": 17000}, out_dir=tmp_path)
     # the study itself
     khop.DOUBLING.check_recording("quick", record.build("khop_doubling", "quick", settings))
-    khop.LR.check_recording("quick", record.build("khop_lr", "quick", khop.LR.settings()))
+    khop_talk.LR.check_recording("quick", record.build("khop_lr", "quick", khop_talk.LR.settings()))
     any_settings = khop.ANYSTART.settings()
 
     def anystart(**changed):
@@ -1619,7 +1649,7 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
     early = _fake([[0.1, 0.1], [0.3, 0.1], [0.5, 0.3]], stage=[1, 1, 1])
     wide = {"seed 0": solved, "seed 1": early, "seed 2": solved}
     narrow = {0: stalled, 1: solved, 2: solved, 3: stalled}
-    s = khop.variant_summary(wide, narrow)
+    s = khop_talk.variant_summary(wide, narrow)
     assert (s["wide_n"], s["wide_solved_n"], s["wide_solved_seeds"], s["wide_narrow_solved_n"]) == (
         3,
         2,
@@ -1637,8 +1667,10 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
     assert (s["wide_unsolved_n"], s["wide_unsolved_early_n"], s["wide_unsolved_time_min"]) == (1, 1, 0)
     assert s["wide_unsolved_last_max"] == 0.3 and s["wide_unsolved_flat_n"] == 0
     with pytest.raises(ValueError, match=r"budgets \[20, 30\]"):
-        khop.variant_summary(wide, {0: _fake([[0.1, 0.1]] * 4, stage=[1] * 4)})
-    s = khop.variant_summary(wide, narrow, variant=khop.LR)  # the same numbers under the variant's own names
+        khop_talk.variant_summary(wide, {0: _fake([[0.1, 0.1]] * 4, stage=[1] * 4)})
+    s = khop_talk.variant_summary(
+        wide, narrow, variant=khop_talk.LR
+    )  # the same numbers under the variant's own names
     assert (s["lr_solved_n"], s["lr_base_solved_n"], s["lr_gained_seeds"], s["lr_lost_seeds"]) == (
         2,
         2,
@@ -1646,7 +1678,7 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
         "1",
     )
     assert "a third of the step size" in s.meaning["lr_solved_n"]
-    t = khop.sign_test(s, "lr_", "lost", "gained")  # one seed each way of three: no evidence either way
+    t = khop_talk.sign_test(s, "lr_", "lost", "gained")  # one seed each way of three: no evidence either way
     assert (t["lr_sign_p"], t["lr_sign_p_best"]) == (1.0, 0.25) and "lr_lost_n = 1" in t.meaning["lr_sign_p"]
     rows = khop.paired_rows([khop.seeded(wide), narrow])
     assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[3][1:4] == ["(not run)"] * 3
@@ -1666,7 +1698,7 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
 
 def test_sign_test_needs_six_of_seven_seeds_one_way():
     def p(a, b, n=7):
-        return khop.sign_test({"x_a_n": a, "x_b_n": b, "x_pairs_n": n}, "x_", "a", "b")
+        return khop_talk.sign_test({"x_a_n": a, "x_b_n": b, "x_pairs_n": n}, "x_", "a", "b")
 
     assert p(0, 6)["x_sign_p"] == pytest.approx(2 / 64) and p(0, 5)["x_sign_p"] == pytest.approx(2 / 32)
     assert p(1, 6)["x_sign_p"] == pytest.approx(2 * 8 / 128) and p(6, 1)["x_sign_p"] == p(1, 6)["x_sign_p"]
@@ -1689,14 +1721,16 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
         starts="any",
     )
     r = khop.run(e, progress=False, use_cache=False)
-    acc = khop.start_accuracy(e, r["state"], n=256)
+    acc = khop_starts.start_accuracy(e, r["state"], n=256)
     fits = np.array([[s + h <= 4 for s in range(4)] for h in range(1, 5)])
     assert np.array_equal(np.isfinite(acc), fits) and ((acc[fits] >= 0) & (acc[fits] <= 1)).all()
     # the cells from table 1 are the test sets' kind of example: the same model, other draws, about the same
     assert np.abs(acc[:, 0] - r["acc"][-1]).max() < 0.2
-    assert np.array_equal(acc, khop.start_accuracy(e, r["state"], n=256), equal_nan=True)  # its own stream
+    assert np.array_equal(
+        acc, khop_starts.start_accuracy(e, r["state"], n=256), equal_nan=True
+    )  # its own stream
     with pytest.raises(ValueError, match="n"):
-        khop.start_accuracy(e, r["state"], n=0)
+        khop_starts.start_accuracy(e, r["state"], n=0)
     fake = np.array(
         [
             [1.0, 0.95, 0.97, 0.99],
@@ -1705,7 +1739,7 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
             [0.13, np.nan, np.nan, np.nan],
         ]
     )
-    s = khop.start_summary(fake, dataclasses.replace(e, N=8, seed=3))
+    s = khop_starts.start_summary(fake, dataclasses.replace(e, N=8, seed=3))
     assert (s["start_h1_min"], s["start_h2_min"], s["start_k"], s["start_untrained_max"]) == (
         0.95,
         0.92,
@@ -1714,8 +1748,10 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
     )
     assert "start_h4_min" not in s.entries()
     assert (s["start_chance"], s["start_seed"], s["start_steps"]) == (0.125, 3, 20)
-    assert np.isnan(khop.start_summary(fake, dataclasses.replace(e, levels="every"))["start_untrained_max"])
-    header, rows = khop.start_rows(fake)
+    assert np.isnan(
+        khop_starts.start_summary(fake, dataclasses.replace(e, levels="every"))["start_untrained_max"]
+    )
+    header, rows = khop_starts.start_rows(fake)
     assert header[1] == "from table 1" and rows[2] == [3, "0.10", "0.20", "", ""] and len(rows) == 4
     m = khop.ANYSTART.member(3, 500)
     assert (m.seed, m.steps, m.starts, m.levels, m.k, m.depth) == (3, 500, "any", "doubling", 4, 4)
@@ -1755,8 +1791,10 @@ def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
     assert khop.probe_rows(s, hops=1, study=study)[0][2:] == [s["q_h1_probe_l0_v1"]]
     with pytest.raises(ValueError, match="hops"):
         khop.probe_rows(s, hops=2, study=study)
-    assert list(khop.ANYSTART_PROBE.tags) == [khop.START_PROBED] and khop.ANYSTART_PROBE.probed(4) == (4, 2)
-    header, rows = khop.answers_rows(s, study)
+    assert list(khop_starts.ANYSTART_PROBE.tags) == [
+        khop_starts.START_PROBED
+    ] and khop_starts.ANYSTART_PROBE.probed(4) == (4, 2)
+    header, rows = khop_starts.answers_rows(s, study)
     assert header[:3] == ["run", "hops", "answers x"] and len(header) == 6
     assert rows[0] == ["seed 0", 3, *(s[f"q_answers_v{j}"] for j in range(4))]
     assert rows[1] == ["seed 0", 1, s["q_h1_answers_v0"], s["q_h1_answers_v1"], "", ""]
@@ -1780,20 +1818,20 @@ def test_a_run_stopped_at_its_move_has_trained_no_last_stage_step():
         starts="any",
         advance_at=0.3,
     )
-    long = khop._train(e, progress=False, keep=(0,))
+    long = khop.train_run(e, progress=False, keep=(0,))
     move = int(khop.last_stage_at(long))
     assert 0 < move < e.steps
     short = khop.run(dataclasses.replace(e, steps=move), progress=False, use_cache=False)
     # its last evaluation, on the stage before the move
     assert short["step"][-1] == move and short["stage"][-1] == 2
     assert all(torch.equal(short["state"][k], long["kept"][0][k]) for k in short["state"])
-    assert list(khop.ANYSTART_MOVE_PROBE.tags) == [khop.MOVE_PROBED] and khop.ANYSTART_MOVE_PROBE.probed(
-        4
-    ) == (4, 2)
+    assert list(khop_starts.ANYSTART_MOVE_PROBE.tags) == [
+        khop_starts.MOVE_PROBED
+    ] and khop_starts.ANYSTART_MOVE_PROBE.probed(4) == (4, 2)
 
 
 def test_every_anystart_seed_is_probed_at_its_move():
-    m = khop.move_members("quick")
+    m = khop_starts.move_members("quick")
     rec = khop.seeded(
         khop.recorded_runs(khop.recorded(khop.ANYSTART.settings(), experiment="khop_anystart"))[0]
     )
@@ -1801,7 +1839,9 @@ def test_every_anystart_seed_is_probed_at_its_move():
     for s in khop.VARIANT_SEEDS:  # each stopped at its recorded move: the recorded run's first steps
         assert m[khop.seed_name(s)] == khop.ANYSTART.member(s, int(khop.last_stage_at(rec[s])))
     assert m["seed 0"].steps == 600  # the chapter's probe at the move is seed 0's
-    d = khop.move_members("quick", khop.DOUBLING)  # the stages 1, 2, 4 from table 1, from their own recording
+    d = khop_starts.move_members(
+        "quick", khop.DOUBLING
+    )  # the stages 1, 2, 4 from table 1, from their own recording
     drec = khop.seeded(
         khop.recorded_runs(khop.recorded(khop.DOUBLING.settings(), experiment="khop_doubling"))[0]
     )
@@ -1811,7 +1851,7 @@ def test_every_anystart_seed_is_probed_at_its_move():
     )
     assert {e.starts for e in d.values()} == {"first"} and {e.levels for e in d.values()} == {"doubling"}
     for v in (khop.ONESTART, khop.LONGSTART):  # the crossed studies, each from its own recording
-        got = khop.move_members("quick", v)
+        got = khop_starts.move_members("quick", v)
         vrec = khop.seeded(khop.recorded_runs(khop.recorded(v.settings(), experiment=f"khop_{v.tag}"))[0])
         assert all(
             got[khop.seed_name(s)] == v.member(s, int(khop.last_stage_at(vrec[s])))
@@ -1819,7 +1859,7 @@ def test_every_anystart_seed_is_probed_at_its_move():
         )
         assert {e.starts for e in got.values()} == {v.to}
     with pytest.raises(ValueError, match="allowed 'quick'"):
-        khop.move_members("full")
+        khop_starts.move_members("full")
     runs = {
         khop.seed_name(s): khop.probe_run(
             khop.KHopExperiment(
@@ -1839,7 +1879,7 @@ def test_every_anystart_seed_is_probed_at_its_move():
         )
         for s in (0, 1)
     }
-    s = khop.move_summary(runs)
+    s = khop_starts.move_summary(runs)
     res = {h: khop.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"], hops=h) for h in (4, 2)}
     assert s["mv1_v2"] == res[4]["probe"][:, 1].max() and s["mv1_h2_walk"] == np.nanmax(
         res[2]["chain"][:, 0, 1]
@@ -1849,17 +1889,17 @@ def test_every_anystart_seed_is_probed_at_its_move():
         s["mv1_h2_acc"] == res[2]["acc"] and s["mv0_step"] == 40 and s["mv_n"] == 2 and s["mv_chance"] == 0.25
     )
     for level in (0.0, 1.01):  # every seed walks, or none does: the counts follow the per-seed values
-        t = khop.move_summary(runs, level=level)
+        t = khop_starts.move_summary(runs, level=level)
         assert t["mv_walk2_n"] == (2 if level == 0 else 0) and t["mv_v2_n"] == t["mv_walk2_n"]
         assert t["mv_walk_kept_n"] == t["mv_walk2_n"] and (level == 0) != np.isnan(t["mv_walk_max"])
     assert s["mv_v2_max"] == max(s["mv0_v2"], s["mv1_v2"])
     assert s["mv_h2_acc_min"] == min(s["mv0_h2_acc"], s["mv1_h2_acc"])
-    assert khop.move_summary(runs, level=0.0)["mv_walk2_seeds"] == "0, 1"
-    other = khop.move_summary(runs, prefix="dmv")  # a second study on the same page
+    assert khop_starts.move_summary(runs, level=0.0)["mv_walk2_seeds"] == "0, 1"
+    other = khop_starts.move_summary(runs, prefix="dmv")  # a second study on the same page
     assert other["dmv1_v2"] == s["mv1_v2"] and other["dmv_walk2_n"] == s["mv_walk2_n"] and "mv_n" not in other
-    assert khop.move_rows(other, prefix="dmv") == khop.move_rows(s)
-    rows = khop.move_rows(s)
-    assert len(rows) == 2 and len(rows[0]) == len(khop.MOVE_HEADER)
+    assert khop_starts.move_rows(other, prefix="dmv") == khop_starts.move_rows(s)
+    rows = khop_starts.move_rows(s)
+    assert len(rows) == 2 and len(rows[0]) == len(khop_starts.MOVE_HEADER)
     assert rows[1] == [
         "seed 1",
         40,
@@ -1872,7 +1912,7 @@ def test_every_anystart_seed_is_probed_at_its_move():
         s["mv1_answers_v2"],
     ]
     with pytest.raises(ValueError, match="k \\(hops\\)"):
-        khop.move_summary(
+        khop_starts.move_summary(
             {
                 "seed 0": khop.probe_run(
                     khop.KHopExperiment(N=4, k=2, d=16, heads=2, steps=5, eval_every=5, n_test=16, batch=8),
@@ -1897,7 +1937,7 @@ def test_probe_run_and_move_is_the_run_and_the_run_stopped_at_its_move(tmp_path,
         batch=16,
         advance_at=0.3,
     )
-    whole, moved = khop.probe_run_and_move(exp, progress=False)
+    whole, moved = khop_starts.probe_run_and_move(exp, progress=False)
     plain = khop.probe_run(exp, progress=False)
     at = int(khop.last_stage_at(plain))
     short = khop.probe_run(dataclasses.replace(exp, steps=at), progress=False)
@@ -1907,4 +1947,4 @@ def test_probe_run_and_move_is_the_run_and_the_run_stopped_at_its_move(tmp_path,
             assert np.array_equal(a[key], b[key], equal_nan=key == "loss"), key
         assert all(torch.equal(a["state"][key], b["state"][key]) for key in b["state"])
     with pytest.raises(ValueError, match="moves to its last stage at 0"):
-        khop.probe_run_and_move(dataclasses.replace(exp, data="direct"), progress=False)
+        khop_starts.probe_run_and_move(dataclasses.replace(exp, data="direct"), progress=False)

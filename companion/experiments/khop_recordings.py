@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from companion.experiments import khop
+from companion.experiments import khop, khop_stall, khop_starts, khop_talk
 from companion.recorded import Recordable
 
 
@@ -43,7 +43,7 @@ def recordables() -> dict[str, Recordable]:
                 "khop_seeds",
                 "book/khop",
                 khop.seed_members,
-                khop.seeds_summary,
+                khop_talk.seeds_summary,
                 khop.curves,
                 run=khop.run,
                 run_all=khop.run_many,
@@ -53,8 +53,8 @@ def recordables() -> dict[str, Recordable]:
             Recordable(
                 "khop_interval",
                 "book/khop",
-                khop.interval_members,
-                khop.interval_summary,
+                khop_talk.interval_members,
+                khop_talk.interval_summary,
                 khop.curves,
                 run=khop.run,
                 run_all=khop.run_many,
@@ -64,8 +64,8 @@ def recordables() -> dict[str, Recordable]:
             Recordable(
                 "khop_interval_long",
                 "book/khop",
-                khop.interval_long_members,
-                khop.interval_long_summary,
+                khop_talk.interval_long_members,
+                khop_talk.interval_long_summary,
                 khop.curves,
                 run=khop.run,
                 run_all=khop.run_many,
@@ -75,8 +75,8 @@ def recordables() -> dict[str, Recordable]:
             Recordable(
                 "khop_interval_long250",
                 "book/khop",
-                partial(khop.interval_long_members, names=khop.INTERVAL_LONG250),
-                partial(khop.interval_long_summary, prefix="il250_", flat=khop.INTERVAL_FLAT250),
+                partial(khop_talk.interval_long_members, names=khop_talk.INTERVAL_LONG250),
+                partial(khop_talk.interval_long_summary, prefix="il250_", flat=khop_talk.INTERVAL_FLAT250),
                 khop.curves,
                 run=khop.run,
                 run_all=khop.run_many,
@@ -88,7 +88,7 @@ def recordables() -> dict[str, Recordable]:
                     f"khop_{v.tag}",
                     chapter,
                     partial(khop.variant_members, variant=v),
-                    partial(khop.variant_summary, variant=v),
+                    partial(khop_talk.variant_summary, variant=v),
                     khop.curves,
                     run=khop.run,
                     run_all=khop.run_many,
@@ -98,7 +98,7 @@ def recordables() -> dict[str, Recordable]:
                 )
                 for v, var, chapter in (
                     (khop.WIDE, "wide", "book/khop"),
-                    (khop.LR, "lrs", "book/khop"),
+                    (khop_talk.LR, "lrs", "book/khop"),
                     (khop.DOUBLING, "dbl", "book/khop"),
                     (khop.ANYSTART, "anys", "book/khop_starts"),
                     (khop.ONESTART, "ones", "book/khop_starts"),
@@ -109,8 +109,8 @@ def recordables() -> dict[str, Recordable]:
                 Recordable(
                     f"khop_{v.tag}_move",
                     "book/khop_starts",
-                    partial(khop.move_members, variant=v),
-                    partial(khop.move_summary, prefix=prefix),
+                    partial(khop_starts.move_members, variant=v),
+                    partial(khop_starts.move_summary, prefix=prefix),
                     khop.curves,
                     run=khop.probe_run,
                     summary_var=var,
@@ -123,40 +123,48 @@ def recordables() -> dict[str, Recordable]:
                     (khop.LONGSTART, "lmv", "lmoves"),
                 )
             ),
-            stall("khop_probe", khop.probe_members, khop.probe_summary, "probe"),
-            stall("khop_probe_seeds", khop.seed_probe_members, khop.seed_probe_summary, "sprobe"),
+            stall("khop_probe", khop_stall.probe_members, khop.probe_summary, "probe"),
+            stall("khop_probe_seeds", khop_stall.seed_probe_members, khop_stall.seed_probe_summary, "sprobe"),
             stall(
                 "khop_escape",
-                khop.escape_members,
-                khop.escape_summary,
+                khop_stall.escape_members,
+                khop_stall.escape_summary,
                 "esc",
-                khop.escape_run,
-                khop.escape_curves,
+                khop_stall.escape_run,
+                khop_stall.escape_curves,
             ),
-            stall("khop_hidden", khop.hidden_members, khop.hidden_study_summary, "hid"),
+            stall("khop_hidden", khop_stall.hidden_members, khop_stall.hidden_study_summary, "hid"),
             stall(
                 "khop_hidden12",
-                partial(khop.hidden_members, study=khop.HIDDEN12),
-                partial(khop.hidden_study_summary, study=khop.HIDDEN12),
+                partial(khop_stall.hidden_members, study=khop_stall.HIDDEN12),
+                partial(khop_stall.hidden_study_summary, study=khop_stall.HIDDEN12),
                 "hid12",
             ),
             stall(
                 "khop_hidden12_long",
-                partial(khop.hidden_members, study=khop.HIDDEN12_LONG),
-                partial(khop.hidden_summary, study=khop.HIDDEN12_LONG),
+                partial(khop_stall.hidden_members, study=khop_stall.HIDDEN12_LONG),
+                partial(khop_stall.hidden_summary, study=khop_stall.HIDDEN12_LONG),
                 "hid12l",
                 khop.run,
             ),
             stall(
                 "khop_stage_entry",
-                khop.stage_entry_members,
-                khop.stage_entry_summary,
+                khop_stall.stage_entry_members,
+                khop_stall.stage_entry_summary,
                 "entry",
-                khop.stage_entry_run,
+                khop_stall.stage_entry_run,
             ),
-            stall("khop_reseed", khop.reseed_members, khop.reseed_summary, "reseed"),
-            stall("khop_reseed_long", khop.reseed_long_members, khop.reseed_long_summary, "rlong"),
-            stall("khop_delay", khop.delay_members, khop.delay_summary, "delay"),
-            stall("khop_onset", khop.onset_members, khop.onset_summary, "onset", khop.onset_run),
+            stall("khop_reseed", khop_stall.reseed_members, khop_stall.reseed_summary, "reseed"),
+            stall(
+                "khop_reseed_long", khop_stall.reseed_long_members, khop_stall.reseed_long_summary, "rlong"
+            ),
+            stall("khop_delay", khop_stall.delay_members, khop_stall.delay_summary, "delay"),
+            stall(
+                "khop_onset",
+                khop_stall.onset_members,
+                khop_stall.onset_summary,
+                "onset",
+                khop_stall.onset_run,
+            ),
         ]
     }

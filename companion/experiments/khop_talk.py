@@ -1,0 +1,499 @@
+"""The chapter ``book/khop``: the talk's k-hop claims (direct training fails, a curriculum or a mixture solves,
+hops learned in turn) and the variants of the k = 4 run it reads (seeds, evaluation intervals, wider, other
+learning rates, doubling stages, deeper), with the numbers the chapter checks. Task, model, training, runs and
+the shared readers are :mod:`companion.experiments.khop`'s."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from companion import config, report
+from companion.experiments.khop import (
+    EXPLORED,
+    EXPLORED_EVERY,
+    SEED_SETTINGS,
+    SEEDS,
+    SIZES,
+    WIDE,
+    KHopExperiment,
+    SeedVariant,
+    interval_of,
+    last_stage_at,
+    last_stage_wait,
+    learned_at,
+    learned_cells,
+    paired_difference,
+    paired_header,
+    paired_rows,
+    recorded,
+    recorded_runs,
+    run_sizes,
+    seed_interval,
+    seed_list,
+    seed_name,
+    seeded,
+    truncated,
+)
+
+LEARNED_HEADER = ["run", "data", "layers", "learned at (steps), hops 1..k", "final accuracy, hops 1..k"]
+
+
+def learned_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
+    """One row per run: its data, depth, the step each hop count is first learned (``-`` never) and the final
+    accuracies."""
+    return [
+        [name, members[name].data, members[name].layers, *learned_cells(r, level)] for name, r in runs.items()
+    ]
+
+
+def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95) -> report.Summary:
+    """The numbers of a finished :func:`companion.experiments.khop.seed_members` set, named ``seeds_*`` (to glue beside the other studies):
+    how many of the seeds at the study's evaluation interval end with every hop count above ``solved`` (lowest
+    final accuracy), the earliest step at which one learns the k-th hop (first evaluation at ``level``) and the
+    fewest steps one spends on its last stage before that, and the same numbers of seed 0 advancing every
+    :data:`companion.experiments.khop.EXPLORED_EVERY` steps."""
+    seeds = [seed_name(s) for s in SEEDS]
+    low = np.array([np.asarray(runs[n]["acc"])[-1].min() for n in seeds])
+    hopk = np.array([learned_at(runs[n], level)[-1] for n in seeds])
+    wait = np.array([last_stage_wait(runs[n], level) for n in seeds])
+    alt, every = runs[EXPLORED], f"seed 0 advancing every {EXPLORED_EVERY} steps"
+    return report.Summary(
+        {
+            **run_sizes(runs[seeds[0]], prefix="seeds_"),
+            "seeds_n": (len(seeds), "seeds at the study's evaluation interval"),
+            "seeds_solved": (
+                float((low > solved).mean()),
+                f"fraction of those seeds whose lowest final accuracy over 1..k hops is above {solved}",
+            ),
+            "seeds_solved_n": (
+                int((low > solved).sum()),
+                f"seeds whose lowest final accuracy is above {solved}",
+            ),
+            "seeds_worst_min": (float(low.min()), "the worst seed's lowest final accuracy over 1..k hops"),
+            "seeds_hopk_first": (
+                float(hopk.min()),
+                "the earliest step at which a seed learns the k-th hop (inf: none)",
+            ),
+            "seeds_wait_last": (
+                float(wait.min()),
+                "the fewest steps a seed trains on its last stage before it learns the k-th hop "
+                "(inf: none learns it)",
+            ),
+            "seeds_alt_min": (
+                float(np.asarray(alt["acc"])[-1].min()),
+                f"{every}: lowest final accuracy over 1..k hops",
+            ),
+            "seeds_alt_hopk_at": (
+                float(learned_at(alt, level)[-1]),
+                f"{every}: first step with the k-th hop learned",
+            ),
+            "seeds_alt_stagek_at": (last_stage_at(alt), f"{every}: the step it moved to its last stage"),
+        }
+    )
+
+
+# --- the seed study at two evaluation intervals (recorded: ``record khop_interval``) ---
+
+INTERVALS = (100, EXPLORED_EVERY)  # the seed study's interval and the exploratory run's
+
+
+# seeds recorded here at each interval; with the seed study's runs (read up to INTERVAL_SETTINGS' steps) every
+# seed of 0..6 is run at both
+INTERVAL_SEEDS = {100: (3, 4, 5, 6), EXPLORED_EVERY: (1, 2, 3, 4, 5, 6)}
+
+
+def interval_name(seed: int, every: int) -> str:
+    """A member of :func:`interval_members`: ``"seed 3, every 100"``; seed 0 every 250 is :data:`companion.experiments.khop.EXPLORED`."""
+    return f"seed {seed}, every {every}"
+
+
+def interval_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The cumulative curriculum of :func:`companion.experiments.khop.seed_members` for the seeds :data:`INTERVAL_SEEDS` at each of
+    :data:`INTERVALS` (each member keeps its interval under a study-wide override)."""
+    size = SIZES[config.get_profile(profile)]
+    return {
+        interval_name(s, every): KHopExperiment.for_profile(
+            profile, data="cumulative", **{**size, "seed": s, "eval_every": every}
+        )
+        for every, seeds in INTERVAL_SEEDS.items()
+        for s in seeds
+    }
+
+
+def interval_pool(runs: dict[str, dict], earlier: dict[str, dict] | None = None) -> dict[str, dict]:
+    """:func:`interval_members`' runs with the seed study's (``earlier``, default its recording) cut to the same
+    budget and named by :func:`interval_name`: seeds 0..6, each at both :data:`INTERVALS`."""
+    if earlier is None:
+        earlier = recorded_runs(recorded(SEED_SETTINGS, experiment="khop_seeds"))[0]
+    steps = int(next(iter(runs.values()))["step"][-1])
+    renamed = {interval_name(*seed_interval(name)): r for name, r in earlier.items()}
+    return {**{name: truncated(r, steps) for name, r in renamed.items()}, **runs}
+
+
+def _solved(r: dict, solved: float, hops: tuple | None = None) -> bool:
+    """Whether the run's lowest final accuracy over ``hops`` (default: every hop count) is above ``solved``."""
+    final = np.asarray(r["acc"])[-1]
+    return bool((final if hops is None else final[np.asarray(hops) - 1]).min() > solved)
+
+
+def by_interval(pool: dict[str, dict]) -> dict[int, dict[int, dict]]:
+    """:func:`interval_pool`'s runs as {interval: {seed: run}}, for each of :data:`INTERVALS`."""
+    return {
+        every: {s: r for name, r in pool.items() for s, e in [interval_of(name)] if e == every}
+        for every in INTERVALS
+    }
+
+
+def _population(
+    rs: dict[int, dict], ok: dict[int, bool], p: str, t: str, who: str, level: float, solved: float
+) -> dict:
+    """Summary entries of one population of runs ({seed: run}, ``ok``: solved or not): the runs, the solved
+    seeds, their count and fraction, the median step of their move to the last stage and their median wait there
+    before the k-th hop (first evaluation at ``level``); named ``<p>n<t>``, ``<p>solved<t>_seeds``,
+    ``<p>solved<t>_n``, ``<p>solved<t>``, ``<p>move<t>_med``, ``<p>wait<t>_med``."""
+    moves = [last_stage_at(r) for s, r in rs.items() if ok[s]]
+    waits = [last_stage_wait(r, level) for s, r in rs.items() if ok[s]]
+    return {
+        f"{p}n{t}": (len(rs), f"runs {who}"),
+        f"{p}solved{t}_seeds": (seed_list(s for s in rs if ok[s]), f"{who}: the solved seeds"),
+        f"{p}solved{t}_n": (
+            int(sum(ok.values())),
+            f"runs {who} whose lowest final accuracy is above {solved}",
+        ),
+        f"{p}solved{t}": (float(np.mean(list(ok.values()))), "the same, as a fraction of the runs"),
+        f"{p}move{t}_med": (
+            float(np.median(moves)) if moves else math.nan,
+            f"{who}, solved runs: median step of the move to the last stage",
+        ),
+        f"{p}wait{t}_med": (
+            float(np.median(waits)) if waits else math.nan,
+            f"{who}, solved runs: median steps on the last stage before the k-th hop is learned",
+        ),
+    }
+
+
+def _unsolved(
+    unsolved: list[dict], solved_runs: list[dict], p: str, level: float, hops: tuple | None = None
+) -> dict:
+    """Summary entries of the unsolved runs of a study, and what bears on its budget: how many had not learned
+    hops 1..k-1 (at ``level``; of ``hops``, the hop counts trained on, those below k), the longest wait of a
+    solved run on its last stage before the k-th hop, the fewest steps an unsolved run had there, the highest
+    final k-hop accuracy of an unsolved run and how many end below twice chance; named ``<p>unsolved_n``,
+    ``<p>unsolved_early_n``, ``<p>wait_max``, ``<p>unsolved_time_min``, ``<p>unsolved_last_max``,
+    ``<p>unsolved_flat_n``."""
+    below = slice(None, -1) if hops is None else np.asarray(hops[:-1], dtype=int) - 1
+    early = sum(bool(np.isinf(learned_at(r, level)[below]).any()) for r in unsolved)
+    waits = [last_stage_wait(r, level) for r in solved_runs]
+    final = np.array([np.asarray(r["acc"])[-1, -1] for r in unsolved])
+    chance = 1.0 / (unsolved or solved_runs)[0]["N"]
+    return {
+        f"{p}unsolved_n": (len(unsolved), "unsolved runs"),
+        f"{p}unsolved_early_n": (
+            int(early),
+            f"unsolved runs that never learned one of hops 1..k-1 (at {level})",
+        ),
+        f"{p}wait_max": (
+            float(max(waits)) if waits else math.nan,
+            "solved runs: the most steps one trained on its last stage before the k-th hop",
+        ),
+        f"{p}unsolved_time_min": (
+            min(max(0.0, float(r["step"][-1]) - last_stage_at(r)) for r in unsolved)
+            if unsolved
+            else math.nan,
+            "unsolved runs: the fewest steps one trained on its last stage (0: never got there)",
+        ),
+        f"{p}unsolved_last_max": (
+            float(final.max()) if unsolved else math.nan,
+            "unsolved runs: the highest final k-hop accuracy",
+        ),
+        f"{p}unsolved_flat_n": (
+            int((final < 2 * chance).sum()),
+            "unsolved runs whose final k-hop accuracy is below twice chance",
+        ),
+    }
+
+
+def _pair_counts(
+    a: dict[int, bool], b: dict[int, bool], p: str, only_a: str, only_b: str, what_a: str, what_b: str
+) -> dict:
+    """Over the seeds of both ``a`` and ``b`` ({seed: solved}): how many (and which) are solved in one only, and
+    solved in ``b`` minus solved in ``a`` (``<p>pairs_n``, ``<p><only_a>_n``/``_seeds``, ``<p><only_b>_n``/``_seeds``,
+    ``<p>gap_n``)."""
+    pairs = sorted(set(a) & set(b))
+    just_a = [s for s in pairs if a[s] and not b[s]]
+    just_b = [s for s in pairs if b[s] and not a[s]]
+    return {
+        f"{p}pairs_n": (len(pairs), f"seeds run {what_a} and {what_b}"),
+        f"{p}{only_b}_n": (len(just_b), f"seeds solved {what_b} and not {what_a}"),
+        f"{p}{only_b}_seeds": (seed_list(just_b), "those seeds"),
+        f"{p}{only_a}_n": (len(just_a), f"seeds solved {what_a} and not {what_b}"),
+        f"{p}{only_a}_seeds": (seed_list(just_a), "those seeds"),
+        f"{p}gap_n": (
+            sum(b[s] for s in pairs) - sum(a[s] for s in pairs),
+            f"over those seeds, solved {what_b} minus solved {what_a}",
+        ),
+    }
+
+
+def sign_test(summary, p: str, only_a: str, only_b: str) -> report.Summary:
+    """The exact two-sided sign test (McNemar's, exact) of a seed-by-seed comparison in ``summary``
+    (:func:`_pair_counts`' ``<p><only_a>_n`` and ``<p><only_b>_n``, the seeds solved at one setting only): the
+    probability, with each such seed equally likely to fall either way, of a split at least as uneven
+    (``<p>sign_p``, 1 when none differ), and the same for the most uneven split the seeds allow, all of them one
+    way (``<p>sign_p_best``): below 0.05 only when six or more seeds differ.
+
+    >>> s = sign_test({"x_lost_n": 1, "x_gained_n": 2, "x_pairs_n": 7}, "x_", "lost", "gained")
+    >>> s["x_sign_p"], s["x_sign_p_best"]
+    (1.0, 0.015625)
+    """
+    a, b, n = int(summary[f"{p}{only_a}_n"]), int(summary[f"{p}{only_b}_n"]), int(summary[f"{p}pairs_n"])
+
+    def two_sided(low: int, m: int) -> float:
+        return min(1.0, 2 * sum(math.comb(m, i) for i in range(low + 1)) / 2**m) if m else 1.0
+
+    return report.Summary(
+        {
+            f"{p}sign_p": (
+                two_sided(min(a, b), a + b),
+                f"exact two-sided sign test of {p}{only_a}_n = {a} against {p}{only_b}_n = {b}",
+            ),
+            f"{p}sign_p_best": (two_sided(0, n), f"the same test had all {n} seeds fallen one way"),
+        }
+    )
+
+
+def interval_summary(
+    runs: dict[str, dict], earlier: dict[str, dict] | None = None, level: float = 0.9, solved: float = 0.95
+) -> report.Summary:
+    """The numbers of the interval study, named ``int_*``: over :func:`interval_pool` (the runs with the seed
+    study's), per interval the runs and how many end solved (lowest final accuracy over 1..k above ``solved``;
+    :func:`_population`); over the seeds run at both, how many are solved at one interval only; and the
+    unsolved runs of both intervals (:func:`_unsolved`)."""
+    by = by_interval(interval_pool(runs, earlier))
+    ok = {every: {s: _solved(r, solved) for s, r in rs.items()} for every, rs in by.items()}
+    fast, slow = INTERVALS
+    out = run_sizes(next(iter(runs.values())), prefix="int_")
+    for every in INTERVALS:
+        out |= _population(
+            by[every], ok[every], "int_", str(every), f"advancing every {every} steps", level, solved
+        )
+    out |= _pair_counts(
+        ok[fast], ok[slow], "int_", "only_fast", "only_slow", f"every {fast}", f"every {slow}"
+    )
+    # the runs of both intervals
+    both = [(r, ok[every][s]) for every in INTERVALS for s, r in by[every].items()]
+    return report.Summary(
+        out | _unsolved([r for r, good in both if not good], [r for r, good in both if good], "int_", level)
+    )
+
+
+def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
+    """One row per seed of :func:`interval_pool`'s runs (pass the pool): at each interval, the step each hop
+    count is first learned, the move to the last stage and the final accuracies (:func:`companion.experiments.khop.paired_rows`)."""
+    by = by_interval(runs)
+    return paired_rows([by[every] for every in INTERVALS], level)
+
+
+# the seeds that every 100 steps had not learned four hops in 10000 steps (khop_interval), run for twice the budget
+INTERVAL_LONG = tuple(interval_name(s, 100) for s in INTERVAL_SEEDS[100])
+
+
+# of those, the seeds whose k-hop accuracy was flat at chance at 10000 steps (khop_interval)
+INTERVAL_FLAT = (3, 6)
+
+
+# the seeds that every 250 steps had not learned four hops in 10000 steps and whose budget was in doubt (khop_interval):
+# seed 3 moved to its last stage late (step 5000, its four-hop accuracy flat at chance since), seed 6 rising at the end
+INTERVAL_LONG250 = tuple(interval_name(s, EXPLORED_EVERY) for s in (3, 6))
+
+
+INTERVAL_FLAT250 = (3,)  # of those, the one flat at chance at 10000 steps
+
+
+def interval_long_members(
+    profile: str | None = None, names: tuple = INTERVAL_LONG
+) -> dict[str, KHopExperiment]:
+    """The runs ``names`` (:data:`INTERVAL_LONG`, :data:`INTERVAL_LONG250`) of :func:`interval_members`."""
+    every = interval_members(profile)
+    return {name: every[name] for name in names}
+
+
+def interval_long_summary(
+    runs: dict[str, dict],
+    level: float = 0.9,
+    solved: float = 0.95,
+    prefix: str = "ilong_",
+    flat: tuple = INTERVAL_FLAT,
+) -> report.Summary:
+    """The numbers of :func:`interval_long_members`' runs, named ``<prefix>*`` (``"ilong_"``; ``"il250_"`` for
+    :data:`INTERVAL_LONG250`): per seed the first step at which the k-hop accuracy reaches ``level`` (inf: never)
+    and the final k-hop accuracy; the largest rise of the k-hop accuracy over the second half of the budget; how
+    many end solved (lowest final accuracy over 1..k above ``solved``), in all and among the seeds ``flat`` (flat
+    at chance at the shorter budget: :data:`INTERVAL_FLAT`, :data:`INTERVAL_FLAT250`)."""
+    p = prefix
+    out = {**run_sizes(next(iter(runs.values())), prefix=p), f"{p}n": (len(runs), "runs")}
+    ok, gain = {}, []
+    for name, r in runs.items():
+        seed = interval_of(name)[0]
+        ok[seed] = _solved(r, solved)
+        out[f"{p}s{seed}_hk_at"] = (
+            float(learned_at(r, level)[-1]),
+            f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)",
+        )
+        out[f"{p}s{seed}_final"] = (float(np.asarray(r["acc"])[-1, -1]), f"seed {seed}: final k-hop accuracy")
+        step = np.asarray(r["step"])
+        half = int(np.argmin(np.abs(step - step[-1] / 2)))
+        gain.append(float(np.asarray(r["acc"])[-1, -1] - np.asarray(r["acc"])[half, -1]))
+    return report.Summary(
+        out
+        | {
+            f"{p}gain_max": (
+                max(gain),
+                "the largest rise of a run's k-hop accuracy over the second half of its "
+                "budget (final minus at the middle evaluation)",
+            ),
+            f"{p}solved_n": (sum(ok.values()), f"runs whose lowest final accuracy is above {solved}"),
+            f"{p}flat_solved_n": (
+                sum(ok[s] for s in flat if s in ok),
+                f"of seeds {flat} (flat at chance at 10000 steps), those solved",
+            ),
+        }
+    )
+
+
+INTERVAL_HEADER = paired_header(f"every {e}" for e in INTERVALS)
+
+
+# a third of the step size, for 1.5 times the budget (the profile's runs of these seeds are recorded that long)
+LR = SeedVariant(
+    "lr", "lr", 1, 3, 15000, "with a third of the step size", "base", "with the profile's step size"
+)
+
+
+def variant_summary(
+    runs: dict[str, dict],
+    base: dict[int, dict] | None = None,
+    level: float = 0.9,
+    solved: float = 0.95,
+    variant: SeedVariant = WIDE,
+) -> report.Summary:
+    """The numbers of :func:`companion.experiments.khop.variant_members`' runs, named ``<tag>_*``, against the same seeds at the profile's
+    settings or ``over``'s (``base``: {seed: run}, default :meth:`SeedVariant.base_runs` at the variant's budget):
+    the variant's runs and how many end solved (:func:`_population`), the same of the base runs
+    (``<tag>_<base>_*``), over the seeds of both how many are solved in one only (``<tag>_gained_*``,
+    ``<tag>_lost_*``, ``<tag>_gap_n``), and the variant's unsolved runs (:func:`_unsolved`). "Solved" counts the hop
+    counts each population trains on (:meth:`SeedVariant.trained`); a variant of the stages adds what its runs do at
+    the hop counts they never train on and where they part from the base runs (:func:`_split`).
+
+    Raises:
+        ValueError: the base runs were trained for another budget.
+    """
+    p = f"{variant.tag}_"
+    runs_by = seeded(runs)
+    base = variant.base_runs(variant.steps) if base is None else base
+    steps = {int(r["step"][-1]) for r in [*runs_by.values(), *base.values()]}
+    if len(steps) != 1:
+        raise ValueError(
+            f"budgets {sorted(steps)}: allowed {variant.tag} and {variant.base} runs of the same "
+            "number of steps"
+        )
+    k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
+    hops = variant.trained(k)
+    ok = {s: _solved(r, solved, hops) for s, r in runs_by.items()}
+    ok_base = {
+        s: _solved(r, solved, variant.over.trained(k) if variant.over else None) for s, r in base.items()
+    }
+    out = run_sizes(next(iter(runs.values())), prefix=p) | _population(
+        runs_by, ok, p, "", variant.who, level, solved
+    )
+    out |= _population(base, ok_base, f"{p}{variant.base}_", "", variant.base_who, level, solved)
+    out |= _pair_counts(ok_base, ok, p, "lost", "gained", variant.base_who, variant.who)
+    if variant.field == "levels":
+        out |= _split(runs_by, base, ok, variant, level)
+    return report.Summary(
+        out
+        | _unsolved(
+            [r for s, r in runs_by.items() if not ok[s]],
+            [r for s, r in runs_by.items() if ok[s]],
+            p,
+            level,
+            hops,
+        )
+    )
+
+
+def _split(
+    runs: dict[int, dict],
+    base: dict[int, dict],
+    ok: dict[int, bool],
+    variant: SeedVariant,
+    level: float = 0.9,
+) -> dict:
+    """Summary entries of ``variant``'s runs ({seed: run}), whose stages differ from the base runs' of the same
+    seeds: each is the base run until the evaluation at which the two move to different stages (the last before
+    their recorded stages, the stage trained on before each evaluation, differ), so their test accuracies up to
+    there agree (``<p>split_gap``, the largest difference; 0 when the code keeps that promise); the median step of
+    that evaluation (``<p>split_med``, over the runs that get there); how many runs learned the stage they moved to
+    there (accuracy at ``level``; ``<p>split_next_n``), how many base runs learned theirs
+    (``<p>split_base_next_n``) and the most steps one took (``<p>split_base_next_max``); over the seeds that part,
+    how many learned their next stage in one of the pair only (:func:`_pair_counts`, named ``<p>next_*``); and the
+    final accuracy of the solved runs at the hop counts they never train on (``<p>untrained_min``/``_max``)."""
+    p = f"{variant.tag}_"
+    gaps, at, nxt, nxt_base, base_took = [], [], {}, {}, []
+    for s, r in runs.items():
+        a, b = np.asarray(r["stage"]), np.asarray(base[s]["stage"])
+        n = min(len(a), len(b))
+        diff = np.flatnonzero(a[:n] != b[:n])
+        end = int(diff[0]) if len(diff) else n
+        if len(diff):
+            t = float(np.asarray(r["step"])[end - 1])
+            at.append(t)
+            nxt[s] = bool(np.isfinite(learned_at(r, level)[a[end] - 1]))
+            base_took.append(float(learned_at(base[s], level)[b[end] - 1]) - t)
+            nxt_base[s] = bool(np.isfinite(base_took[-1]))
+        gaps.append(paired_difference(r, base[s], slice(0, end)))
+    k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
+    never = [h - 1 for h in range(1, k + 1) if h not in variant.trained(k)]
+    free = [float(v) for s, r in runs.items() if ok[s] for v in np.asarray(r["acc"])[-1, never]]
+    return {
+        f"{p}split_gap": (
+            max(gaps),
+            "largest difference of test accuracy from the base run of the same seed up to "
+            "the evaluation at which the two move to different stages",
+        ),
+        f"{p}split_med": (
+            float(np.median(at)) if at else math.nan,
+            "median step of that evaluation (the runs part after it)",
+        ),
+        f"{p}split_next_n": (
+            sum(nxt.values()),
+            f"runs that learned (at {level}) the stage they moved to there",
+        ),
+        f"{p}split_base_next_n": (
+            sum(nxt_base.values()),
+            "base runs that learned the stage they moved to there",
+        ),
+        f"{p}split_base_next_max": (
+            max(base_took) if base_took else math.nan,
+            "base runs: the most steps from there to learning the stage they moved to (inf: one never did)",
+        ),
+        **_pair_counts(
+            nxt_base,
+            nxt,
+            f"{p}next_",
+            "lost",
+            "gained",
+            f"{variant.base_who}, counting the stage after the split as solved",
+            f"{variant.who}, counting the same",
+        ),
+        f"{p}untrained_min": (
+            min(free) if free else math.nan,
+            "solved runs: lowest final accuracy at a hop count never trained on",
+        ),
+        f"{p}untrained_max": (
+            max(free) if free else math.nan,
+            "solved runs: highest final accuracy at a hop count never trained on",
+        ),
+    }
