@@ -27,7 +27,7 @@ book: env
 	@echo "book: open _build/html/index.html"
 
 # Formatting, a small lint rule set and the package's floors (settings in pyproject.toml).
-LINTED := companion tests benchmarks conftest.py
+LINTED := companion tests benchmarks scripts conftest.py
 lint: env
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/ruff check $(LINTED)

@@ -649,3 +649,27 @@ def test_check_over_asserts_a_claim_of_several_full_runs(tmp_path, monkeypatch):
         record.check_over("scale.lr_stable", 0.5, list(scale_study.lr_runs("quick").values()), quiet=True)
     with pytest.raises(ValueError, match="full-profile"):
         record.check_over("scale.lr_stable", 0.5, [], quiet=True)
+
+
+def _migrations():
+    import importlib.util
+
+    path = config.REPO_ROOT / "scripts" / "migrate_recordings.py"
+    spec = importlib.util.spec_from_file_location("migrate_recordings", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_recordings_are_migrated(tmp_path):
+    """scripts/migrate_recordings.py has nothing left to change in data/recorded/, and on a copy of a recording
+    that still lists a retired claim it drops that claim and nothing else (runs, summary and provenance kept)."""
+    migrations = _migrations()
+    assert migrations.migrate(write=False) == []
+    (rec,) = [r for r in RECORDED if r.experiment == "khop_stage_entry"]
+    old = dict(rec.data, claims={**rec.data["claims"], "khop.k4_entry_prefix": 0.0})
+    path = tmp_path / rec.path.name
+    path.write_text(migrations.dumps(old))
+    assert migrations.migrate(tmp_path) == [rec.path.name] and migrations.migrate(tmp_path) == []
+    assert json.loads(path.read_text()) == rec.data
+    assert not set(migrations.DROPPED_CLAIMS) & set(claims.CLAIMS)
