@@ -696,8 +696,8 @@ def hop_panels(curves: dict, chance: float):
     return fig
 
 
-def b10_seed_panels(curves: dict):
-    """B10 along training, one colour per seed (``curves`` as :func:`companion.experiments.induction_random.b10_seed_curves`
+def random_seed_panels(curves: dict):
+    """The head-or-bigram measures along training, one colour per seed (``curves`` as :func:`companion.experiments.induction_random.random_seed_curves`
     gives them, live or recorded): the share of the repeated-trigger positions predicting the trigger's likeliest
     bigram successor, with o among its 2nd to 5th likeliest (solid) and off its 5 likeliest (dashed) (top left);
     their ratio, in over off, as trained (solid), with both pair discounts removed (dotted) and with both removed
@@ -709,20 +709,20 @@ def b10_seed_panels(curves: dict):
 
     def ratio(name, suffix=""):
         num, den = (
-            np.asarray(curves[f"b10_top1_in{suffix}"][name]),
-            np.asarray(curves[f"b10_top1_off{suffix}"][name]),
+            np.asarray(curves[f"random_top1_in{suffix}"][name]),
+            np.asarray(curves[f"random_top1_off{suffix}"][name]),
         )
         return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
 
     for i, name in enumerate(curves["step"]):
         steps, c = curves["step"][name], colours[i % len(colours)]
-        axes[0].plot(steps, curves["b10_top1_in"][name], "-", color=c, label=name)
-        axes[0].plot(steps, curves["b10_top1_off"][name], "--", color=c)
+        axes[0].plot(steps, curves["random_top1_in"][name], "-", color=c, label=name)
+        axes[0].plot(steps, curves["random_top1_off"][name], "--", color=c)
         axes[1].plot(steps, ratio(name), "-", color=c, label=name)
         axes[1].plot(steps, ratio(name, "_removed"), ":", color=c)
         axes[1].plot(steps, ratio(name, "_pairwise"), "-.", color=c, lw=0.9)
-        axes[2].plot(steps, curves["b10_pair_QK1"][name], "-", color=c, label=name)
-        axes[3].plot(steps, curves["b10_pair_QK2"][name], "-", color=c, label=name)
+        axes[2].plot(steps, curves["random_pair_QK1"][name], "-", color=c, label=name)
+        axes[3].plot(steps, curves["random_pair_QK2"][name], "-", color=c, label=name)
     axes[0].set_ylabel("share predicting the likeliest successor")
     axes[1].set_ylabel("ratio of the shares, in / off")
     axes[2].set_ylabel(r"$W^1_{QK}$: likely minus other successors")

@@ -205,11 +205,11 @@ def _registry() -> dict[str, Recordable]:
             ),
             *khop_recordings.recordables().values(),
             Recordable(
-                "induction_b10_seeds",
+                "induction_random_seeds",
                 "book/induction_random",
-                induction_random.b10_seed_members,
-                induction_random.b10_seeds_summary,
-                induction_random.b10_seed_curves,
+                induction_random.random_seed_members,
+                induction_random.random_seeds_summary,
+                induction_random.random_seed_curves,
                 run=induction.run,
                 summary_var="hb_seeds",
             ),
@@ -262,7 +262,7 @@ STUDIES = (
     "khop_reseed_long",
     "khop_delay",
     "khop_onset",
-    "induction_b10_seeds",
+    "induction_random_seeds",
 )
 EXPERIMENTS = SOURCE_EXPERIMENTS + STUDIES
 RECORDED_CLAIMS_FILE = config.REPO_ROOT / "data" / "recorded_claims.toml"

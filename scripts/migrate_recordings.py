@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -32,7 +33,41 @@ def drop_claims(data: dict, ids) -> dict:
     return {**data, "claims": {k: v for k, v in data.get("claims", {}).items() if k not in set(ids)}}
 
 
-STEPS = (("claims that became tests", lambda data: drop_claims(data, DROPPED_CLAIMS)),)
+# 2026-11-28: names that explain themselves. "B10" was our notes' label for the talk's claim that a model with
+# random triggers prefers the induction head unless the bigram's top predictions agree with it; the experiment,
+# claim ids, summary entries and curves take plain words (induction_random_seeds, ih.random_*, random_seeds_*,
+# random_*).
+RENAMES = (
+    (r"^induction_b10_seeds$", "induction_random_seeds"),
+    (r"^ih\.b10_", "ih.random_"),
+    (r"^b10s_", "random_seeds_"),
+    (r"^b10_", "random_"),
+)
+
+
+def rename(data: dict, rules=RENAMES) -> dict:
+    """``data`` (a recording) with each rule (pattern, replacement) applied to its experiment's name, its
+    command's, and the names of its summary entries, meanings, claims and curves; values are kept."""
+
+    def new(name: str) -> str:
+        for pattern, replacement in rules:
+            name = re.sub(pattern, replacement, name)
+        return name
+
+    out = dict(data, experiment=new(data["experiment"]))
+    if "command" in data:
+        words = data["command"].split(" ")
+        out["command"] = " ".join(new(w) for w in words)
+    for field in ("summary", "meaning", "claims", "curves"):
+        if field in data:
+            out[field] = {new(k): v for k, v in data[field].items()}
+    return out
+
+
+STEPS = (
+    ("claims that became tests", lambda data: drop_claims(data, DROPPED_CLAIMS)),
+    ("names that explain themselves", rename),
+)
 
 
 def dumps(data: dict) -> str:
@@ -46,16 +81,20 @@ def migrate(directory: Path = RECORDED, write: bool = True) -> list[str]:
     changed = []
     for path in sorted(directory.glob("*.json")):
         text = path.read_text()
-        data = json.loads(text)
+        data = old = json.loads(text)
         for _, step in STEPS:
             data = step(data)
         new = dumps(data)
-        if new != text:
+        # a renamed experiment renames its file (the name starts with the experiment's)
+        target = path.with_name(data["experiment"] + path.name.removeprefix(old["experiment"]))
+        if new != text or target != path:
             changed.append(path.name)
             if write:
-                tmp = path.with_suffix(".json.tmp")
+                tmp = target.with_suffix(".json.tmp")
                 tmp.write_text(new)
-                tmp.replace(path)
+                tmp.replace(target)
+                if target != path:
+                    path.unlink()
     return changed
 
 

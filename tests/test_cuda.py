@@ -56,7 +56,7 @@ def test_a_full_configuration_of_every_recordable_trains_on_cuda(name, tmp_path,
 
 def test_the_random_trigger_evaluator_agrees_on_cpu_and_cuda():
     """The evaluator of a random-trigger two-layer model (its pair discounts and the edited models' shares,
-    built from the model being trained) gives the same row on both devices (``record induction_b10_seeds``
+    built from the model being trained) gives the same row on both devices (``record induction_random_seeds``
     failed on CUDA with a device mismatch in ``discount_edit``)."""
     exp = few_steps(induction.random_trigger_experiment("quick"))
     model = induction.run(exp, device="cpu", progress=False, use_cache=False).model()
@@ -64,11 +64,11 @@ def test_the_random_trigger_evaluator_agrees_on_cpu_and_cuda():
         dev: induction.Evaluator(exp, model.to(dev).eval(), torch.device(dev))(exp.steps)
         for dev in ("cpu", "cuda")
     }
-    assert any(k.startswith("b10_") for k in rows["cpu"])
+    assert any(k.startswith("random_") for k in rows["cpu"])
     assert rows["cpu"].keys() == rows["cuda"].keys()
     for k, v in rows["cpu"].items():
         # shares of argmax predictions may move by a position or two where the devices round a near tie apart
-        share = k.startswith(("acc", "b10_top1_"))
+        share = k.startswith(("acc", "random_top1_"))
         assert rows["cuda"][k] == pytest.approx(
             v, **({"abs": 0.01} if share else {"rel": 1e-4, "abs": 1e-6})
         ), k

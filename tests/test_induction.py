@@ -804,12 +804,12 @@ def test_evaluator_leaves_out_the_position_before_a_forced_final_trigger():
     assert ev.head[:, T - 2].any()
 
 
-def test_b10_curves_along_training_count_the_test_positions():
-    """The random-trigger run logs B10's top-1 shares on its test batch (checked against a position-by-position
+def test_random_curves_along_training_count_the_test_positions():
+    """The random-trigger run logs the head-or-bigram top-1 shares on its test batch (checked against a position-by-position
     count at the end) and the pair discounts of pair_scores; a fixed-trigger run logs neither."""
     r = _tiny_random_run()
     assert all(
-        len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in induction_random.B10_CURVES
+        len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in induction_random.RANDOM_CURVES
     )  # steps 0 to 3
     exp, task = r.exp, r.exp.task()
     ev = induction.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
@@ -840,43 +840,44 @@ def test_b10_curves_along_training_count_the_test_positions():
     assert not torch.equal(edited["_removed"], edited["_pairwise"])  # predictions, and differently
     row = ev(0)
     for side in hits:
-        assert row[f"b10_top1_{side}"] == pytest.approx(np.mean(hits[side]))
+        assert row[f"random_top1_{side}"] == pytest.approx(np.mean(hits[side]))
     scores = induction.pair_scores(r.model(), task)
-    assert row["b10_pair_QK1"] == scores["W_QK^1"]["likely_minus_other"]
-    assert row["b10_pair_QK2"] == scores["W_QK^2"]["likely_minus_other"]
+    assert row["random_pair_QK1"] == scores["W_QK^1"]["likely_minus_other"]
+    assert row["random_pair_QK2"] == scores["W_QK^2"]["likely_minus_other"]
     fixed = dataclasses.replace(induction.ff_experiment("quick"), steps=1, eval_every=1, batch=4, n_test=8)
     assert not any(
-        k.startswith("b10_") for k in induction.Evaluator(fixed, Transformer(fixed.model_config()), "cpu")(0)
+        k.startswith("random_")
+        for k in induction.Evaluator(fixed, Transformer(fixed.model_config()), "cpu")(0)
     )
 
 
-def test_b10_seed_study_summarises_each_seed_and_the_extremes():
+def test_random_seed_study_summarises_each_seed_and_the_extremes():
     runs = {"seed 0": _tiny_random_run()}
     exp1 = dataclasses.replace(runs["seed 0"].exp, seed=1)
     runs["seed 1"] = induction.run(exp1, progress=False, use_cache=False)
-    s = induction_random.b10_seeds_summary(runs)
+    s = induction_random.random_seeds_summary(runs)
     per = [
         {
-            **induction_random.b10_values(
+            **induction_random.head_or_bigram_values(
                 induction_random.discount_edits(r),
                 induction_random.pair_gradient(r),
                 induction.pair_scores(r.model(), r.exp.task()),
             ),
-            **induction_random.b10_training_values(r),
+            **induction_random.random_training_values(r),
         }
         for r in runs.values()
     ]
     for seed, v in enumerate(per):
         assert all(
-            np.array_equal(s[f"b10s_{m}_s{seed}"], v[m], equal_nan=True)
-            for m in induction_random.B10_MEASURES
+            np.array_equal(s[f"random_seeds_{m}_s{seed}"], v[m], equal_nan=True)
+            for m in induction_random.RANDOM_MEASURES
         )
     ratios = [v["top1_ratio"] for v in per]
-    assert s["b10s_top1_ratio_min"] == min(ratios) and s["b10s_top1_ratio_max"] == max(ratios)
-    assert s["b10s_above_2"] == sum(x > 2 for x in ratios) and s["b10s_n"] == 2
-    assert s["b10s_pair_discount_max"] == max(v["pair_discount_weaker"] for v in per)
-    assert s["b10s_balance_gap_min"] == min(v["balance_gap"] for v in per)
-    assert s["b10s_rest_share_min"] == pytest.approx(
+    assert s["random_seeds_top1_ratio_min"] == min(ratios) and s["random_seeds_top1_ratio_max"] == max(ratios)
+    assert s["random_seeds_above_2"] == sum(x > 2 for x in ratios) and s["random_seeds_n"] == 2
+    assert s["random_seeds_pair_discount_max"] == max(v["pair_discount_weaker"] for v in per)
+    assert s["random_seeds_balance_gap_min"] == min(v["balance_gap"] for v in per)
+    assert s["random_seeds_rest_share_min"] == pytest.approx(
         min(v["attention_rest_gap"] / -v["attention_gap"] for v in per)
     )
     v = per[0]  # the intervention's shares, from the ratios of the edited models on the same positions
@@ -886,88 +887,103 @@ def test_b10_seed_study_summarises_each_seed_and_the_extremes():
     assert v["discount_doubled_growth"] == pytest.approx(
         (v["ratio_both_doubled"] - v["top1_ratio"]) / (v["top1_ratio"] - 1)
     )
-    assert s["b10s_discount_removed_share_min"] == min(v["discount_removed_share"] for v in per)
-    assert s["b10s_discount_doubled_growth_min"] == min(v["discount_doubled_growth"] for v in per)
-    assert s["b10s_qk1_stronger"] == sum(v["ratio_QK1_removed"] < v["ratio_QK2_removed"] for v in per)
-    assert s["b10s_pairwise_more"] == sum(
+    assert s["random_seeds_discount_removed_share_min"] == min(v["discount_removed_share"] for v in per)
+    assert s["random_seeds_discount_doubled_growth_min"] == min(v["discount_doubled_growth"] for v in per)
+    assert s["random_seeds_qk1_stronger"] == sum(v["ratio_QK1_removed"] < v["ratio_QK2_removed"] for v in per)
+    assert s["random_seeds_pairwise_more"] == sum(
         v["discount_pairwise_share"] > v["discount_removed_share"] for v in per
     )
     early = [v["removed_share_early"] for v in per]  # along training: each seed's own windows
     # numpy's min: an undefined share (nan, a ratio of 1 in the tiny run) makes the minimum undefined too
-    assert np.array_equal(s["b10s_early_removed_share_min"], np.min(early), equal_nan=True)
-    assert s["b10s_early_removed_share_argmin"] == int(np.argmin(early))
-    assert s["b10s_early_removed_share_above"] == sum(x > 0.25 for x in early)
-    one = induction_random.b10_along_training(induction_random.b10_seed_curves({"seed 1": runs["seed 1"]}))
-    for m in induction_random.TRAINING_MEASURES:
-        assert np.array_equal(per[1][f"{m}_late"], one[f"b10t_{m}_late"], equal_nan=True)
-    pairwise = [v["pairwise_share_early"] for v in per]
-    assert np.array_equal(s["b10s_early_pairwise_share_min"], np.min(pairwise), equal_nan=True)
-    assert s["b10s_early_pairwise_share_above"] == sum(x > 0.25 for x in pairwise)
-    assert s["b10s_early_pairwise_more"] == sum(a > b for a, b in zip(pairwise, early))
-    weakest = [v["pair_QK2_early"] for v in per]
-    assert s["b10s_early_pair_QK2_max"] == max(weakest) and s["b10s_early_pair_QK2_argmax"] == int(
-        np.argmax(weakest)
+    assert np.array_equal(s["random_seeds_early_removed_share_min"], np.min(early), equal_nan=True)
+    assert s["random_seeds_early_removed_share_argmin"] == int(np.argmin(early))
+    assert s["random_seeds_early_removed_share_above"] == sum(x > 0.25 for x in early)
+    one = induction_random.random_along_training(
+        induction_random.random_seed_curves({"seed 1": runs["seed 1"]})
     )
-    over = induction_random.b10_seed_overview(s)
-    assert "b10s_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
-    for table in induction_random.B10_TABLES:
-        rows = induction_random.b10_seed_rows(s, table)
-        assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(induction_random.b10_seed_header(table))
-    assert set(induction_random.B10_MEASURES) == {
-        m for cols in induction_random.B10_TABLES.values() for m in cols
-    }
-    assert induction_random.b10_seed_rows(s, "attention")[1][1] == per[1]["attention_gap"]
-    with pytest.raises(ValueError, match="unknown table 'x'"):
-        induction_random.b10_seed_rows(s, "x")
-    curves = induction_random.b10_seed_curves(runs)
+    for m in induction_random.TRAINING_MEASURES:
+        assert np.array_equal(per[1][f"{m}_late"], one[f"random_training_{m}_late"], equal_nan=True)
+    pairwise = [v["pairwise_share_early"] for v in per]
+    assert np.array_equal(s["random_seeds_early_pairwise_share_min"], np.min(pairwise), equal_nan=True)
+    assert s["random_seeds_early_pairwise_share_above"] == sum(x > 0.25 for x in pairwise)
+    assert s["random_seeds_early_pairwise_more"] == sum(a > b for a, b in zip(pairwise, early))
+    weakest = [v["pair_QK2_early"] for v in per]
+    assert s["random_seeds_early_pair_QK2_max"] == max(weakest) and s[
+        "random_seeds_early_pair_QK2_argmax"
+    ] == int(np.argmax(weakest))
+    over = induction_random.random_seed_overview(s)
     assert (
-        set(curves) == {"step", *induction_random.B10_CURVES}
+        "random_seeds_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
+    )
+    for table in induction_random.RANDOM_TABLES:
+        rows = induction_random.random_seed_rows(s, table)
+        assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(
+            induction_random.random_seed_header(table)
+        )
+    assert set(induction_random.RANDOM_MEASURES) == {
+        m for cols in induction_random.RANDOM_TABLES.values() for m in cols
+    }
+    assert induction_random.random_seed_rows(s, "attention")[1][1] == per[1]["attention_gap"]
+    with pytest.raises(ValueError, match="unknown table 'x'"):
+        induction_random.random_seed_rows(s, "x")
+    curves = induction_random.random_seed_curves(runs)
+    assert (
+        set(curves) == {"step", *induction_random.RANDOM_CURVES}
         and curves["acc"]["seed 1"] == runs["seed 1"].metrics["acc"].tolist()
     )
-    members = induction_random.b10_seed_members("quick")
-    assert [e.seed for e in members.values()] == list(induction_random.B10_SEEDS)
+    members = induction_random.random_seed_members("quick")
+    assert [e.seed for e in members.values()] == list(induction_random.RANDOM_SEEDS)
     assert {dataclasses.replace(e, seed=0) for e in members.values()} == {
         induction.random_trigger_experiment("quick")
     }
 
 
-def test_b10_along_training_averages_each_window_then_the_seeds():
+def test_random_along_training_averages_each_window_then_the_seeds():
     steps = [0, 25, 50, 75, 100]
     curves = {"step": {"a": steps, "b": steps}}
-    for i, k in enumerate(induction_random.B10_CURVES):
+    for i, k in enumerate(induction_random.RANDOM_CURVES):
         curves[k] = {"a": [i, 1.0, 2.0, 3.0, 5.0], "b": [i, 3.0, 4.0, 5.0, 7.0]}
-    s = induction_random.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
-    assert (s["b10t_early_from"], s["b10t_early_to"], s["b10t_late_from"], s["b10t_late_to"]) == (
+    s = induction_random.random_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
+    assert (
+        s["random_training_early_from"],
+        s["random_training_early_to"],
+        s["random_training_late_from"],
+        s["random_training_late_to"],
+    ) == (
         25,
         50,
         75,
         100,
     )
-    assert s["b10t_acc_early"] == np.mean([1.5, 3.5]) and s["b10t_pair_QK2_late"] == np.mean([4.0, 6.0])
+    assert s["random_training_acc_early"] == np.mean([1.5, 3.5]) and s[
+        "random_training_pair_QK2_late"
+    ] == np.mean([4.0, 6.0])
     # the edit's share of the ratio's excess: seed a R = 2 -> 1.5 (half of it), seed b R = 3 -> 1.5 (three quarters)
     # pair by pair: seed a R = 2 -> 1.2 (0.8 of it), seed b R = 3 -> 1 (all of it)
     for k, (a, b) in {
-        "b10_top1_in": (0.2, 0.3),
-        "b10_top1_off": (0.1, 0.1),
-        "b10_top1_in_removed": (0.15, 0.15),
-        "b10_top1_off_removed": (0.1, 0.1),
-        "b10_top1_in_pairwise": (0.12, 0.2),
-        "b10_top1_off_pairwise": (0.1, 0.2),
+        "random_top1_in": (0.2, 0.3),
+        "random_top1_off": (0.1, 0.1),
+        "random_top1_in_removed": (0.15, 0.15),
+        "random_top1_off_removed": (0.1, 0.1),
+        "random_top1_in_pairwise": (0.12, 0.2),
+        "random_top1_off_pairwise": (0.1, 0.2),
     }.items():
         curves[k] = {"a": [a] * 5, "b": [b] * 5}
-    s = induction_random.b10_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
-    assert s["b10t_removed_share_early"] == pytest.approx(0.625) and s[
-        "b10t_removed_share_min_late"
+    s = induction_random.random_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
+    assert s["random_training_removed_share_early"] == pytest.approx(0.625) and s[
+        "random_training_removed_share_min_late"
     ] == pytest.approx(0.5)
-    assert s["b10t_ratio_early"] == pytest.approx(2.5) and s["b10t_ratio_removed_late"] == pytest.approx(1.5)
-    assert s["b10t_pairwise_share_early"] == pytest.approx(0.9) and s[
-        "b10t_pairwise_share_min_late"
+    assert s["random_training_ratio_early"] == pytest.approx(2.5) and s[
+        "random_training_ratio_removed_late"
+    ] == pytest.approx(1.5)
+    assert s["random_training_pairwise_share_early"] == pytest.approx(0.9) and s[
+        "random_training_pairwise_share_min_late"
     ] == pytest.approx(0.8)
-    assert s["b10t_ratio_pairwise_late"] == pytest.approx(1.1)
+    assert s["random_training_ratio_pairwise_late"] == pytest.approx(1.1)
     with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
-        induction_random.b10_along_training(curves, late=(0.5, 1.2))
+        induction_random.random_along_training(curves, late=(0.5, 1.2))
     with pytest.raises(ValueError, match=r"early=\(0.1, 0.2\) holds no evaluation of 'a'"):
-        induction_random.b10_along_training(curves, early=(0.1, 0.2))
+        induction_random.random_along_training(curves, early=(0.1, 0.2))
 
 
 def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():

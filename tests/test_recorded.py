@@ -206,9 +206,12 @@ def test_lr_sweep_reads_the_recorded_runs():
 
 
 def test_check_lines_may_name_a_summary_with_digits():
-    """A summary variable with digits in its name (``b10s``) is read, not silently skipped."""
-    line = 'claims.check("ih.x", b10s["b10s_min"])\nclaims.check("ih.y", summary["y"])'
-    assert CHECK_LINE.findall(line) == [("ih.x", "b10s", "b10s_min"), ("ih.y", "summary", "y")]
+    """A summary variable with digits in its name (``random_seeds``) is read, not silently skipped."""
+    line = 'claims.check("ih.x", random_seeds["random_seeds_min"])\nclaims.check("ih.y", summary["y"])'
+    assert CHECK_LINE.findall(line) == [
+        ("ih.x", "random_seeds", "random_seeds_min"),
+        ("ih.y", "summary", "y"),
+    ]
 
 
 def test_a_field_added_after_recording_is_current_only_at_its_default(tmp_path):
@@ -530,7 +533,7 @@ def test_a_recording_notices_other_batches(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "name", ["recall", "finetune", "allocation", "fact_capacity", "khop", "induction_b10_seeds"]
+    "name", ["recall", "finetune", "allocation", "fact_capacity", "khop", "induction_random_seeds"]
 )
 def test_first_batch_is_the_batch_training_draws_first(name, tmp_path, monkeypatch):
     """Each family's first_batch is the first batch of the training size (16) that its recording's runs draw
@@ -673,3 +676,29 @@ def test_the_committed_recordings_are_migrated(tmp_path):
     assert migrations.migrate(tmp_path) == [rec.path.name] and migrations.migrate(tmp_path) == []
     assert json.loads(path.read_text()) == rec.data
     assert not set(migrations.DROPPED_CLAIMS) & set(claims.CLAIMS)
+
+
+def test_a_recording_under_its_old_names_migrates_to_the_committed_file(tmp_path):
+    """The random-trigger seed study as recorded (experiment induction_b10_seeds, entries b10s_*, curves b10_*,
+    claims ih.b10_*) becomes the committed file, name and content, and is left alone after that."""
+    migrations = _migrations()
+    (rec,) = [r for r in RECORDED if r.experiment == "induction_random_seeds"]
+
+    def back(names: dict, new: str, old: str) -> dict:
+        return {old + k.removeprefix(new) if k.startswith(new) else k: v for k, v in names.items()}
+
+    old = dict(
+        rec.data,
+        experiment="induction_b10_seeds",
+        command=rec.data["command"].replace("induction_random_seeds", "induction_b10_seeds"),
+        summary=back(rec.data["summary"], "random_seeds_", "b10s_"),
+        meaning=back(rec.data["meaning"], "random_seeds_", "b10s_"),
+        curves=back(rec.data["curves"], "random_", "b10_"),
+        claims=back(rec.data["claims"], "ih.random_", "ih.b10_"),
+    )
+    assert old["summary"] != rec.data["summary"] and old["curves"] != rec.data["curves"]
+    (tmp_path / "induction_b10_seeds-quick.json").write_text(migrations.dumps(old))
+    assert migrations.migrate(tmp_path) == ["induction_b10_seeds-quick.json"]
+    assert [p.name for p in tmp_path.iterdir()] == [rec.path.name]
+    assert (tmp_path / rec.path.name).read_text() == rec.path.read_text()
+    assert migrations.migrate(tmp_path) == []

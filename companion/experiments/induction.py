@@ -385,9 +385,13 @@ class Evaluator:
         self.targets = torch.as_tensor(b.targets, device=device)
         self.head = torch.as_tensor(b.recall_positions, device=device)
         self.other = torch.as_tensor(b.bigram_positions, device=device)
-        self.b10 = task.trigger_draw == "unigram" and len(model.layers) == 2  # B10's measures along training
-        if self.b10:
-            self.b10_masks, self.b10_top1 = b10_test_masks(task, self.tokens, self.targets, self.head)
+        self.random_triggers = (
+            task.trigger_draw == "unigram" and len(model.layers) == 2
+        )  # the head-or-bigram measures along training
+        if self.random_triggers:
+            self.random_masks, self.random_top1 = random_test_masks(
+                task, self.tokens, self.targets, self.head
+            )
 
     @torch.no_grad()
     def __call__(self, step: int) -> dict:
@@ -404,32 +408,34 @@ class Evaluator:
             if kind != "none":
                 row[f"ff{l}_kl"] = ff_bigram_kl(self.model, bigram, trig, layer=l)
                 row[f"ff{l}_kl_residual"] = ff_bigram_kl(self.model, bigram, trig, residual=True, layer=l)
-        if self.b10:
+        if self.random_triggers:
             scores = pair_scores(self.model, self.task)
             for layer in ("W_QK^1", "W_QK^2"):
-                row[f"b10_pair_{layer[2:].replace('^', '')}"] = scores[layer]["likely_minus_other"]
+                row[f"random_pair_{layer[2:].replace('^', '')}"] = scores[layer]["likely_minus_other"]
             preds = {"": logits.argmax(-1)}
-            for end, key in B10_EDITS.items():  # the same measure on the edited models
+            for end, key in RANDOM_EDITS.items():  # the same measure on the edited models
                 _, strengths, how = DISCOUNT_EDITS[key]
                 edit = edit_bias(discount_edit(self.model, self.task, strengths, how), self.tokens)
                 preds[end] = self.model(self.tokens, score_bias=edit).argmax(-1)
             for end, pred in preds.items():
-                for side, where in self.b10_masks.items():
-                    row[f"b10_top1_{side}{end}"] = (pred[where] == self.b10_top1[where]).float().mean().item()
+                for side, where in self.random_masks.items():
+                    row[f"random_top1_{side}{end}"] = (
+                        (pred[where] == self.random_top1[where]).float().mean().item()
+                    )
         return row
 
 
-def b10_sides(rank):
-    """B10's two kinds of repeated-trigger positions from the rank of o among q's successors
+def random_sides(rank):
+    """The head-or-bigram claim's two kinds of repeated-trigger positions from the rank of o among q's successors
     (:func:`successor_ranks`; a tensor or an array): ``in``, o q's 2nd to :data:`BIGRAM_TOP`-th likeliest
     successor, and ``off``, o not among its :data:`BIGRAM_TOP` likeliest (:data:`NEVER` included)."""
     return {"in": (rank >= 2) & (rank <= BIGRAM_TOP), "off": rank > BIGRAM_TOP}
 
 
-def b10_test_masks(
+def random_test_masks(
     task: RecallTask, tokens: torch.Tensor, targets: torch.Tensor, head: torch.Tensor
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """B10's two kinds of repeated-trigger positions in a test batch (``head``: second and later occurrences,
+    """The head-or-bigram claim's two kinds of repeated-trigger positions in a test batch (``head``: second and later occurrences,
     where the input is the trigger q and the target its output o): ``in``, o the 2nd to :data:`BIGRAM_TOP`-th
     likeliest successor of q (:func:`successor_ranks`), and ``off``, o not among the :data:`BIGRAM_TOP`
     likeliest; and, per position, the input token's likeliest successor (what the bigram predicts)."""
@@ -437,7 +443,7 @@ def b10_test_masks(
     x, y = tokens.clamp(max=N - 1).cpu(), targets.clamp(max=N - 1).cpu()
     rank = successor_ranks(task)[x, y]
     head = head.cpu() & (tokens.cpu() < N) & (targets.cpu() < N)
-    masks = {side: head & where for side, where in b10_sides(rank).items()}
+    masks = {side: head & where for side, where in random_sides(rank).items()}
     top1 = torch.as_tensor(task.stats.bigram).argmax(-1)[x]
     return {k: v.to(tokens.device) for k, v in masks.items()}, top1.to(tokens.device)
 
@@ -528,10 +534,10 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
     }
 
 
-# --- measures of the random-trigger runs, also taken along training (the Evaluator's B10 curves) ---
+# --- measures of the random-trigger runs, also taken along training (the Evaluator's head-or-bigram curves) ---
 
 
-# B10's "top predictions from the global bigram": the trigger's 5 likeliest successors (our choice)
+# the head-or-bigram claim's "top predictions from the global bigram": the trigger's 5 likeliest successors (our choice)
 BIGRAM_TOP = 5
 
 
@@ -665,4 +671,4 @@ def edit_bias(edit: dict | None, tokens: torch.Tensor) -> dict[int, torch.Tensor
 # the edits the Evaluator also measures
 # along training (:data:`DISCOUNT_EDITS`), by the suffix of their curves: both discounts removed, as a mean and pair
 # by pair
-B10_EDITS = {"_removed": "both_removed", "_pairwise": "both_pairwise"}
+RANDOM_EDITS = {"_removed": "both_removed", "_pairwise": "both_pairwise"}

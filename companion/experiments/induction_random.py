@@ -1,7 +1,7 @@
 """The chapter ``book/induction_random``: random triggers, induction head or feed-forward layer (Birth, Section
-4.2; the slides' pasted text, B10). What the random-trigger model does at repeated triggers (head or bigram, the
+4.2; the slides' pasted text). What the random-trigger model does at repeated triggers (head or bigram, the
 pair scores, the discount edits, the pair gradient), over seeds (recorded: ``python -m companion record
-induction_b10_seeds``), and the numbers the chapter checks. The runs and the measures also taken along training are
+induction_random_seeds``), and the numbers the chapter checks. The runs and the measures also taken along training are
 :mod:`companion.experiments.induction`'s."""
 
 from __future__ import annotations
@@ -16,19 +16,19 @@ import torch.nn.functional as F
 from companion import config, report
 from companion.config import check_choice, check_int
 from companion.experiments.induction import (
-    B10_EDITS,
     BIGRAM_TOP,
     DISCOUNT_EDITS,
     NEVER,
     PAIR_KINDS,
+    RANDOM_EDITS,
     InductionExperiment,
     InductionRun,
-    b10_sides,
     discount_edit,
     edit_bias,
     ff_experiment,
     likely_pairs,
     pair_scores,
+    random_sides,
     random_trigger_experiment,
     run,
     successor_ranks,
@@ -151,7 +151,7 @@ def head_or_bigram(r: InductionRun, n_seq: int = 2048, chunk: int = 256, edit: d
         cols["head_acc"].append(head[at].argmax(-1) == o)
         cols["bigram_top1"].append(rest[at].argmax(-1) == top)
     c = {k: torch.cat(v).numpy() for k, v in cols.items()}
-    inside, outside = b10_sides(c["rank"]).values()
+    inside, outside = random_sides(c["rank"]).values()
 
     def mean(key: str, g: np.ndarray) -> float:
         return float(c[key][g].mean()) if g.any() else float("nan")
@@ -227,7 +227,7 @@ def matched_gap(hb: dict, measure: str) -> float:
 
 
 def top1_ratio(hb: dict, matched: bool = False) -> float:
-    """B10's ratio R: the share predicting q's likeliest successor with o its 2nd to :data:`companion.experiments.induction.BIGRAM_TOP`-th
+    """The head-or-bigram claim's ratio R: the share predicting q's likeliest successor with o its 2nd to :data:`companion.experiments.induction.BIGRAM_TOP`-th
     likeliest over the same share with o off the top (within strata when ``matched``)."""
     end = "_matched" if matched else ""
     return hb[f"top1_in{end}"] / hb[f"top1_off{end}"]
@@ -451,10 +451,10 @@ def pair_gradient_rows(pg: dict) -> list[list]:
     ]
 
 
-def b10_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
-    """B10's numbers of one random-trigger model from :func:`discount_edits` (``"trained"``: its
+def head_or_bigram_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
+    """The head-or-bigram claim's numbers of one random-trigger model from :func:`discount_edits` (``"trained"``: its
     :func:`head_or_bigram`), :func:`pair_gradient` and :func:`companion.experiments.induction.pair_scores` (of the trained model), named as
-    :data:`B10_MEASURES`. R, the ratio of ``top1_in`` to ``top1_off``, is read for every edit on the same
+    :data:`RANDOM_MEASURES`. R, the ratio of ``top1_in`` to ``top1_off``, is read for every edit on the same
     positions; ``discount_removed_share`` is (R trained - R both removed) / (R trained - 1), the share of R's
     excess over 1 (no preference) that goes with both discounts, ``discount_doubled_growth`` (R both doubled -
     R trained) / (R trained - 1), ``discount_pairwise_share`` the share that goes with both removed pair by pair."""
@@ -477,7 +477,7 @@ def b10_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
     }
 
 
-B10_MEASURES = {  # b10_values and b10_training_values: name -> (column header, meaning)
+RANDOM_MEASURES = {  # head_or_bigram_values and random_training_values: name -> (column header, meaning)
     "acc_off": (
         "accuracy, o off the top",
         f"accuracy where o is not among q's {BIGRAM_TOP} likeliest successors",
@@ -542,7 +542,10 @@ B10_MEASURES = {  # b10_values and b10_training_values: name -> (column header, 
         "(R trained - R both pair by pair) / (R trained - 1)",
     ),
     **{
-        f"{m}_{w}": (f"{head}, {w}", f"{w} window of training (test batch): {meaning}")  # b10_training_values
+        f"{m}_{w}": (
+            f"{head}, {w}",
+            f"{w} window of training (test batch): {meaning}",
+        )  # random_training_values
         for w in ("early", "late")
         for m, head, meaning in (
             ("ratio", "ratio", "the top-1 share ratio R"),
@@ -568,123 +571,137 @@ TRAINING_MEASURES = (
 )
 
 
-# --- B10 over seeds (recorded: ``python -m companion record induction_b10_seeds``) ---
+# --- head or bigram over seeds (recorded: ``python -m companion record induction_random_seeds``) ---
 
 
-B10_SEEDS = (0, 1, 2, 3, 4)
+RANDOM_SEEDS = (0, 1, 2, 3, 4)
 
 
-B10_CURVES = (
+RANDOM_CURVES = (
     "acc",
-    "b10_top1_in",
-    "b10_top1_off",
-    "b10_pair_QK1",
-    "b10_pair_QK2",
+    "random_top1_in",
+    "random_top1_off",
+    "random_pair_QK1",
+    "random_pair_QK2",
     # along training, per seed
-    *(f"b10_top1_{side}{end}" for end in B10_EDITS for side in ("in", "off")),
+    *(f"random_top1_{side}{end}" for end in RANDOM_EDITS for side in ("in", "off")),
 )
 
 
-def b10_seed_members(profile: str | None = None) -> dict[str, InductionExperiment]:
-    """The random-trigger run of :func:`companion.experiments.induction.random_trigger_experiment` for each of :data:`B10_SEEDS` (``"seed 0"``,
+def random_seed_members(profile: str | None = None) -> dict[str, InductionExperiment]:
+    """The random-trigger run of :func:`companion.experiments.induction.random_trigger_experiment` for each of :data:`RANDOM_SEEDS` (``"seed 0"``,
     ...; the seed fixes the data, the initialisation and the test streams)."""
     base = random_trigger_experiment(profile)
-    return {f"seed {s}": dataclasses.replace(base, seed=s) for s in B10_SEEDS}
+    return {f"seed {s}": dataclasses.replace(base, seed=s) for s in RANDOM_SEEDS}
 
 
-def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
-    """B10's numbers (:func:`b10_values`) of each run of a :func:`b10_seed_members` set, named
-    ``b10s_<measure>_s<seed>``, and over the seeds: the smallest accuracy off the top and ratio, the largest
-    ratio, how many seeds have a ratio above 2 (the bar of the single-seed row ``ih.b10_bigram_when_top``), and
+def random_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
+    """The head-or-bigram claim's numbers (:func:`head_or_bigram_values`) of each run of a :func:`random_seed_members` set, named
+    ``random_seeds_<measure>_s<seed>``, and over the seeds: the smallest accuracy off the top and ratio, the largest
+    ratio, how many seeds have a ratio above 2 (the bar of the single-seed row ``ih.random_bigram_when_top``), and
     the largest (weakest) first-layer gap and pair discount and the smallest balance gap; the extremes of the
     discount edits' shares (:func:`discount_edits`) and how many seeds the first layer's edit lowers the ratio
-    more in; and the share the edit takes away along training (:func:`b10_along_training`'s
-    ``b10t_removed_share*``, as ``b10s_<window>_removed_share_<mean|min>``)."""
+    more in; and the share the edit takes away along training (:func:`random_along_training`'s
+    ``random_training_removed_share*``, as ``random_seeds_<window>_removed_share_<mean|min>``)."""
     per = {
         r.exp.seed: {
-            **b10_values(discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task())),
-            **b10_training_values(r),
+            **head_or_bigram_values(
+                discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task())
+            ),
+            **random_training_values(r),
         }
         for r in runs.values()
     }
     out = {
-        f"b10s_{m}_s{s}": (v[m], f"seed {s}: {B10_MEASURES[m][1]}")
+        f"random_seeds_{m}_s{s}": (v[m], f"seed {s}: {RANDOM_MEASURES[m][1]}")
         for s, v in per.items()
-        for m in B10_MEASURES
+        for m in RANDOM_MEASURES
     }
-    col = {m: np.array([v[m] for v in per.values()]) for m in B10_MEASURES}
+    col = {m: np.array([v[m] for v in per.values()]) for m in RANDOM_MEASURES}
     first = next(iter(runs.values())).exp
     out.update(
         {
-            "b10s_n": (len(per), "seeds"),
-            "b10s_first_seed": (min(per), "the first seed"),
-            "b10s_last_seed": (max(per), "the last seed"),
-            "b10s_steps": (first.steps, "training steps per seed"),
-            "b10s_acc_off_min": (col["acc_off"].min(), "smallest over seeds: accuracy off the top"),
-            "b10s_top1_ratio_min": (col["top1_ratio"].min(), "smallest over seeds: the top-1 share ratio"),
-            "b10s_top1_ratio_max": (col["top1_ratio"].max(), "largest over seeds: the top-1 share ratio"),
-            "b10s_top1_ratio_matched_min": (
+            "random_seeds_n": (len(per), "seeds"),
+            "random_seeds_first_seed": (min(per), "the first seed"),
+            "random_seeds_last_seed": (max(per), "the last seed"),
+            "random_seeds_steps": (first.steps, "training steps per seed"),
+            "random_seeds_acc_off_min": (col["acc_off"].min(), "smallest over seeds: accuracy off the top"),
+            "random_seeds_top1_ratio_min": (
+                col["top1_ratio"].min(),
+                "smallest over seeds: the top-1 share ratio",
+            ),
+            "random_seeds_top1_ratio_max": (
+                col["top1_ratio"].max(),
+                "largest over seeds: the top-1 share ratio",
+            ),
+            "random_seeds_top1_ratio_matched_min": (
                 col["top1_ratio_matched"].min(),
                 "smallest over seeds: the ratio within strata",
             ),
-            "b10s_above_2": (int((col["top1_ratio"] > 2).sum()), "seeds whose ratio is above 2"),
-            "b10s_attention_gap_max": (col["attention_gap"].max(), "largest over seeds: the attention gap"),
-            "b10s_prev_attention_gap_max": (
+            "random_seeds_above_2": (int((col["top1_ratio"] > 2).sum()), "seeds whose ratio is above 2"),
+            "random_seeds_attention_gap_max": (
+                col["attention_gap"].max(),
+                "largest over seeds: the attention gap",
+            ),
+            "random_seeds_prev_attention_gap_max": (
                 col["prev_attention_gap"].max(),
                 "largest over seeds: the first-layer gap",
             ),
-            "b10s_pair_discount_max": (
+            "random_seeds_pair_discount_max": (
                 col["pair_discount_weaker"].max(),
                 "largest over seeds: the weaker layer's pair discount",
             ),
-            "b10s_balance_gap_min": (col["balance_gap"].min(), "smallest over seeds: the balance gap"),
-            "b10s_match_score_gap_max": (
+            "random_seeds_balance_gap_min": (
+                col["balance_gap"].min(),
+                "smallest over seeds: the balance gap",
+            ),
+            "random_seeds_match_score_gap_max": (
                 col["match_score_gap"].max(),
                 "largest over seeds: the induction-match gap",
             ),
-            "b10s_pair_score_gap_max": (
+            "random_seeds_pair_score_gap_max": (
                 col["pair_score_gap"].max(),
                 "largest over seeds: the token-token gap",
             ),
-            "b10s_rest_share_min": (
+            "random_seeds_rest_share_min": (
                 (col["attention_rest_gap"] / -col["attention_gap"]).min(),
                 "smallest over seeds: share of the lost attention that goes to the keys holding "
                 "neither q nor o",
             ),
-            "b10s_discount_removed_share_min": (
+            "random_seeds_discount_removed_share_min": (
                 col["discount_removed_share"].min(),
                 "smallest over seeds: share of the ratio's excess that goes with both discounts removed",
             ),
-            "b10s_discount_removed_share_max": (
+            "random_seeds_discount_removed_share_max": (
                 col["discount_removed_share"].max(),
                 "largest over seeds: the same",
             ),
-            "b10s_discount_doubled_growth_min": (
+            "random_seeds_discount_doubled_growth_min": (
                 col["discount_doubled_growth"].min(),
                 "smallest over seeds: the ratio's growth with both discounts doubled, over its excess",
             ),
-            "b10s_discount_doubled_growth_max": (
+            "random_seeds_discount_doubled_growth_max": (
                 col["discount_doubled_growth"].max(),
                 "largest over seeds: the same",
             ),
-            "b10s_discount_pairwise_share_min": (
+            "random_seeds_discount_pairwise_share_min": (
                 col["discount_pairwise_share"].min(),
                 "smallest over seeds: the share that goes with both discounts removed pair by pair",
             ),
-            "b10s_discount_pairwise_share_max": (
+            "random_seeds_discount_pairwise_share_max": (
                 col["discount_pairwise_share"].max(),
                 "largest over seeds: the same",
             ),
-            "b10s_qk1_stronger": (
+            "random_seeds_qk1_stronger": (
                 int((col["ratio_QK1_removed"] < col["ratio_QK2_removed"]).sum()),
                 "seeds where removing "
                 "W_QK^1's discount alone lowers the ratio more than removing W_QK^2's alone",
             ),
-            "b10s_pairwise_more": (
+            "random_seeds_pairwise_more": (
                 int((col["discount_pairwise_share"] > col["discount_removed_share"]).sum()),
                 "seeds where the pair-by-pair edit takes away more of the excess than the mean edit",
             ),
-            "b10s_ratio_both_pairwise_min": (
+            "random_seeds_ratio_both_pairwise_min": (
                 col["ratio_both_pairwise"].min(),
                 "smallest over seeds: the ratio with both discounts removed pair by pair",
             ),
@@ -693,29 +710,29 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     for w in ("early", "late"):  # the edits along training, on the Evaluator's test batches
         for e, how in (("removed", ""), ("pairwise", " pair by pair")):
             share = col[f"{e}_share_{w}"]
-            out[f"b10s_{w}_{e}_share_min"] = (
+            out[f"random_seeds_{w}_{e}_share_min"] = (
                 share.min(),
                 f"smallest over seeds: {w} window, share of the ratio's "
                 f"excess that goes with both discounts removed{how}",
             )
-            out[f"b10s_{w}_{e}_share_argmin"] = (
+            out[f"random_seeds_{w}_{e}_share_argmin"] = (
                 int(list(per)[int(share.argmin())]),
                 "the seed with that smallest share",
             )
-            out[f"b10s_{w}_{e}_share_above"] = (
+            out[f"random_seeds_{w}_{e}_share_above"] = (
                 int((share > 0.25).sum()),
                 f"seeds whose {w} share{how} is above 0.25",
             )
         weakest = col[f"pair_QK2_{w}"]
-        out[f"b10s_{w}_pair_QK2_max"] = (
+        out[f"random_seeds_{w}_pair_QK2_max"] = (
             weakest.max(),
             f"largest (weakest) over seeds: W_QK^2's pair discount, mean over the {w} window",
         )
-        out[f"b10s_{w}_pair_QK2_argmax"] = (
+        out[f"random_seeds_{w}_pair_QK2_argmax"] = (
             int(list(per)[int(weakest.argmax())]),
             "the seed with that weakest discount",
         )
-        out[f"b10s_{w}_pairwise_more"] = (
+        out[f"random_seeds_{w}_pairwise_more"] = (
             int((col[f"pairwise_share_{w}"] > col[f"removed_share_{w}"]).sum()),
             f"seeds where, in the {w} window, the pair-by-pair edit takes away more "
             "of the excess than the mean edit",
@@ -723,46 +740,48 @@ def b10_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     return report.Summary(out)
 
 
-def b10_training_values(r: InductionRun) -> dict[str, float]:
-    """One run's edits along training (:func:`b10_along_training` of that run alone): per window, the ratio R,
+def random_training_values(r: InductionRun) -> dict[str, float]:
+    """One run's edits along training (:func:`random_along_training` of that run alone): per window, the ratio R,
     R with both discounts removed (as a mean, and pair by pair) and the share of R's excess that goes, and the
     two layers' pair discounts (``ratio_early``, ``ratio_removed_early``, ..., ``pair_QK2_late``:
     :data:`TRAINING_MEASURES`)."""
-    along = b10_along_training(b10_seed_curves({"run": r}))
-    return {f"{m}_{w}": along[f"b10t_{m}_{w}"] for w in ("early", "late") for m in TRAINING_MEASURES}
+    along = random_along_training(random_seed_curves({"run": r}))
+    return {
+        f"{m}_{w}": along[f"random_training_{m}_{w}"] for w in ("early", "late") for m in TRAINING_MEASURES
+    }
 
 
-def b10_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
-    """Along training, per seed: the evaluated steps and :data:`B10_CURVES`."""
-    return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *B10_CURVES)}
+def random_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
+    """Along training, per seed: the evaluated steps and :data:`RANDOM_CURVES`."""
+    return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *RANDOM_CURVES)}
 
 
-def b10_seed_overview(summary) -> report.Summary:
-    """The entries of a :func:`b10_seeds_summary` (live or recorded) that are not one seed's: the extremes."""
+def random_seed_overview(summary) -> report.Summary:
+    """The entries of a :func:`random_seeds_summary` (live or recorded) that are not one seed's: the extremes."""
     return report.Summary(
         {k: (v, summary.meaning.get(k, "")) for k, v in summary.items() if not re.search(r"_s\d+$", k)}
     )
 
 
-def b10_along_training(
+def random_along_training(
     curves: dict, early: tuple[float, float] = (0.2, 0.4), late: tuple[float, float] = (0.7, 1.0)
 ) -> report.Summary:
-    """:func:`b10_seed_curves` (live or recorded) in two windows of training, given as fractions of the last
+    """:func:`random_seed_curves` (live or recorded) in two windows of training, given as fractions of the last
     evaluated step (``early``: [0.2, 0.4), after the induction head forms; ``late``: [0.7, 1.0]): the mean over
-    the evaluations in the window, then over the seeds, of each of :data:`B10_CURVES`, named
-    ``b10t_<curve>_<window>``, and ``b10t_<window>_from`` / ``_to``, the window's first and last evaluated step
+    the evaluations in the window, then over the seeds, of each of :data:`RANDOM_CURVES`, named
+    ``random_training_<curve>_<window>``, and ``random_training_<window>_from`` / ``_to``, the window's first and last evaluated step
     (of the last run; the runs of a seed study share their steps). The default windows are ours, chosen on the
     recorded curves to describe them. And the edit along training: per seed and window, the ratio
-    R = top-1 share in / off (of the window's means) as trained and with each of :data:`companion.experiments.induction.B10_EDITS` (``<e>``:
-    ``removed`` or ``pairwise``), ``b10t_ratio_<e>_<window>``, and the share of R's excess over 1 that the edit
-    takes away, (R - R_edited) / (R - 1): ``b10t_<e>_share_<window>`` is its mean over the seeds and
-    ``b10t_<e>_share_min_<window>`` its smallest."""
+    R = top-1 share in / off (of the window's means) as trained and with each of :data:`companion.experiments.induction.RANDOM_EDITS` (``<e>``:
+    ``removed`` or ``pairwise``), ``random_training_ratio_<e>_<window>``, and the share of R's excess over 1 that the edit
+    takes away, (R - R_edited) / (R - 1): ``random_training_<e>_share_<window>`` is its mean over the seeds and
+    ``random_training_<e>_share_min_<window>`` its smallest."""
     for name, (lo, hi) in (("early", early), ("late", late)):
         if not 0 <= lo < hi <= 1:
             raise ValueError(f"{name}={(lo, hi)} is not a window of training: need 0 <= start < end <= 1")
     out = {}
     for window, (lo, hi) in (("early", early), ("late", late)):
-        means = {k: [] for k in B10_CURVES}
+        means = {k: [] for k in RANDOM_CURVES}
         for name, steps in curves["step"].items():
             steps = np.asarray(steps)
             end = steps[-1]
@@ -771,13 +790,19 @@ def b10_along_training(
                 raise ValueError(
                     f"{window}={(lo, hi)} holds no evaluation of {name!r} (steps {steps.tolist()})"
                 )
-            for k in B10_CURVES:
+            for k in RANDOM_CURVES:
                 means[k].append(float(np.mean(np.asarray(curves[k][name])[keep])))
-        out[f"b10t_{window}_from"] = (int(steps[keep][0]), f"the {window} window's first evaluated step")
-        out[f"b10t_{window}_to"] = (int(steps[keep][-1]), f"the {window} window's last evaluated step")
+        out[f"random_training_{window}_from"] = (
+            int(steps[keep][0]),
+            f"the {window} window's first evaluated step",
+        )
+        out[f"random_training_{window}_to"] = (
+            int(steps[keep][-1]),
+            f"the {window} window's last evaluated step",
+        )
         out.update(
             {
-                f"b10t_{k.removeprefix('b10_')}_{window}": (
+                f"random_training_{k.removeprefix('random_')}_{window}": (
                     float(np.mean(v)),
                     f"{k}: mean over the {window} window, then over seeds",
                 )
@@ -785,34 +810,34 @@ def b10_along_training(
             }
         )
         m = {k: np.array(v) for k, v in means.items()}
-        ratio = m["b10_top1_in"] / m["b10_top1_off"]
-        out[f"b10t_ratio_{window}"] = (
+        ratio = m["random_top1_in"] / m["random_top1_off"]
+        out[f"random_training_ratio_{window}"] = (
             float(ratio.mean()),
             f"{window} window: the ratio R of the shares (in / off, of the window's means), mean over seeds",
         )
-        for end, key in B10_EDITS.items():
+        for end, key in RANDOM_EDITS.items():
             e, edit = end[1:], DISCOUNT_EDITS[key][0]
-            edited = m[f"b10_top1_in{end}"] / m[f"b10_top1_off{end}"]
-            out[f"b10t_ratio_{e}_{window}"] = (
+            edited = m[f"random_top1_in{end}"] / m[f"random_top1_off{end}"]
+            out[f"random_training_ratio_{e}_{window}"] = (
                 float(edited.mean()),
                 f"{window} window: R with {edit}, mean over seeds",
             )
             with np.errstate(divide="ignore", invalid="ignore"):  # R = 1: no excess, no share (nan)
                 share = (ratio - edited) / (ratio - 1)
-            out[f"b10t_{e}_share_{window}"] = (
+            out[f"random_training_{e}_share_{window}"] = (
                 float(share.mean()),
                 f"{window} window: share of the ratio's excess "
                 f"over 1 taken away with {edit}, mean over seeds",
             )
-            out[f"b10t_{e}_share_min_{window}"] = (
+            out[f"random_training_{e}_share_min_{window}"] = (
                 float(share.min()),
                 f"{window} window: the same, smallest over seeds",
             )
     return report.Summary(out)
 
 
-# the seed study's tables: B10's preference and the claims' mechanism; where the attention goes; edits
-B10_TABLES = {
+# the seed study's tables: the head-or-bigram preference and the claims' mechanism; where the attention goes; edits
+RANDOM_TABLES = {
     "claims": (
         "acc_off",
         "top1_ratio",
@@ -852,18 +877,18 @@ B10_TABLES = {
 }
 
 
-def b10_seed_header(table: str = "claims") -> tuple[str, ...]:
-    """The column headers of one of :data:`B10_TABLES`."""
-    check_choice("table", table, tuple(B10_TABLES))
-    return ("seed", *(B10_MEASURES[m][0] for m in B10_TABLES[table]))
+def random_seed_header(table: str = "claims") -> tuple[str, ...]:
+    """The column headers of one of :data:`RANDOM_TABLES`."""
+    check_choice("table", table, tuple(RANDOM_TABLES))
+    return ("seed", *(RANDOM_MEASURES[m][0] for m in RANDOM_TABLES[table]))
 
 
-def b10_seed_rows(summary, table: str = "claims") -> list[list]:
-    """One row per seed of a :func:`b10_seeds_summary` (live or recorded), the columns of
-    :func:`b10_seed_header` ``(table)``."""
-    check_choice("table", table, tuple(B10_TABLES))
-    seeds = sorted(int(k.rsplit("_s", 1)[1]) for k in summary if k.startswith("b10s_acc_off_s"))
-    return [[s, *(summary[f"b10s_{m}_s{s}"] for m in B10_TABLES[table])] for s in seeds]
+def random_seed_rows(summary, table: str = "claims") -> list[list]:
+    """One row per seed of a :func:`random_seeds_summary` (live or recorded), the columns of
+    :func:`random_seed_header` ``(table)``."""
+    check_choice("table", table, tuple(RANDOM_TABLES))
+    seeds = sorted(int(k.rsplit("_s", 1)[1]) for k in summary if k.startswith("random_seeds_acc_off_s"))
+    return [[s, *(summary[f"random_seeds_{m}_s{s}"] for m in RANDOM_TABLES[table])] for s in seeds]
 
 
 # --- the chapter's numbers ---
@@ -887,11 +912,11 @@ def random_study(profile: str | None = None, progress: bool = True) -> dict:
 
 
 def random_summary(res: dict) -> report.Summary:
-    """The claim values of :func:`random_study` (see ``data/claims.toml``, ids ``ih.b10_*`` of
+    """The claim values of :func:`random_study` (see ``data/claims.toml``, ids ``ih.random_*`` of
     ``book/induction_random``)."""
     ffr, hb = res["ff"], res["head_or_bigram"]
     ps, pg = res["pair_scores"], res["pair_gradient"]
-    b10 = b10_values(res["discount_edits"], pg, ps[PAIR_MODELS[0]])
+    hob = head_or_bigram_values(res["discount_edits"], pg, ps[PAIR_MODELS[0]])
     return report.Summary(
         {
             "acc_ff": (
@@ -925,7 +950,7 @@ def random_summary(res: dict) -> report.Summary:
                 "share predicting the trigger's likeliest successor, o not in the top",
             ),
             "hb_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
-            "hb_top1_ratio": (b10["top1_ratio"], "o in the top over o not in the top"),
+            "hb_top1_ratio": (hob["top1_ratio"], "o in the top over o not in the top"),
             "hb_attention_in": (
                 hb["attention_in"],
                 "second layer's attention on the keys after earlier q, o in the top",
@@ -959,7 +984,7 @@ def random_summary(res: dict) -> report.Summary:
                 "accuracy, o not in the top, weighted to the same strata",
             ),
             "hb_top1_ratio_matched": (
-                b10["top1_ratio_matched"],
+                hob["top1_ratio_matched"],
                 "share predicting the likeliest successor, in over off, within strata",
             ),
             **{
@@ -972,17 +997,17 @@ def random_summary(res: dict) -> report.Summary:
                 for side in ("in", "off")
             },
             "hb_prev_attention_gap": (
-                b10["prev_attention_gap"],
+                hob["prev_attention_gap"],
                 "first layer's attention of the keys holding o on q: in minus off, within strata",
             ),
             "hb_key_score_gap": (
-                b10["key_score_gap"],
+                hob["key_score_gap"],
                 "second layer's mean logit of the keys holding o: in minus off, within strata",
             ),
-            "hb_pair_score_gap": (b10["pair_score_gap"], "its token-token part"),
-            "hb_match_score_gap": (b10["match_score_gap"], "its query-token x first-layer part"),
+            "hb_pair_score_gap": (hob["pair_score_gap"], "its token-token part"),
+            "hb_match_score_gap": (hob["match_score_gap"], "its query-token x first-layer part"),
             "hb_rest_score_gap": (
-                b10["rest_score_gap"],
+                hob["rest_score_gap"],
                 "log-sum-exp of the other keys' logits: in minus off, within strata",
             ),
             **{
@@ -995,7 +1020,7 @@ def random_summary(res: dict) -> report.Summary:
                 for layer in ("W_QK^1", "W_QK^2")
             },
             "pair_discount_weaker": (
-                b10["pair_discount_weaker"],
+                hob["pair_discount_weaker"],
                 "random triggers: the weaker (larger) of the two layers' likely-minus-other",
             ),
             **{
@@ -1013,14 +1038,14 @@ def random_summary(res: dict) -> report.Summary:
                 )
                 for k in KEY_KINDS
             },
-            "pg_balance_gap": (b10["balance_gap"], "likely keys' balance minus other keys'"),
+            "pg_balance_gap": (hob["balance_gap"], "likely keys' balance minus other keys'"),
             **{
-                f"hb_ratio_{k}": (b10[f"ratio_{k}"], B10_MEASURES[f"ratio_{k}"][1])
+                f"hb_ratio_{k}": (hob[f"ratio_{k}"], RANDOM_MEASURES[f"ratio_{k}"][1])
                 for k in DISCOUNT_EDITS
                 if k != "trained"
             },
             **{
-                f"hb_{k}": (b10[k], B10_MEASURES[k][1])
+                f"hb_{k}": (hob[k], RANDOM_MEASURES[k][1])
                 for k in ("discount_removed_share", "discount_doubled_growth", "discount_pairwise_share")
             },
             "seconds": (res["random"].seconds, "training time of the random-trigger run (s)"),
