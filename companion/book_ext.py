@@ -121,10 +121,9 @@ def _is_module(name: str) -> bool:
         return False
 
 
-def chapter_calls(text: str) -> list[Call]:
-    """The ``companion`` functions and classes a chapter's code cells call, in order of first use."""
-    tree = ast.parse(_code(text))
-    modules, names = {}, {}  # alias -> module; alias -> (module, name)
+def _aliases(tree: ast.AST) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """A chapter's imports from the package: alias -> module, and alias -> (module, name)."""
+    modules, names = {}, {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "companion":
             for a in node.names:
@@ -137,6 +136,29 @@ def chapter_calls(text: str) -> list[Call]:
             for a in node.names:
                 if a.name.split(".")[0] == "companion" and a.asname:
                     modules[a.asname] = a.name
+    return modules, names
+
+
+def chapter_names(text: str) -> set[tuple[str, str]]:
+    """Every (module, name) a chapter's code cells read from the package: ``alias.name`` of an imported module
+    (called or not) and each name imported from a module; a test checks that each one exists.
+
+    >>> sorted(chapter_names("```{code-cell} ipython3\\nfrom companion import claims\\nclaims.CLAIMS\\n```"))
+    [('companion.claims', 'CLAIMS')]
+    """
+    tree = ast.parse(_code(text))
+    modules, names = _aliases(tree)
+    found = set(names.values())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            found.add((modules[node.value.id], node.attr))
+    return found
+
+
+def chapter_calls(text: str) -> list[Call]:
+    """The ``companion`` functions and classes a chapter's code cells call, in order of first use."""
+    tree = ast.parse(_code(text))
+    modules, names = _aliases(tree)
     found: list[tuple[int, int, str, str]] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

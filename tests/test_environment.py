@@ -253,3 +253,25 @@ def test_prose_stats_count_the_prose_only(tmp_path):
     assert ps.sentences("No end here and e.g. none. Two.") == ["No end here and e.g. none.", "Two."]
     every = {ch: ps.chapter_stats(root / f"{ch}.md") for ch in ps.chapters()}
     assert all(s["sentences"] > 0 and s["overview_words"] > 0 for s in every.values())
+
+
+def test_every_name_a_chapter_reads_from_the_package_exists():
+    """A chapter that reads ``module.name`` of a module that no longer defines it (a move or a rename the
+    chapter missed) fails here, on the CPU in a second, rather than in the chapter's run."""
+    import importlib
+
+    from companion import book_ext
+
+    root = Path(__file__).resolve().parents[1]
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    chapters = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    missing = [
+        f"{ch}: {module}.{name}"
+        for ch in chapters
+        for module, name in sorted(book_ext.chapter_names((root / f"{ch}.md").read_text()))
+        if not hasattr(importlib.import_module(module), name)
+    ]
+    assert missing == []
+    assert ("companion.experiments.khop", "prefix_gap") in book_ext.chapter_names(
+        (root / "book/khop.md").read_text()
+    )
