@@ -255,6 +255,33 @@ def test_prose_stats_count_the_prose_only(tmp_path):
     assert all(s["sentences"] > 0 and s["overview_words"] > 0 for s in every.values())
 
 
+def test_each_chapter_opens_with_a_short_overview_that_states_the_result():
+    """Issue 52 item 7: every chapter of the sources' parts and of "Beyond the papers" opens with an Overview
+    of at most 150 words (counted by benchmarks/prose_stats.py) that gives the claim and the result; the runtime
+    goes in a note of its own. The landing page and the pages about the book are not chapters of a claim."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("prose_stats", root / "benchmarks" / "prose_stats.py")
+    ps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ps)
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    chapters = [
+        c["file"] for part in toc["parts"] if part["caption"] != "About this book" for c in part["chapters"]
+    ]
+    assert len(chapters) >= 29
+    too_long, without = {}, []
+    for ch in chapters:
+        text = (root / f"{ch}.md").read_text()
+        words = ps.chapter_stats(root / f"{ch}.md")["overview_words"]
+        if words > 150:
+            too_long[ch] = words
+        overview = text[text.index(":::{admonition} Overview") :]
+        if "**Result.**" not in overview[: overview.index("\n:::\n")]:
+            without.append(ch)
+    assert too_long == {} and without == []
+
+
 def test_every_name_a_chapter_reads_from_the_package_exists():
     """A chapter that reads ``module.name`` of a module that no longer defines it (a move or a rename the
     chapter missed) fails here, on the CPU in a second, rather than in the chapter's run."""
