@@ -79,6 +79,8 @@ def _fill(app, doctree, docname):
         node.replace_self(nodes.raw("", html, format="html"))
     for node in doctree.traverse(errata_placeholder):
         node.replace_self(nodes.raw("", claim_pages.errata(profile, link=link), format="html"))
+        # the quotes carry inline math (claim_pages.quoted): load MathJax on this page as on a page with equations
+        app.env.get_domain("math").data["has_equations"][docname] = True
     for node in doctree.traverse(headlines_placeholder):
         node.replace_self(nodes.raw("", claim_pages.headlines(profile, link=link), format="html"))
 

@@ -8,6 +8,7 @@ them with the directives ``claims-scorecard``, ``claims-headlines`` and ``claims
 
 from __future__ import annotations
 
+import re
 import tomllib
 from html import escape
 from pathlib import Path
@@ -205,12 +206,14 @@ def load_errata(
     path: Path | str = ERRATA_FILE, registry: dict[str, claims.Claim] | None = None
 ) -> dict[str, list[dict]]:
     """``data/errata.toml``: {paper: [entry, ...]}, each entry a finding row's ``claim``, ``title``, ``kind``
-    ("experiment" or "theory"), ``chapter`` (default: the row's), ``anchor`` (a label in that chapter) and ``also``
-    (other finding rows that state the same erratum, shown in the same entry; default none).
+    ("experiment" or "theory"), ``quote`` (the paper's statement, verbatim from the paper's plain-text source
+    named by its ``text``, math between ``$`` signs, ``…`` where words are left out), ``where`` (its section,
+    equation, table or figure), ``chapter`` (default: the row's), ``anchor`` (a label in that chapter) and
+    ``also`` (other finding rows that state the same erratum, shown in the same entry; default none).
 
     Raises:
-        ValueError: an entry whose claim is not a finding row, named twice, of an unknown kind, or an experiment
-            listed after a theory entry of its paper.
+        ValueError: an entry whose claim is not a finding row, named twice, of an unknown kind, without its
+            quote or where, or an experiment listed after a theory entry of its paper.
     """
     reg = claims.CLAIMS if registry is None else registry
     with open(path, "rb") as f:
@@ -227,6 +230,10 @@ def load_errata(
                 if one in seen:
                     raise ValueError(f"erratum {one!r} in {path}: listed twice")
                 seen.add(one)
+            if not (e.get("quote", "").strip() and e.get("where", "").strip()):
+                raise ValueError(
+                    f"erratum {cid!r} in {path}: the paper's statement needs its quote and where"
+                )
             if e["kind"] not in ERRATUM_KINDS:
                 raise ValueError(f"erratum {cid!r}: kind {e['kind']!r}; allowed {', '.join(ERRATUM_KINDS)}")
             if entries and entries[-1]["kind"] == "theory" and e["kind"] == "experiment":
@@ -236,6 +243,19 @@ def load_errata(
             entries.append({"also": [], "anchor": "", **e, "chapter": e.get("chapter", reg[cid].chapter)})
         out[paper["name"]] = entries
     return out
+
+
+def quoted(text: str) -> str:
+    r"""A quote as HTML: escaped, its ``$...$`` (or ``$$...$$``) spans as inline math that MathJax renders.
+
+    >>> print(quoted(r"the margin $\eta/N$ & more"))
+    the margin <span class="math notranslate nohighlight">\(\eta/N\)</span> &amp; more
+    """
+    parts = re.split(r"\$\$?(.+?)\$?\$", text)
+    return "".join(
+        escape(p) if i % 2 == 0 else f'<span class="math notranslate nohighlight">\\({escape(p)}\\)</span>'
+        for i, p in enumerate(parts)
+    )
 
 
 def errata(
@@ -274,7 +294,12 @@ def errata(
         return (
             f'<div class="erratum" id="erratum-{escape(c.id)}"><h4>{escape(e["title"])}</h4>'
             f"<p><small><code>{escape(c.id)}</code>; {escape(c.source)}</small></p><dl>"
-            f"<dt>the paper</dt><dd>{escape(c.reference)}</dd>"
+            + (
+                f"<dt>the paper says</dt><dd>“{quoted(e['quote'])}” ({escape(e['where'])})</dd>"
+                if "quote" in e
+                else ""
+            )
+            + f"<dt>the paper's value</dt><dd>{escape(c.reference)}</dd>"
             f"<dt>what we measure</dt><dd>{escape(c.statement)}: {escape(r['ours'])} in this build "
             f"({escape(r['profile'])} profile; criterion {escape(r['criterion'])}; {escape(r['category'])})</dd>"
             + where

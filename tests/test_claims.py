@@ -337,12 +337,13 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     assert "<li><code>x.big2</code>" in errata
     book = tmp_path / "errata.toml"
     book.write_text(
-        '[[paper]]\nname = "Paper X"\n[[paper.erratum]]\nclaim = "x.finding"\ntitle = "A <title>"\n'
+        '[[paper]]\nname = "Paper X"\n[[paper.erratum]]\nclaim = "x.finding"\ntitle = "A <title>"\nquote = "q $x$"\nwhere = "w"\n'
         'kind = "experiment"\nanchor = "sec"\n'
     )
     errata = claim_pages.errata("quick", registry=reg, path=book)
     assert "<h3>Paper X</h3><p><b>Experiments</b></p>" in errata and "<h4>A &lt;title&gt;</h4>" in errata
     assert 'href="x.html#sec"' in errata and "without an erratum entry" not in errata
+    assert '<dd>“q <span class="math notranslate nohighlight">\\(x\\)</span>” (w)</dd>' in errata
 
 
 def test_import_closure_follows_companion_imports_only():
@@ -438,20 +439,30 @@ def test_a_finding_of_the_papers_size_is_not_counted_at_the_quick_size(tmp_path,
 @pytest.mark.parametrize(
     "entries, match",
     [
-        ('claim = "x.nope"\ntitle = "t"\nkind = "theory"\n', "not a claim row with a finding"),
-        ('claim = "x.a"\ntitle = "t"\nkind = "typo"\n', "kind 'typo'"),
         (
-            'claim = "x.a"\ntitle = "t"\nkind = "theory"\n[[paper.erratum]]\nclaim = "x.b"\ntitle = "u"\n'
+            'claim = "x.nope"\ntitle = "t"\nquote = "q $x$"\nwhere = "w"\nkind = "theory"\n',
+            "not a claim row with a finding",
+        ),
+        ('claim = "x.a"\ntitle = "t"\nquote = "q $x$"\nwhere = "w"\nkind = "typo"\n', "kind 'typo'"),
+        (
+            'claim = "x.a"\ntitle = "t"\nquote = "q $x$"\nwhere = "w"\nkind = "theory"\n[[paper.erratum]]\nclaim = "x.b"\ntitle = "u"\nquote = "q $x$"\nwhere = "w"\n'
             'kind = "experiment"\n',
             "the experiments come before the theory",
         ),
         (
-            'claim = "x.a"\ntitle = "t"\nkind = "theory"\n[[paper.erratum]]\nclaim = "x.a"\ntitle = "u"\n'
+            'claim = "x.a"\ntitle = "t"\nquote = "q $x$"\nwhere = "w"\nkind = "theory"\n[[paper.erratum]]\nclaim = "x.a"\ntitle = "u"\nquote = "q $x$"\nwhere = "w"\n'
             'kind = "theory"\n',
             "listed twice",
         ),
-        ('claim = "x.a"\ntitle = "t"\nkind = "theory"\nalso = ["x.a"]\n', "'x.a' in .* listed twice"),
-        ('claim = "x.a"\ntitle = "t"\nkind = "theory"\nalso = ["x.c"]\n', "'x.c' in .* not a claim row"),
+        (
+            'claim = "x.a"\ntitle = "t"\nquote = "q $x$"\nwhere = "w"\nkind = "theory"\nalso = ["x.a"]\n',
+            "'x.a' in .* listed twice",
+        ),
+        (
+            'claim = "x.a"\ntitle = "t"\nquote = "q $x$"\nwhere = "w"\nkind = "theory"\nalso = ["x.c"]\n',
+            "'x.c' in .* not a claim row",
+        ),
+        ('claim = "x.a"\ntitle = "t"\nwhere = "w"\nkind = "theory"\n', "needs its quote and where"),
     ],
 )
 def test_bad_errata_entries_are_refused(tmp_path, entries, match):
@@ -468,7 +479,7 @@ def test_bad_errata_entries_are_refused(tmp_path, entries, match):
         claim_pages.load_errata(book, registry=reg)
     # the control: a row that states the same erratum is shown inside the entry, not on its own
     book.write_text(
-        '[[paper]]\nname = "P"\n[[paper.erratum]]\nclaim = "x.a"\ntitle = "t"\nkind = "theory"\nalso = ["x.b"]\n'
+        '[[paper]]\nname = "P"\n[[paper.erratum]]\nclaim = "x.a"\ntitle = "t"\nquote = "q $x$"\nwhere = "w"\nkind = "theory"\nalso = ["x.b"]\n'
     )
     html = claim_pages.errata("quick", registry=reg, path=book)
     assert (
@@ -488,3 +499,33 @@ def test_every_finding_has_one_erratum_entry_whose_section_exists():
         assert f"\n({e['anchor']})=\n" in text, (
             f"{e['claim']}: no label ({e['anchor']})= in {e['chapter']}.md"
         )
+
+
+def test_each_erratum_quotes_its_paper_verbatim():
+    """Every erratum quotes the paper's statement with where it stands, and the quote is the paper's text
+    (../shared/papers/, the plain-text sources; spaces, ``$`` and ``&`` aside, ``…`` where words are left out),
+    in the paper the entry is filed under. Where the sources are not on the machine only the first part runs."""
+    import re
+    import tomllib
+
+    with open(claim_pages.ERRATA_FILE, "rb") as f:
+        papers = tomllib.load(f)["paper"]
+    entries = [(p, e) for p in papers for e in p["erratum"]]
+    assert entries and all(e["quote"].strip() and e["where"].strip() for _, e in entries)
+    where = config.REPO_ROOT.parent / "shared" / "papers"
+    if not where.is_dir():
+        pytest.skip(f"the papers' plain-text sources are not at {where}")
+
+    def norm(text: str) -> str:
+        return re.sub(r"[\s$&]+", "", text)
+
+    missing = []
+    for p, e in entries:
+        text, at = norm((where / p["text"]).read_text()), 0
+        for part in e["quote"].split("…"):
+            at = text.find(norm(part), at)
+            if at < 0:
+                missing.append(f"{e['claim']}: {part!r} not in {p['text']}")
+                break
+            at += len(norm(part))
+    assert missing == []
