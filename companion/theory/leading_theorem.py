@@ -165,6 +165,25 @@ def theorem_table(res: dict, run: str) -> dict:
     return out
 
 
+def binding_ratio(table: dict, steps: int) -> tuple[float, int]:
+    """Over the first ``steps`` steps of a :func:`theorem_table`, the largest deviation / bound among the cells
+    (weight, step) whose bound is at most the leading term's own size (elsewhere the bound allows anything), and
+    how many such cells there are (0.0 and 0 if none).
+
+    >>> t = {"ratio": {"W_O": np.array([0.2, 0.5]), "V1": np.array([3.0, 0.9])},
+    ...      "bound_rel": {"W_O": np.array([0.7, 1.4]), "V1": np.array([np.inf, 50.0])}}
+    >>> binding_ratio(t, 2)
+    (0.2, 1)
+    """
+    worst, cells = 0.0, 0
+    for key, v in table["ratio"].items():
+        binds = table["bound_rel"][key][:steps] <= 1
+        cells += int(binds.sum())
+        if binds.any():
+            worst = max(worst, float(np.max(v[:steps][binds])))
+    return worst, cells
+
+
 def theorem_summary(res: dict) -> Summary:
     eta, T = res["eta"], res["T"]
     zero_runs = [k for k in res["runs"] if k.endswith("zero")]
@@ -173,11 +192,14 @@ def theorem_summary(res: dict) -> Summary:
         k: max(1, int(lt.max_steps(eta, T, res["runs"][k]["L"])["4.1 / D.9 (L layers)"])) for k in res["runs"]
     }
     worst_ratio, worst_ratio_all, worst_rel = 0.0, 0.0, 0.0
+    binding, binding_n = 0.0, 0  # where the bound is no larger than the leading term: where it says something
     for k in res["runs"]:
         gaussian = res["runs"][k]["init"] == "gaussian"
         tab = theorem_table(res, k)
         n = min(s_cover[k], len(tab["s"]))
         worst_ratio = max(worst_ratio, max(float(np.max(v[:n])) for v in tab["ratio"].values()))
+        worst, cells = binding_ratio(tab, n)
+        binding, binding_n = max(binding, worst), binding_n + cells
         worst_ratio_all = max(worst_ratio_all, max(float(np.max(v)) for v in tab["ratio"].values()))
         n3 = min(max(3, n), len(tab["s"]))  # s = 3: the first step where all four leading terms are non-zero
         if not gaussian:
@@ -231,6 +253,15 @@ def theorem_summary(res: dict) -> Summary:
                 "largest deviation / bound within the covered steps (all runs, weights, layers)",
             ),
             "worst_ratio_all": (worst_ratio_all, f"the same over all {last} steps run"),
+            "binding_ratio": (
+                binding if binding_n else math.nan,
+                "largest deviation / bound within the covered steps where the bound is at most the leading "
+                "term's own size (NaN if there is no such step)",
+            ),
+            "binding_n": (
+                binding_n,
+                "(run, weight, step) cells within the covered steps where the bound binds",
+            ),
             "worst_rel": (
                 worst_rel,
                 "largest relative deviation at s = max(3, last covered step) (zero-init runs, weights, layers)",
