@@ -308,7 +308,7 @@ def test_commit_is_the_senders_when_given_else_gits(tmp_path, monkeypatch):
 
 # claims of ours that a source experiment's run measures besides the source's: a quick-size reading of Fig. 11, the
 # condition T >> N that App. B.3 leaves unstated, our re-derivation of Eq. (25)
-OURS_ON_SOURCE_RUNS = {"arch.ml_drop_f1_quick", "t2.qk_others_small_T", "f.eq25_rederived"}
+OURS_ON_SOURCE_RUNS = {"arch.ml_drop_f1_quick", "f.eq25_rederived"}
 
 
 def test_the_source_experiments_check_the_sources_claims():
