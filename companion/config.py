@@ -7,6 +7,8 @@ Everything that depends on the environment is read here, once:
 * ``COMPANION_DATA_DIR``: a folder holding third-party data laid out as
   ``tinyshakespeare/input.txt``, ``gsm8k/test.jsonl``, ... (CI points it at
   ``../shared/data``).
+* ``COMPANION_PAPERS_DIR``: the papers' plain-text sources (default: ``papers/`` beside
+  ``$COMPANION_DATA_DIR``, else ``../shared/papers``); only tests read them.
 * ``COMPANION_CACHE_DIR``: where trained runs, downloads and recorded claims
   are cached (default: ``<repository>/.cache/companion``, git-ignored).
 * ``COMPANION_DEVICE``: ``cpu``, ``cuda``, ``cuda:1``, ... (default: ``cuda``
@@ -164,6 +166,16 @@ def data_dirs() -> list[Path]:
         dirs.append(Path(env))
     dirs.append(cache_dir() / "downloads")
     return dirs
+
+
+def papers_dir() -> Path:
+    """The papers' plain-text sources (``$COMPANION_PAPERS_DIR``; else ``papers/`` beside ``$COMPANION_DATA_DIR``,
+    else ``../shared/papers``). Third-party text, never committed; the folder may be absent."""
+    env = os.environ.get("COMPANION_PAPERS_DIR")
+    if env:
+        return Path(env)
+    data = os.environ.get("COMPANION_DATA_DIR")
+    return Path(data).parent / "papers" if data else REPO_ROOT.parent / "shared" / "papers"
 
 
 def committed_data_dir() -> Path:

@@ -503,7 +503,7 @@ def test_every_finding_has_one_erratum_entry_whose_section_exists():
 
 def test_each_erratum_quotes_its_paper_verbatim():
     """Every erratum quotes the paper's statement with where it stands, and the quote is the paper's text
-    (../shared/papers/, the plain-text sources; spaces, ``$`` and ``&`` aside, ``…`` where words are left out),
+    (``config.papers_dir()``, the plain-text sources; spaces, ``$`` and ``&`` aside, ``…`` where words are left out),
     in the paper the entry is filed under. Where the sources are not on the machine only the first part runs."""
     import re
     import tomllib
@@ -512,7 +512,7 @@ def test_each_erratum_quotes_its_paper_verbatim():
         papers = tomllib.load(f)["paper"]
     entries = [(p, e) for p in papers for e in p["erratum"]]
     assert entries and all(e["quote"].strip() and e["where"].strip() for _, e in entries)
-    where = config.REPO_ROOT.parent / "shared" / "papers"
+    where = config.papers_dir()
     if not where.is_dir():
         pytest.skip(f"the papers' plain-text sources are not at {where}")
 

@@ -233,38 +233,28 @@ def test_every_configuration_refuses_a_negative_seed_at_construction():
     assert {"RecallExperiment", "KHopExperiment", "TextConfig", "StandIn"} <= set(found)
 
 
-def test_prose_stats_count_the_prose_only(tmp_path):
+def test_prose_stats_count_the_prose_only(tmp_path, prose_stats):
     """benchmarks/prose_stats.py (issue 52's sentence counter): code cells, options, labels and tables are not
     prose; the Overview admonition is the overview; abbreviations do not end a sentence; every chapter counts."""
-    import importlib.util
-
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("prose_stats", root / "benchmarks" / "prose_stats.py")
-    ps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ps)
     page = tmp_path / "ch.md"
     page.write_text(
         "---\nkernelspec: {}\n---\n\n(ch)=\n# Title here\n\n:::{admonition} Overview\n:class: tip\n"
         "**Claim.** One two three, cf. Fig. 3 four. Five six!\n:::\n\n```{code-cell} ipython3\nx = 1. + 2\n```\n\n"
         "## Section\n\n| a | b |\n| --- | --- |\n\nSeven $x^2$ eight {glue:text}`v:.2f` nine.\n- An item\n"
     )
-    s = ps.chapter_stats(page)
+    s = prose_stats.chapter_stats(page)
     assert (s["sentences"], s["words"], s["overview_words"]) == (4, 17, 10), s
-    assert ps.sentences("No end here and e.g. none. Two.") == ["No end here and e.g. none.", "Two."]
-    every = {ch: ps.chapter_stats(root / f"{ch}.md") for ch in ps.chapters()}
+    assert prose_stats.sentences("No end here and e.g. none. Two.") == ["No end here and e.g. none.", "Two."]
+    every = {ch: prose_stats.chapter_stats(root / f"{ch}.md") for ch in prose_stats.chapters()}
     assert all(s["sentences"] > 0 and s["overview_words"] > 0 for s in every.values())
 
 
-def test_each_chapter_opens_with_a_short_overview_that_states_the_result():
+def test_each_chapter_opens_with_a_short_overview_that_states_the_result(prose_stats):
     """Issue 52 item 7: every chapter of the sources' parts and of "Beyond the papers" opens with an Overview
     of at most 150 words (counted by benchmarks/prose_stats.py) that gives the claim and the result; the runtime
     goes in a note of its own. The landing page and the pages about the book are not chapters of a claim."""
-    import importlib.util
-
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("prose_stats", root / "benchmarks" / "prose_stats.py")
-    ps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ps)
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     chapters = [
         c["file"] for part in toc["parts"] if part["caption"] != "About this book" for c in part["chapters"]
@@ -273,7 +263,7 @@ def test_each_chapter_opens_with_a_short_overview_that_states_the_result():
     too_long, without = {}, []
     for ch in chapters:
         text = (root / f"{ch}.md").read_text()
-        words = ps.chapter_stats(root / f"{ch}.md")["overview_words"]
+        words = prose_stats.chapter_stats(root / f"{ch}.md")["overview_words"]
         if words > 150:
             too_long[ch] = words
         overview = text[text.index(":::{admonition} Overview") :]

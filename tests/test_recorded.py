@@ -654,20 +654,9 @@ def test_check_over_asserts_a_claim_of_several_full_runs(tmp_path, monkeypatch):
         record.check_over("scale.lr_stable", 0.5, [], quiet=True)
 
 
-def _migrations():
-    import importlib.util
-
-    path = config.REPO_ROOT / "scripts" / "migrate_recordings.py"
-    spec = importlib.util.spec_from_file_location("migrate_recordings", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_committed_recordings_are_migrated(tmp_path):
+def test_the_committed_recordings_are_migrated(tmp_path, migrations):
     """scripts/migrate_recordings.py has nothing left to change in data/recorded/, and on a copy of a recording
     that still lists a retired claim it drops that claim and nothing else (runs, summary and provenance kept)."""
-    migrations = _migrations()
     assert migrations.migrate(write=False) == []
     (rec,) = [r for r in RECORDED if r.experiment == "khop_stage_entry"]
     old = dict(rec.data, claims={**rec.data["claims"], "khop.k4_entry_prefix": 0.0})
@@ -678,10 +667,9 @@ def test_the_committed_recordings_are_migrated(tmp_path):
     assert not set(migrations.DROPPED_CLAIMS) & set(claims.CLAIMS)
 
 
-def test_a_recording_under_its_old_names_migrates_to_the_committed_file(tmp_path):
+def test_a_recording_under_its_old_names_migrates_to_the_committed_file(tmp_path, migrations):
     """The random-trigger seed study as recorded (experiment induction_b10_seeds, entries b10s_*, curves b10_*,
     claims ih.b10_*) becomes the committed file, name and content, and is left alone after that."""
-    migrations = _migrations()
     (rec,) = [r for r in RECORDED if r.experiment == "induction_random_seeds"]
 
     def back(names: dict, new: str, old: str) -> dict:

@@ -1,0 +1,33 @@
+"""Fixtures shared by the test modules."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from companion import config
+
+
+def load_script(path: str):
+    """A script of the repository that is not part of the package (``benchmarks/prose_stats.py``,
+    ``scripts/migrate_recordings.py``), loaded as a module from its path relative to the repository root."""
+    full = config.REPO_ROOT / path
+    if not full.is_file():
+        raise ValueError(f"path={path!r} is not a file of the repository")
+    spec = importlib.util.spec_from_file_location(full.stem, full)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def prose_stats():
+    """benchmarks/prose_stats.py, issue 52's sentence counter."""
+    return load_script("benchmarks/prose_stats.py")
+
+
+@pytest.fixture
+def migrations():
+    """scripts/migrate_recordings.py, the migrations of the committed recordings."""
+    return load_script("scripts/migrate_recordings.py")
