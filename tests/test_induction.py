@@ -192,6 +192,8 @@ def test_orthonormal_embeddings_are_orthogonal_and_remap():
 
 
 def test_three_steps_small_run_learns_ov_and_reverse_order_has_no_gradient():
+    """The slide's order is forced in the idealised setting (ih.three_steps_order was this check as a claim row):
+    with W_V^2 = 0 and orthonormal embeddings neither key-query matrix has a gradient."""
     small = dict(d=230, seq_len=32, batch=2048, chunk=1024, line_batch=1024, n_test=64)
     fwd = three_steps.three_steps(
         three_steps.ThreeStepExperiment.quick(**small), progress=False, use_cache=False
@@ -209,6 +211,18 @@ def test_three_steps_small_run_learns_ov_and_reverse_order_has_no_gradient():
         and max(r["grad_norm"] for r in rev[1:3]) < three_steps.ZERO_GRADIENT
     )
     assert rev[3]["probe_OV2"] == rows[1]["probe_OV2"]  # the same first real step, on the same population
+    # the reason, and its limit: with Gaussian embeddings the remapped tokens are not orthogonal to W_U, so layer 1's
+    # direct path gives W_QK^1 a gradient while W_V^2 = 0 (W_QK^2 still has none: layer 2 adds nothing)
+    gauss = three_steps.three_steps(
+        three_steps.ThreeStepExperiment.quick(
+            order=induction.STEP_ORDER[::-1], embeddings="gaussian", **{**small, "batch": 1024}
+        ),
+        progress=False,
+        use_cache=False,
+    )["rows"]
+    assert [r["matrix"] for r in gauss[1:3]] == ["W_QK^1", "W_QK^2"]
+    assert gauss[1]["grad_norm"] > 1e3 * three_steps.ZERO_GRADIENT and gauss[1]["eta"] > 0
+    assert gauss[2]["grad_norm"] < three_steps.ZERO_GRADIENT
 
 
 def test_second_step_sweep_keeps_the_size_with_the_lowest_final_loss():
