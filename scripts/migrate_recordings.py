@@ -64,9 +64,45 @@ def rename(data: dict, rules=RENAMES) -> dict:
     return out
 
 
+# 2026-11-28: the paper gives no number for Fig. 7 (left)'s previous-token head or App. B.1's pre-trained head
+# (issue 53). Their rows now judge what the paper says against a position-blind head (the summary entries
+# prev_over_uniform and pre_n_over_uniform, computed from entries the recording stores and its T); our bars of
+# 0.5 become rows of ours (recall.prev_token_sharp, finetune.pretrain_even) on the entries the old rows read.
+# Frozen here rather than imported: companion.experiments.summaries computes the same entries for new runs.
+ATTENDS = {
+    "recall": (
+        "prev",
+        "prev_over_uniform",
+        "prev over a position-blind head's mean mass on s = t - 1, (H_T - 1) / (T - 1)",
+        lambda value, T: value * (T - 1) / sum(1.0 / k for k in range(2, T + 1)),
+        {"recall.prev_token_head": "prev_over_uniform", "recall.prev_token_sharp": "prev"},
+    ),
+    "finetune": (
+        "pre_n",
+        "pre_n_over_uniform",
+        "pre_n in units of the uniform 1 / T",
+        lambda value, T: value * T,
+        {"finetune.pretrain_attends_all": "pre_n_over_uniform", "finetune.pretrain_even": "pre_ratio"},
+    ),
+}
+
+
+def against_uniform(data: dict, table=ATTENDS) -> dict:
+    """``data`` (a recording of an experiment in ``table``) with the entry measured against a position-blind
+    head added to its summary and meanings, and its claims read from the entries ``table`` names."""
+    if data["experiment"] not in table:
+        return data
+    source, entry, meaning, scale, claims = table[data["experiment"]]
+    summary = {**data["summary"], entry: scale(data["summary"][source], data["config"]["seq_len"])}
+    out = dict(data, summary=summary, meaning={**data.get("meaning", {}), entry: meaning})
+    out["claims"] = {**data["claims"], **{cid: summary[key] for cid, key in claims.items()}}
+    return out
+
+
 STEPS = (
     ("claims that became tests", lambda data: drop_claims(data, DROPPED_CLAIMS)),
     ("names that explain themselves", rename),
+    ("the paper's words against a position-blind head", against_uniform),
 )
 
 

@@ -307,8 +307,16 @@ def test_commit_is_the_senders_when_given_else_gits(tmp_path, monkeypatch):
 
 
 # claims of ours that a source experiment's run measures besides the source's: a quick-size reading of Fig. 11, the
-# condition T >> N that App. B.3 leaves unstated, our re-derivation of Eq. (25)
-OURS_ON_SOURCE_RUNS = {"arch.ml_drop_f1_quick", "f.eq25_rederived"}
+# condition T >> N that App. B.3 leaves unstated, our re-derivation of Eq. (25), and our bars where the paper gives no
+# number (the sharpness of Fig. 7's previous-token head, App. B.1's even pre-trained head) or states nothing (the
+# dropped-F2 accuracy after fine-tuning)
+OURS_ON_SOURCE_RUNS = {
+    "finetune.drop_f2_correct",
+    "arch.ml_drop_f1_quick",
+    "f.eq25_rederived",
+    "recall.prev_token_sharp",
+    "finetune.pretrain_even",
+}
 
 
 def test_the_source_experiments_check_the_sources_claims():

@@ -33,6 +33,7 @@ def recall_summary(run: RecallRun) -> Summary:
     ff_map = probes.ff_logit_map(model, 2)  # (input i, output j) = <F2(W_E(i)), W_U(j)>
     p_full = run.late_mean("clean_p_correct", rho=1.0)
     p_drop = run.late_mean("clean_p_correct", rho=0.0)
+    prev = run.late_mean("attn1_prev")
     return Summary(
         {
             "alpha": (run.exp.alpha, "training noise level"),
@@ -58,7 +59,11 @@ def recall_summary(run: RecallRun) -> Summary:
             "att_c": (att_c, "late attention mass from T on [q, ybar] positions"),
             "att_n": (att_n, "late attention mass from T on [q, tau] positions"),
             "attn_ratio": (att_c / max(att_n, 1e-6), "att_c / att_n"),
-            "prev": (run.late_mean("attn1_prev"), "late first-layer attention mass on the previous token"),
+            "prev": (prev, "late first-layer attention mass on the previous token"),
+            "prev_over_uniform": (
+                prev / uniform_previous_mass(run.exp.seq_len),
+                "prev over a position-blind head's mean mass on s = t - 1, (H_T - 1) / (T - 1)",
+            ),
             "value_diag": (
                 float((recall_map[:n, :n].argmax(1) == np.arange(n)).mean()),
                 "fraction of tokens i with argmax_j <W_V^2 W_E(i), W_U(j)> = i",
@@ -100,6 +105,7 @@ def finetune_summary(run: RecallRun) -> Summary:
             "pre_c": (pre_c, "per-position attention on [q, ybar] at the end of pre-training"),
             "pre_n": (pre_n, "per-position attention on [q, tau] at the end of pre-training"),
             "pre_ratio": (pre_n / pre_c, "pre_n / pre_c (near 1: no preference)"),
+            "pre_n_over_uniform": (pre_n * run.exp.seq_len, "pre_n in units of the uniform 1 / T"),
             "ft_c": (ft_c, "late attention mass on [q, ybar] after fine-tuning"),
             "ft_n": (ft_n, "late attention mass on [q, tau] after fine-tuning"),
             "ft_ratio": (ft_c / max(ft_n, 1e-6), "ft_c / ft_n"),
@@ -114,6 +120,21 @@ def finetune_summary(run: RecallRun) -> Summary:
             ),
         }
     )
+
+
+def uniform_previous_mass(seq_len: int) -> float:
+    """The mean mass on s = t - 1 of a position-blind causal head (query t attends to its t keys evenly),
+    averaged over t = 2..T as :func:`companion.probes.previous_token_attention` averages: (H_T - 1) / (T - 1),
+    with H_T the T-th harmonic number. The scale against which "attends to the previous token" is judged.
+
+    >>> a = np.tril(np.ones((5, 5))) / np.arange(1, 6)[:, None]  # a uniform causal map, T = 5
+    >>> bool(np.isclose(probes.previous_token_by_position(a, 1)[0], uniform_previous_mass(5)))
+    True
+    >>> round(uniform_previous_mass(256), 4)
+    0.0201
+    """
+    check_int("seq_len", seq_len, low=2)
+    return float((1.0 / np.arange(2, seq_len + 1)).sum() / (seq_len - 1))
 
 
 def previous_token_profile(attn: np.ndarray, parts: int = 4) -> Summary:
