@@ -8,6 +8,7 @@ them with the directives ``claims-scorecard``, ``claims-headlines`` and ``claims
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from html import escape
@@ -208,12 +209,16 @@ def load_errata(
     """``data/errata.toml``: {paper: [entry, ...]}, each entry a finding row's ``claim``, ``title``, ``kind``
     ("experiment" or "theory"), ``quote`` (the paper's statement, verbatim from the paper's plain-text source
     named by its ``text``, math between ``$`` signs, ``…`` where words are left out), ``where`` (its section,
-    equation, table or figure), ``chapter`` (default: the row's), ``anchor`` (a label in that chapter) and
-    ``also`` (other finding rows that state the same erratum, shown in the same entry; default none).
+    equation, table or figure), ``chapter`` (default: the row's), ``anchor`` (a label in that chapter),
+    ``also`` (other finding rows that state the same erratum, shown in the same entry; default none) and
+    ``effect``, the size of the effect in words: a template filled with the row's value at the scale its
+    finding belongs to (:func:`effect_values`: ``{value}``, ``{abs}``, and with ``paper_value``, the number the
+    paper states, ``{gap}`` and ``{ratio}``).
 
     Raises:
         ValueError: an entry whose claim is not a finding row, named twice, of an unknown kind, without its
-            quote or where, or an experiment listed after a theory entry of its paper.
+            quote or where, with an effect that cannot be filled, or an experiment listed after a theory entry of
+            its paper.
     """
     reg = claims.CLAIMS if registry is None else registry
     with open(path, "rb") as f:
@@ -234,6 +239,14 @@ def load_errata(
                 raise ValueError(
                     f"erratum {cid!r} in {path}: the paper's statement needs its quote and where"
                 )
+            if "effect" in e:
+                try:
+                    e["effect"].format(**effect_values(1.0, e.get("paper_value")))
+                except (KeyError, IndexError, ValueError) as err:
+                    raise ValueError(
+                        f"erratum {cid!r} in {path}: effect {e['effect']!r} cannot be filled ({err!r}); it may "
+                        "name {value}, {abs}, and with a paper_value {gap} and {ratio}"
+                    ) from None
             if e["kind"] not in ERRATUM_KINDS:
                 raise ValueError(f"erratum {cid!r}: kind {e['kind']!r}; allowed {', '.join(ERRATUM_KINDS)}")
             if entries and entries[-1]["kind"] == "theory" and e["kind"] == "experiment":
@@ -243,6 +256,33 @@ def load_errata(
             entries.append({"also": [], "anchor": "", **e, "chapter": e.get("chapter", reg[cid].chapter)})
         out[paper["name"]] = entries
     return out
+
+
+def effect_values(value: float, paper_value: float | None = None) -> dict:
+    """What an erratum's ``effect`` template may name: the row's ``value``, its ``abs``, and, where the paper
+    states a number (``paper_value``), the ``gap`` value - paper_value and the ``ratio`` value / paper_value.
+
+    >>> effect_values(0.96, 0.98)["gap"], effect_values(-2.0)["abs"]
+    (-0.020000000000000018, 2.0)
+    """
+    out = {"value": value, "abs": abs(value)}
+    if paper_value is not None:
+        out |= {"gap": value - paper_value, "ratio": value / paper_value if paper_value else math.inf}
+    return out
+
+
+def _effect(e: dict, c: claims.Claim, r: dict) -> str:
+    """The size of an erratum's effect, at the scale its finding belongs to: this build's value where the build's
+    profile is one of the finding's, else the recorded value; an entry without ``effect`` shows nothing."""
+    if "effect" not in e:
+        return ""
+    here = r["profile"] in c.finding_profiles()
+    value = r["observed"] if here else r["recorded_observed"]
+    if value is None:
+        return "<dt>size of the effect</dt><dd>not measured at that scale yet</dd>"
+    where = f"this build, {r['profile']} profile" if here else f"recorded: {r['recorded_label']}"
+    text = e["effect"].format(**effect_values(value, e.get("paper_value")))
+    return f"<dt>size of the effect</dt><dd>{quoted(text)} ({escape(where)})</dd>"
 
 
 def quoted(text: str) -> str:
@@ -303,6 +343,7 @@ def errata(
             f"<dt>what we measure</dt><dd>{escape(c.statement)}: {escape(r['ours'])} in this build "
             f"({escape(r['profile'])} profile; criterion {escape(r['criterion'])}; {escape(r['category'])})</dd>"
             + where
+            + _effect(e, c, r)
             + "".join(
                 f"<dt>the same erratum, also checked by</dt><dd><code>{escape(o)}</code>: "
                 f"{escape(reg[o].statement)}: {escape(by_id[o]['ours'])} ({escape(by_id[o]['category'])})</dd>"

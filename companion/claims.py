@@ -486,6 +486,7 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
                 "origin": c.origin,
                 "criterion": rec.get("criterion", "") if rec else str(c.criterion(profile)),
                 "ours": f"{rec['observed']:.3g}" if rec and "observed" in rec else "—",
+                "observed": float(rec["observed"]) if rec and "observed" in rec else None,
                 "note": rec.get("note", "") if rec else "",
                 "profile": profile,
                 "category": category,
@@ -498,6 +499,8 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
                 )
                 if kept
                 else "",
+                "recorded_observed": float(kept["observed"]) if kept else None,
+                "recorded_label": kept["recorded"] if kept else "",
             }
         )
     return rows

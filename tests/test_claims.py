@@ -338,12 +338,18 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     book = tmp_path / "errata.toml"
     book.write_text(
         '[[paper]]\nname = "Paper X"\n[[paper.erratum]]\nclaim = "x.finding"\ntitle = "A <title>"\nquote = "q $x$"\nwhere = "w"\n'
-        'kind = "experiment"\nanchor = "sec"\n'
+        'kind = "experiment"\nanchor = "sec"\neffect = "$y$ = {value:.1f}, {gap:+.1f} from the paper, {ratio:.2f} of it"\n'
+        "paper_value = 4\n"
     )
     errata = claim_pages.errata("quick", registry=reg, path=book)
     assert "<h3>Paper X</h3><p><b>Experiments</b></p>" in errata and "<h4>A &lt;title&gt;</h4>" in errata
     assert 'href="x.html#sec"' in errata and "without an erratum entry" not in errata
     assert '<dd>“q <span class="math notranslate nohighlight">\\(x\\)</span>” (w)</dd>' in errata
+    # the size of the effect, filled with the row's value in this build (1), the paper's number given
+    assert (
+        '<dt>size of the effect</dt><dd><span class="math notranslate nohighlight">\\(y\\)</span> = 1.0, -3.0 from '
+        "the paper, 0.25 of it (this build, quick profile)</dd>" in errata
+    )
 
 
 def test_import_closure_follows_companion_imports_only():
@@ -463,6 +469,10 @@ def test_a_finding_of_the_papers_size_is_not_counted_at_the_quick_size(tmp_path,
             "'x.c' in .* not a claim row",
         ),
         ('claim = "x.a"\ntitle = "t"\nwhere = "w"\nkind = "theory"\n', "needs its quote and where"),
+        (
+            'claim = "x.a"\ntitle = "t"\nquote = "q"\nwhere = "w"\nkind = "theory"\neffect = "{gap:.1f}"\n',
+            "effect '{gap:.1f}' cannot be filled",
+        ),
     ],
 )
 def test_bad_errata_entries_are_refused(tmp_path, entries, match):
@@ -489,11 +499,13 @@ def test_bad_errata_entries_are_refused(tmp_path, entries, match):
 
 
 def test_every_finding_has_one_erratum_entry_whose_section_exists():
-    """data/errata.toml lists every finding row once, and each entry's anchor is a label of its chapter."""
+    """data/errata.toml lists every finding row once, each entry gives the size of its effect, and each entry's
+    anchor is a label of its chapter."""
     book = claim_pages.load_errata()
     entries = [e for es in book.values() for e in es]
     named = [c for e in entries for c in [e["claim"], *e["also"]]]
     assert sorted(named) == sorted(c.id for c in claims.CLAIMS.values() if c.finding)
+    assert [e["claim"] for e in entries if not e.get("effect")] == []  # each gives the size of its effect
     for e in entries:
         text = (config.REPO_ROOT / f"{e['chapter']}.md").read_text()
         assert f"\n({e['anchor']})=\n" in text, (
