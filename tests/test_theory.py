@@ -138,6 +138,43 @@ def test_qk_gradient_formula_equals_autograd():
     np.testing.assert_allclose(mine, -model.W_QK.grad.numpy()[0], atol=1e-14)
 
 
+def test_population_value_gradient_equals_autograd_on_expected_targets():
+    """Eq. (25)'s Monte Carlo (one_step.population_value_gradient, -grad W_V at W_QK = W_V = 0, exact over y) is
+    autograd's gradient of the cross-entropy against E[e_y | context] on the same contexts (the loss is linear in
+    the target); and E[e_y | context] averages to the one-hot targets' mean over a large batch (y is drawn
+    independently of the context)."""
+    from companion.theory import one_step as ost
+
+    N, T, a = 7, 9, 0.4
+    task = ost.simplified_task(N, T, a)
+    batch = task.sample(np.random.default_rng(3), 40)
+    W_F = ost.noise_ff(N, a / 2)
+    model = ost.SimplifiedModel(N)
+    with torch.no_grad():
+        model.W_F.copy_(torch.tensor(W_F))
+    target = torch.tensor(ost.expected_target(task, batch))
+    torch.nn.functional.cross_entropy(model(torch.as_tensor(batch.inputs)), target).backward()
+
+    class Replay:  # the same contexts every time
+        vocab_size, seq_len, triggers, alpha, noise_token = (
+            task.vocab_size,
+            T,
+            task.triggers,
+            a,
+            task.noise_token,
+        )
+
+        def sample(self, rng, n):
+            return batch
+
+    mine = ost.population_value_gradient(Replay(), W_F, 40, np.random.default_rng(0), chunk=40)
+    np.testing.assert_allclose(mine, -model.W_V.grad.numpy(), atol=1e-14)
+    assert np.abs(mine).max() > 1e-3  # the control: the gradient is not zero
+    big = task.sample(np.random.default_rng(4), 20_000)
+    onehot = np.eye(task.vocab_size)[big.targets[:, -1]].mean(0)
+    np.testing.assert_allclose(ost.expected_target(task, big).mean(0), onehot, atol=0.015)
+
+
 def test_noise_ff_sets_the_noise_probability():
     from companion.theory import one_step as ost
 
