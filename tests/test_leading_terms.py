@@ -138,6 +138,28 @@ def test_coefficient_is_the_sum_over_steps():
         assert lt.coefficient(s) == sum(k * k * (k - 1) // 2 for k in range(1, s))
 
 
+@pytest.mark.parametrize("s, eta, T", [(1, 0.005, 200), (4, 0.05, 64), (7, 0.01, 1000)])
+def test_bounds_are_the_theorems_as_printed(s, eta, T):
+    """The bounds and the steps covered, transcribed here from the paper's Theorem D.6 (Eqs. (88)-(91)) and
+    Theorem D.9 = 4.1 (Eqs. (155)-(158)), independently of companion.theory.leading_terms.BOUNDS."""
+    printed = {
+        "D.6 (one layer)": {"W_O": 3 * s**2 * eta**2, "V": 4 * s**3 * eta**3, "W": 6 * s**5 * eta**5 * T},
+        "4.1 / D.9 (L layers)": {
+            "W_O": 3 * s**2 * eta**2,
+            "V": 12 * s**3 * eta**3,
+            "W": 13 * s**5 * eta**5 * T,
+        },
+    }
+    for theorem, weights in printed.items():
+        for name, value in {**weights, "P": weights["W"]}.items():
+            assert math.isclose(lt.bound(name, s, eta, T, theorem), value, rel_tol=1e-12), (theorem, name)
+    for L in (1, 2, 3):
+        covered = lt.max_steps(eta, T, L)
+        assert math.isclose(covered["4.1 / D.9 (L layers)"], min(1 / (12 * L), 5 / (8 * math.sqrt(T))) / eta)
+        assert covered["D.6 (one layer)"] == (3 / (8 * T ** (3 / 8)) / eta if L == 1 else 0.0)
+        assert covered["4.1 / D.9 conditions met"] == (T >= 60 and L <= math.sqrt(T) / 4)
+
+
 def test_softmax_jacobian_lemma():
     """Lemma D.2's 1/sqrt(i) holds at the uniform distribution (norm 1/i) but not in general:
     a two-point distribution has norm 1/2."""
