@@ -105,6 +105,17 @@ def test_table3_rederived_row9():
     assert ost.table3_paper(a, N)["[N]\\{q}, j"] < 0 < ost.table3_rederived(a, N)["[N]\\{q}, j"]
 
 
+class _Replay:
+    """A task whose every draw is the same batch (a Monte Carlo estimate then equals autograd on that batch)."""
+
+    def __init__(self, task, batch):
+        self.vocab_size, self.seq_len, self.triggers = task.vocab_size, task.seq_len, task.triggers
+        self.alpha, self.noise_token, self.batch = task.alpha, task.noise_token, batch
+
+    def sample(self, rng, n):
+        return self.batch
+
+
 def test_qk_gradient_formula_equals_autograd():
     from companion.theory import one_step as ost
 
@@ -122,19 +133,9 @@ def test_qk_gradient_formula_equals_autograd():
     )
     loss.backward()
 
-    class Replay:  # the same batch every time
-        vocab_size, seq_len, triggers, alpha, noise_token = (
-            task.vocab_size,
-            T,
-            task.triggers,
-            a,
-            task.noise_token,
-        )
-
-        def sample(self, rng, n):
-            return batch
-
-    mine, _ = ost.qk_gradient(Replay(), W_V, W_F, 25, np.random.default_rng(0), chunk=25, rao_blackwell=False)
+    mine, _ = ost.qk_gradient(
+        _Replay(task, batch), W_V, W_F, 25, np.random.default_rng(0), chunk=25, rao_blackwell=False
+    )
     np.testing.assert_allclose(mine, -model.W_QK.grad.numpy()[0], atol=1e-14)
 
 
@@ -155,19 +156,7 @@ def test_population_value_gradient_equals_autograd_on_expected_targets():
     target = torch.tensor(ost.expected_target(task, batch))
     torch.nn.functional.cross_entropy(model(torch.as_tensor(batch.inputs)), target).backward()
 
-    class Replay:  # the same contexts every time
-        vocab_size, seq_len, triggers, alpha, noise_token = (
-            task.vocab_size,
-            T,
-            task.triggers,
-            a,
-            task.noise_token,
-        )
-
-        def sample(self, rng, n):
-            return batch
-
-    mine = ost.population_value_gradient(Replay(), W_F, 40, np.random.default_rng(0), chunk=40)
+    mine = ost.population_value_gradient(_Replay(task, batch), W_F, 40, np.random.default_rng(0), chunk=40)
     np.testing.assert_allclose(mine, -model.W_V.grad.numpy(), atol=1e-14)
     assert np.abs(mine).max() > 1e-3  # the control: the gradient is not zero
     big = task.sample(np.random.default_rng(4), 20_000)
