@@ -99,10 +99,36 @@ def against_uniform(data: dict, table=ATTENDS) -> dict:
     return out
 
 
+# 2026-11-28: the fine-tuning summary also stores the uniform share 1 / T and pre_c in its units, which two
+# chapters computed from the recording (summaries.over_uniform, retired). Frozen here as above.
+PER_POSITION = {
+    "finetune": (
+        ("uniform", "uniform attention per position, 1 / T", lambda summary, T: 1.0 / T),
+        (
+            "pre_c_over_uniform",
+            "pre_c in units of the uniform 1 / T",
+            lambda summary, T: summary["pre_c"] * T,
+        ),
+    ),
+}
+
+
+def add_entries(data: dict, table=PER_POSITION) -> dict:
+    """``data`` (a recording of an experiment in ``table``) with the summary entries ``table`` computes from its
+    summary and T added, with their meanings."""
+    if data["experiment"] not in table:
+        return data
+    T = data["config"]["seq_len"]
+    entries = table[data["experiment"]]
+    summary = {**data["summary"], **{name: f(data["summary"], T) for name, _, f in entries}}
+    return dict(data, summary=summary, meaning={**data.get("meaning", {}), **{n: m for n, m, _ in entries}})
+
+
 STEPS = (
     ("claims that became tests", lambda data: drop_claims(data, DROPPED_CLAIMS)),
     ("names that explain themselves", rename),
     ("the paper's words against a position-blind head", against_uniform),
+    ("the fine-tuning head's shares in units of 1 / T", add_entries),
 )
 
 

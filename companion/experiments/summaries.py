@@ -106,6 +106,8 @@ def finetune_summary(run: RecallRun) -> Summary:
             "pre_n": (pre_n, "per-position attention on [q, tau] at the end of pre-training"),
             "pre_ratio": (pre_n / pre_c, "pre_n / pre_c (near 1: no preference)"),
             "pre_n_over_uniform": (pre_n * run.exp.seq_len, "pre_n in units of the uniform 1 / T"),
+            "uniform": (1.0 / run.exp.seq_len, "uniform attention per position, 1 / T"),
+            "pre_c_over_uniform": (pre_c * run.exp.seq_len, "pre_c in units of the uniform 1 / T"),
             "ft_c": (ft_c, "late attention mass on [q, ybar] after fine-tuning"),
             "ft_n": (ft_n, "late attention mass on [q, tau] after fine-tuning"),
             "ft_ratio": (ft_c / max(ft_n, 1e-6), "ft_c / ft_n"),
@@ -150,20 +152,6 @@ def previous_token_profile(attn: np.ndarray, parts: int = 4) -> Summary:
             for i, v in enumerate(groups)
         }
     )
-
-
-def over_uniform(summary, seq_len: int, keys=("pre_c", "pre_n"), prefix: str = "") -> Summary:
-    """Per-position attention entries of a summary (``finetune_summary``'s ``pre_c``, ``pre_n``) against the
-    uniform ``1 / seq_len``: ``uniform`` and ``<key>_over_uniform`` for each key (names prefixed with ``prefix``).
-
-    >>> over_uniform({"pre_c": 0.04, "pre_n": 0.01}, 100)["pre_c_over_uniform"]
-    4.0
-    """
-    check_int("seq_len", seq_len, low=1)
-    out = {f"{prefix}uniform": (1.0 / seq_len, "uniform attention per position, 1 / T")}
-    for k in keys:
-        out[f"{prefix}{k}_over_uniform"] = (summary[k] * seq_len, f"{k} in units of the uniform 1 / T")
-    return Summary(out)
 
 
 def matching_summary(run: RecallRun) -> tuple[np.ndarray, dict]:
