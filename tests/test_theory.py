@@ -217,3 +217,28 @@ def test_attention_study_refuses_bad_sizes(kwargs, match):
 
     with pytest.raises(ValueError, match=match):
         ats.AttentionStudy(**kwargs)
+
+
+def test_the_first_line_gap_adds_up_over_the_entries_of_eq26():
+    """gap_parts: on the same contexts, Eq. (26)'s first-line gap is the sum of its entries' gaps (2 W_E diagonal
+    + W~_E diagonal + noise row at eta t1 = eta t2 = 1) part by part, up to the softmax's response, and keeping the
+    (q, N+1) entry adds that entry's gap; at N = 10 the entry's gap is negative beyond doubt, the W_E diagonal's
+    positive. parts_entries reads the ratio and the slope from them; bad arguments are refused."""
+    from companion.theory import attention_study as ats
+
+    N = 10
+    g = ats.gap_parts(N, 64, 16_000, 0, splits=4)
+    linear = 2 * g["we_diag"] + g["prev_diag"] + g["noise_row"]
+    scale = np.abs(g["eq26"]).mean()
+    for dev, bound in ((g["eq26"] - linear, 0.15), (g["eq26_kept"] - g["eq26"] - g["q_noise"], 0.08)):
+        assert np.abs(dev).max() < bound * scale  # linear but for the softmax's response (0.10 and 0.05 here)
+        assert dev.std() < 0.05 * g["eq26"].std()  # the same in every part: the same contexts (0.007 here)
+    se = g["q_noise"].std(ddof=1) / 2
+    assert g["q_noise"].mean() < -5 * se and g["we_diag"].min() > 0
+    s = ats.parts_entries({N: g, 2 * N: g})
+    assert s["t2_entry_over_gap"][0] == pytest.approx(g["q_noise"].mean() / g["we_diag"].mean())
+    assert s["t2_entry_slope"][0] == pytest.approx(0.0, abs=1e-9)  # the same gaps at both N
+    with pytest.raises(ValueError, match="splits=1"):
+        ats.gap_parts(N, 64, 1000, 0, splits=1)
+    with pytest.raises(ValueError, match="part='diag'"):
+        ats.eq26_part(N, "diag")

@@ -23,6 +23,7 @@ T_BASE, N_BY_T = 64, 20
 DYN = dict(T=64, batch=128, lr=2.0)
 MODULES = ("companion.theory.one_step", "companion.theory.attention_study")
 POPULATION_CHUNK = 5000  # contexts per draw of W_V's population step
+PARTS = ("we_diag", "prev_diag", "noise_row", "q_noise")  # Eq. (26)'s entries (see eq26_part)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,57 @@ def phase_projections(N: int, T: int, m: int, seed: int) -> dict:
     }
 
 
+def eq26_part(N: int, part: str) -> np.ndarray:
+    """One entry of Eq. (26) alone at unit size, in :func:`eq26_value`'s coordinates: ``we_diag``
+    (W_U(j)^T W_V W_E(j) = 1 / N^2, j <= N), ``prev_diag`` (W_U(j)^T W_V W~_E(j) = 1 / N^2), ``noise_row``
+    (W_U(N+1)^T W_V W_E(k) = 1 / N, every k) or ``q_noise`` (W_U(q)^T W_V W_E(N+1) = 1 / N^2).
+
+    >>> bool(np.allclose(eq26_part(5, "we_diag") * 2 + eq26_part(5, "prev_diag") + eq26_part(5, "noise_row")
+    ...                  + eq26_part(5, "q_noise"), eq26_value(5)))
+    True
+    """
+    if part not in PARTS:
+        raise ValueError(f"part={part!r} is not one of Eq. (26)'s entries: allowed {', '.join(PARTS)}")
+    V, j = N + 1, np.arange(N)
+    W = np.zeros((2 * V, 2 * V))
+    if part == "we_diag":
+        W[j, j] = 1.0 / N**2
+    elif part == "prev_diag":
+        W[j, V + j] = 1.0 / N**2
+    elif part == "noise_row":
+        W[N, :V] = 1.0 / N
+    else:
+        W[0, N] = 1.0 / N**2
+    return W
+
+
+def gap_parts(N: int, T: int, m: int, seed: int, splits: int = 8) -> dict[str, np.ndarray]:
+    """Theorem 2's first-line gap xi_{q->j} - xi_{q->N+1} (mean over ordinary j) after one population W_QK step
+    from each of Eq. (26)'s entries alone at unit size (:func:`eq26_part`), and from Eq. (26) itself
+    (eta t1 = eta t2 = 1) without and with its (q, N+1) entry (``eq26``, ``eq26_kept``), all on the same
+    contexts (common random numbers): for each, its values on ``splits`` independent parts of m / splits
+    contexts. At W_QK = 0 the step is linear in W_V but for the softmax's response to W_V, so that Eq. (26)'s
+    gap is t1 (we_diag + noise_row [+ q_noise]) + t2 (we_diag + prev_diag) in these units.
+    """
+    check_int("splits", splits, low=2)
+    check_int("m", m, low=2 * splits)
+    task = ost.simplified_task(N, T, ALPHA)
+    W_F = ost.noise_ff(N, ALPHA)
+    o = np.arange(1, N)
+    values = {
+        **{part: eq26_part(N, part) for part in PARTS},
+        "eq26": eq26_value(N, q_noise=False),
+        "eq26_kept": eq26_value(N),
+    }
+    gaps = {name: [] for name in values}
+    for k in range(splits):
+        for name, W_V in values.items():
+            rng = np.random.default_rng([seed, N, T, k])  # the same contexts for every W_V
+            Q, _ = ost.qk_gradient(task, W_V, W_F, m // splits, rng, chunk=max(200, 2000 * 64 // T))
+            gaps[name].append(Q[o].mean() - Q[N])
+    return {name: np.array(v) for name, v in gaps.items()}
+
+
 def study(profile: str | None = None, use_cache: bool = True) -> dict:
     """:func:`run` of the profile's :class:`AttentionStudy`."""
     return run(AttentionStudy.for_profile(profile), use_cache=use_cache)
@@ -135,7 +187,8 @@ def study(profile: str | None = None, use_cache: bool = True) -> dict:
 
 def run(exp: AttentionStudy, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
     """Compute (or load) the study: ``by_N[N]`` (T = 64), ``by_T[T]`` (N = 20): projections; ``dyn[N]``:
-    training records; ``phases[N]``: :func:`phase_projections` (T = 64); ``sizes``, ``seconds`` and
+    training records; ``phases[N]``: :func:`phase_projections` (T = 64); ``parts[N]``: :func:`gap_parts`
+    (T = 64); ``sizes``, ``seconds`` and
     ``device`` (the CPU, whatever ``device`` says: the study is numpy Monte Carlo)."""
 
     def compute():
@@ -150,6 +203,7 @@ def run(exp: AttentionStudy, *, device=None, progress: bool = True, use_cache: b
                 for N in exp.dyn_Ns
             },
             "phases": {N: phase_projections(N, T_BASE, exp.m, 2) for N in exp.Ns},
+            "parts": {N: gap_parts(N, T_BASE, exp.m, 3) for N in exp.Ns},
             "sizes": exp.sizes(),
         }
         return {**out, "seconds": time.perf_counter() - start, "device": config.device_name("cpu")}
@@ -226,6 +280,7 @@ def summary(res: dict) -> Summary:
                 "smallest final trigger-key margin over N (keys after q over others)",
             ),
             **phase_entries(res["phases"]),
+            **parts_entries(res["parts"]),
             "formed": (
                 sum(float(dyn[N]["qk_trigger"][-1]) > 1.0 for N in dNs),
                 "runs (of all N) whose trigger-key margin exceeds 1 at the end",
@@ -266,5 +321,60 @@ def phase_entries(phases: dict) -> dict:
         "t2_noise_kept_z": (
             float(z["noise_gap_kept"].max()),
             "the same with Eq. (26)'s (q, N+1) entry kept, largest over N",
+        ),
+    }
+
+
+def parts_entries(parts: dict) -> dict:
+    """Summary entries of Theorem 2's first-line gap by entry of Eq. (26) (see :func:`gap_parts`), in units of
+    N^-4, the gap's order."""
+    Ns = np.array(sorted(parts))
+
+    def mean_se(N, *names):
+        x = sum(parts[N][n] for n in names) * float(N) ** 4
+        return float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x)))
+
+    we = np.array([mean_se(N, "we_diag") for N in Ns])
+    net = np.array([mean_se(N, "we_diag", "prev_diag") for N in Ns])
+    entry = np.array([mean_se(N, "q_noise") for N in Ns])
+    kept = np.array([mean_se(N, "eq26_kept") for N in Ns])
+    linear = [
+        abs(mean_se(N, "eq26")[0] - mean_se(N, "we_diag", "we_diag", "prev_diag", "noise_row")[0]) for N in Ns
+    ]
+    worst = int(np.argmax(np.abs(net[:, 0])))
+    return {
+        "t2_gap_we": (
+            float(we[:, 0].min()),
+            "first-line gap per unit W_E diagonal of W_V (x N^4), smallest over N",
+        ),
+        "t2_gap_noise_row": (
+            float(max(abs(mean_se(N, "noise_row")[0]) for N in Ns)),
+            "|the same per unit noise row| (x N^4), largest over N",
+        ),
+        "t2_phase2_net": (
+            float(net[worst, 0]),
+            "the same per unit of phase 2 (W_E plus W~_E diagonals, x N^4), largest in size over N",
+        ),
+        "t2_phase2_net_z": (
+            float(max(net[:, 0] / net[:, 1], key=abs)),
+            "the same over its standard error, largest in size over N",
+        ),
+        "t2_entry_over_gap": (
+            float((entry[:, 0] / we[:, 0]).max()),
+            "the (q, N+1) entry's gap over the W_E diagonal's, per unit of t1: the entry's effect over the gap "
+            "without it; largest over N (below -1: the entry outweighs the gap)",
+        ),
+        "t2_entry_gap": (float(entry[:, 0].max()), "the (q, N+1) entry's gap (x N^4), largest over N"),
+        "t2_entry_slope": (
+            loglog_slope(Ns, np.abs(entry[:, 0]) / Ns.astype(float) ** 4),
+            "log-log slope in N of |that gap| (the first line's order is N^-4)",
+        ),
+        "t2_kept_z_max": (
+            float((kept[:, 0] / kept[:, 1]).max()),
+            "Eq. (26) with its (q, N+1) entry (t2 = t1): the gap over its standard error, largest over N",
+        ),
+        "t2_linear_dev": (
+            float(max(linear)),
+            "|Eq. (26)'s gap - the sum of its entries' gaps| (x N^4), largest over N",
         ),
     }
