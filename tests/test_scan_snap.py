@@ -220,3 +220,14 @@ def test_lemma2_monte_carlo_is_seeded_and_bad_delta_refused():
     assert a["gap"][129] < a["gap"][9] and max(a["violation"].values()) <= 0.05
     with pytest.raises(ValueError, match=r"delta=1.5 is out of range"):
         ssd.lemma2_study(delta=1.5)
+
+
+def test_late_movement_is_the_last_quarter_over_the_fastest_interval():
+    """Eight intervals moving 1, 4, 2, 1, 1, 1, 0.5, 0.5 (total variation): the last quarter's mean 0.5 over the
+    largest 4; an attention that never moves is refused."""
+    steps = np.cumsum([0, 1, 4, 2, 1, 1, 1, 0.5, 0.5]) / 10  # mass moved from token 0 to token 1
+    c = np.zeros((len(steps), 1, 1, 2))
+    c[:, 0, 0, 0], c[:, 0, 0, 1] = 1 - steps, steps
+    assert ss.late_movement(c) == pytest.approx(0.5 / 4)
+    with pytest.raises(ValueError, match="never moved"):
+        ss.late_movement(np.ones((5, 1, 1, 2)) / 2)

@@ -389,6 +389,26 @@ def _first_below(loss: np.ndarray, level: float) -> np.ndarray:
     return np.where(hit.any(1), hit.argmax(1), loss.shape[1]).astype(float)
 
 
+def attention_movement(c: np.ndarray) -> np.ndarray:
+    """Total variation of the attention between consecutive recorded steps, mean over replicas and classes:
+    ``c`` (recorded steps, replicas, classes, M) gives (recorded steps - 1,).
+
+    >>> c = np.zeros((3, 1, 1, 2)); c[:, 0, 0] = [[1, 0], [0.5, 0.5], [0.5, 0.5]]
+    >>> attention_movement(c).tolist()
+    [0.5, 0.0]
+    """
+    return 0.5 * np.abs(np.diff(c, axis=0)).sum(-1).mean((1, 2))
+
+
+def late_movement(c: np.ndarray) -> float:
+    """Mean :func:`attention_movement` over the last quarter of the recorded intervals, over the largest one: how
+    nearly the attention has stopped, against its fastest movement."""
+    moved = attention_movement(c)
+    if moved.max() <= 0:
+        raise ValueError("the attention never moved: late movement over the fastest is undefined")
+    return float(moved[-max(1, len(moved) // 4) :].mean() / moved.max())
+
+
 def scan_gains(c0: np.ndarray, c: np.ndarray, probs: np.ndarray, distinct: list) -> tuple[list, list]:
     """Per (replica, class): does the most likely distinct token gain the most attention, and do the gains
     increase strictly with P(l|n) over the distinct tokens? The gain is c_n / c_n at the start: at Z = 0, c_n is
@@ -498,6 +518,19 @@ def synthetic_summary(res: dict):
             ),
             "steps_1e3_fast": (
                 float(np.median(_first_below(fast["loss"], 1e-3))),
+                "the same with eta_Y = 10",
+            ),
+            "moved_late": (
+                late_movement(sgd["c"]),
+                "eta_Y = eta_Z = 1: attention movement (total variation) per recorded interval over the last quarter "
+                "of training, over the largest interval's",
+            ),
+            "moved_peak_step": (
+                int(sgd["c_step"][1:][attention_movement(sgd["c"]).argmax()]),
+                "the step ending the interval in which the attention moves most, eta_Y = eta_Z = 1",
+            ),
+            "moved_peak_step_fast": (
+                int(fast["c_step"][1:][attention_movement(fast["c"]).argmax()]),
                 "the same with eta_Y = 10",
             ),
             "row_sum_drift": (
