@@ -421,3 +421,18 @@ def test_paper_comparisons():
         "mlp_in",
         0.008,
     )
+
+
+def test_fig17_drops_are_read_at_every_rho_of_the_range():
+    """laser_drops: the drop from the full model at each grid rho in [0.1, 0.8] (rho 0.05 and 0.9 left out), for
+    the first three layers and the tokens them and the; one rise at one rho makes the smallest drop negative even
+    where the mean over rho stays positive. A sweep that does not end at rho = 1 is refused."""
+    rhos = [0.05, 0.1, 0.5, 0.8, 0.9, 1.0]
+    sweep = np.full((4, len(rhos), 4), 0.3)
+    sweep[:, -1] = 0.5
+    sweep[1, 2, 2] = 0.6  # layer 2, rho 0.5: p(the) rises by 0.1
+    sweep[3] = 0.9  # the fourth layer is not read
+    d = llm_summaries.laser_drops(sweep, rhos)
+    assert d.shape == (3, 3, 2) and d.min() == pytest.approx(-0.1) and d.mean(1).min() > 0
+    with pytest.raises(ValueError, match="rho 1 last"):
+        llm_summaries.laser_drops(sweep[:, :-1], rhos[:-1])

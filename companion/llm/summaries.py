@@ -87,13 +87,34 @@ def truncated_rank_gap(
     return got - int(np.floor(rho * min(probe.shape))), f"{probe.describe()}, rho = {rho}: rank {got}"
 
 
+FIG17_RHOS, FIG17_LAYERS, FIG17_TOKENS = (0.1, 0.8), 3, (1, 2)  # rho range, first swept layers, them and the
+
+
+def laser_drops(sweep: np.ndarray, rhos) -> np.ndarray:
+    """Fig. 17: the drop of p(them) and p(the) from the full model at every grid rho in [0.1, 0.8], for the first
+    three swept layers: ``sweep`` (layers, rhos, tokens [Mary, them, the, John]; rho = 1 last) gives
+    (3, rhos in range, 2).
+
+    >>> sweep = np.zeros((4, 3, 4)); sweep[:, -1] = 0.5; sweep[0, 1, 2] = 0.6  # one rise of p(the), at rho 0.5
+    >>> laser_drops(sweep, [0.05, 0.5, 1.0])[:, :, 1].ravel().round(2).tolist()
+    [-0.1, 0.5, 0.5]
+    """
+    rhos = np.asarray(rhos, dtype=float)
+    if sweep.ndim != 3 or sweep.shape[1] != len(rhos) or rhos[-1] != 1.0:
+        raise ValueError(
+            f"sweep of shape {sweep.shape} with rhos {rhos.tolist()}: needs (layers, rhos, tokens), rho 1 last"
+        )
+    lo, hi = FIG17_RHOS
+    mid = (rhos >= lo) & (rhos <= hi)
+    full = sweep[:FIG17_LAYERS, -1:, FIG17_TOKENS]
+    return full - sweep[:FIG17_LAYERS][:, mid][:, :, FIG17_TOKENS]
+
+
 def gpt2_summary(loaded: hub.Loaded, result: dict, texts: list[str]) -> Summary:
     """Sec. 4.1 and Fig. 17 (``result`` of :func:`companion.llm.studies.study_gpt2_ioi`)."""
     sweep, rhos = result["sweep"], np.asarray(result["rhos"])
     full = sweep[0, -1]
-    mid = (rhos >= 0.1) & (rhos <= 0.8)
-    drop_the = full[2] - sweep[:, mid, 2].mean(1)  # per layer, mean over rho in [0.1, 0.8]
-    drop_them = full[1] - sweep[:, mid, 1].mean(1)
+    drops = laser_drops(sweep, rhos)
     top = [t for t, _ in result["top"]]
     rank_gap, what = truncated_rank_gap(loaded, result["layers"][0])
     return Summary(
@@ -106,8 +127,13 @@ def gpt2_summary(loaded: hub.Loaded, result: dict, texts: list[str]) -> Summary:
                 f"positions of the top 4 equal to {studies.PAPER_GPT2_TOP4} (in order)",
             ),
             "laser_drop_min": (
-                float(min(drop_the[:3].min(), drop_them[:3].min())),
-                "smallest mean drop of p(the) and p(them), rho in [0.1, 0.8], first three swept layers",
+                float(drops.min()),
+                "smallest drop of p(the) and p(them) from the full model at any grid rho in [0.1, 0.8], first "
+                "three swept layers",
+            ),
+            "laser_drop_mean_min": (
+                float(drops.mean(1).min()),
+                "the same with the drops averaged over rho first (per layer and token)",
             ),
             "p_the_full": (float(full[2]), 'p(" the") of the full model'),
             "p_mary_full": (float(full[0]), 'p(" Mary") of the full model'),
