@@ -404,6 +404,10 @@ def text_summary(res: dict, cfg: TextConfig | None = None) -> Summary:
             f"held-out loss after training at rate {large}",
         ),
         "loss_start": (rl["epoch_end"]["heldout_loss"][0], "held-out loss at initialisation (ln |V|)"),
+        "loss_start_gap": (
+            rl["epoch_end"]["heldout_loss"][0] - math.log(res["corpus"]["vocab_size"]),
+            "that loss minus ln |V| (zero initialisation: a uniform prediction)",
+        ),
         "layers_parallel": (
             min(rs["layer_cos"].values()),
             f"rate {small}: min cosine between two layers' V, or two layers' W",
