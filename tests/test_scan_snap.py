@@ -231,3 +231,27 @@ def test_late_movement_is_the_last_quarter_over_the_fastest_interval():
     assert ss.late_movement(c) == pytest.approx(0.5 / 4)
     with pytest.raises(ValueError, match="never moved"):
         ss.late_movement(np.ones((5, 1, 1, 2)) / 2)
+
+
+def test_only_the_rows_of_the_last_tokens_of_z_move():
+    """Sec. 3.2: with x_T one-hot, Z is updated per row: only row m = x_T of each sample gets a gradient (here
+    from the literal softmax over positions, and from the counts form the experiments train), every other row
+    none. Two last tokens of three classes' worth of vocabulary: most rows must stay still."""
+    sc = synthetic(2, 1)
+    tokens, labels = sc.sample(np.random.default_rng(0), 16, 12)
+    M = sc.vocab_size
+    g = torch.Generator().manual_seed(0)
+    Y, Z = (torch.randn(M, M, generator=g).requires_grad_(True) for _ in range(2))
+    loss = torch.nn.functional.cross_entropy(
+        ss.forward_positions(Y, Z, torch.as_tensor(tokens)), torch.as_tensor(labels)
+    )
+    loss.backward()
+    moved = set(np.nonzero(Z.grad.abs().sum(1).numpy() > 0)[0].tolist())
+    assert moved == set(np.unique(tokens[:, -1]).tolist()) and len(moved) < M
+    counts = torch.zeros(1, len(tokens), M).scatter_add_(
+        2, torch.as_tensor(tokens[None, :, :-1]), torch.ones(1, len(tokens), 11)
+    )
+    Zr = Z.detach()[None].clone().requires_grad_(True)
+    logits = ss.forward(Y.detach()[None], Zr, torch.as_tensor(tokens[None, :, -1]), counts)
+    torch.nn.functional.cross_entropy(logits[0], torch.as_tensor(labels)).backward()
+    assert set(np.nonzero(Zr.grad[0].abs().sum(1).numpy() > 0)[0].tolist()) == moved
