@@ -103,6 +103,25 @@ def loglog_slope(x, y) -> float:
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
+def mean_se(x, axis: int = 0):
+    """Mean along ``axis`` and its standard error (sample standard deviation, ddof 1, over the square root of
+    the count): floats for a 1-d ``x``, arrays otherwise.
+
+    >>> mean_se([1.0, 2.0, 3.0])
+    (2.0, 0.5773502691896258)
+    >>> mean_se([1.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: a standard error needs 2 or more values along axis 0, got 1
+    """
+    x = np.asarray(x, dtype=float)
+    n = x.shape[axis]
+    if n < 2:
+        raise ValueError(f"a standard error needs 2 or more values along axis {axis}, got {n}")
+    mean, se = x.mean(axis), x.std(axis, ddof=1) / np.sqrt(n)
+    return (float(mean), float(se)) if np.ndim(mean) == 0 else (mean, se)
+
+
 def strict_min(values: Iterable[float]) -> float:
     """The minimum, NaN if any value is NaN (Python's ``min`` drops NaN depending on order).
 

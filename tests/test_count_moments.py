@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
+from companion.report import mean_se
 from companion.theory import count_moments as cm
 from companion.theory import one_step as ost
 
@@ -19,7 +20,8 @@ def sample():
 
 
 def _z(mc: np.ndarray, exact: float) -> float:
-    return abs(mc.mean() - exact) / (mc.std(ddof=1) / np.sqrt(len(mc)))
+    mean, se = mean_se(mc)
+    return abs(mean - exact) / se
 
 
 def test_count_moments_match_simulation(sample):

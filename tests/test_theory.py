@@ -238,6 +238,9 @@ def test_the_first_line_gap_adds_up_over_the_entries_of_eq26():
     s = ats.parts_entries({N: g, 2 * N: g})
     assert s["t2_entry_over_gap"][0] == pytest.approx(g["q_noise"].mean() / g["we_diag"].mean())
     assert s["t2_entry_slope"][0] == pytest.approx(0.0, abs=1e-9)  # the same gaps at both N
+    eq26 = g["eq26"] * N**4
+    assert s["t2_noise_z"][0] == pytest.approx(eq26.mean() / (eq26.std(ddof=1) / 2))  # 4 parts: SE = SD / 2
+    assert ats.parts_table({N: g}).splitlines()[0] == "| N | " + " | ".join(g) + " |"
     with pytest.raises(ValueError, match="splits=1"):
         ats.gap_parts(N, 64, 1000, 0, splits=1)
     with pytest.raises(ValueError, match="part='diag'"):

@@ -28,6 +28,7 @@ from companion import train
 from companion.config import check_choice, check_float, check_int
 from companion.data.recall import RecallTask
 from companion.data.shakespeare import CharStats
+from companion.report import mean_se
 
 
 def simplified_task(N: int, T: int, alpha: float) -> RecallTask:
@@ -314,7 +315,7 @@ def gradient_projections(
     out = {}
     for label, parts in samples.items():
         v = np.concatenate(parts)
-        out[label] = (float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))))
+        out[label] = mean_se(v)
     return out
 
 
@@ -414,7 +415,7 @@ def qk_gradient(
         parts.append(proj)
         done += n
     allp = np.concatenate(parts)
-    return allp.mean(0), allp.std(0, ddof=1) / np.sqrt(len(allp))
+    return mean_se(allp)
 
 
 def train_simplified(
