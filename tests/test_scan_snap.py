@@ -224,13 +224,19 @@ def test_lemma2_monte_carlo_is_seeded_and_bad_delta_refused():
 
 def test_late_movement_is_the_last_quarter_over_the_fastest_interval():
     """Eight intervals moving 1, 4, 2, 1, 1, 1, 0.5, 0.5 (total variation): the last quarter's mean 0.5 over the
-    largest 4; an attention that never moves is refused."""
+    largest 4; total_variation gives the same on torch tensors (the text chapter's maps) as on numpy arrays; an
+    attention that never moves, and a movement series with its first, undefined entry, are refused."""
     steps = np.cumsum([0, 1, 4, 2, 1, 1, 1, 0.5, 0.5]) / 10  # mass moved from token 0 to token 1
     c = np.zeros((len(steps), 1, 1, 2))
     c[:, 0, 0, 0], c[:, 0, 0, 1] = 1 - steps, steps
-    assert ss.late_movement(c) == pytest.approx(0.5 / 4)
+    moved = ss.attention_movement(c)
+    assert moved == pytest.approx(np.array([1, 4, 2, 1, 1, 1, 0.5, 0.5]) / 10)
+    assert ss.late_movement(moved) == pytest.approx(0.5 / 4)
+    assert ss.total_variation(torch.tensor(c[2]), torch.tensor(c[1])) == pytest.approx(moved[1])
     with pytest.raises(ValueError, match="never moved"):
-        ss.late_movement(np.ones((5, 1, 1, 2)) / 2)
+        ss.late_movement(ss.attention_movement(np.ones((5, 1, 1, 2)) / 2))
+    with pytest.raises(ValueError, match="finite"):
+        ss.late_movement([float("nan"), 0.3])
 
 
 def test_only_the_rows_of_the_last_tokens_of_z_move():

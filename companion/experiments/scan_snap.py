@@ -389,21 +389,39 @@ def _first_below(loss: np.ndarray, level: float) -> np.ndarray:
     return np.where(hit.any(1), hit.argmax(1), loss.shape[1]).astype(float)
 
 
+def total_variation(a, b) -> float:
+    """Half the L1 distance between attention distributions ``a`` and ``b`` (numpy arrays or torch tensors of
+    the same shape, distributions along the last axis), mean over every other axis: the attention mass that
+    moved.
+
+    >>> total_variation(np.array([[1.0, 0.0], [0.5, 0.5]]), np.array([[0.5, 0.5], [0.5, 0.5]]))
+    0.25
+    """
+    return float(abs(a - b).sum(-1).mean() / 2)
+
+
 def attention_movement(c: np.ndarray) -> np.ndarray:
-    """Total variation of the attention between consecutive recorded steps, mean over replicas and classes:
-    ``c`` (recorded steps, replicas, classes, M) gives (recorded steps - 1,).
+    """:func:`total_variation` of the attention between consecutive recorded steps: ``c`` (recorded steps, ...,
+    M) gives (recorded steps - 1,); here the mean is over replicas and classes.
 
     >>> c = np.zeros((3, 1, 1, 2)); c[:, 0, 0] = [[1, 0], [0.5, 0.5], [0.5, 0.5]]
     >>> attention_movement(c).tolist()
     [0.5, 0.0]
     """
-    return 0.5 * np.abs(np.diff(c, axis=0)).sum(-1).mean((1, 2))
+    return np.array([total_variation(c[i + 1], c[i]) for i in range(len(c) - 1)])
 
 
-def late_movement(c: np.ndarray) -> float:
-    """Mean :func:`attention_movement` over the last quarter of the recorded intervals, over the largest one: how
-    nearly the attention has stopped, against its fastest movement."""
-    moved = attention_movement(c)
+def late_movement(moved) -> float:
+    """How nearly the attention has stopped, against its fastest movement: the mean of ``moved`` (the movement
+    per recorded interval, :func:`attention_movement`) over its last quarter of intervals, over its largest.
+    The one reading of the source's "frozen" (Scan and Snap, Fig. 2(d) and Sec. 8) for both of its models.
+
+    >>> late_movement([0.1, 0.4, 0.2, 0.1])
+    0.25
+    """
+    moved = np.asarray(moved, dtype=float)
+    if moved.size == 0 or not np.isfinite(moved).all():
+        raise ValueError(f"moved={moved.tolist()!r}: need one or more finite movements")
     if moved.max() <= 0:
         raise ValueError("the attention never moved: late movement over the fastest is undefined")
     return float(moved[-max(1, len(moved) // 4) :].mean() / moved.max())
@@ -521,7 +539,7 @@ def synthetic_summary(res: dict):
                 "the same with eta_Y = 10",
             ),
             "moved_late": (
-                late_movement(sgd["c"]),
+                late_movement(attention_movement(sgd["c"])),
                 "eta_Y = eta_Z = 1: attention movement (total variation) per recorded interval over the last quarter "
                 "of training, over the largest interval's",
             ),

@@ -32,6 +32,7 @@ from companion import cache, config, report
 from companion import train as engine
 from companion.config import check_choice, check_float, check_int
 from companion.data import sources
+from companion.experiments.scan_snap import late_movement, total_variation
 from companion.models.text import TextModel
 
 SPLITS = ("train", "valid")
@@ -187,9 +188,7 @@ def _train(exp: TextExperiment, progress: bool, device=None) -> dict:
             out["step"].append(step)
             out["loss"].append(F.cross_entropy(logits.reshape(-1, V), held_y.reshape(-1)).item())
             out["entropy"].append(attention_entropy(attn))
-            out["moved"].append(
-                float("nan") if prev is None else float((attn - prev).abs().sum(-1).mean() / 2)
-            )
+            out["moved"].append(float("nan") if prev is None else total_variation(attn, prev))
             out["maps"].append(model(map_window)[1][0].cpu().numpy())
             prev = attn
         model.train()
@@ -330,7 +329,6 @@ def summary(res: dict):
     one, three = res["fig7"]["1 layer"], res["fig7"]["3 layers"]
     lrs, ent = fig10_table(res)
     rho = spearmanr(np.repeat(lrs, ent.shape[1]), ent.ravel()).statistic
-    last = max(2, len(one["moved"]) // 4)
     return report.Summary(
         {
             "split": (res["split"], "the split trained on (train: the paper's; valid: the offline stand-in)"),
@@ -359,9 +357,9 @@ def summary(res: dict):
                 float(three["entropy"][0] - three["entropy"][-1]),
                 "3 layers: first layer, start minus end",
             ),
-            "moved_ratio_1": (
-                float(np.mean(one["moved"][-last:]) / one["moved"][1]),
-                "1 layer: attention movement per evaluation interval, last quarter over the first interval",
+            "moved_late_1": (
+                late_movement(one["moved"][1:]),
+                "1 layer: attention movement per evaluation interval, last quarter over the largest interval",
             ),
             "loss_end_1": (float(one["loss"][-1]), "1 layer: held-out loss at the end"),
             "loss_end_3": (float(three["loss"][-1]), "3 layers: held-out loss at the end"),
