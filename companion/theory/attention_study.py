@@ -311,13 +311,19 @@ def phase_entries(phases: dict) -> dict:
     }
 
 
+def part_gap(parts: dict, N: int, *names: str) -> tuple[float, float]:
+    """The first-line gap at N of the sum of :func:`gap_parts`' entries ``names``, in units of N^-4 (the gap's
+    order): mean and standard error over parts."""
+    return mean_se(sum(parts[N][name] for name in names) * float(N) ** 4)
+
+
 def parts_entries(parts: dict) -> dict:
     """Summary entries of Theorem 2's first-line gap by entry of Eq. (26) (see :func:`gap_parts`), in units of
     N^-4, the gap's order."""
     Ns = np.array(sorted(parts))
 
     def gap(N, *names):
-        return mean_se(sum(parts[N][n] for n in names) * float(N) ** 4)
+        return part_gap(parts, N, *names)
 
     we = np.array([gap(N, "we_diag") for N in Ns])
     net = np.array([gap(N, "we_diag", "prev_diag") for N in Ns])
@@ -377,6 +383,6 @@ def parts_table(parts: dict) -> str:
     names = list(next(iter(parts.values())))
     rows = []
     for N in sorted(parts):
-        cells = (mean_se(parts[N][name] * float(N) ** 4) for name in names)
+        cells = (part_gap(parts, N, name) for name in names)
         rows.append([f"{N}", *(f"{m:+.3f} ± {se:.3f}" for m, se in cells)])
     return markdown_table(["N", *names], rows)
