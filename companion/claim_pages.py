@@ -276,13 +276,11 @@ def _effect(e: dict, c: claims.Claim, r: dict) -> str:
     profile is one of the finding's, else the recorded value; an entry without ``effect`` shows nothing."""
     if "effect" not in e:
         return ""
-    here = r["profile"] in c.finding_profiles()
-    value = r["observed"] if here else r["recorded_observed"]
+    value = r["finding_scale_value"]
     if value is None:
         return "<dt>size of the effect</dt><dd>not measured at that scale yet</dd>"
-    where = f"this build, {r['profile']} profile" if here else f"recorded: {r['recorded_label']}"
     text = e["effect"].format(**effect_values(value, e.get("paper_value")))
-    return f"<dt>size of the effect</dt><dd>{quoted(text)} ({escape(where)})</dd>"
+    return f"<dt>size of the effect</dt><dd>{quoted(text)} ({escape(r['finding_scale_label'])})</dd>"
 
 
 def quoted(text: str) -> str:
@@ -326,7 +324,7 @@ def errata(
         c, r = reg[e["claim"]], by_id[e["claim"]]
         href = link(e["chapter"]) + (f"#{e['anchor']}" if e["anchor"] else "")
         where = ""
-        if r["profile"] not in c.finding_profiles():
+        if not r["finding_scale_here"]:
             where = (
                 f"<dt>where the finding was established</dt><dd>the {' and '.join(sorted(c.finding_profiles()))} "
                 f"profile: {escape(r['recorded']) or 'no recorded run yet'}</dd>"

@@ -499,11 +499,25 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
                 )
                 if kept
                 else "",
-                "recorded_observed": float(kept["observed"]) if kept else None,
-                "recorded_label": kept["recorded"] if kept else "",
+                **_at_finding_scale(c, profile, rec, kept),
             }
         )
     return rows
+
+
+def _at_finding_scale(c: Claim, profile: str, rec: dict | None, kept: dict | None) -> dict:
+    """The row's value at the scale its finding belongs to (:meth:`Claim.finding_profiles`), for the errata page
+    and its effect sizes: this build's where the build's profile is one of them, else the recorded run's (None
+    when neither measured it), with the label that says which."""
+    here = profile in c.finding_profiles()
+    if here:
+        value, label = (
+            (float(rec["observed"]) if rec and "observed" in rec else None),
+            f"this build, {profile} profile",
+        )
+    else:
+        value, label = (float(kept["observed"]), f"recorded: {kept['recorded']}") if kept else (None, "")
+    return {"finding_scale_here": here, "finding_scale_value": value, "finding_scale_label": label}
 
 
 def _recorded_result(claim_id: str) -> dict | None:

@@ -350,6 +350,14 @@ def test_categories_profile_criteria_and_findings(tmp_path):
         '<dt>size of the effect</dt><dd><span class="math notranslate nohighlight">\\(y\\)</span> = 1.0, -3.0 from '
         "the paper, 0.25 of it (this build, quick profile)</dd>" in errata
     )
+    # one reading of "the value at the finding's scale" serves the effect and the "where established" line
+    rows = {r["claim"]: r for r in claims.results("quick", registry=reg)}
+    assert rows["x.finding"]["finding_scale_here"] and rows["x.finding"]["finding_scale_value"] == 1.0
+    assert rows["x.finding"]["finding_scale_label"] == "this build, quick profile"
+    big = rows["x.big2"]  # a full-scale row observed at quick, never recorded: not its scale, no value there
+    assert (
+        not big["finding_scale_here"] and big["finding_scale_value"] is None and big["observed"] is not None
+    )
 
 
 def test_import_closure_follows_companion_imports_only():
