@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         help="override one setting of the profile (repeatable), e.g. --set d=128 --set ff=mlp,linear",
     )
     p.add_argument("--device", default=None)
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for torch and numpy's BLAS (default: theirs)"
+    )
     p.add_argument("--out-dir", default=None, help="folder of the results file (default: data/recorded)")
     p.add_argument(
         "--precision", default="fp32", help="float32 matrix products: fp32 (default) or tf32 (TF32 on CUDA)"

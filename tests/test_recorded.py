@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -698,3 +699,37 @@ def test_a_recording_under_its_old_names_migrates_to_the_committed_file(tmp_path
     assert [p.name for p in tmp_path.iterdir()] == [rec.path.name]
     assert (tmp_path / rec.path.name).read_text() == rec.path.read_text()
     assert migrations.migrate(tmp_path) == []
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/status").is_file(), reason="reads the thread count from /proc (Linux)"
+)
+def test_threads_caps_numpys_blas_before_numpy_loads():
+    """``--threads N`` caps numpy's OpenBLAS too (``companion.__main__.cap_native_threads``, set before numpy is
+    imported): a process that imports numpy after the cap runs one thread, one without it as many as OpenBLAS
+    starts on this machine. Bad values are left to the command's own check."""
+    import os
+    import subprocess
+    import sys
+
+    from companion.__main__ import NATIVE_THREAD_VARIABLES, cap_native_threads
+
+    env = {}
+    assert cap_native_threads(["record", "x", "--threads", "3"], env) == "3"
+    assert env == dict.fromkeys(NATIVE_THREAD_VARIABLES, "3")
+    for bad in (["--threads", "0"], ["--threads=-2"], ["--threads", "one"], ["--threads"], []):
+        assert cap_native_threads(bad, env := {}) is None and env == {}
+    count = (
+        "import sys; from companion.__main__ import cap_native_threads; "
+        "cap_native_threads(sys.argv[1:]); import numpy as np; a = np.ones((300, 300)); a @ a; "
+        "print([int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('Threads')][0])"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in NATIVE_THREAD_VARIABLES}
+
+    def threads(*args):
+        out = subprocess.run([sys.executable, "-c", count, *args], env=clean, capture_output=True, text=True)
+        return int(out.stdout)
+
+    assert threads("--threads", "1") == 1
+    if (os.cpu_count() or 1) > 1:
+        assert threads() > 1  # the control: OpenBLAS starts more threads when nothing caps it
