@@ -94,7 +94,7 @@ class Call:
     line: int
 
 
-def _code(text: str) -> str:
+def chapter_code(text: str) -> str:
     """The Python of a jupytext MyST chapter's code cells (cell options and magics dropped)."""
     out = []
     for cell in CELL.findall(text):
@@ -148,7 +148,7 @@ def chapter_names(text: str) -> set[tuple[str, str]]:
     >>> sorted(chapter_names("```{code-cell} ipython3\\nfrom companion import claims\\nclaims.CLAIMS\\n```"))
     [('companion.claims', 'CLAIMS')]
     """
-    tree = ast.parse(_code(text))
+    tree = ast.parse(chapter_code(text))
     modules, names = _aliases(tree)
     found = set(names.values())
     for node in ast.walk(tree):
@@ -159,7 +159,7 @@ def chapter_names(text: str) -> set[tuple[str, str]]:
 
 def chapter_calls(text: str) -> list[Call]:
     """The ``companion`` functions and classes a chapter's code cells call, in order of first use."""
-    tree = ast.parse(_code(text))
+    tree = ast.parse(chapter_code(text))
     modules, names = _aliases(tree)
     found: list[tuple[int, int, str, str]] = []
     for node in ast.walk(tree):

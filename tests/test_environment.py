@@ -147,6 +147,8 @@ SHARED_MODULES = {
     "companion.experiments.khop",
     "companion.experiments.noisy_recall",
     "companion.experiments.summaries",
+    "companion.figures.khop",
+    "companion.figures.noisy_recall",
     "companion.llm.laser",
     "companion.llm.standin",
     "companion.llm.studies",
@@ -154,9 +156,7 @@ SHARED_MODULES = {
 }
 # Today's analysis modules that serve several chapters (issue 52 splits them, one module per chapter; an entry
 # that serves one chapter or none fails the test, so the list shrinks as each one goes).
-SERVES_SEVERAL_TODAY = {
-    "companion.experiments.khop_figures": {"khop", "khop_stall", "khop_starts"},
-}
+SERVES_SEVERAL_TODAY: dict[str, set[str]] = {}
 
 
 def test_an_analysis_module_serves_one_chapter():
@@ -179,6 +179,21 @@ def test_an_analysis_module_serves_one_chapter():
     several = {m: chs for m, chs in analysis.items() if len(chs) > 1 and m not in SHARED_MODULES}
     assert several == SERVES_SEVERAL_TODAY
     assert served["companion.theory.attention_study"] == {"theory_attention"}  # the reading sees the chapters
+    # A chapter's own figures are in the figure module of its name; the two family modules serve their families,
+    # and the k-hop chapter's figures are named after its study module (experiments.khop_talk: "khop" is the family).
+    figures = {
+        m.removeprefix("companion.figures."): chs
+        for m, chs in served.items()
+        if m.startswith("companion.figures.")
+    }
+    modules = {p.stem for p in (root / "companion" / "figures").glob("*.py") if p.stem != "__init__"}
+    assert set(figures) == modules  # every figure module draws in some chapter
+    family = {
+        "khop": {"khop", "khop_starts", "khop_stall"},
+        "noisy_recall": {"noisy_recall", "finetune"},
+        "khop_talk": {"khop"},
+    }
+    assert {m: chs for m, chs in figures.items() if chs != {m}} == family
 
 
 def test_our_studies_stand_apart_and_the_landing_page_names_every_chapter():
@@ -292,3 +307,39 @@ def test_every_name_a_chapter_reads_from_the_package_exists():
     assert ("companion.experiments.khop", "prefix_gap") in book_ext.chapter_names(
         (root / "book/khop.md").read_text()
     )
+
+
+def _pyflakes(codes: dict[str, str], tmp_path: Path) -> list[str]:
+    """ruff's pyflakes rules (F) over each named piece of code: the findings, one line each."""
+    import subprocess
+
+    from ruff.__main__ import find_ruff_bin
+
+    for name, code in codes.items():
+        (tmp_path / f"{name}.py").write_text(code)
+    cmd = [
+        find_ruff_bin(),
+        "check",
+        "--no-cache",
+        "--isolated",
+        "--select",
+        "F",
+        "--output-format",
+        "concise",
+    ]
+    out = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True)
+    return [ln for ln in out.stdout.splitlines() if ": F" in ln]
+
+
+def test_every_chapters_code_names_only_what_it_defines_or_imports(tmp_path):
+    """A chapter's code cells have no undefined name and no unused import (pyflakes' rules), so a function moved
+    or renamed in the package, or an import left behind, fails here in seconds rather than under nbval."""
+    from companion import book_ext
+
+    root = Path(__file__).resolve().parents[1]
+    chapters = {p.stem: book_ext.chapter_code(p.read_text()) for p in sorted((root / "book").glob("*.md"))}
+    (tmp_path / "book").mkdir()
+    assert len(chapters) > 30 and _pyflakes(chapters, tmp_path / "book") == []
+    control = "```{code-cell} ipython3\nfrom companion import plotting, report\nplotting.curves(x)\n```\n"
+    found = _pyflakes({"control": book_ext.chapter_code(control)}, tmp_path)
+    assert len(found) == 2 and "F401" in found[0] + found[1] and "F821" in found[0] + found[1]

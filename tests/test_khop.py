@@ -10,6 +10,15 @@ import torch
 
 from companion import config
 from companion.experiments import khop, khop_stall, khop_starts, khop_talk
+from companion.figures import (
+    khop as khop_figures,
+)
+from companion.figures import (
+    khop_stall as khop_stall_figures,
+)
+from companion.figures import (
+    khop_talk as khop_talk_figures,
+)
 
 
 def _compose(task, tokens, hops):
@@ -335,9 +344,8 @@ def test_probe_summary_names_each_layer_and_hop():
     assert khop.probe_header(3, "entry")[2] == "v_3 at hop 1's entry"
     with pytest.raises(ValueError, match="kind"):
         khop.probe_rows(s, "x")
-    from companion.experiments import khop_figures
 
-    fig = khop_figures.hop_probe_panels(s)
+    fig = khop_stall_figures.hop_probe_panels(s)
     assert len(fig.axes) == 8 and sum(len(ax.images) for ax in fig.axes) == 4  # 4 maps, 4 colour bars
     assert fig.axes[0].get_ylabel() and fig.axes[0].images[0].get_array()[2, 1] == s["p100_probe_l2_v2"]
     m = khop_stall.probe_members("quick")
@@ -373,9 +381,8 @@ def test_the_entries_walk_is_probed_and_tabled():
     with pytest.raises(ValueError, match="kind"):
         khop.walk_rows(s, "x", study=khop_stall.SEED_PROBE)
     assert khop.probe_rows(s, study=khop_stall.SEED_PROBE)[0][0] == "seed 1"
-    from companion.experiments import khop_figures
 
-    fig = khop_figures.hop_probe_panels(s, khop_stall.SEED_PROBE)
+    fig = khop_stall_figures.hop_probe_panels(s, khop_stall.SEED_PROBE)
     assert fig.axes[0].images[0].get_array()[1, 0] == s["s1_probe_l1_v1"]
     m = khop_stall.seed_probe_members("quick")
     assert list(m) == list(khop_stall.SEED_PROBED) and [e.seed for e in m.values()] == [1, 2]
@@ -552,7 +559,6 @@ def test_continuations_that_change_the_model():
 
 
 def test_hop_panels_one_panel_per_run_and_one_legend_above():
-    from companion import plotting
 
     acc = np.array([[0.1, 0.1], [0.9, 0.2], [1.0, 0.95]])
     names = ["cumulative", "table k hidden from block 1, k hops only, twice as long"]
@@ -561,7 +567,7 @@ def test_hop_panels_one_panel_per_run_and_one_legend_above():
         "acc": {n: acc for n in names},
         "stage": {n: [1, 2, 2] for n in names},
     }
-    fig = plotting.hop_panels(curves, 0.125)
+    fig = khop_figures.hop_panels(curves, 0.125)
     panels = [ax for ax in fig.axes if ax.get_xlabel() == "training step"]
     assert len(panels) == 2 and all(ax.get_legend() is None for ax in panels)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["1 hop", "2 hops"]
@@ -862,7 +868,6 @@ def test_reseed_study_members_and_summary():
 
 
 def test_reseed_panels_one_panel_per_run_of_seed_0():
-    from companion.experiments import khop_figures
 
     step, stage = np.arange(0, 50, 10), np.array([1, 1, 2, 2, 2])
     acc = np.linspace(0, 1, 10).reshape(5, 2)
@@ -871,7 +876,7 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
         for key, v in (("step", step), ("acc", acc), ("stage", stage))
     }
     plain = {key: {"seed 0": v} for key, v in (("step", step), ("acc", acc), ("stage", stage))}
-    fig = khop_figures.reseed_panels(curves, plain, 0.25, upto=30)
+    fig = khop_stall_figures.reseed_panels(curves, plain, 0.25, upto=30)
     axes = fig.axes
     assert [ax.get_title() for ax in axes] == ["seed 0", khop.EXPLORED]
     # streams, own data, move, chance
@@ -1434,9 +1439,8 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     lowest = min(s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10))
     assert s["onset_path_latest"] == s["on100_onset"] if on_path else math.isnan(s["onset_path_latest"])
     assert math.isnan(s["onset_spared_min"]) if on_path else s["onset_spared_min"] == lowest
-    from companion.experiments import khop_figures
 
-    fig = khop_figures.onset_lines(s)
+    fig = khop_stall_figures.onset_lines(s)
     assert len(fig.axes[0].lines) == len(fig.axes[1].lines) == 2  # the two runs given
     assert list(fig.axes[0].lines[0].get_ydata()) == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
     rows = khop_stall.onset_rows(s)
@@ -1524,9 +1528,7 @@ def test_interval_summary_pools_and_counts_the_seeds():
         khop.truncated(solved, 30)
     import matplotlib.pyplot as plt
 
-    from companion.experiments import khop_figures
-
-    fig = khop_figures.interval_lines(pool, 0.125)
+    fig = khop_talk_figures.interval_lines(pool, 0.125)
     # every 100: three curves, dots at the moves of the two that move (seed 3 never does), chance
     assert len(fig.axes) == 2 and [len(ax.lines) for ax in fig.axes] == [3 + 2 + 1, 3 + 3 + 1]
     plt.close(fig)
@@ -1686,8 +1688,6 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
     assert rows[1][1:3] == ["-, -", "-"] and rows[0][2] == "0"
     assert all(len(r) == len(khop.paired_header(["wide", "narrow"])) for r in rows)
     import matplotlib.pyplot as plt
-
-    from companion.experiments import khop_figures
 
     fig = khop_figures.seed_lines({"d = 64": khop.seeded(wide), "d = 32": narrow}, 0.125)
     # wide: three curves, dots at the two moves (seed 1 never moves), chance; narrow: four curves, four dots, chance

@@ -880,7 +880,7 @@ def delay_summary(runs: dict[str, dict], level: float = 0.9, path: float = 0.5) 
 
 def split_streams(curves: dict) -> tuple[dict, dict]:
     """:func:`companion.experiments.khop.curves` of runs with and without other last-stage data (as :func:`reseed_name` names them), as two
-    :func:`companion.experiments.khop.curves`: the runs with it, and those with their own (for :func:`companion.experiments.khop_figures.reseed_panels`)."""
+    :func:`companion.experiments.khop.curves`: the runs with it, and those with their own (for :func:`companion.figures.khop_stall.reseed_panels`)."""
     other = {n for n in curves["acc"] if RESEED_SUFFIX in n}
     return tuple(
         {key: {n: v for n, v in runs.items() if (n in other) == want} for key, runs in curves.items()}
@@ -946,7 +946,7 @@ def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summ
 def repeat_curves(runs: dict[str, dict], plain: dict[str, dict]) -> dict:
     """:func:`companion.experiments.khop.curves` of :data:`DELAYED`, the run :data:`DELAY_REPEATS` of :func:`delay_members` (``runs``) and
     :data:`companion.experiments.khop.EXPLORED` (``plain``: by those names), each to the last step of the delayed run (for
-    :func:`companion.plotting.hop_panels`).
+    :func:`companion.figures.khop.hop_panels`).
 
     Raises:
         ValueError: one of the three missing, or one shorter than the delayed run.

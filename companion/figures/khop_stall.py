@@ -1,5 +1,5 @@
-"""The k-hop chapters' own figures (``book/khop``, ``book/khop_starts``, ``book/khop_stall``), beside the study
-they draw (:mod:`companion.experiments.khop`); the house helpers are :mod:`companion.plotting`'s."""
+"""The chapter ``book/khop_stall``'s own figures; the house helpers are :mod:`companion.plotting`'s. No
+computation imports this module, so editing a figure re-keys no cached run."""
 
 from __future__ import annotations
 
@@ -7,49 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from companion import plotting
-from companion.experiments import khop, khop_stall, khop_talk
-
-
-def seed_lines(panels: dict[str, dict[int, dict]], chance: float):
-    """Seed 002, K2 over seeds: one panel per study ({title: {seed: run}}), the k-hop test accuracy of each seed
-    along training (colour = seed, the same in every panel), a dot where the run moves to its last stage."""
-    seeds = sorted(set().union(*panels.values()))
-    cmap = plt.get_cmap("tab10")
-    fig, axes = plt.subplots(
-        1, len(panels), figsize=(5.2 * len(panels), 3.3), sharey=True, constrained_layout=True, squeeze=False
-    )
-    axes = axes[0]
-    for ax, (title, runs) in zip(axes, panels.items()):
-        for seed, r in sorted(runs.items()):
-            step, acc = np.asarray(r["step"]), np.asarray(r["acc"])[:, -1]
-            colour = cmap(seeds.index(seed) % 10)
-            ax.plot(step, acc, color=colour, lw=1.4, label=f"seed {seed}")
-            move = khop.last_stage_at(r)
-            if np.isfinite(move):
-                ax.plot([move], [np.interp(move, step, acc)], "o", color=colour, ms=4)
-        ax.axhline(chance, color="grey", ls=":", lw=1)
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("training step")
-    k = np.asarray(next(r for runs in panels.values() for r in runs.values())["acc"]).shape[1]
-    axes[0].set_ylabel(f"test accuracy, {k} hops")
-    handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
-    labels = [f"seed {s}" for s in seeds]
-    fig.legend(
-        [handles[n] for n in labels],
-        labels,
-        loc="outside upper center",
-        ncol=len(labels),
-        fontsize=8,
-        frameon=False,
-    )
-    return fig
-
-
-def interval_lines(runs: dict, chance: float):
-    """Seed 002, K2 at two evaluation intervals: :func:`seed_lines` with one panel per interval. ``runs``: the
-    :func:`companion.experiments.khop_talk.interval_pool`."""
-    by = khop_talk.by_interval(runs)
-    return seed_lines({f"advancing every {every} steps": by[every] for every in khop_talk.INTERVALS}, chance)
+from companion.experiments import khop, khop_stall
 
 
 def hop_probe_panels(summary, study=None):
