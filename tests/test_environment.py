@@ -179,8 +179,7 @@ def test_an_analysis_module_serves_one_chapter():
     several = {m: chs for m, chs in analysis.items() if len(chs) > 1 and m not in SHARED_MODULES}
     assert several == SERVES_SEVERAL_TODAY
     assert served["companion.theory.attention_study"] == {"theory_attention"}  # the reading sees the chapters
-    # A chapter's own figures are in the figure module of its name; the two family modules serve their families,
-    # and the k-hop chapter's figures are named after its study module (experiments.khop_talk: "khop" is the family).
+    # A chapter's own figures are in the figure module of its name; the two family modules serve their families.
     figures = {
         m.removeprefix("companion.figures."): chs
         for m, chs in served.items()
@@ -189,9 +188,8 @@ def test_an_analysis_module_serves_one_chapter():
     modules = {p.stem for p in (root / "companion" / "figures").glob("*.py") if p.stem != "__init__"}
     assert set(figures) == modules  # every figure module draws in some chapter
     family = {
-        "khop": {"khop", "khop_starts", "khop_stall"},
+        "khop": {"khop", "khop_four_hops", "khop_starts", "khop_stall"},
         "noisy_recall": {"noisy_recall", "finetune"},
-        "khop_talk": {"khop"},
     }
     assert {m: chs for m, chs in figures.items() if chs != {m}} == family
 
@@ -305,7 +303,7 @@ def test_every_name_a_chapter_reads_from_the_package_exists():
     ]
     assert missing == []
     assert ("companion.experiments.khop", "prefix_gap") in book_ext.chapter_names(
-        (root / "book/khop.md").read_text()
+        (root / "book/khop_four_hops.md").read_text()
     )
 
 

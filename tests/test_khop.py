@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from companion import config
-from companion.experiments import khop, khop_stall, khop_starts, khop_talk
+from companion.experiments import khop, khop_four_hops, khop_stall, khop_starts
 from companion.figures import (
     khop as khop_figures,
 )
 from companion.figures import (
-    khop_stall as khop_stall_figures,
+    khop_four_hops as khop_four_hops_figures,
 )
 from companion.figures import (
-    khop_talk as khop_talk_figures,
+    khop_stall as khop_stall_figures,
 )
 
 
@@ -157,7 +157,7 @@ def test_summary_reads_the_runs():
     assert s["mix_hop1_at"] == 10 and s["mix_hopk_at"] == 20 and s["hop_gap"] == 10
     assert s["curriculum_hopk_at"] == 20
     assert (s["mixture_learned"], s["curriculum_learned"], s["cumulative_learned"]) == (2, 1, 2)
-    rows = khop_talk.learned_rows(runs, khop.members("quick"))
+    rows = khop.learned_rows(runs, khop.members("quick"))
     assert rows[1] == ["mixture", "mixture", 2, "10, 20", "1.00, 0.97"]
     assert rows[0][3] == "-, -"
     c = khop.curves(runs)
@@ -230,7 +230,7 @@ def _seed_study(solved_stages):
 
 
 def test_seeds_summary_counts_the_solved_seeds():
-    s = khop_talk.seeds_summary(_seed_study([1, 2, 2]))
+    s = khop_four_hops.seeds_summary(_seed_study([1, 2, 2]))
     assert (
         s["seeds_solved"] == pytest.approx(2 / 3)
         and s["seeds_solved_n"] == 2
@@ -1131,7 +1131,7 @@ def test_a_variant_over_another_compares_with_that_variants_recorded_runs():
         [[0.1] * 4, [0.95, 0.1, 0.1, 0.1], [0.99, 0.95, 0.1, 0.1], [0.99, 0.99, 0.2, 0.12]],
         stage=[1, 2, 4, 4],
     )
-    s = khop_talk.variant_summary({"seed 0": solved, "seed 1": flat}, {0: flat, 1: solved}, variant=v)
+    s = khop_four_hops.variant_summary({"seed 0": solved, "seed 1": flat}, {0: flat, 1: solved}, variant=v)
     # both populations count the hop counts 1, 2 and 4 (three is trained on by neither)
     assert (s["anystart_solved_n"], s["anystart_doubling_solved_n"]) == (1, 1)
     assert (s["anystart_gained_seeds"], s["anystart_lost_seeds"], s["anystart_unsolved_early_n"]) == (
@@ -1235,7 +1235,7 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
         ],
         stage=[1, 2, 2, 4, 4],
     )
-    s = khop_talk.variant_summary(
+    s = khop_four_hops.variant_summary(
         {"seed 0": dbl, "seed 1": flat}, {0: every, 1: every}, variant=khop.DOUBLING
     )
     # seed 0 is solved: three hops are never trained on, so they do not count
@@ -1255,10 +1255,10 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
     off = _fake(
         np.asarray(dbl["acc"]) + np.array([[0.0] * 4, [0.01, 0, 0, 0]] + [[0.0] * 4] * 3), stage=dbl["stage"]
     )
-    assert khop_talk.variant_summary({"seed 0": off}, {0: every}, variant=khop.DOUBLING)[
+    assert khop_four_hops.variant_summary({"seed 0": off}, {0: every}, variant=khop.DOUBLING)[
         "doubling_split_gap"
     ] == pytest.approx(0.01)
-    assert khop.DOUBLING.trained(4) == (1, 2, 4) and khop_talk.LR.trained(4) == (1, 2, 3, 4)
+    assert khop.DOUBLING.trained(4) == (1, 2, 4) and khop_four_hops.LR.trained(4) == (1, 2, 3, 4)
 
 
 def test_delay_study_members_summary_and_the_repeat():
@@ -1470,8 +1470,8 @@ def test_the_interval_study_keeps_each_members_interval():
 
     m = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
     assert {name: (e.seed, e.eval_every, e.steps, e.layers, e.data) for name, e in m.items()} == {
-        khop_talk.interval_name(s, every): (s, every, 10000, 4, "cumulative")
-        for every, seeds in khop_talk.INTERVAL_SEEDS.items()
+        khop_four_hops.interval_name(s, every): (s, every, 10000, 4, "cumulative")
+        for every, seeds in khop_four_hops.INTERVAL_SEEDS.items()
         for s in seeds
     }
     assert khop.member_overrides("seed 3, every 250", {"steps": 10, "eval_every": 100}) == {"steps": 10}
@@ -1480,12 +1480,12 @@ def test_the_interval_study_keeps_each_members_interval():
         "eval_every": 100,
     }
     assert (
-        khop_talk.interval_name(0, khop.EXPLORED_EVERY) == khop.EXPLORED
+        khop_four_hops.interval_name(0, khop.EXPLORED_EVERY) == khop.EXPLORED
     )  # the seed study's run joins the pool
     # every seed of the pool is run at both intervals, once
-    pooled = set(m) | {khop_talk.interval_name(s, 100) for s in khop.SEEDS} | {khop.EXPLORED}
+    pooled = set(m) | {khop_four_hops.interval_name(s, 100) for s in khop.SEEDS} | {khop.EXPLORED}
     assert len(pooled) == len(m) + len(khop.SEEDS) + 1
-    assert pooled == {khop_talk.interval_name(s, e) for s in range(7) for e in khop_talk.INTERVALS}
+    assert pooled == {khop_four_hops.interval_name(s, e) for s in range(7) for e in khop_four_hops.INTERVALS}
 
 
 def test_interval_summary_pools_and_counts_the_seeds():
@@ -1499,14 +1499,14 @@ def test_interval_summary_pools_and_counts_the_seeds():
         khop.EXPLORED: _fake([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], stage=[1, 2, 2, 2]),
     }
     runs = {"seed 1, every 250": solved, "seed 3, every 100": early, "seed 3, every 250": solved}
-    pool = khop_talk.interval_pool(runs, earlier)
+    pool = khop_four_hops.interval_pool(runs, earlier)
     assert {name: int(r["step"][-1]) for name, r in pool.items()} == {
         "seed 0, every 100": 20,
         "seed 1, every 100": 20,
         khop.EXPLORED: 20,
         **{n: 20 for n in runs},
     }
-    s = khop_talk.interval_summary(runs, earlier)
+    s = khop_four_hops.interval_summary(runs, earlier)
     assert (s["int_n100"], s["int_solved100_n"], s["int_n250"], s["int_solved250_n"]) == (3, 1, 3, 3)
     assert s["int_solved100"] == pytest.approx(1 / 3) and s["int_pairs_n"] == 3
     assert (s["int_only_slow_n"], s["int_only_fast_n"], s["int_gap_n"]) == (2, 0, 2)
@@ -1520,15 +1520,17 @@ def test_interval_summary_pools_and_counts_the_seeds():
     assert (s["int_wait_max"], s["int_unsolved_time_min"], s["int_unsolved_last_max"]) == (20, 0, 0.12)
     assert s["int_unsolved_flat_n"] == 2
     assert s["int_move100_med"] == 0 and s["int_wait250_med"] == 20 and s["int_steps"] == 20
-    rows = khop_talk.interval_rows(pool)
-    assert [r[0] for r in rows] == [0, 1, 3] and all(len(r) == len(khop_talk.INTERVAL_HEADER) for r in rows)
+    rows = khop_four_hops.interval_rows(pool)
+    assert [r[0] for r in rows] == [0, 1, 3] and all(
+        len(r) == len(khop_four_hops.INTERVAL_HEADER) for r in rows
+    )
     assert rows[2][1] == "-, -" and rows[0][6].endswith("0.99")
-    assert khop_talk.interval_rows({"seed 3, every 100": early})[0][4:] == ["(not run)"] * 3
+    assert khop_four_hops.interval_rows({"seed 3, every 100": early})[0][4:] == ["(not run)"] * 3
     with pytest.raises(ValueError, match="steps=30 is beyond"):
         khop.truncated(solved, 30)
     import matplotlib.pyplot as plt
 
-    fig = khop_talk_figures.interval_lines(pool, 0.125)
+    fig = khop_four_hops_figures.interval_lines(pool, 0.125)
     # every 100: three curves, dots at the moves of the two that move (seed 3 never does), chance
     assert len(fig.axes) == 2 and [len(ax.lines) for ax in fig.axes] == [3 + 2 + 1, 3 + 3 + 1]
     plt.close(fig)
@@ -1539,12 +1541,12 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
 
     m = record.build("khop_interval_long", "quick", khop.INTERVAL_LONG_SETTINGS)
     short = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
-    assert list(m) == [khop_talk.interval_name(s, 100) for s in (3, 4, 5, 6)]
+    assert list(m) == [khop_four_hops.interval_name(s, 100) for s in (3, 4, 5, 6)]
     for name, e in m.items():
         assert e.steps == 20000 and dataclasses.replace(e, steps=short[name].steps) == short[name]
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
     stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
-    s = khop_talk.interval_long_summary(
+    s = khop_four_hops.interval_long_summary(
         {"seed 3, every 100": solved, "seed 4, every 100": stalled, "seed 5, every 100": solved}
     )
     assert (s["ilong_n"], s["ilong_solved_n"], s["ilong_flat_solved_n"], s["ilong_steps"]) == (3, 2, 1, 20)
@@ -1572,7 +1574,7 @@ def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
     narrow = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
     for variant, name, changed in (
         (khop.WIDE, "khop_wide", {"d": 64}),
-        (khop_talk.LR, "khop_lr", {"lr": 1e-3}),
+        (khop_four_hops.LR, "khop_lr", {"lr": 1e-3}),
         (khop.DOUBLING, "khop_doubling", {"levels": "doubling"}),
     ):
         m = record.build(name, "quick", variant.settings())
@@ -1582,12 +1584,12 @@ def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
             assert (e.heads, e.seed, e.steps, e.eval_every, e.k, e.depth) == (4, s, variant.steps, 100, 4, 4)
             assert getattr(e, variant.field) == changed[variant.field]
             if s >= 3:  # the same run as the interval study's but for the changed setting and the budget
-                base = dataclasses.replace(narrow[khop_talk.interval_name(s, 100)], steps=variant.steps)
+                base = dataclasses.replace(narrow[khop_four_hops.interval_name(s, 100)], steps=variant.steps)
                 assert dataclasses.replace(e, **{variant.field: getattr(base, variant.field)}) == base
-    assert khop.WIDE.steps == khop.DOUBLING.steps == 10000 and khop_talk.LR.steps == 15000
+    assert khop.WIDE.steps == khop.DOUBLING.steps == 10000 and khop_four_hops.LR.steps == 15000
     assert khop.variant_members("full", variant=khop.DOUBLING)["seed 0"].stages == (1, 2, 4, 8)
     assert khop.variant_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
-    assert khop.variant_members("full", variant=khop_talk.LR)["seed 0"].lr == pytest.approx(1e-3)
+    assert khop.variant_members("full", variant=khop_four_hops.LR)["seed 0"].lr == pytest.approx(1e-3)
 
 
 def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tmp_path, monkeypatch):
@@ -1613,7 +1615,7 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
         record.record("khop_doubling", "quick", {**settings, "steps": 17000}, out_dir=tmp_path)
     # the study itself
     khop.DOUBLING.check_recording("quick", record.build("khop_doubling", "quick", settings))
-    khop_talk.LR.check_recording("quick", record.build("khop_lr", "quick", khop_talk.LR.settings()))
+    khop_four_hops.LR.check_recording("quick", record.build("khop_lr", "quick", khop_four_hops.LR.settings()))
     any_settings = khop.ANYSTART.settings()
 
     def anystart(**changed):
@@ -1651,7 +1653,7 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
     early = _fake([[0.1, 0.1], [0.3, 0.1], [0.5, 0.3]], stage=[1, 1, 1])
     wide = {"seed 0": solved, "seed 1": early, "seed 2": solved}
     narrow = {0: stalled, 1: solved, 2: solved, 3: stalled}
-    s = khop_talk.variant_summary(wide, narrow)
+    s = khop_four_hops.variant_summary(wide, narrow)
     assert (s["wide_n"], s["wide_solved_n"], s["wide_solved_seeds"], s["wide_narrow_solved_n"]) == (
         3,
         2,
@@ -1669,9 +1671,9 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
     assert (s["wide_unsolved_n"], s["wide_unsolved_early_n"], s["wide_unsolved_time_min"]) == (1, 1, 0)
     assert s["wide_unsolved_last_max"] == 0.3 and s["wide_unsolved_flat_n"] == 0
     with pytest.raises(ValueError, match=r"budgets \[20, 30\]"):
-        khop_talk.variant_summary(wide, {0: _fake([[0.1, 0.1]] * 4, stage=[1] * 4)})
-    s = khop_talk.variant_summary(
-        wide, narrow, variant=khop_talk.LR
+        khop_four_hops.variant_summary(wide, {0: _fake([[0.1, 0.1]] * 4, stage=[1] * 4)})
+    s = khop_four_hops.variant_summary(
+        wide, narrow, variant=khop_four_hops.LR
     )  # the same numbers under the variant's own names
     assert (s["lr_solved_n"], s["lr_base_solved_n"], s["lr_gained_seeds"], s["lr_lost_seeds"]) == (
         2,
@@ -1680,7 +1682,9 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
         "1",
     )
     assert "a third of the step size" in s.meaning["lr_solved_n"]
-    t = khop_talk.sign_test(s, "lr_", "lost", "gained")  # one seed each way of three: no evidence either way
+    t = khop_four_hops.sign_test(
+        s, "lr_", "lost", "gained"
+    )  # one seed each way of three: no evidence either way
     assert (t["lr_sign_p"], t["lr_sign_p_best"]) == (1.0, 0.25) and "lr_lost_n = 1" in t.meaning["lr_sign_p"]
     rows = khop.paired_rows([khop.seeded(wide), narrow])
     assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[3][1:4] == ["(not run)"] * 3
@@ -1698,7 +1702,7 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
 
 def test_sign_test_needs_six_of_seven_seeds_one_way():
     def p(a, b, n=7):
-        return khop_talk.sign_test({"x_a_n": a, "x_b_n": b, "x_pairs_n": n}, "x_", "a", "b")
+        return khop_four_hops.sign_test({"x_a_n": a, "x_b_n": b, "x_pairs_n": n}, "x_", "a", "b")
 
     assert p(0, 6)["x_sign_p"] == pytest.approx(2 / 64) and p(0, 5)["x_sign_p"] == pytest.approx(2 / 32)
     assert p(1, 6)["x_sign_p"] == pytest.approx(2 * 8 / 128) and p(6, 1)["x_sign_p"] == p(1, 6)["x_sign_p"]

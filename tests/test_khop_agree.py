@@ -9,7 +9,7 @@ Each reads the committed recordings the chapters read, through the same package 
 
 import pytest
 
-from companion.experiments import khop, khop_stall, khop_starts, khop_talk
+from companion.experiments import khop, khop_four_hops, khop_stall, khop_starts
 
 
 def _runs(experiment: str, settings: dict) -> dict[str, dict]:
@@ -23,12 +23,12 @@ def seed_runs():
 
 @pytest.fixture(scope="module")
 def interval_runs():
-    return khop_talk.interval_pool(_runs("khop_interval", khop.INTERVAL_SETTINGS))
+    return khop_four_hops.interval_pool(_runs("khop_interval", khop.INTERVAL_SETTINGS))
 
 
 def test_a_run_cut_at_a_step_is_the_shorter_recording(seed_runs):
     """Seed 0's two runs of the seed study (16000 steps), cut at 8000, against the same runs recorded for 8000
-    (book/khop, "Seven seeds at two evaluation intervals")."""
+    (book/khop_four_hops, "Seven seeds at two evaluation intervals")."""
     short = _runs("khop_probe", khop.PROBE_SETTINGS)
     assert khop.prefix_gap({n: seed_runs[n] for n in short}, short, "int")["int_prefix_gap"] == 0
 

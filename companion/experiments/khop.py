@@ -25,10 +25,10 @@ show every pi_i from the first stage on); test examples start at table 1. AdamW 
 test accuracy at every hop count every ``eval_every`` steps.
 
 This module is the family's shared part (configurations, training and packs, runs, the probes, continuations and
-the readers of recorded runs); each chapter's analysis is a module of its own:
-:mod:`companion.experiments.khop_talk` (the talk's claims, ``book/khop``), :mod:`companion.experiments.khop_starts`
-and :mod:`companion.experiments.khop_stall` (our studies); the recordings are declared in
-:mod:`companion.experiments.khop_recordings`.
+the readers of recorded runs), and all the talk's first chapter (``book/khop``) reads; the other chapters'
+analyses are modules of their own: :mod:`companion.experiments.khop_four_hops` (the talk's curriculum at k = 4),
+:mod:`companion.experiments.khop_starts` and :mod:`companion.experiments.khop_stall` (our studies); the recordings
+are declared in :mod:`companion.experiments.khop_recordings`.
 """
 
 from __future__ import annotations
@@ -562,7 +562,7 @@ def member_overrides(name: str, overrides: dict) -> dict:
     """The overrides of a whole study (``python -m companion record khop --set ...``) as member ``name`` takes
     them: a member in :data:`SCALED` multiplies ``steps`` and ``eval_every``, and one in :data:`KEPT` keeps
     those settings of its own (the single-layer run keeps its one layer: a ``depth`` override is the others'), as
-    does a member named by its interval (:func:`companion.experiments.khop_talk.interval_name`, :data:`EXPLORED` among them) its ``eval_every``,
+    does a member named by its interval (:func:`companion.experiments.khop_four_hops.interval_name`, :data:`EXPLORED` among them) its ``eval_every``,
     and a run of any of them with other last-stage data (:func:`companion.experiments.khop_stall.reseed_name`).
 
     >>> member_overrides("mixture, 1 layer", {"steps": 100, "k": 4, "depth": 4})
@@ -689,6 +689,17 @@ def learned_cells(r: dict, level: float) -> tuple[str, str]:
     return at, ", ".join(f"{a:.2f}" for a in np.asarray(r["acc"])[-1])
 
 
+LEARNED_HEADER = ["run", "data", "layers", "learned at (steps), hops 1..k", "final accuracy, hops 1..k"]
+
+
+def learned_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
+    """One row per run: its data, depth, the step each hop count is first learned (``-`` never) and the final
+    accuracies."""
+    return [
+        [name, members[name].data, members[name].layers, *learned_cells(r, level)] for name, r in runs.items()
+    ]
+
+
 # --- recorded runs at a larger k (``python -m companion record khop --profile quick --set k=4 ...``) ---
 
 RECORDED_K = 4  # the recorded CPU study beside the live runs: the quick members at k = 4, longer
@@ -732,7 +743,7 @@ def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
 
 
 def recorded_summary(rec, prefix: str = "rec_", minutes_key: str = "minutes") -> report.Summary:
-    """The chapter's summary of a recorded study (:func:`summary`, or :func:`companion.experiments.khop_talk.seeds_summary`), recomputed from
+    """The chapter's summary of a recorded study (:func:`summary`, or :func:`companion.experiments.khop_four_hops.seeds_summary`), recomputed from
     its curves, its names prefixed (to glue beside the live ones), with its training time (``prefix +
     minutes_key``)."""
     runs, _ = recorded_runs(rec)
@@ -771,7 +782,7 @@ def seed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
 
 
 def seed_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
-    """:func:`companion.experiments.khop_talk.learned_rows` of a seed study with each run's seed, evaluation interval and the step it moved
+    """:func:`learned_rows` of a seed study with each run's seed, evaluation interval and the step it moved
     to its last stage."""
     rows = []
     for name, r in runs.items():
@@ -797,7 +808,7 @@ INTERVAL_SETTINGS = SEED_SETTINGS | {"steps": 10000}
 
 
 def interval_of(name: str) -> tuple[int, int] | None:
-    """(seed, interval) of an :func:`companion.experiments.khop_talk.interval_name`, None for another name.
+    """(seed, interval) of an :func:`companion.experiments.khop_four_hops.interval_name`, None for another name.
 
     >>> interval_of("seed 3, every 100"), interval_of("seed 3")
     ((3, 100), None)
@@ -809,7 +820,7 @@ def interval_of(name: str) -> tuple[int, int] | None:
 
 
 def seed_interval(name: str) -> tuple[int, int]:
-    """(seed, interval) of a run of the seed or interval studies: an :func:`companion.experiments.khop_talk.interval_name`, or a
+    """(seed, interval) of a run of the seed or interval studies: an :func:`companion.experiments.khop_four_hops.interval_name`, or a
     :func:`seed_name`, which advances every :data:`SEED_SETTINGS`' interval.
 
     >>> seed_interval("seed 3, every 250"), seed_interval("seed 1")
@@ -903,7 +914,7 @@ class SeedVariant:
         return v * self.num // self.den if isinstance(v, int) else v * self.num / self.den
 
     def check_recording(self, profile: str, members: dict[str, KHopExperiment]) -> None:
-        """Refuse, before any run, a recording that :func:`companion.experiments.khop_talk.variant_summary` cannot compare with the recorded base
+        """Refuse, before any run, a recording that :func:`companion.experiments.khop_four_hops.variant_summary` cannot compare with the recorded base
         runs: another profile than quick, runs other than those of :meth:`settings` (the budget aside), or a
         budget longer than the base runs' recordings (:func:`base_runs`).
 
@@ -1046,7 +1057,7 @@ LONGSTART = SeedVariant(
 
 
 def variant_members(profile: str | None = None, variant: SeedVariant = WIDE) -> dict[str, KHopExperiment]:
-    """The runs of ``variant`` (:data:`WIDE`, :data:`companion.experiments.khop_talk.LR`, :data:`DOUBLING`, :data:`ANYSTART`, :data:`ONESTART`,
+    """The runs of ``variant`` (:data:`WIDE`, :data:`companion.experiments.khop_four_hops.LR`, :data:`DOUBLING`, :data:`ANYSTART`, :data:`ONESTART`,
     :data:`LONGSTART`): ``"seed 0"``, ... (:class:`SeedVariant`)."""
     size = SIZES[config.get_profile(profile)]
     return {
@@ -1065,7 +1076,7 @@ def seeded(runs: dict[str, dict]) -> dict[int, dict]:
 def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
     """The profile's own runs of seeds 0..6 at k = 4 (depth 4, cumulative) advancing every ``every`` steps, by seed,
     each cut at ``steps`` (:func:`truncated`) from the shortest recording that long: the seed study's (16000 steps),
-    the interval study's (10000) and the longer runs of :data:`companion.experiments.khop_talk.INTERVAL_LONG` and :data:`companion.experiments.khop_talk.INTERVAL_LONG250` (20000).
+    the interval study's (10000) and the longer runs of :data:`companion.experiments.khop_four_hops.INTERVAL_LONG` and :data:`companion.experiments.khop_four_hops.INTERVAL_LONG250` (20000).
 
     Raises:
         ValueError: a seed has no recorded run of ``steps`` steps at that interval.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from companion.experiments import khop, khop_stall, khop_starts, khop_talk
+from companion.experiments import khop, khop_four_hops, khop_stall, khop_starts
 from companion.recorded import Recordable
 
 
@@ -41,9 +41,9 @@ def recordables() -> dict[str, Recordable]:
             ),
             Recordable(
                 "khop_seeds",
-                "book/khop",
+                "book/khop_four_hops",
                 khop.seed_members,
-                khop_talk.seeds_summary,
+                khop_four_hops.seeds_summary,
                 khop.curves,
                 run=khop.run,
                 run_all=khop.run_many,
@@ -52,9 +52,9 @@ def recordables() -> dict[str, Recordable]:
             ),
             Recordable(
                 "khop_interval",
-                "book/khop",
-                khop_talk.interval_members,
-                khop_talk.interval_summary,
+                "book/khop_four_hops",
+                khop_four_hops.interval_members,
+                khop_four_hops.interval_summary,
                 khop.curves,
                 run=khop.run,
                 run_all=khop.run_many,
@@ -63,9 +63,9 @@ def recordables() -> dict[str, Recordable]:
             ),
             Recordable(
                 "khop_interval_long",
-                "book/khop",
-                khop_talk.interval_long_members,
-                khop_talk.interval_long_summary,
+                "book/khop_four_hops",
+                khop_four_hops.interval_long_members,
+                khop_four_hops.interval_long_summary,
                 khop.curves,
                 run=khop.run,
                 run_all=khop.run_many,
@@ -74,9 +74,13 @@ def recordables() -> dict[str, Recordable]:
             ),
             Recordable(
                 "khop_interval_long250",
-                "book/khop",
-                partial(khop_talk.interval_long_members, names=khop_talk.INTERVAL_LONG250),
-                partial(khop_talk.interval_long_summary, prefix="il250_", flat=khop_talk.INTERVAL_FLAT250),
+                "book/khop_four_hops",
+                partial(khop_four_hops.interval_long_members, names=khop_four_hops.INTERVAL_LONG250),
+                partial(
+                    khop_four_hops.interval_long_summary,
+                    prefix="il250_",
+                    flat=khop_four_hops.INTERVAL_FLAT250,
+                ),
                 khop.curves,
                 run=khop.run,
                 run_all=khop.run_many,
@@ -88,7 +92,7 @@ def recordables() -> dict[str, Recordable]:
                     f"khop_{v.tag}",
                     chapter,
                     partial(khop.variant_members, variant=v),
-                    partial(khop_talk.variant_summary, variant=v),
+                    partial(khop_four_hops.variant_summary, variant=v),
                     khop.curves,
                     run=khop.run,
                     run_all=khop.run_many,
@@ -97,9 +101,9 @@ def recordables() -> dict[str, Recordable]:
                     precheck=v.check_recording,
                 )
                 for v, var, chapter in (
-                    (khop.WIDE, "wide", "book/khop"),
-                    (khop_talk.LR, "lrs", "book/khop"),
-                    (khop.DOUBLING, "dbl", "book/khop"),
+                    (khop.WIDE, "wide", "book/khop_four_hops"),
+                    (khop_four_hops.LR, "lrs", "book/khop_four_hops"),
+                    (khop.DOUBLING, "dbl", "book/khop_four_hops"),
                     (khop.ANYSTART, "anys", "book/khop_starts"),
                     (khop.ONESTART, "ones", "book/khop_starts"),
                     (khop.LONGSTART, "longs", "book/khop_starts"),

@@ -1,7 +1,7 @@
-"""The chapter ``book/khop``: the talk's k-hop claims (direct training fails, a curriculum or a mixture solves,
-hops learned in turn) and the variants of the k = 4 run it reads (seeds, evaluation intervals, wider, other
-learning rates, doubling stages, deeper), with the numbers the chapter checks. Task, model, training, runs and
-the shared readers are :mod:`companion.experiments.khop`'s."""
+"""The chapter ``book/khop_four_hops``: the talk's k-hop curriculum at k = 4 over seeds, evaluation intervals,
+width, learning rates and the stages 1, 2, 4 (settings and predictions of ours), with the numbers the
+chapter checks. Task, model, training, runs and the shared readers (the talk's own chapter, ``book/khop``,
+reads only those) are :mod:`companion.experiments.khop`'s."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from companion.experiments.khop import (
     last_stage_at,
     last_stage_wait,
     learned_at,
-    learned_cells,
     paired_difference,
     paired_header,
     paired_rows,
@@ -36,16 +35,6 @@ from companion.experiments.khop import (
     seeded,
     truncated,
 )
-
-LEARNED_HEADER = ["run", "data", "layers", "learned at (steps), hops 1..k", "final accuracy, hops 1..k"]
-
-
-def learned_rows(runs: dict[str, dict], members: dict[str, KHopExperiment], level: float = 0.9) -> list[list]:
-    """One row per run: its data, depth, the step each hop count is first learned (``-`` never) and the final
-    accuracies."""
-    return [
-        [name, members[name].data, members[name].layers, *learned_cells(r, level)] for name, r in runs.items()
-    ]
 
 
 def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95) -> report.Summary:
