@@ -89,6 +89,49 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence], digits: int 
     return "\n".join(lines)
 
 
+REQUIRE_HEADER = ["check of our code", "value", "required", "meaning"]
+
+
+def require(summary: Summary, bounds: dict[str, dict]) -> str:
+    """Checks of our own code in a chapter (a pipeline's or a probe's, not a claim of a paper; the unit tests run
+    the same bounds on tiny models): each entry of ``summary`` named in ``bounds`` against ``{"expected": x}``
+    (equal, or within ``"tol"``) or ``{"below": b}``. Returns them as a Markdown table; raises AssertionError
+    naming every one that fails, so the chapter stops there.
+
+    >>> s = Summary({"gap": (0.0, "difference"), "err": (2e-6, "max error")})
+    >>> print(require(s, {"gap": {"expected": 0}, "err": {"below": 1e-4}}).splitlines()[-1])
+    | `err` | 2e-06 | below 0.0001 | max error |
+    >>> require(s, {"err": {"below": 1e-7}, "gap": {"expected": 1, "tol": 0.5}})
+    Traceback (most recent call last):
+    AssertionError: checks of our code failed: err = 2e-06 (required below 1e-07); gap = 0 (required 1 +/- 0.5)
+
+    Raises:
+        ValueError: before any check, a name the summary lacks or a bound that is neither of the two forms.
+    """
+    rows, failed = [], []
+    for name, bound in bounds.items():
+        if name not in summary:
+            raise ValueError(f"require: {name!r} is not an entry of the summary (entries: {sorted(summary)})")
+        if set(bound) not in ({"expected"}, {"expected", "tol"}, {"below"}):
+            raise ValueError(
+                f"require: bound {bound!r} of {name!r}; use {{'expected': x[, 'tol': t]}} or {{'below': b}}"
+            )
+    for name, bound in bounds.items():
+        value = summary[name]
+        if "below" in bound:
+            ok, required = value < bound["below"], f"below {format_value(bound['below'])}"
+        else:
+            tol = bound.get("tol", 0.0)
+            ok = abs(value - bound["expected"]) <= tol
+            required = format_value(bound["expected"]) + (f" +/- {format_value(tol)}" if tol else "")
+        rows.append([f"`{name}`", value, required, summary.meaning.get(name, "").replace("|", "\\|")])
+        if not ok:
+            failed.append(f"{name} = {format_value(value)} (required {required})")
+    if failed:
+        raise AssertionError("checks of our code failed: " + "; ".join(failed))
+    return markdown_table(REQUIRE_HEADER, rows)
+
+
 def loglog_slope(x, y) -> float:
     """Least-squares slope of log y against log x (every value must be positive and finite).
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from companion import report
 from companion.models.attn_only import AttnOnly, AttnOnlyConfig
 from companion.theory import leading_terms as lt
 
@@ -236,6 +237,7 @@ def test_leading_probe_on_a_tiny_neox():
             layer.attention.query_key_value.bias.normal_(0, 0.5)
     checks = lp.pipeline_checks(model, np.arange(40))
     assert checks["hook_error"] < 1e-5 and checks["qk_error"] < 1e-5
+    report.require(report.Summary(checks), lp.PIPELINE)  # the chapter's bounds
     emb = lp.token_embeddings(model, np.arange(40), batch=7)
     assert emb["pre"].shape == (3, 40, 16)
     # the layer output is its input plus attention plus the MLP of the (parallel) residual

@@ -217,6 +217,11 @@ def study(
     return out
 
 
+# The probe reads what it should (asserted in the chapter with companion.report.require, and on a tiny model in
+# tests/test_leading_terms.py): a check of our code, not a claim row.
+PIPELINE = {"hook_error": {"below": 1e-4}, "qk_error": {"below": 1e-4}}
+
+
 def pipeline_checks(model, token_ids) -> dict[str, float]:
     """Two checks that fail if the probe reads the wrong tensors: (1) the hooked layer outputs against
     transformers' ``output_hidden_states`` (all layers but the last, which the model normalises), and

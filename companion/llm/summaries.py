@@ -110,6 +110,17 @@ def laser_drops(sweep: np.ndarray, rhos) -> np.ndarray:
     return full - sweep[:FIG17_LAYERS][:, mid][:, :, FIG17_TOKENS]
 
 
+# Checks of our pipeline on whatever model ran (asserted in the chapters with companion.report.require, and on
+# tiny models in tests/test_llm.py): not claims of the paper, so not claim rows.
+GPT2_PIPELINE = {"restored": {"expected": 1.0}, "rank_gap": {"expected": 0.0}, "batch_gap": {"below": 1e-4}}
+PYTHIA_PIPELINE = {
+    "restored": {"expected": 1.0},
+    "batch_gap": {"below": 1e-4},
+    "distinct_checkpoints": {"expected": 1.0},
+}
+GSM8K_PIPELINE = {"extraction": {"expected": 1.0}, "batch_mismatches": {"expected": 0.0}}
+
+
 def gpt2_summary(loaded: hub.Loaded, result: dict, texts: list[str]) -> Summary:
     """Sec. 4.1 and Fig. 17 (``result`` of :func:`companion.llm.studies.study_gpt2_ioi`)."""
     sweep, rhos = result["sweep"], np.asarray(result["rhos"])
