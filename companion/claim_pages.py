@@ -88,6 +88,12 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, claims.
         text = escape(str(r[c]))
         if c == "claim":
             return f'<td><code style="word-break:break-all">{text}</code></td>'
+        if c == "statement" and r.get("history"):  # the row's registration notes and later changes, folded
+            notes = "<br>".join(escape(p) for p in history_paragraphs(r["history"]))
+            return (
+                f'<td>{text}<details class="claim-history"><summary><small>history</small></summary>'
+                f"<small>{notes}</small></details></td>"
+            )
         if c == "ours" and r["note"]:  # e.g. the corpus or model the value comes from
             return f"<td>{text}<br><small>{escape(r['note'])}</small></td>"
         return f"<td>{text}</td>"
@@ -281,6 +287,22 @@ def _effect(e: dict, c: claims.Claim, r: dict) -> str:
         return "<dt>size of the effect</dt><dd>not measured at that scale yet</dd>"
     text = e["effect"].format(**effect_values(value, e.get("paper_value")))
     return f"<dt>size of the effect</dt><dd>{quoted(text)} ({escape(r['finding_scale_label'])})</dd>"
+
+
+def history_paragraphs(text: str) -> list[str]:
+    r"""A row's ``history`` as paragraphs: the file's wrapped lines joined, a new paragraph at a blank line and at
+    each dated entry (a line that starts with a date).
+
+    >>> history_paragraphs("Registered 2026-11-22 before the run:\nthe bar is 0.5.\n2026-11-23: measured 0.4.")
+    ['Registered 2026-11-22 before the run: the bar is 0.5.', '2026-11-23: measured 0.4.']
+    """
+    paragraphs: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if not line.strip() or re.match(r"\d{4}-\d{2}-\d{2}", line):
+            paragraphs.append([])
+        if line.strip():
+            paragraphs[-1].append(line.strip())
+    return [" ".join(p) for p in paragraphs if p]
 
 
 def quoted(text: str) -> str:

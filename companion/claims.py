@@ -122,6 +122,7 @@ class Claim:
     # False where the criterion asserts that the source's statement fails at the book's size (the row then carries a
     # finding, is a refuted prediction, or is counted "does not hold here", never "holds")
     agrees: bool = True
+    history: str = ""  # any row: its registration notes and later changes, dated, as written at the time
 
     @property
     def reference(self) -> str:
@@ -185,6 +186,7 @@ _ROW_KEYS = {
     "kind",
     "context",
     "agrees",
+    "history",
 }
 
 
@@ -237,6 +239,11 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
                 raise ValueError(
                     f"claim {name!r}: refuted = true marks a prediction that its result refuted; kind = {kind!r}"
                 )
+        history = row.get("history", "")
+        if "history" in row and (not isinstance(history, str) or not history.strip()):
+            raise ValueError(
+                f"claim {name!r}: history = {history!r}; give the row's notes as text, or leave it out"
+            )
         if name in out:
             raise ValueError(f"claim {name!r} in {path}: duplicate id")
         scale = row.get("scale", "any")
@@ -288,6 +295,7 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
             kind,
             context,
             agrees,
+            history.strip(),
         )
     return out
 
@@ -484,6 +492,7 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
                 "statement": c.statement,
                 "paper": c.reference,
                 "origin": c.origin,
+                "history": c.history,
                 "criterion": rec.get("criterion", "") if rec else str(c.criterion(profile)),
                 "ours": f"{rec['observed']:.3g}" if rec and "observed" in rec else "—",
                 "observed": float(rec["observed"]) if rec and "observed" in rec else None,

@@ -1,5 +1,6 @@
 """The claim rows (data/claims.toml), the scorecard categories, the cache helper and the report helpers."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -98,6 +99,8 @@ def test_bad_rows_are_refused_with_the_row_named(tmp_path, body, match):
         (ROW + 'kind = "prediction"\n', "for claims of ours"),
         (OURS + "agrees = false\n", "agrees = False; allowed false"),
         (ROW + 'agrees = "no"\n', "agrees = 'no'"),
+        (ROW + 'history = " "\n', "history = ' '; give the row's notes as text"),
+        (OURS + "history = 3\n", "history = 3"),
     ],
 )
 def test_a_row_says_where_it_comes_from(tmp_path, row, match):
@@ -327,6 +330,18 @@ def test_categories_profile_criteria_and_findings(tmp_path):
         and "ours: 1 our prediction, refuted" in html
     )
     assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 1  # the note, escaped
+    noted = {
+        **reg,
+        "x.same": dataclasses.replace(
+            reg["x.same"], history="Registered 2026-11-22:\nbar 1 <b>.\n2026-11-23: 2."
+        ),
+    }
+    html = claim_pages.scorecard("quick", registry=noted)
+    assert (
+        '<details class="claim-history"><summary><small>history</small></summary><small>Registered 2026-11-22: '
+        "bar 1 &lt;b&gt;.<br>2026-11-23: 2.</small></details>" in html
+    )
+    assert html.count("claim-history") == 1  # rows without a history show none
     with pytest.raises(ValueError, match="scale='real'"):
         claims.skip("x.same", "no", registry=reg)
     errata = claim_pages.errata("quick", registry=reg, path=tmp_path / "no-errata.toml")
@@ -549,3 +564,12 @@ def test_each_erratum_quotes_its_paper_verbatim():
                 break
             at += len(norm(part))
     assert missing == []
+
+
+def test_a_rows_notes_are_its_history_not_comments():
+    """Issue 52: registration notes are the rows' ``history`` (read, and shown on the scorecard), not comments in
+    data/claims.toml: after the file's header, a comment line may only head a section (``# ---``)."""
+    text = claims.CLAIMS_FILE.read_text()
+    body = text[text.index("[[claim]]") :].splitlines()
+    assert [ln for ln in body if ln.startswith("#") and not ln.startswith("# ---")] == []
+    assert sum(1 for c in claims.CLAIMS.values() if c.history) > 80
