@@ -104,6 +104,12 @@ def require(summary: Summary, bounds: dict[str, dict]) -> str:
     >>> require(s, {"err": {"below": 1e-7}, "gap": {"expected": 1, "tol": 0.5}})
     Traceback (most recent call last):
     AssertionError: checks of our code failed: err = 2e-06 (required below 1e-07); gap = 0 (required 1 +/- 0.5)
+    >>> require(s, {"loss": {"below": 1}})
+    Traceback (most recent call last):
+    ValueError: require: 'loss' is not an entry of the summary (entries: ['err', 'gap'])
+    >>> require(s, {"gap": {"above": 0}})
+    Traceback (most recent call last):
+    ValueError: require: bound {'above': 0} of 'gap'; use {'expected': x[, 'tol': t]} or {'below': b}
 
     Raises:
         ValueError: before any check, a name the summary lacks or a bound that is neither of the two forms.
