@@ -25,6 +25,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from companion.claims import Criterion
+
 
 def _plain(value):
     """numpy scalars -> Python numbers (glue and JSON need them)."""
@@ -92,47 +94,41 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence], digits: int 
 REQUIRE_HEADER = ["check of our code", "value", "required", "meaning"]
 
 
-def require(summary: Summary, bounds: dict[str, dict]) -> str:
+def require(summary: Summary, criteria: dict[str, Criterion]) -> str:
     """Checks of our own code in a chapter (a pipeline's or a probe's, not a claim of a paper; the unit tests run
-    the same bounds on tiny models): each entry of ``summary`` named in ``bounds`` against ``{"expected": x}``
-    (equal, or within ``"tol"``) or ``{"below": b}``. Returns them as a Markdown table; raises AssertionError
-    naming every one that fails, so the chapter stops there.
+    the same criteria on tiny models): each entry of ``summary`` named in ``criteria`` against its
+    :class:`companion.claims.Criterion`, judged and printed as a claim row's is. Returns them as a Markdown table;
+    raises AssertionError naming every one that fails, so the chapter stops there.
 
     >>> s = Summary({"gap": (0.0, "difference"), "err": (2e-6, "max error")})
-    >>> print(require(s, {"gap": {"expected": 0}, "err": {"below": 1e-4}}).splitlines()[-1])
-    | `err` | 2e-06 | below 0.0001 | max error |
-    >>> require(s, {"err": {"below": 1e-7}, "gap": {"expected": 1, "tol": 0.5}})
+    >>> print(require(s, {"gap": Criterion(expected=0, tol=0), "err": Criterion(below=1e-4)}).splitlines()[-1])
+    | `err` | 2e-06 | < 0.0001 | max error |
+    >>> require(s, {"err": Criterion(below=1e-7), "gap": Criterion(expected=1, tol=0.5)})
     Traceback (most recent call last):
-    AssertionError: checks of our code failed: err = 2e-06 (required below 1e-07); gap = 0 (required 1 +/- 0.5)
-    >>> require(s, {"loss": {"below": 1}})
+    AssertionError: checks of our code failed: err = 2e-06 (required < 1e-07); gap = 0 (required 1 ± 0.5)
+    >>> require(s, {"loss": Criterion(below=1)})
     Traceback (most recent call last):
     ValueError: require: 'loss' is not an entry of the summary (entries: ['err', 'gap'])
-    >>> require(s, {"gap": {"above": 0}})
+    >>> require(s, {"gap": {"below": 1}})
     Traceback (most recent call last):
-    ValueError: require: bound {'above': 0} of 'gap'; use {'expected': x[, 'tol': t]} or {'below': b}
+    ValueError: require: the bound of 'gap' is {'below': 1}; give a companion.claims.Criterion
 
     Raises:
-        ValueError: before any check, a name the summary lacks or a bound that is neither of the two forms.
+        ValueError: before any check, a name the summary lacks or a bound that is not a Criterion.
     """
-    rows, failed = [], []
-    for name, bound in bounds.items():
+    for name, criterion in criteria.items():
         if name not in summary:
             raise ValueError(f"require: {name!r} is not an entry of the summary (entries: {sorted(summary)})")
-        if set(bound) not in ({"expected"}, {"expected", "tol"}, {"below"}):
+        if not isinstance(criterion, Criterion):
             raise ValueError(
-                f"require: bound {bound!r} of {name!r}; use {{'expected': x[, 'tol': t]}} or {{'below': b}}"
+                f"require: the bound of {name!r} is {criterion!r}; give a companion.claims.Criterion"
             )
-    for name, bound in bounds.items():
+    rows, failed = [], []
+    for name, criterion in criteria.items():
         value = summary[name]
-        if "below" in bound:
-            ok, required = value < bound["below"], f"below {format_value(bound['below'])}"
-        else:
-            tol = bound.get("tol", 0.0)
-            ok = abs(value - bound["expected"]) <= tol
-            required = format_value(bound["expected"]) + (f" +/- {format_value(tol)}" if tol else "")
-        rows.append([f"`{name}`", value, required, summary.meaning.get(name, "").replace("|", "\\|")])
-        if not ok:
-            failed.append(f"{name} = {format_value(value)} (required {required})")
+        rows.append([f"`{name}`", value, str(criterion), summary.meaning.get(name, "").replace("|", "\\|")])
+        if not criterion.holds(value):
+            failed.append(f"{name} = {format_value(value)} (required {criterion})")
     if failed:
         raise AssertionError("checks of our code failed: " + "; ".join(failed))
     return markdown_table(REQUIRE_HEADER, rows)

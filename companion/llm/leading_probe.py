@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from companion import config
+from companion.claims import Criterion
 from companion.theory import leading_terms as lt
 
 
@@ -219,7 +220,7 @@ def study(
 
 # The probe reads what it should (asserted in the chapter with companion.report.require, and on a tiny model in
 # tests/test_leading_terms.py): a check of our code, not a claim row.
-PIPELINE = {"hook_error": {"below": 1e-4}, "qk_error": {"below": 1e-4}}
+PIPELINE = {"hook_error": Criterion(below=1e-4), "qk_error": Criterion(below=1e-4)}
 
 
 def pipeline_checks(model, token_ids) -> dict[str, float]:

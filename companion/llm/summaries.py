@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from companion.claims import Criterion
 from companion.llm import hub, laser, measure, studies
 from companion.report import Summary, markdown_table
 
@@ -112,13 +113,20 @@ def laser_drops(sweep: np.ndarray, rhos) -> np.ndarray:
 
 # Checks of our pipeline on whatever model ran (asserted in the chapters with companion.report.require, and on
 # tiny models in tests/test_llm.py): not claims of the paper, so not claim rows.
-GPT2_PIPELINE = {"restored": {"expected": 1.0}, "rank_gap": {"expected": 0.0}, "batch_gap": {"below": 1e-4}}
-PYTHIA_PIPELINE = {
-    "restored": {"expected": 1.0},
-    "batch_gap": {"below": 1e-4},
-    "distinct_checkpoints": {"expected": 1.0},
+GPT2_PIPELINE = {
+    "restored": Criterion(expected=1.0, tol=0),
+    "rank_gap": Criterion(expected=0.0, tol=0),
+    "batch_gap": Criterion(below=1e-4),
 }
-GSM8K_PIPELINE = {"extraction": {"expected": 1.0}, "batch_mismatches": {"expected": 0.0}}
+PYTHIA_PIPELINE = {
+    "restored": Criterion(expected=1.0, tol=0),
+    "batch_gap": Criterion(below=1e-4),
+    "distinct_checkpoints": Criterion(expected=1.0, tol=0),
+}
+GSM8K_PIPELINE = {
+    "extraction": Criterion(expected=1.0, tol=0),
+    "batch_mismatches": Criterion(expected=0.0, tol=0),
+}
 
 
 def gpt2_summary(loaded: hub.Loaded, result: dict, texts: list[str]) -> Summary:
