@@ -1,4 +1,4 @@
-"""Seed 002, factual recall (companion.experiments.factual)."""
+"""The talk, factual recall (companion.experiments.factual)."""
 
 import math
 

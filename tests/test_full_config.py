@@ -91,10 +91,11 @@ def test_full_allocation_configuration_runs():
 
 
 def test_full_leading_terms_configurations_run():
-    """Seed 004 at the paper's sizes: the theorem study (|V| = 500, T = 64, both depths) for two steps on a
-    few sequences, and the text study (|V| = 3000, T = 200, three layers; the stand-in offline) for two
-    SGD steps of two sequences, with its statistics, cosines and removals. Table 2's BPE configuration
-    (|V| = 10,000) runs the same code; its |V|^3 statistics take minutes on a CPU and are left out."""
+    """The leading-terms paper at the paper's sizes: the theorem study (|V| = 500, T = 64, both depths) for
+    two steps on a few sequences, and the text study (|V| = 3000, T = 200, three layers; the stand-in
+    offline) for two SGD steps of two sequences, with its statistics, cosines and removals. Table 2's BPE
+    configuration (|V| = 10,000) runs the same code; its |V|^3 statistics take minutes on a CPU and are left
+    out."""
     from dataclasses import replace
 
     from companion.theory import leading_study as ls
@@ -112,7 +113,7 @@ def test_full_leading_terms_configurations_run():
 
 
 def test_full_induction_configurations_run():
-    """Seed 002, the bigram task with triggers at the public code's Fig. 3 size (d = T = 256, batch 512): the
+    """The talk, the bigram task with triggers at the public code's Fig. 3 size (d = T = 256, batch 512): the
     three memories, the two-layer MLP model (the one-layer model runs the same code) and the
     final-linear-feed-forward model with fixed and with random triggers, one step and two evaluations each,
     probes included; the random-trigger run is then read by head_or_bigram at its full test size, and by
@@ -143,7 +144,7 @@ def test_full_induction_configurations_run():
 
 
 def test_full_three_step_configuration_runs():
-    """Seed 002, the three gradient steps at the full size (d = 512, T = 64) on a population of 2048 sequences
+    """The talk, the three gradient steps at the full size (d = 512, T = 64) on a population of 2048 sequences
     (not 65536), with one step size per step."""
     from dataclasses import replace
 
@@ -160,7 +161,8 @@ def test_full_three_step_configuration_runs():
 
 
 def test_full_factual_configurations_run():
-    """Seed 002, factual recall: every ``full`` run (the paper's own size) for two steps on its full test set."""
+    """The talk, factual recall: every ``full`` run (the paper's own size) for two steps on its full test
+    set."""
     from dataclasses import replace
 
     from companion.experiments import factual as fr
@@ -171,7 +173,7 @@ def test_full_factual_configurations_run():
 
 
 def test_full_fact_capacity_configurations_run():
-    """Seed 002, Fig. 4 (right): the largest model of the paper's grid (H = 32, m = 128) for two steps with
+    """The talk, Fig. 4 (right): the largest model of the paper's grid (H = 32, m = 128) for two steps with
     its test set, and the grid's size."""
     from dataclasses import replace
 
@@ -184,9 +186,9 @@ def test_full_fact_capacity_configurations_run():
 
 
 def test_full_khop_configurations_run():
-    """Seed 002, K1-K3: the ``full`` runs (k = 8, N = 16, d = 128; they differ only in their data and depth) are
-    valid, and the curriculum (4 layers) runs two steps with its test sets at every hop count (an evaluation
-    costs about half a minute on two CPU cores: 8 x 2048 sequences of 129 tokens)."""
+    """The talk, K1-K3: the ``full`` runs (k = 8, N = 16, d = 128; they differ only in their data and depth)
+    are valid, and the curriculum (4 layers) runs two steps with its test sets at every hop count (an
+    evaluation costs about half a minute on two CPU cores: 8 x 2048 sequences of 129 tokens)."""
     from dataclasses import replace
 
     from companion.experiments import khop
@@ -198,9 +200,9 @@ def test_full_khop_configurations_run():
 
 
 def test_full_scan_snap_configurations_run():
-    """Seed 003: Fig. 6's largest sweep (K = 20, ten seeds, 16 rate pairs) for two steps, and the WikiText
-    model at the notebook's size (d = 200, the whole vocabulary of the training text; the stand-in split
-    offline) for two iterations and its evaluations, one and three layers."""
+    """Scan and Snap: Fig. 6's largest sweep (K = 20, ten seeds, 16 rate pairs) for two steps, and the
+    WikiText model at the notebook's size (d = 200, the whole vocabulary of the training text; the stand-in
+    split offline) for two iterations and its evaluations, one and three layers."""
     from dataclasses import replace
 
     from companion.experiments import scan_snap as ss
@@ -214,7 +216,7 @@ def test_full_scan_snap_configurations_run():
 
 
 def test_full_fact_scaling_configuration_runs():
-    """Seed 002, Fig. 4 (left): the sweep's largest trial (d = 181, S = R = 512) for two steps with its test
+    """The talk, Fig. 4 (left): the sweep's largest trial (d = 181, S = R = 512) for two steps with its test
     set."""
     from dataclasses import replace
 

@@ -1,4 +1,4 @@
-"""Seed 002, the bigram task with triggers (companion.experiments.induction)."""
+"""The talk, the bigram task with triggers (companion.experiments.induction)."""
 
 import dataclasses
 

@@ -1,5 +1,5 @@
-"""Seed 004: the attention-only model against a literal loop, the corpus statistics against literal
-sums of the paper's formulas, and the leading terms against autograd gradients."""
+"""The leading-terms paper: the attention-only model against a literal loop, the corpus statistics against
+literal sums of the paper's formulas, and the leading terms against autograd gradients."""
 
 import math
 

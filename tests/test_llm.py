@@ -340,7 +340,9 @@ def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
     assert len(last["table1_full"]) == 5 and last["factual"]["full_target"].shape == (20,)
     s = llm_summaries.pythia_summary(along, last, True, final)
     assert s["distinct_checkpoints"] == pytest.approx(2 / 3)
-    with pytest.raises(AssertionError, match="distinct_checkpoints = 0.6667 .required 1 ± 0.$"):  # the duplicate
+    with pytest.raises(
+        AssertionError, match="distinct_checkpoints = 0.6667 .required 1 ± 0.$"
+    ):  # the duplicate
         report.require(s, llm_summaries.PYTHIA_PIPELINE)
     report.require(s, {k: b for k, b in llm_summaries.PYTHIA_PIPELINE.items() if k != "distinct_checkpoints"})
     assert "ioi_ratio_err" not in s  # step14000 was not run

@@ -1,4 +1,4 @@
-"""Seed 002, associative memories: the lemma against autograd, the one-step closed form, the Gaussian
+"""The talk, associative memories: the lemma against autograd, the one-step closed form, the Gaussian
 estimate against simulation, and the study's bookkeeping."""
 
 import numpy as np

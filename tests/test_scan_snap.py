@@ -1,4 +1,4 @@
-"""Seed 003, Scan and Snap: sequence classes, the Y/Z model, its batched training and the theory's closed forms."""
+"""Scan and Snap: sequence classes, the Y/Z model, its batched training and the theory's closed forms."""
 
 from dataclasses import replace
 

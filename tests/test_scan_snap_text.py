@@ -1,4 +1,5 @@
-"""Seed 003 on WikiText-2: the data pipeline, the tutorial model and one short run (the stand-in split)."""
+"""Scan and Snap on WikiText-2: the data pipeline, the tutorial model and one short run (the stand-in
+split)."""
 
 import numpy as np
 import pytest

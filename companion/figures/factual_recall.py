@@ -8,7 +8,7 @@ import numpy as np
 
 
 def loss_panels(runs: dict, references: dict):
-    """Seed 002, Fig. 5: total, relation-only and subject-only test losses along training, one panel per run;
+    """The talk, Fig. 5: total, relation-only and subject-only test losses along training, one panel per run;
     ``references[name]``: {label: value} dashed horizontal lines (log |A|, log D, ...)."""
     fig, axes = plt.subplots(
         1, len(runs), figsize=(min(4.2 * len(runs), 12.5), 3.3), sharey=True, constrained_layout=True

@@ -16,9 +16,9 @@ PROBE_LABELS = {
 
 
 def schedule_panels(runs: dict):
-    """Seed 002 / Birth Fig. 3: one panel per freeze schedule, in-context accuracy (black) and the
-    memory-recall probes (colours) along training; dotted line: the step the frozen matrices are released.
-    The last cell of the grid holds the legend."""
+    """The talk (cf. Birth of a Transformer, Fig. 3): one panel per freeze schedule, in-context accuracy
+    (black) and the memory-recall probes (colours) along training; dotted line: the step the frozen matrices
+    are released. The last cell of the grid holds the legend."""
     ncol = 3
     nrow = -(-(len(runs) + 1) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(10, 3.0 * nrow), sharey=True, constrained_layout=True)
@@ -41,7 +41,7 @@ def schedule_panels(runs: dict):
 
 
 def layer_panels(runs: dict, ff_steps, ff_curves: dict):
-    """Seed 002: in-context accuracy of one- and two-layer models along training (left), and the
+    """The talk: in-context accuracy of one- and two-layer models along training (left), and the
     KL divergence from the bigram rows to a feed-forward layer's prediction, ``ff_curves`` (right)."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), constrained_layout=True)
     for L, r in sorted(runs.items()):

@@ -13,7 +13,7 @@ from companion.experiments import khop
 
 
 def hop_panels(curves: dict, chance: float):
-    """Seed 002, K1-K3: one panel per run, the test accuracy at each hop count along training (colour = hop
+    """The talk, K1-K3: one panel per run, the test accuracy at each hop count along training (colour = hop
     count, one legend above the panels, so that it covers no curve); the curriculum's stage as a grey step line
     on a right-hand axis where it changes; the run's name inside its panel, wrapped. ``curves``: the
     :func:`companion.experiments.khop.curves` of the runs."""
@@ -54,8 +54,9 @@ def hop_panels(curves: dict, chance: float):
 
 
 def seed_lines(panels: dict[str, dict[int, dict]], chance: float):
-    """Seed 002, K2 over seeds: one panel per study ({title: {seed: run}}), the k-hop test accuracy of each seed
-    along training (colour = seed, the same in every panel), a dot where the run moves to its last stage."""
+    """The talk, K2 over seeds: one panel per study ({title: {seed: run}}), the k-hop test accuracy of each
+    seed along training (colour = seed, the same in every panel), a dot where the run moves to its last
+    stage."""
     seeds = sorted(set().union(*panels.values()))
     cmap = plt.get_cmap("tab10")
     fig, axes = plt.subplots(

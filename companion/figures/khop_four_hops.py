@@ -10,8 +10,8 @@ from companion.figures import khop as khop_figures
 
 
 def interval_lines(runs: dict, chance: float):
-    """Seed 002, K2 at two evaluation intervals: :func:`companion.figures.khop.seed_lines` with one panel per interval. ``runs``: the
-    :func:`companion.experiments.khop_four_hops.interval_pool`."""
+    """The talk, K2 at two evaluation intervals: :func:`companion.figures.khop.seed_lines` with one panel per
+    interval. ``runs``: the :func:`companion.experiments.khop_four_hops.interval_pool`."""
     by = khop_four_hops.by_interval(runs)
     return khop_figures.seed_lines(
         {f"advancing every {every} steps": by[every] for every in khop_four_hops.INTERVALS}, chance

@@ -7,8 +7,8 @@ import matplotlib.pyplot as plt
 
 
 def deviation(table: dict, covered: int, title_keys: dict | None = None):
-    """Seed 004, Theorem 4.1: relative distance of each weight to its leading term over the GD steps
-    (solid), the theorem's bound over the leading term's size (dotted), the steps the theorem covers
+    """The leading-terms paper, Theorem 4.1: relative distance of each weight to its leading term over the GD
+    steps (solid), the theorem's bound over the leading term's size (dotted), the steps the theorem covers
     shaded. ``table`` is :func:`companion.theory.leading_theorem.theorem_table`'s output."""
     keys = title_keys or {k: k for k in table["rel"]}
     fig, ax = plt.subplots(figsize=(6.4, 3.8), constrained_layout=True)

@@ -8,8 +8,8 @@ import numpy as np
 
 
 def layer_checkpoint_maps(res: dict, keys=("attention", "embedding", "embedding_no_mlp")):
-    """Seed 004, Fig. 6: one heat map per comparison, layers (rows) by checkpoints (columns), colour =
-    cosine between covariance matrices."""
+    """The leading-terms paper, Fig. 6: one heat map per comparison, layers (rows) by checkpoints (columns),
+    colour = cosine between covariance matrices."""
     revs = res["revisions"]
     fig, axes = plt.subplots(1, len(keys), figsize=(4.6 * len(keys), 3.4), constrained_layout=True)
     for ax, key in zip(np.atleast_1d(axes), keys):
@@ -25,7 +25,8 @@ def layer_checkpoint_maps(res: dict, keys=("attention", "embedding", "embedding_
 
 
 def head_checkpoint_maps(res: dict, layers: list[int]):
-    """Seed 004, Fig. 7: per head (rows) and checkpoint (columns), the attention cosine of a few layers."""
+    """The leading-terms paper, Fig. 7: per head (rows) and checkpoint (columns), the attention cosine of a
+    few layers."""
     revs = res["revisions"]
     fig, axes = plt.subplots(1, len(layers), figsize=(4.4 * len(layers), 3.2), constrained_layout=True)
     for ax, layer in zip(np.atleast_1d(axes), layers):

@@ -8,8 +8,9 @@ import numpy as np
 
 
 def cosine_panels(runs: dict, weights: tuple[str, ...] = ("W_O", "V", "W", "P")):
-    """Seed 004, Fig. 4: cosine of each weight (every layer) with its leading term over epochs, one
-    panel per learning rate; ``runs`` maps a rate to a run of :func:`companion.theory.leading_study.sgd_run`."""
+    """The leading-terms paper, Fig. 4: cosine of each weight (every layer) with its leading term over
+    epochs, one panel per learning rate; ``runs`` maps a rate to a run of
+    :func:`companion.theory.leading_study.sgd_run`."""
     fig, axes = plt.subplots(
         1, len(runs), figsize=(5.2 * len(runs), 3.6), sharey=True, constrained_layout=True
     )

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 
 
 def capacity_panels(curves: dict, weighted_curves: dict | None = None):
-    """Seed 002: recall accuracy of a memory of M pairs against M / d (left) and M / d^2 (right), one
+    """The talk: recall accuracy of a memory of M pairs against M / d (left) and M / d^2 (right), one
     colour per d; dashed, the Gaussian prediction; dotted (right), memories with per-pair weights."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True, constrained_layout=True)
     for j, (d, (M, acc, pred)) in enumerate(sorted(curves.items())):

@@ -9,7 +9,7 @@ from companion.experiments import three_steps
 
 
 def three_step_scales(res: dict, title: str = ""):
-    """Seed 002, the three gradient steps rescaled: in-context accuracy against the scale of the memories'
+    """The talk, the three gradient steps rescaled: in-context accuracy against the scale of the memories'
     stored pairs, one line per mix of learned and hand-written memories
     (the ``scales`` of :func:`companion.experiments.three_steps.three_steps`)."""
     fig, ax = plt.subplots(figsize=(5.6, 3.4), constrained_layout=True)
@@ -44,9 +44,9 @@ def three_step_scales(res: dict, title: str = ""):
 
 
 def three_step_panels(results: dict):
-    """Seed 002, the three gradient steps: one panel per run, the three recall probes and the in-context accuracy
-    after each step (the x labels name the matrix stepped); a last panel, for the first run with a sweep, the
-    same after step 3 against the size of step 2. ``results``: the
+    """The talk, the three gradient steps: one panel per run, the three recall probes and the in-context
+    accuracy after each step (the x labels name the matrix stepped); a last panel, for the first run with a
+    sweep, the same after step 3 against the size of step 2. ``results``: the
     :func:`companion.experiments.three_steps.three_steps` outputs by run name."""
     labels = {
         "probe_OV2": "$W^2_{OV}$ probe",
