@@ -135,7 +135,7 @@ def test_the_house_style_is_a_file_and_importing_plotting_changes_nothing():
 # Modules that serve many chapters by design (besides data and models, which are not analysis): the house
 # helpers, the main paper's model family and its run configurations, the talk's two-layer runs on the bigram task
 # with triggers (induction: configurations, training, probes, the memories by construction), the k-hop family's
-# configurations, training, runs, probes and recorded readers (khop), the language-model pipeline.
+# configurations, training and runs (khop), its probes (khop_probes) and recorded studies (khop_studies), the language-model pipeline.
 SHARED_MODULES = {
     "companion.claims",
     "companion.config",
@@ -145,6 +145,8 @@ SHARED_MODULES = {
     "companion.experiments.catalog",
     "companion.experiments.induction",
     "companion.experiments.khop",
+    "companion.experiments.khop_probes",
+    "companion.experiments.khop_studies",
     "companion.experiments.noisy_recall",
     "companion.experiments.summaries",
     "companion.figures.khop",
@@ -302,7 +304,7 @@ def test_every_name_a_chapter_reads_from_the_package_exists():
         if not hasattr(importlib.import_module(module), name)
     ]
     assert missing == []
-    assert ("companion.experiments.khop", "prefix_gap") in book_ext.chapter_names(
+    assert ("companion.experiments.khop_studies", "prefix_gap") in book_ext.chapter_names(
         (root / "book/khop_four_hops.md").read_text()
     )
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from companion import config
-from companion.experiments import khop, khop_four_hops, khop_stall, khop_starts
+from companion.experiments import khop, khop_four_hops, khop_probes, khop_stall, khop_starts, khop_studies
 from companion.figures import (
     khop as khop_figures,
 )
@@ -164,16 +164,18 @@ def test_summary_reads_the_runs():
     assert set(c) == {"step", "acc", "stage", "loss"} and set(c["acc"]) == set(runs)
 
 
-@pytest.mark.parametrize("settings, depth", [(None, 3), (khop.RECORDED_DEEPER, 4)])
+@pytest.mark.parametrize("settings, depth", [(None, 3), (khop_studies.RECORDED_DEEPER, 4)])
 def test_the_recorded_studies_read_back_as_they_were_summarised(settings, depth):
-    rec = khop.recorded(settings)
-    runs, members = khop.recorded_runs(rec)
-    assert set(runs) == set(khop.members("quick")) and {e.k for e in members.values()} == {khop.RECORDED_K}
+    rec = khop_studies.recorded(settings)
+    runs, members = khop_studies.recorded_runs(rec)
+    assert set(runs) == set(khop.members("quick")) and {e.k for e in members.values()} == {
+        khop_studies.RECORDED_K
+    }
     assert {name: e.layers for name, e in members.items()} == {
         **{name: depth for name in ("direct", "mixture", "curriculum", "cumulative")},
         "mixture, 1 layer": 1,
     }
-    s = khop.recorded_summary(rec)
+    s = khop_studies.recorded_summary(rec)
     for key, value in rec.summary.items():
         assert s["rec_" + key] == pytest.approx(value, nan_ok=True), key
     assert s["rec_minutes"] > 0
@@ -186,7 +188,7 @@ def test_a_missing_recorded_study_names_its_command(monkeypatch):
     with pytest.raises(
         ValueError, match="python -m companion record khop --profile quick --set eval_every=100"
     ):
-        khop.recorded()
+        khop_studies.recorded()
 
 
 def test_recorded_overrides_keep_the_single_layer_budget_multiple():
@@ -207,16 +209,16 @@ def test_recorded_overrides_keep_the_single_layer_budget_multiple():
 def test_the_seed_study_keeps_its_explored_interval_and_reads_back():
     from companion import record
 
-    m = record.build("khop_seeds", "quick", khop.SEED_SETTINGS)
+    m = record.build("khop_seeds", "quick", khop_studies.SEED_SETTINGS)
     assert {name: (e.seed, e.eval_every, e.layers, e.data) for name, e in m.items()} == {
-        **{f"seed {s}": (s, 100, 4, "cumulative") for s in khop.SEEDS},
+        **{f"seed {s}": (s, 100, 4, "cumulative") for s in khop_studies.SEEDS},
         khop.EXPLORED: (0, khop.EXPLORED_EVERY, 4, "cumulative"),
     }
-    rec = khop.recorded(khop.SEED_SETTINGS, experiment="khop_seeds")
-    s = khop.recorded_summary(rec, prefix="", minutes_key="seeds_minutes")
+    rec = khop_studies.recorded(khop_studies.SEED_SETTINGS, experiment="khop_seeds")
+    s = khop_studies.recorded_summary(rec, prefix="", minutes_key="seeds_minutes")
     for key, value in rec.summary.items():
         assert s[key] == pytest.approx(value, nan_ok=True), key
-    assert len(khop.seed_rows(*khop.recorded_runs(rec))) == len(m)
+    assert len(khop_studies.seed_rows(*khop_studies.recorded_runs(rec))) == len(m)
 
 
 def _seed_study(solved_stages):
@@ -254,7 +256,7 @@ def _probe_run(seed=0, steps=30):
         batch=32,
         seed=seed,
     )
-    return khop.probe_run(exp, progress=False)
+    return khop_probes.probe_run(exp, progress=False)
 
 
 def test_the_recorded_forward_pass_is_the_forward_pass():
@@ -282,32 +284,32 @@ def test_the_recorded_forward_pass_is_the_forward_pass():
 def test_each_hop_reads_the_entry_that_holds_its_value():
     task = khop.KHopTask(N=5, k=3, hidden_seed=2)
     b = task.sample(np.random.default_rng(0), np.full(64, 3))
-    where = khop.read_positions(task, b)
+    where = khop_probes.read_positions(task, b)
     # table j at pi_j(v_{j-1}) holds v_j
     assert np.array_equal(np.take_along_axis(b.tokens, where, 1), b.chain)
     assert ((where - 1) // task.N == np.arange(3)).all()  # hop j reads table j
     b2 = task.sample(np.random.default_rng(0), np.full(64, 2))  # 2-hop examples: the first two tables
-    where2 = khop.read_positions(task, b2)
+    where2 = khop_probes.read_positions(task, b2)
     assert where2.shape == (64, 2) and np.array_equal(
         np.take_along_axis(b2.tokens, where2, 1), b2.chain[:, :2]
     )
     with pytest.raises(ValueError, match="one hop count: got hop counts \\[2, 3\\]"):
-        khop.read_positions(task, task.sample(np.random.default_rng(0), np.array([3, 2])))
+        khop_probes.read_positions(task, task.sample(np.random.default_rng(0), np.array([3, 2])))
 
 
 def test_linear_probe_reads_a_linear_code_and_not_noise():
     g = torch.Generator().manual_seed(0)
     y = torch.randint(0, 4, (800,), generator=g)
     X = torch.randn(800, 8, generator=g) * 0.1 + torch.nn.functional.one_hot(y, 8).float()
-    assert khop.linear_probe(X[:600], y[:600], X[600:], y[600:], 4) == 1.0
+    assert khop_probes.linear_probe(X[:600], y[:600], X[600:], y[600:], 4) == 1.0
     noise = torch.randn(800, 8, generator=g)
-    assert khop.linear_probe(noise[:600], y[:600], noise[600:], y[600:], 4) < 0.4  # chance 0.25
+    assert khop_probes.linear_probe(noise[:600], y[:600], noise[600:], y[600:], 4) < 0.4  # chance 0.25
 
 
 def test_probe_summary_names_each_layer_and_hop():
     runs = {"seed 0": _probe_run(), khop.EXPLORED: _probe_run(steps=60)}
-    s = khop.probe_summary(runs)
-    res = khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"])
+    s = khop_probes.probe_summary(runs)
+    res = khop_probes.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"])
     assert res["probe"].shape == res["entry"].shape == (3, 3) and res["attention"].shape == (2, 3)
     assert s["p100_entry_l1_v2"] == res["entry"][1, 1] and s["p100_best_v2"] == res["probe"][:, 1].max()
     assert res["entry"][0, 2] == 1.0  # hop k's entry holds v_k as its token from the start
@@ -315,47 +317,54 @@ def test_probe_summary_names_each_layer_and_hop():
         res["attention"][0, 1]
     )
     assert s["p100_best_vk"] == res["probe"][:, 2].max() and s["probe_chance"] == 0.25
-    two = khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"], hops=2)  # (k - 1)-hop examples
+    two = khop_probes.hop_probe(
+        runs["seed 0"]["exp"], runs["seed 0"]["state"], hops=2
+    )  # (k - 1)-hop examples
     assert (
         two["probe"].shape == two["entry"].shape == (3, 2) and s["p100_h2_probe_l1_v2"] == two["probe"][1, 1]
     )
     assert s["p100_h2_best_vk"] == two["probe"][:, 1].max() and "p100_h2_entry_l2_v2" in s
     with pytest.raises(ValueError, match="hops"):
-        khop.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"], hops=4)
+        khop_probes.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"], hops=4)
     for j in (1, 2, 3):
         first = s[f"p250_first_v{j}"]
         col = [s[f"p250_probe_l{l}_v{j}"] for l in range(3)]
         assert first == next((l for l, v in enumerate(col) if v >= 0.9), np.inf)
     assert 0 <= s["p100_acc"] <= 1 and np.all((res["attention"] >= 0) & (res["attention"] <= 1))
     with pytest.raises(ValueError, match="carries no configuration"):
-        khop.probe_summary({"seed 0": {k: v for k, v in runs["seed 0"].items() if k != "exp"}})
-    rows = khop.probe_rows(s)
+        khop_probes.probe_summary({"seed 0": {k: v for k, v in runs["seed 0"].items() if k != "exp"}})
+    rows = khop_probes.probe_rows(s)
     assert (
         len(rows) == 2 * 3
         and rows[0][:2] == ["seed 0", 0]
         and rows[-1][2:] == [s[f"p250_probe_l2_v{j}"] for j in (1, 2, 3)]
     )
-    att = khop.probe_rows(s, "attention")
-    assert [r[1] for r in att] == [1, 2, 1, 2] and len(att[0]) == len(khop.probe_header(3, "attention"))
-    assert khop.probe_rows(s, "entry")[1][2:] == [s[f"p100_entry_l1_v{j}"] for j in (1, 2, 3)]
-    assert khop.probe_rows(s, hops=2)[1][2:] == [s[f"p100_h2_probe_l1_v{j}"] for j in (1, 2)]
+    att = khop_probes.probe_rows(s, "attention")
+    assert [r[1] for r in att] == [1, 2, 1, 2] and len(att[0]) == len(
+        khop_probes.probe_header(3, "attention")
+    )
+    assert khop_probes.probe_rows(s, "entry")[1][2:] == [s[f"p100_entry_l1_v{j}"] for j in (1, 2, 3)]
+    assert khop_probes.probe_rows(s, hops=2)[1][2:] == [s[f"p100_h2_probe_l1_v{j}"] for j in (1, 2)]
     with pytest.raises(ValueError, match="hops"):
-        khop.probe_rows(s, hops=1)
-    assert khop.probe_header(3, "entry")[2] == "v_3 at hop 1's entry"
+        khop_probes.probe_rows(s, hops=1)
+    assert khop_probes.probe_header(3, "entry")[2] == "v_3 at hop 1's entry"
     with pytest.raises(ValueError, match="kind"):
-        khop.probe_rows(s, "x")
+        khop_probes.probe_rows(s, "x")
 
     fig = khop_stall_figures.hop_probe_panels(s)
     assert len(fig.axes) == 8 and sum(len(ax.images) for ax in fig.axes) == 4  # 4 maps, 4 colour bars
     assert fig.axes[0].get_ylabel() and fig.axes[0].images[0].get_array()[2, 1] == s["p100_probe_l2_v2"]
     m = khop_stall.probe_members("quick")
-    assert list(m) == list(khop.PROBED) and [e.eval_every for e in m.values()] == [50, khop.EXPLORED_EVERY]
+    assert list(m) == list(khop_probes.PROBED) and [e.eval_every for e in m.values()] == [
+        50,
+        khop.EXPLORED_EVERY,
+    ]
 
 
 def test_the_entries_walk_is_probed_and_tabled():
     runs = {"seed 1": _probe_run(seed=1), "seed 2": _probe_run(seed=2, steps=60)}
     s = khop_stall.seed_probe_summary(runs)
-    res = khop.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"])
+    res = khop_probes.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"])
     C, E = res["chain"], res["entry_attention"]
     assert C.shape == (3, 3, 3) and E.shape == (2, 3, 3)
     # entry: the answer's column
@@ -367,20 +376,21 @@ def test_the_entries_walk_is_probed_and_tabled():
     assert np.all((E >= 0) & (E <= 1)) and (E.sum(-1) <= 1 + 1e-6).all()  # shares of one query's attention
     with pytest.raises(ValueError, match="probed run"):
         khop_stall.seed_probe_summary({"seed 0": runs["seed 1"]})
-    rows = khop.walk_rows(s, study=khop_stall.SEED_PROBE)
+    rows = khop_probes.walk_rows(s, study=khop_stall.SEED_PROBE)
     assert len(rows) == 2 * 2 * 3 and rows[0][:3] == ["seed 1", 1, 0]
     assert rows[3][3:] == ["", s["s1_chain_l0_e2_v3"]]  # entry 2 holds v_2: only v_3 is probed
-    att = khop.walk_rows(s, "eattn", study=khop_stall.SEED_PROBE, entries=(2,))
+    att = khop_probes.walk_rows(s, "eattn", study=khop_stall.SEED_PROBE, entries=(2,))
     assert [r[2] for r in att] == [1, 2, 1, 2] and att[1][3:] == ["", s["s1_eattn_l2_e2_to3"]]
     assert (
-        len(att[0]) == len(khop.walk_header(3, "eattn")) and khop.walk_header(3)[3] == "v_2, probe accuracy"
+        len(att[0]) == len(khop_probes.walk_header(3, "eattn"))
+        and khop_probes.walk_header(3)[3] == "v_2, probe accuracy"
     )
-    assert khop.walk_rows(s, hops=2, study=khop_stall.SEED_PROBE)[0][3:] == [s["s1_h2_chain_l0_e1_v2"]]
+    assert khop_probes.walk_rows(s, hops=2, study=khop_stall.SEED_PROBE)[0][3:] == [s["s1_h2_chain_l0_e1_v2"]]
     with pytest.raises(ValueError, match="entry"):
-        khop.walk_rows(s, study=khop_stall.SEED_PROBE, entries=(3,))
+        khop_probes.walk_rows(s, study=khop_stall.SEED_PROBE, entries=(3,))
     with pytest.raises(ValueError, match="kind"):
-        khop.walk_rows(s, "x", study=khop_stall.SEED_PROBE)
-    assert khop.probe_rows(s, study=khop_stall.SEED_PROBE)[0][0] == "seed 1"
+        khop_probes.walk_rows(s, "x", study=khop_stall.SEED_PROBE)
+    assert khop_probes.probe_rows(s, study=khop_stall.SEED_PROBE)[0][0] == "seed 1"
 
     fig = khop_stall_figures.hop_probe_panels(s, khop_stall.SEED_PROBE)
     assert fig.axes[0].images[0].get_array()[1, 0] == s["s1_probe_l1_v1"]
@@ -494,13 +504,13 @@ def test_the_last_table_hidden_from_blocks():
 def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
     r = _probe_run(steps=60)
     exp = r["exp"]
-    res = khop.table_interference(exp, r["state"], n=64)
+    res = khop_probes.table_interference(exp, r["state"], n=64)
     assert res["prev"].shape == res["answer"].shape == (6,) and res["attention"].shape == (2, 2)
     # with two blocks, one = all but one
     assert res["prev"][1] == res["prev"][4] and res["prev"][2] == res["prev"][3]
     assert ((res["prev"] >= 0) & (res["prev"] <= 1)).all() and (res["attention"] <= 1 + 1e-6).all()
     # its own stream
-    assert np.array_equal(res["prev"], khop.table_interference(exp, r["state"], n=64)["prev"])
+    assert np.array_equal(res["prev"], khop_probes.table_interference(exp, r["state"], n=64)["prev"])
     model = exp.model()
     model.load_state_dict(r["state"])
     b = exp.task().sample(
@@ -513,8 +523,11 @@ def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
     )
     with pytest.raises(ValueError, match="k \\(hops\\)"):
         one = khop.KHopExperiment(N=4, k=1, depth=1, d=16, heads=2)
-        khop.table_interference(one, one.model().state_dict())
-    s, res = khop.probe_summary({"seed 0": r, khop.EXPLORED: r}), khop.table_interference(exp, r["state"])
+        khop_probes.table_interference(one, one.model().state_dict())
+    s, res = (
+        khop_probes.probe_summary({"seed 0": r, khop.EXPLORED: r}),
+        khop_probes.table_interference(exp, r["state"]),
+    )
     assert s["p100_tk_all_answer"] == res["answer"][-1] and s["p100_tk_b1_prev"] == res["prev"][1]
     assert s["p100_tkattn_l2_e1"] == pytest.approx(res["attention"][1, 0])
     rows = khop_stall.interference_rows(s)
@@ -608,13 +621,15 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
         batch=16,
         advance_at=0.3,
     )
-    seeds = {**{khop.seed_name(s): s for s in khop.SEEDS}, khop.EXPLORED: 0}
+    seeds = {**{khop_studies.seed_name(s): s for s in khop_studies.SEEDS}, khop.EXPLORED: 0}
     plain = {
         name: khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
         for name, s in seeds.items()
     }
     hid = {
-        name: khop.probe_run(khop.KHopExperiment(**kw, seed=s, hide_k_from=study.blocks), progress=False)
+        name: khop_probes.probe_run(
+            khop.KHopExperiment(**kw, seed=s, hide_k_from=study.blocks), progress=False
+        )
         for name, s in seeds.items()
     }
     assert all(np.isfinite(khop.last_stage_at(r)) and khop.last_stage_at(r) > 0 for r in plain.values())
@@ -642,7 +657,7 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
         for b in study.blocks:
             assert s[f"{h}_tk_b{b}_prev"] == s[f"{h}_tk_none_prev"]
             assert s[f"{h}_tk_not{b}_answer"] == s[f"{h}_tk_all_answer"]
-    assert s[f"{p}_learned_n"] == sum(np.isfinite(s[f"{p}_s{x}_hk_at"]) for x in khop.SEEDS)
+    assert s[f"{p}_learned_n"] == sum(np.isfinite(s[f"{p}_s{x}_hk_at"]) for x in khop_studies.SEEDS)
     curves = khop_stall.hidden_summary(hid, study=study)
     assert f"{study.probe.tags['seed 0']}_acc" not in curves
     assert all(s[key] == v or np.isnan(v) for key, v in curves.items())
@@ -668,7 +683,7 @@ def test_hidden_summary_reads_when_each_seed_learns():
 
 @pytest.mark.parametrize("study, blocks", [(khop_stall.HIDDEN, (1,)), (khop_stall.HIDDEN12, (1, 2))])
 def test_the_hidden_study_is_the_seed_study_with_table_k_hidden(study, blocks):
-    seeds, hid = khop.seed_members("quick"), khop_stall.hidden_members("quick", study)
+    seeds, hid = khop_studies.seed_members("quick"), khop_stall.hidden_members("quick", study)
     assert list(hid) == list(seeds) == list(khop_stall.HIDDEN_TAGS)
     for name, e in hid.items():
         assert e.hide_k_from == blocks and dataclasses.replace(e, hide_k_from=()) == seeds[name]
@@ -696,13 +711,13 @@ def test_prefix_gap_compares_the_shorter_runs_evaluations():
     short = {
         n: {k: (v[:2] if k in ("acc", "stage", "step") else v) for k, v in r.items()} for n, r in runs.items()
     }
-    assert khop.prefix_gap(runs, short, "x")["x_prefix_gap"] == 0
+    assert khop_studies.prefix_gap(runs, short, "x")["x_prefix_gap"] == 0
     other = {**short, "seed 1": {**short["seed 1"], "acc": short["seed 1"]["acc"] + 0.25}}
-    assert khop.prefix_gap(runs, other, "x")["x_prefix_gap"] == pytest.approx(0.25)
+    assert khop_studies.prefix_gap(runs, other, "x")["x_prefix_gap"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="not among the shorter runs"):
-        khop.prefix_gap(runs, {"seed 0": short["seed 0"]}, "x")
+        khop_studies.prefix_gap(runs, {"seed 0": short["seed 0"]}, "x")
     with pytest.raises(ValueError, match="different steps"):
-        khop.prefix_gap(
+        khop_studies.prefix_gap(
             runs, {**short, "seed 2": {**short["seed 2"], "step": short["seed 2"]["step"] + 1}}, "x"
         )
 
@@ -798,7 +813,7 @@ def test_reseed_study_members_and_summary():
         khop_stall.reseed_name(n, r) for n in ("seed 0", khop.EXPLORED) for r in khop_stall.RESEED_STREAMS
     ]
     assert {e.last_stage_data for e in members.values()} == set(khop_stall.RESEED_STREAMS)
-    plain = khop.seed_members("quick")
+    plain = khop_studies.seed_members("quick")
     for name, e in members.items():
         base = name.split(khop.RESEED_SUFFIX)[0]
         assert dataclasses.replace(e, last_stage_data=0) == plain[base]
@@ -822,7 +837,7 @@ def test_reseed_study_members_and_summary():
     )
     every = {"seed 0": 5, khop.EXPLORED: 10}
     runs = {
-        khop_stall.reseed_name(n, r): khop.probe_run(
+        khop_stall.reseed_name(n, r): khop_probes.probe_run(
             khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=r), progress=False
         )
         for n, e in every.items()
@@ -930,7 +945,7 @@ def test_reseed_long_study_and_its_runs_by_path():
         advance_at=0.3,
     )
     runs = {
-        name: khop.probe_run(khop.KHopExperiment(**kw, last_stage_data=1), progress=False)
+        name: khop_probes.probe_run(khop.KHopExperiment(**kw, last_stage_data=1), progress=False)
         for name in khop_stall.RESEED_LONG[:2]
     }
     ls = khop_stall.reseed_long_summary(runs, level=0.5)
@@ -1111,13 +1126,13 @@ def test_examples_that_start_at_another_table_compose_those_tables_only():
 
 
 def test_a_variant_over_another_compares_with_that_variants_recorded_runs():
-    v = khop.ANYSTART
-    assert v.settings() == {**khop.DOUBLING.settings(), "starts": "any"} and v.trained(4) == (1, 2, 4)
-    m = khop.variant_members("quick", v)
+    v = khop_studies.ANYSTART
+    assert v.settings() == {**khop_studies.DOUBLING.settings(), "starts": "any"} and v.trained(4) == (1, 2, 4)
+    m = khop_studies.variant_members("quick", v)
     assert all((e.levels, e.starts, e.seed) == ("doubling", "any", s) for s, e in enumerate(m.values()))
     assert (
         dataclasses.replace(m["seed 2"], starts="first")
-        == khop.variant_members("quick", khop.DOUBLING)["seed 2"]
+        == khop_studies.variant_members("quick", khop_studies.DOUBLING)["seed 2"]
     )
     base = v.base_runs(4000)  # the recorded runs with stages 1, 2, 4 from table 1, cut
     assert sorted(base) == list(range(7)) and {int(r["step"][-1]) for r in base.values()} == {4000}
@@ -1143,14 +1158,23 @@ def test_a_variant_over_another_compares_with_that_variants_recorded_runs():
 
 
 def test_onestart_and_longstart_split_anystart_by_hop_count():
-    v = khop.ONESTART
-    assert v.settings() == {**khop.ANYSTART.settings(), "starts": "one"} and v.trained(4) == (1, 2, 4)
-    assert v.over is khop.DOUBLING and v.base_runs(3000).keys() == khop.ANYSTART.base_runs(3000).keys()
-    one, any_ = khop.variant_members("quick", v), khop.variant_members("quick", khop.ANYSTART)
+    v = khop_studies.ONESTART
+    assert v.settings() == {**khop_studies.ANYSTART.settings(), "starts": "one"} and v.trained(4) == (1, 2, 4)
+    assert (
+        v.over is khop_studies.DOUBLING
+        and v.base_runs(3000).keys() == khop_studies.ANYSTART.base_runs(3000).keys()
+    )
+    one, any_ = (
+        khop_studies.variant_members("quick", v),
+        khop_studies.variant_members("quick", khop_studies.ANYSTART),
+    )
     assert all(dataclasses.replace(e, starts="any") == any_[n] for n, e in one.items())
-    longer, dbl = khop.variant_members("quick", khop.LONGSTART), khop.variant_members("quick", khop.DOUBLING)
+    longer, dbl = (
+        khop_studies.variant_members("quick", khop_studies.LONGSTART),
+        khop_studies.variant_members("quick", khop_studies.DOUBLING),
+    )
     assert all(dataclasses.replace(e, starts="first") == dbl[n] for n, e in longer.items())
-    assert khop.LONGSTART.settings() == {**khop.ANYSTART.settings(), "starts": "longer"}
+    assert khop_studies.LONGSTART.settings() == {**khop_studies.ANYSTART.settings(), "starts": "longer"}
 
 
 def test_move_medians_read_the_per_seed_entries_of_a_move_summary():
@@ -1236,7 +1260,7 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
         stage=[1, 2, 2, 4, 4],
     )
     s = khop_four_hops.variant_summary(
-        {"seed 0": dbl, "seed 1": flat}, {0: every, 1: every}, variant=khop.DOUBLING
+        {"seed 0": dbl, "seed 1": flat}, {0: every, 1: every}, variant=khop_studies.DOUBLING
     )
     # seed 0 is solved: three hops are never trained on, so they do not count
     assert (s["doubling_solved_n"], s["doubling_every_solved_n"], s["doubling_gained_seeds"]) == (1, 0, "0")
@@ -1255,10 +1279,10 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
     off = _fake(
         np.asarray(dbl["acc"]) + np.array([[0.0] * 4, [0.01, 0, 0, 0]] + [[0.0] * 4] * 3), stage=dbl["stage"]
     )
-    assert khop_four_hops.variant_summary({"seed 0": off}, {0: every}, variant=khop.DOUBLING)[
+    assert khop_four_hops.variant_summary({"seed 0": off}, {0: every}, variant=khop_studies.DOUBLING)[
         "doubling_split_gap"
     ] == pytest.approx(0.01)
-    assert khop.DOUBLING.trained(4) == (1, 2, 4) and khop_four_hops.LR.trained(4) == (1, 2, 3, 4)
+    assert khop_studies.DOUBLING.trained(4) == (1, 2, 4) and khop_four_hops.LR.trained(4) == (1, 2, 3, 4)
 
 
 def test_delay_study_members_summary_and_the_repeat():
@@ -1266,7 +1290,7 @@ def test_delay_study_members_summary_and_the_repeat():
     assert list(members) == [
         khop_stall.delay_name(d, r) for d, rs in khop_stall.DELAY_GRID.items() for r in rs
     ]
-    plain = khop.seed_members("quick")[khop_stall.DELAYED]
+    plain = khop_studies.seed_members("quick")[khop_stall.DELAYED]
     for name, e in members.items():
         assert (e.last_stage_delay, e.last_stage_data) == khop_stall._delay_parts(name)
         assert dataclasses.replace(e, last_stage_delay=0, last_stage_data=0) == plain
@@ -1294,7 +1318,9 @@ def test_delay_study_members_summary_and_the_repeat():
         khop_stall.delay_name(*khop_stall.DELAY_REPEATS)
     ]
     runs = {
-        n: khop.probe_run(khop.KHopExperiment(**kw, last_stage_delay=d, last_stage_data=r), progress=False)
+        n: khop_probes.probe_run(
+            khop.KHopExperiment(**kw, last_stage_delay=d, last_stage_data=r), progress=False
+        )
         for n, (d, r) in zip(names, [(5, 0), (5, 1), (10, 0)])
     }
     s = khop_stall.delay_summary(runs, level=0.5)
@@ -1416,13 +1442,13 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
 
     members = khop_stall.onset_members("quick")
     assert list(members) == list(khop_stall.ONSET_RUNS)
-    every = khop.seed_members("quick") | khop_stall.reseed_members("quick")
+    every = khop_studies.seed_members("quick") | khop_stall.reseed_members("quick")
     assert all(members[n] == every[n] for n in members)
     monkeypatch.setattr(khop_stall, "ONSET_AFTER", (0, 3, 10))
     runs = {"seed 0": {**r, "exp": exp}, khop.EXPLORED: {**r, "exp": exp}}
     s = khop_stall.onset_summary(runs)
     for a in (0, 3, 10):
-        res = khop.table_interference(exp, r["kept"][a])
+        res = khop_probes.table_interference(exp, r["kept"][a])
         assert (
             s[f"on100_a{a}_tk_b1_prev"] == res["prev"][1]
             and s[f"on250_a{a}_tk_all_answer"] == res["answer"][-1]
@@ -1433,7 +1459,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
         (a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 1.0), math.inf
     )
     assert s["on100_stagek_at"] == at and s["onset_k"] == 3
-    assert s["on100_end_tk_b1_prev"] == khop.table_interference(exp, r["state"])["prev"][1]
+    assert s["on100_end_tk_b1_prev"] == khop_probes.table_interference(exp, r["state"])["prev"][1]
     on_path = s["on100_end_tk_b1_prev"] < 0.5  # both runs are the same run here
     assert (s["onset_path_n"], s["onset_spared_n"]) == ((2, 0) if on_path else (0, 2))
     lowest = min(s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10))
@@ -1468,7 +1494,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
 def test_the_interval_study_keeps_each_members_interval():
     from companion import record
 
-    m = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
+    m = record.build("khop_interval", "quick", khop_studies.INTERVAL_SETTINGS)
     assert {name: (e.seed, e.eval_every, e.steps, e.layers, e.data) for name, e in m.items()} == {
         khop_four_hops.interval_name(s, every): (s, every, 10000, 4, "cumulative")
         for every, seeds in khop_four_hops.INTERVAL_SEEDS.items()
@@ -1483,8 +1509,8 @@ def test_the_interval_study_keeps_each_members_interval():
         khop_four_hops.interval_name(0, khop.EXPLORED_EVERY) == khop.EXPLORED
     )  # the seed study's run joins the pool
     # every seed of the pool is run at both intervals, once
-    pooled = set(m) | {khop_four_hops.interval_name(s, 100) for s in khop.SEEDS} | {khop.EXPLORED}
-    assert len(pooled) == len(m) + len(khop.SEEDS) + 1
+    pooled = set(m) | {khop_four_hops.interval_name(s, 100) for s in khop_studies.SEEDS} | {khop.EXPLORED}
+    assert len(pooled) == len(m) + len(khop_studies.SEEDS) + 1
     assert pooled == {khop_four_hops.interval_name(s, e) for s in range(7) for e in khop_four_hops.INTERVALS}
 
 
@@ -1527,7 +1553,7 @@ def test_interval_summary_pools_and_counts_the_seeds():
     assert rows[2][1] == "-, -" and rows[0][6].endswith("0.99")
     assert khop_four_hops.interval_rows({"seed 3, every 100": early})[0][4:] == ["(not run)"] * 3
     with pytest.raises(ValueError, match="steps=30 is beyond"):
-        khop.truncated(solved, 30)
+        khop_studies.truncated(solved, 30)
     import matplotlib.pyplot as plt
 
     fig = khop_four_hops_figures.interval_lines(pool, 0.125)
@@ -1539,8 +1565,8 @@ def test_interval_summary_pools_and_counts_the_seeds():
 def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
     from companion import record
 
-    m = record.build("khop_interval_long", "quick", khop.INTERVAL_LONG_SETTINGS)
-    short = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
+    m = record.build("khop_interval_long", "quick", khop_studies.INTERVAL_LONG_SETTINGS)
+    short = record.build("khop_interval", "quick", khop_studies.INTERVAL_SETTINGS)
     assert list(m) == [khop_four_hops.interval_name(s, 100) for s in (3, 4, 5, 6)]
     for name, e in m.items():
         assert e.steps == 20000 and dataclasses.replace(e, steps=short[name].steps) == short[name]
@@ -1552,7 +1578,9 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
     assert (s["ilong_n"], s["ilong_solved_n"], s["ilong_flat_solved_n"], s["ilong_steps"]) == (3, 2, 1, 20)
     assert s["ilong_s3_hk_at"] == 20 and math.isinf(s["ilong_s4_hk_at"]) and s["ilong_s4_final"] == 0.12
     assert s["ilong_gain_max"] == pytest.approx(0.98 - 0.1)  # the middle evaluation is step 10
-    m250 = record.build("khop_interval_long250", "quick", khop.INTERVAL_LONG_SETTINGS)  # every 250 kept
+    m250 = record.build(
+        "khop_interval_long250", "quick", khop_studies.INTERVAL_LONG_SETTINGS
+    )  # every 250 kept
     assert {name: (e.seed, e.eval_every, e.steps) for name, e in m250.items()} == {
         "seed 3, every 250": (3, 250, 20000),
         "seed 6, every 250": (6, 250, 20000),
@@ -1571,25 +1599,32 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
 def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
     from companion import record
 
-    narrow = record.build("khop_interval", "quick", khop.INTERVAL_SETTINGS)
+    narrow = record.build("khop_interval", "quick", khop_studies.INTERVAL_SETTINGS)
     for variant, name, changed in (
-        (khop.WIDE, "khop_wide", {"d": 64}),
+        (khop_studies.WIDE, "khop_wide", {"d": 64}),
         (khop_four_hops.LR, "khop_lr", {"lr": 1e-3}),
-        (khop.DOUBLING, "khop_doubling", {"levels": "doubling"}),
+        (khop_studies.DOUBLING, "khop_doubling", {"levels": "doubling"}),
     ):
         m = record.build(name, "quick", variant.settings())
         assert variant.settings()[variant.field] == changed[variant.field]
-        assert list(m) == [khop.seed_name(s) for s in range(7)]
+        assert list(m) == [khop_studies.seed_name(s) for s in range(7)]
         for s, e in enumerate(m.values()):
             assert (e.heads, e.seed, e.steps, e.eval_every, e.k, e.depth) == (4, s, variant.steps, 100, 4, 4)
             assert getattr(e, variant.field) == changed[variant.field]
             if s >= 3:  # the same run as the interval study's but for the changed setting and the budget
                 base = dataclasses.replace(narrow[khop_four_hops.interval_name(s, 100)], steps=variant.steps)
                 assert dataclasses.replace(e, **{variant.field: getattr(base, variant.field)}) == base
-    assert khop.WIDE.steps == khop.DOUBLING.steps == 10000 and khop_four_hops.LR.steps == 15000
-    assert khop.variant_members("full", variant=khop.DOUBLING)["seed 0"].stages == (1, 2, 4, 8)
-    assert khop.variant_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
-    assert khop.variant_members("full", variant=khop_four_hops.LR)["seed 0"].lr == pytest.approx(1e-3)
+    assert (
+        khop_studies.WIDE.steps == khop_studies.DOUBLING.steps == 10000 and khop_four_hops.LR.steps == 15000
+    )
+    assert khop_studies.variant_members("full", variant=khop_studies.DOUBLING)["seed 0"].stages == (
+        1,
+        2,
+        4,
+        8,
+    )
+    assert khop_studies.variant_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
+    assert khop_studies.variant_members("full", variant=khop_four_hops.LR)["seed 0"].lr == pytest.approx(1e-3)
 
 
 def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tmp_path, monkeypatch):
@@ -1604,7 +1639,7 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
     monkeypatch.setattr(
         record, "_registry", lambda: {**real, "khop_doubling": dc.replace(real["khop_doubling"], run=no_run)}
     )
-    settings = khop.DOUBLING.settings()
+    settings = khop_studies.DOUBLING.settings()
     with pytest.raises(ValueError, match="khop_doubling with profile 'full': allowed 'quick'"):
         record.record("khop_doubling", "full", settings, out_dir=tmp_path)
     with pytest.raises(ValueError, match=r"run 'seed 0' with \{'k': 2\}: allowed the runs of settings"):
@@ -1614,12 +1649,12 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
     with pytest.raises(ValueError, match="steps=17000, every=100: allowed at most 16000 steps"):
         record.record("khop_doubling", "quick", {**settings, "steps": 17000}, out_dir=tmp_path)
     # the study itself
-    khop.DOUBLING.check_recording("quick", record.build("khop_doubling", "quick", settings))
+    khop_studies.DOUBLING.check_recording("quick", record.build("khop_doubling", "quick", settings))
     khop_four_hops.LR.check_recording("quick", record.build("khop_lr", "quick", khop_four_hops.LR.settings()))
-    any_settings = khop.ANYSTART.settings()
+    any_settings = khop_studies.ANYSTART.settings()
 
     def anystart(**changed):
-        khop.ANYSTART.check_recording(
+        khop_studies.ANYSTART.check_recording(
             "quick", record.build("khop_anystart", "quick", {**any_settings, **changed})
         )
 
@@ -1634,17 +1669,17 @@ def test_a_variant_study_refuses_a_recording_it_cannot_compare_before_any_run(tm
 def test_base_runs_cut_the_shortest_recording_that_is_long_enough():
     """Seeds 0-2 come from the seed study (16000 steps), seeds 3-6 from the interval study (10000) or its longer
     runs (20000); cutting a longer run gives the shorter one (the exact-cut rows check the same)."""
-    short, long = khop.base_runs(10000), khop.base_runs(15000)
+    short, long = khop_studies.base_runs(10000), khop_studies.base_runs(15000)
     assert sorted(short) == sorted(long) == list(range(7))
     assert {int(r["step"][-1]) for r in [*short.values(), *long.values()]} == {10000, 15000}
     for s in range(7):
-        cut = khop.truncated(long[s], 10000)
+        cut = khop_studies.truncated(long[s], 10000)
         assert np.array_equal(cut["acc"], short[s]["acc"]) and np.array_equal(cut["stage"], short[s]["stage"])
-    assert len(khop.base_runs(10000, every=250)) == 7
+    assert len(khop_studies.base_runs(10000, every=250)) == 7
     with pytest.raises(
         ValueError, match=r"steps=17000, every=100: allowed at most 16000 steps \(the longest"
     ):
-        khop.base_runs(17000)
+        khop_studies.base_runs(17000)
 
 
 def test_variant_summary_compares_the_settings_seed_by_seed():
@@ -1686,14 +1721,14 @@ def test_variant_summary_compares_the_settings_seed_by_seed():
         s, "lr_", "lost", "gained"
     )  # one seed each way of three: no evidence either way
     assert (t["lr_sign_p"], t["lr_sign_p_best"]) == (1.0, 0.25) and "lr_lost_n = 1" in t.meaning["lr_sign_p"]
-    rows = khop.paired_rows([khop.seeded(wide), narrow])
+    rows = khop_studies.paired_rows([khop_studies.seeded(wide), narrow])
     assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[3][1:4] == ["(not run)"] * 3
     # seed 1 never moves; seed 0 at its first evaluation
     assert rows[1][1:3] == ["-, -", "-"] and rows[0][2] == "0"
-    assert all(len(r) == len(khop.paired_header(["wide", "narrow"])) for r in rows)
+    assert all(len(r) == len(khop_studies.paired_header(["wide", "narrow"])) for r in rows)
     import matplotlib.pyplot as plt
 
-    fig = khop_figures.seed_lines({"d = 64": khop.seeded(wide), "d = 32": narrow}, 0.125)
+    fig = khop_figures.seed_lines({"d = 64": khop_studies.seeded(wide), "d = 32": narrow}, 0.125)
     # wide: three curves, dots at the two moves (seed 1 never moves), chance; narrow: four curves, four dots, chance
     assert [len(ax.lines) for ax in fig.axes] == [3 + 2 + 1, 4 + 4 + 1]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [f"seed {s}" for s in range(4)]
@@ -1757,19 +1792,19 @@ def test_start_accuracy_tests_every_start_and_hop_count_that_fits():
     )
     header, rows = khop_starts.start_rows(fake)
     assert header[1] == "from table 1" and rows[2] == [3, "0.10", "0.20", "", ""] and len(rows) == 4
-    m = khop.ANYSTART.member(3, 500)
+    m = khop_studies.ANYSTART.member(3, 500)
     assert (m.seed, m.steps, m.starts, m.levels, m.k, m.depth) == (3, 500, "any", "doubling", 4, 4)
     from companion import record
 
     assert (
         dataclasses.replace(m, steps=10000)
-        == record.build("khop_anystart", "quick", khop.ANYSTART.settings())["seed 3"]
+        == record.build("khop_anystart", "quick", khop_studies.ANYSTART.settings())["seed 3"]
     )  # the recorded run's configuration
 
 
 def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
     r = _probe_run(steps=40)
-    res = khop.hop_probe(r["exp"], r["state"])
+    res = khop_probes.hop_probe(r["exp"], r["state"])
     rng = np.random.default_rng(khop.config.seed_streams(0, ["hop-probe"])["hop-probe"])
     task, model = r["exp"].task(), r["exp"].model()
     model.load_state_dict(r["state"])
@@ -1780,21 +1815,25 @@ def test_a_probe_study_probes_its_own_hop_counts_and_the_answers_sources():
     x, chain = bt.tokens[:, 0], bt.chain
     assert res["answers"].shape == (4,) and res["answers"][0] == (pred == x).mean()
     assert res["answers"][3] == res["acc"] and res["answers"][1] == (pred == chain[:, 0]).mean()
-    study = khop.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(3, 1))
-    assert study.probed(3) == (3, 1) and khop.PROBE.probed(3) == (3, 2) and khop.PROBE.probed(1) == (1,)
-    assert (study.prefix("q", 3, 3), study.prefix("q", 1, 3), khop.PROBE.prefix("p", 2, 3)) == (
+    study = khop_probes.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(3, 1))
+    assert (
+        study.probed(3) == (3, 1)
+        and khop_probes.PROBE.probed(3) == (3, 2)
+        and khop_probes.PROBE.probed(1) == (1,)
+    )
+    assert (study.prefix("q", 3, 3), study.prefix("q", 1, 3), khop_probes.PROBE.prefix("p", 2, 3)) == (
         "q",
         "q_h1",
         "p_h2",
     )
     with pytest.raises(ValueError, match="hops probed"):
-        khop.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(4,)).probed(3)
-    s = khop.probe_summary({"seed 0": r}, study=study)
+        khop_probes.ProbeStudy({"seed 0": "q"}, "qprobe", hops=(4,)).probed(3)
+    s = khop_probes.probe_summary({"seed 0": r}, study=study)
     assert s["q_answers_v3"] == res["acc"] and s["q_answers_v0"] == res["answers"][0]
     assert "q_h1_probe_l2_v1" in s and "q_h2_probe_l2_v1" not in s and s["q_h1_answers_v1"] == s["q_h1_acc"]
-    assert khop.probe_rows(s, hops=1, study=study)[0][2:] == [s["q_h1_probe_l0_v1"]]
+    assert khop_probes.probe_rows(s, hops=1, study=study)[0][2:] == [s["q_h1_probe_l0_v1"]]
     with pytest.raises(ValueError, match="hops"):
-        khop.probe_rows(s, hops=2, study=study)
+        khop_probes.probe_rows(s, hops=2, study=study)
     assert list(khop_starts.ANYSTART_PROBE.tags) == [
         khop_starts.START_PROBED
     ] and khop_starts.ANYSTART_PROBE.probed(4) == (4, 2)
@@ -1836,36 +1875,47 @@ def test_a_run_stopped_at_its_move_has_trained_no_last_stage_step():
 
 def test_every_anystart_seed_is_probed_at_its_move():
     m = khop_starts.move_members("quick")
-    rec = khop.seeded(
-        khop.recorded_runs(khop.recorded(khop.ANYSTART.settings(), experiment="khop_anystart"))[0]
+    rec = khop_studies.seeded(
+        khop_studies.recorded_runs(
+            khop_studies.recorded(khop_studies.ANYSTART.settings(), experiment="khop_anystart")
+        )[0]
     )
-    assert list(m) == [khop.seed_name(s) for s in khop.VARIANT_SEEDS]
-    for s in khop.VARIANT_SEEDS:  # each stopped at its recorded move: the recorded run's first steps
-        assert m[khop.seed_name(s)] == khop.ANYSTART.member(s, int(khop.last_stage_at(rec[s])))
+    assert list(m) == [khop_studies.seed_name(s) for s in khop_studies.VARIANT_SEEDS]
+    for s in khop_studies.VARIANT_SEEDS:  # each stopped at its recorded move: the recorded run's first steps
+        assert m[khop_studies.seed_name(s)] == khop_studies.ANYSTART.member(
+            s, int(khop.last_stage_at(rec[s]))
+        )
     assert m["seed 0"].steps == 600  # the chapter's probe at the move is seed 0's
     d = khop_starts.move_members(
-        "quick", khop.DOUBLING
+        "quick", khop_studies.DOUBLING
     )  # the stages 1, 2, 4 from table 1, from their own recording
-    drec = khop.seeded(
-        khop.recorded_runs(khop.recorded(khop.DOUBLING.settings(), experiment="khop_doubling"))[0]
+    drec = khop_studies.seeded(
+        khop_studies.recorded_runs(
+            khop_studies.recorded(khop_studies.DOUBLING.settings(), experiment="khop_doubling")
+        )[0]
     )
     assert all(
-        d[khop.seed_name(s)] == khop.DOUBLING.member(s, int(khop.last_stage_at(drec[s])))
-        for s in khop.VARIANT_SEEDS
+        d[khop_studies.seed_name(s)] == khop_studies.DOUBLING.member(s, int(khop.last_stage_at(drec[s])))
+        for s in khop_studies.VARIANT_SEEDS
     )
     assert {e.starts for e in d.values()} == {"first"} and {e.levels for e in d.values()} == {"doubling"}
-    for v in (khop.ONESTART, khop.LONGSTART):  # the crossed studies, each from its own recording
+    for v in (
+        khop_studies.ONESTART,
+        khop_studies.LONGSTART,
+    ):  # the crossed studies, each from its own recording
         got = khop_starts.move_members("quick", v)
-        vrec = khop.seeded(khop.recorded_runs(khop.recorded(v.settings(), experiment=f"khop_{v.tag}"))[0])
+        vrec = khop_studies.seeded(
+            khop_studies.recorded_runs(khop_studies.recorded(v.settings(), experiment=f"khop_{v.tag}"))[0]
+        )
         assert all(
-            got[khop.seed_name(s)] == v.member(s, int(khop.last_stage_at(vrec[s])))
-            for s in khop.VARIANT_SEEDS
+            got[khop_studies.seed_name(s)] == v.member(s, int(khop.last_stage_at(vrec[s])))
+            for s in khop_studies.VARIANT_SEEDS
         )
         assert {e.starts for e in got.values()} == {v.to}
     with pytest.raises(ValueError, match="allowed 'quick'"):
         khop_starts.move_members("full")
     runs = {
-        khop.seed_name(s): khop.probe_run(
+        khop_studies.seed_name(s): khop_probes.probe_run(
             khop.KHopExperiment(
                 N=4,
                 k=4,
@@ -1884,7 +1934,7 @@ def test_every_anystart_seed_is_probed_at_its_move():
         for s in (0, 1)
     }
     s = khop_starts.move_summary(runs)
-    res = {h: khop.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"], hops=h) for h in (4, 2)}
+    res = {h: khop_probes.hop_probe(runs["seed 1"]["exp"], runs["seed 1"]["state"], hops=h) for h in (4, 2)}
     assert s["mv1_v2"] == res[4]["probe"][:, 1].max() and s["mv1_h2_walk"] == np.nanmax(
         res[2]["chain"][:, 0, 1]
     )
@@ -1918,7 +1968,7 @@ def test_every_anystart_seed_is_probed_at_its_move():
     with pytest.raises(ValueError, match="k \\(hops\\)"):
         khop_starts.move_summary(
             {
-                "seed 0": khop.probe_run(
+                "seed 0": khop_probes.probe_run(
                     khop.KHopExperiment(N=4, k=2, d=16, heads=2, steps=5, eval_every=5, n_test=16, batch=8),
                     progress=False,
                 )
@@ -1942,9 +1992,9 @@ def test_probe_run_and_move_is_the_run_and_the_run_stopped_at_its_move(tmp_path,
         advance_at=0.3,
     )
     whole, moved = khop_starts.probe_run_and_move(exp, progress=False)
-    plain = khop.probe_run(exp, progress=False)
+    plain = khop_probes.probe_run(exp, progress=False)
     at = int(khop.last_stage_at(plain))
-    short = khop.probe_run(dataclasses.replace(exp, steps=at), progress=False)
+    short = khop_probes.probe_run(dataclasses.replace(exp, steps=at), progress=False)
     assert whole["exp"] == exp and moved["exp"] == short["exp"] and 0 < at < exp.steps
     for a, b in ((whole, plain), (moved, short)):
         for key in ("step", "acc", "stage", "loss"):

@@ -9,35 +9,37 @@ Each reads the committed recordings the chapters read, through the same package 
 
 import pytest
 
-from companion.experiments import khop, khop_four_hops, khop_stall, khop_starts
+from companion.experiments import khop_four_hops, khop_probes, khop_stall, khop_starts, khop_studies
 
 
 def _runs(experiment: str, settings: dict) -> dict[str, dict]:
-    return khop.recorded_runs(khop.recorded(settings, experiment=experiment))[0]
+    return khop_studies.recorded_runs(khop_studies.recorded(settings, experiment=experiment))[0]
 
 
 @pytest.fixture(scope="module")
 def seed_runs():
-    return _runs("khop_seeds", khop.SEED_SETTINGS)
+    return _runs("khop_seeds", khop_studies.SEED_SETTINGS)
 
 
 @pytest.fixture(scope="module")
 def interval_runs():
-    return khop_four_hops.interval_pool(_runs("khop_interval", khop.INTERVAL_SETTINGS))
+    return khop_four_hops.interval_pool(_runs("khop_interval", khop_studies.INTERVAL_SETTINGS))
 
 
 def test_a_run_cut_at_a_step_is_the_shorter_recording(seed_runs):
     """Seed 0's two runs of the seed study (16000 steps), cut at 8000, against the same runs recorded for 8000
     (book/khop_four_hops, "Seven seeds at two evaluation intervals")."""
-    short = _runs("khop_probe", khop.PROBE_SETTINGS)
-    assert khop.prefix_gap({n: seed_runs[n] for n in short}, short, "int")["int_prefix_gap"] == 0
+    short = _runs("khop_probe", khop_probes.PROBE_SETTINGS)
+    assert khop_studies.prefix_gap({n: seed_runs[n] for n in short}, short, "int")["int_prefix_gap"] == 0
 
 
 @pytest.mark.parametrize("experiment", ["khop_interval_long", "khop_interval_long250"])
 def test_twice_the_budget_repeats_the_interval_study(experiment, interval_runs):
     """The interval study's failed runs recorded for 20000 steps repeat their 10000-step recordings."""
-    runs = _runs(experiment, khop.INTERVAL_LONG_SETTINGS)
-    assert runs and khop.prefix_gap(runs, {n: interval_runs[n] for n in runs}, "x")["x_prefix_gap"] == 0
+    runs = _runs(experiment, khop_studies.INTERVAL_LONG_SETTINGS)
+    assert (
+        runs and khop_studies.prefix_gap(runs, {n: interval_runs[n] for n in runs}, "x")["x_prefix_gap"] == 0
+    )
 
 
 @pytest.mark.parametrize(
@@ -47,8 +49,8 @@ def test_twice_the_budget_repeats_the_interval_study(experiment, interval_runs):
 def test_longer_studies_of_the_stall_repeat_their_first_budget(longer, shorter):
     """Table 4 hidden from blocks 1 and 2, and other last-stage data: the runs recorded for 16000 steps repeat
     the same runs recorded for 8000 (book/khop_stall)."""
-    runs = _runs(longer, khop.SEED_SETTINGS)
-    assert khop.prefix_gap(runs, _runs(shorter, khop.PROBE_SETTINGS), "x")["x_prefix_gap"] == 0
+    runs = _runs(longer, khop_studies.SEED_SETTINGS)
+    assert khop_studies.prefix_gap(runs, _runs(shorter, khop_probes.PROBE_SETTINGS), "x")["x_prefix_gap"] == 0
 
 
 @pytest.mark.parametrize(
@@ -57,33 +59,35 @@ def test_longer_studies_of_the_stall_repeat_their_first_budget(longer, shorter):
 )
 def test_hiding_table_4_changes_nothing_before_it_is_shown(experiment, study, entry, seed_runs):
     """Table 4 hidden from the first step: the same runs as the seed study's until the move to four hops."""
-    runs = _runs(experiment, khop.PROBE_SETTINGS)
+    runs = _runs(experiment, khop_probes.PROBE_SETTINGS)
     assert khop_stall.hidden_vs_plain(runs, seed_runs, study=study)[entry] == 0
 
 
 def test_other_last_stage_data_changes_nothing_before_the_last_stage(seed_runs):
-    runs = _runs("khop_reseed", khop.PROBE_SETTINGS)
+    runs = _runs("khop_reseed", khop_probes.PROBE_SETTINGS)
     assert khop_stall.reseed_vs_plain(runs, seed_runs)["reseed_gap"] == 0
 
 
 def test_a_delayed_move_changes_nothing_before_it(seed_runs):
-    runs = _runs("khop_delay", khop.PROBE_SETTINGS)
+    runs = _runs("khop_delay", khop_probes.PROBE_SETTINGS)
     assert khop_stall.delay_vs_plain(runs, seed_runs)["delay_gap"] == 0
 
 
 def test_runs_read_along_their_last_stage_repeat_the_plain_runs(seed_runs):
     """Keeping states to read them does not change the training: the onset study's runs against the same runs
     recorded without keeping states."""
-    onset = _runs("khop_onset", khop.PROBE_SETTINGS)
-    plain = {n: r for n, r in (seed_runs | _runs("khop_reseed", khop.PROBE_SETTINGS)).items() if n in onset}
-    assert khop.prefix_gap(plain, onset, "x")["x_prefix_gap"] == 0
+    onset = _runs("khop_onset", khop_probes.PROBE_SETTINGS)
+    plain = {
+        n: r for n, r in (seed_runs | _runs("khop_reseed", khop_probes.PROBE_SETTINGS)).items() if n in onset
+    }
+    assert khop_studies.prefix_gap(plain, onset, "x")["x_prefix_gap"] == 0
 
 
 def test_a_state_kept_at_the_move_is_the_run_trained_to_it():
     """The stage-entry study trains each run up to its move to the last stage; it is the longer run's prefix,
     and the state the onset study keeps at the move reads as that run does (``onset_entry_gap``)."""
-    entry = khop.recorded(khop.PROBE_SETTINGS, experiment="khop_stage_entry").as_summary()
-    onset = khop.recorded(khop.PROBE_SETTINGS, experiment="khop_onset").as_summary()
+    entry = khop_studies.recorded(khop_probes.PROBE_SETTINGS, experiment="khop_stage_entry").as_summary()
+    onset = khop_studies.recorded(khop_probes.PROBE_SETTINGS, experiment="khop_onset").as_summary()
     assert entry["nprobe_prefix_gap"] == 0
     assert khop_stall.onset_vs_entry(onset, entry)["onset_entry_gap"] == 0
 
@@ -91,15 +95,17 @@ def test_a_state_kept_at_the_move_is_the_run_trained_to_it():
 def test_other_stages_change_nothing_before_the_runs_part():
     """Stages 1, 2, 4 against stages 1, 2, 3, 4 (recorded with the doubling study); one-hop or longer examples
     from any table against their parent studies, until the move to two hops (book/khop_starts)."""
-    doubling = khop.recorded(khop.DOUBLING.settings(), experiment="khop_doubling").as_summary()
+    doubling = khop_studies.recorded(
+        khop_studies.DOUBLING.settings(), experiment="khop_doubling"
+    ).as_summary()
     assert doubling["doubling_split_gap"] == 0
     parents = {
-        name: khop.seeded(_runs(f"khop_{name}", variant.settings()))
-        for name, variant in {"doubling": khop.DOUBLING, "anystart": khop.ANYSTART}.items()
+        name: khop_studies.seeded(_runs(f"khop_{name}", variant.settings()))
+        for name, variant in {"doubling": khop_studies.DOUBLING, "anystart": khop_studies.ANYSTART}.items()
     }
     for name, variant, parent in (
-        ("onestart", khop.ONESTART, "anystart"),
-        ("longstart", khop.LONGSTART, "doubling"),
+        ("onestart", khop_studies.ONESTART, "anystart"),
+        ("longstart", khop_studies.LONGSTART, "doubling"),
     ):
-        runs = khop.seeded(_runs(f"khop_{name}", variant.settings()))
+        runs = khop_studies.seeded(_runs(f"khop_{name}", variant.settings()))
         assert khop_starts.stage_gap(runs, parents[parent], 1, name)[f"{name}_stage_gap"] == 0

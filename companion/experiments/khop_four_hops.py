@@ -13,22 +13,24 @@ from companion import config, report
 from companion.experiments.khop import (
     EXPLORED,
     EXPLORED_EVERY,
-    SEED_SETTINGS,
-    SEEDS,
     SIZES,
-    WIDE,
     KHopExperiment,
-    SeedVariant,
     interval_of,
     last_stage_at,
     last_stage_wait,
     learned_at,
+    run_sizes,
+)
+from companion.experiments.khop_studies import (
+    SEED_SETTINGS,
+    SEEDS,
+    WIDE,
+    SeedVariant,
     paired_difference,
     paired_header,
     paired_rows,
     recorded,
     recorded_runs,
-    run_sizes,
     seed_interval,
     seed_list,
     seed_name,
@@ -38,7 +40,7 @@ from companion.experiments.khop import (
 
 
 def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95) -> report.Summary:
-    """The numbers of a finished :func:`companion.experiments.khop.seed_members` set, named ``seeds_*`` (to glue beside the other studies):
+    """The numbers of a finished :func:`companion.experiments.khop_studies.seed_members` set, named ``seeds_*`` (to glue beside the other studies):
     how many of the seeds at the study's evaluation interval end with every hop count above ``solved`` (lowest
     final accuracy), the earliest step at which one learns the k-th hop (first evaluation at ``level``) and the
     fewest steps one spends on its last stage before that, and the same numbers of seed 0 advancing every
@@ -99,7 +101,7 @@ def interval_name(seed: int, every: int) -> str:
 
 
 def interval_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """The cumulative curriculum of :func:`companion.experiments.khop.seed_members` for the seeds :data:`INTERVAL_SEEDS` at each of
+    """The cumulative curriculum of :func:`companion.experiments.khop_studies.seed_members` for the seeds :data:`INTERVAL_SEEDS` at each of
     :data:`INTERVALS` (each member keeps its interval under a study-wide override)."""
     size = SIZES[config.get_profile(profile)]
     return {
@@ -280,7 +282,7 @@ def interval_summary(
 
 def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
     """One row per seed of :func:`interval_pool`'s runs (pass the pool): at each interval, the step each hop
-    count is first learned, the move to the last stage and the final accuracies (:func:`companion.experiments.khop.paired_rows`)."""
+    count is first learned, the move to the last stage and the final accuracies (:func:`companion.experiments.khop_studies.paired_rows`)."""
     by = by_interval(runs)
     return paired_rows([by[every] for every in INTERVALS], level)
 
@@ -368,7 +370,7 @@ def variant_summary(
     solved: float = 0.95,
     variant: SeedVariant = WIDE,
 ) -> report.Summary:
-    """The numbers of :func:`companion.experiments.khop.variant_members`' runs, named ``<tag>_*``, against the same seeds at the profile's
+    """The numbers of :func:`companion.experiments.khop_studies.variant_members`' runs, named ``<tag>_*``, against the same seeds at the profile's
     settings or ``over``'s (``base``: {seed: run}, default :meth:`SeedVariant.base_runs` at the variant's budget):
     the variant's runs and how many end solved (:func:`_population`), the same of the base runs
     (``<tag>_<base>_*``), over the seeds of both how many are solved in one only (``<tag>_gained_*``,

@@ -1,19 +1,19 @@
 """The k-hop recordings (``python -m companion record khop ...``): the talk's k-hop experiment and our studies of
 it, declared as :class:`companion.recorded.Recordable` for the registry (:mod:`companion.record`) and for the
-chapters that read them back (:func:`companion.experiments.khop.recorded_runs`, ``recorded_summary``)."""
+chapters that read them back (:func:`companion.experiments.khop_studies.recorded_runs`, ``recorded_summary``)."""
 
 from __future__ import annotations
 
 from functools import partial
 
-from companion.experiments import khop, khop_four_hops, khop_stall, khop_starts
+from companion.experiments import khop, khop_four_hops, khop_probes, khop_stall, khop_starts, khop_studies
 from companion.recorded import Recordable
 
 
 def recordables() -> dict[str, Recordable]:
     """{name: recordable} of every k-hop recording."""
 
-    def stall(name, members, summary, var, run=khop.probe_run, curves=khop.curves):
+    def stall(name, members, summary, var, run=khop_probes.probe_run, curves=khop.curves):
         """A recorded study of the chapter on the stalled k-hop run (``book/khop_stall``)."""
         return Recordable(
             name,
@@ -42,7 +42,7 @@ def recordables() -> dict[str, Recordable]:
             Recordable(
                 "khop_seeds",
                 "book/khop_four_hops",
-                khop.seed_members,
+                khop_studies.seed_members,
                 khop_four_hops.seeds_summary,
                 khop.curves,
                 run=khop.run,
@@ -91,7 +91,7 @@ def recordables() -> dict[str, Recordable]:
                 Recordable(
                     f"khop_{v.tag}",
                     chapter,
-                    partial(khop.variant_members, variant=v),
+                    partial(khop_studies.variant_members, variant=v),
                     partial(khop_four_hops.variant_summary, variant=v),
                     khop.curves,
                     run=khop.run,
@@ -101,12 +101,12 @@ def recordables() -> dict[str, Recordable]:
                     precheck=v.check_recording,
                 )
                 for v, var, chapter in (
-                    (khop.WIDE, "wide", "book/khop_four_hops"),
+                    (khop_studies.WIDE, "wide", "book/khop_four_hops"),
                     (khop_four_hops.LR, "lrs", "book/khop_four_hops"),
-                    (khop.DOUBLING, "dbl", "book/khop_four_hops"),
-                    (khop.ANYSTART, "anys", "book/khop_starts"),
-                    (khop.ONESTART, "ones", "book/khop_starts"),
-                    (khop.LONGSTART, "longs", "book/khop_starts"),
+                    (khop_studies.DOUBLING, "dbl", "book/khop_four_hops"),
+                    (khop_studies.ANYSTART, "anys", "book/khop_starts"),
+                    (khop_studies.ONESTART, "ones", "book/khop_starts"),
+                    (khop_studies.LONGSTART, "longs", "book/khop_starts"),
                 )
             ),
             *(
@@ -116,18 +116,18 @@ def recordables() -> dict[str, Recordable]:
                     partial(khop_starts.move_members, variant=v),
                     partial(khop_starts.move_summary, prefix=prefix),
                     khop.curves,
-                    run=khop.probe_run,
+                    run=khop_probes.probe_run,
                     summary_var=var,
                     member_overrides=khop.member_overrides,
                 )
                 for v, prefix, var in (
-                    (khop.ANYSTART, "mv", "moves"),
-                    (khop.DOUBLING, "dmv", "dmoves"),
-                    (khop.ONESTART, "omv", "omoves"),
-                    (khop.LONGSTART, "lmv", "lmoves"),
+                    (khop_studies.ANYSTART, "mv", "moves"),
+                    (khop_studies.DOUBLING, "dmv", "dmoves"),
+                    (khop_studies.ONESTART, "omv", "omoves"),
+                    (khop_studies.LONGSTART, "lmv", "lmoves"),
                 )
             ),
-            stall("khop_probe", khop_stall.probe_members, khop.probe_summary, "probe"),
+            stall("khop_probe", khop_stall.probe_members, khop_probes.probe_summary, "probe"),
             stall("khop_probe_seeds", khop_stall.seed_probe_members, khop_stall.seed_probe_summary, "sprobe"),
             stall(
                 "khop_escape",

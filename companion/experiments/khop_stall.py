@@ -17,30 +17,34 @@ from companion.experiments.khop import (
     ESCAPE_STEPS,
     EXPLORED,
     EXPLORED_EVERY,
-    PROBE,
     RESEED_SUFFIX,
-    SEEDS,
     KHopExperiment,
-    ProbeStudy,
-    common_evaluations,
     continue_training,
     curves,
-    interference_values,
     last_stage_at,
     last_stage_wait,
     learned_at,
-    member_of,
-    paired_difference,
-    prefix_gap,
-    probe_summary,
     run,
     run_sizes,
-    seed_members,
-    seed_name,
+    train_run,
+)
+from companion.experiments.khop_probes import (
+    PROBE,
+    ProbeStudy,
+    interference_values,
+    member_of,
+    probe_summary,
     shown_keys,
     shown_to,
     table_interference,
-    train_run,
+)
+from companion.experiments.khop_studies import (
+    SEEDS,
+    common_evaluations,
+    paired_difference,
+    prefix_gap,
+    seed_members,
+    seed_name,
     truncated,
 )
 
@@ -55,7 +59,7 @@ SEED_PROBE = ProbeStudy({n: f"s{n.split()[-1]}" for n in SEED_PROBED}, "sprobe")
 
 
 def probe_members(profile: str | None = None, study: ProbeStudy = PROBE) -> dict[str, KHopExperiment]:
-    """The runs of ``study`` (of :func:`companion.experiments.khop.seed_members`); by default :data:`companion.experiments.khop.PROBED`, the two runs of seed 0 advancing
+    """The runs of ``study`` (of :func:`companion.experiments.khop_studies.seed_members`); by default :data:`companion.experiments.khop_probes.PROBED`, the two runs of seed 0 advancing
     every 100 steps and every :data:`companion.experiments.khop.EXPLORED_EVERY`."""
     return {k: v for k, v in seed_members(profile).items() if k in study.tags}
 
@@ -66,7 +70,7 @@ def seed_probe_members(profile: str | None = None) -> dict[str, KHopExperiment]:
 
 
 def seed_probe_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """:func:`companion.experiments.khop.probe_summary` of :data:`SEED_PROBE` (entries ``s1_*``, ``s2_*`` and ``sprobe_*``)."""
+    """:func:`companion.experiments.khop_probes.probe_summary` of :data:`SEED_PROBE` (entries ``s1_*``, ``s2_*`` and ``sprobe_*``)."""
     return probe_summary(runs, level, SEED_PROBE)
 
 
@@ -77,7 +81,7 @@ def interference_header(k: int) -> list[str]:
 
 def interference_rows(summary, study: ProbeStudy = PROBE) -> list[list]:
     """One row per probed run of ``study`` and visibility of the last table (no block, each block alone, every
-    block but one, every block) of its :func:`companion.experiments.khop.probe_summary`: the shares of k-hop answers that are v_(k-1) and
+    block but one, every block) of its :func:`companion.experiments.khop_probes.probe_summary`: the shares of k-hop answers that are v_(k-1) and
     v_k."""
     rows = []
     for name, tag in study.tags.items():
@@ -134,7 +138,7 @@ CHANGES = tuple(n for n in CONTINUATIONS if n not in HIDING)  # its first: data,
 
 
 def escape_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """The stalled run: seed 0 of :func:`companion.experiments.khop.seed_members`, advancing every 100 steps (with ``PROBE_SETTINGS``)."""
+    """The stalled run: seed 0 of :func:`companion.experiments.khop_studies.seed_members`, advancing every 100 steps (with ``PROBE_SETTINGS``)."""
     return {"seed 0": seed_members(profile)["seed 0"]}
 
 
@@ -257,7 +261,7 @@ HIDDEN_PROBE = ProbeStudy({name: f"h{tag[1:]}" for name, tag in HIDDEN_TAGS.item
 
 @dataclass(frozen=True)
 class HiddenStudy:
-    """The runs ``names`` of :func:`companion.experiments.khop.seed_members` (by default all four), each with table k hidden from the keys of
+    """The runs ``names`` of :func:`companion.experiments.khop_studies.seed_members` (by default all four), each with table k hidden from the keys of
     ``blocks`` (from 1) from the first step: summary entries ``<prefix>_<tag>_*`` (tags :data:`HIDDEN_TAGS`),
     probes as ``probe`` (none: a study of the curves only)."""
 
@@ -286,7 +290,7 @@ HIDDEN12_LONG = HiddenStudy((1, 2), "hid12l", names=("seed 0", EXPLORED))
 
 
 def hidden_members(profile: str | None = None, study: HiddenStudy = HIDDEN) -> dict[str, KHopExperiment]:
-    """The runs ``study.names`` of :func:`companion.experiments.khop.seed_members` (by default ``"seed 0"``, ..., and seed 0 advancing every
+    """The runs ``study.names`` of :func:`companion.experiments.khop_studies.seed_members` (by default ``"seed 0"``, ..., and seed 0 advancing every
     :data:`companion.experiments.khop.EXPLORED_EVERY` steps), each with table k hidden from the keys of the blocks ``study.blocks`` (by default
     :data:`HIDDEN_FROM`) from the first step, in training and when measured (``hide_k_from``). Table k is
     padding before the last stage, so each run is its seed study run until then."""
@@ -342,8 +346,8 @@ def _outcome(r: dict, tag: str, who: str, level: float) -> dict:
 def hidden_study_summary(
     runs: dict[str, dict], level: float = 0.9, study: HiddenStudy = HIDDEN
 ) -> report.Summary:
-    """What the recorded study keeps: :func:`hidden_summary` and, of runs from :func:`companion.experiments.khop.probe_run` (with ``state``
-    and ``exp``), their :func:`companion.experiments.khop.probe_summary` as ``study.probe`` (by default :data:`HIDDEN_PROBE`: ``h0_*``, ...,
+    """What the recorded study keeps: :func:`hidden_summary` and, of runs from :func:`companion.experiments.khop_probes.probe_run` (with ``state``
+    and ``exp``), their :func:`companion.experiments.khop_probes.probe_summary` as ``study.probe`` (by default :data:`HIDDEN_PROBE`: ``h0_*``, ...,
     ``h250_*``, ``hprobe_*``): where each uses table k.
 
     Raises:
@@ -464,7 +468,7 @@ def stage_entry_run(exp: KHopExperiment, progress: bool = True, device=None) -> 
     """:func:`companion.experiments.khop.run` of ``exp``, then of ``exp`` trained only up to the step at which that run moves to its last
     stage (:func:`companion.experiments.khop.last_stage_at`): the model there, before one step on k hops. One seed and a constant step size
     make the shorter run the longer one's prefix (``stage_entry_summary`` checks it). Returns the shorter run
-    (curves and ``state``) with its configuration (``"exp"``, as :func:`companion.experiments.khop.probe_summary` reads it), the longer
+    (curves and ``state``) with its configuration (``"exp"``, as :func:`companion.experiments.khop_probes.probe_summary` reads it), the longer
     run's curves (``"full"``) and both runs' training time (``"seconds"``).
 
     Raises:
@@ -488,9 +492,9 @@ def stage_entry_run(exp: KHopExperiment, progress: bool = True, device=None) -> 
 
 
 def stage_entry_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """:func:`companion.experiments.khop.probe_summary` of :func:`stage_entry_run`'s runs as :data:`ENTRY_PROBE` (``n100_*``, ``n250_*``,
+    """:func:`companion.experiments.khop_probes.probe_summary` of :func:`stage_entry_run`'s runs as :data:`ENTRY_PROBE` (``n100_*``, ``n250_*``,
     ``nprobe_*``: the models where they move to the last stage, on k-hop and (k - 1)-hop examples, and where
-    table k disturbs them), with ``<tag>_at`` (that step), ``nprobe_prefix_gap`` (:func:`companion.experiments.khop.prefix_gap` of the
+    table k disturbs them), with ``<tag>_at`` (that step), ``nprobe_prefix_gap`` (:func:`companion.experiments.khop_studies.prefix_gap` of the
     shorter runs against the longer: zero when they are its prefix) and ``nprobe_tk_b1_gap`` (the difference of
     the two runs' shares of v_(k-1) answers with table k shown to block 1 only: how differently block 1 reacts
     to the table it has never seen)."""
@@ -522,7 +526,7 @@ def reseed_name(name: str, stream: int) -> str:
 
 
 def reseed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """Seed 0's two runs (:data:`companion.experiments.khop.PROBED`: advancing every 100 and every :data:`companion.experiments.khop.EXPLORED_EVERY` steps), each with
+    """Seed 0's two runs (:data:`companion.experiments.khop_probes.PROBED`: advancing every 100 and every :data:`companion.experiments.khop.EXPLORED_EVERY` steps), each with
     the batches of its last stage drawn from each of :data:`RESEED_STREAMS` (``last_stage_data``): each run is
     its seed study run up to the move to k hops, and for a given stream the two runs then see the same batches
     in the same order. Does the state at the move decide which of them stalls, or the data after it?"""
@@ -547,11 +551,11 @@ def _reseed_parts(name: str) -> tuple[str, int]:
 
 
 def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """The runs of :func:`reseed_members` (from :func:`companion.experiments.khop.probe_run`: with ``state`` and ``exp``), each named
+    """The runs of :func:`reseed_members` (from :func:`companion.experiments.khop_probes.probe_run`: with ``state`` and ``exp``), each named
     ``<tag>_d<r>_*`` (tags :data:`RESEED_TAGS`, r the stream): the best k-hop accuracy over its evaluations
     (``_best_hk``), the first step at which it reaches ``level`` (``_hk_at``, inf: never), the step it moved to
     its last stage (``_stagek_at``), its lowest final accuracy over 1..k hops (``_final_min``) and, at its end,
-    where table k disturbs it (:func:`companion.experiments.khop.table_interference`: ``_tk_<shown>_prev``, ``_tk_<shown>_answer``,
+    where table k disturbs it (:func:`companion.experiments.khop_probes.table_interference`: ``_tk_<shown>_prev``, ``_tk_<shown>_answer``,
     ``_tkattn_l<block>_e<i>``); per run of seed 0, the streams on which it learns the k-th hop
     (``<tag>_learned_n``); ``reseed_split_n``, the streams on which one of the two learns it and the other not;
     ``reseed_n``, the streams; ``reseed_stalled_b1_max`` and ``reseed_learned_b1_min``, the largest share of
@@ -617,7 +621,7 @@ def reseed_long_members(profile: str | None = None) -> dict[str, KHopExperiment]
 
 
 def reseed_long_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
-    """:func:`reseed_summary`'s entries of each run of :func:`reseed_long_members` (from :func:`companion.experiments.khop.probe_run`),
+    """:func:`reseed_summary`'s entries of each run of :func:`reseed_long_members` (from :func:`companion.experiments.khop_probes.probe_run`),
     named ``rl_<tag>_d<r>_*``, with ``rl_learned_n`` (the runs that learn the k-th hop) and the sizes
     (``rl_k``, ``rl_steps``, ``rl_chance``).
 
@@ -770,7 +774,7 @@ def reseed_rows(summary, names=None, prefix: str = "") -> list[list]:
     """One row per run of :func:`reseed_summary` (by stream, then run; ``names``: only those runs, e.g.
     :data:`RESEED_LONG`; ``prefix``: ``"rl_"`` for :func:`reseed_long_summary`): where it moves to the last stage,
     its best k-hop accuracy, when it learns it, and the two marks of the stall at its end
-    (:func:`companion.experiments.khop.table_interference` with table k shown to block 1 only; block 1's attention from hop k - 2's entry on
+    (:func:`companion.experiments.khop_probes.table_interference` with table k shown to block 1 only; block 1's attention from hop k - 2's entry on
     table k)."""
     sizes = prefix or "reseed_"
     rows, e = [], marked_entry(int(summary[f"{sizes}k"]))
@@ -841,7 +845,7 @@ def _delay_parts(name: str) -> tuple[int, int]:
 
 
 def delay_summary(runs: dict[str, dict], level: float = 0.9, path: float = 0.5) -> report.Summary:
-    """The runs of :func:`delay_members` (from :func:`companion.experiments.khop.probe_run`), each named ``dl<delay>_d<stream>_*`` with
+    """The runs of :func:`delay_members` (from :func:`companion.experiments.khop_probes.probe_run`), each named ``dl<delay>_d<stream>_*`` with
     :func:`reseed_summary`'s entries of one run (how it ends; where table k disturbs it at its end); per delay,
     its runs (``dl<delay>_n``), those that learn the k-th hop (``_learned_n``) and those on the stall's path
     (``_breaks_n``: block 1, shown table k alone, leaves fewer than ``path`` of the k-hop answers at v_(k-1), as
@@ -1091,7 +1095,7 @@ def onset_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
 
 def onset_summary(runs: dict[str, dict], path: float = 0.5) -> report.Summary:
     """The runs of :func:`onset_members` (from :func:`onset_run`) read after each of :data:`ONSET_AFTER` steps
-    ``a`` on their last stage: :func:`companion.experiments.khop.table_interference`'s entries as :func:`companion.experiments.khop.probe_summary` names them, under
+    ``a`` on their last stage: :func:`companion.experiments.khop_probes.table_interference`'s entries as :func:`companion.experiments.khop_probes.probe_summary` names them, under
     ``<tag>_a<a>`` (tags :data:`ONSET_RUNS`: ``_tk_b1_prev``, the share of k-hop answers that are v_(k-1) with
     table k shown to block 1 only; ``_tk_all_answer``, the share that are right; ``_tkattn_l<block>_e<i>``, ...);
     per run, the same at its end (``<tag>_end_*``), the first of those steps at which block 1 breaks the
@@ -1160,7 +1164,7 @@ def onset_summary(runs: dict[str, dict], path: float = 0.5) -> report.Summary:
 def onset_vs_entry(onset, entry) -> report.Summary:
     """The states kept at the move (0 steps on the last stage, :func:`onset_summary`) of seed 0's two runs against
     the same runs trained to that step (:func:`stage_entry_summary`, tags :data:`ENTRY_PROBE`): the largest
-    difference of their :func:`companion.experiments.khop.table_interference` entries (``onset_entry_gap``: zero when a kept state is the
+    difference of their :func:`companion.experiments.khop_probes.table_interference` entries (``onset_entry_gap``: zero when a kept state is the
     state that a run of that many steps ends with), over ``onset_entry_n`` entries.
 
     Raises:

@@ -12,25 +12,29 @@ import numpy as np
 from companion import cache, config, report
 from companion.config import check_int
 from companion.experiments.khop import (
-    ANYSTART,
-    PROBE,
-    RECORDED_K,
-    VARIANT_SEEDS,
     KHopExperiment,
-    ProbeStudy,
-    SeedVariant,
     as_tensors,
     hop_accuracy,
-    hop_probe,
     last_stage_at,
+    train_run,
+)
+from companion.experiments.khop_probes import (
+    PROBE,
+    ProbeStudy,
+    hop_probe,
     member_of,
+)
+from companion.experiments.khop_studies import (
+    ANYSTART,
+    RECORDED_K,
+    VARIANT_SEEDS,
+    SeedVariant,
     paired_difference,
     recorded,
     recorded_runs,
     seed_list,
     seed_name,
     seeded,
-    train_run,
     truncated,
 )
 
@@ -39,7 +43,7 @@ MODULES = ("companion.experiments.khop_starts",)  # the cache key of this module
 
 def stage_gap(runs: dict[int, dict], other: dict[int, dict], stage: int, prefix: str) -> report.Summary:
     """Two studies' runs of the same seeds ({seed: run}) whose batches agree while they train on the stages up to
-    ``stage`` (as :data:`companion.experiments.khop.ONESTART`'s and :data:`companion.experiments.khop.ANYSTART`'s, or :data:`companion.experiments.khop.LONGSTART`'s and :data:`companion.experiments.khop.DOUBLING`'s, on the
+    ``stage`` (as :data:`companion.experiments.khop_studies.ONESTART`'s and :data:`companion.experiments.khop_studies.ANYSTART`'s, or :data:`companion.experiments.khop_studies.LONGSTART`'s and :data:`companion.experiments.khop_studies.DOUBLING`'s, on the
     first stage): the largest difference of their test accuracies over the evaluations before the first at which
     either trained past ``stage``, and of their stages up to that one (``<prefix>_stage_gap``; 0 when the code keeps
     that promise); ``<prefix>_stage_med``, the median step of the last evaluation before it.
@@ -146,7 +150,7 @@ ANYSTART_MOVE_PROBE = ProbeStudy({MOVE_PROBED: "m0"}, "mprobe", hops=(RECORDED_K
 
 
 def probe_run_and_move(exp: KHopExperiment, progress: bool = True, device=None) -> tuple[dict, dict]:
-    """:func:`companion.experiments.khop.probe_run` of a curriculum run ``exp`` and, from the same training, what :func:`companion.experiments.khop.probe_run` of the
+    """:func:`companion.experiments.khop_probes.probe_run` of a curriculum run ``exp`` and, from the same training, what :func:`companion.experiments.khop_probes.probe_run` of the
     run stopped at its move to the last stage gives (``exp`` with ``steps`` = that evaluation step: the curves up
     to it, the state there, which ``train_run(..., keep=(0,))`` keeps; a run's training does not depend on its
     budget), trained once and cached as one run.
@@ -170,7 +174,7 @@ def probe_run_and_move(exp: KHopExperiment, progress: bool = True, device=None) 
 
 def answers_rows(summary, study: ProbeStudy = PROBE) -> tuple[list[str], list[list]]:
     """What the probed models answer: header and one row per run of ``study`` and probed hop count h (its
-    :func:`companion.experiments.khop.probe_summary`), the share of the model's answers on the h-hop examples that are x and each v_j (blank
+    :func:`companion.experiments.khop_probes.probe_summary`), the share of the model's answers on the h-hop examples that are x and each v_j (blank
     past v_h)."""
     k = int(summary[f"{study.shared}_k"])
     hops = study.probed(k)
@@ -191,10 +195,10 @@ def answers_rows(summary, study: ProbeStudy = PROBE) -> tuple[list[str], list[li
 
 
 def move_members(profile: str | None = None, variant: SeedVariant = ANYSTART) -> dict[str, KHopExperiment]:
-    """The recorded runs of ``variant`` (``khop_<tag>``; :data:`companion.experiments.khop.ANYSTART` by default, :data:`companion.experiments.khop.DOUBLING`,
-    :data:`companion.experiments.khop.ONESTART`, :data:`companion.experiments.khop.LONGSTART`) for seeds :data:`companion.experiments.khop.VARIANT_SEEDS`, each stopped at the evaluation where its
+    """The recorded runs of ``variant`` (``khop_<tag>``; :data:`companion.experiments.khop_studies.ANYSTART` by default, :data:`companion.experiments.khop_studies.DOUBLING`,
+    :data:`companion.experiments.khop_studies.ONESTART`, :data:`companion.experiments.khop_studies.LONGSTART`) for seeds :data:`companion.experiments.khop_studies.VARIANT_SEEDS`, each stopped at the evaluation where its
     recording moves to k hops (:meth:`SeedVariant.member` with that budget: the recorded run's first steps, no batch
-    with k hops; the probe of seed 0 at its move in the chapter is the first of :data:`companion.experiments.khop.ANYSTART`'s).
+    with k hops; the probe of seed 0 at its move in the chapter is the first of :data:`companion.experiments.khop_studies.ANYSTART`'s).
 
     Raises:
         ValueError: a profile other than quick (the budgets come from the quick recording), or a recorded run that
@@ -229,7 +233,7 @@ MOVE_MEASURES = {
 
 
 def move_summary(runs: dict[str, dict], level: float = 0.9, prefix: str = "mv") -> report.Summary:
-    """:func:`companion.experiments.khop.hop_probe` of each run of :func:`move_members` (from :func:`companion.experiments.khop.probe_run`) on k-hop (four in the recorded
+    """:func:`companion.experiments.khop_probes.hop_probe` of each run of :func:`move_members` (from :func:`companion.experiments.khop_probes.probe_run`) on k-hop (four in the recorded
     studies) and two-hop examples, reduced to what the chapter's probe of seed 0 at its move turned on
     (:data:`MOVE_MEASURES`): ``mv<seed>_<measure>`` on k hops and ``mv<seed>_h2_<measure>`` on two;
     ``mv<seed>_step``, its move (``mv``: ``prefix``, so that two studies glue on one page). Across the seeds:

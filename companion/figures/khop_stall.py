@@ -7,15 +7,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from companion import plotting
-from companion.experiments import khop, khop_stall
+from companion.experiments import khop, khop_probes, khop_stall
 
 
 def hop_probe_panels(summary, study=None):
-    """The k-hop probes of :func:`companion.experiments.khop.probe_summary` (live or recorded) of ``study``
-    (default :data:`companion.experiments.khop.PROBE`), one column per probed run: top, the linear probe of each
+    """The k-hop probes of :func:`companion.experiments.khop_probes.probe_summary` (live or recorded) of ``study``
+    (default :data:`companion.experiments.khop_probes.PROBE`), one column per probed run: top, the linear probe of each
     v_j at position 0 after each block; bottom, the probe of the answer v_k at the entry each hop reads. Each cell
     is annotated with its accuracy; colour scale 0 to 1."""
-    study = khop.PROBE if study is None else study
+    study = khop_probes.PROBE if study is None else study
     k, tags = int(summary[f"{study.shared}_k"]), study.tags
     fig, axes = plt.subplots(
         2, len(tags), figsize=(4.6 * len(tags), 6.4), constrained_layout=True, squeeze=False
