@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from companion import config
 from companion.data.recall import RecallTask
-from companion.experiments import induction, induction_random, three_steps
+from companion.experiments import induction, induction_random, three_steps, three_steps_mechanism
 from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, train
 
@@ -403,20 +403,20 @@ def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
         d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0), scales=(5.0,)
     )
     exp = three_steps.ThreeStepExperiment.quick(**small)
-    uni = three_steps.step2_gradient(exp)
+    uni = three_steps_mechanism.step2_gradient(exp)
     learned = three_steps.three_steps(exp, progress=False, use_cache=False)["blocks"]["W_QK^2"]
     assert uni["shares"] == pytest.approx(learned, abs=1e-6)  # the learned W_QK^2 is the gradient, scaled
     assert sum(p["share"] for p in uni["parts"].values()) == pytest.approx(1.0)
     assert all(p["share"] >= -1e-6 for p in uni["parts"].values())
     assert uni["parts"]["stored pairs"]["mean / stored"] == pytest.approx(1.0) and uni["stored"] > 0
     assert set(uni["accuracy"]) == {5.0} and 0 <= uni["accuracy"][5.0] <= 1
-    prev = three_steps.step2_gradient(exp, "previous token")
+    prev = three_steps_mechanism.step2_gradient(exp, "previous token")
     # the previous token, passed undiluted, strengthens the stored pairs
     assert prev["stored"] > uni["stored"]
-    s = three_steps.step2_summary([uni, prev])
+    s = three_steps_mechanism.step2_summary([uni, prev])
     assert s["g2_stored_ratio"] == pytest.approx(prev["stored"] / uni["stored"])
     assert s["g2_best_prev"] == prev["accuracy"][5.0]
-    table = three_steps.step2_table([uni, prev])
+    table = three_steps_mechanism.step2_table([uni, prev])
     assert (
         len(table.splitlines()) == 2 + len(three_steps.STEP2_PARTS)
         and "uniform first layer" in table.splitlines()[0]
@@ -433,12 +433,12 @@ def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
 )
 def test_step2_gradient_bad_input(overrides, first, match):
     with pytest.raises(ValueError, match=match):
-        three_steps.step2_gradient(three_steps.ThreeStepExperiment.quick(**overrides), first)
+        three_steps_mechanism.step2_gradient(three_steps.ThreeStepExperiment.quick(**overrides), first)
 
 
 def test_step2_summary_needs_both_first_layers():
     with pytest.raises(ValueError, match="missing \\['previous token'\\]"):
-        three_steps.step2_summary([{"first_layer": "uniform"}])
+        three_steps_mechanism.step2_summary([{"first_layer": "uniform"}])
 
 
 # --- the step-2 probe, part by part ---
@@ -446,26 +446,26 @@ def test_step2_summary_needs_both_first_layers():
 
 def test_step2_outer_is_the_population_gradient():
     small = dict(d=64, seq_len=16, batch=512, chunk=256, line_batch=256, n_test=64, etas=(1.0, 4.0))
-    model, task, population = three_steps._after_first_step(
+    model, task, population = three_steps.after_first_step(
         three_steps.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid", **small)
     )
     kept = []
-    Q, K = three_steps.step2_outer(model, population, keep=kept)
-    assert set(Q) == set(K) == set(three_steps.STREAM_PARTS) and len(kept) == len(population)
+    Q, K = three_steps_mechanism.step2_outer(model, population, keep=kept)
+    assert set(Q) == set(K) == set(three_steps_mechanism.STREAM_PARTS) and len(kept) == len(population)
     G = sum(Q[a].T @ K[b] for a in Q for b in K) / len(Q["token"])
-    auto = -three_steps._population_gradient(model, "W_QK^2", population)
+    auto = -three_steps.population_gradient(model, "W_QK^2", population)
     assert auto.norm() > 0 and (G - auto).norm() / auto.norm() < 1e-5
     n_loss = sum(int(b.loss_mask[:, -1].sum()) for b in population)
     assert Q["token"].shape == (n_loss, 64)
     # the token means: every sequence's weights sum to zero, so their count-weighted mean is zero too; with
     # the rows' own token vectors, the whole row is K's token part summed per trigger
     query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)
-    tw = three_steps.step2_token_weights(model, population, query)
+    tw = three_steps_mechanism.step2_token_weights(model, population, query)
     assert tw["m"].shape == tw["counts"].shape == (3, model.W_U.shape[0])
     assert int(tw["counts"].sum()) == n_loss * 16 and abs(float((tw["m"] * tw["counts"]).sum())) < 1e-3
     assert -1 <= tw["cos_min"] <= tw["cos"] <= 1 and tw["pi"].sum().item() == pytest.approx(1.0, abs=1e-4)
     assert tw["counts"][1].sum() >= 2 * n_loss  # the query's token: at the query and at an earlier occurrence
-    again = three_steps.step2_token_weights(
+    again = three_steps_mechanism.step2_token_weights(
         model, population, query, gains=kept
     )  # what step2_outer kept: the same
     assert (
@@ -473,32 +473,34 @@ def test_step2_outer_is_the_population_gradient():
         and tw["cos"] == again["cos"]
     )
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
-        three_steps.step2_token_weights(model, population, query[:, :1])
+        three_steps_mechanism.step2_token_weights(model, population, query[:, :1])
     with torch.no_grad():
         model.matrix("W_QK^2").add_(1e-3)
     with pytest.raises(ValueError, match="needs W_QK\\^2 = 0"):
-        three_steps.step2_outer(model, population)
+        three_steps_mechanism.step2_outer(model, population)
 
 
 def test_step2_outer_bad_input():
     exp = three_steps.ThreeStepExperiment.quick(
         embeddings="gaussian", d=64, seq_len=16, batch=256, chunk=256, line_batch=256
     )
-    model, task, population, _ = three_steps._step_setup(exp)
+    model, task, population, _ = three_steps.step_setup(exp)
     dense = dataclasses.replace(task, loss_on="all")
     with pytest.raises(ValueError, match="the last position only"):
-        three_steps.step2_outer(model, [dense.sample(np.random.default_rng(0), 8)])
+        three_steps_mechanism.step2_outer(model, [dense.sample(np.random.default_rng(0), 8)])
     one = Transformer(ModelConfig(vocab_size=task.vocab_size, d=64, max_len=16, ff=("none",)))
     with pytest.raises(ValueError, match="two attention-only layers"):
-        three_steps.step2_outer(one, population)
+        three_steps_mechanism.step2_outer(one, population)
     with pytest.raises(ValueError, match="the slide's order"):
-        three_steps.step2_probe_parts(three_steps.ThreeStepExperiment.quick(order=induction.STEP_ORDER[::-1]))
+        three_steps_mechanism.step2_probe_parts(
+            three_steps.ThreeStepExperiment.quick(order=induction.STEP_ORDER[::-1])
+        )
 
 
 def test_step2_probe_parts_add_up_to_the_runs_probe():
     small = dict(seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
     ortho = three_steps.ThreeStepExperiment.quick(d=230, data="shakespeare", **small)
-    parts = three_steps.step2_probe_parts(ortho)
+    parts = three_steps_mechanism.step2_probe_parts(ortho)
     assert (
         parts["probe"]
         == three_steps.three_steps(ortho, progress=False, use_cache=False)["rows"][2]["probe_QK2_all"]
@@ -508,35 +510,37 @@ def test_step2_probe_parts_add_up_to_the_runs_probe():
     assert first > 0 and parts["key"]["token"]["spread"] < 1e-4 * first
     assert parts["key"]["position"]["spread"] < 1e-4 * first
     assert parts["key"]["first layer"]["probe"] == parts["probe"]
-    gauss = three_steps.step2_probe_parts(
+    gauss = three_steps_mechanism.step2_probe_parts(
         three_steps.ThreeStepExperiment.quick(d=64, embeddings="gaussian", **small)
     )
-    assert gauss["key"]["token"]["spread"] > 0 and set(gauss["without key"]) == set(three_steps.STREAM_PARTS)
-    results = dict(zip(three_steps.GAUSSIAN_RUNS, (gauss, parts, gauss)))
-    s = three_steps.step2_probe_summary(results)
+    assert gauss["key"]["token"]["spread"] > 0 and set(gauss["without key"]) == set(
+        three_steps_mechanism.STREAM_PARTS
+    )
+    results = dict(zip(three_steps_mechanism.GAUSSIAN_RUNS, (gauss, parts, gauss)))
+    s = three_steps_mechanism.step2_probe_summary(results)
     assert s["g2p_token_iid"] == pytest.approx(
         gauss["key"]["token"]["spread"] / gauss["key"]["first layer"]["spread"]
     )
     assert s["g2p_first_layer_min"] == min(r["key"]["first layer"]["probe"] for r in results.values())
     assert s["g2p_coherence_ratio"] == pytest.approx(1.0) and 0 < s["g2p_shared_iid"] <= 1 + 1e-6
-    table = three_steps.step2_probe_table(results)
-    assert len(table.splitlines()) == 2 + 1 + 2 * len(three_steps.STREAM_PARTS)
+    table = three_steps_mechanism.step2_probe_table(results)
+    assert len(table.splitlines()) == 2 + 1 + 2 * len(three_steps_mechanism.STREAM_PARTS)
     with pytest.raises(ValueError, match="missing"):
-        three_steps.step2_probe_summary({three_steps.GAUSSIAN_RUNS[0]: gauss})
+        three_steps_mechanism.step2_probe_summary({three_steps_mechanism.GAUSSIAN_RUNS[0]: gauss})
 
 
 def test_key_coherence_tells_a_random_walk_from_a_shared_vector():
     g = torch.Generator().manual_seed(0)
     query = torch.zeros(4000, 5, dtype=torch.bool)
     query[torch.arange(4000), torch.arange(4000) % 5] = True
-    walk = three_steps.key_coherence(torch.randn(4000, 32, generator=g), query)
+    walk = three_steps_mechanism.key_coherence(torch.randn(4000, 32, generator=g), query)
     assert 0.7 < walk["coherence"] < 1.3 and walk["shared"] < 0.5  # independent, mean zero
     common = torch.randn(32, generator=g)
-    alike = three_steps.key_coherence(common + 0.1 * torch.randn(4000, 32, generator=g), query)
+    alike = three_steps_mechanism.key_coherence(common + 0.1 * torch.randn(4000, 32, generator=g), query)
     assert alike["coherence"] > 700 and alike["shared"] > 0.99  # 800 sequences per trigger, all alike
     assert walk["sequences"] == alike["sequences"] == 800
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
-        three_steps.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))
+        three_steps_mechanism.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))
 
 
 def test_head_and_bigram_paths_add_up_to_the_logits():
@@ -1003,11 +1007,11 @@ def test_random_along_training_averages_each_window_then_the_seeds():
 def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     small = dict(d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
     exp = three_steps.ThreeStepExperiment.quick(data="shakespeare", **small)
-    paths = three_steps.step3_row_paths(exp, row=1, factors=(1.0, 2.0))
-    model, task, population, line = three_steps._step_setup(exp)  # the same model, by hand
-    three_steps._gradient_step(model, "W_V^2", population, line, exp.etas)
-    assert three_steps._gradient_step(model, "W_QK^2", population, line, exp.etas)[1] == paths["step2_size"]
-    G = -three_steps._population_gradient(model, "W_QK^1", population)
+    paths = three_steps_mechanism.step3_row_paths(exp, row=1, factors=(1.0, 2.0))
+    model, task, population, line = three_steps.step_setup(exp)  # the same model, by hand
+    three_steps.gradient_step(model, "W_V^2", population, line, exp.etas)
+    assert three_steps.gradient_step(model, "W_QK^2", population, line, exp.etas)[1] == paths["step2_size"]
+    G = -three_steps.population_gradient(model, "W_QK^1", population)
     p = model.P / model.P.norm(dim=1, keepdim=True)
     total = paths["key"][0] + paths["value"][0]
     # entry (1, 0) of the P x P block: c |p|^2 = sqrt(d) times the mean logit gradient
@@ -1017,13 +1021,13 @@ def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     assert (1 in missed) == (total < 0)  # row 1's probe: exactly the sign of the entry
     assert 0 < paths["trigger_share"] < 1 and len(paths["key"]) == len(paths["value"]) == 2
     assert 0 < paths["ov_remapped"] < 1  # step 1 stores remapped tokens too, more weakly than the tokens
-    s = three_steps.step3_row_summary(paths)
+    s = three_steps_mechanism.step3_row_summary(paths)
     assert (
         s["s3r_total"] == pytest.approx(total)
         and s["s3r_value_over_key"] == -paths["value"][0] / paths["key"][0]
     )
     with pytest.raises(ValueError, match="factors 1 and 2"):
-        three_steps.step3_row_summary({**paths, "factors": [1.0, 3.0]})
+        three_steps_mechanism.step3_row_summary({**paths, "factors": [1.0, 3.0]})
 
 
 @pytest.mark.parametrize(
@@ -1039,4 +1043,4 @@ def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
 def test_step3_row_paths_bad_input(overrides, kwargs, match):
     exp = three_steps.ThreeStepExperiment.quick(**{"data": "shakespeare", **overrides})
     with pytest.raises(ValueError, match=match):
-        three_steps.step3_row_paths(exp, **kwargs)
+        three_steps_mechanism.step3_row_paths(exp, **kwargs)
