@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from companion import config
-from companion.experiments import khop, khop_four_hops, khop_probes, khop_stall, khop_starts, khop_studies
+from companion.experiments import (
+    khop,
+    khop_four_hops,
+    khop_probes,
+    khop_stall,
+    khop_stall_paths,
+    khop_starts,
+    khop_studies,
+)
 from companion.figures import (
     khop as khop_figures,
 )
@@ -756,18 +764,18 @@ def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
         advance_at=0.3,
     )
     runs = {
-        name: khop_stall.stage_entry_run(khop.KHopExperiment(**kw, seed=s), progress=False)
+        name: khop_stall_paths.stage_entry_run(khop.KHopExperiment(**kw, seed=s), progress=False)
         for name, s in (("seed 0", 0), (khop.EXPLORED, 1))
     }
     for r in runs.values():
         assert r["exp"].steps == khop.last_stage_at(r["full"]) > 0 and r["step"][-1] == r["exp"].steps
         assert (r["stage"] < 2).all() and r["full"]["stage"][-1] == 2  # no step on the last stage yet
-    s = khop_stall.stage_entry_summary(runs)
+    s = khop_stall_paths.stage_entry_summary(runs)
     assert s["nprobe_prefix_gap"] == 0 and s["n100_at"] == runs["seed 0"]["exp"].steps
     assert s["nprobe_tk_b1_gap"] == abs(s["n100_tk_b1_prev"] - s["n250_tk_b1_prev"])
-    assert list(khop_stall.stage_entry_members("quick")) == ["seed 0", khop.EXPLORED]
+    assert list(khop_stall_paths.stage_entry_members("quick")) == ["seed 0", khop.EXPLORED]
     with pytest.raises(ValueError, match="its last stage starts at step"):
-        khop_stall.stage_entry_run(khop.KHopExperiment(**{**kw, "data": "mixture"}), progress=False)
+        khop_stall_paths.stage_entry_run(khop.KHopExperiment(**{**kw, "data": "mixture"}), progress=False)
 
 
 def test_last_stage_data_changes_only_the_last_stages_batches():
@@ -792,7 +800,7 @@ def test_last_stage_data_changes_only_the_last_stages_batches():
     before = own["step"] <= at  # the evaluation at which it moves is the last before other batches
     assert np.array_equal(own["acc"][before], other["acc"][before])
     assert any(not torch.equal(own["state"][key], other["state"][key]) for key in own["state"])
-    assert khop_stall._gap_before_last_stage("x", other, own) == 0
+    assert khop_stall.gap_before_last_stage("x", other, own) == 0
     # two runs of one seed draw the same last-stage batches from the same stream, whatever their evaluations
     a, b = (khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=2) for e in (5, 7))
     assert np.array_equal(
@@ -808,11 +816,13 @@ def test_last_stage_data_changes_only_the_last_stages_batches():
 
 
 def test_reseed_study_members_and_summary():
-    members = khop_stall.reseed_members("quick")
+    members = khop_stall_paths.reseed_members("quick")
     assert list(members) == [
-        khop_stall.reseed_name(n, r) for n in ("seed 0", khop.EXPLORED) for r in khop_stall.RESEED_STREAMS
+        khop_stall_paths.reseed_name(n, r)
+        for n in ("seed 0", khop.EXPLORED)
+        for r in khop_stall_paths.RESEED_STREAMS
     ]
-    assert {e.last_stage_data for e in members.values()} == set(khop_stall.RESEED_STREAMS)
+    assert {e.last_stage_data for e in members.values()} == set(khop_stall_paths.RESEED_STREAMS)
     plain = khop_studies.seed_members("quick")
     for name, e in members.items():
         base = name.split(khop.RESEED_SUFFIX)[0]
@@ -837,15 +847,15 @@ def test_reseed_study_members_and_summary():
     )
     every = {"seed 0": 5, khop.EXPLORED: 10}
     runs = {
-        khop_stall.reseed_name(n, r): khop_probes.probe_run(
+        khop_stall_paths.reseed_name(n, r): khop_probes.probe_run(
             khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=r), progress=False
         )
         for n, e in every.items()
         for r in (1, 2)
     }
-    s = khop_stall.reseed_summary(runs, level=0.5)
+    s = khop_stall_paths.reseed_summary(runs, level=0.5)
     assert s["reseed_n"] == 2 and s["reseed_k"] == 2
-    for tag in khop_stall.RESEED_TAGS.values():
+    for tag in khop_stall_paths.RESEED_TAGS.values():
         ok = [np.isfinite(s[f"{tag}_d{r}_hk_at"]) for r in (1, 2)]
         assert s[f"{tag}_learned_n"] == sum(ok)
         for r in (1, 2):
@@ -860,26 +870,26 @@ def test_reseed_study_members_and_summary():
         assert s[key] == pick(values) if values else np.isnan(s[key])
     split = sum(np.isfinite(s[f"rs100_d{r}_hk_at"]) != np.isfinite(s[f"rs250_d{r}_hk_at"]) for r in (1, 2))
     assert s["reseed_split_n"] == split
-    rows = khop_stall.reseed_rows(s)
+    rows = khop_stall_paths.reseed_rows(s)
     assert (
         len(rows) == 4
-        and len(rows[0]) == len(khop_stall.reseed_header(2))
+        and len(rows[0]) == len(khop_stall_paths.reseed_header(2))
         and rows[1][:2] == [1, khop.EXPLORED]
     )
     own = {
         n: khop.run(khop.KHopExperiment(**{**kw, "eval_every": e}), progress=False) for n, e in every.items()
     }
-    vs = khop_stall.reseed_vs_plain(runs, own)
+    vs = khop_stall_paths.reseed_vs_plain(runs, own)
     assert vs["reseed_gap"] == 0 and vs["rs250_own_hk_at"] == khop.learned_at(own[khop.EXPLORED])[-1]
     assert s["rs100_d2_stagek_at"] == khop.last_stage_at(own["seed 0"]) > 0
     with pytest.raises(ValueError, match="not among the runs with their own data"):
-        khop_stall.reseed_vs_plain(runs, {"seed 0": own["seed 0"]})
+        khop_stall_paths.reseed_vs_plain(runs, {"seed 0": own["seed 0"]})
     with pytest.raises(ValueError, match="has no run with last-stage data \\[2\\]"):
-        khop_stall.reseed_summary(
-            {k: v for k, v in runs.items() if k != khop_stall.reseed_name(khop.EXPLORED, 2)}
+        khop_stall_paths.reseed_summary(
+            {k: v for k, v in runs.items() if k != khop_stall_paths.reseed_name(khop.EXPLORED, 2)}
         )
     with pytest.raises(ValueError, match="unknown run with last-stage data 'seed 0'"):
-        khop_stall.reseed_summary({"seed 0": runs[khop_stall.reseed_name("seed 0", 1)]})
+        khop_stall_paths.reseed_summary({"seed 0": runs[khop_stall_paths.reseed_name("seed 0", 1)]})
 
 
 def test_reseed_panels_one_panel_per_run_of_seed_0():
@@ -887,7 +897,7 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     step, stage = np.arange(0, 50, 10), np.array([1, 1, 2, 2, 2])
     acc = np.linspace(0, 1, 10).reshape(5, 2)
     curves = {
-        key: {khop_stall.reseed_name(n, r): v for n in ("seed 0", khop.EXPLORED) for r in (1, 2)}
+        key: {khop_stall_paths.reseed_name(n, r): v for n in ("seed 0", khop.EXPLORED) for r in (1, 2)}
         for key, v in (("step", step), ("acc", acc), ("stage", stage))
     }
     plain = {key: {"seed 0": v} for key, v in (("step", step), ("acc", acc), ("stage", stage))}
@@ -898,7 +908,7 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1 + 1
     assert axes[1].lines[2].get_xdata()[0] == 10  # the move, read off the streams' curves
     both = {key: {**v, "seed 0": plain[key]["seed 0"]} for key, v in curves.items()}
-    other, own = khop_stall.split_streams(both)
+    other, own = khop_stall_paths.split_streams(both)
     assert set(other) == set(own) == set(curves) and set(other["acc"]) == set(curves["acc"])
     assert set(own["step"]) == {"seed 0"} and own["acc"]["seed 0"] is acc
     assert axes[0].lines[0].get_xdata().max() == 30
@@ -914,24 +924,24 @@ def _reseed_short_summary(b1: dict) -> dict:
 
 def test_reseed_paths_count_the_runs_whose_block_1_breaks():
     short = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
-    p = khop_stall.reseed_paths(short)
+    p = khop_stall_paths.reseed_paths(short)
     assert (p["rs100_b1_breaks_n"], p["rs250_b1_breaks_n"], p["reseed_path_split_n"]) == (3, 0, 3)
-    assert khop_stall.reseed_paths(short, level=0.9)["rs250_b1_breaks_n"] == 1  # 0.89
+    assert khop_stall_paths.reseed_paths(short, level=0.9)["rs250_b1_breaks_n"] == 1  # 0.89
     with pytest.raises(ValueError, match="level=0 is out of range"):
-        khop_stall.reseed_paths(short, level=0)
+        khop_stall_paths.reseed_paths(short, level=0)
 
 
 def test_reseed_long_study_and_its_runs_by_path():
-    assert list(khop_stall.reseed_long_members("quick")) == list(khop_stall.RESEED_LONG)
-    assert khop_stall.RESEED_LONG[-1] == khop_stall.reseed_name(khop.EXPLORED, 1)
+    assert list(khop_stall_paths.reseed_long_members("quick")) == list(khop_stall_paths.RESEED_LONG)
+    assert khop_stall_paths.RESEED_LONG[-1] == khop_stall_paths.reseed_name(khop.EXPLORED, 1)
     short = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
     best = {"rs100_d1": 0.2, "rs100_d2": 0.15, "rs100_d3": 0.99, "rs100_d4": 0.3, "rs250_d1": 0.95}
     long = {f"rl_{t}_best_hk": v for t, v in best.items()}
-    s = khop_stall.reseed_by_path(long, short)
+    s = khop_stall_paths.reseed_by_path(long, short)
     assert (s["rl_broken_n"], s["rl_unbroken_n"]) == (3, 2)
     assert s["rl_broken_best_max"] == 0.3 and s["rl_unbroken_best_min"] == 0.95
     with pytest.raises(ValueError, match="missing from the longer or the shorter study"):
-        khop_stall.reseed_by_path({k: v for k, v in long.items() if "rs250" not in k}, short)
+        khop_stall_paths.reseed_by_path({k: v for k, v in long.items() if "rs250" not in k}, short)
     kw = dict(
         N=4,
         k=2,
@@ -946,18 +956,18 @@ def test_reseed_long_study_and_its_runs_by_path():
     )
     runs = {
         name: khop_probes.probe_run(khop.KHopExperiment(**kw, last_stage_data=1), progress=False)
-        for name in khop_stall.RESEED_LONG[:2]
+        for name in khop_stall_paths.RESEED_LONG[:2]
     }
-    ls = khop_stall.reseed_long_summary(runs, level=0.5)
+    ls = khop_stall_paths.reseed_long_summary(runs, level=0.5)
     assert ls["rl_steps"] == 30 and ls["rl_learned_n"] == sum(
         np.isfinite(ls[f"rl_rs100_d{r}_hk_at"]) for r in (1, 2)
     )
     assert ls["rl_rs100_d1_best_hk"] == ls["rl_rs100_d2_best_hk"]  # the same configuration twice
-    rows = khop_stall.reseed_rows(ls, names=khop_stall.RESEED_LONG[:2], prefix="rl_")
+    rows = khop_stall_paths.reseed_rows(ls, names=khop_stall_paths.RESEED_LONG[:2], prefix="rl_")
     assert [r[:2] for r in rows] == [[1, "seed 0"], [2, "seed 0"]] and rows[0][3] == ls["rl_rs100_d1_best_hk"]
     with pytest.raises(ValueError, match="unknown run of the longer study"):
-        khop_stall.reseed_long_summary(
-            {khop_stall.reseed_name(khop.EXPLORED, 2): runs[khop_stall.RESEED_LONG[0]]}
+        khop_stall_paths.reseed_long_summary(
+            {khop_stall_paths.reseed_name(khop.EXPLORED, 2): runs[khop_stall_paths.RESEED_LONG[0]]}
         )
 
 
@@ -1286,21 +1296,21 @@ def test_doubling_variant_counts_the_trained_hops_and_where_the_runs_part():
 
 
 def test_delay_study_members_summary_and_the_repeat():
-    members = khop_stall.delay_members("quick")
+    members = khop_stall_paths.delay_members("quick")
     assert list(members) == [
-        khop_stall.delay_name(d, r) for d, rs in khop_stall.DELAY_GRID.items() for r in rs
+        khop_stall_paths.delay_name(d, r) for d, rs in khop_stall_paths.DELAY_GRID.items() for r in rs
     ]
-    plain = khop_studies.seed_members("quick")[khop_stall.DELAYED]
+    plain = khop_studies.seed_members("quick")[khop_stall_paths.DELAYED]
     for name, e in members.items():
-        assert (e.last_stage_delay, e.last_stage_data) == khop_stall._delay_parts(name)
+        assert (e.last_stage_delay, e.last_stage_data) == khop_stall_paths._delay_parts(name)
         assert dataclasses.replace(e, last_stage_delay=0, last_stage_data=0) == plain
-    assert khop_stall.delay_name(100, 0) == "seed 0, last stage 100 steps later"
+    assert khop_stall_paths.delay_name(100, 0) == "seed 0, last stage 100 steps later"
     from companion import record
 
     built = record.build("khop_delay", "quick", {"k": 4, "steps": 80, "eval_every": 20})
     assert {e.eval_every for e in built.values()} == {20} and {e.k for e in built.values()} == {4}
     with pytest.raises(ValueError, match="unknown run moved to its last stage later 'seed 0'"):
-        khop_stall._delay_parts("seed 0")
+        khop_stall_paths._delay_parts("seed 0")
 
     kw = dict(
         N=4,
@@ -1314,8 +1324,8 @@ def test_delay_study_members_summary_and_the_repeat():
         batch=16,
         advance_at=0.3,
     )
-    names = [khop_stall.delay_name(100, r) for r in (0, 1)] + [
-        khop_stall.delay_name(*khop_stall.DELAY_REPEATS)
+    names = [khop_stall_paths.delay_name(100, r) for r in (0, 1)] + [
+        khop_stall_paths.delay_name(*khop_stall_paths.DELAY_REPEATS)
     ]
     runs = {
         n: khop_probes.probe_run(
@@ -1323,7 +1333,7 @@ def test_delay_study_members_summary_and_the_repeat():
         )
         for n, (d, r) in zip(names, [(5, 0), (5, 1), (10, 0)])
     }
-    s = khop_stall.delay_summary(runs, level=0.5)
+    s = khop_stall_paths.delay_summary(runs, level=0.5)
     assert (s["dl100_n"], s["dl200_n"], s["delay_k"], s["delay_steps"]) == (2, 1, 2, 40)
     assert s["dl100_learned_n"] == sum(np.isfinite(s[f"dl100_d{r}_hk_at"]) for r in (0, 1))
     assert s["dl100_breaks_n"] == sum(s[f"dl100_d{r}_tk_b1_prev"] < 0.5 for r in (0, 1))
@@ -1332,30 +1342,32 @@ def test_delay_study_members_summary_and_the_repeat():
     )
     assert s["delay_path_escapes_n"] == escapes
     assert s["dl100_d0_stagek_at"] == s["dl100_d1_stagek_at"] == s["dl200_d0_stagek_at"] - 5
-    assert khop_stall.delay_summary(runs, level=0.5, path=1.0)["dl200_breaks_n"] == (
+    assert khop_stall_paths.delay_summary(runs, level=0.5, path=1.0)["dl200_breaks_n"] == (
         s["dl200_d0_tk_b1_prev"] < 1.0
     )
     with pytest.raises(ValueError, match="path=0 is out of range"):
-        khop_stall.delay_summary(runs, path=0)
-    rows = khop_stall.delay_rows(s)
+        khop_stall_paths.delay_summary(runs, path=0)
+    rows = khop_stall_paths.delay_rows(s)
     assert [r[:2] for r in rows] == [[100, "own"], [100, 1], [200, "own"]] and len(rows[0]) == len(
-        khop_stall.delay_header(2)
+        khop_stall_paths.delay_header(2)
     )
     assert (
         rows[1][2:]
-        == khop_stall.reseed_rows(
+        == khop_stall_paths.reseed_rows(
             {**{k.replace("dl100", "rs100"): v for k, v in s.items()}, "reseed_k": 2, "reseed_n": 1},
-            names=[khop_stall.reseed_name("seed 0", 1)],
+            names=[khop_stall_paths.reseed_name("seed 0", 1)],
         )[0][2:]
     )
 
     own = khop.run(khop.KHopExperiment(**kw), progress=False)
     same = {key: runs[names[-1]][key][::2] for key in ("step", "acc", "stage")}  # evaluated every 10 steps
-    vs = khop_stall.delay_vs_plain(runs, {khop_stall.DELAYED: own, khop.EXPLORED: same})
+    vs = khop_stall_paths.delay_vs_plain(runs, {khop_stall_paths.DELAYED: own, khop.EXPLORED: same})
     assert vs["delay_gap"] == 0 and vs["delay_repeat_gap"] == 0 and vs["delay_repeat_n"] == len(same["step"])
     assert vs["delay_repeat_first"] == math.inf
-    assert vs["delay_moves_rs100"] == ", ".join(f"{m:.0f}" for m in khop_stall.stage_moves(own))
-    vs = khop_stall.delay_vs_plain(runs, {khop_stall.DELAYED: own, khop.EXPLORED: own})  # not the same run
+    assert vs["delay_moves_rs100"] == ", ".join(f"{m:.0f}" for m in khop_stall_paths.stage_moves(own))
+    vs = khop_stall_paths.delay_vs_plain(
+        runs, {khop_stall_paths.DELAYED: own, khop.EXPLORED: own}
+    )  # not the same run
     a, b = runs[names[-1]], own
     differ = [
         t
@@ -1363,18 +1375,19 @@ def test_delay_study_members_summary_and_the_repeat():
         if not np.array_equal(a["acc"][i], b["acc"][i]) or a["stage"][i] != b["stage"][i]
     ]
     assert vs["delay_repeat_gap"] > 0 and vs["delay_repeat_first"] == differ[0]
-    assert khop_stall.stage_moves(own) == [khop.last_stage_at(own)]  # k = 2: one move
+    assert khop_stall_paths.stage_moves(own) == [khop.last_stage_at(own)]  # k = 2: one move
     longer = khop.run(dataclasses.replace(khop.KHopExperiment(**kw), steps=60), progress=False)
-    c = khop_stall.repeat_curves(runs, {khop_stall.DELAYED: own, khop.EXPLORED: longer})
-    assert list(c["acc"]) == [khop_stall.DELAYED, names[-1], khop.EXPLORED]
+    c = khop_stall_paths.repeat_curves(runs, {khop_stall_paths.DELAYED: own, khop.EXPLORED: longer})
+    assert list(c["acc"]) == [khop_stall_paths.DELAYED, names[-1], khop.EXPLORED]
     assert c["step"][khop.EXPLORED][-1] == 40 and np.array_equal(c["acc"][khop.EXPLORED], longer["acc"][:9])
     with pytest.raises(ValueError, match="missing: allowed the delay study's runs"):
-        khop_stall.repeat_curves(runs, {khop_stall.DELAYED: own})
+        khop_stall_paths.repeat_curves(runs, {khop_stall_paths.DELAYED: own})
     with pytest.raises(ValueError, match="not among the runs with their own data"):
-        khop_stall.delay_vs_plain(runs, {khop_stall.DELAYED: own})
+        khop_stall_paths.delay_vs_plain(runs, {khop_stall_paths.DELAYED: own})
     with pytest.raises(ValueError, match="is missing: allowed runs of delay_members that include it"):
-        khop_stall.delay_vs_plain(
-            {n: r for n, r in runs.items() if n != names[-1]}, {khop_stall.DELAYED: own, khop.EXPLORED: own}
+        khop_stall_paths.delay_vs_plain(
+            {n: r for n, r in runs.items() if n != names[-1]},
+            {khop_stall_paths.DELAYED: own, khop.EXPLORED: own},
         )
 
 
@@ -1399,19 +1412,19 @@ def test_delay_by_move_counts_the_same_streams_of_every_state():
             ("tk_b1_prev", 0.2 if r <= d // 200 else 0.95),
         )
     }
-    s = khop_stall.delay_by_move(delays, reseeds)
+    s = khop_stall_paths.delay_by_move(delays, reseeds)
     keys = ("0", "100", "400", "e250")  # delays, then seed 0 advancing every 250 steps (another run)
     assert [s[f"dmove{d}_at"] for d in keys] == [2800, 2900, 3200, 3000]
     assert [s[f"dmove{d}_breaks_n"] for d in keys] == [3, 0, 2, 0]
     assert [s[f"dmove{d}_learned_n"] for d in keys] == [0, 3, 0, 3]
-    rows = khop_stall.delay_move_rows(s)
+    rows = khop_stall_paths.delay_move_rows(s)
     assert [r[0] for r in rows] == [f"seed 0, last stage {d} steps later" for d in (0, 100, 400)] + [
         khop.EXPLORED
     ]
     assert rows[2][1:] == [3200, "2 of 4", "0 of 4"]
-    assert len(rows[0]) == len(khop_stall.DELAY_MOVE_HEADER)
+    assert len(rows[0]) == len(khop_stall_paths.DELAY_MOVE_HEADER)
     with pytest.raises(ValueError, match="missing: allowed summaries with every stream"):
-        khop_stall.delay_by_move({k: v for k, v in delays.items() if "dl400_d4" not in k}, reseeds)
+        khop_stall_paths.delay_by_move({k: v for k, v in delays.items() if "dl400_d4" not in k}, reseeds)
 
 
 def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkeypatch):
@@ -1440,13 +1453,13 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     last = khop.train_run(exp, False, keep=(kw["steps"] - at,))["kept"][kw["steps"] - at]  # the run's own end
     assert all(torch.equal(last[key], plain["state"][key]) for key in last)
 
-    members = khop_stall.onset_members("quick")
-    assert list(members) == list(khop_stall.ONSET_RUNS)
-    every = khop_studies.seed_members("quick") | khop_stall.reseed_members("quick")
+    members = khop_stall_paths.onset_members("quick")
+    assert list(members) == list(khop_stall_paths.ONSET_RUNS)
+    every = khop_studies.seed_members("quick") | khop_stall_paths.reseed_members("quick")
     assert all(members[n] == every[n] for n in members)
-    monkeypatch.setattr(khop_stall, "ONSET_AFTER", (0, 3, 10))
+    monkeypatch.setattr(khop_stall_paths, "ONSET_AFTER", (0, 3, 10))
     runs = {"seed 0": {**r, "exp": exp}, khop.EXPLORED: {**r, "exp": exp}}
-    s = khop_stall.onset_summary(runs)
+    s = khop_stall_paths.onset_summary(runs)
     for a in (0, 3, 10):
         res = khop_probes.table_interference(exp, r["kept"][a])
         assert (
@@ -1455,7 +1468,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
         )
     breaks = [a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 0.5]
     assert s["on100_onset"] == (breaks[0] if breaks else math.inf)
-    assert khop_stall.onset_summary(runs, path=1.0)["on100_onset"] == next(
+    assert khop_stall_paths.onset_summary(runs, path=1.0)["on100_onset"] == next(
         (a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 1.0), math.inf
     )
     assert s["on100_stagek_at"] == at and s["onset_k"] == 3
@@ -1469,7 +1482,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     fig = khop_stall_figures.onset_lines(s)
     assert len(fig.axes[0].lines) == len(fig.axes[1].lines) == 2  # the two runs given
     assert list(fig.axes[0].lines[0].get_ydata()) == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
-    rows = khop_stall.onset_rows(s)
+    rows = khop_stall_paths.onset_rows(s)
     assert (
         len(rows) == 6
         and len(rows[0]) == 2 + 3
@@ -1478,17 +1491,17 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     entry = {
         f"{t}{key[8:]}": v for t in ("n100", "n250") for key, v in s.items() if key.startswith("on100_a0_tk")
     }
-    g = khop_stall.onset_vs_entry(s, entry)
+    g = khop_stall_paths.onset_vs_entry(s, entry)
     assert g["onset_entry_gap"] == 0 and g["onset_entry_n"] == 2 * sum(k.startswith("on100_a0_tk") for k in s)
     entry["n250_tk_b1_prev"] += 0.25
-    assert khop_stall.onset_vs_entry(s, entry)["onset_entry_gap"] == pytest.approx(0.25)
+    assert khop_stall_paths.onset_vs_entry(s, entry)["onset_entry_gap"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="missing from the onset or the stage-entry summary"):
-        khop_stall.onset_vs_entry({k: v for k, v in s.items() if not k.startswith("on250")}, entry)
+        khop_stall_paths.onset_vs_entry({k: v for k, v in s.items() if not k.startswith("on250")}, entry)
     with pytest.raises(ValueError, match="unknown run read along its last stage 'seed 1'"):
-        khop_stall.onset_summary({"seed 1": runs["seed 0"]})
-    monkeypatch.setattr(khop_stall, "ONSET_AFTER", (0, 3, 10, 1000))
+        khop_stall_paths.onset_summary({"seed 1": runs["seed 0"]})
+    monkeypatch.setattr(khop_stall_paths, "ONSET_AFTER", (0, 3, 10, 1000))
     with pytest.raises(ValueError, match="has no state after \\[1000\\] steps on its last stage"):
-        khop_stall.onset_summary(runs)
+        khop_stall_paths.onset_summary(runs)
 
 
 def test_the_interval_study_keeps_each_members_interval():

@@ -9,7 +9,14 @@ Each reads the committed recordings the chapters read, through the same package 
 
 import pytest
 
-from companion.experiments import khop_four_hops, khop_probes, khop_stall, khop_starts, khop_studies
+from companion.experiments import (
+    khop_four_hops,
+    khop_probes,
+    khop_stall,
+    khop_stall_paths,
+    khop_starts,
+    khop_studies,
+)
 
 
 def _runs(experiment: str, settings: dict) -> dict[str, dict]:
@@ -65,12 +72,12 @@ def test_hiding_table_4_changes_nothing_before_it_is_shown(experiment, study, en
 
 def test_other_last_stage_data_changes_nothing_before_the_last_stage(seed_runs):
     runs = _runs("khop_reseed", khop_probes.PROBE_SETTINGS)
-    assert khop_stall.reseed_vs_plain(runs, seed_runs)["reseed_gap"] == 0
+    assert khop_stall_paths.reseed_vs_plain(runs, seed_runs)["reseed_gap"] == 0
 
 
 def test_a_delayed_move_changes_nothing_before_it(seed_runs):
     runs = _runs("khop_delay", khop_probes.PROBE_SETTINGS)
-    assert khop_stall.delay_vs_plain(runs, seed_runs)["delay_gap"] == 0
+    assert khop_stall_paths.delay_vs_plain(runs, seed_runs)["delay_gap"] == 0
 
 
 def test_runs_read_along_their_last_stage_repeat_the_plain_runs(seed_runs):
@@ -89,7 +96,7 @@ def test_a_state_kept_at_the_move_is_the_run_trained_to_it():
     entry = khop_studies.recorded(khop_probes.PROBE_SETTINGS, experiment="khop_stage_entry").as_summary()
     onset = khop_studies.recorded(khop_probes.PROBE_SETTINGS, experiment="khop_onset").as_summary()
     assert entry["nprobe_prefix_gap"] == 0
-    assert khop_stall.onset_vs_entry(onset, entry)["onset_entry_gap"] == 0
+    assert khop_stall_paths.onset_vs_entry(onset, entry)["onset_entry_gap"] == 0
 
 
 def test_other_stages_change_nothing_before_the_runs_part():

@@ -564,7 +564,7 @@ def member_overrides(name: str, overrides: dict) -> dict:
     them: a member in :data:`SCALED` multiplies ``steps`` and ``eval_every``, and one in :data:`KEPT` keeps
     those settings of its own (the single-layer run keeps its one layer: a ``depth`` override is the others'), as
     does a member named by its interval (:func:`companion.experiments.khop_four_hops.interval_name`, :data:`EXPLORED` among them) its ``eval_every``,
-    and a run of any of them with other last-stage data (:func:`companion.experiments.khop_stall.reseed_name`).
+    and a run of any of them with other last-stage data (:func:`companion.experiments.khop_stall_paths.reseed_name`).
 
     >>> member_overrides("mixture, 1 layer", {"steps": 100, "k": 4, "depth": 4})
     {'steps': 400, 'k': 4}

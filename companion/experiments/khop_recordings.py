@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from functools import partial
 
-from companion.experiments import khop, khop_four_hops, khop_probes, khop_stall, khop_starts, khop_studies
+from companion.experiments import (
+    khop,
+    khop_four_hops,
+    khop_probes,
+    khop_stall,
+    khop_stall_paths,
+    khop_starts,
+    khop_studies,
+)
 from companion.recorded import Recordable
 
 
@@ -153,22 +161,25 @@ def recordables() -> dict[str, Recordable]:
             ),
             stall(
                 "khop_stage_entry",
-                khop_stall.stage_entry_members,
-                khop_stall.stage_entry_summary,
+                khop_stall_paths.stage_entry_members,
+                khop_stall_paths.stage_entry_summary,
                 "entry",
-                khop_stall.stage_entry_run,
+                khop_stall_paths.stage_entry_run,
             ),
-            stall("khop_reseed", khop_stall.reseed_members, khop_stall.reseed_summary, "reseed"),
+            stall("khop_reseed", khop_stall_paths.reseed_members, khop_stall_paths.reseed_summary, "reseed"),
             stall(
-                "khop_reseed_long", khop_stall.reseed_long_members, khop_stall.reseed_long_summary, "rlong"
+                "khop_reseed_long",
+                khop_stall_paths.reseed_long_members,
+                khop_stall_paths.reseed_long_summary,
+                "rlong",
             ),
-            stall("khop_delay", khop_stall.delay_members, khop_stall.delay_summary, "delay"),
+            stall("khop_delay", khop_stall_paths.delay_members, khop_stall_paths.delay_summary, "delay"),
             stall(
                 "khop_onset",
-                khop_stall.onset_members,
-                khop_stall.onset_summary,
+                khop_stall_paths.onset_members,
+                khop_stall_paths.onset_summary,
                 "onset",
-                khop_stall.onset_run,
+                khop_stall_paths.onset_run,
             ),
         ]
     }

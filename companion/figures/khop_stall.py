@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from companion import plotting
-from companion.experiments import khop, khop_probes, khop_stall
+from companion.experiments import khop, khop_probes, khop_stall_paths
 
 
 def hop_probe_panels(summary, study=None):
@@ -52,11 +52,11 @@ def hop_probe_panels(summary, study=None):
 
 
 def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = None):
-    """Seed 0's two runs with other data on the last stage (:func:`companion.experiments.khop_stall.reseed_members`):
+    """Seed 0's two runs with other data on the last stage (:func:`companion.experiments.khop_stall_paths.reseed_members`):
     one panel per run, the k-hop test accuracy along training on each stream of last-stage data (colour) and
     on the run's own (``plain``, the same run without other data, where it is there: black, dashed), up to step
     ``upto`` (default: the last of ``curves``); the step it moves to its last stage (the same on every stream) as
-    a grey vertical line. Also for :func:`companion.experiments.khop_stall.delay_members`, one panel per delay.
+    a grey vertical line. Also for :func:`companion.experiments.khop_stall_paths.delay_members`, one panel per delay.
     ``curves``, ``plain``: :func:`companion.experiments.khop.curves` of the runs, the plain ones by their own
     names."""
     by_base: dict[str, list] = {}
@@ -102,21 +102,21 @@ def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = N
 
 
 def onset_lines(summary):
-    """Seed 0's runs read along their last stage (:func:`companion.experiments.khop_stall.onset_summary`): the share
+    """Seed 0's runs read along their last stage (:func:`companion.experiments.khop_stall_paths.onset_summary`): the share
     of k-hop answers at v_(k-1) with table k shown to block 1 only (left) and hop k - 2's entry's attention on
     table k in block 1 (right) against the steps on the last stage (symmetric log axis: 0 is the move), one line
     per run; the stall's path (share below one half) shaded on the left."""
     k = int(summary["onset_k"])
-    e = khop_stall.marked_entry(k)
+    e = khop_stall_paths.marked_entry(k)
     fig, axes = plt.subplots(1, 2, figsize=(10.4, 3.4), constrained_layout=True)
-    x = np.asarray(khop_stall.ONSET_AFTER, float)
-    for name, tag in khop_stall.ONSET_RUNS.items():
+    x = np.asarray(khop_stall_paths.ONSET_AFTER, float)
+    for name, tag in khop_stall_paths.ONSET_RUNS.items():
         if f"{tag}_onset" not in summary:
             continue
         for ax, key in zip(axes, ("tk_b1_prev", f"tkattn_l1_e{e}")):
             ax.plot(
                 x,
-                [summary[f"{tag}_a{a}_{key}"] for a in khop_stall.ONSET_AFTER],
+                [summary[f"{tag}_a{a}_{key}"] for a in khop_stall_paths.ONSET_AFTER],
                 "o-",
                 ms=3,
                 lw=1.4,
