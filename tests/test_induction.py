@@ -9,7 +9,13 @@ import torch.nn.functional as F
 
 from companion import config
 from companion.data.recall import RecallTask
-from companion.experiments import induction, induction_random, three_steps, three_steps_mechanism
+from companion.experiments import (
+    induction,
+    induction_random,
+    induction_random_seeds,
+    three_steps,
+    three_steps_mechanism,
+)
 from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, train
 
@@ -827,7 +833,7 @@ def test_random_curves_along_training_count_the_test_positions():
     count at the end) and the pair discounts of pair_scores; a fixed-trigger run logs neither."""
     r = _tiny_random_run()
     assert all(
-        len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in induction_random.RANDOM_CURVES
+        len(r.metrics[k]) == len(r.metrics["step"]) == 4 for k in induction_random_seeds.RANDOM_CURVES
     )  # steps 0 to 3
     exp, task = r.exp, r.exp.task()
     ev = induction.Evaluator(exp, r.model(), "cpu")  # the same test batch (stream "test-data" of the seed)
@@ -873,7 +879,7 @@ def test_random_seed_study_summarises_each_seed_and_the_extremes():
     runs = {"seed 0": _tiny_random_run()}
     exp1 = dataclasses.replace(runs["seed 0"].exp, seed=1)
     runs["seed 1"] = induction.run(exp1, progress=False, use_cache=False)
-    s = induction_random.random_seeds_summary(runs)
+    s = induction_random_seeds.random_seeds_summary(runs)
     per = [
         {
             **induction_random.head_or_bigram_values(
@@ -881,7 +887,7 @@ def test_random_seed_study_summarises_each_seed_and_the_extremes():
                 induction_random.pair_gradient(r),
                 induction.pair_scores(r.model(), r.exp.task()),
             ),
-            **induction_random.random_training_values(r),
+            **induction_random_seeds.random_training_values(r),
         }
         for r in runs.values()
     ]
@@ -916,8 +922,8 @@ def test_random_seed_study_summarises_each_seed_and_the_extremes():
     assert np.array_equal(s["random_seeds_early_removed_share_min"], np.min(early), equal_nan=True)
     assert s["random_seeds_early_removed_share_argmin"] == int(np.argmin(early))
     assert s["random_seeds_early_removed_share_above"] == sum(x > 0.25 for x in early)
-    one = induction_random.random_along_training(
-        induction_random.random_seed_curves({"seed 1": runs["seed 1"]})
+    one = induction_random_seeds.random_along_training(
+        induction_random_seeds.random_seed_curves({"seed 1": runs["seed 1"]})
     )
     for m in induction_random.TRAINING_MEASURES:
         assert np.array_equal(per[1][f"{m}_late"], one[f"random_training_{m}_late"], equal_nan=True)
@@ -929,28 +935,28 @@ def test_random_seed_study_summarises_each_seed_and_the_extremes():
     assert s["random_seeds_early_pair_QK2_max"] == max(weakest) and s[
         "random_seeds_early_pair_QK2_argmax"
     ] == int(np.argmax(weakest))
-    over = induction_random.random_seed_overview(s)
+    over = induction_random_seeds.random_seed_overview(s)
     assert (
         "random_seeds_n" in over and not any(k.endswith(("_s0", "_s1")) for k in over) and len(over) < len(s)
     )
-    for table in induction_random.RANDOM_TABLES:
-        rows = induction_random.random_seed_rows(s, table)
+    for table in induction_random_seeds.RANDOM_TABLES:
+        rows = induction_random_seeds.random_seed_rows(s, table)
         assert [r[0] for r in rows] == [0, 1] and len(rows[0]) == len(
-            induction_random.random_seed_header(table)
+            induction_random_seeds.random_seed_header(table)
         )
     assert set(induction_random.RANDOM_MEASURES) == {
-        m for cols in induction_random.RANDOM_TABLES.values() for m in cols
+        m for cols in induction_random_seeds.RANDOM_TABLES.values() for m in cols
     }
-    assert induction_random.random_seed_rows(s, "attention")[1][1] == per[1]["attention_gap"]
+    assert induction_random_seeds.random_seed_rows(s, "attention")[1][1] == per[1]["attention_gap"]
     with pytest.raises(ValueError, match="unknown table 'x'"):
-        induction_random.random_seed_rows(s, "x")
-    curves = induction_random.random_seed_curves(runs)
+        induction_random_seeds.random_seed_rows(s, "x")
+    curves = induction_random_seeds.random_seed_curves(runs)
     assert (
-        set(curves) == {"step", *induction_random.RANDOM_CURVES}
+        set(curves) == {"step", *induction_random_seeds.RANDOM_CURVES}
         and curves["acc"]["seed 1"] == runs["seed 1"].metrics["acc"].tolist()
     )
-    members = induction_random.random_seed_members("quick")
-    assert [e.seed for e in members.values()] == list(induction_random.RANDOM_SEEDS)
+    members = induction_random_seeds.random_seed_members("quick")
+    assert [e.seed for e in members.values()] == list(induction_random_seeds.RANDOM_SEEDS)
     assert {dataclasses.replace(e, seed=0) for e in members.values()} == {
         induction.random_trigger_experiment("quick")
     }
@@ -959,9 +965,9 @@ def test_random_seed_study_summarises_each_seed_and_the_extremes():
 def test_random_along_training_averages_each_window_then_the_seeds():
     steps = [0, 25, 50, 75, 100]
     curves = {"step": {"a": steps, "b": steps}}
-    for i, k in enumerate(induction_random.RANDOM_CURVES):
+    for i, k in enumerate(induction_random_seeds.RANDOM_CURVES):
         curves[k] = {"a": [i, 1.0, 2.0, 3.0, 5.0], "b": [i, 3.0, 4.0, 5.0, 7.0]}
-    s = induction_random.random_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
+    s = induction_random_seeds.random_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
     assert (
         s["random_training_early_from"],
         s["random_training_early_to"],
@@ -987,7 +993,7 @@ def test_random_along_training_averages_each_window_then_the_seeds():
         "random_top1_off_pairwise": (0.1, 0.2),
     }.items():
         curves[k] = {"a": [a] * 5, "b": [b] * 5}
-    s = induction_random.random_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
+    s = induction_random_seeds.random_along_training(curves, early=(0.2, 0.6), late=(0.7, 1.0))
     assert s["random_training_removed_share_early"] == pytest.approx(0.625) and s[
         "random_training_removed_share_min_late"
     ] == pytest.approx(0.5)
@@ -999,9 +1005,9 @@ def test_random_along_training_averages_each_window_then_the_seeds():
     ] == pytest.approx(0.8)
     assert s["random_training_ratio_pairwise_late"] == pytest.approx(1.1)
     with pytest.raises(ValueError, match=r"late=\(0.5, 1.2\) is not a window of training"):
-        induction_random.random_along_training(curves, late=(0.5, 1.2))
+        induction_random_seeds.random_along_training(curves, late=(0.5, 1.2))
     with pytest.raises(ValueError, match=r"early=\(0.1, 0.2\) holds no evaluation of 'a'"):
-        induction_random.random_along_training(curves, early=(0.1, 0.2))
+        induction_random_seeds.random_along_training(curves, early=(0.1, 0.2))
 
 
 def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():

@@ -8,7 +8,7 @@ import numpy as np
 
 
 def seed_panels(curves: dict):
-    """The head-or-bigram measures along training, one colour per seed (``curves`` as :func:`companion.experiments.induction_random.random_seed_curves`
+    """The head-or-bigram measures along training, one colour per seed (``curves`` as :func:`companion.experiments.induction_random_seeds.random_seed_curves`
     gives them, live or recorded): the share of the repeated-trigger positions predicting the trigger's likeliest
     bigram successor, with o among its 2nd to 5th likeliest (solid) and off its 5 likeliest (dashed) (top left);
     their ratio, in over off, as trained (solid), with both pair discounts removed (dotted) and with both removed
