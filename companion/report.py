@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from companion.claims import Criterion
+from companion.criterion import Criterion
 
 
 def _plain(value):
@@ -97,8 +97,8 @@ REQUIRE_HEADER = ["check of our code", "value", "required", "meaning"]
 def require(summary: Summary, criteria: dict[str, Criterion]) -> str:
     """Checks of our own code in a chapter (a pipeline's or a probe's, not a claim of a paper; the unit tests run
     the same criteria on tiny models): each entry of ``summary`` named in ``criteria`` against its
-    :class:`companion.claims.Criterion`, judged and printed as a claim row's is. Returns them as a Markdown table;
-    raises AssertionError naming every one that fails, so the chapter stops there.
+    :class:`companion.criterion.Criterion`, judged and printed as a claim row's is. Returns them as a Markdown
+    table; raises AssertionError naming every one that fails, so the chapter stops there.
 
     >>> s = Summary({"gap": (0.0, "difference"), "err": (2e-6, "max error")})
     >>> print(require(s, {"gap": Criterion(expected=0, tol=0), "err": Criterion(below=1e-4)}).splitlines()[-1])
@@ -111,7 +111,7 @@ def require(summary: Summary, criteria: dict[str, Criterion]) -> str:
     ValueError: require: 'loss' is not an entry of the summary (entries: ['err', 'gap'])
     >>> require(s, {"gap": {"below": 1}})
     Traceback (most recent call last):
-    ValueError: require: the bound of 'gap' is {'below': 1}; give a companion.claims.Criterion
+    ValueError: require: the bound of 'gap' is {'below': 1}; give a companion.criterion.Criterion
 
     Raises:
         ValueError: before any check, a name the summary lacks or a bound that is not a Criterion.
@@ -121,7 +121,7 @@ def require(summary: Summary, criteria: dict[str, Criterion]) -> str:
             raise ValueError(f"require: {name!r} is not an entry of the summary (entries: {sorted(summary)})")
         if not isinstance(criterion, Criterion):
             raise ValueError(
-                f"require: the bound of {name!r} is {criterion!r}; give a companion.claims.Criterion"
+                f"require: the bound of {name!r} is {criterion!r}; give a companion.criterion.Criterion"
             )
     rows, failed = [], []
     for name, criterion in criteria.items():

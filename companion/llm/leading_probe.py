@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from companion import config
-from companion.claims import Criterion
+from companion.criterion import Criterion
 from companion.theory import leading_terms as lt
 
 

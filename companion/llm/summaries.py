@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from companion.claims import Criterion
+from companion.criterion import Criterion
 from companion.llm import hub, laser, measure, studies
 from companion.report import Summary, markdown_table
 

@@ -1,0 +1,54 @@
+"""A claim row's criterion (:class:`Criterion`): the one reading of "holds" that the claim rows
+(:mod:`companion.claims`) and the checks of our own code in a chapter (:func:`companion.report.require`) share.
+A module of its own, on the ground floor, so that what imports it (every module that imports ``report``) does
+not carry the claims registry into its cache key.
+
+>>> Criterion(expected=1, tol=0.5).holds(1.4), str(Criterion(above=0, below=1))
+(True, '> 0 and < 1')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """``|observed - expected| <= tol``, or strict bounds ``observed > above`` and/or ``observed < below``.
+
+    NaN never holds; an infinite value holds only with ``infinite_ok`` (a
+    diverged run, where the claim is that the run fails) and then by the
+    bounds.
+    """
+
+    expected: float | None = None
+    tol: float | None = None
+    above: float | None = None
+    below: float | None = None
+
+    def __post_init__(self):
+        if (self.expected is None) != (self.tol is None):
+            raise ValueError(f"criterion {self!r}: give expected and tol together")
+        if self.expected is not None and (self.above is not None or self.below is not None):
+            raise ValueError(f"criterion {self!r}: give expected/tol or above/below, not both")
+        if self.expected is None and self.above is None and self.below is None:
+            raise ValueError("empty criterion: give expected and tol, or above and/or below")
+        if self.tol is not None and not self.tol >= 0:
+            raise ValueError(f"tol={self.tol!r} is out of range: allowed [0, inf)")
+
+    def holds(self, observed: float, infinite_ok: bool = False) -> bool:
+        x = float(observed)
+        if math.isnan(x) or (math.isinf(x) and not infinite_ok):
+            return False
+        if self.expected is not None:
+            return abs(x - self.expected) <= self.tol
+        return (self.above is None or x > self.above) and (self.below is None or x < self.below)
+
+    def __str__(self) -> str:
+        if self.expected is not None:
+            return f"{self.expected:g} ± {self.tol:g}"
+        parts = ([f"> {self.above:g}"] if self.above is not None else []) + (
+            [f"< {self.below:g}"] if self.below is not None else []
+        )
+        return " and ".join(parts)
