@@ -41,7 +41,7 @@ import tomllib
 from pathlib import Path
 from typing import Callable
 
-from companion import __version__, config
+from companion import __version__, claims, config
 from companion.data import SAMPLER_VERSION
 from companion.io import atomic_write_text
 from companion.recorded import (  # noqa: F401 (the files' names, read here by the chapters and the tests)
@@ -49,8 +49,6 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     RECORDED_DIR,
     Recordable,
     Recorded,
-    check,
-    check_over,
     command,
     configs,
     file_name,
@@ -61,6 +59,69 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     runs,
     side_by_side,
 )
+
+
+def check(rec: Recorded, registry=None, quiet: bool = False) -> list[dict]:
+    """Assert a recorded full-profile run of the paper's configuration against the paper's (full) criteria.
+
+    Every claim is judged and recorded (the scorecard's "recorded" column) before any miss raises.
+
+    Raises:
+        ValueError: the run is not a full-profile run of the paper's configuration (show those, don't hold them
+            to the paper's number: :func:`show`).
+        AssertionError: an asserted claim does not hold.
+    """
+    if not rec.paper_config:
+        raise ValueError(
+            f"{rec.path.name} is a {rec.label()} run: only full-profile runs of the paper's "
+            f"configuration are held to the paper's values"
+        )
+    out, failures = [], []
+    for cid, value in rec.claims.items():
+        try:
+            out.append(
+                claims.check(
+                    cid,
+                    value,
+                    profile="full",
+                    recorded=rec.label(),
+                    source=rec.path.name,
+                    quiet=quiet,
+                    registry=registry,
+                )
+            )
+        except AssertionError as e:
+            failures.append(str(e))
+    if failures:
+        raise AssertionError(f"recorded run {rec.path.name} ({rec.label()}): " + "; ".join(failures))
+    return out
+
+
+def check_over(
+    claim_id: str, observed: float, recs: list[Recorded], registry=None, quiet: bool = False
+) -> dict:
+    """Assert a claim measured over several recorded full-profile runs (seeds, a sweep) by its full criterion,
+    recorded as a value of those runs (the scorecard's "recorded" column; label: their profile, devices and dates;
+    source: their file names).
+
+    Raises:
+        ValueError: no run, or a run that is not at the full profile.
+        AssertionError: the claim does not hold.
+    """
+    if not recs or any(r.profile != "full" for r in recs):
+        raise ValueError(
+            f"claim {claim_id}: expected recorded full-profile runs, got {[r.path.name for r in recs]}"
+        )
+    made = sorted({f"{r.data['device']} ({r.data['date']})" for r in recs})
+    return claims.check(
+        claim_id,
+        observed,
+        profile="full",
+        recorded=f"full profile, {len(recs)} recorded runs: {', '.join(made)}",
+        source=", ".join(r.path.name for r in recs),
+        quiet=quiet,
+        registry=registry,
+    )
 
 
 def _default_run():

@@ -383,6 +383,31 @@ def test_import_closure_follows_companion_imports_only():
         cache.import_closure("companion.nothing_here")
 
 
+def test_no_cached_computation_is_keyed_on_the_claims_registry_or_a_figure():
+    """Every module that caches its runs (its ``MODULES``) keys them on its import closure; the claims registry
+    (edited by most changes) and the figures stay out of it, so editing them re-keys no cached run. A chapter's
+    check of our own code (``report.require``) reads ``companion.criterion``, not ``companion.claims``."""
+    import importlib
+    import pkgutil
+
+    import companion
+
+    keyed = {}
+    for info in pkgutil.walk_packages(companion.__path__, "companion."):
+        if info.name.endswith(("__main__", "book_ext")):
+            continue
+        modules = getattr(importlib.import_module(info.name), "MODULES", None)
+        if isinstance(modules, tuple) and all(isinstance(m, str) for m in modules):
+            keyed[info.name] = cache.import_closure(*modules)
+    assert len(keyed) > 10 and "companion.experiments.khop" in keyed
+    bad = {
+        m: [c for c in mods if c == "companion.claims" or c.startswith("companion.figures")]
+        for m, mods in keyed.items()
+    }
+    assert {m: b for m, b in bad.items() if b} == {}
+    assert "companion.criterion" in keyed["companion.experiments.khop"]  # through report
+
+
 def test_load_or_compute_computes_once_and_keys_on_settings(tmp_path):
     calls = []
 
