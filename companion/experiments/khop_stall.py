@@ -43,8 +43,6 @@ from companion.experiments.khop_studies import (
 # the seeds that learned four hops advancing every 100 steps (the seed study)
 SEED_PROBED = ("seed 1", "seed 2")
 
-MODULES = ("companion.experiments.khop_stall",)  # the cache key of this module's runs (its imports included)
-
 
 # recorded: ``khop_probe_seeds``
 SEED_PROBE = ProbeStudy({n: f"s{n.split()[-1]}" for n in SEED_PROBED}, "sprobe")
