@@ -96,7 +96,7 @@ def ff_logit_map(model, layer: int) -> np.ndarray:
 @torch.no_grad()
 def value_recall_map(model, layer: int) -> np.ndarray:
     """Fig. 7 (right): <W_V^l W_E(i), W_U(j)> for every input i and output j, (V, V)."""
-    return model.unembed(model.W_E @ model.layers[layer - 1].W_V.T).cpu().numpy()
+    return model.unembed(model.W_E @ model.layers[layer - 1].v().T).cpu().numpy()
 
 
 @torch.no_grad()
@@ -181,6 +181,6 @@ def matching_logits(model, layer: int = 2) -> np.ndarray:
     W_E(j)^T W_QK^l W_V^{l-1} W_E(i) (the paper writes the same pairing as
     <W_V^1 W_E(i), W_QK^2 W_E(j)>).
     """
-    keys = model.W_E @ model.layers[layer - 2].W_V.T  # (V, d): rows W_V W_E(i)
+    keys = model.W_E @ model.layers[layer - 2].v().T  # (V, d): rows W_V W_E(i)
     queries = model.W_E @ model.layers[layer - 1].W_QK  # (V, d): rows W_E(j)^T W_QK
     return (keys @ queries.T).cpu().numpy()  # [i, j]

@@ -266,6 +266,15 @@ def _registry() -> dict[str, Recordable]:
             ),
             *khop_recordings.recordables().values(),
             Recordable(
+                "induction_order",
+                "book/induction_head",
+                induction_head.order_members,
+                induction_head.order_summary,
+                induction_head.order_curves,
+                run=induction.run,
+                summary_var="order",
+            ),
+            Recordable(
                 "induction_random_seeds",
                 "book/induction_random",
                 induction_random_seeds.random_seed_members,
@@ -298,6 +307,7 @@ SOURCE_EXPERIMENTS = (
 )
 # and our own studies, which ``record --all`` runs only when named (``include``)
 STUDIES = (
+    "induction_order",
     "khop_seeds",
     "khop_interval",
     "khop_interval_long",

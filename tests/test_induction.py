@@ -1050,3 +1050,55 @@ def test_step3_row_paths_bad_input(overrides, kwargs, match):
     exp = three_steps.ThreeStepExperiment.quick(**{"data": "shakespeare", **overrides})
     with pytest.raises(ValueError, match=match):
         three_steps_mechanism.step3_row_paths(exp, **kwargs)
+
+
+def test_public_value_maps_train_W_O2_against_frozen_random_value_matrices():
+    """``value_map="W_O W_V"`` (the public code's ``ihead_basic_model.py``): W_O^2 is the trained output memory;
+    W_V^1, W_O^1 and W_V^2 stay at their random initialisation; the probes read W_O^2 W_V^2."""
+    exp = induction.InductionExperiment.quick(
+        value_map="W_O W_V", trained=induction.PUBLIC_THREE, steps=3, eval_every=1, n_test=8, batch=4
+    )
+    r = induction.run(exp, progress=False, use_cache=False)
+    before, after = r.model(trained=False), r.model()
+    for name in ("W_V^1", "W_O^1", "W_V^2"):
+        assert torch.equal(before.matrix(name), after.matrix(name)), name
+    for name in induction.PUBLIC_THREE:
+        assert not torch.equal(before.matrix(name), after.matrix(name)), name
+    assert np.isfinite(r.metrics["probe_OV2"]).all()
+    with pytest.raises(ValueError, match="'W_O\\^2' is not in this model"):
+        induction.InductionExperiment.quick(trained=induction.PUBLIC_THREE)
+    with pytest.raises(ValueError, match="value_map"):
+        induction.InductionExperiment.quick(value_map="W_V W_O")
+    with pytest.raises(ValueError, match="value_out=False"):
+        induction.construct(after, exp.task().triggers, 65)
+
+
+def test_order_summary_counts_seeds_and_tests_the_sign():
+    """The learning-order study's summary: per parameterisation, the seeds in which each probe passes 0.9 first,
+    ties (the same evaluation, or neither passing) left out of the one-sided sign test."""
+    from companion.experiments import induction_head as ih
+
+    steps = np.arange(0, 50, 5)
+
+    def fake(label, seed, t_qk2, t_ov2, t_qk1):
+        exp = induction.InductionExperiment.quick(seed=seed, eval_every=5)
+        curve = lambda t: (steps >= t).astype(float)  # noqa: E731
+        metrics = {"step": steps, "probe_OV2": curve(t_ov2), "probe_QK2": curve(t_qk2)}
+        metrics.update(probe_QK2_all=curve(t_qk2), probe_QK1_early=curve(t_qk1), probe_QK1=curve(t_qk1))
+        return f"{label} seed {seed}", induction.InductionRun(exp, metrics, seconds=60.0)
+
+    runs = dict(
+        [fake("ours", s, 10, 20, 30) for s in range(8)]  # W_QK^2 first in 8 seeds
+        + [fake("ours", 8, 20, 20, 30), fake("ours", 9, 99, 99, 99)]  # a tie; neither passes (inf - inf)
+        + [fake("public", s, 20, 10, 15) for s in range(3)]  # W_OV^2 first; W_QK^1 before W_QK^2
+    )
+    s = ih.order_summary(runs)
+    assert (s["order_ours_qk2_first"], s["order_ours_ov2_first"], s["order_ours_ties"]) == (8, 0, 2)
+    assert s["order_ours_sign_p"] == pytest.approx(0.5**8)
+    assert s["order_ours_sign_p_ov2"] == 1.0
+    assert s["order_ours_gap_s0"] == -10 and s["order_ours_qk1_last_min"] == 10
+    assert (s["order_public_qk2_first"], s["order_public_ov2_first"]) == (0, 3)
+    assert s["order_public_sign_p_ov2"] == pytest.approx(0.5**3)
+    assert s["order_public_qk1_last_min"] == -5
+    assert s["order_minutes"] == pytest.approx(13.0)
+    assert len(ih.order_rows(s)) == 2

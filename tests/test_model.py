@@ -1,5 +1,6 @@
 """The forward pass against a literal, per-position implementation of Eq. (1)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -97,7 +98,30 @@ def test_frozen_embeddings_and_names():
     with pytest.raises(ValueError, match="has no U_in"):
         m.matrix("F1.U_in")
     with pytest.raises(ValueError, match="unknown matrix name"):
+        m.matrix("W_X^1")
+    with pytest.raises(ValueError, match="value map is one matrix W_V"):
         m.matrix("W_O^1")
+
+
+def test_value_out_is_the_public_codes_value_map_and_keeps_the_other_matrices():
+    """``value_out``: every layer's value map is W_O W_V (Birth's public code), W_O drawn from a stream of its
+    own, so the model's other matrices equal those of the model without it at the same seed."""
+    cfg = ModelConfig(vocab_size=7, d=8, max_len=5, ff=("none", "none"))
+    plain = Transformer(cfg, seed=4)
+    m = Transformer(dataclasses.replace(cfg, value_out=True), seed=4)
+    assert m.matrix_names() == ["W_QK^1", "W_V^1", "W_O^1", "W_QK^2", "W_V^2", "W_O^2"]
+    for name, t in plain.state_dict().items():
+        assert torch.equal(m.state_dict()[name], t)
+    assert not torch.equal(m.matrix("W_O^1"), m.matrix("W_O^2"))
+    assert torch.equal(m.layers[1].v(), m.matrix("W_O^2") @ m.matrix("W_V^2"))
+    tokens = torch.randint(0, 7, (3, 5))
+    with torch.no_grad():
+        for mine, theirs in zip(plain.layers, m.layers):  # the plain model with W_V := W_O W_V: same logits
+            mine.W_V.copy_(theirs.v())
+        assert torch.allclose(plain(tokens), m(tokens), atol=1e-6)
+    assert m.cfg.n_params()["attention"] == 2 * 3 * 8 * 8
+    with pytest.raises(ValueError, match="already has its W_O"):
+        ModelConfig(vocab_size=7, d=8, attn_rank=4, value_out=True)
 
 
 def test_same_seed_same_init():

@@ -66,6 +66,10 @@ from companion.models import ModelConfig, Transformer
 from companion.train import OPTIMIZERS, TrainConfig, train
 
 THREE = ("W_QK^1", "W_QK^2", "W_V^2")  # the three memories of the induction head
+# The value maps: one learned matrix W_V per layer (ours), or W_O W_V as the public code writes them
+# (``ihead_basic_model.py``: W_V frozen at its random init in both layers, W_O^2 learned, W_O^1 frozen)
+VALUE_MAPS = ("W_V", "W_O W_V")
+PUBLIC_THREE = ("W_QK^1", "W_QK^2", "W_O^2")  # the three memories with the public code's value maps
 
 
 # Birth Fig. 3: which matrices stay frozen (at random init) until the unfreeze step
@@ -87,7 +91,8 @@ class InductionExperiment(config.Profiled):
 
     ``trained``: the learnable matrices that are trained (paper names), ``None``
     for all of them; the others stay at their random init. ``frozen_first``:
-    trained matrices that stay frozen until step ``unfreeze_at``.
+    trained matrices that stay frozen until step ``unfreeze_at``. ``value_map``: one of :data:`VALUE_MAPS`;
+    with ``"W_O W_V"`` the output memory is ``W_O^2`` (train :data:`PUBLIC_THREE`).
     """
 
     profile: str = "quick"
@@ -110,9 +115,11 @@ class InductionExperiment(config.Profiled):
     n_test: int = 256
     early_cutoff: int = 16
     seed: int = 0
+    value_map: str = "W_V"
 
     def __post_init__(self):
         config.check_run(self)
+        check_choice("value_map", self.value_map, VALUE_MAPS)
         n = self.task_stats_n()
         check_int("n_triggers (K)", self.n_triggers, low=1, high=n - 1)
         check_choice("trigger_draw", self.trigger_draw, TRIGGER_DRAWS)
@@ -178,7 +185,13 @@ class InductionExperiment(config.Profiled):
         )
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig(vocab_size=self.task().vocab_size, d=self.d, max_len=self.seq_len, ff=self.ff)
+        return ModelConfig(
+            vocab_size=self.task().vocab_size,
+            d=self.d,
+            max_len=self.seq_len,
+            ff=self.ff,
+            value_out=self.value_map == "W_O W_V",
+        )
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(
@@ -274,6 +287,8 @@ def construct(
         check_choice("memory", name, STEP_ORDER)
     if len(model.layers) < 2:
         raise ValueError(f"the induction head needs two layers; this model has {len(model.layers)}")
+    if model.cfg.value_out:
+        raise ValueError("construct writes W_V^2 as the value map: give a model with value_out=False")
     l1 = model.layers[0]
     c = scale / model.scale
 

@@ -9,7 +9,9 @@ import numpy as np
 from companion import report
 from companion.experiments.induction import (
     PROBES,
+    PUBLIC_THREE,
     SCHEDULES,
+    THREE,
     InductionExperiment,
     InductionRun,
     bigram_zero_share,
@@ -221,3 +223,142 @@ def schedule_table(res: dict) -> str:
         )
     head = ["schedule", "acc", "W_OV^2", "W_QK^2", "W_QK^1 early", "W_QK^1", "final acc", "t90(acc)"]
     return report.markdown_table(head, rows)
+
+
+# --- the learning order over ten seeds, in both parameterisations (recorded: ``python -m companion record
+# induction_order``) ---
+
+ORDER_SEEDS = tuple(range(10))
+# label -> (the value maps, the three trained memories): ours (one learned W_V^2) and the public code's (W_O^2
+# learned against a frozen random W_V^2, and W_O^1 W_V^1 a product of two frozen random matrices)
+ORDER_MODELS = {"ours": ("W_V", THREE), "public": ("W_O W_V", PUBLIC_THREE)}
+ORDER_PROBES = ("probe_OV2", "probe_QK2", "probe_QK1_early")
+
+
+def order_members(profile: str | None = None) -> dict[str, InductionExperiment]:
+    """The joint run (three memories trained, nothing frozen) for each of :data:`ORDER_SEEDS` and both
+    parameterisations of :data:`ORDER_MODELS`, evaluated twice as often as the chapter's runs (every 5 steps in
+    ``quick``) so that the steps at which the probes pass 0.9 are resolved more finely: ``"ours seed 0"``, ...,
+    ``"public seed 9"``."""
+    out = {}
+    for label, (value_map, trained) in ORDER_MODELS.items():
+        for s in ORDER_SEEDS:
+            base = seeds(profile)[0]
+            out[f"{label} seed {s}"] = InductionExperiment.for_profile(
+                profile,
+                seed=s,
+                value_map=value_map,
+                trained=trained,
+                eval_every=max(1, base.eval_every // 2),
+            )
+    return out
+
+
+def sign_test(k: int, n: int) -> float:
+    """One-sided exact sign test: the probability of at least ``k`` successes in ``n`` fair coin flips (1 when
+    n = 0).
+
+    >>> sign_test(10, 10), round(sign_test(8, 10), 4), sign_test(0, 0)
+    (0.0009765625, 0.0547, 1.0)
+    """
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return 1.0
+    return float(binomtest(k, n, 0.5, alternative="greater").pvalue)
+
+
+def _nan(fn, x: np.ndarray) -> float:
+    """``fn`` (a nan-ignoring reduction) of ``x``; nan when every entry is nan (a tie in every seed)."""
+    return float(fn(x)) if np.isfinite(x).any() or np.isinf(x).any() else float("nan")
+
+
+def order_summary(runs: dict[str, InductionRun]) -> report.Summary:
+    """Per parameterisation of :data:`ORDER_MODELS` (``order_<label>_...``): for each seed, the first evaluated
+    steps at which the W_QK^2 and W_OV^2 probes pass 0.9 and their difference (``_gap_s<seed>``: t90(W_QK^2) -
+    t90(W_OV^2)); the seeds in which W_QK^2's probe passes first, W_OV^2's first, or both at the same evaluation
+    (a tie, left out of the test; so is a seed in which neither passes); the one-sided sign-test p-value that W_QK^2's passes first (``_sign_p``) and
+    that W_OV^2's does (``_sign_p_ov2``); the median and largest gap (over the seeds where it is defined); and the smallest t90(W_QK^1, early
+    positions) - t90(W_QK^2) (``_qk1_last_min``: W_QK^1 last)."""
+    out: dict = {}
+    for label in ORDER_MODELS:
+        mine = {r.exp.seed: r for k, r in runs.items() if k.startswith(f"{label} seed ")}
+        if not mine:
+            continue
+        t = learning_order(dict(sorted(mine.items())))
+        with np.errstate(invalid="ignore"):  # a probe that never passes (inf) against another: a tie (nan)
+            gap = t["probe_QK2"] - t["probe_OV2"]
+            qk1_after = t["probe_QK1_early"] - t["probe_QK2"]
+        qk2_first, ov2_first = int((gap < 0).sum()), int((gap > 0).sum())
+        n = qk2_first + ov2_first
+        tag = f"order_{label}"
+        for s, g in zip(sorted(mine), gap):
+            out[f"{tag}_gap_s{s}"] = (float(g), f"{label}, seed {s}: t90(W_QK^2) - t90(W_OV^2) (steps)")
+        out.update(
+            {
+                f"{tag}_seeds": (len(mine), f"{label}: seeds"),
+                f"{tag}_qk2_first": (qk2_first, f"{label}: seeds in which W_QK^2's probe passes 0.9 first"),
+                f"{tag}_ov2_first": (ov2_first, f"{label}: seeds in which W_OV^2's probe passes 0.9 first"),
+                f"{tag}_ties": (len(mine) - n, f"{label}: seeds in which both pass at the same evaluation"),
+                f"{tag}_sign_p": (
+                    sign_test(qk2_first, n),
+                    f"{label}: one-sided sign test, p-value that W_QK^2's probe passes first",
+                ),
+                f"{tag}_sign_p_ov2": (
+                    sign_test(ov2_first, n),
+                    f"{label}: one-sided sign test, p-value that W_OV^2's probe passes first",
+                ),
+                f"{tag}_gap_median": (
+                    float(_nan(np.nanmedian, gap)),
+                    f"{label}: t90(W_QK^2) - t90(W_OV^2), median",
+                ),
+                f"{tag}_gap_max": (float(_nan(np.nanmax, gap)), f"{label}: the same, largest over seeds"),
+                f"{tag}_qk1_last_min": (
+                    float(_nan(np.nanmin, qk1_after)),
+                    f"{label}: t90(W_QK^1, early positions) - t90(W_QK^2), smallest over seeds",
+                ),
+                f"{tag}_eval_every": (next(iter(mine.values())).exp.eval_every, "steps between evaluations"),
+            }
+        )
+    out["order_minutes"] = (sum(r.seconds for r in runs.values()) / 60, "training time of all runs (min)")
+    return report.Summary(out)
+
+
+def order_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
+    """Along training, per run: the evaluated steps and the probes of :data:`ORDER_PROBES`."""
+    return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *ORDER_PROBES)}
+
+
+ORDER_HEADER = [
+    "model",
+    "seeds",
+    "W_QK^2 first",
+    "W_OV^2 first",
+    "ties",
+    "p (W_QK^2 first)",
+    "p (W_OV^2 first)",
+    "median gap",
+    "largest gap",
+]
+
+
+def order_rows(summary) -> list[list[str]]:
+    """One row per parameterisation of an :func:`order_summary` (live or recorded), for :data:`ORDER_HEADER`."""
+    names = {"ours": "ours (one learned W_V^2)", "public": "the public code's (W_O^2 W_V^2, W_V^2 frozen)"}
+    rows = []
+    for label in ORDER_MODELS:
+        tag = f"order_{label}"
+        if f"{tag}_seeds" not in summary:
+            continue
+        rows.append(
+            [
+                names[label],
+                *(
+                    report.format_value(summary[f"{tag}_{k}"])
+                    for k in ("seeds", "qk2_first", "ov2_first", "ties")
+                ),
+                *(report.format_value(summary[f"{tag}_{k}"], 3) for k in ("sign_p", "sign_p_ov2")),
+                *(report.format_value(summary[f"{tag}_{k}"]) for k in ("gap_median", "gap_max")),
+            ]
+        )
+    return rows

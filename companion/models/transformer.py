@@ -26,13 +26,19 @@ attention has 4dk parameters instead of 2d^2; the parameter-allocation
 experiment (Appendix A, Fig. 6) trades them against the MLP width.
 Factorised layers have no ``W_QK^l`` / ``W_V^l`` to truncate.
 
+``value_out=True`` writes every layer's value map as W_O^l W_V^l, two d x d
+matrices (the public code of Birth of a Transformer, ``ihead_basic_model.py``,
+whose second layer learns W_O^2 against a frozen random W_V^2). W_O^l starts
+uniform as the others, drawn from a stream of its own, so the other matrices
+are those of the model without it at the same seed.
+
 The last layer can be evaluated at the final position only
 (``last_only=True``), which is all the paper's loss needs: keys and values
 still use every position, queries only the last one. ``positions`` does the
 same for a few positions per sequence (the public code's loss on trigger
 occurrences).
 
-Matrices are addressed by paper names: ``"W_QK^2"``, ``"W_V^1"``,
+Matrices are addressed by paper names: ``"W_QK^2"``, ``"W_V^1"``, ``"W_O^2"``,
 ``"F2.U_in"``, ``"F2.U_out"``, ``"F1.W_F"`` (layer numbers 1-based).
 
 >>> m = Transformer(ModelConfig(vocab_size=66, d=16, max_len=8))
@@ -73,6 +79,7 @@ class ModelConfig:
     attn_scale: str = "sqrt_d"
     mlp_width: int | None = None
     attn_rank: int | None = None
+    value_out: bool = False
 
     def __post_init__(self):
         check_int("vocab_size", self.vocab_size, low=2)
@@ -89,6 +96,13 @@ class ModelConfig:
             check_int("mlp_width", self.mlp_width, low=1)
         if self.attn_rank is not None:
             check_int("attn_rank", self.attn_rank, low=1, high=self.d)
+        if not isinstance(self.value_out, bool):
+            raise ValueError(f"value_out={self.value_out!r} is not a boolean: allowed True or False")
+        if self.value_out and self.attn_rank is not None:
+            raise ValueError(
+                f"value_out=True with attn_rank={self.attn_rank}: a factorised layer already has its W_O; "
+                "give one of them"
+            )
 
     @property
     def n_layers(self) -> int:
@@ -106,7 +120,8 @@ class ModelConfig:
         {'attention': 256, 'feed_forward': 576, 'total': 832}
         """
         d = self.d
-        attn = self.n_layers * (2 * d * d if self.attn_rank is None else 4 * d * self.attn_rank)
+        per_layer = (2 + self.value_out) * d * d if self.attn_rank is None else 4 * d * self.attn_rank
+        attn = self.n_layers * per_layer
         ff = sum({"mlp": 2 * d * self.hidden, "linear": d * d, "none": 0}[k] for k in self.ff)
         return {"attention": attn, "feed_forward": ff, "total": attn + ff}
 
@@ -134,7 +149,15 @@ class FeedForward(nn.Module):
 class Layer(nn.Module):
     """One attention + feed-forward layer of Eq. (1)."""
 
-    def __init__(self, d: int, ff: str, hidden: int, gen: torch.Generator, attn_rank: int | None = None):
+    def __init__(
+        self,
+        d: int,
+        ff: str,
+        hidden: int,
+        gen: torch.Generator,
+        attn_rank: int | None = None,
+        out_gen: torch.Generator | None = None,
+    ):
         super().__init__()
         self.factorised = attn_rank is not None
         if self.factorised:  # as nn.Linear(d, k) weights (k x d) and an output map W_O (d x k)
@@ -146,14 +169,19 @@ class Layer(nn.Module):
             self.W_QK = nn.Parameter(_uniform((d, d), gen))
             self.W_V = nn.Parameter(_uniform((d, d), gen))
         self.ff = FeedForward(ff, d, hidden, gen)
+        self.value_out = out_gen is not None  # the value map is W_O W_V (``ModelConfig.value_out``)
+        if self.value_out:
+            self.W_O = nn.Parameter(_uniform((d, d), out_gen))
 
     def qk(self) -> torch.Tensor:
         """The (d x d) attention logit matrix W_QK."""
         return self.W_Q.T @ self.W_K if self.factorised else self.W_QK
 
     def v(self) -> torch.Tensor:
-        """The (d x d) value matrix W_V."""
-        return self.W_O @ self.W_Vk if self.factorised else self.W_V
+        """The (d x d) value map: W_V, or W_O W_V (``value_out``; W_O W_Vk when factorised)."""
+        if self.factorised:
+            return self.W_O @ self.W_Vk
+        return self.W_O @ self.W_V if self.value_out else self.W_V
 
 
 class Transformer(nn.Module):
@@ -169,7 +197,10 @@ class Transformer(nn.Module):
         self.register_buffer("W_E", torch.randn(V, d, generator=gen))  # (V, d), row i = W_E(i)
         self.register_buffer("P", torch.randn(cfg.max_len, d, generator=gen))  # (T_max, d), p_t
         self.register_buffer("W_U", _uniform((V, d), gen))  # (V, d), row j = W_U(j)
-        self.layers = nn.ModuleList(Layer(d, kind, cfg.hidden, gen, cfg.attn_rank) for kind in cfg.ff)
+        out_gen = torch_generator(_seed_seq(seed, "model-init-W_O")) if cfg.value_out else None
+        self.layers = nn.ModuleList(
+            Layer(d, kind, cfg.hidden, gen, cfg.attn_rank, out_gen) for kind in cfg.ff
+        )
         self.scale = 1.0 / math.sqrt(d) if cfg.attn_scale == "sqrt_d" else 1.0
 
     # --- the forward pass, split into stages so that truncation sweeps can resume mid-way ---
@@ -298,10 +329,10 @@ class Transformer(nn.Module):
         Raises:
             ValueError: unknown name, layer out of range, or a matrix the layer lacks.
         """
-        m = re.fullmatch(r"(W_QK|W_V)\^(\d+)|F(\d+)\.(U_in|U_out|W_F)", name)
+        m = re.fullmatch(r"(W_QK|W_V|W_O)\^(\d+)|F(\d+)\.(U_in|U_out|W_F)", name)
         if not m:
             raise ValueError(
-                f"unknown matrix name {name!r}: use 'W_QK^l', 'W_V^l', 'Fl.U_in', "
+                f"unknown matrix name {name!r}: use 'W_QK^l', 'W_V^l', 'W_O^l', 'Fl.U_in', "
                 f"'Fl.U_out' or 'Fl.W_F' with l in 1..{len(self.layers)}"
             )
         l = int(m.group(2) or m.group(3))
@@ -313,6 +344,8 @@ class Transformer(nn.Module):
                     f"{name!r}: attention is factorised (attn_rank={self.cfg.attn_rank}); "
                     "only full d x d attention matrices can be named"
                 )
+            if m.group(1) == "W_O" and not layer.value_out:
+                raise ValueError(f"{name!r}: the value map is one matrix W_V here (value_out=False)")
             return getattr(layer, m.group(1))
         attr = m.group(4)
         if not hasattr(layer.ff, attr):
@@ -323,7 +356,7 @@ class Transformer(nn.Module):
         """Every learnable matrix, by paper name."""
         names = []
         for l, layer in enumerate(self.layers, start=1):
-            names += [] if layer.factorised else [f"W_QK^{l}", f"W_V^{l}"]
+            names += [] if layer.factorised else [f"W_QK^{l}", f"W_V^{l}"] + [f"W_O^{l}"] * layer.value_out
             names += [f"F{l}.{p}" for p, _ in layer.ff.named_parameters()]
         return names
 
