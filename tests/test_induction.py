@@ -1091,14 +1091,17 @@ def test_order_summary_counts_seeds_and_tests_the_sign():
         [fake("ours", s, 10, 20, 30) for s in range(8)]  # W_QK^2 first in 8 seeds
         + [fake("ours", 8, 20, 20, 30), fake("ours", 9, 99, 99, 99)]  # a tie; neither passes (inf - inf)
         + [fake("public", s, 20, 10, 15) for s in range(3)]  # W_OV^2 first; W_QK^1 before W_QK^2
+        + [fake("public", 3, 20, 10, 30)]  # the slide's order
     )
     s = ih.order_summary(runs)
     assert (s["order_ours_qk2_first"], s["order_ours_ov2_first"], s["order_ours_ties"]) == (8, 0, 2)
     assert s["order_ours_sign_p"] == pytest.approx(0.5**8)
     assert s["order_ours_sign_p_ov2"] == 1.0
     assert s["order_ours_gap_s0"] == -10 and s["order_ours_qk1_last_min"] == 10
-    assert (s["order_public_qk2_first"], s["order_public_ov2_first"]) == (0, 3)
-    assert s["order_public_sign_p_ov2"] == pytest.approx(0.5**3)
+    assert (s["order_public_qk2_first"], s["order_public_ov2_first"]) == (0, 4)
+    assert s["order_public_sign_p_ov2"] == pytest.approx(0.5**4)
     assert s["order_public_qk1_last_min"] == -5
-    assert s["order_minutes"] == pytest.approx(13.0)
+    assert (s["order_ours_qk1_not_last"], s["order_public_qk1_not_last"]) == (0, 3)
+    assert (s["order_ours_slide_order"], s["order_public_slide_order"]) == (0, 1)
+    assert s["order_minutes"] == pytest.approx(14.0)
     assert len(ih.order_rows(s)) == 2

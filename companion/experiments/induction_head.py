@@ -278,7 +278,9 @@ def order_summary(runs: dict[str, InductionRun]) -> report.Summary:
     steps at which the W_QK^2 and W_OV^2 probes pass 0.9 and their difference (``_gap_s<seed>``: t90(W_QK^2) -
     t90(W_OV^2)); the seeds in which W_QK^2's probe passes first, W_OV^2's first, or both at the same evaluation
     (a tie, left out of the test; so is a seed in which neither passes); the one-sided sign-test p-value that W_QK^2's passes first (``_sign_p``) and
-    that W_OV^2's does (``_sign_p_ov2``); the median and largest gap (over the seeds where it is defined); and the smallest t90(W_QK^1, early
+    that W_OV^2's does (``_sign_p_ov2``); the seeds in which W_QK^1's early-position probe passes no later than
+    W_QK^2's (``_qk1_not_last``) and in which the three pass in the slide's order (``_slide_order``); the median
+    and largest gap (over the seeds where it is defined); and the smallest t90(W_QK^1, early
     positions) - t90(W_QK^2) (``_qk1_last_min``: W_QK^1 last)."""
     out: dict = {}
     for label in ORDER_MODELS:
@@ -300,6 +302,14 @@ def order_summary(runs: dict[str, InductionRun]) -> report.Summary:
                 f"{tag}_qk2_first": (qk2_first, f"{label}: seeds in which W_QK^2's probe passes 0.9 first"),
                 f"{tag}_ov2_first": (ov2_first, f"{label}: seeds in which W_OV^2's probe passes 0.9 first"),
                 f"{tag}_ties": (len(mine) - n, f"{label}: seeds in which both pass at the same evaluation"),
+                f"{tag}_qk1_not_last": (
+                    int((qk1_after <= 0).sum()),
+                    f"{label}: seeds in which W_QK^1's probe (early positions) passes 0.9 no later than W_QK^2's",
+                ),
+                f"{tag}_slide_order": (
+                    int(((t["probe_OV2"] < t["probe_QK2"]) & (t["probe_QK2"] < t["probe_QK1_early"])).sum()),
+                    f"{label}: seeds in which the probes pass 0.9 in the slide's order (W_OV^2, W_QK^2, W_QK^1)",
+                ),
                 f"{tag}_sign_p": (
                     sign_test(qk2_first, n),
                     f"{label}: one-sided sign test, p-value that W_QK^2's probe passes first",
@@ -335,6 +345,8 @@ ORDER_HEADER = [
     "W_QK^2 first",
     "W_OV^2 first",
     "ties",
+    "W_QK^1 not last",
+    "the slide's order",
     "p (W_QK^2 first)",
     "p (W_OV^2 first)",
     "median gap",
@@ -355,7 +367,7 @@ def order_rows(summary) -> list[list[str]]:
                 names[label],
                 *(
                     report.format_value(summary[f"{tag}_{k}"])
-                    for k in ("seeds", "qk2_first", "ov2_first", "ties")
+                    for k in ("seeds", "qk2_first", "ov2_first", "ties", "qk1_not_last", "slide_order")
                 ),
                 *(report.format_value(summary[f"{tag}_{k}"], 3) for k in ("sign_p", "sign_p_ov2")),
                 *(report.format_value(summary[f"{tag}_{k}"]) for k in ("gap_median", "gap_max")),
