@@ -409,14 +409,14 @@ def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
         d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0), scales=(5.0,)
     )
     exp = three_steps.ThreeStepExperiment.quick(**small)
-    uni = three_steps_mechanism.step2_gradient(exp)
+    uni = three_steps_mechanism.step2_gradient(exp, use_cache=False)
     learned = three_steps.three_steps(exp, progress=False, use_cache=False)["blocks"]["W_QK^2"]
     assert uni["shares"] == pytest.approx(learned, abs=1e-6)  # the learned W_QK^2 is the gradient, scaled
     assert sum(p["share"] for p in uni["parts"].values()) == pytest.approx(1.0)
     assert all(p["share"] >= -1e-6 for p in uni["parts"].values())
     assert uni["parts"]["stored pairs"]["mean / stored"] == pytest.approx(1.0) and uni["stored"] > 0
     assert set(uni["accuracy"]) == {5.0} and 0 <= uni["accuracy"][5.0] <= 1
-    prev = three_steps_mechanism.step2_gradient(exp, "previous token")
+    prev = three_steps_mechanism.step2_gradient(exp, "previous token", use_cache=False)
     # the previous token, passed undiluted, strengthens the stored pairs
     assert prev["stored"] > uni["stored"]
     s = three_steps_mechanism.step2_summary([uni, prev])
@@ -503,10 +503,29 @@ def test_step2_outer_bad_input():
         )
 
 
+def test_the_mechanism_computations_are_cached(tmp_path, monkeypatch):
+    """The chapter's population computations are computed once (the book's build reads what its test run
+    computed); ``use_cache=False`` computes again."""
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    small = dict(d=64, embeddings="gaussian", seq_len=16, batch=256, chunk=256, line_batch=256, n_test=16)
+    exp = three_steps.ThreeStepExperiment.quick(etas=(1.0,), **small)
+    first = three_steps_mechanism.step2_probe_parts(exp)
+
+    def recomputed(*args):
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr(three_steps_mechanism, "_step2_probe_parts", recomputed)
+    assert three_steps_mechanism.step2_probe_parts(exp)["probe"] == first["probe"]
+    with pytest.raises(AssertionError, match="recomputed"):
+        three_steps_mechanism.step2_probe_parts(exp, use_cache=False)
+    with pytest.raises(AssertionError, match="recomputed"):  # another configuration is not the cached one
+        three_steps_mechanism.step2_probe_parts(dataclasses.replace(exp, seed=1))
+
+
 def test_step2_probe_parts_add_up_to_the_runs_probe():
     small = dict(seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
     ortho = three_steps.ThreeStepExperiment.quick(d=230, data="shakespeare", **small)
-    parts = three_steps_mechanism.step2_probe_parts(ortho)
+    parts = three_steps_mechanism.step2_probe_parts(ortho, use_cache=False)
     assert (
         parts["probe"]
         == three_steps.three_steps(ortho, progress=False, use_cache=False)["rows"][2]["probe_QK2_all"]
@@ -517,7 +536,7 @@ def test_step2_probe_parts_add_up_to_the_runs_probe():
     assert parts["key"]["position"]["spread"] < 1e-4 * first
     assert parts["key"]["first layer"]["probe"] == parts["probe"]
     gauss = three_steps_mechanism.step2_probe_parts(
-        three_steps.ThreeStepExperiment.quick(d=64, embeddings="gaussian", **small)
+        three_steps.ThreeStepExperiment.quick(d=64, embeddings="gaussian", **small), use_cache=False
     )
     assert gauss["key"]["token"]["spread"] > 0 and set(gauss["without key"]) == set(
         three_steps_mechanism.STREAM_PARTS
@@ -1013,7 +1032,7 @@ def test_random_along_training_averages_each_window_then_the_seeds():
 def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     small = dict(d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
     exp = three_steps.ThreeStepExperiment.quick(data="shakespeare", **small)
-    paths = three_steps_mechanism.step3_row_paths(exp, row=1, factors=(1.0, 2.0))
+    paths = three_steps_mechanism.step3_row_paths(exp, row=1, factors=(1.0, 2.0), use_cache=False)
     model, task, population, line = three_steps.step_setup(exp)  # the same model, by hand
     three_steps.gradient_step(model, "W_V^2", population, line, exp.etas)
     assert three_steps.gradient_step(model, "W_QK^2", population, line, exp.etas)[1] == paths["step2_size"]

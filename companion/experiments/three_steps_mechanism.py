@@ -2,15 +2,18 @@
 what it associates (:func:`step2_gradient`, :func:`step2_outer`, :func:`step2_token_weights`), the probe of its
 parts and the keys' coherence (:func:`step2_probe_parts`, :func:`key_coherence`), and the step-3 row paths
 (:func:`step3_row_paths`). The three steps themselves, their runs and tables are
-:mod:`companion.experiments.three_steps`'s."""
+:mod:`companion.experiments.three_steps`'s. The three population computations the chapter calls are cached (the
+book's build reads what its test run computed)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from companion import report
+from companion import cache, report
 from companion.config import check_choice, check_int
 from companion.experiments.induction import (
     STEP_ORDER,
@@ -34,8 +37,16 @@ from companion.experiments.three_steps import (
 )
 from companion.models import Transformer
 
+MODULES = ("companion.experiments.three_steps_mechanism",)  # the cache key of this module's computations
 
-def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> dict:
+
+def _cached(kind: str, exp: ThreeStepExperiment, args: dict, compute, use_cache: bool):
+    """``compute()`` for ``exp`` and ``args`` (the call's other arguments), cached under ``kind``."""
+    settings = {"exp": dataclasses.asdict(exp), **args}
+    return cache.load_or_compute(kind, settings, compute, MODULES, fmt="torch", use_cache=use_cache)
+
+
+def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform", use_cache: bool = True) -> dict:
     """The negative population gradient G of W_QK^2 at step 2 of the slide's order (after step 1 on W_V^2, as in
     :func:`three_steps`), split by what it associates. The learned W_QK^2 is G scaled, so this is what step 2 writes.
 
@@ -60,6 +71,16 @@ def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform") -> di
             f"step2_gradient needs embeddings='orthonormal' and the slide's order {STEP_ORDER}, not "
             f"{exp.embeddings!r} and {exp.order}"
         )
+    return _cached(
+        "three_steps_step2",
+        exp,
+        {"first_layer": first_layer},
+        lambda: _step2_gradient(exp, first_layer),
+        use_cache,
+    )
+
+
+def _step2_gradient(exp: ThreeStepExperiment, first_layer: str) -> dict:
     model, task, population = after_first_step(exp)
     if first_layer == "previous token":
         construct(model, task.triggers, task.n, names=("W_QK^1",))
@@ -285,7 +306,7 @@ def step2_token_weights(
     }
 
 
-def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
+def step2_probe_parts(exp: ThreeStepExperiment, use_cache: bool = True) -> dict:
     """The W_QK^2 probe after step 2 of the slide's order, split by which parts of the query and of the keys
     (:data:`STREAM_PARTS`) each score comes from (:func:`step2_outer`); any embeddings and data. The probe row of
     trigger q scores w_E(q)^T G W_V^1 w_E(k) over every token k, and G is a sum of nine outer products, so each
@@ -303,6 +324,10 @@ def step2_probe_parts(exp: ThreeStepExperiment) -> dict:
             f"step2_probe_parts needs the slide's order {STEP_ORDER} and loss_on='final_recall', not "
             f"{exp.order} and {exp.loss_on!r}"
         )
+    return _cached("three_steps_probe_parts", exp, {}, lambda: _step2_probe_parts(exp), use_cache)
+
+
+def _step2_probe_parts(exp: ThreeStepExperiment) -> dict:
     model, task, population = after_first_step(exp)
     kept = []
     Q, K = step2_outer(model, population, keep=kept)
@@ -528,7 +553,9 @@ def step2_probe_table(parts: dict[str, dict]) -> str:
 STEP3_PATHS = ("key", "value")
 
 
-def step3_row_paths(exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0)) -> dict:
+def step3_row_paths(
+    exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0), use_cache: bool = True
+) -> dict:
     """Why the W_QK^1 probe misses a row after step 3: the (row, row - 1) entry (the previous position) of step 3's
     negative population gradient on the first layer's attention logits, split by path and by sequence.
 
@@ -557,6 +584,16 @@ def step3_row_paths(exp: ThreeStepExperiment, row: int = 1, factors=(1.0, 2.0)) 
     factors = tuple(float(f) for f in factors)
     if not factors or min(factors) <= 0:
         raise ValueError(f"factors={factors} must be a non-empty list of numbers > 0")
+    return _cached(
+        "three_steps_row_paths",
+        exp,
+        {"row": row, "factors": list(factors)},
+        lambda: _step3_row_paths(exp, row, factors),
+        use_cache,
+    )
+
+
+def _step3_row_paths(exp: ThreeStepExperiment, row: int, factors: tuple[float, ...]) -> dict:
     model, task, population, line = step_setup(exp)
     gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
     # step 1's W_V^2 read on the tokens and on the remapped tokens: its own-token recall
