@@ -124,12 +124,6 @@ def check_over(
     )
 
 
-def _default_run():
-    from companion.experiments import noisy_recall
-
-    return noisy_recall.run
-
-
 def first_batches(name: str, members: dict) -> dict:
     """{member: digest of its first training batch} (:func:`companion.data.batch_digest`; None where a member
     trains nothing)."""
@@ -144,7 +138,6 @@ def _registry() -> dict[str, Recordable]:
         allocation,
         catalog,
         fact_capacity,
-        induction,
         induction_head,
         induction_random_seeds,
         khop_recordings,
@@ -197,7 +190,6 @@ def _registry() -> dict[str, Recordable]:
                 "book/induction_head",
                 induction_head.study_members,
                 lambda runs: induction_head.summary(induction_head.study_from_runs(runs)),
-                run=induction.run,
             ),
             Recordable(
                 "scan_snap_text",
@@ -205,7 +197,6 @@ def _registry() -> dict[str, Recordable]:
                 scan_snap_text.study_members,
                 lambda runs: scan_snap_text.summary(scan_snap_text.study_from_runs(runs)),
                 scan_snap_text.curves,
-                run=scan_snap_text.run,
                 stand_in=scan_snap_text.stand_in,
             ),
             Recordable(
@@ -230,21 +221,18 @@ def _registry() -> dict[str, Recordable]:
                 "book/theory_one_step",
                 lambda p: {"study": one_step_study.OneStepStudy.for_profile(p)},
                 only(lambda res: one_step_study.summary(res, one_step_study.gradient_check()[0])),
-                run=one_step_study.run,
             ),
             Recordable(
                 "theory_attention",
                 "book/theory_attention",
                 lambda p: {"study": attention_study.AttentionStudy.for_profile(p)},
                 only(attention_study.summary),
-                run=attention_study.run,
             ),
             Recordable(
                 "allocation",
                 "book/allocation",
                 lambda p: {"allocation": catalog.allocation_experiment(p)},
                 only(allocation.summary),
-                run=allocation.run,
             ),
             Recordable(
                 "fact_capacity",
@@ -252,7 +240,6 @@ def _registry() -> dict[str, Recordable]:
                 fact_capacity.grid,
                 fact_capacity.grid_summary,
                 fact_capacity.grid_curves,
-                run=fact_capacity.run,
                 run_all=fact_capacity.run_many,
             ),
             Recordable(
@@ -271,7 +258,6 @@ def _registry() -> dict[str, Recordable]:
                 induction_head.order_members,
                 induction_head.order_summary,
                 induction_head.order_curves,
-                run=induction.run,
                 summary_var="order",
             ),
             Recordable(
@@ -280,7 +266,6 @@ def _registry() -> dict[str, Recordable]:
                 induction_random_seeds.random_seed_members,
                 induction_random_seeds.random_seeds_summary,
                 induction_random_seeds.random_seed_curves,
-                run=induction.run,
                 summary_var="hb_seeds",
             ),
         ]
@@ -423,8 +408,6 @@ def record(
             experiment's ``precheck`` refuses the recording; after the runs (which are cached, so a second call
             is quick), when a listed claim reads an entry that the summary lacks.
     """
-    from companion.experiments import noisy_recall
-
     rec = experiment(name)
     config.check_choice("precision", precision, config.PRECISIONS)
     profile = config.get_profile(profile)
@@ -441,13 +424,12 @@ def record(
     # the code the runs start with, not what a long run ends with
     commit, package = _commit(), config.package_hash()
     facts = config.device_facts(device)
-    runner = rec.run or noisy_recall.run
     start = time.perf_counter()
     with config.precision(precision):
         if rec.run_all is not None:
             runs = rec.run_all(members, device=device)
         else:  # cached: re-recording is cheap
-            runs = {k: runner(exp, device=device) for k, exp in members.items()}
+            runs = {k: rec.runner(exp)(exp, device=device) for k, exp in members.items()}
         summary = rec.summary(runs)
     wall = time.perf_counter() - start
     missing = sorted(set(checked.values()) - set(summary))

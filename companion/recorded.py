@@ -42,7 +42,8 @@ class Recordable:
     members: Callable  # profile -> {name: validated configuration}
     summary: Callable  # {name: run} -> report.Summary (the chapter's own call)
     curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
-    # (configuration, device=) -> run; default (None): the recall family's, companion.experiments.noisy_recall.run
+    # (configuration, device=) -> run; default (None): the ``run`` of the module that defines the configuration's
+    # class (:meth:`runner`)
     run: Callable | None = None
     # ({name: configuration}, device=) -> {name: run}: every member at once (runs packed as replicas); default:
     # ``run`` on each member in turn
@@ -62,16 +63,25 @@ class Recordable:
         each (fails before any work)."""
         return configure(self.members(config.get_profile(profile)), overrides, self.member_overrides)
 
-    def first_batch(self, exp):
-        """The first training batch of member ``exp``: the ``first_batch`` function of the module that defines
-        its configuration's class."""
+    def _of_module(self, exp, name: str) -> Callable:
+        """The function ``name`` of the module that defines ``exp``'s class."""
         import importlib
 
         module = type(exp).__module__
-        fn = getattr(importlib.import_module(module), "first_batch", None)
+        fn = getattr(importlib.import_module(module), name, None)
         if fn is None:
-            raise ValueError(f"{module} has no first_batch(exp): recordings of {self.name!r} need one")
-        return fn(exp)
+            raise ValueError(f"{module} has no {name}(exp): recordings of {self.name!r} need one")
+        return fn
+
+    def runner(self, exp) -> Callable:
+        """What trains member ``exp``: ``run`` where the declaration names one, else the ``run`` function of the
+        module that defines its configuration's class."""
+        return self.run if self.run is not None else self._of_module(exp, "run")
+
+    def first_batch(self, exp):
+        """The first training batch of member ``exp``: the ``first_batch`` function of the module that defines
+        its configuration's class."""
+        return self._of_module(exp, "first_batch")(exp)
 
 
 def normalise(overrides: dict, exp) -> dict:

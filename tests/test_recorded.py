@@ -541,6 +541,30 @@ def test_a_recording_notices_other_batches(tmp_path, monkeypatch):
     assert "sampler version" in record.stale(record.load(path))
 
 
+def test_a_recordable_trains_with_its_configuration_modules_run_unless_it_names_another():
+    """A declaration without ``run`` trains each member with the ``run`` of the module that defines the member's
+    configuration class; one that names ``run`` trains with it; a module without ``run`` is refused by name."""
+    import dataclasses
+
+    from companion.experiments import fact_capacity, induction, khop_probes, noisy_recall
+
+    expected = {
+        "recall": noisy_recall.run,
+        "induction_order": induction.run,
+        "fact_capacity": fact_capacity.run,
+        "fact_scaling": fact_capacity.scaling,
+        "khop_probe": khop_probes.probe_run,
+    }
+    for name, run in expected.items():
+        rec = record.experiment(name)
+        assert all(rec.runner(e) is run for e in record.build(name, "quick").values()), name
+    rec = dataclasses.replace(record.experiment("recall"), run=None)
+    with pytest.raises(
+        ValueError, match=r"companion.recorded has no run\(exp\): recordings of 'recall' need one"
+    ):
+        rec.runner(rec)  # a Recordable's own class lives in companion.recorded, which defines no run
+
+
 @pytest.mark.parametrize(
     "name", ["recall", "finetune", "allocation", "fact_capacity", "khop", "induction_random_seeds"]
 )
@@ -572,7 +596,7 @@ def test_first_batch_is_the_batch_training_draws_first(name, tmp_path, monkeypat
     if rec.run_all is not None:  # a pack of two: the first member's batch comes first
         rec.run_all({"m": exp, "other": dataclasses.replace(exp, seed=exp.seed + 1)}, device="cpu")
     else:
-        (rec.run or record._default_run())(exp, device="cpu")
+        rec.runner(exp)(exp, device="cpu")
     first_train = next(b for b in drawn if b.tokens.shape[0] == 16)
     assert batch_digest(first_train) == batch_digest(rec.first_batch(exp))
 

@@ -496,6 +496,11 @@ class InductionRun:
         return float(self.metrics["step"][hit[0]]) if len(hit) else float("inf")
 
 
+def curves(runs: dict[str, InductionRun], keys) -> dict[str, dict[str, list]]:
+    """Along training, per run: the evaluated steps and the metrics ``keys`` ({metric: {run: values}})."""
+    return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *keys)}
+
+
 MODULES = ("companion.experiments.induction",)
 
 

@@ -16,6 +16,7 @@ from companion.experiments.induction import (
     InductionRun,
     bigram_zero_share,
     constructed_run,
+    curves,
     ff_experiment,
     layer_experiments,
     run,
@@ -240,10 +241,9 @@ def order_members(profile: str | None = None) -> dict[str, InductionExperiment]:
     parameterisations of :data:`ORDER_MODELS`, evaluated twice as often as the chapter's runs (every 5 steps in
     ``quick``) so that the steps at which the probes pass 0.9 are resolved more finely: ``"ours seed 0"``, ...,
     ``"public seed 9"``."""
-    out = {}
+    out, base = {}, seeds(profile)[0]
     for label, (value_map, trained) in ORDER_MODELS.items():
         for s in ORDER_SEEDS:
-            base = seeds(profile)[0]
             out[f"{label} seed {s}"] = InductionExperiment.for_profile(
                 profile,
                 seed=s,
@@ -270,7 +270,7 @@ def sign_test(k: int, n: int) -> float:
 
 def _nan(fn, x: np.ndarray) -> float:
     """``fn`` (a nan-ignoring reduction) of ``x``; nan when every entry is nan (a tie in every seed)."""
-    return float(fn(x)) if np.isfinite(x).any() or np.isinf(x).any() else float("nan")
+    return float(fn(x)) if (~np.isnan(x)).any() else float("nan")
 
 
 def order_summary(runs: dict[str, InductionRun]) -> report.Summary:
@@ -319,12 +319,12 @@ def order_summary(runs: dict[str, InductionRun]) -> report.Summary:
                     f"{label}: one-sided sign test, p-value that W_OV^2's probe passes first",
                 ),
                 f"{tag}_gap_median": (
-                    float(_nan(np.nanmedian, gap)),
+                    _nan(np.nanmedian, gap),
                     f"{label}: t90(W_QK^2) - t90(W_OV^2), median",
                 ),
-                f"{tag}_gap_max": (float(_nan(np.nanmax, gap)), f"{label}: the same, largest over seeds"),
+                f"{tag}_gap_max": (_nan(np.nanmax, gap), f"{label}: the same, largest over seeds"),
                 f"{tag}_qk1_last_min": (
-                    float(_nan(np.nanmin, qk1_after)),
+                    _nan(np.nanmin, qk1_after),
                     f"{label}: t90(W_QK^1, early positions) - t90(W_QK^2), smallest over seeds",
                 ),
                 f"{tag}_eval_every": (next(iter(mine.values())).exp.eval_every, "steps between evaluations"),
@@ -336,7 +336,7 @@ def order_summary(runs: dict[str, InductionRun]) -> report.Summary:
 
 def order_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
     """Along training, per run: the evaluated steps and the probes of :data:`ORDER_PROBES`."""
-    return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *ORDER_PROBES)}
+    return curves(runs, ORDER_PROBES)
 
 
 ORDER_HEADER = [

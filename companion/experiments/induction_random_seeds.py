@@ -17,6 +17,7 @@ from companion.experiments.induction import (
     RANDOM_EDITS,
     InductionExperiment,
     InductionRun,
+    curves,
     pair_scores,
     random_trigger_experiment,
 )
@@ -210,7 +211,7 @@ def random_training_values(r: InductionRun) -> dict[str, float]:
 
 def random_seed_curves(runs: dict[str, InductionRun]) -> dict[str, dict[str, list]]:
     """Along training, per seed: the evaluated steps and :data:`RANDOM_CURVES`."""
-    return {k: {name: r.metrics[k].tolist() for name, r in runs.items()} for k in ("step", *RANDOM_CURVES)}
+    return curves(runs, RANDOM_CURVES)
 
 
 def random_seed_overview(summary) -> report.Summary:
