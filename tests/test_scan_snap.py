@@ -171,6 +171,12 @@ def test_theorem_measures_on_constructed_trajectories():
     assert ssd.theorem2_signs(sc, z) == {"distinct_up": 1.0, "common_down": 1.0}
     # equal growth of all distinct logits keeps every ratio, so r(t) = r(0) while chi_l(t) > 1: a deviation
     assert ssd.theorem3_deviation(sc, z) > 0.1
+    # from Z(0) = 0 the printed chi_l (z_l'(0)) is the appendix's (z_l(0)); from another start it is off at t = 0
+    assert ssd.theorem3_deviation(sc, z, form="printed") == ssd.theorem3_deviation(sc, z)
+    z0 = np.zeros((1, 2, sc.vocab_size))
+    z0[0, 0, sc.distinct_tokens(0)[0]] = 0.5  # one distinct logit starts higher: r(0) changes, nothing moves
+    assert ssd.theorem3_deviation(sc, z0) == 0.0
+    assert ssd.theorem3_deviation(sc, z0, form="printed") == pytest.approx(np.exp(2 * 0.5) - 1)
 
 
 def test_population_run_lowers_the_loss():
