@@ -267,3 +267,34 @@ def test_only_the_rows_of_the_last_tokens_of_z_move():
     logits = ss.forward(Y.detach()[None], Zr, torch.as_tensor(tokens[None, :, -1]), counts)
     torch.nn.functional.cross_entropy(logits[0], torch.as_tensor(labels)).backward()
     assert set(np.nonzero(Zr.grad[0].abs().sum(1).numpy() > 0)[0].tolist()) == moved
+
+
+def test_decoder_run_follows_remark1s_original_dynamics():
+    """The model's decoder trained alone (Z fixed) moves the rows w_n = Y^T f_n as Eq. (40) says: every class
+    n once per step, w_j += eta_Y (f_j^T f_n)(e_n - softmax(w_n)), transcribed here in W's coordinates."""
+    sc = synthetic(2, 1)
+    M, eta = sc.vocab_size, 0.7
+    Z = torch.as_tensor(np.random.default_rng(3).uniform(-1, 1, (M, M)))
+    run = ssd.decoder_run(sc, eta, 5, Z)
+    G = run["overlap"]
+    w = np.zeros((2, M))
+    for s in range(6):
+        np.testing.assert_allclose(run["w"][s], w, atol=1e-12)
+        alpha = np.exp(w - w.max(1, keepdims=True))
+        alpha /= alpha.sum(1, keepdims=True)
+        e = np.eye(M)[sc.next_token] - alpha  # (K, M): e_n - alpha_n
+        w = w + eta * G @ e
+    assert np.allclose(np.diag(G), 1.0) and 0 < G[0, 1] < 1
+
+
+def test_equal_overlap_classes_have_one_overlap_and_bad_decoder_input_is_refused():
+    cl = ssd.equal_overlap_classes(6, 0.5)
+    G = ssd.decoder_run(cl, 1.0, 1)["overlap"]
+    off = G[~np.eye(6, dtype=bool)]
+    assert np.allclose(off, off[0]) and 0 < off[0] < 1
+    with pytest.raises(ValueError, match=r"Z must have shape \(M, M\) = \(6, 6\)"):
+        ssd.decoder_run(cl, 1.0, 1, torch.zeros(5, 5))
+    with pytest.raises(ValueError, match="beta"):
+        ssd.equal_overlap_classes(6, 1.5)
+    with pytest.raises(ValueError, match="steps"):
+        ssd.decoder_run(cl, 1.0, 0)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from companion import cache, config, report
 from companion.config import check_float, check_int
 from companion.data.seqclass import SeqClasses, synthetic
-from companion.experiments.scan_snap import forward_positions, mix, population_loss
+from companion.experiments.scan_snap import forward_positions, mix, population_c, population_loss
 
 MODULES = ("companion.theory.scan_snap_dynamics",)
 
@@ -266,3 +266,130 @@ def lemma2_study(T_values=(17, 65, 257, 1025), n_seq: int = 4000, delta: float =
         np.polyfit(np.log([T - 1 for T in T_values]), np.log([out["gap"][T] for T in T_values]), 1)[0]
     )
     return out
+
+
+# --- Lemma 5 and Remark 1: the decoder Y with Z fixed (Appendix B.3) ---------------------------------------------
+
+
+def zeta(n: int, M: int) -> np.ndarray:
+    """zeta_n = M / (M - 1) (e_n - 1 / M) in R^M (Appendix B.1).
+
+    >>> zeta(0, 4).round(3).tolist()
+    [1.0, -0.333, -0.333, -0.333]
+    """
+    check_int("M", M, low=2)
+    check_int("n", n, low=0, high=M - 1)
+    return M / (M - 1) * (np.eye(M)[n] - 1 / M)
+
+
+def decoder_run(classes: SeqClasses, eta_y: float, steps: int, Z: torch.Tensor | None = None) -> dict:
+    """Gradient descent on the decoder Y alone (Y(0) = 0, float64), the attention logits Z (M, M) held fixed
+    (zero by default), on the T -> infinity loss summed over the classes: each class is seen once per step
+    with learning rate eta_Y, as in Lemma 5 and Remark 1. Returns ``w`` (steps + 1, K, M), the rows w_n =
+    Y^T f_n of W = F^T Y with f_n = c_n / ||c_n||, and ``overlap`` (K, K), the matrix of f_n^T f_n'.
+
+    Kept apart from the training engine (:func:`companion.train.fit`): full-batch gradient descent on a
+    population loss, the dynamics that the lemma describes, not a training run."""
+    check_float("eta_Y", eta_y, low=0, low_open=True)
+    check_int("steps", steps, low=1)
+    M, K = classes.vocab_size, classes.n_classes
+    Z = torch.zeros(M, M, dtype=torch.float64) if Z is None else torch.as_tensor(Z, dtype=torch.float64)
+    if Z.shape != (M, M):
+        raise ValueError(f"Z must have shape (M, M) = ({M}, {M}), got {tuple(Z.shape)}")
+    Z = Z[None]
+    c = population_c(Z, classes)[0]
+    f = c / c.norm(dim=-1, keepdim=True)  # (K, M)
+    Y = torch.zeros(1, M, M, dtype=torch.float64, requires_grad=True)
+    w = []
+    for step in range(steps + 1):
+        w.append((f @ Y.detach()[0]).numpy())
+        if step == steps:
+            break
+        (g,) = torch.autograd.grad(population_loss(Y, Z, classes).sum() * K, Y)  # the sum over the classes
+        with torch.no_grad():
+            Y -= eta_y * g
+    return {"w": np.stack(w), "overlap": (f @ f.T).numpy()}
+
+
+def equal_overlap_classes(M: int, beta: float) -> SeqClasses:
+    """K = M sequence classes whose normalised contexts f_n have one overlap f_n^T f_n' = rho for every pair
+    (Remark 1's case): class n predicts token n from P(l | n) = (1 - beta) [l = n] + beta / M (last token 0).
+
+    >>> equal_overlap_classes(3, 0.0).probs.tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    check_int("M", M, low=2)
+    check_float("beta", beta, low=0, high=1)
+    probs = (1 - beta) * np.eye(M) + beta / M
+    return SeqClasses(probs, np.zeros(M, dtype=np.int64), np.arange(M), M)
+
+
+def _gap_from(w: np.ndarray, h: np.ndarray, zeta_n: np.ndarray, M: int) -> float:
+    """Largest |w(s) - (M - 1) h(s) zeta_n| over the steps and tokens, relative to the largest |w|."""
+    return float(np.abs(w - (M - 1) * h[:, None] * zeta_n).max() / np.abs(w).max())
+
+
+DECODER = {"M": 30, "steps": 1000, "eta_y": 1.0, "beta": 0.9, "seed": 0}
+
+
+def decoder_study() -> dict:
+    """Lemma 5 and Remark 1 on the model (:func:`decoder_run`, :data:`DECODER`): one class over M tokens (a
+    random context distribution and a random fixed Z, uniform in [-1, 1]); the K = M classes of
+    :func:`equal_overlap_classes`; and Syn-Small (K = 2 classes, M = 34 tokens: not every token is a next
+    token). Each with h*(s) of Eq. (33) at eta_Y and at (1 - rho) eta_Y."""
+    from companion.theory.scan_snap import h_discrete
+
+    d = DECODER
+    M, steps, eta = d["M"], d["steps"], d["eta_y"]
+    rng = np.random.default_rng(config.seed_streams(d["seed"], ["lemma5"])["lemma5"])
+    probs = np.zeros((1, M))
+    probs[0, : M - 2] = rng.dirichlet(np.ones(M - 2))
+    one = SeqClasses(probs, [M - 2], [M - 1], M)
+    Z = torch.as_tensor(rng.uniform(-1, 1, (M, M)))
+    lemma5 = decoder_run(one, eta, steps, Z)["w"][:, 0]
+    eq = decoder_run(equal_overlap_classes(M, d["beta"]), eta, steps)
+    rho = float(eq["overlap"][0, 1])
+    syn = synthetic(2, 1)
+    small = decoder_run(syn, eta, steps)
+    return {
+        "lemma5_gap": _gap_from(lemma5, h_discrete(steps, M, eta), zeta(M - 1, M), M),
+        "rho": rho,
+        "w_end": float(eq["w"][-1, 0, 0]),
+        "effective_gap": _gap_from(eq["w"][:, 0], h_discrete(steps, M, (1 - rho) * eta), zeta(0, M), M),
+        "eq43_end": float((1 - rho) * (M - 1) * h_discrete(steps, M, eta)[-1] * zeta(0, M)[0]),
+        "syn_rho": float(small["overlap"][0, 1]),
+        "syn_off_zeta": max(
+            float(np.linalg.norm(w - (w @ z) / (z @ z) * z) / np.linalg.norm(w))
+            for w, z in ((small["w"][-1, n], zeta(int(syn.next_token[n]), syn.vocab_size)) for n in range(2))
+        ),
+    }
+
+
+def decoder_summary(res: dict) -> report.Summary:
+    """The numbers of :func:`decoder_study` that ``book/scan_snap_theory`` reads."""
+    d = DECODER
+    return report.Summary(
+        {
+            "lemma5_gap": (
+                res["lemma5_gap"],
+                f"Lemma 5 on the model: largest |w_n(s) - (M - 1) h*(s) zeta_n| / max |w_n|, one class, a random "
+                f"fixed Z, M = {d['M']}, {d['steps']} steps",
+            ),
+            "remark1_rho": (res["rho"], f"Remark 1: the overlap f_n^T f_n' of the K = M = {d['M']} classes"),
+            "remark1_gap": (
+                res["effective_gap"],
+                "Remark 1 on the model: largest |w_n(s) - (M - 1) h*(s; (1 - rho) eta_Y) zeta_n| / max |w_n| "
+                "(the effective learning rate)",
+            ),
+            "eq43_ratio": (
+                res["eq43_end"] / res["w_end"],
+                f"Eq. (43) as printed, (1 - rho)(M - 1) h*(s; eta_Y), over the run's w_nn after {d['steps']} steps",
+            ),
+            "eq43_limit": (1 - res["rho"], "the ratio's limit for long training, 1 - rho"),
+            "syn_rho": (res["syn_rho"], "Syn-Small (K = 2, M = 34): the overlap f_1^T f_2"),
+            "syn_off_zeta": (
+                res["syn_off_zeta"],
+                "Syn-Small, Z = 0: largest ||w_n - its projection on zeta_n|| / ||w_n|| after the run",
+            ),
+        }
+    )
