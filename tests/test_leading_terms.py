@@ -315,3 +315,31 @@ def test_text_study_first_batch_is_what_sgd_trains_on_first(monkeypatch):
     assert len(seen) == cfg.n_train // cfg.batch and np.array_equal(seen[0].numpy(), first)
     assert res["device"].startswith("CPU") and res["seconds"] > 0
     assert "wikitext2 in place of the paper's tinystories" in ls.stand_in({"text": cfg})
+
+
+def test_eq10_as_printed_is_the_uncentred_gram_matrix():
+    """Eq. (10) transcribed with loops over the tokens and the sequences (relative frequencies counted one by
+    one) equals lt.sigma_as_printed; eq10_check compares it with statistics' Sigma = B^T B, which the centring
+    of Eq. (9) keeps apart from it."""
+    rng = np.random.default_rng(4)
+    V = 5
+    seqs = rng.integers(0, V, (6, 9))
+    freq = np.bincount(seqs.ravel(), minlength=V) / seqs.size
+    ends = np.zeros((V, V))  # ends[i, k]: bigrams (k, i), previous token k, current token i
+    for row in seqs:
+        for k, i in zip(row[:-1], row[1:]):
+            ends[i, k] += 1
+    prev = ends / np.maximum(ends.sum(1, keepdims=True), 1)  # row i: P(e_k^<- | e_i)
+    literal = np.array(
+        [
+            [freq[i] * freq[j] * sum(prev[i, k] * prev[j, k] for k in range(V)) for j in range(V)]
+            for i in range(V)
+        ]
+    )
+    np.testing.assert_allclose(lt.sigma_as_printed(seqs, V).numpy(), literal, rtol=1e-12)
+    Sigma = lt.statistics(seqs, V).Sigma
+    e = lt.eq10_check(seqs, V, Sigma, k=2)
+    gap = np.linalg.norm(literal - Sigma.numpy()) / np.linalg.norm(Sigma.numpy())
+    assert e["gap"] == pytest.approx(gap) and e["gap"] > 0.05 and e["uncentred_gap"] < e["gap"]
+    same = lt.eq10_check(seqs, V, lt.sigma_as_printed(seqs, V), k=2)
+    assert same["gap"] == 0.0 and same["cos"] == pytest.approx(1.0) and same["top"] == 1.0

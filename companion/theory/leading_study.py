@@ -283,10 +283,12 @@ def text_study(
         }
         agree = {k: lt.cosine(all_stats.leading(k), first_stats.leading(k)) for k in lt.WEIGHTS}
         basis = {"B": all_stats.B.cpu(), "Sigma": all_stats.Sigma.cpu(), "Phi": all_stats.Phi.cpu()}
+        eq10 = lt.eq10_check(train, corpus.V, all_stats.Sigma, device)
         return {
             "runs": runs,
             "stats_agreement": agree,
             "basis": basis,
+            "eq10": eq10,
             "itos": corpus.itos,
             "corpus": asdict(corpus.cfg),
             "oov_fraction": corpus.oov_fraction,
@@ -353,6 +355,29 @@ def _at_epoch(run: dict, epoch: float) -> dict:
     log = run["log"]
     i = int(np.searchsorted(np.asarray(log["epoch"]), epoch - 1e-9))
     return log["cos"][min(i, len(log["cos"]) - 1)]
+
+
+def eq10_summary(res: dict) -> Summary:
+    """Eq. (10) as printed beside the Sigma_B the study ranks (:func:`companion.theory.leading_terms.eq10_check`,
+    on the study's training set)."""
+    e = res["eq10"]
+    return Summary(
+        {
+            "eq10_gap": (
+                e["gap"],
+                "Eq. (10) as printed against Sigma_B = B-bar^T B-bar: relative Frobenius distance",
+            ),
+            "eq10_cos": (e["cos"], "their cosine"),
+            "eq10_top10": (
+                e["top"],
+                "share of a row's 10 largest entries the two have in common, mean over rows",
+            ),
+            "eq10_uncentred_gap": (
+                e["uncentred_gap"],
+                "Eq. (10) as printed against the Gram matrix of the uncentred bigram frequencies: relative distance",
+            ),
+        }
+    )
 
 
 def neighbour_ranks(res: dict) -> dict:

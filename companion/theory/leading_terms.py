@@ -179,6 +179,64 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(a @ b) / den if den > 0 else 0.0
 
 
+def sigma_as_printed(seqs, V: int, device=None) -> torch.Tensor:
+    """Eq. (10) as printed: P(e_i) P(e_j) sum_k P(e_k^<- | e_i) P(e_k^<- | e_j), with P(e_i) the relative
+    frequency of e_i over all tokens of ``seqs`` (N, T + 1) and P(e_k^<- | e_i) that of the previous token e_k
+    among the bigrams that end in e_i (a token that ends none gets a zero row). Without Eq. (9)'s centring this
+    is the Gram matrix of the uncentred bigram frequencies, not B-bar^T B-bar (:func:`statistics`).
+
+    >>> sigma_as_printed([[0, 1, 0, 1]], 2).tolist()  # P = (1/2, 1/2); 0 follows 1 and 1 follows 0, always
+    [[0.25, 0.0], [0.0, 0.25]]
+    """
+    seqs = _check_seqs(seqs, V).to(device or "cpu")
+    x, y = seqs[:, :-1], seqs[:, 1:]
+    dd = torch.float64
+    pair = (
+        torch.bincount((x * V + y).reshape(-1), minlength=V * V).to(dd).reshape(V, V)
+    )  # [previous, current]
+    prev = pair / pair.sum(0, keepdim=True).clamp_min(1)  # column i: P(e_k^<- | e_i)
+    freq = torch.bincount(seqs.reshape(-1), minlength=V).to(dd) / seqs.numel()
+    return freq[:, None] * freq[None, :] * (prev.T @ prev)
+
+
+def top_overlap(a: torch.Tensor, b: torch.Tensor, k: int = 10) -> float:
+    """Mean over rows of the share of a row's k largest entries in ``a`` that are among its k largest in ``b``
+    (rows ranked as :func:`top_neighbours` ranks them, the diagonal included).
+
+    >>> top_overlap(torch.eye(3), torch.eye(3), k=1), top_overlap(torch.eye(3), -torch.eye(3), k=1)
+    (1.0, 0.0)
+    """
+    config.check_int("k", k, low=1, high=a.shape[1])
+    ta, tb = (torch.topk(m, k, dim=1).indices for m in (a, b))
+    return float((ta[:, :, None] == tb[:, None, :]).any(2).double().mean())
+
+
+def eq10_check(seqs, V: int, Sigma: torch.Tensor, device=None, k: int = 10) -> dict[str, float]:
+    """Eq. (10) as printed (:func:`sigma_as_printed`) beside ``Sigma`` = B-bar^T B-bar of the same ``seqs``:
+    ``gap``, their relative Frobenius distance ||printed - Sigma|| / ||Sigma||; ``cos``, their cosine; ``top``,
+    the share of each row's k largest entries they have in common (:func:`top_overlap`); and
+    ``uncentred_gap``, the relative distance of the printed form from the Gram matrix of the uncentred bigram
+    frequencies (what is left once Eq. (9)'s centring is dropped: the marginals' rounding)."""
+    seqs = _check_seqs(seqs, V).to(device or "cpu")
+    Sigma = torch.as_tensor(Sigma, dtype=torch.float64, device=seqs.device)
+    printed = sigma_as_printed(seqs, V)
+    x, y = seqs[:, :-1], seqs[:, 1:]
+    pair = (
+        torch.bincount((x * V + y).reshape(-1), minlength=V * V).to(torch.float64).reshape(V, V) / x.numel()
+    )
+    gram = pair.T @ pair
+
+    def rel(a, b):
+        return float(torch.linalg.matrix_norm(a - b) / torch.linalg.matrix_norm(b))
+
+    return {
+        "gap": rel(printed, Sigma),
+        "cos": cosine(printed, Sigma),
+        "top": top_overlap(printed, Sigma, k),
+        "uncentred_gap": rel(printed, gram),
+    }
+
+
 def top_neighbours(M: torch.Tensor, itos, word: str, k: int = 30) -> list[str]:
     """The k tokens with the largest entries in ``word``'s row of M (the public code's "top correlated")."""
     stoi = {w: i for i, w in enumerate(itos)}
