@@ -55,6 +55,27 @@ def test_constructed_head_recalls_and_probes_are_perfect():
         assert row[p] == 1.0, p
 
 
+def test_the_slides_own_convention_transposes_the_key_query_memories():
+    """Read with the slide's x_k^T W_KQ x_q, the key-query formulas are written transposed (the value memory is
+    not a key-query matrix and stays); the previous-position memory then scores a query against the next
+    position, which the causal mask hides, and its probe fails."""
+    exp = induction.InductionExperiment.quick(n_test=128)
+    task = exp.task()
+    ours, slides = (
+        induction.construct(
+            Transformer(exp.model_config(), seed=exp.seed), task.triggers, task.n, convention=c
+        )
+        for c in induction.CONVENTIONS
+    )
+    for name in ("W_QK^1", "W_QK^2"):
+        assert torch.equal(slides.matrix(name), ours.matrix(name).T), name
+    assert torch.equal(slides.matrix("W_V^2"), ours.matrix("W_V^2"))
+    row = induction.constructed_run(exp, convention="key left")
+    assert row["probe_QK1"] == 0.0 and row["acc"] < 0.5
+    with pytest.raises(ValueError, match="convention"):
+        induction.construct(ours, task.triggers, task.n, convention="left")
+
+
 def test_construct_rejects_bad_input():
     m = Transformer(ModelConfig(65, d=8, max_len=8, ff=("none",)))
     with pytest.raises(ValueError, match="needs two layers"):

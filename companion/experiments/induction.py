@@ -270,9 +270,20 @@ STEP_ORDER = ("W_V^2", "W_QK^2", "W_QK^1")  # the slide's order: W_OV^2, then W_
 PAIR_SCORE = {"W_QK^1": 1.0, "W_QK^2": 1.0, "W_V^2": 0.5}
 
 
+# How a key-query matrix W scores key x_k against query x_q: our model's x_q^T W x_k (query on the left), or the
+# slide's x_k^T W_KQ x_q ("Examples in Transformers: logits in attention heads"), under which the matrix that
+# the model holds is the slide's transposed
+CONVENTIONS = ("query left", "key left")
+
+
 @torch.no_grad()
 def construct(
-    model: Transformer, triggers, n_tokens: int, scale: float = 20.0, names=STEP_ORDER
+    model: Transformer,
+    triggers,
+    n_tokens: int,
+    scale: float = 20.0,
+    names=STEP_ORDER,
+    convention: str = "query left",
 ) -> Transformer:
     """Write the slide's three memories (or those of ``names``) into a two-layer model, in place (W_V^1 and the
     embeddings untouched).
@@ -280,9 +291,11 @@ def construct(
     W_QK^1 = sum_t p_t p_{t-1}^T, W_QK^2 = sum_{q in Q} w_E(q) (W_V^1 w_E(q))^T and
     W_V^2 = sum_k W_U(k) w_E(k)^T, each pair normalised so that its own score
     is ``scale`` (with attention's 1/sqrt(d) undone) and the value memory's is
-    ``scale`` / 2 (:data:`PAIR_SCORE`).
+    ``scale`` / 2 (:data:`PAIR_SCORE`). ``convention`` (:data:`CONVENTIONS`): how the slide's key-query
+    formulas are read; with "key left" (the slide's own x_k^T W_KQ x_q) the model holds their transposes.
     """
     check_float("scale", scale, 0.0, None, low_open=True)
+    check_choice("convention", convention, CONVENTIONS)
     for name in names:
         check_choice("memory", name, STEP_ORDER)
     if len(model.layers) < 2:
@@ -304,16 +317,20 @@ def construct(
         "W_V^2": lambda: scale * PAIR_SCORE["W_V^2"] * memory(model.W_U[:n_tokens], E),
     }
     for name in names:
-        model.matrix(name).copy_(written[name]())
+        m = written[name]()
+        model.matrix(name).copy_(m.T if convention == "key left" and name.startswith("W_QK") else m)
     return model
 
 
-def constructed_run(exp: InductionExperiment, scale: float = 20.0, device=None) -> dict:
-    """The constructed head on ``exp``'s model and test batch: its in-context accuracy and probes."""
+def constructed_run(
+    exp: InductionExperiment, scale: float = 20.0, device=None, convention: str = "query left"
+) -> dict:
+    """The constructed head (:func:`construct`, read with ``convention``) on ``exp``'s model and test batch:
+    its in-context accuracy and probes."""
     device = config.get_device(device)
     model = Transformer(exp.model_config(), seed=exp.seed).to(device)
     task = exp.task()
-    construct(model, task.triggers, task.n, scale)
+    construct(model, task.triggers, task.n, scale, convention=convention)
     return Evaluator(exp, model.eval(), device)(0)
 
 

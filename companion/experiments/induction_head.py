@@ -49,6 +49,7 @@ def study_from_runs(runs: dict) -> dict:
         "layers": {int(k.split()[0]): r for k, r in runs.items() if k.split()[-1] in ("layer", "layers")},
         "ff": runs["final W_F"],
         "constructed": constructed_run(joint.exp),
+        "constructed_key_left": constructed_run(joint.exp, convention="key left"),
     }
 
 
@@ -116,6 +117,10 @@ def summary(res: dict) -> report.Summary:
             "acc_constructed": (
                 res["constructed"]["acc"],
                 "the slide's memories written in: in-context accuracy",
+            ),
+            "acc_constructed_key_left": (
+                res["constructed_key_left"]["acc"],
+                "the same, the key-query formulas read with the slide's x_k^T W_KQ x_q (transposed in the model)",
             ),
             "acc_joint": (
                 joint.final("acc"),
