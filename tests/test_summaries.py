@@ -155,3 +155,35 @@ def test_previous_token_by_position_reads_the_subdiagonal_in_order():
         probes.previous_token_by_position(np.zeros((3, 4)))
     with pytest.raises(ValueError, match="parts"):
         probes.previous_token_by_position(sharp, 9)
+
+
+def test_key_structure_reads_the_orientation_of_written_matrices(tiny_run):
+    """Written into the model with the query on the left, sum_t p_t p_{t-1}^T scores the previous position above
+    the next one and has cosine 1 with the transpose of App. B.2's formula; B.2's formula as printed does the
+    opposite. A W_QK^2 written as W_E(q) (W_V^1 W_E(q) - W_E(N+1))^T matches the remapped trigger and scores
+    the noise token below the other tokens, and the printed orientation's pairing does not see the match."""
+    import dataclasses
+
+    import torch
+
+    model, task = tiny_run.model(), tiny_run.exp.task()
+    P, E = model.P[: tiny_run.exp.seq_len], model.W_E
+    e_q, e_n = E[task.triggers[0]], E[task.noise_token]
+    prev = P[1:].T @ P[:-1]  # sum_t p_t p_{t-1}^T
+    with torch.no_grad():
+        v1 = model.layers[0].v() @ e_q
+        w2 = torch.outer(e_q, 10 * v1 / v1.norm() ** 2 - 10 * e_n / e_n.norm() ** 2)
+
+    def read(w1):
+        state = {**tiny_run.state, "layers.0.W_QK": w1, "layers.1.W_QK": w2}
+        return summaries.key_structure(dataclasses.replace(tiny_run, state=state))
+
+    ours, printed = read(prev), read(prev.T)
+    assert ours["qk1_prev_minus_next"] > 0 and ours["qk1_cos_transposed"] == pytest.approx(1.0)
+    assert printed["qk1_prev_minus_next"] == pytest.approx(-ours["qk1_prev_minus_next"])
+    assert printed["qk1_cos_printed"] == pytest.approx(1.0)
+    assert (
+        ours["qk2_match"] > 5
+        and ours["qk2_noise"] < -5
+        and abs(ours["qk2_match_printed"]) < ours["qk2_match"]
+    )

@@ -14,6 +14,7 @@ to converge, where a diverged run counts as an infinite loss gap.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from companion import probes
 from companion.config import check_int
@@ -150,6 +151,55 @@ def previous_token_profile(attn: np.ndarray, parts: int = 4) -> Summary:
                 f"mean mass on s = t - 1 over query group {i + 1} of {parts} (earliest first)",
             )
             for i, v in enumerate(groups)
+        }
+    )
+
+
+@torch.no_grad()
+def key_structure(run: RecallRun) -> Summary:
+    """Appendix B.2's key-query matrices, read off a trained model. Scores are x_q^T W_QK x_k (the query on the
+    left, as B.2's own attention sigma(x_t^T W_QK x_{1:t}) and this package's model write them).
+
+    ``qk1_prev_minus_next``: W_QK^1 on the positional embeddings, the mean over t of p_t^T W p_{t-1} (query t,
+    key t - 1) minus p_{t-1}^T W p_t (query t - 1, key t); B.2's W_QK^1 = sum_t p_{t-1} p_t^T, read in its own
+    orientation, makes it negative. ``qk1_cos_printed`` / ``qk1_cos_transposed``: the cosine of W_QK^1 with B.2's
+    sum_t p_{t-1} p_t^T and with its transpose. For W_QK^2 and the trigger q: ``qk2_match``, the query W_E(q)
+    on a key holding the remapped trigger W_V^1 W_E(q); ``qk2_match_printed``, the same pairing the other way
+    round (B.2's (W_V^1 W_E(q)) W_E(q)^T in its own orientation); ``qk2_noise``, the query W_E(q) on a key
+    holding the noise token W_E(N + 1), minus its mean on keys holding a token W_E(z), z <= N (B.2's -c, c > 0).
+    """
+    model, task = run.model(), run.exp.task()
+    T, n = run.exp.seq_len, task.n
+    P, E = model.P[:T].double(), model.W_E.double()
+    W1, W2 = model.matrix("W_QK^1").double(), model.matrix("W_QK^2").double()
+    V1 = model.layers[0].v().double()
+    q, e_q, e_n = task.triggers[0], E[task.triggers[0]], E[task.noise_token]
+
+    def cos(a, b) -> float:
+        return float((a * b).sum() / (a.norm() * b.norm()))
+
+    printed = P[:-1].T @ P[1:]  # sum_t p_{t-1} p_t^T
+    with_q = e_q @ W2  # the trigger's query against any key
+    return Summary(
+        {
+            "qk1_prev_minus_next": (
+                float(((P[1:] @ W1) * P[:-1]).sum(1).mean() - ((P[:-1] @ W1) * P[1:]).sum(1).mean()),
+                "W_QK^1: mean score of query t on key t - 1 minus that of query t - 1 on key t (positions)",
+            ),
+            "qk1_cos_printed": (cos(W1, printed), "cosine of W_QK^1 with B.2's sum_t p_{t-1} p_t^T"),
+            "qk1_cos_transposed": (cos(W1, printed.T), "cosine of W_QK^1 with sum_t p_t p_{t-1}^T"),
+            "qk2_match": (
+                float(with_q @ (V1 @ e_q) - (with_q @ E[:n].T).mean()),
+                f"W_QK^2: trigger query (q = {q}) on a key holding W_V^1 W_E(q), over its mean on token keys",
+            ),
+            "qk2_match_printed": (
+                float((V1 @ e_q) @ W2 @ e_q - ((E[:n] @ W2) @ e_q).mean()),
+                "the same pairing the other way round: query W_V^1 W_E(q), key W_E(q), over query W_E(z) on it",
+            ),
+            "qk2_noise": (
+                float(with_q @ e_n - (with_q @ E[:n].T).mean()),
+                "W_QK^2: trigger query on a key holding the noise token, minus its mean on token keys (-c)",
+            ),
         }
     )
 
