@@ -245,3 +245,16 @@ def test_the_first_line_gap_adds_up_over_the_entries_of_eq26():
         ats.gap_parts(N, 64, 1000, 0, splits=1)
     with pytest.raises(ValueError, match="part='diag'"):
         ats.eq26_part(N, "diag")
+
+
+def test_lemma_h2_closed_form_and_its_refusals():
+    """Lemma H.2's closed form against hand sums, a gap that a changed term would show, and a = 1 refused."""
+    assert am.lemma_h2_sum(0.5, 3) == pytest.approx(0.5 + 2 * 0.25 + 3 * 0.125)
+    assert am.lemma_h2_sum(-2.0, 2) == pytest.approx(-2 + 2 * 4)
+    assert am.lemma_h2_gap() < 1e-12
+    # the second term alone is not the sum: the first one matters
+    assert abs(2.0**4 * 3 / (2.0 - 1) - am.lemma_h2_sum(2.0, 3)) > 1
+    with pytest.raises(ValueError, match="a != 1"):
+        am.lemma_h2_sum(1.0, 3)
+    with pytest.raises(ValueError, match="T"):
+        am.lemma_h2_sum(2.0, 0)

@@ -153,12 +153,16 @@ def leading_features(ids: np.ndarray, top: np.ndarray, T: int) -> dict[str, np.n
 
 def compare(model, features: dict[str, np.ndarray], top: np.ndarray, heads: bool = False) -> dict:
     """Per layer: cosines of cov(A_tok) with cov(Q-bar), cov(E_post) and cov(E_attn) with cov(Phi^T B^T);
-    with ``heads`` also per head (Fig. 7)."""
+    with ``heads`` also per head (Fig. 7). ``attention_authors``: cov(A_tok) against cov(Q-bar^T), the
+    orientation of the authors' ``pythia.py`` (:func:`orientation_ceilings`)."""
     emb = token_embeddings(model, top)
     Qn, Vn = row_normalised(features["Q"]), row_normalised(features["V"])
-    out = {"attention": [], "embedding": [], "embedding_no_mlp": [], "heads": []}
+    Qt = row_normalised(features["Q"].T)
+    out = {"attention": [], "attention_authors": [], "embedding": [], "embedding_no_mlp": [], "heads": []}
     for layer in range(emb["pre"].shape[0]):
-        out["attention"].append(cov_cosine(attention_tokens(model, layer, emb["pre"][layer]), Qn))
+        A = attention_tokens(model, layer, emb["pre"][layer])
+        out["attention"].append(cov_cosine(A, Qn))
+        out["attention_authors"].append(cov_cosine(A, Qt))
         out["embedding"].append(cov_cosine(emb["post"][layer], Vn))
         out["embedding_no_mlp"].append(cov_cosine(emb["attn"][layer], Vn))
         if heads:
@@ -169,6 +173,22 @@ def compare(model, features: dict[str, np.ndarray], top: np.ndarray, heads: bool
                 ]
             )
     return out
+
+
+def orientation_ceilings(features: dict[str, np.ndarray]) -> dict[str, float]:
+    """What the attention comparison gives for a token-basis key-query map equal to Q-bar itself (queries in the
+    rows), in two orientations of the leading term: ``ours``, cov(Q-bar) against cov of Q-bar's rows normalised
+    (the paper's orientation, as :func:`compare` reads it); ``authors``, against Q-bar^T's, as the authors'
+    ``pythia.py`` builds Q-bar (keys in the rows: its final transpose of each sequence's Jacobian term) while its
+    key-query map keeps queries in the rows. A perfect match scores ``ours``; under the script's orientation the
+    same perfect match scores ``authors``.
+
+    >>> Q = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0], [2.0, 0.0, 1.0]])
+    >>> c = orientation_ceilings({"Q": Q}); c["ours"] > c["authors"]
+    True
+    """
+    Q = np.asarray(features["Q"], dtype=np.float64)
+    return {"ours": cov_cosine(Q, row_normalised(Q)), "authors": cov_cosine(Q, row_normalised(Q.T))}
 
 
 # --- the chapter's study (Figs. 6-7) ---
@@ -204,6 +224,7 @@ def study(
     top = top_tokens(ids, K)
     features = leading_features(ids, top, T)
     out = {"revisions": list(revisions), "top": top, "K": K, "T": T, "n_tokens": len(ids), "by_revision": {}}
+    out["ceilings"] = orientation_ceilings(features)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint otherwise
@@ -287,6 +308,18 @@ def summary(res: dict, checks: dict):
                 f"{early}: min over layers after the first of cos(cov A_tok, cov Q-bar)",
             ),
             "attn_first_early": (e["attention"][0], f"{early}: the first layer's attention cosine"),
+            "attn_min_early_authors": (
+                min(e["attention_authors"][1:] or e["attention_authors"]),
+                f"{early}: the same minimum against cov(Q-bar^T), the authors' script's orientation",
+            ),
+            "ceiling_ours": (
+                res["ceilings"]["ours"],
+                "an attention map equal to Q-bar, against cov(Q-bar) with normalised rows (its best score)",
+            ),
+            "ceiling_authors": (
+                res["ceilings"]["authors"],
+                "the same map against cov(Q-bar^T) with normalised rows, the authors' script's orientation",
+            ),
             "embed_min_last": (min(f["embedding"]), f"{last}: min over layers of the embedding cosine"),
             "drift_early_layers": (
                 float(np.mean(drop[:half]) - np.mean(drop[half:])),

@@ -23,6 +23,7 @@ Two things live here:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,6 +124,30 @@ def solve_ab(
 def lemma_h3_limits(alpha: float) -> tuple[float, float]:
     """Lemma H.3 as stated: a(t) + log t -> -log((1 - alpha)(4 - 2 alpha)), b -> log(alpha / (1 - alpha))."""
     return -np.log((1 - alpha) * (4 - 2 * alpha)), np.log(alpha / (1 - alpha))
+
+
+def lemma_h2_sum(a: float, T: int) -> float:
+    """Lemma H.2's closed form of sum_{t=1}^T a^t t (a != 1): a (1 - a^T) / (a - 1)^2 + a^(T+1) T / (a - 1).
+
+    >>> lemma_h2_sum(2.0, 3)  # 2 + 8 + 24
+    34.0
+    """
+    check_float("a", a)
+    check_int("T", T, low=1)
+    if a == 1:
+        raise ValueError("a=1 is out of range: Lemma H.2 needs a != 1")
+    return a * (1 - a**T) / (a - 1) ** 2 + a ** (T + 1) * T / (a - 1)
+
+
+def lemma_h2_gap(a_values=(-2.0, -0.5, 0.3, 0.9, 1.1, 3.0), T_values=(1, 2, 5, 20)) -> float:
+    """Largest |Lemma H.2's closed form - the sum added up term by term| over a grid of a and T, relative to the
+    sum of the terms' sizes, sum_t |a^t t| (the sum itself can be 0 for a < 0)."""
+    gaps = []
+    for a in a_values:
+        for T in T_values:
+            terms = [a**t * t for t in range(1, T + 1)]
+            gaps.append(abs(lemma_h2_sum(a, T) - math.fsum(terms)) / math.fsum(map(abs, terms)))
+    return max(gaps)
 
 
 def limits(alpha: float, flow: str) -> tuple[float, float]:
