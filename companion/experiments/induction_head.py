@@ -197,6 +197,23 @@ def summary(res: dict) -> report.Summary:
                 )
                 for k, name in (("qk2_first", "W_QK^1 frozen first"), ("qk1_first", "W_QK^2 frozen first"))
             },
+            "joint_t90": (joint.first_step_reaching("acc"), "joint: first step with accuracy >= 0.9"),
+            "ov_alone_t90": (
+                sched["both W_QK frozen first"].first_step_reaching("probe_OV2"),
+                "both W_QK frozen first: first step at which W_OV^2's probe, trained alone, reaches 0.9",
+            ),
+            "after_release_t90": (
+                sched["both W_QK frozen first"].first_step_reaching("acc") - s,
+                "the same run: steps from the release to accuracy 0.9",
+            ),
+            "joint_lead": (
+                sched["both W_QK frozen first"].first_step_reaching("probe_OV2")
+                + sched["both W_QK frozen first"].first_step_reaching("acc")
+                - s
+                - joint.first_step_reaching("acc"),
+                "the slide's order in sequence (W_OV^2 alone until stored, then all three; estimated from the "
+                "staged run) minus joint training, steps to accuracy 0.9",
+            ),
             "eval_every": (joint.exp.eval_every, "steps between evaluations"),
             "seconds": (
                 sum(
