@@ -298,3 +298,24 @@ def test_equal_overlap_classes_have_one_overlap_and_bad_decoder_input_is_refused
         ssd.equal_overlap_classes(6, 1.5)
     with pytest.raises(ValueError, match="steps"):
         ssd.decoder_run(cl, 1.0, 0)
+
+
+def test_matrix_lemmas_on_a_two_by_two_correlation():
+    """For E = [[0, e], [e, 0]] everything is in closed form: lambda = +-e, (I + E)^-1 = [[1, -e], [-e, 1]] / (1 -
+    e^2), so Lemma 14's E' has the diagonal -e^2 / (1 - e^2) and B.1's (I + E)^-1 - I the opposite."""
+    e = 0.3
+    E = np.array([[[0.0, e], [e, 0.0]]])
+    r = ssd.matrix_lemmas(E)
+    assert r["l13"] == pytest.approx(1.0) and r["l14"] < 1e-12
+    assert r["l16"] == pytest.approx(-(e**2) / (1 - e**2)) and r["b1_diag"] == pytest.approx(
+        e**2 / (1 - e**2)
+    )
+    # Lemma 15: |lambda'| = e / (1 - e) at lambda = -e, the bound itself; Lemma 17: max |E' - E| is the diagonal's
+    # e^2 / (1 - e^2) (the off-diagonal's is e^3 / (1 - e^2)), against e^2 / (1 - e): 1 / (1 + e) of it
+    assert r["l15"] == pytest.approx(1.0) and r["l17"] == pytest.approx(1 / (1 + e))
+    with pytest.raises(ValueError, match="lambda_1"):
+        ssd.matrix_lemmas(np.array([[[0.0, 1.5], [1.5, 0.0]]]))
+    Es = ssd.correlation_matrices(4, 40, 0.1, 3)
+    assert (
+        Es.shape == (3, 4, 4) and np.allclose(np.diagonal(Es, axis1=1, axis2=2), 0) and (Es >= -1e-12).all()
+    )

@@ -393,3 +393,84 @@ def decoder_summary(res: dict) -> report.Summary:
             ),
         }
     )
+
+
+# --- Lemmas 13-17: the correlation matrix E of the contexts (Appendix B.5) ------------------------------------
+
+
+def correlation_matrices(K: int, M: int, overlap: float, draws: int, seed: int = 0) -> np.ndarray:
+    """``draws`` matrices E = F^T F - I (K x K) of K unit contexts f_n in R^M with non-negative entries, as
+    Assumption 2 has them (E has a zero diagonal and non-negative entries): each f_n puts weight 1 - overlap
+    on tokens of its own, spread at random, and ``overlap`` on tokens all classes share, then is normalised."""
+    check_int("K", K, low=2)
+    check_int("M", M, low=2 * K)
+    check_float("overlap", overlap, low=0, high=1, high_open=True)
+    check_int("draws", draws, low=1)
+    rng = np.random.default_rng(config.seed_streams(seed, ["lemmas13-17"])["lemmas13-17"])
+    own = (M - K) // K  # tokens of one class; the last K tokens are shared
+    out = []
+    for _ in range(draws):
+        F = np.zeros((M, K))
+        for n in range(K):
+            F[n * own : (n + 1) * own, n] = (1 - overlap) * rng.dirichlet(np.ones(own))
+            F[M - K :, n] = overlap * rng.dirichlet(np.ones(K))
+        F /= np.linalg.norm(F, axis=0)
+        out.append(F.T @ F - np.eye(K))
+    return np.stack(out)
+
+
+def matrix_lemmas(E: np.ndarray) -> dict[str, float]:
+    """Lemmas 13-17 on correlation matrices E (draws, K, K) whose eigenvalues lie in (-1, 1), with E' = I - (I +
+    E)^{-1} as Lemma 14 has it (Appendix B.1 writes E' := (I + E)^{-1} - I, the opposite sign). Each entry is
+    the worst draw: ``l13``, max |E_ij| / |lambda_1| (<= 1); ``l14``, max |(I + E)^{-1} - (I - U^T D' U)| with
+    lambda'_i = lambda_i / (1 + lambda_i) (0); ``l15``, max_i |lambda_i(E')| / (|lambda_1| / (1 - |lambda_1|))
+    (<= 1); ``l16``, the largest diagonal entry of E' (<= 0); ``l17``, max |E' - E| / (|lambda_1|^2 / (1 -
+    |lambda_1|)) (<= 1); ``b1_diag``, the smallest diagonal entry of B.1's (I + E)^{-1} - I (Lemma 16 asks
+    <= 0 of it); ``lambda_1``, the largest |lambda_1| over the draws."""
+    out = {k: -np.inf for k in ("l13", "l14", "l15", "l16", "l17", "lambda_1")}
+    out["b1_diag"] = np.inf
+    I = np.eye(E.shape[1])
+    for e in E:
+        lam, U = np.linalg.eigh(e)  # e = U diag(lam) U^T
+        l1 = np.abs(lam).max()
+        if l1 >= 1:
+            raise ValueError(f"|lambda_1|={l1:.3g} is out of range: the lemmas need [0, 1)")
+        inv = np.linalg.inv(I + e)
+        Ep = I - inv
+        values = {
+            "l13": np.abs(e).max() / l1,
+            "l14": np.abs(inv - (I - U @ np.diag(lam / (1 + lam)) @ U.T)).max(),
+            "l15": np.abs(np.linalg.eigvalsh(Ep)).max() / (l1 / (1 - l1)),
+            "l16": np.diag(Ep).max(),
+            "l17": np.abs(Ep - e).max() / (l1**2 / (1 - l1)),
+            "lambda_1": l1,
+        }
+        out = {k: max(out[k], float(v)) for k, v in values.items()} | {
+            "b1_diag": min(out["b1_diag"], float(np.diag(inv - I).min()))
+        }
+    return out
+
+
+LEMMAS_E = {"K": 8, "M": 200, "overlaps": (0.05, 0.2), "draws": 100, "seed": 0}
+
+
+def matrix_lemmas_summary() -> report.Summary:
+    """Lemmas 13-17 (:func:`matrix_lemmas`) over :data:`LEMMAS_E`'s draws of :func:`correlation_matrices`."""
+    d = LEMMAS_E
+    res = [
+        matrix_lemmas(correlation_matrices(d["K"], d["M"], o, d["draws"], d["seed"])) for o in d["overlaps"]
+    ]
+    worst = {k: (min if k == "b1_diag" else max)(r[k] for r in res) for k in res[0]}
+    n = f"{d['draws']} draws each of overlap {d['overlaps']}, K = {d['K']}, M = {d['M']}"
+    return report.Summary(
+        {
+            "lemmas_bound_ratio": (
+                max(worst["l13"], worst["l15"], worst["l17"]),
+                f"Lemmas 13, 15, 17: largest share of the bound used ({n})",
+            ),
+            "lemma14_gap": (worst["l14"], "Lemma 14: max |(I + E)^-1 - (I - U^T D' U)|"),
+            "lemma16_diag": (worst["l16"], "Lemma 16: largest diagonal entry of E' = I - (I + E)^-1"),
+            "b1_diag": (worst["b1_diag"], "smallest diagonal entry of B.1's E' := (I + E)^-1 - I"),
+            "lambda_1_max": (worst["lambda_1"], "largest |lambda_1| over the draws"),
+        }
+    )
