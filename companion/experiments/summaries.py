@@ -140,6 +140,35 @@ def uniform_previous_mass(seq_len: int) -> float:
     return float((1.0 / np.arange(2, seq_len + 1)).sum() / (seq_len - 1))
 
 
+# Fig. 3 at other noise levels: quick recordings (python -m companion record recall --set alpha=...)
+OTHER_ALPHAS = (0.2, 0.8)
+
+
+def alpha_summary(live: Summary, alpha: float, recorded: dict) -> Summary:
+    """Fig. 3's two numbers at several noise levels: this build's run (trained on ``alpha``, its summary
+    ``live``) and recorded runs ``recorded`` ({alpha: a recorded file's summary}). Per alpha, the late noise
+    probability of the full model on clean data minus alpha (``alpha<a>_noise_gap``) and p(correct) with F2
+    dropped (``alpha<a>_drop``); over all of them, the largest |gap| and the smallest p(correct | F2 dropped).
+    """
+    rows = {alpha: live, **recorded}
+    out = {}
+    for a, s in sorted(rows.items()):
+        out[f"alpha{a:g}_noise_gap"] = (
+            s["p_noise_full"] - a,
+            f"alpha = {a:g}: late p(noise) on clean data minus alpha",
+        )
+        out[f"alpha{a:g}_drop"] = (s["p_correct_drop"], f"alpha = {a:g}: late p(correct) with F2 dropped")
+    out["alpha_noise_gap_max"] = (
+        max(abs(s["p_noise_full"] - a) for a, s in rows.items()),
+        f"largest |p(noise) - alpha| over alpha in {sorted(rows)}",
+    )
+    out["alpha_drop_min"] = (
+        min(s["p_correct_drop"] for s in rows.values()),
+        f"smallest p(correct | F2 dropped) over alpha in {sorted(rows)}",
+    )
+    return Summary(out)
+
+
 def previous_token_profile(attn: np.ndarray, parts: int = 4) -> Summary:
     """The first-layer previous-token mass of an attention map (T, T) by group of query positions
     (``prev_part1`` earliest ... ``prev_part<parts>``; :func:`companion.probes.previous_token_by_position`)."""
