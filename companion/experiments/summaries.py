@@ -146,18 +146,24 @@ OTHER_ALPHAS = (0.2, 0.8)
 
 def alpha_summary(live: Summary, alpha: float, recorded: dict) -> Summary:
     """Fig. 3's two numbers at several noise levels: this build's run (trained on ``alpha``, its summary
-    ``live``) and recorded runs ``recorded`` ({alpha: a recorded file's summary}). Per alpha, the late noise
-    probability of the full model on clean data minus alpha (``alpha<a>_noise_gap``) and p(correct) with F2
-    dropped (``alpha<a>_drop``); over all of them, the largest |gap| and the smallest p(correct | F2 dropped).
+    ``live``) and recorded runs ``recorded`` ({alpha: a recorded file's summary}). Per alpha (named in
+    hundredths: ``alpha20`` for 0.2), the late noise probability of the full model on clean data minus alpha
+    (``alpha<a>_noise_gap``) and p(correct) with F2 dropped (``alpha<a>_drop``); over all of them, the largest
+    |gap| and the smallest p(correct | F2 dropped).
+
+    >>> s = alpha_summary({"p_noise_full": 0.48, "p_correct_drop": 0.8}, 0.5, {0.2: {"p_noise_full": 0.25, "p_correct_drop": 0.9}})
+    >>> sorted(s), round(s["alpha_noise_gap_max"], 2), s["alpha_drop_min"]
+    (['alpha20_drop', 'alpha20_noise_gap', 'alpha50_drop', 'alpha50_noise_gap', 'alpha_drop_min', 'alpha_noise_gap_max'], 0.05, 0.8)
     """
     rows = {alpha: live, **recorded}
     out = {}
     for a, s in sorted(rows.items()):
-        out[f"alpha{a:g}_noise_gap"] = (
+        tag = f"alpha{round(100 * a):02d}"
+        out[f"{tag}_noise_gap"] = (
             s["p_noise_full"] - a,
             f"alpha = {a:g}: late p(noise) on clean data minus alpha",
         )
-        out[f"alpha{a:g}_drop"] = (s["p_correct_drop"], f"alpha = {a:g}: late p(correct) with F2 dropped")
+        out[f"{tag}_drop"] = (s["p_correct_drop"], f"alpha = {a:g}: late p(correct) with F2 dropped")
     out["alpha_noise_gap_max"] = (
         max(abs(s["p_noise_full"] - a) for a, s in rows.items()),
         f"largest |p(noise) - alpha| over alpha in {sorted(rows)}",
