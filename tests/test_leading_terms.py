@@ -254,6 +254,16 @@ def test_leading_probe_on_a_tiny_neox():
     out = lp.compare(model, feats, top, heads=True)
     assert len(out["attention"]) == 3 and len(out["heads"][0]) == 4
     assert all(-1 <= c <= 1 for c in out["attention"] + out["embedding"])
+    # the authors' orientation compares with Q-bar^T: the same numbers for a symmetric Q-bar, others here
+    A = lp.attention_tokens(model, 1, emb["pre"][1][top])
+    assert out["attention_authors"][1] == pytest.approx(lp.cov_cosine(A, lp.row_normalised(feats["Q"].T)))
+    sym = {"Q": feats["Q"] + feats["Q"].T, "V": feats["V"]}
+    again = lp.compare(model, sym, top)
+    assert np.allclose(again["attention"], again["attention_authors"])
+    ceil = lp.orientation_ceilings(feats)
+    assert ceil["ours"] == pytest.approx(1.0) and ceil["authors"] < 1
+    assert ceil["unnormalised"] == pytest.approx(lp.cov_cosine(feats["Q"], lp.row_normalised(feats["Q"])))
+    assert lp.orientation_ceilings(sym)["authors"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="k=41 is larger"):
         lp.top_tokens(ids, 41)
 
