@@ -93,6 +93,8 @@ def against_uniform(data: dict, table=ATTENDS) -> dict:
     if data["experiment"] not in table:
         return data
     source, entry, meaning, scale, claims = table[data["experiment"]]
+    if entry in data["summary"]:  # recorded by a package that computes it (or migrated before): kept as it is
+        return data
     summary = {**data["summary"], entry: scale(data["summary"][source], data["config"]["seq_len"])}
     out = dict(data, summary=summary, meaning={**data.get("meaning", {}), entry: meaning})
     out["claims"] = {**data["claims"], **{cid: summary[key] for cid, key in claims.items()}}
@@ -120,6 +122,8 @@ def add_entries(data: dict, table=PER_POSITION) -> dict:
         return data
     T = data["config"]["seq_len"]
     entries = table[data["experiment"]]
+    if all(name in data["summary"] for name, _, _ in entries):  # already there: kept as recorded
+        return data
     summary = {**data["summary"], **{name: f(data["summary"], T) for name, _, f in entries}}
     return dict(data, summary=summary, meaning={**data.get("meaning", {}), **{n: m for n, m, _ in entries}})
 
