@@ -31,6 +31,9 @@ SMOKE = [name for name in FULL if not name.startswith("synthetic_ioi/")] + [
 # full profile's 2048: the same code at every size, and the training step's batch (512) already sets the memory of a
 # forward pass at paper scale; the whole test sets ran on a GPU in the recorded full runs (data/recorded/*-full.json).
 SMOKE_TEST_SEQUENCES = 512
+# The induction and k-hop evaluations (probes and one test set per hop count) read this many sequences: their
+# training step (batch 512 of 256 tokens; batch 256 of 129 tokens) already sets the memory of a forward pass.
+SMOKE_PROBE_SEQUENCES = 128
 # Fields that change only the training, not the model or the test sets: configurations equal in every other
 # field share one evaluation (the first evaluates, the others run their training step only).
 TRAINING_ONLY = {
@@ -115,9 +118,9 @@ def test_full_leading_terms_configurations_run():
 def test_full_induction_configurations_run():
     """The talk, the bigram task with triggers at the public code's Fig. 3 size (d = T = 256, batch 512): the
     three memories, the two-layer MLP model (the one-layer model runs the same code) and the
-    final-linear-feed-forward model with fixed and with random triggers, one step and two evaluations each,
-    probes included; the random-trigger run is then read by head_or_bigram at its full test size, and by
-    pair_gradient and the discount edits on 256 sequences."""
+    final-linear-feed-forward model with fixed and with random triggers, one step and two evaluations each on
+    SMOKE_PROBE_SEQUENCES test sequences, probes included; the random-trigger run is then read by head_or_bigram
+    on 512 sequences (two chunks), and by pair_gradient and the discount edits on 256 sequences."""
     from dataclasses import replace
 
     from companion.experiments import induction, induction_random
@@ -129,10 +132,11 @@ def test_full_induction_configurations_run():
         induction.random_trigger_experiment("full"),
     ]
     for exp in exps:
-        r = induction.run(replace(exp, steps=1, eval_every=1), progress=False, use_cache=False)
+        small = replace(exp, steps=1, eval_every=1, n_test=SMOKE_PROBE_SEQUENCES)
+        r = induction.run(small, progress=False, use_cache=False)
         assert len(r.metrics["step"]) == 2 and np.isfinite(r.metrics["loss_head"]).all()
         assert all(np.isfinite(v).all() for v in r.metrics.values())
-    hb = induction_random.head_or_bigram(r)
+    hb = induction_random.head_or_bigram(r, n_seq=4 * SMOKE_PROBE_SEQUENCES)
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 10000
     assert all(np.isfinite(hb[f"{k}_in_matched"]) for k in induction_random.MECHANISM)
     pg = induction_random.pair_gradient(r, n_seq=256)
@@ -187,15 +191,16 @@ def test_full_fact_capacity_configurations_run():
 
 def test_full_khop_configurations_run():
     """The talk, K1-K3: the ``full`` runs (k = 8, N = 16, d = 128; they differ only in their data and depth)
-    are valid, and the curriculum (4 layers) runs two steps with its test sets at every hop count (an
-    evaluation costs about half a minute on two CPU cores: 8 x 2048 sequences of 129 tokens)."""
+    are valid, and the curriculum (4 layers) runs two steps with a test set at every hop count
+    (SMOKE_PROBE_SEQUENCES sequences of 129 tokens each, not the full profile's 2048)."""
     from dataclasses import replace
 
     from companion.experiments import khop
 
     members = khop.members("full")
     assert {e.k for e in members.values()} == {8} and members["mixture"].layers == 4
-    r = khop.run(replace(members["curriculum"], steps=2, eval_every=2), progress=False, use_cache=False)
+    small = replace(members["curriculum"], steps=2, eval_every=2, n_test=SMOKE_PROBE_SEQUENCES)
+    r = khop.run(small, progress=False, use_cache=False)
     assert r["acc"].shape == (2, 8) and np.isfinite(r["loss"][1:]).all() and r["stage"].tolist() == [1, 1]
 
 
