@@ -33,11 +33,16 @@ lint: env
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports --no-cache
 
+# Tests and chapters run in TEST_JOBS processes (pytest-xdist; a chapter's cells stay in one kernel, in order),
+# each on one thread, so that the numbers do not depend on how many cores the machine has.
+TEST_JOBS ?= 2
+XDIST := -n $(TEST_JOBS) --dist loadfile
+
 unit: env
-	$(BIN)/python -m pytest -q tests companion --doctest-modules -m "not html"
+	$(BIN)/python -m pytest -q $(XDIST) tests companion --doctest-modules -m "not html"
 
 notebooks: env
-	$(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=3600 -p no:cacheprovider book
+	$(BIN)/python -m pytest -q $(XDIST) --nbval-lax --nbval-cell-timeout=3600 -p no:cacheprovider book
 
 html: env
 	rm -rf _build/html _build/.doctrees _build/jupyter_execute
@@ -56,6 +61,9 @@ test: lint unit notebooks html html-check
 # Tests never download: the LLM chapters fall back to their labelled stand-ins at once
 # (with network access, `make book` tries the Hub first; see the LLM chapters).
 unit notebooks html html-check test: export HF_HUB_OFFLINE = 1
+unit notebooks: export OMP_NUM_THREADS = 1
+unit notebooks: export MKL_NUM_THREADS = 1
+unit notebooks: export OPENBLAS_NUM_THREADS = 1
 
 clean:
 	rm -rf _build .cache .pytest_cache
