@@ -13,6 +13,17 @@ import torch.nn.functional as F
 from companion import truncation
 
 
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Cosine similarity of two arrays (flattened, in float64); 0 when either is zero.
+
+    >>> cosine(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 1.0]])), cosine(torch.ones(2), torch.zeros(2))
+    (0.7071067811865475, 0.0)
+    """
+    a, b = a.detach().double().reshape(-1), b.detach().double().reshape(-1)
+    den = float(a.norm() * b.norm())
+    return float(a @ b) / den if den > 0 else 0.0
+
+
 @torch.no_grad()
 def final_position_metrics(
     logits: torch.Tensor, correct: torch.Tensor, noise_token: int, distractor: torch.Tensor | None = None

@@ -210,9 +210,6 @@ def key_structure(run: RecallRun) -> Summary:
     V1 = model.layers[0].v().double()
     q, e_q, e_n = task.triggers[0], E[task.triggers[0]], E[task.noise_token]
 
-    def cos(a, b) -> float:
-        return float((a * b).sum() / (a.norm() * b.norm()))
-
     printed = P[:-1].T @ P[1:]  # sum_t p_{t-1} p_t^T
     with_q = e_q @ W2  # the trigger's query against any key
     return Summary(
@@ -221,8 +218,11 @@ def key_structure(run: RecallRun) -> Summary:
                 float(((P[1:] @ W1) * P[:-1]).sum(1).mean() - ((P[:-1] @ W1) * P[1:]).sum(1).mean()),
                 "W_QK^1: mean score of query t on key t - 1 minus that of query t - 1 on key t (positions)",
             ),
-            "qk1_cos_printed": (cos(W1, printed), "cosine of W_QK^1 with B.2's sum_t p_{t-1} p_t^T"),
-            "qk1_cos_transposed": (cos(W1, printed.T), "cosine of W_QK^1 with sum_t p_t p_{t-1}^T"),
+            "qk1_cos_printed": (
+                probes.cosine(W1, printed),
+                "cosine of W_QK^1 with B.2's sum_t p_{t-1} p_t^T",
+            ),
+            "qk1_cos_transposed": (probes.cosine(W1, printed.T), "cosine of W_QK^1 with sum_t p_t p_{t-1}^T"),
             "qk2_match": (
                 float(with_q @ (V1 @ e_q) - (with_q @ E[:n].T).mean()),
                 f"W_QK^2: trigger query (q = {q}) on a key holding W_V^1 W_E(q), over its mean on token keys",

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from companion import config
+from companion.probes import cosine  # the theory study reads it as lt.cosine
 
 WEIGHTS = ("W_O", "V", "W", "P")
 LEADING = {"W_O": "B-bar", "V": "Phi-bar^T B-bar^T", "W": "Q-bar", "P": "Delta"}
@@ -97,6 +98,16 @@ def _chunks(N: int, T: int, budget: int = 2_000_000):
         yield slice(start, min(N, start + step))
 
 
+def _pair_counts(seqs: torch.Tensor, V: int) -> torch.Tensor:
+    """(V, V) float64 counts of the bigrams of ``seqs`` (N, T + 1), [previous token, next token].
+
+    >>> _pair_counts(torch.tensor([[0, 1, 1]]), 2).tolist()
+    [[0.0, 1.0], [0.0, 1.0]]
+    """
+    x, y = seqs[:, :-1], seqs[:, 1:]
+    return torch.bincount((x * V + y).reshape(-1), minlength=V * V).to(torch.float64).reshape(V, V)
+
+
 def statistics(seqs, V: int, device=None) -> Stats:
     """B-bar, Sigma_B, Phi-bar, Q-bar and Delta of ``seqs`` (N, T + 1) over a vocabulary of V tokens,
     computed on ``device`` (default CPU; the |V|^3 products want a GPU at |V| = 10,000) and kept there."""
@@ -106,7 +117,7 @@ def statistics(seqs, V: int, device=None) -> Stats:
     NT = N * T
     dd = torch.float64
     dev = seqs.device
-    pair = torch.bincount((x * V + y).reshape(-1), minlength=V * V).to(dd).reshape(V, V) / NT
+    pair = _pair_counts(seqs, V) / NT
     B = pair - pair.sum(1, keepdim=True) / V
     t_idx, m_idx, w = (a.to(dev) for a in _pairs(T))
     phi_p = torch.zeros(V * V, dtype=dd, device=dev)
@@ -172,13 +183,6 @@ def softmax_jacobian_norm(z: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_norm(J, ord=2)
 
 
-def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Cosine similarity of two arrays (flattened); 0 when either is zero."""
-    a, b = a.detach().double().reshape(-1), b.detach().double().reshape(-1)
-    den = float(a.norm() * b.norm())
-    return float(a @ b) / den if den > 0 else 0.0
-
-
 def sigma_as_printed(seqs, V: int, device=None) -> torch.Tensor:
     """Eq. (10) as printed: P(e_i) P(e_j) sum_k P(e_k^<- | e_i) P(e_k^<- | e_j), with P(e_i) the relative
     frequency of e_i over all tokens of ``seqs`` (N, T + 1) and P(e_k^<- | e_i) that of the previous token e_k
@@ -189,13 +193,9 @@ def sigma_as_printed(seqs, V: int, device=None) -> torch.Tensor:
     [[0.25, 0.0], [0.0, 0.25]]
     """
     seqs = _check_seqs(seqs, V).to(device or "cpu")
-    x, y = seqs[:, :-1], seqs[:, 1:]
-    dd = torch.float64
-    pair = (
-        torch.bincount((x * V + y).reshape(-1), minlength=V * V).to(dd).reshape(V, V)
-    )  # [previous, current]
+    pair = _pair_counts(seqs, V)  # [previous, current]
     prev = pair / pair.sum(0, keepdim=True).clamp_min(1)  # column i: P(e_k^<- | e_i)
-    freq = torch.bincount(seqs.reshape(-1), minlength=V).to(dd) / seqs.numel()
+    freq = torch.bincount(seqs.reshape(-1), minlength=V).to(torch.float64) / seqs.numel()
     return freq[:, None] * freq[None, :] * (prev.T @ prev)
 
 
@@ -220,10 +220,7 @@ def eq10_check(seqs, V: int, Sigma: torch.Tensor, device=None, k: int = 10) -> d
     seqs = _check_seqs(seqs, V).to(device or "cpu")
     Sigma = torch.as_tensor(Sigma, dtype=torch.float64, device=seqs.device)
     printed = sigma_as_printed(seqs, V)
-    x, y = seqs[:, :-1], seqs[:, 1:]
-    pair = (
-        torch.bincount((x * V + y).reshape(-1), minlength=V * V).to(torch.float64).reshape(V, V) / x.numel()
-    )
+    pair = _pair_counts(seqs, V) / seqs[:, 1:].numel()
     gram = pair.T @ pair
 
     def rel(a, b):
