@@ -284,6 +284,7 @@ SOURCE_EXPERIMENTS = (
     "fact_capacity",
     "fact_scaling",
     "khop",
+    "khop_rates",
     "scan_snap_text",
     "leading_text",
     "leading_bpe",

@@ -10,6 +10,7 @@ from companion.experiments import (
     khop,
     khop_four_hops,
     khop_probes,
+    khop_rates,
     khop_stall,
     khop_stall_paths,
     khop_starts,
@@ -45,6 +46,15 @@ def recordables() -> dict[str, Recordable]:
                 khop.curves,
                 run_all=khop.run_many,
                 member_overrides=khop.member_overrides,
+            ),
+            Recordable(
+                "khop_rates",
+                "book/khop",
+                khop_rates.rate_members,
+                khop_rates.rate_summary,
+                khop.curves,
+                run_all=khop.run_many,
+                summary_var="rates",
             ),
             Recordable(
                 "khop_seeds",

@@ -87,3 +87,52 @@ def seed_lines(panels: dict[str, dict[int, dict]], chance: float):
         frameon=False,
     )
     return fig
+
+
+def rate_lines(at: dict[tuple[int, str], np.ndarray], budget: float, level: float):
+    """The talk, K1 and K2 as rates: the steps until the test accuracy at k hops first reaches ``level``
+    against k (log scale), one colour per kind of data, one point per seed; a run that never reached it is an
+    open triangle at the budget (its steps are at least that). Grey: O(k) and exp(k) through the mixture's
+    slower seed at the smallest k. ``at``: :func:`companion.experiments.khop_rates.steps_to_level`."""
+    from matplotlib.lines import Line2D
+
+    ks = sorted({k for k, _ in at})
+    kinds = list(dict.fromkeys(d for _, d in at))
+    fig, ax = plt.subplots(figsize=(7.6, 3.8), constrained_layout=True)
+    colours = plt.get_cmap("tab10")
+    handles = []
+    for i, data in enumerate(kinds):
+        dx = (i - (len(kinds) - 1) / 2) * 0.06  # side by side, so that equal steps do not hide each other
+        for k in ks:
+            for j, s in enumerate(at[(k, data)]):
+                done = bool(np.isfinite(s))
+                ax.plot(
+                    k + dx + 0.02 * j,
+                    s if done else budget,
+                    "o" if done else "^",
+                    color=colours(i),
+                    mfc=colours(i) if done else "none",
+                )
+        finite = [(k, at[(k, data)].max()) for k in ks if np.isfinite(at[(k, data)]).all()]
+        if finite:
+            ax.plot(*zip(*finite), color=colours(i), lw=1, alpha=0.6)
+        handles.append(Line2D([], [], color=colours(i), marker="o", label=data))
+    handles.append(
+        Line2D([], [], color="black", marker="^", mfc="none", ls="", label="not reached (at the budget)")
+    )
+    base = at[(ks[0], "mixture")].max() if (ks[0], "mixture") in at else np.nan
+    if np.isfinite(base):
+        grid = np.linspace(ks[0], ks[-1], 50)
+        for y, ls, label in (
+            (base * grid / ks[0], "--", f"O(k) through the mixture at k = {ks[0]}"),
+            (base * np.exp(grid - ks[0]), ":", "exp(k), base e, through the same point"),
+        ):
+            handles += ax.plot(grid, y, color="grey", ls=ls, lw=1, label=label)
+    ax.axhline(budget, color="black", lw=0.8, alpha=0.4)
+    ax.set_yscale("log")
+    ax.set_ylim(top=budget * 1.6)
+    ax.set_xticks(ks)
+    ax.set_xlabel("k (hops)")
+    ax.set_ylabel(f"steps to test accuracy {level:g}\nat k hops")
+    fig.legend(handles=handles, fontsize=8, frameon=False, loc="outside right center")
+    return fig

@@ -1,0 +1,56 @@
+"""The k-hop rates study (the slide's K1 and K2 as steps against k): its members, and the summary read off runs
+written by hand, censoring included."""
+
+import math
+
+import numpy as np
+import pytest
+
+from companion.experiments import khop_rates as kr
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_members_vary_only_k_data_and_seed(profile):
+    members = kr.rate_members(profile)
+    assert len(members) == len(kr.RATE_KS[profile]) * len(kr.RATE_DATA) * len(kr.RATE_SEEDS)
+    assert {e.k for e in members.values()} == set(kr.RATE_KS[profile])
+    assert {e.layers for e in members.values()} == {kr.rate_depth(profile)}  # the same model at every k
+    shared = {(e.N, e.d, e.heads, e.batch, e.steps, e.eval_every, e.lr) for e in members.values()}
+    assert len(shared) == 1
+    for name, e in members.items():
+        assert kr._parse(name) == (e.k, e.data, e.seed)
+
+
+def test_a_name_of_another_study_is_refused():
+    with pytest.raises(ValueError, match="k=<k>, <data>, seed <s>"):
+        kr._parse("k=2, cumulative, seed 0")
+
+
+def _run(k: int, learned: float | None, every: int = 100, budget: int = 1000) -> dict:
+    """A run at k hops whose accuracy at k hops jumps to 1 at step ``learned`` (None: never)."""
+    steps = np.arange(0, budget + 1, every)
+    acc = np.full((len(steps), k), 0.95)
+    acc[:, -1] = 0.1 if learned is None else np.where(steps >= learned, 1.0, 0.1)
+    return {"step": steps, "acc": acc, "stage": np.ones(len(steps)), "loss": np.zeros(len(steps)), "N": 8}
+
+
+def test_summary_takes_the_slower_seed_and_counts_the_censored():
+    learned = {
+        (2, "direct"): (300, 500),
+        (4, "direct"): (None, 900),
+        (2, "mixture"): (100, 200),
+        (4, "mixture"): (300, 400),
+        (2, "curriculum"): (None, None),
+        (4, "curriculum"): (600, 700),
+    }
+    runs = {
+        kr.rate_name(k, data, seed): _run(k, at)
+        for (k, data), ats in learned.items()
+        for seed, at in enumerate(ats)
+    }
+    s = kr.rate_summary(runs)
+    assert (s["rate_budget"], s["rate_seeds"], s["rate_k_min"], s["rate_k_max"]) == (1000, 2, 2, 4)
+    assert s["rate_mixture_k2"] == 200 and s["rate_mixture_k4"] == 400 and s["rate_mixture_growth"] == 2.0
+    assert s["rate_direct_k4"] == math.inf and s["rate_direct_k4_n"] == 1
+    assert s["rate_direct_growth"] == math.inf and s["rate_direct_growth_low"] == 1000 / 500
+    assert math.isnan(s["rate_curriculum_growth"]) and s["rate_curriculum_k2_n"] == 0
