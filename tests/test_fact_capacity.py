@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from companion.experiments import fact_capacity as fc
+from companion.experiments import fact_construction as fcon
 
 
 def test_token_count_attention_equals_the_per_position_form():
@@ -102,22 +103,22 @@ def test_attention_survives_scores_far_apart():
 
 def test_construction_stores_every_fact_when_wide_enough():
     exp = fc.CapacityExperiment(S=8, R=4, D=2, d=1024, H=2, d_h=8, m=1)
-    for readout in fc.READOUTS:
-        assert fc.construction_accuracy(exp, n=512, readout=readout) == 1.0
+    for readout in fcon.READOUTS:
+        assert fcon.construction_accuracy(exp, n=512, readout=readout) == 1.0
     narrow = fc.CapacityExperiment(S=8, R=4, D=2, d=8, H=2, d_h=8, m=1)
-    assert fc.construction_accuracy(narrow, n=512, readout="embedding") < 0.9
+    assert fcon.construction_accuracy(narrow, n=512, readout="embedding") < 0.9
 
 
 def test_construction_needs_a_head_slot_per_token():
     with pytest.raises(ValueError, match=r"H d_h = 8 < S \+ R = 12"):
-        fc.construct(fc.CapacityExperiment(S=8, R=4, D=2, H=1, d_h=8))
+        fcon.construct(fc.CapacityExperiment(S=8, R=4, D=2, H=1, d_h=8))
     with pytest.raises(ValueError, match="readout"):
-        fc.construct(fc.CapacityExperiment(S=8, R=4, D=2, H=2, d_h=8), readout="other")
+        fcon.construct(fc.CapacityExperiment(S=8, R=4, D=2, H=2, d_h=8), readout="other")
 
 
 def test_construction_attention_is_exact_with_the_dual_readout():
     exp = fc.CapacityExperiment(S=4, R=4, D=2, d=64, H=1, d_h=8, m=1)  # vocabulary 17 <= d
-    model = fc.construct(exp, beta=3.0, readout="dual")
+    model = fcon.construct(exp, beta=3.0, readout="dual")
     scores = (model.E @ model.K[0]) @ (model.E[exp.task().eos] @ model.Q[0]) / 8**0.5
     expected = torch.zeros(exp.task().vocab_size)
     expected[: exp.S + exp.R] = 3.0
