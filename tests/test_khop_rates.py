@@ -54,3 +54,24 @@ def test_summary_takes_the_slower_seed_and_counts_the_censored():
     assert s["rate_direct_k4"] == math.inf and s["rate_direct_k4_n"] == 1
     assert s["rate_direct_growth"] == math.inf and s["rate_direct_growth_low"] == 1000 / 500
     assert math.isnan(s["rate_curriculum_growth"]) and s["rate_curriculum_k2_n"] == 0
+
+
+def test_rate_lines_marks_the_censored_runs_at_the_budget():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from companion.figures import khop as khop_figures
+
+    at = {
+        (2, "direct"): np.array([np.inf, np.inf]),
+        (4, "direct"): np.array([np.inf, np.inf]),
+        (2, "mixture"): np.array([300.0, 500.0]),
+        (4, "mixture"): np.array([900.0, np.inf]),
+    }
+    fig = khop_figures.rate_lines(at, 1000, 0.9)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and [t.get_text() for t in ax.get_xticklabels()] == ["2", "4"]
+    censored = [line for line in ax.lines if line.get_marker() == "^"]
+    assert len(censored) == 5 and all(line.get_ydata()[0] == 1000 for line in censored)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[:2] == ["direct", "mixture"] and any(lab.startswith("O(k)") for lab in labels)
