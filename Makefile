@@ -33,13 +33,16 @@ lint: env
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports --no-cache
 
-# Tests and chapters run in TEST_JOBS processes (pytest-xdist; a chapter's cells stay in one kernel, in order),
-# each on one thread, so that the numbers do not depend on how many cores the machine has.
+# Tests and chapters run in TEST_JOBS processes (pytest-xdist), each on one thread, so that the numbers do not
+# depend on how many cores the machine has. Unit tests are shared test by test (worksteal: the paper-scale smoke
+# tests of tests/test_full_config.py, half the unit time, no longer sit in one process); a chapter's cells stay in
+# one kernel, in order (loadfile).
 TEST_JOBS ?= 2
+XDIST_UNIT := -n $(TEST_JOBS) --dist worksteal
 XDIST := -n $(TEST_JOBS) --dist loadfile
 
 unit: env
-	$(BIN)/python -m pytest -q $(XDIST) tests companion --doctest-modules -m "not html"
+	$(BIN)/python -m pytest -q $(XDIST_UNIT) tests companion --doctest-modules -m "not html"
 
 notebooks: env
 	$(BIN)/python -m pytest -q $(XDIST) --nbval-lax --nbval-cell-timeout=3600 -p no:cacheprovider book

@@ -115,27 +115,45 @@ def test_full_leading_terms_configurations_run():
         assert math.isfinite(run["removal"]["W_O"]) and len(run["log"]["cos"]) == 3
 
 
-def test_full_induction_configurations_run():
-    """The talk, the bigram task with triggers at the public code's Fig. 3 size (d = T = 256, batch 512): the
-    three memories, the two-layer MLP model (the one-layer model runs the same code) and the
-    final-linear-feed-forward model with fixed and with random triggers, one step and two evaluations each on
-    SMOKE_PROBE_SEQUENCES test sequences, probes included; the random-trigger run is then read by head_or_bigram
-    on 512 sequences (two chunks), and by pair_gradient and the discount edits on 256 sequences."""
+def _induction_full(which: str):
+    from companion.experiments import induction
+
+    return {
+        "three memories": lambda: induction.seeds("full")[0],
+        "two-layer MLP": lambda: induction.ff_experiment("full"),
+        "final linear feed-forward": lambda: induction.layer_experiments("full")[2],
+        "random triggers": lambda: induction.random_trigger_experiment("full"),
+    }[which]()
+
+
+def _induction_run_small(exp):
+    """One step and two evaluations of ``exp`` on SMOKE_PROBE_SEQUENCES test sequences, probes included."""
     from dataclasses import replace
 
+    from companion.experiments import induction
+
+    small = replace(exp, steps=1, eval_every=1, n_test=SMOKE_PROBE_SEQUENCES)
+    r = induction.run(small, progress=False, use_cache=False)
+    assert len(r.metrics["step"]) == 2 and np.isfinite(r.metrics["loss_head"]).all()
+    assert all(np.isfinite(v).all() for v in r.metrics.values())
+    return r
+
+
+@pytest.mark.parametrize("which", ["three memories", "two-layer MLP", "final linear feed-forward"])
+def test_full_induction_configurations_run(which):
+    """The talk, the bigram task with triggers at the public code's Fig. 3 size (d = T = 256, batch 512): the
+    three memories, the two-layer MLP model (the one-layer model runs the same code) and the
+    final-linear-feed-forward model with fixed triggers, one step and two evaluations each on
+    SMOKE_PROBE_SEQUENCES test sequences, probes included (one test each, so that test processes share them)."""
+    _induction_run_small(_induction_full(which))
+
+
+def test_full_random_trigger_configuration_runs():
+    """The same with random triggers; the run is then read by head_or_bigram on 512 sequences (two chunks), and
+    by pair_gradient and the discount edits on 256 sequences."""
     from companion.experiments import induction, induction_random
 
-    exps = [
-        induction.seeds("full")[0],
-        induction.ff_experiment("full"),
-        induction.layer_experiments("full")[2],
-        induction.random_trigger_experiment("full"),
-    ]
-    for exp in exps:
-        small = replace(exp, steps=1, eval_every=1, n_test=SMOKE_PROBE_SEQUENCES)
-        r = induction.run(small, progress=False, use_cache=False)
-        assert len(r.metrics["step"]) == 2 and np.isfinite(r.metrics["loss_head"]).all()
-        assert all(np.isfinite(v).all() for v in r.metrics.values())
+    r = _induction_run_small(_induction_full("random triggers"))
     hb = induction_random.head_or_bigram(r, n_seq=4 * SMOKE_PROBE_SEQUENCES)
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 10000
     assert all(np.isfinite(hb[f"{k}_in_matched"]) for k in induction_random.MECHANISM)
