@@ -35,58 +35,45 @@ def recordables() -> dict[str, Recordable]:
             member_overrides=khop.member_overrides,
         )
 
+    def packed(name, chapter, members, summary, var="summary", khop_overrides=True, **kw):
+        """A recorded study whose runs train together, packed as replicas (:func:`khop.run_many`); its ``--set``
+        overrides reach each member as :func:`khop.member_overrides` adapts them (unchanged: ``khop_overrides``
+        false)."""
+        if khop_overrides:
+            kw["member_overrides"] = khop.member_overrides
+        return Recordable(
+            name, chapter, members, summary, khop.curves, run_all=khop.run_many, summary_var=var, **kw
+        )
+
     return {
         r.name: r
         for r in [
-            Recordable(
-                "khop",
-                "book/khop",
-                khop.members,
-                khop.summary,
-                khop.curves,
-                run_all=khop.run_many,
-                member_overrides=khop.member_overrides,
+            packed("khop", "book/khop", khop.members, khop.summary),
+            packed(
+                "khop_rates", "book/khop", khop_rates.rate_members, khop_rates.rate_summary, "rates", False
             ),
-            Recordable(
-                "khop_rates",
-                "book/khop",
-                khop_rates.rate_members,
-                khop_rates.rate_summary,
-                khop.curves,
-                run_all=khop.run_many,
-                summary_var="rates",
-            ),
-            Recordable(
+            packed(
                 "khop_seeds",
                 "book/khop_four_hops",
                 khop_studies.seed_members,
                 khop_four_hops.seeds_summary,
-                khop.curves,
-                run_all=khop.run_many,
-                summary_var="seeds",
-                member_overrides=khop.member_overrides,
+                "seeds",
             ),
-            Recordable(
+            packed(
                 "khop_interval",
                 "book/khop_four_hops",
                 khop_four_hops.interval_members,
                 khop_four_hops.interval_summary,
-                khop.curves,
-                run_all=khop.run_many,
-                summary_var="interval",
-                member_overrides=khop.member_overrides,
+                "interval",
             ),
-            Recordable(
+            packed(
                 "khop_interval_long",
                 "book/khop_four_hops",
                 khop_four_hops.interval_long_members,
                 khop_four_hops.interval_long_summary,
-                khop.curves,
-                run_all=khop.run_many,
-                summary_var="ilong",
-                member_overrides=khop.member_overrides,
+                "ilong",
             ),
-            Recordable(
+            packed(
                 "khop_interval_long250",
                 "book/khop_four_hops",
                 partial(khop_four_hops.interval_long_members, names=khop_four_hops.INTERVAL_LONG250),
@@ -95,21 +82,15 @@ def recordables() -> dict[str, Recordable]:
                     prefix="il250_",
                     flat=khop_four_hops.INTERVAL_FLAT250,
                 ),
-                khop.curves,
-                run_all=khop.run_many,
-                summary_var="il250",
-                member_overrides=khop.member_overrides,
+                "il250",
             ),
             *(
-                Recordable(
+                packed(
                     f"khop_{v.tag}",
                     chapter,
                     partial(khop_studies.variant_members, variant=v),
                     partial(khop_four_hops.variant_summary, variant=v),
-                    khop.curves,
-                    run_all=khop.run_many,
-                    summary_var=var,
-                    member_overrides=khop.member_overrides,
+                    var,
                     precheck=v.check_recording,
                 )
                 for v, var, chapter in (
