@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -389,6 +390,12 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
     if "skipped" in rec:
         return NOT_CHECKED, rec["skipped"]
     if not claim.asserted(profile):
+        observed = rec.get("observed")
+        if isinstance(observed, float) and math.isnan(observed):  # nothing to judge at this size
+            return (
+                NOT_CHECKED,
+                f"not measurable at this size (observed NaN); asserted at {claim.scale} scale only",
+            )
         if claim.finding:  # the criterion is the finding's, established (and asserted) at the row's scale
             return (
                 (

@@ -168,6 +168,12 @@ def test_the_check_output_says_whose_claim_it_is(tmp_path, capsys, monkeypatch):
             "[holds at this scale only] x.a: criterion > 1, observed 2 in the quick profile "
             "(paper: p); asserted at full scale only; holds here",
         ),
+        (
+            'scale = "full"\n',
+            float("nan"),
+            "[not checked here] x.a: criterion > 1, observed nan in the quick profile "
+            "(paper: p); not measurable at this size (observed NaN); asserted at full scale only",
+        ),
         ("", 0.5, "[FAIL] x.a: criterion > 1, observed 0.5 in the quick profile (paper: p)"),
         # a finding belongs to the scale whose criterion asserts it
         (
