@@ -31,13 +31,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import json
 import os
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Callable
 
@@ -46,6 +44,7 @@ from companion.data import SAMPLER_VERSION
 from companion.io import atomic_write_text
 from companion.recorded import (  # noqa: F401 (the files' names, read here by the chapters and the tests)
     FORMAT,
+    RECORDED_CLAIMS_FILE,
     RECORDED_DIR,
     Recordable,
     Recorded,
@@ -56,6 +55,7 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     latest,
     load,
     normalise,
+    recorded_claims,
     runs,
     side_by_side,
 )
@@ -322,20 +322,6 @@ STUDIES = (
     "induction_random_seeds",
 )
 EXPERIMENTS = SOURCE_EXPERIMENTS + STUDIES
-RECORDED_CLAIMS_FILE = config.REPO_ROOT / "data" / "recorded_claims.toml"
-
-
-@functools.lru_cache(maxsize=1)
-def recorded_claims() -> dict[str, dict[str, str]]:
-    """``data/recorded_claims.toml``: per recordable, the claims a recording stores (claim id -> summary entry).
-
-    >>> recorded_claims()["recall"]["recall.drop_f2_correct"]
-    'p_correct_drop'
-    >>> recorded_claims()["fact_scaling"]
-    {'fc.facts_linear': 's_slope'}
-    """
-    with open(RECORDED_CLAIMS_FILE, "rb") as f:
-        return tomllib.load(f)
 
 
 def experiment(name: str) -> Recordable:

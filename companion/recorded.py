@@ -10,8 +10,10 @@ on it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import shlex
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,6 +23,22 @@ import numpy as np
 from companion import config
 
 RECORDED_DIR = config.committed_data_dir() / "recorded"
+RECORDED_CLAIMS_FILE = config.REPO_ROOT / "data" / "recorded_claims.toml"
+
+
+@functools.lru_cache(maxsize=1)
+def recorded_claims() -> dict[str, dict[str, str]]:
+    """``data/recorded_claims.toml``: per recordable, the claims a recording stores (claim id -> summary entry).
+
+    >>> recorded_claims()["recall"]["recall.drop_f2_correct"]
+    'p_correct_drop'
+    >>> recorded_claims()["fact_scaling"]
+    {'fc.facts_linear': 's_slope'}
+    """
+    with open(RECORDED_CLAIMS_FILE, "rb") as f:
+        return tomllib.load(f)
+
+
 FORMAT = 1
 
 
@@ -240,11 +258,23 @@ class Recorded:
 
 
 def load(path: Path | str) -> Recorded:
+    """The recorded file at ``path``, read back: NaN and infinities restored, and every claim that
+    ``data/recorded_claims.toml`` lists for its experiment among its ``claims``, a claim registered after the file
+    was recorded read off the recorded summary.
+
+    Raises:
+        ValueError: a file of another format than :data:`FORMAT`.
+    """
     data = json.loads(Path(path).read_text(), parse_constant=float)
     if data.get("format") != FORMAT:
         raise ValueError(f"{path}: recorded format {data.get('format')!r}, this package reads {FORMAT}")
     for key in ("summary", "claims"):
         data[key] = {k: _number(v) for k, v in data[key].items()}
+    # a claim registered for the experiment after the file was recorded is read off the recorded summary, as the
+    # recording would have stored it (claim id -> the summary entry that measures it, data/recorded_claims.toml)
+    for cid, entry in recorded_claims().get(data.get("experiment"), {}).items():
+        if cid not in data["claims"] and entry in data["summary"]:
+            data["claims"][cid] = data["summary"][entry]
     return Recorded(Path(path), data)
 
 

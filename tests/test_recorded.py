@@ -156,6 +156,23 @@ def _fake(tmp_path):
     return path
 
 
+def test_a_claim_registered_after_recording_is_read_off_the_recorded_summary(tmp_path):
+    """A claim that data/recorded_claims.toml lists for the experiment but the file does not store (registered
+    later) is read off the recorded summary entry that measures it; a stored value is kept as stored."""
+    path = _fake(tmp_path)
+    data = json.loads(path.read_text())
+    entry = record.recorded_claims()["recall"]["recall.drop_f2_correct"]
+    other, other_entry = next((c, e) for c, e in record.recorded_claims()["recall"].items() if e != entry)
+    data["summary"] = {entry: 0.25, other_entry: "inf"}
+    data["claims"] = {other: 3.0}
+    path.write_text(json.dumps(data))
+    rec = record.load(path)
+    assert rec.claims == {other: 3.0, "recall.drop_f2_correct": 0.25}
+    data["summary"] = {}
+    path.write_text(json.dumps(data))
+    assert record.load(path).claims == {other: 3.0}  # nothing to read it off
+
+
 @pytest.mark.parametrize("name", ["recall", "architectures", "synthetic_ioi"])
 def test_record_roundtrip_tiny(name, tmp_path, monkeypatch):
     """Recording runs the chapter's own summary on real (tiny) runs, writes a file that reads back current."""
