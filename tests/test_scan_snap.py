@@ -287,6 +287,40 @@ def test_decoder_run_follows_remark1s_original_dynamics():
     assert np.allclose(np.diag(G), 1.0) and 0 < G[0, 1] < 1
 
 
+def test_lemma3_run_transcribes_eqs_8_26_and_the_plain_dynamics():
+    """lemma3_run's three decoders, each against its own transcription in W's coordinates (numpy, float64): the
+    plain dynamics w_j += eta_Y sum_n (F^T F)_jn (e_tau(n) - softmax(w_n)); Eq. (8)'s rows alone; and Eq. (26)'s
+    direction f_n - F E' e_n, which F^T maps to e_n (Eqs. 27-30). With overlapping contexts the plain rows
+    depart from Eq. (8); bad input is refused."""
+    sc = synthetic(2, 2, common_weight=0.5)
+    M, K, eta = sc.vocab_size, sc.n_classes, 0.8
+    Z = torch.as_tensor(np.random.default_rng(4).uniform(-1, 1, (M, M)))
+    run = ssd.lemma3_run(sc, Z, eta, 6)
+    c = ss.population_c(Z[None], sc)[0].numpy()
+    Fm = (c / np.linalg.norm(c, axis=1, keepdims=True)).T
+    np.testing.assert_allclose(run["E"], Fm.T @ Fm - np.eye(K), atol=1e-14)
+    E_prime = np.eye(K) - np.linalg.inv(np.eye(K) + run["E"])
+    np.testing.assert_allclose(Fm.T @ (Fm - Fm @ E_prime), np.eye(K), atol=1e-12)
+
+    def softmax(w):
+        a = np.exp(w - w.max(1, keepdims=True))
+        return a / a.sum(1, keepdims=True)
+
+    target = np.eye(M)[sc.next_token]
+    plain, rows = np.zeros((K, M)), np.zeros((K, M))
+    for s in range(7):
+        np.testing.assert_allclose(run["plain"][s], plain, atol=1e-12)
+        np.testing.assert_allclose(run["eq8"][s], rows, atol=1e-12)
+        np.testing.assert_allclose(run["modified"][s], rows, atol=1e-12)
+        plain = plain + eta * (Fm.T @ Fm) @ (target - softmax(plain))
+        rows = rows + eta * (target - softmax(rows))
+    assert np.abs(run["plain"][-1] - run["eq8"][-1]).max() > 0.01
+    with pytest.raises(ValueError, match="eta_Y"):
+        ssd.lemma3_run(sc, Z, 0.0, 6)
+    with pytest.raises(ValueError, match="steps"):
+        ssd.lemma3_run(sc, Z, eta, 0)
+
+
 def test_equal_overlap_classes_have_one_overlap_and_bad_decoder_input_is_refused():
     cl = ssd.equal_overlap_classes(6, 0.5)
     G = ssd.decoder_run(cl, 1.0, 1)["overlap"]

@@ -1,7 +1,7 @@
 """Scan and Snap's theory checked on the model itself (``book/scan_snap_theory``): Lemma 1's gradient against
-autograd, Lemmas 2 and 18 by Monte Carlo, and the population dynamics of Sections 4-5 (Theorem 2's signs and
-Theorem 3's identity, Eq. (11), measured along gradient descent on the T -> infinity loss of
-:mod:`companion.experiments.scan_snap`'s model)."""
+autograd, Lemmas 2 and 18 by Monte Carlo, Lemma 3's change of coordinates on the decoder, and the population
+dynamics of Sections 4-5 (Theorem 2's signs and Theorem 3's identity, Eq. (11), measured along gradient descent on
+the T -> infinity loss of :mod:`companion.experiments.scan_snap`'s model)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from companion import cache, config, report
 from companion.config import check_float, check_int
 from companion.data.seqclass import SeqClasses, synthetic
-from companion.experiments.scan_snap import forward_positions, mix, population_c, population_loss
+from companion.experiments.scan_snap import forward, forward_positions, mix, population_c, population_loss
 
 MODULES = ("companion.theory.scan_snap_dynamics",)
 
@@ -390,6 +390,112 @@ def decoder_summary(res: dict) -> report.Summary:
             "syn_off_zeta": (
                 res["syn_off_zeta"],
                 "Syn-Small, Z = 0: largest ||w_n - its projection on zeta_n|| / ||w_n|| after the run",
+            ),
+        }
+    )
+
+
+# --- Lemma 3: W = F^T Y under the modified gradient of Eq. (26) (Appendix B.2) -------------------------------
+
+LEMMA3 = {
+    "num_last": 2,
+    "num_next_per_last": 2,
+    "common_weights": (1.0, 0.1),
+    "steps": 500,
+    "eta_y": 1.0,
+    "seed": 0,
+}
+
+
+def lemma3_run(classes: SeqClasses, Z: torch.Tensor, eta_y: float, steps: int) -> dict:
+    """Lemma 3 on the model's decoder (Z held fixed, Y(0) = 0, every class once per step, float64), three ways:
+    ``modified``, Eq. (26)'s update Y += eta_Y sum_n (f_n - F E' e_n)(e_tau(n) - alpha_n)^T with
+    E' = I - (I + E)^{-1} and alpha_n the model's output (:func:`forward`); ``plain``, the model's own gradient
+    descent on the T -> infinity loss (autograd); ``eq8``, Eq. (8)'s rows alone, w_n += eta_Y (e_tau(n) -
+    softmax(w_n)). Returns each one's W = F^T Y along the steps (steps + 1, K, M) and ``E`` = F^T F - I, with
+    f_n = c_n / ||c_n|| of Eq. (5)."""
+    check_float("eta_Y", eta_y, low=0, low_open=True)
+    check_int("steps", steps, low=1)
+    M, K = classes.vocab_size, classes.n_classes
+    Z = torch.as_tensor(Z, dtype=torch.float64)[None]
+    c = population_c(Z, classes)[0]
+    Fm = (c / c.norm(dim=-1, keepdim=True)).T  # (M, K): the columns f_n
+    E = Fm.T @ Fm - torch.eye(K, dtype=torch.float64)
+    E_prime = torch.eye(K, dtype=torch.float64) - torch.linalg.inv(torch.eye(K, dtype=torch.float64) + E)
+    P = torch.as_tensor(classes.probs, dtype=torch.float64)[None]
+    last = torch.as_tensor(classes.last)[None]
+    target = F.one_hot(torch.as_tensor(classes.next_token), M).double()  # (K, M): the rows e_tau(n)
+    Y_mod = torch.zeros(1, M, M, dtype=torch.float64)
+    Y_plain = torch.zeros(1, M, M, dtype=torch.float64, requires_grad=True)
+    W = torch.zeros(K, M, dtype=torch.float64)
+    out = {"modified": [], "plain": [], "eq8": []}
+    for step in range(steps + 1):
+        out["modified"].append((Fm.T @ Y_mod[0]).numpy())
+        out["plain"].append((Fm.T @ Y_plain.detach()[0]).numpy())
+        out["eq8"].append(W.numpy().copy())
+        if step == steps:
+            break
+        with torch.no_grad():
+            alpha = torch.softmax(forward(Y_mod, Z, last, P)[0], -1)  # (K, M): the model's output per class
+            Y_mod += eta_y * (Fm - Fm @ E_prime) @ (target - alpha)
+            W += eta_y * (target - torch.softmax(W, -1))
+        (g,) = torch.autograd.grad(population_loss(Y_plain, Z, classes).sum() * K, Y_plain)
+        with torch.no_grad():
+            Y_plain -= eta_y * g
+    return {key: np.stack(v) for key, v in out.items()} | {"E": E.numpy()}
+
+
+def lemma3_study() -> dict:
+    """Lemma 3 (:func:`lemma3_run`, :data:`LEMMA3`) on Syn-Medium's layout with two last tokens (K = 4 classes;
+    the contexts share the common tokens, so E is not zero) at each common weight of :data:`LEMMA3` (weight 1:
+    Syn-Medium's, |lambda_1(E)| far above 1/K; weight 0.1: below it, as Assumption 2 asks), with one random Z
+    (uniform in [-1, 1]). For each weight: the largest |F^T Y - W| of the modified and the plain dynamics against
+    Eq. (8), relative to max |W|; E's largest |eigenvalue| and largest absolute row sum."""
+    d = LEMMA3
+    rng = np.random.default_rng(config.seed_streams(d["seed"], ["lemma3"])["lemma3"])
+    out = {}
+    for weight in d["common_weights"]:
+        classes = synthetic(d["num_last"], d["num_next_per_last"], common_weight=weight)
+        Z = torch.as_tensor(rng.uniform(-1, 1, (classes.vocab_size, classes.vocab_size)))
+        r = lemma3_run(classes, Z, d["eta_y"], d["steps"])
+        scale = np.abs(r["eq8"]).max()
+        out[weight] = {
+            "modified_gap": float(np.abs(r["modified"] - r["eq8"]).max() / scale),
+            "plain_gap": float(np.abs(r["plain"] - r["eq8"]).max() / scale),
+            "lambda_1": float(np.abs(np.linalg.eigvalsh(r["E"])).max()),
+            "row_sum": float(np.abs(r["E"]).sum(1).max()),
+            "K": classes.n_classes,
+            "M": classes.vocab_size,
+        }
+    return out
+
+
+def lemma3_summary(res: dict) -> report.Summary:
+    """The numbers of :func:`lemma3_study` that ``book/scan_snap_theory`` reads (``strong``: common weight 1,
+    ``weak``: 0.1)."""
+    strong, weak = (res[w] for w in LEMMA3["common_weights"])
+    return report.Summary(
+        {
+            "lemma3_K": (strong["K"], "Lemma 3: classes (Syn-Medium's layout with two last tokens)"),
+            "lemma3_M": (strong["M"], "Lemma 3: tokens"),
+            "lemma3_gap": (
+                max(strong["modified_gap"], weak["modified_gap"]),
+                "Eq. (26)'s modified gradient: largest |F^T Y - W| / max |W| against Eq. (8), both weights",
+            ),
+            "lemma3_strong_lambda": (strong["lambda_1"], "common weight 1: largest |eigenvalue| of E"),
+            "lemma3_weak_lambda": (weak["lambda_1"], "common weight 0.1: largest |eigenvalue| of E"),
+            "lemma3_strong_plain": (
+                strong["plain_gap"],
+                "common weight 1, the model's own gradient: largest |F^T Y - W| / max |W| against Eq. (8)",
+            ),
+            "lemma3_weak_plain": (
+                weak["plain_gap"],
+                "common weight 0.1, the model's own gradient: largest |F^T Y - W| / max |W| against Eq. (8)",
+            ),
+            "lemma3_weak_row_sum": (weak["row_sum"], "common weight 0.1: largest absolute row sum of E"),
+            "lemma3_weak_ratio": (
+                weak["plain_gap"] / weak["row_sum"],
+                "common weight 0.1: the plain dynamics' departure over E's largest absolute row sum",
             ),
         }
     )
