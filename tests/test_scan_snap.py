@@ -353,3 +353,24 @@ def test_matrix_lemmas_on_a_two_by_two_correlation():
     assert (
         Es.shape == (3, 4, 4) and np.allclose(np.diagonal(Es, axis1=1, axis2=2), 0) and (Es >= -1e-12).all()
     )
+
+
+@pytest.mark.parametrize("M", [4, 100, 10**6])
+def test_lemma8_omegas_are_the_two_zeros_and_eq50_holds(M):
+    """lemma8_omegas against Lemma 8's definitions: both h = 1 / M^(2 - omega_0) and h = (1 + omega_1) ln M / M
+    are zeros of exp(M h) - (M - 1) M h (relative to (M - 1) M h), the function is negative between them and
+    positive outside, and omega_0 solves Eq. (50)'s fixed point literally; M < 4 has no zero and is refused."""
+    import math
+
+    w0, w1 = th.lemma8_omegas(M)
+    lo, hi = M ** -(2 - w0), (1 + w1) * math.log(M) / M
+
+    def g(h):
+        return math.exp(M * h) - (M - 1) * M * h
+
+    for h in (lo, hi):
+        assert abs(g(h)) <= 1e-9 * (M - 1) * M * h
+    assert g(math.sqrt(lo * hi)) < 0 and g(lo / 2) > 0 and g(2 * hi) > 0
+    assert w0 == pytest.approx((math.log(M / (M - 1)) + M ** -(1 - w0)) / math.log(M), rel=1e-9)
+    with pytest.raises(ValueError, match="M"):
+        th.lemma8_omegas(3)

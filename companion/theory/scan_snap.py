@@ -4,7 +4,8 @@ Lemma 6: the continuous speed h of a row of W solves dh/dt = eta_Y / ((M - 1) + 
 then satisfies exp(M h) + (M - 1) M h = M eta_Y t + 1 (:func:`h_closed` solves that equation; :func:`h_ode`
 integrates the differential equation with an adaptive solver). Lemma 5 gives the discrete recursion
 h*(s) = h*(s - 1) + eta_Y / ((M - 1) + exp(M h*(s - 1))) (:func:`h_discrete`), and Lemma 7 bounds
-0 <= h*(s) - h(s) <= 2 eta_Y / M.
+0 <= h*(s) - h(s) <= 2 eta_Y / M. Lemma 8 places the two zeros of exp(M h) - (M - 1) M h, between which the
+proofs' two stages change (:func:`lemma8_omegas`).
 
 Theorem 4 assumes one common token with dz/dt = -K rho0^-4 eta_Z gamma(t) exp(4 z) and xi_n = K rho0^-4
 gamma(t) exp(4 z), gamma(t) = (M - 1)^2 h(t/K) / ((M - 1) + exp(M h(t/K))), and B_n(t) = eta_Z int_0^t xi_n.
@@ -84,6 +85,51 @@ def h_discrete(steps: int, M: int, eta_y: float) -> np.ndarray:
     for s in range(1, steps + 1):
         h[s] = h[s - 1] + eta_y / ((M - 1) + math.exp(M * h[s - 1]))
     return h
+
+
+LEMMA8_M = (10**2, 10**3, 10**4, 10**5, 10**6)
+
+
+def lemma8_omegas(M: int) -> tuple[float, float]:
+    """(omega_0, omega_1) of Lemma 8: the two zeros of exp(M h) - (M - 1) M h on h > 0, written as
+    1 / M^(2 - omega_0) and (1 + omega_1) ln M / M. With x = M h the zeros solve x - ln x = ln(M - 1), one on
+    each side of x = 1 (where x - ln x is smallest); the lower one is found in u = ln x, where it is not ~1e-12
+    but ~ -ln M (scipy's brentq, each zero bracketed by a sign change).
+
+    >>> w0, w1 = lemma8_omegas(100)
+    >>> round(w0, 5), round(w1, 3)
+    (0.0044, 0.403)
+    """
+    from scipy.optimize import brentq
+
+    check_int("M", M, low=4)  # below 4, x - ln x > ln(M - 1) everywhere: no zero
+    c = math.log(M - 1)
+    u = brentq(lambda v: math.exp(v) - v - c, -c, 0.0, xtol=1e-15, rtol=1e-15)
+    x = brentq(lambda y: y - math.log(y) - c, 1.0, 2 * math.log(M) + 2, xtol=1e-15, rtol=1e-15)
+    return 1 + u / math.log(M), x / math.log(M) - 1
+
+
+def lemma8_summary(Ms: tuple[int, ...] = LEMMA8_M) -> report.Summary:
+    """Lemma 8's constants over ``Ms`` (:func:`lemma8_omegas`): the largest omega_0, omega_0 M^0.99 ln M (the
+    bound of Eq. 50) and max(r, 1 / r) of r = omega_1 ln M / ln ln M (Eq. 51's Theta)."""
+    om = {M: lemma8_omegas(M) for M in Ms}
+    ratio = [w1 * math.log(M) / math.log(math.log(M)) for M, (_, w1) in om.items()]
+    return report.Summary(
+        {
+            "lemma8_M_min": (min(Ms), "Lemma 8: smallest M"),
+            "lemma8_M_max": (max(Ms), "Lemma 8: largest M"),
+            "lemma8_omega0_max": (max(w0 for w0, _ in om.values()), "largest omega_0"),
+            "lemma8_omega0_scaled": (
+                max(w0 * M**0.99 * math.log(M) for M, (w0, _) in om.items()),
+                "largest omega_0 M^0.99 ln M (Eq. 50: <~ 1)",
+            ),
+            "lemma8_omega1_first": (om[min(Ms)][1], "omega_1 at the smallest M"),
+            "lemma8_omega1_last": (om[max(Ms)][1], "omega_1 at the largest M"),
+            "lemma8_ratio_first": (ratio[0], "omega_1 ln M / ln ln M at the smallest M"),
+            "lemma8_ratio_last": (ratio[-1], "omega_1 ln M / ln ln M at the largest M"),
+            "lemma8_theta": (max(max(r, 1 / r) for r in ratio), "largest max(r, 1 / r) of that ratio over M"),
+        }
+    )
 
 
 def gamma_of_h(h: np.ndarray, M: int) -> np.ndarray:
