@@ -374,3 +374,30 @@ def test_lemma8_omegas_are_the_two_zeros_and_eq50_holds(M):
     assert w0 == pytest.approx((math.log(M / (M - 1)) + M ** -(1 - w0)) / math.log(M), rel=1e-9)
     with pytest.raises(ValueError, match="M"):
         th.lemma8_omegas(3)
+
+
+def test_lemma9_study_reads_both_stages_as_the_ode_gives_them(monkeypatch):
+    """lemma9_study on one (M, eta_Y, K), against h integrated by the adaptive solver (th.h_ode, not the closed
+    form): the same extreme ratios; and the first stage's inequality fails at t = 0 (h = 0), which is why the row
+    starts at t = K."""
+    import math
+
+    M, eta, K = 100, 0.5, 10
+    monkeypatch.setattr(
+        th, "LEMMA9", dict(th.LEMMA9, M=(M,), eta_y=(eta,), K=(K,), n_late=50, late_span=10.0)
+    )
+    res = th.lemma9_study()
+    t = np.arange(K, math.floor(K * math.log(M) / eta) + 1, dtype=np.float64)
+    h = th.h_ode(t / K, M, eta)
+    assert res["stage1"] == pytest.approx(
+        (np.exp(M * h) / np.minimum(M - 1, (M - 1) * M * h)).max(), rel=1e-6
+    )
+    t2 = 2 * (1 + th.lemma8_omegas(M)[1]) * K * math.log(M) / eta
+    t = np.geomspace(t2, 10 * t2, 50)
+    h = th.h_ode(t / K, M, eta)
+    assert res["stage2"] == pytest.approx(
+        (np.exp(M * h) / np.maximum(M - 1, (M - 1) * M * h)).min(), rel=1e-6
+    )
+    assert res["stage1"] <= 1 <= res["stage2"]
+    h0 = th.h_closed(np.array([0.0]), M, eta)[0]
+    assert h0 == 0 and math.exp(M * h0) > (M - 1) * M * h0

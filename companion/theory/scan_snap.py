@@ -5,7 +5,7 @@ then satisfies exp(M h) + (M - 1) M h = M eta_Y t + 1 (:func:`h_closed` solves t
 integrates the differential equation with an adaptive solver). Lemma 5 gives the discrete recursion
 h*(s) = h*(s - 1) + eta_Y / ((M - 1) + exp(M h*(s - 1))) (:func:`h_discrete`), and Lemma 7 bounds
 0 <= h*(s) - h(s) <= 2 eta_Y / M. Lemma 8 places the two zeros of exp(M h) - (M - 1) M h, between which the
-proofs' two stages change (:func:`lemma8_omegas`).
+proofs' two stages change (:func:`lemma8_omegas`), and Lemma 9 bounds h and gamma in each stage (:func:`lemma9_study`).
 
 Theorem 4 assumes one common token with dz/dt = -K rho0^-4 eta_Z gamma(t) exp(4 z) and xi_n = K rho0^-4
 gamma(t) exp(4 z), gamma(t) = (M - 1)^2 h(t/K) / ((M - 1) + exp(M h(t/K))), and B_n(t) = eta_Z int_0^t xi_n.
@@ -128,6 +128,66 @@ def lemma8_summary(Ms: tuple[int, ...] = LEMMA8_M) -> report.Summary:
             "lemma8_ratio_first": (ratio[0], "omega_1 ln M / ln ln M at the smallest M"),
             "lemma8_ratio_last": (ratio[-1], "omega_1 ln M / ln ln M at the largest M"),
             "lemma8_theta": (max(max(r, 1 / r) for r in ratio), "largest max(r, 1 / r) of that ratio over M"),
+        }
+    )
+
+
+LEMMA9 = {
+    "M": (10**2, 10**3, 10**4),
+    "eta_y": (0.1, 0.5, 0.9),
+    "K": (1, 10),
+    "n_late": 2000,
+    "late_span": 1e4,
+}
+
+
+def lemma9_study() -> dict:
+    """Lemma 9's two stages on h(t/K) of Lemma 6's closed form (:func:`h_closed`), for every M, eta_Y and K of
+    :data:`LEMMA9`. Stage 1: every integer t from K to K ln M / eta_Y; the largest exp(M h) / min(M - 1,
+    (M - 1) M h) (the lemma: at most 1) and the largest gamma(t) K / (eta_Y t) (the lemma: O(1)). Stage 2: t from
+    t_2 = 2 (1 + omega_1) K ln M / eta_Y to ``late_span`` t_2 (``n_late`` log-spaced points); the smallest
+    exp(M h) / max(M - 1, (M - 1) M h) (the lemma: at least 1) and the largest gamma(t) eta_Y t / (K ln(M eta_Y t /
+    K)) (the lemma: O(1))."""
+    d = LEMMA9
+    early, late, early_gamma, late_gamma = [], [], [], []
+    for M in d["M"]:
+        _, omega_1 = lemma8_omegas(M)
+        for eta in d["eta_y"]:
+            for K in d["K"]:
+                t = np.arange(K, math.floor(K * math.log(M) / eta) + 1, dtype=np.float64)
+                h = h_closed(t / K, M, eta)
+                early.append(float((np.exp(M * h) / np.minimum(M - 1, (M - 1) * M * h)).max()))
+                early_gamma.append(float((gamma_of_h(h, M) * K / (eta * t)).max()))
+                t2 = 2 * (1 + omega_1) * K * math.log(M) / eta
+                t = np.geomspace(t2, d["late_span"] * t2, d["n_late"])
+                h = h_closed(t / K, M, eta)
+                late.append(float((np.exp(M * h) / np.maximum(M - 1, (M - 1) * M * h)).min()))
+                late_gamma.append(float((gamma_of_h(h, M) * eta * t / (K * np.log(M * eta * t / K))).max()))
+    return {
+        "stage1": max(early),
+        "stage2": min(late),
+        "stage1_gamma": max(early_gamma),
+        "stage2_gamma": max(late_gamma),
+    }
+
+
+def lemma9_summary(res: dict) -> report.Summary:
+    """The numbers of :func:`lemma9_study` that ``book/scan_snap_theory`` reads."""
+    return report.Summary(
+        {
+            "lemma9_stage1": (
+                res["stage1"],
+                "stage 1: largest exp(M h) / min(M - 1, (M - 1) M h) (at most 1)",
+            ),
+            "lemma9_stage2": (
+                res["stage2"],
+                "stage 2: smallest exp(M h) / max(M - 1, (M - 1) M h) (at least 1)",
+            ),
+            "lemma9_stage1_gamma": (res["stage1_gamma"], "stage 1: largest gamma K / (eta_Y t)"),
+            "lemma9_stage2_gamma": (
+                res["stage2_gamma"],
+                "stage 2: largest gamma eta_Y t / (K ln(M eta_Y t / K))",
+            ),
         }
     )
 
