@@ -401,3 +401,20 @@ def test_lemma9_study_reads_both_stages_as_the_ode_gives_them(monkeypatch):
     assert res["stage1"] <= 1 <= res["stage2"]
     h0 = th.h_closed(np.array([0.0]), M, eta)[0]
     assert h0 == 0 and math.exp(M * h0) > (M - 1) * M * h0
+
+
+def test_lemma10_study_against_a_simulation_and_the_threshold(monkeypatch):
+    """lemma10_study's exact binomial tail against a Monte Carlo of N_n (one (N, K, delta)), and its count of
+    failures of Eq. (58)'s second inequality against the closed threshold N ln(2/delta) <= (2 + sqrt 2)^2."""
+    import math
+
+    N, K, delta = 100, 2, 0.5
+    monkeypatch.setattr(th, "LEMMA10", dict(th.LEMMA10, N=(N,), K=(K,), delta=(delta,)))
+    res = th.lemma10_study()
+    counts = np.random.default_rng(0).binomial(N, 1 / K, size=400_000)
+    b = math.sqrt(N / 2 * math.log(2 / delta)) + 1
+    mc = (np.abs(counts - math.ceil(N / K)) > b).mean() / delta
+    assert res["tail"] == pytest.approx(mc, abs=0.01) and res["tail"] < 1
+    deltas = np.arange(1, 20) * 0.05
+    closed = sum(N_ * math.log(2 / d) <= res["threshold"] for N_ in range(1, 21) for d in deltas)
+    assert res["fails"] == closed > 0 and res["points"] == 380

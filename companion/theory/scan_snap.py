@@ -5,7 +5,8 @@ then satisfies exp(M h) + (M - 1) M h = M eta_Y t + 1 (:func:`h_closed` solves t
 integrates the differential equation with an adaptive solver). Lemma 5 gives the discrete recursion
 h*(s) = h*(s - 1) + eta_Y / ((M - 1) + exp(M h*(s - 1))) (:func:`h_discrete`), and Lemma 7 bounds
 0 <= h*(s) - h(s) <= 2 eta_Y / M. Lemma 8 places the two zeros of exp(M h) - (M - 1) M h, between which the
-proofs' two stages change (:func:`lemma8_omegas`), and Lemma 9 bounds h and gamma in each stage (:func:`lemma9_study`).
+proofs' two stages change (:func:`lemma8_omegas`), and Lemma 9 bounds h and gamma in each stage
+(:func:`lemma9_study`). Lemma 10 bounds how often each class is drawn (:func:`lemma10_study`).
 
 Theorem 4 assumes one common token with dz/dt = -K rho0^-4 eta_Z gamma(t) exp(4 z) and xi_n = K rho0^-4
 gamma(t) exp(4 z), gamma(t) = (M - 1)^2 h(t/K) / ((M - 1) + exp(M h(t/K))), and B_n(t) = eta_Z int_0^t xi_n.
@@ -188,6 +189,57 @@ def lemma9_summary(res: dict) -> report.Summary:
                 res["stage2_gamma"],
                 "stage 2: largest gamma eta_Y t / (K ln(M eta_Y t / K))",
             ),
+        }
+    )
+
+
+LEMMA10 = {"N": (10**2, 10**3, 10**4), "K": (2, 10), "delta": (0.01, 0.1, 0.5), "small_N": 20}
+
+
+def lemma10_study() -> dict:
+    """Lemma 10 under uniform sampling (:data:`LEMMA10`). ``tail``: the largest, over N, K and delta, of the exact
+    P(|N_n - ceil(N/K)| > sqrt(N/2 ln(2/delta)) + 1) / delta with N_n ~ Binomial(N, 1/K) (Eq. 58's first
+    inequality: at most 1). ``fails``: the number of (N, delta) with N = 1..``small_N`` and delta = 0.05, ...,
+    0.95 at which Eq. (58)'s second inequality, sqrt(N/2 ln(2/delta)) + 1 < sqrt(N ln(2/delta)), does not hold;
+    ``threshold``: (2 + sqrt 2)^2, the N ln(2/delta) above which it holds."""
+    from scipy.stats import binom
+
+    d = LEMMA10
+    tail = 0.0
+    for N in d["N"]:
+        for K in d["K"]:
+            center = math.ceil(N / K)
+            for delta in d["delta"]:
+                b = math.sqrt(N / 2 * math.log(2 / delta)) + 1
+                p = binom.cdf(math.ceil(center - b) - 1, N, 1 / K) + binom.sf(
+                    math.floor(center + b), N, 1 / K
+                )
+                tail = max(tail, float(p / delta))
+    deltas = np.round(np.arange(1, 20) * 0.05, 2)
+    fails = sum(
+        math.sqrt(N / 2 * math.log(2 / dl)) + 1 >= math.sqrt(N * math.log(2 / dl))
+        for N in range(1, d["small_N"] + 1)
+        for dl in deltas
+    )
+    return {
+        "tail": tail,
+        "fails": int(fails),
+        "points": d["small_N"] * len(deltas),
+        "threshold": (2 + math.sqrt(2)) ** 2,
+    }
+
+
+def lemma10_summary(res: dict) -> report.Summary:
+    """The numbers of :func:`lemma10_study` that ``book/scan_snap_theory`` reads."""
+    return report.Summary(
+        {
+            "lemma10_tail": (res["tail"], "largest exact P(|N_n - ceil(N/K)| > Eq. 58's bound) / delta"),
+            "lemma10_fails": (
+                res["fails"],
+                "(N, delta) of the small grid where Eq. (58)'s second inequality fails",
+            ),
+            "lemma10_points": (res["points"], "points of the small grid"),
+            "lemma10_threshold": (res["threshold"], "(2 + sqrt 2)^2: the N ln(2/delta) above which it holds"),
         }
     )
 
