@@ -418,3 +418,25 @@ def test_lemma10_study_against_a_simulation_and_the_threshold(monkeypatch):
     deltas = np.arange(1, 20) * 0.05
     closed = sum(N_ * math.log(2 / d) <= res["threshold"] for N_ in range(1, 21) for d in deltas)
     assert res["fails"] == closed > 0 and res["points"] == 380
+
+
+def test_lemma11_study_against_the_adaptive_ode(monkeypatch):
+    """lemma11_study on one (M, eta_Y, N) against h integrated by th.h_ode (not the closed form): the same
+    ratios of Eqs. (63) and (65); an N with Delta >= N_bar is refused."""
+    import math
+
+    M, eta, N = 100, 0.5, 10**4
+    monkeypatch.setattr(th, "LEMMA11", dict(th.LEMMA11, N=(N,), M=(M,), eta_y=(eta,)))
+    res = th.lemma11_study()
+    n_bar, delta = math.ceil(N / 10), math.ceil(math.sqrt(N * math.log(10)))
+    lo, mid, hi = th.h_ode(np.array([n_bar - delta, n_bar, n_bar + delta], dtype=float), M, eta)
+    bound = mid * delta / (n_bar - delta)
+    assert res["h"] == pytest.approx(max(mid - lo, hi - mid) / bound, rel=1e-6)
+    g_mid, g_hi = 1 / (M - 1 + math.exp(M * mid)), 1 / (M - 1 + math.exp(M * hi))
+    assert res["g"] == pytest.approx((g_mid - g_hi) / (g_mid * eta * delta / 3), rel=1e-6)
+    assert res["n_late"] == 1 and res["late"] == pytest.approx(
+        (g_mid - g_hi) / g_mid * n_bar / delta, rel=1e-6
+    )
+    monkeypatch.setattr(th, "LEMMA11", dict(th.LEMMA11, N=(100,)))
+    with pytest.raises(ValueError, match="N=100"):
+        th.lemma11_study()

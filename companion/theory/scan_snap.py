@@ -6,7 +6,8 @@ integrates the differential equation with an adaptive solver). Lemma 5 gives the
 h*(s) = h*(s - 1) + eta_Y / ((M - 1) + exp(M h*(s - 1))) (:func:`h_discrete`), and Lemma 7 bounds
 0 <= h*(s) - h(s) <= 2 eta_Y / M. Lemma 8 places the two zeros of exp(M h) - (M - 1) M h, between which the
 proofs' two stages change (:func:`lemma8_omegas`), and Lemma 9 bounds h and gamma in each stage
-(:func:`lemma9_study`). Lemma 10 bounds how often each class is drawn (:func:`lemma10_study`).
+(:func:`lemma9_study`). Lemma 10 bounds how often each class is drawn (:func:`lemma10_study`),
+and Lemma 11 what that does to h (:func:`lemma11_study`).
 
 Theorem 4 assumes one common token with dz/dt = -K rho0^-4 eta_Z gamma(t) exp(4 z) and xi_n = K rho0^-4
 gamma(t) exp(4 z), gamma(t) = (M - 1)^2 h(t/K) / ((M - 1) + exp(M h(t/K))), and B_n(t) = eta_Z int_0^t xi_n.
@@ -240,6 +241,57 @@ def lemma10_summary(res: dict) -> report.Summary:
             ),
             "lemma10_points": (res["points"], "points of the small grid"),
             "lemma10_threshold": (res["threshold"], "(2 + sqrt 2)^2: the N ln(2/delta) above which it holds"),
+        }
+    )
+
+
+LEMMA11 = {
+    "K": 10,
+    "delta": 0.1,
+    "N": (10**3, 10**4, 10**5, 10**6),
+    "M": (10**2, 10**3),
+    "eta_y": (0.1, 0.5, 0.9),
+}
+
+
+def lemma11_study() -> dict:
+    """Lemma 11 on h of Lemma 6's closed form (:func:`h_closed`) and g(s) = 1 / (M - 1 + exp(M h(s))), at
+    N_bar = ceil(N/K) and Delta = ceil(sqrt(N ln(1/delta))) (Remark 4) for every N, M and eta_Y of
+    :data:`LEMMA11`. ``h``: the largest |h(N_bar +- Delta) - h(N_bar)| / (h(N_bar) Delta / (N_bar - Delta))
+    (Eq. 63: at most 1); ``g``: the largest |g(N_bar + Delta) - g(N_bar)| / (g(N_bar) eta_Y Delta / 3) (Eq. 65:
+    at most 1); ``late``: over the points with N_bar >= 2 (1 + omega_1) ln M / eta_Y + Delta, the largest
+    |g(N_bar + Delta) - g(N_bar)| / g(N_bar) / (Delta / N_bar) (the proof's chain: below 2), and ``n_late``, how many
+    points that is."""
+    d = LEMMA11
+    out = {"h": 0.0, "g": 0.0, "late": 0.0, "n_late": 0}
+    for M in d["M"]:
+        omega_1 = lemma8_omegas(M)[1]
+        for eta in d["eta_y"]:
+            for N in d["N"]:
+                n_bar, delta = math.ceil(N / d["K"]), math.ceil(math.sqrt(N * math.log(1 / d["delta"])))
+                if delta >= n_bar:
+                    raise ValueError(
+                        f"N={N}: Delta = {delta} >= N_bar = {n_bar}; allowed N > K^2 ln(1/delta)"
+                    )
+                lo, mid, hi = h_closed(np.array([n_bar - delta, n_bar, n_bar + delta], dtype=float), M, eta)
+                bound = mid * delta / (n_bar - delta)
+                out["h"] = max(out["h"], (mid - lo) / bound, (hi - mid) / bound)
+                g_mid, g_hi = 1 / (M - 1 + math.exp(M * mid)), 1 / (M - 1 + math.exp(M * hi))
+                out["g"] = max(out["g"], abs(g_hi - g_mid) / (g_mid * eta * delta / 3))
+                if n_bar >= 2 * (1 + omega_1) * math.log(M) / eta + delta:
+                    out["late"] = max(out["late"], abs(g_hi - g_mid) / g_mid / (delta / n_bar))
+                    out["n_late"] += 1
+    return {k: float(v) if k != "n_late" else v for k, v in out.items()}
+
+
+def lemma11_summary(res: dict) -> report.Summary:
+    """The numbers of :func:`lemma11_study` that ``book/scan_snap_theory`` reads."""
+    return report.Summary(
+        {
+            "lemma11_h": (res["h"], "largest |h(N_bar +- Delta) - h(N_bar)| over Eq. (63)'s bound"),
+            "lemma11_g": (res["g"], "largest |g(N_bar + Delta) - g(N_bar)| over Eq. (65)'s bound"),
+            "lemma11_late": (res["late"], "second case: largest relative change of g over Delta / N_bar"),
+            "lemma11_n_late": (res["n_late"], "grid points in the second case"),
         }
     )
 
