@@ -440,3 +440,22 @@ def test_lemma11_study_against_the_adaptive_ode(monkeypatch):
     monkeypatch.setattr(th, "LEMMA11", dict(th.LEMMA11, N=(100,)))
     with pytest.raises(ValueError, match="N=100"):
         th.lemma11_study()
+
+
+def test_lemma4_gap_is_rounding_and_the_projection_matters():
+    """Eq. (94) matches autograd to rounding at two random (Y, Z); without the projection I - f_n f_n^T (the
+    step from Eq. 94 to Eq. 96 that removes g_n's part along f_n) the same rows miss by far more."""
+    assert ssd.lemma4_gap(0) < 1e-12 and ssd.lemma4_gap(1) < 1e-12
+    sc = synthetic(2, 2)
+    M = sc.vocab_size
+    g = torch.Generator().manual_seed(0)
+    Y = torch.randn(M, M, generator=g, dtype=torch.float64)
+    Z = torch.randn(M, M, generator=g, dtype=torch.float64, requires_grad=True)
+    (dZ,) = torch.autograd.grad(-ss.population_loss(Y[None], Z[None], sc)[0] * sc.n_classes, Z)
+    c = ss.population_c(Z.detach()[None], sc)[0]
+    plain = torch.zeros(M, M, dtype=torch.float64)
+    for n in range(sc.n_classes):
+        f = c[n] / c[n].norm()
+        alpha = torch.softmax(Y.T @ f, -1)
+        plain[int(sc.last[n])] += f * (Y @ (torch.eye(M, dtype=torch.float64)[int(sc.next_token[n])] - alpha))
+    assert float((dZ - plain).abs().max() / dZ.abs().max()) > 1e-3

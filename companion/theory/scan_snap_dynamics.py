@@ -1,7 +1,7 @@
 """Scan and Snap's theory checked on the model itself (``book/scan_snap_theory``): Lemma 1's gradient against
-autograd, Lemmas 2 and 18 by Monte Carlo, Lemma 3's change of coordinates on the decoder, and the population
-dynamics of Sections 4-5 (Theorem 2's signs and Theorem 3's identity, Eq. (11), measured along gradient descent on
-the T -> infinity loss of :mod:`companion.experiments.scan_snap`'s model)."""
+autograd, Lemmas 2 and 18 by Monte Carlo, Lemma 3's change of coordinates on the decoder, Lemma 4's attention
+gradient, and the population dynamics of Sections 4-5 (Theorem 2's signs and Theorem 3's identity, Eq. (11),
+measured along gradient descent on the T -> infinity loss of :mod:`companion.experiments.scan_snap`'s model)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,30 @@ def lemma1_gap(M: int = 12, T: int = 20, seed: int = 0) -> float:
         dZ = torch.zeros(M, M, dtype=torch.float64)
         dZ[tokens[0, -1]] = row
     return float(max((gY - dY).abs().max(), (gZ - dZ).abs().max()))
+
+
+def lemma4_gap(seed: int = 0) -> float:
+    """Lemma 4's Eq. (94) on the model's T -> infinity objective J = sum_n log p(next token | class n)
+    (:func:`population_loss`, float64) on Syn-Medium's layout with two last tokens (K = 4 classes, two per last
+    token), at a random Y and Z: the largest |autograd's dJ/dZ - Eq. (94)| relative to the largest entry of
+    dJ/dZ, with row m of Eq. (94) written as Eq. (96)'s sum over the classes n with last token m of
+    diag(f_n)(I - f_n f_n^T) g_n, g_n = Y(e_n - alpha_n)."""
+    classes = synthetic(2, 2)
+    M, K = classes.vocab_size, classes.n_classes
+    g = torch.Generator().manual_seed(seed)
+    Y = torch.randn(M, M, generator=g, dtype=torch.float64)
+    Z = torch.randn(M, M, generator=g, dtype=torch.float64, requires_grad=True)
+    J = -population_loss(Y[None], Z[None], classes)[0] * K
+    (dZ,) = torch.autograd.grad(J, Z)
+    with torch.no_grad():
+        c = population_c(Z[None], classes)[0]
+        eq94 = torch.zeros(M, M, dtype=torch.float64)
+        for n in range(K):
+            f = c[n] / c[n].norm()
+            e = F.one_hot(torch.tensor(int(classes.next_token[n])), M).double()
+            g_n = Y @ (e - torch.softmax(Y.T @ f, -1))
+            eq94[int(classes.last[n])] += f * (g_n - f * (f @ g_n))  # diag(f_n)(I - f_n f_n^T) g_n
+    return float((dZ - eq94).abs().max() / dZ.abs().max())
 
 
 def population_run(
@@ -133,7 +157,7 @@ DYNAMICS = {
 
 
 def dynamics_study(use_cache: bool = True) -> dict:
-    """Lemma 1 on random inputs, Lemmas 2 and 18 by Monte Carlo (:func:`lemma2_study`), and the population dynamics (:func:`population_run`) on Syn-Small with one
+    """Lemmas 1 and 4 on random inputs, Lemmas 2 and 18 by Monte Carlo (:func:`lemma2_study`), and the population dynamics (:func:`population_run`) on Syn-Small with one
     or ten common tokens, eta_Y = 1 and eta_Y / eta_Z = nu, from Z(0) = 0 and from a random Z(0); Theorem 2's
     signs and Theorem 3's identity measured along each run. ``runs[(num_common, nu, z0)]``."""
     d = DYNAMICS
@@ -155,6 +179,7 @@ def dynamics_study(use_cache: bool = True) -> dict:
         return {
             "runs": runs,
             "lemma1": [lemma1_gap(seed=s) for s in range(d["lemma1_seeds"])],
+            "lemma4": [lemma4_gap(seed=s) for s in range(d["lemma1_seeds"])],
             "lemma2": lemma2_study(),
         }
 
@@ -172,6 +197,10 @@ def dynamics_summary(res: dict):
             "lemma1_gap": (
                 max(res["lemma1"]),
                 f"Lemma 1: largest |autograd - Eq. (3)| over {len(res['lemma1'])} random draws",
+            ),
+            "lemma4_gap": (
+                max(res["lemma4"]),
+                f"Lemma 4: largest |autograd - Eq. (94)| / max |dJ/dZ| over {len(res['lemma4'])} random draws",
             ),
             "lemma2_violation": (
                 max(res["lemma2"]["violation"].values()),
