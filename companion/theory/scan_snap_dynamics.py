@@ -500,9 +500,9 @@ def lemma3_study() -> dict:
 
 
 def lemma3_summary(res: dict) -> report.Summary:
-    """The numbers of :func:`lemma3_study` that ``book/scan_snap_theory`` reads (``strong``: common weight 1,
-    ``weak``: 0.1)."""
-    strong, weak = (res[w] for w in LEMMA3["common_weights"])
+    """The numbers of :func:`lemma3_study` that ``book/scan_snap_theory`` reads (``strong``: the first common weight
+    of :data:`LEMMA3`, ``weak``: the second)."""
+    (ws, strong), (ww, weak) = ((w, res[w]) for w in LEMMA3["common_weights"])
     return report.Summary(
         {
             "lemma3_K": (strong["K"], "Lemma 3: classes (Syn-Medium's layout with two last tokens)"),
@@ -511,20 +511,20 @@ def lemma3_summary(res: dict) -> report.Summary:
                 max(strong["modified_gap"], weak["modified_gap"]),
                 "Eq. (26)'s modified gradient: largest |F^T Y - W| / max |W| against Eq. (8), both weights",
             ),
-            "lemma3_strong_lambda": (strong["lambda_1"], "common weight 1: largest |eigenvalue| of E"),
-            "lemma3_weak_lambda": (weak["lambda_1"], "common weight 0.1: largest |eigenvalue| of E"),
+            "lemma3_strong_lambda": (strong["lambda_1"], f"common weight {ws:g}: largest |eigenvalue| of E"),
+            "lemma3_weak_lambda": (weak["lambda_1"], f"common weight {ww:g}: largest |eigenvalue| of E"),
             "lemma3_strong_plain": (
                 strong["plain_gap"],
-                "common weight 1, the model's own gradient: largest |F^T Y - W| / max |W| against Eq. (8)",
+                f"common weight {ws:g}, the model's own gradient: largest |F^T Y - W| / max |W| against Eq. (8)",
             ),
             "lemma3_weak_plain": (
                 weak["plain_gap"],
-                "common weight 0.1, the model's own gradient: largest |F^T Y - W| / max |W| against Eq. (8)",
+                f"common weight {ww:g}, the model's own gradient: largest |F^T Y - W| / max |W| against Eq. (8)",
             ),
-            "lemma3_weak_row_sum": (weak["row_sum"], "common weight 0.1: largest absolute row sum of E"),
+            "lemma3_weak_row_sum": (weak["row_sum"], f"common weight {ww:g}: largest absolute row sum of E"),
             "lemma3_weak_ratio": (
                 weak["plain_gap"] / weak["row_sum"],
-                "common weight 0.1: the plain dynamics' departure over E's largest absolute row sum",
+                f"common weight {ww:g}: the plain dynamics' departure over E's largest absolute row sum",
             ),
         }
     )
