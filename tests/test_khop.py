@@ -12,6 +12,7 @@ from companion import config
 from companion.experiments import (
     khop,
     khop_four_hops,
+    khop_onset,
     khop_probes,
     khop_stall,
     khop_stall_paths,
@@ -1453,13 +1454,13 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     last = khop.train_run(exp, False, keep=(kw["steps"] - at,))["kept"][kw["steps"] - at]  # the run's own end
     assert all(torch.equal(last[key], plain["state"][key]) for key in last)
 
-    members = khop_stall_paths.onset_members("quick")
-    assert list(members) == list(khop_stall_paths.ONSET_RUNS)
+    members = khop_onset.onset_members("quick")
+    assert list(members) == list(khop_onset.ONSET_RUNS)
     every = khop_studies.seed_members("quick") | khop_stall_paths.reseed_members("quick")
     assert all(members[n] == every[n] for n in members)
-    monkeypatch.setattr(khop_stall_paths, "ONSET_AFTER", (0, 3, 10))
+    monkeypatch.setattr(khop_onset, "ONSET_AFTER", (0, 3, 10))
     runs = {"seed 0": {**r, "exp": exp}, khop.EXPLORED: {**r, "exp": exp}}
-    s = khop_stall_paths.onset_summary(runs)
+    s = khop_onset.onset_summary(runs)
     for a in (0, 3, 10):
         res = khop_probes.table_interference(exp, r["kept"][a])
         assert (
@@ -1468,7 +1469,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
         )
     breaks = [a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 0.5]
     assert s["on100_onset"] == (breaks[0] if breaks else math.inf)
-    assert khop_stall_paths.onset_summary(runs, path=1.0)["on100_onset"] == next(
+    assert khop_onset.onset_summary(runs, path=1.0)["on100_onset"] == next(
         (a for a in (0, 3, 10) if s[f"on100_a{a}_tk_b1_prev"] < 1.0), math.inf
     )
     assert s["on100_stagek_at"] == at and s["onset_k"] == 3
@@ -1482,7 +1483,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     fig = khop_stall_figures.onset_lines(s)
     assert len(fig.axes[0].lines) == len(fig.axes[1].lines) == 2  # the two runs given
     assert list(fig.axes[0].lines[0].get_ydata()) == [s[f"on100_a{a}_tk_b1_prev"] for a in (0, 3, 10)]
-    rows = khop_stall_paths.onset_rows(s)
+    rows = khop_onset.onset_rows(s)
     assert (
         len(rows) == 6
         and len(rows[0]) == 2 + 3
@@ -1491,17 +1492,17 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     entry = {
         f"{t}{key[8:]}": v for t in ("n100", "n250") for key, v in s.items() if key.startswith("on100_a0_tk")
     }
-    g = khop_stall_paths.onset_vs_entry(s, entry)
+    g = khop_onset.onset_vs_entry(s, entry)
     assert g["onset_entry_gap"] == 0 and g["onset_entry_n"] == 2 * sum(k.startswith("on100_a0_tk") for k in s)
     entry["n250_tk_b1_prev"] += 0.25
-    assert khop_stall_paths.onset_vs_entry(s, entry)["onset_entry_gap"] == pytest.approx(0.25)
+    assert khop_onset.onset_vs_entry(s, entry)["onset_entry_gap"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="missing from the onset or the stage-entry summary"):
-        khop_stall_paths.onset_vs_entry({k: v for k, v in s.items() if not k.startswith("on250")}, entry)
+        khop_onset.onset_vs_entry({k: v for k, v in s.items() if not k.startswith("on250")}, entry)
     with pytest.raises(ValueError, match="unknown run read along its last stage 'seed 1'"):
-        khop_stall_paths.onset_summary({"seed 1": runs["seed 0"]})
-    monkeypatch.setattr(khop_stall_paths, "ONSET_AFTER", (0, 3, 10, 1000))
+        khop_onset.onset_summary({"seed 1": runs["seed 0"]})
+    monkeypatch.setattr(khop_onset, "ONSET_AFTER", (0, 3, 10, 1000))
     with pytest.raises(ValueError, match="has no state after \\[1000\\] steps on its last stage"):
-        khop_stall_paths.onset_summary(runs)
+        khop_onset.onset_summary(runs)
 
 
 def test_the_interval_study_keeps_each_members_interval():

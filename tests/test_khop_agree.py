@@ -11,6 +11,7 @@ import pytest
 
 from companion.experiments import (
     khop_four_hops,
+    khop_onset,
     khop_probes,
     khop_stall,
     khop_stall_paths,
@@ -96,7 +97,7 @@ def test_a_state_kept_at_the_move_is_the_run_trained_to_it():
     entry = khop_studies.recorded(khop_probes.PROBE_SETTINGS, experiment="khop_stage_entry").as_summary()
     onset = khop_studies.recorded(khop_probes.PROBE_SETTINGS, experiment="khop_onset").as_summary()
     assert entry["nprobe_prefix_gap"] == 0
-    assert khop_stall_paths.onset_vs_entry(onset, entry)["onset_entry_gap"] == 0
+    assert khop_onset.onset_vs_entry(onset, entry)["onset_entry_gap"] == 0
 
 
 def test_other_stages_change_nothing_before_the_runs_part():

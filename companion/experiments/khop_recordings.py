@@ -9,6 +9,7 @@ from functools import partial
 from companion.experiments import (
     khop,
     khop_four_hops,
+    khop_onset,
     khop_probes,
     khop_rates,
     khop_stall,
@@ -161,10 +162,10 @@ def recordables() -> dict[str, Recordable]:
             stall("khop_delay", khop_stall_paths.delay_members, khop_stall_paths.delay_summary, "delay"),
             stall(
                 "khop_onset",
-                khop_stall_paths.onset_members,
-                khop_stall_paths.onset_summary,
+                khop_onset.onset_members,
+                khop_onset.onset_summary,
                 "onset",
-                khop_stall_paths.onset_run,
+                khop_onset.onset_run,
             ),
         ]
     }

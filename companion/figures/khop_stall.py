@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from companion import plotting
-from companion.experiments import khop, khop_probes, khop_stall_paths
+from companion.experiments import khop, khop_onset, khop_probes, khop_stall_paths
 
 
 def hop_probe_panels(summary, study=None):
@@ -102,21 +102,21 @@ def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = N
 
 
 def onset_lines(summary):
-    """Seed 0's runs read along their last stage (:func:`companion.experiments.khop_stall_paths.onset_summary`): the share
+    """Seed 0's runs read along their last stage (:func:`companion.experiments.khop_onset.onset_summary`): the share
     of k-hop answers at v_(k-1) with table k shown to block 1 only (left) and hop k - 2's entry's attention on
     table k in block 1 (right) against the steps on the last stage (symmetric log axis: 0 is the move), one line
     per run; the stall's path (share below one half) shaded on the left."""
     k = int(summary["onset_k"])
     e = khop_stall_paths.marked_entry(k)
     fig, axes = plt.subplots(1, 2, figsize=(10.4, 3.4), constrained_layout=True)
-    x = np.asarray(khop_stall_paths.ONSET_AFTER, float)
-    for name, tag in khop_stall_paths.ONSET_RUNS.items():
+    x = np.asarray(khop_onset.ONSET_AFTER, float)
+    for name, tag in khop_onset.ONSET_RUNS.items():
         if f"{tag}_onset" not in summary:
             continue
         for ax, key in zip(axes, ("tk_b1_prev", f"tkattn_l1_e{e}")):
             ax.plot(
                 x,
-                [summary[f"{tag}_a{a}_{key}"] for a in khop_stall_paths.ONSET_AFTER],
+                [summary[f"{tag}_a{a}_{key}"] for a in khop_onset.ONSET_AFTER],
                 "o-",
                 ms=3,
                 lw=1.4,
