@@ -53,6 +53,9 @@ NOT_CHECKED = "not checked here"
 FINDING = "finding against the paper"
 REFUTED = "our prediction, refuted"
 FAIL = "FAIL"
+# The detail of a NOT_CHECKED row of another scale whose value is NaN at this size (e.g. no run reached the level
+# whose steps it compares): it starts with this, and the scorecard test recognises it by it.
+NOT_MEASURABLE = "not measurable at this size"
 CATEGORIES = (HOLDS, HOLDS_HERE, FINDING, REFUTED, NOT_HERE, NOT_CHECKED, FAIL)
 
 
@@ -324,7 +327,7 @@ def check(
         print(_line(claim, result))
     if asserted and not passed:
         raise AssertionError(
-            f"claim {claim_id} does not hold: observed {observed:.4g}, expected {crit} ({claim.statement})"
+            f"claim {claim_id} does not hold: observed {crit.show(observed)}, expected {crit} ({claim.statement})"
         )
     return result
 
@@ -333,7 +336,8 @@ def _line(claim: Claim, result: dict) -> str:
     """The check output of one result, in the scorecard's words: ``[category] id: criterion, observed (the paper's
     value or ours)``, then what the category needs said (the correction, the prediction and its result, why the
     source's statement is not asserted here)."""
-    head = f"{claim.id}: criterion {result['criterion']}, observed {result['observed']:.4g}"
+    shown = claim.criterion(result["profile"]).show(result["observed"])
+    head = f"{claim.id}: criterion {result['criterion']}, observed {shown}"
     if "recorded" in result:
         word = "holds" if result["passed"] else "does not hold"
         line = f"[recorded: {word}] {head} ({result['recorded']}; {claim._beside()})"
@@ -394,7 +398,7 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
         if isinstance(observed, float) and math.isnan(observed):  # nothing to judge at this size
             return (
                 NOT_CHECKED,
-                f"not measurable at this size (observed NaN); asserted at {claim.scale} scale only",
+                f"{NOT_MEASURABLE} (observed NaN); asserted at {claim.scale} scale only",
             )
         if claim.finding:  # the criterion is the finding's, established (and asserted) at the row's scale
             return (
@@ -460,7 +464,7 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
                 "origin": c.origin,
                 "history": c.history,
                 "criterion": rec.get("criterion", "") if rec else str(c.criterion(profile)),
-                "ours": f"{rec['observed']:.3g}" if rec and "observed" in rec else "—",
+                "ours": c.criterion(profile).show(rec["observed"], 3) if rec and "observed" in rec else "—",
                 "observed": float(rec["observed"]) if rec and "observed" in rec else None,
                 "note": rec.get("note", "") if rec else "",
                 "profile": profile,
@@ -469,7 +473,7 @@ def results(profile: str | None = None, registry: dict[str, Claim] | None = None
                 "stale": stale,
                 "status": category + (f" ({detail})" if detail else "") + (" (stale)" if stale else ""),
                 "recorded": (
-                    f"{kept['observed']:.3g} ({'the finding ' if c.finding else ''}"
+                    f"{c.criterion(kept['profile']).show(kept['observed'], 3)} ({'the finding ' if c.finding else ''}"
                     f"{'holds' if kept['passed'] else 'does not hold'}; {kept['recorded']})"
                 )
                 if kept

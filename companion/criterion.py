@@ -45,6 +45,25 @@ class Criterion:
             return abs(x - self.expected) <= self.tol
         return (self.above is None or x > self.above) and (self.below is None or x < self.below)
 
+    def show(self, observed: float, digits: int = 4) -> str:
+        """``observed`` with ``digits`` significant digits, or more (up to 12) where fewer would print it as one of
+        the criterion's edges that it is not (1.00018 against "> 1" shows as 1.0002, not 1).
+
+        >>> c = Criterion(above=1)
+        >>> c.show(1.00018), c.show(1.0), c.show(2.5), c.show(float("nan"))
+        ('1.0002', '1', '2.5', 'nan')
+        """
+        x = float(observed)
+        edges = [self.above, self.below]
+        if self.expected is not None:
+            edges += [self.expected - self.tol, self.expected + self.tol]
+        edges = [e for e in edges if e is not None and e != x]
+        for d in range(digits, 13):
+            text = f"{x:.{d}g}"
+            if float(text) not in edges:
+                return text
+        return repr(x)
+
     def __str__(self) -> str:
         if self.expected is not None:
             return f"{self.expected:g} ± {self.tol:g}"

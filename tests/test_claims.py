@@ -175,6 +175,9 @@ def test_the_check_output_says_whose_claim_it_is(tmp_path, capsys, monkeypatch):
             "(paper: p); not measurable at this size (observed NaN); asserted at full scale only",
         ),
         ("", 0.5, "[FAIL] x.a: criterion > 1, observed 0.5 in the quick profile (paper: p)"),
+        # a value that would print as the criterion's edge gets the digits that tell it apart
+        ("", 1.00018, "[holds] x.a: criterion > 1, observed 1.0002 in the quick profile (paper: p)"),
+        ("", 1.0, "[FAIL] x.a: criterion > 1, observed 1 in the quick profile (paper: p)"),
         # a finding belongs to the scale whose criterion asserts it
         (
             'scale = "full"\nfinding = "f"\n',

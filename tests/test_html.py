@@ -139,7 +139,7 @@ def test_scorecard_lists_every_claim_with_a_result():
         # a row of another scale whose value cannot be measured at this size (a NaN observation: e.g. no run
         # reached the level whose steps the row compares) is "not checked here", saying so
         unmeasurable = kind == "other scale" and text.startswith(
-            f"{claims.NOT_CHECKED} (not measurable at this size"
+            f"{claims.NOT_CHECKED} ({claims.NOT_MEASURABLE}"
         )
         if (
             "stale" in text
