@@ -85,8 +85,18 @@ def h_discrete(steps: int, M: int, eta_y: float) -> np.ndarray:
     check_int("steps", steps, low=0)
     h = np.zeros(steps + 1)
     for s in range(1, steps + 1):
-        h[s] = h[s - 1] + eta_y / ((M - 1) + math.exp(M * h[s - 1]))
+        h[s] = h[s - 1] + eta_y * speed_factor(h[s - 1], M)
     return h
+
+
+def speed_factor(h: np.ndarray | float, M: int) -> np.ndarray | float:
+    """g = 1 / ((M - 1) + exp(M h)): the factor of Lemma 5's recursion h(s + 1) = h(s) + eta_Y g(h(s)) (Eq. 33),
+    whose change over Delta epochs Lemma 11 bounds (Eq. 65); gamma (:func:`gamma_of_h`) is (M - 1)^2 h g.
+
+    >>> round(float(speed_factor(0.0, 101)), 6)
+    0.009901
+    """
+    return 1 / ((M - 1) + np.exp(M * h))
 
 
 LEMMA8_M = (10**2, 10**3, 10**4, 10**5, 10**6)
@@ -109,6 +119,18 @@ def lemma8_omegas(M: int) -> tuple[float, float]:
     u = brentq(lambda v: math.exp(v) - v - c, -c, 0.0, xtol=1e-15, rtol=1e-15)
     x = brentq(lambda y: y - math.log(y) - c, 1.0, 2 * math.log(M) + 2, xtol=1e-15, rtol=1e-15)
     return 1 + u / math.log(M), x / math.log(M) - 1
+
+
+def stage2_start(K: int, M: int, eta_y: float) -> float:
+    """t_2 = 2 (1 + omega_1) K ln M / eta_Y, where Lemma 9's second stage starts (Theorem 1 (b)'s
+    2 (1 + delta') K ln M / eta_Y, with Lemma 8's omega_1 as delta'); :func:`transition_time` is the same without
+    the 1 + omega_1. With K = 1 it counts one class's epochs (Lemma 11, Corollary 1).
+
+    >>> round(stage2_start(1, 100, 1.0), 3)
+    12.922
+    """
+    _check(K, M, eta_y)
+    return 2 * (1 + lemma8_omegas(M)[1]) * K * math.log(M) / eta_y
 
 
 def lemma8_summary(Ms: tuple[int, ...] = LEMMA8_M) -> report.Summary:
@@ -147,20 +169,19 @@ def lemma9_study() -> dict:
     """Lemma 9's two stages on h(t/K) of Lemma 6's closed form (:func:`h_closed`), for every M, eta_Y and K of
     :data:`LEMMA9`. Stage 1: every integer t from K to K ln M / eta_Y; the largest exp(M h) / min(M - 1,
     (M - 1) M h) (the lemma: at most 1) and the largest gamma(t) K / (eta_Y t) (the lemma: O(1)). Stage 2: t from
-    t_2 = 2 (1 + omega_1) K ln M / eta_Y to ``late_span`` t_2 (``n_late`` log-spaced points); the smallest
+    t_2 = :func:`stage2_start` to ``late_span`` t_2 (``n_late`` log-spaced points); the smallest
     exp(M h) / max(M - 1, (M - 1) M h) (the lemma: at least 1) and the largest gamma(t) eta_Y t / (K ln(M eta_Y t /
     K)) (the lemma: O(1))."""
     d = LEMMA9
     early, late, early_gamma, late_gamma = [], [], [], []
     for M in d["M"]:
-        _, omega_1 = lemma8_omegas(M)
         for eta in d["eta_y"]:
             for K in d["K"]:
                 t = np.arange(K, math.floor(K * math.log(M) / eta) + 1, dtype=np.float64)
                 h = h_closed(t / K, M, eta)
                 early.append(float((np.exp(M * h) / np.minimum(M - 1, (M - 1) * M * h)).max()))
                 early_gamma.append(float((gamma_of_h(h, M) * K / (eta * t)).max()))
-                t2 = 2 * (1 + omega_1) * K * math.log(M) / eta
+                t2 = stage2_start(K, M, eta)
                 t = np.geomspace(t2, d["late_span"] * t2, d["n_late"])
                 h = h_closed(t / K, M, eta)
                 late.append(float((np.exp(M * h) / np.maximum(M - 1, (M - 1) * M * h)).min()))
@@ -255,18 +276,18 @@ LEMMA11 = {
 
 
 def lemma11_study() -> dict:
-    """Lemma 11 on h of Lemma 6's closed form (:func:`h_closed`) and g(s) = 1 / (M - 1 + exp(M h(s))), at
+    """Lemma 11 on h of Lemma 6's closed form (:func:`h_closed`) and g(s) = :func:`speed_factor` (h(s)), at
     N_bar = ceil(N/K) and Delta = ceil(sqrt(N ln(1/delta))) (Remark 4) for every N, M and eta_Y of
     :data:`LEMMA11`. ``h``: the largest |h(N_bar +- Delta) - h(N_bar)| / (h(N_bar) Delta / (N_bar - Delta))
     (Eq. 63: at most 1); ``g``: the largest |g(N_bar + Delta) - g(N_bar)| / (g(N_bar) eta_Y Delta / 3) (Eq. 65:
-    at most 1); ``late``: over the points with N_bar >= 2 (1 + omega_1) ln M / eta_Y + Delta, the largest
+    at most 1); ``late``: over the points with N_bar >= :func:`stage2_start` (K = 1) + Delta, the largest
     |g(N_bar + Delta) - g(N_bar)| / g(N_bar) / (Delta / N_bar) (the proof's chain: below 2), and ``n_late``, how many
     points that is."""
     d = LEMMA11
     out = {"h": 0.0, "g": 0.0, "late": 0.0, "n_late": 0}
     for M in d["M"]:
-        omega_1 = lemma8_omegas(M)[1]
         for eta in d["eta_y"]:
+            late_from = stage2_start(1, M, eta)
             for N in d["N"]:
                 n_bar, delta = math.ceil(N / d["K"]), math.ceil(math.sqrt(N * math.log(1 / d["delta"])))
                 if delta >= n_bar:
@@ -276,9 +297,9 @@ def lemma11_study() -> dict:
                 lo, mid, hi = h_closed(np.array([n_bar - delta, n_bar, n_bar + delta], dtype=float), M, eta)
                 bound = mid * delta / (n_bar - delta)
                 out["h"] = max(out["h"], (mid - lo) / bound, (hi - mid) / bound)
-                g_mid, g_hi = 1 / (M - 1 + math.exp(M * mid)), 1 / (M - 1 + math.exp(M * hi))
+                g_mid, g_hi = float(speed_factor(mid, M)), float(speed_factor(hi, M))
                 out["g"] = max(out["g"], abs(g_hi - g_mid) / (g_mid * eta * delta / 3))
-                if n_bar >= 2 * (1 + omega_1) * math.log(M) / eta + delta:
+                if n_bar >= late_from + delta:
                     out["late"] = max(out["late"], abs(g_hi - g_mid) / g_mid / (delta / n_bar))
                     out["n_late"] += 1
     return {k: float(v) if k != "n_late" else v for k, v in out.items()}
@@ -298,7 +319,7 @@ def lemma11_summary(res: dict) -> report.Summary:
 
 def gamma_of_h(h: np.ndarray, M: int) -> np.ndarray:
     """The speed control coefficient gamma = (M - 1)^2 h / ((M - 1) + exp(M h)) (Eq. 85)."""
-    return (M - 1) ** 2 * h / ((M - 1) + np.exp(M * h))
+    return (M - 1) ** 2 * h * speed_factor(h, M)
 
 
 def transition_time(K: int, M: int, eta_y: float) -> float:
