@@ -321,6 +321,51 @@ def test_lemma3_run_transcribes_eqs_8_26_and_the_plain_dynamics():
         ssd.lemma3_run(sc, Z, eta, 0)
 
 
+def test_lemma3_study_checks_theorem5_and_corollary1_on_the_modified_run(monkeypatch):
+    """Theorem 5 and Corollary 1 on lemma3_run's modified decoder, transcribed here in numpy: Y lies in the span of
+    the f_n, Y = F (F^T F)^-1 W (without the inverse, F W, it is off by E's size: the check can fail), and the
+    model's residual e_tau(n) - alpha_n is (M - 1) zeta_tau(n) / (M - 1 + exp(M h(s))) (against
+    e_tau(n) - softmax(w_n) at w_n = (M - 1) h(s) zeta_tau(n), written out)."""
+    monkeypatch.setattr(ssd, "LEMMA3", dict(ssd.LEMMA3, steps=12))
+    res = ssd.lemma3_study()
+    assert all(r["thm5_gap"] < 1e-12 and r["cor1_gap"] < 1e-12 for r in res.values())
+    sc = synthetic(2, 2, common_weight=1.0)
+    M, eta = sc.vocab_size, 0.8
+    Z = torch.as_tensor(np.random.default_rng(4).uniform(-1, 1, (M, M)))
+    run = ssd.lemma3_run(sc, Z, eta, 12)
+    Fm, W = run["F"], run["eq8"][-1]
+    Y = run["Y"][-1]
+    assert np.abs(Y - Fm @ np.linalg.solve(Fm.T @ Fm, W)).max() < 1e-12 * np.abs(Y).max()
+    assert np.abs(Y - Fm @ W).max() > 0.1 * np.abs(Y).max()
+    h = th.h_discrete(12, M, eta)
+    for n, t in enumerate(sc.next_token):
+        w = (M - 1) * h[-1] * ssd.zeta(int(t), M)
+        a = np.exp(w - w.max())
+        np.testing.assert_allclose(run["residual"][-1, n], np.eye(M)[t] - a / a.sum(), atol=1e-12)
+
+
+def test_cor1_epochs_against_the_softmax_written_out():
+    """cor1_epochs against its definition: Lemma 5's rows w_n = (M - 1) h(s) zeta_n with h from th.h_discrete, the
+    first s at which ||e_n - softmax(w_n)|| <= epsilon, the softmax computed in full; the study's numbers are
+    within their rows' bars; bad epsilon is refused."""
+    M, eta, eps = 20, 0.7, (0.5, 0.2, 0.05)
+    S = th.cor1_epochs(M, eta, eps)
+    h = th.h_discrete(400, M, eta)
+    for e in eps:
+        norms = []
+        for hs in h:
+            w = (M - 1) * hs * ssd.zeta(0, M)
+            a = np.exp(w - w.max())
+            norms.append(np.linalg.norm(np.eye(M)[0] - a / a.sum()))
+        assert S[e] == int(np.argmax(np.array(norms) <= e))
+    res = th.cor1_study()
+    assert res["bound"] < 1 and res["leading"] < 0.05 and res["log_min"] < res["log_max"]
+    with pytest.raises(ValueError, match="epsilon"):
+        th.cor1_epochs(M, eta, (0.0,))
+    with pytest.raises(ValueError, match="epsilon"):
+        th.cor1_epochs(M, eta, (1.0,))
+
+
 def test_equal_overlap_classes_have_one_overlap_and_bad_decoder_input_is_refused():
     cl = ssd.equal_overlap_classes(6, 0.5)
     G = ssd.decoder_run(cl, 1.0, 1)["overlap"]

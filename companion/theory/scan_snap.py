@@ -7,7 +7,8 @@ h*(s) = h*(s - 1) + eta_Y / ((M - 1) + exp(M h*(s - 1))) (:func:`h_discrete`), a
 0 <= h*(s) - h(s) <= 2 eta_Y / M. Lemma 8 places the two zeros of exp(M h) - (M - 1) M h, between which the
 proofs' two stages change (:func:`lemma8_omegas`), and Lemma 9 bounds h and gamma in each stage
 (:func:`lemma9_study`). Lemma 10 bounds how often each class is drawn (:func:`lemma10_study`),
-and Lemma 11 what that does to h (:func:`lemma11_study`).
+and Lemma 11 what that does to h (:func:`lemma11_study`). Corollary 1 counts the epochs a class needs to bring
+its residual below epsilon (:func:`cor1_epochs`, :func:`cor1_study`).
 
 Theorem 4 assumes one common token with dz/dt = -K rho0^-4 eta_Z gamma(t) exp(4 z) and xi_n = K rho0^-4
 gamma(t) exp(4 z), gamma(t) = (M - 1)^2 h(t/K) / ((M - 1) + exp(M h(t/K))), and B_n(t) = eta_Z int_0^t xi_n.
@@ -313,6 +314,68 @@ def lemma11_summary(res: dict) -> report.Summary:
             "lemma11_g": (res["g"], "largest |g(N_bar + Delta) - g(N_bar)| over Eq. (65)'s bound"),
             "lemma11_late": (res["late"], "second case: largest relative change of g over Delta / N_bar"),
             "lemma11_n_late": (res["n_late"], "grid points in the second case"),
+        }
+    )
+
+
+COR1 = {"M": (10**2, 10**3, 10**4), "eta_y": (0.1, 0.5, 0.9), "epsilon": (0.1, 0.03, 0.01, 0.003, 0.001)}
+
+
+def cor1_epochs(M: int, eta_y: float, epsilons: tuple[float, ...]) -> dict[float, float]:
+    """S_n(epsilon) of Corollary 1 for each epsilon: the first epoch s of one class at which ||e_n - softmax(w_n)||
+    <= epsilon, with w_n = (M - 1) h(s) zeta_n and h Lemma 5's recursion (:func:`h_discrete`). At that w_n the
+    residual is e_n - softmax(w_n) = (M - 1) g zeta_n (Eq. 71, g = :func:`speed_factor`), of norm
+    sqrt(M (M - 1)) g. The recursion runs to the proof's bound, 1 + ln(M / epsilon) / (epsilon eta_Y); an epsilon
+    not reached by then gets NaN.
+
+    >>> cor1_epochs(100, 0.5, (0.5, 0.1))
+    {0.5: 11.0, 0.1: 31.0}
+    """
+    _check(1, M, eta_y)
+    for e in epsilons:
+        check_float("epsilon", e, low=0, high=1, low_open=True, high_open=True)
+    norm = math.sqrt(M * (M - 1))
+    cap = max(1 + math.log(M / e) / (e * eta_y) for e in epsilons)
+    out, h, s = {}, 0.0, 0
+    todo = sorted(epsilons, reverse=True)
+    while todo and s <= cap:
+        while todo and norm * speed_factor(h, M) <= todo[0]:
+            out[todo.pop(0)] = float(s)
+        h, s = h + eta_y * float(speed_factor(h, M)), s + 1
+    return {e: out.get(e, math.nan) for e in epsilons}
+
+
+def cor1_study() -> dict:
+    """Corollary 1's epoch count (:func:`cor1_epochs`) over :data:`COR1`: ``bound``, the largest S_n epsilon eta_Y /
+    ln(M / epsilon) (Eq. 73 with the proof's constants: below 1); ``leading``, the largest |S_n epsilon eta_Y - 1|
+    at the smallest epsilon (how far S_n is from 1 / (epsilon eta_Y)); ``log_min`` and ``log_max``, ln(M /
+    epsilon) at the smallest epsilon, the factor by which Eq. (73) then exceeds 1 / (epsilon eta_Y)."""
+    d = COR1
+    e_min = min(d["epsilon"])
+    bound, leading = 0.0, 0.0
+    for M in d["M"]:
+        for eta in d["eta_y"]:
+            S = cor1_epochs(M, eta, d["epsilon"])
+            bound = max(bound, *(S[e] * e * eta / math.log(M / e) for e in d["epsilon"]))
+            leading = max(leading, abs(S[e_min] * e_min * eta - 1))
+    return {
+        "bound": bound,
+        "leading": leading,
+        "epsilon_min": e_min,
+        "log_min": math.log(min(d["M"]) / e_min),
+        "log_max": math.log(max(d["M"]) / e_min),
+    }
+
+
+def cor1_summary(res: dict) -> report.Summary:
+    """The numbers of :func:`cor1_study` that ``book/scan_snap_theory`` reads."""
+    return report.Summary(
+        {
+            "cor1_bound": (res["bound"], "largest S_n epsilon eta_Y / ln(M / epsilon) (Eq. 73: below 1)"),
+            "cor1_leading": (res["leading"], "at the smallest epsilon: largest |S_n epsilon eta_Y - 1|"),
+            "cor1_epsilon_min": (res["epsilon_min"], "the smallest epsilon"),
+            "cor1_log_min": (res["log_min"], "ln(M / epsilon) there, smallest M"),
+            "cor1_log_max": (res["log_max"], "ln(M / epsilon) there, largest M"),
         }
     )
 

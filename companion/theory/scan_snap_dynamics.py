@@ -441,8 +441,9 @@ def lemma3_run(classes: SeqClasses, Z: torch.Tensor, eta_y: float, steps: int) -
     ``modified``, Eq. (26)'s update Y += eta_Y sum_n (f_n - F E' e_n)(e_tau(n) - alpha_n)^T with
     E' = I - (I + E)^{-1} and alpha_n the model's output (:func:`forward`); ``plain``, the model's own gradient
     descent on the T -> infinity loss (autograd); ``eq8``, Eq. (8)'s rows alone, w_n += eta_Y (e_tau(n) -
-    softmax(w_n)). Returns each one's W = F^T Y along the steps (steps + 1, K, M) and ``E`` = F^T F - I, with
-    f_n = c_n / ||c_n|| of Eq. (5)."""
+    softmax(w_n)). Returns each one's W = F^T Y along the steps (steps + 1, K, M), ``E`` = F^T F - I and ``F``
+    (M, K), with f_n = c_n / ||c_n|| of Eq. (5); and, of the modified dynamics, ``Y`` (steps + 1, M, M) and
+    ``residual`` (steps + 1, K, M), the rows e_tau(n) - alpha_n (Theorem 5 and Corollary 1)."""
     check_float("eta_Y", eta_y, low=0, low_open=True)
     check_int("steps", steps, low=1)
     M, K = classes.vocab_size, classes.n_classes
@@ -457,21 +458,24 @@ def lemma3_run(classes: SeqClasses, Z: torch.Tensor, eta_y: float, steps: int) -
     Y_mod = torch.zeros(1, M, M, dtype=torch.float64)
     Y_plain = torch.zeros(1, M, M, dtype=torch.float64, requires_grad=True)
     W = torch.zeros(K, M, dtype=torch.float64)
-    out = {"modified": [], "plain": [], "eq8": []}
+    out = {"modified": [], "plain": [], "eq8": [], "Y": [], "residual": []}
     for step in range(steps + 1):
+        with torch.no_grad():
+            alpha = torch.softmax(forward(Y_mod, Z, last, P)[0], -1)  # (K, M): the model's output per class
         out["modified"].append((Fm.T @ Y_mod[0]).numpy())
         out["plain"].append((Fm.T @ Y_plain.detach()[0]).numpy())
         out["eq8"].append(W.numpy().copy())
+        out["Y"].append(Y_mod[0].numpy().copy())
+        out["residual"].append((target - alpha).numpy())
         if step == steps:
             break
         with torch.no_grad():
-            alpha = torch.softmax(forward(Y_mod, Z, last, P)[0], -1)  # (K, M): the model's output per class
             Y_mod += eta_y * (Fm - Fm @ E_prime) @ (target - alpha)
             W += eta_y * (target - torch.softmax(W, -1))
         (g,) = torch.autograd.grad(population_loss(Y_plain, Z, classes).sum() * K, Y_plain)
         with torch.no_grad():
             Y_plain -= eta_y * g
-    return {key: np.stack(v) for key, v in out.items()} | {"E": E.numpy()}
+    return {key: np.stack(v) for key, v in out.items()} | {"E": E.numpy(), "F": Fm.numpy()}
 
 
 def lemma3_study() -> dict:
@@ -479,7 +483,13 @@ def lemma3_study() -> dict:
     the contexts share the common tokens, so E is not zero) at each common weight of :data:`LEMMA3` (weight 1:
     Syn-Medium's, |lambda_1(E)| far above 1/K; weight 0.1: below it, as Assumption 2 asks), with one random Z
     (uniform in [-1, 1]). For each weight: the largest |F^T Y - W| of the modified and the plain dynamics against
-    Eq. (8), relative to max |W|; E's largest |eigenvalue| and largest absolute row sum."""
+    Eq. (8), relative to max |W|; E's largest |eigenvalue| and largest absolute row sum. Of the modified
+    dynamics, with every class once per step (N_n = N_bar, Theta = 0): ``thm5_gap``, the largest |Y - F (I - E')
+    W| relative to max |Y| (Theorem 5, Eq. 70, W from Eq. 8), and ``cor1_gap``, the largest |e_tau(n) - alpha_n -
+    (M - 1) g(h(s)) zeta_tau(n)| relative to max |e_tau(n) - alpha_n| (Corollary 1, Eq. 71; g is
+    :func:`~companion.theory.scan_snap.speed_factor`, h Lemma 5's recursion)."""
+    from companion.theory.scan_snap import h_discrete, speed_factor
+
     d = LEMMA3
     rng = np.random.default_rng(config.seed_streams(d["seed"], ["lemma3"])["lemma3"])
     out = {}
@@ -488,7 +498,15 @@ def lemma3_study() -> dict:
         Z = torch.as_tensor(rng.uniform(-1, 1, (classes.vocab_size, classes.vocab_size)))
         r = lemma3_run(classes, Z, d["eta_y"], d["steps"])
         scale = np.abs(r["eq8"]).max()
+        M, K = classes.vocab_size, classes.n_classes
+        solution = r["F"] @ np.linalg.inv(np.eye(K) + r["E"]) @ r["eq8"]  # F (I - E') W, I - E' = (I + E)^-1
+        speed = (M - 1) * speed_factor(h_discrete(d["steps"], M, d["eta_y"]), M)  # (steps + 1,)
+        zetas = np.stack([zeta(int(t), M) for t in classes.next_token])  # (K, M): the rows zeta_tau(n)
         out[weight] = {
+            "thm5_gap": float(np.abs(r["Y"] - solution).max() / np.abs(r["Y"]).max()),
+            "cor1_gap": float(
+                np.abs(r["residual"] - speed[:, None, None] * zetas).max() / np.abs(r["residual"]).max()
+            ),
             "modified_gap": float(np.abs(r["modified"] - r["eq8"]).max() / scale),
             "plain_gap": float(np.abs(r["plain"] - r["eq8"]).max() / scale),
             "lambda_1": float(np.abs(np.linalg.eigvalsh(r["E"])).max()),
@@ -510,6 +528,14 @@ def lemma3_summary(res: dict) -> report.Summary:
             "lemma3_gap": (
                 max(strong["modified_gap"], weak["modified_gap"]),
                 "Eq. (26)'s modified gradient: largest |F^T Y - W| / max |W| against Eq. (8), both weights",
+            ),
+            "thm5_gap": (
+                max(strong["thm5_gap"], weak["thm5_gap"]),
+                "Theorem 5: largest |Y - F (I - E') W| / max |Y| under Eq. (26), both weights",
+            ),
+            "cor1_gap": (
+                max(strong["cor1_gap"], weak["cor1_gap"]),
+                "Corollary 1: largest |e - alpha_n - (M - 1) g(h) zeta| / max |e - alpha_n| under Eq. (26), both weights",
             ),
             "lemma3_strong_lambda": (strong["lambda_1"], f"common weight {ws:g}: largest |eigenvalue| of E"),
             "lemma3_weak_lambda": (weak["lambda_1"], f"common weight {ww:g}: largest |eigenvalue| of E"),
