@@ -321,6 +321,36 @@ def test_lemma3_run_transcribes_eqs_8_26_and_the_plain_dynamics():
         ssd.lemma3_run(sc, Z, eta, 0)
 
 
+def _eq98_rows(sc, steps: int, scale_token: int | None = None) -> np.ndarray:
+    """Rows z (steps + 1, K, M) that follow Eq. (98) exactly: each distinct token steps by eta_Z f_nl^2 xi_n with one
+    xi_n per class, the common tokens fall, and the first step moves nothing (as the model's, which moves only Y);
+    ``scale_token``'s steps are made 10% larger."""
+    z = np.zeros((steps + 1, sc.n_classes, sc.vocab_size))
+    for s in range(1, steps):
+        for n in range(sc.n_classes):
+            c2 = (sc.probs[n] * np.exp(z[s, n])) ** 2
+            step = 0.05 * c2 / c2.sum()
+            if scale_token is not None:
+                step[scale_token] *= 1.1
+            z[s + 1, n] = z[s, n]
+            d = sc.distinct_tokens(n)
+            z[s + 1, n, d] += step[d]
+            z[s + 1, n, sc.common_tokens()] -= 0.01
+    return z
+
+
+def test_theorem3_bounds_on_rows_that_follow_eq98():
+    """theorem3_bounds on rows built to obey Eq. (98): q stays in [f_nl0(0)^2, 1] (violation 0 up to rounding) and the dominant
+    token rises at every step; with one distinct token's steps 10% larger, its B_n is 1.1 times as large, and q
+    starts at f_nl0(0)^2 / 1.1: a violation of 1 - 1 / 1.1."""
+    sc = synthetic(2, 1, num_common=1)
+    r = ssd.theorem3_bounds(sc, _eq98_rows(sc, 60))
+    assert r["violation"] < 1e-12 and r["rises"] == 1 and r["q_min_ratio"] > 1 - 1e-12 and r["q_max"] < 1
+    low = int(sc.distinct_tokens(0)[0])  # the least likely distinct token of class 0
+    r = ssd.theorem3_bounds(sc, _eq98_rows(sc, 60, scale_token=low))
+    assert r["violation"] == pytest.approx(1 - 1 / 1.1, rel=1e-9)
+
+
 def test_lemma3_study_checks_theorem5_and_corollary1_on_the_modified_run(monkeypatch):
     """Theorem 5 and Corollary 1 on lemma3_run's modified decoder, transcribed here in numpy: Y lies in the span of
     the f_n, Y = F (F^T F)^-1 W (without the inverse, F W, it is off by E's size: the check can fail), and the

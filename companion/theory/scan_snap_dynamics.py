@@ -146,6 +146,41 @@ def theorem3_deviation(classes: SeqClasses, z: np.ndarray, form: str = "appendix
     return worst
 
 
+def theorem3_bounds(classes: SeqClasses, z: np.ndarray) -> dict[str, float]:
+    """Theorem 3's Eq. (12) and its monotone dominant token along a run's rows z (steps + 1, K, M). For each class
+    n, l0 is the dominant distinct token (largest P(l|n) exp(z_l(0))) and f_nl^2 = c_l^2 / sum c^2 with c_l =
+    P(l|n) exp(z_l). B_n is measured from each other distinct token l's steps, B_n(t) = sum_{s < t} Delta z_l(s) /
+    f_nl(s)^2 (Eq. 98: Delta z_l = eta_Z f_nl^2 xi_n, so eta_Z drops out), and q(t) = (z_l0(t) - z_l0(0)) /
+    B_n(t), which Eq. (12) places in [f_nl0(0)^2, 1]. Returns ``violation``, the largest max(0, 1 - q /
+    f_nl0(0)^2, q - 1) over the steps with B_n > 0, the tokens l and the classes; ``q_min_ratio`` and ``q_max``,
+    the smallest q / f_nl0(0)^2 and the largest q; and ``rises``, the fraction of steps from the second (the
+    first moves only Y) at which z_l0 and f_nl0 both rise, over the classes."""
+    violation, q_min_ratio, q_max, rises = 0.0, math.inf, 0.0, []
+    for n in range(classes.n_classes):
+        support = np.flatnonzero(classes.probs[n] > 0)
+        logc = np.log(classes.probs[n, support]) + z[:, n, support]  # (steps + 1, |support|)
+        f2 = np.exp(2 * logc - np.logaddexp.reduce(2 * logc, axis=1, keepdims=True))
+        d = [int(np.flatnonzero(support == l)[0]) for l in classes.distinct_tokens(n)]  # columns of f2
+        l0 = d[int(np.argmax(logc[0, d]))]
+        zn = z[:, n, support]
+        gain = zn[:, l0] - zn[0, l0]
+        for l in d:
+            if l == l0:
+                continue
+            B = np.concatenate([[0.0], np.cumsum(np.diff(zn[:, l]) / f2[:-1, l])])
+            q = gain[B > 0] / B[B > 0]
+            ratio = q / f2[0, l0]
+            violation = max(violation, float(max(0.0, 1 - ratio.min(), q.max() - 1)))
+            q_min_ratio, q_max = min(q_min_ratio, float(ratio.min())), max(q_max, float(q.max()))
+        rises.append((np.diff(zn[:, l0])[1:] > 0) & (np.diff(f2[:, l0])[1:] > 0))
+    return {
+        "violation": violation,
+        "q_min_ratio": q_min_ratio,
+        "q_max": q_max,
+        "rises": float(np.concatenate(rises).mean()),
+    }
+
+
 DYNAMICS = {
     "steps": 1000,
     "eta_y": 1.0,
@@ -153,13 +188,15 @@ DYNAMICS = {
     "z0": (0.0, 0.5),
     "num_common": (1, 10),
     "lemma1_seeds": 5,
+    "nu_limit": 1000,  # Eq. (12) again, closer to the two-timescale limit (runs of their own)
 }
 
 
 def dynamics_study(use_cache: bool = True) -> dict:
     """Lemmas 1 and 4 on random inputs, Lemmas 2 and 18 by Monte Carlo (:func:`lemma2_study`), and the population dynamics (:func:`population_run`) on Syn-Small with one
     or ten common tokens, eta_Y = 1 and eta_Y / eta_Z = nu, from Z(0) = 0 and from a random Z(0); Theorem 2's
-    signs and Theorem 3's identity measured along each run. ``runs[(num_common, nu, z0)]``."""
+    signs, Theorem 3's identity and its bounds (:func:`theorem3_bounds`) measured along each run.
+    ``runs[(num_common, nu, z0)]``; ``limit[(num_common, z0)]``: the signs and bounds at nu = ``nu_limit``."""
     d = DYNAMICS
 
     def compute():
@@ -173,11 +210,19 @@ def dynamics_study(use_cache: bool = True) -> dict:
                         **theorem2_signs(sc, r["z"]),
                         "deviation": theorem3_deviation(sc, r["z"]),
                         "deviation_printed": theorem3_deviation(sc, r["z"], form="printed"),
+                        "eq12": theorem3_bounds(sc, r["z"]),
                         "loss": r["loss"],
                         "z": r["z"][:, 0],
                     }
+        limit = {}
+        for nc in d["num_common"]:
+            sc = synthetic(2, 1, num_common=nc)
+            for z0 in d["z0"]:
+                r = population_run(sc, d["eta_y"], d["eta_y"] / d["nu_limit"], d["steps"], z0=z0)
+                limit[(nc, z0)] = {**theorem2_signs(sc, r["z"]), "eq12": theorem3_bounds(sc, r["z"])}
         return {
             "runs": runs,
+            "limit": limit,
             "lemma1": [lemma1_gap(seed=s) for s in range(d["lemma1_seeds"])],
             "lemma4": [lemma4_gap(seed=s) for s in range(d["lemma1_seeds"])],
             "lemma2": lemma2_study(),
@@ -188,6 +233,9 @@ def dynamics_study(use_cache: bool = True) -> dict:
 
 def dynamics_summary(res: dict):
     runs, d = res["runs"], DYNAMICS
+    # Theorem 3's hypothesis: every common logit falls at every step from the second
+    eq12 = [r["eq12"] for k, r in runs.items() if k[1] == max(d["nu"]) and r["common_down"] == 1]
+    eq12_limit = [r["eq12"] for r in res["limit"].values() if r["common_down"] == 1]
 
     def dev(nc, z0):
         return [runs[(nc, nu, z0)]["deviation"] for nu in d["nu"]]
@@ -261,6 +309,25 @@ def dynamics_summary(res: dict):
             "dev_shrink": (
                 min(dev(nc, z0)[0] / dev(nc, z0)[-1] for nc in d["num_common"] for z0 in d["z0"]),
                 "smallest ratio deviation(nu = 1) / deviation(nu = 100) over the four (common, Z(0)) cases",
+            ),
+            "eq12_cases": (
+                len(eq12),
+                f"Eq. (12): runs at nu = {max(d['nu'])} that meet Theorem 3's hypothesis",
+            ),
+            "eq12_violation": (
+                max(r["violation"] for r in eq12),
+                "Eq. (12): largest relative violation of f_nl0(0)^2 <= q <= 1 over those runs",
+            ),
+            "eq12_q_min": (min(r["q_min_ratio"] for r in eq12), "Eq. (12): smallest q / f_nl0(0)^2"),
+            "eq12_q_max": (max(r["q_max"] for r in eq12), "Eq. (12): largest q (upper bound 1)"),
+            "eq12_rises": (
+                min(r["rises"] for r in eq12),
+                "Theorem 3: smallest fraction of steps at which z_l0 and f_nl0 both rise",
+            ),
+            "eq12_limit_cases": (len(eq12_limit), f"runs at nu = {d['nu_limit']} that meet the hypothesis"),
+            "eq12_limit": (
+                max(r["violation"] for r in eq12_limit),
+                f"Eq. (12) at nu = {d['nu_limit']}: largest relative violation",
             ),
             "loss_end": (
                 max(r["loss"][-1] for r in runs.values()),
