@@ -170,6 +170,12 @@ class RecallExperiment(config.Profiled):
         noisy = task.sample(rng, self.n_test)
         return clean, noisy
 
+    def validation_batch(self):
+        """A clean (alpha = 0) held-out batch as large as the test set, from a stream of its own: for choices
+        (a truncation's rho) that the test set must not make."""
+        rng = np.random.default_rng(config.seed_streams(self.seed, ["validation-data"])["validation-data"])
+        return self.task(final_trigger=True).with_alpha(0.0).sample(rng, self.n_test)
+
     def key(self) -> str:
         """Cache key: the configuration and the source of the modules that train and measure it."""
         return cache.key(self, MODULES)

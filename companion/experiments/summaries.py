@@ -305,6 +305,36 @@ def late_over_rho(run: RecallRun, key: str) -> tuple[np.ndarray, np.ndarray]:
     return rhos, np.array([run.late_mean(key, rho=r) for r in rhos])
 
 
+def validated_rho(run: RecallRun) -> dict[str, float]:
+    """Fig. 13's choice made on held-out data: on the run's final model, the rho in (0, 1) of its grid on its
+    truncated matrix with the lowest clean loss on :meth:`~RecallExperiment.validation_batch`, and ``gain``, the
+    clean test loss at rho = 1 minus that at the chosen rho (> 0: truncation helps on data that did not choose it).
+    """
+    exp = run.exp
+    if not exp.truncate:
+        raise ValueError(f"the run truncates no matrix (truncate={exp.truncate!r}); allowed: a matrix name")
+    rhos = np.asarray(exp.rhos)
+    inner = (rhos > 0) & (rhos < 1)
+    if not inner.any() or not (rhos == 1).any():
+        raise ValueError(f"rhos={exp.rhos}: allowed grids hold 1 and some rho in (0, 1)")
+    model, tau = run.model(), exp.task().noise_token
+
+    def losses(batch):
+        return probes.rho_sweep(
+            model,
+            torch.as_tensor(batch.inputs),
+            torch.as_tensor(batch.final_ybar),
+            tau,
+            exp.truncate,
+            exp.rhos,
+            None if batch.distractor is None else torch.as_tensor(batch.distractor),
+        )["loss"]
+
+    val, test = losses(exp.validation_batch()), losses(exp.test_batches()[0])
+    j = np.flatnonzero(inner)[np.argmin(val[inner])]
+    return {"rho": float(rhos[j]), "gain": float(test[rhos == 1][0] - test[j])}
+
+
 def truncation_searches(runs: dict[str, RecallRun]) -> dict[str, list[dict]]:
     """Fig. 13: for each run's final model, :func:`companion.truncation.search` over the full model, every
     feed-forward layer dropped and every learnable matrix at every rho of the run's grid, ranked by the clean
@@ -338,6 +368,7 @@ def architectures_summary(runs: dict[str, RecallRun], best_mm: dict) -> Summary:
     rhos, nn_loss = late_over_rho(runs["none, none"], "clean_loss")
     _, nn_acc = late_over_rho(runs["none, none"], "clean_pred_correct")
     inner = (rhos > 0) & (rhos < 1)
+    validated = validated_rho(runs["none, none"])
     return Summary(
         {
             "mm_drop2_acc": (mm["drop F2"]["accuracy"], "MLP, MLP: accuracy with F2 dropped"),
@@ -382,6 +413,14 @@ def architectures_summary(runs: dict[str, RecallRun], best_mm: dict) -> Summary:
             "nn_gain": (
                 float(nn_loss[rhos == 1][0] - nn_loss[inner].min()),
                 "no FF: full loss minus the lowest loss over rho in (0, 1)",
+            ),
+            "val_best_rho": (
+                validated["rho"],
+                "no FF, final model: rho in (0, 1) of the lowest loss on a validation batch",
+            ),
+            "val_nn_gain": (
+                validated["gain"],
+                "no FF, final model: test loss at rho = 1 minus at the validation's rho",
             ),
             "best_mm": (best_mm["candidate"], "MLP, MLP: best truncation by clean loss"),
             "best_mm_is_f2": (
