@@ -493,7 +493,7 @@ def record_all(
     row per recording (:data:`ALL_HEADER`; a sweep's row names its settings).
 
     An experiment whose file is already recorded for the profile's configuration (in ``out_dir`` or
-    ``data/recorded``, and not :func:`stale`) is skipped. A recording still running at the deadline is stopped
+    ``data/recorded``, not :func:`stale` and not :func:`incomplete`) is skipped. A recording still running at the deadline is stopped
     and writes nothing (a file is written whole at the end of a recording); one is not started with less than
     :data:`START_MARGIN` seconds left. ``launch(name, command, seconds)`` -> the result's words runs one
     recording (default: a child process bounded by ``seconds``). ``progress``: each row on stderr as it ends.
@@ -521,7 +521,7 @@ def record_all(
             for d in places
             if d.is_dir()
             for r in runs(name, d, profile, settings, precision)
-            if not stale(r)
+            if not stale(r) and not incomplete(r)
         ]
         left = deadline - (time.monotonic() - start)
         if done or left < START_MARGIN:
@@ -540,6 +540,12 @@ def record_all(
         if progress:
             print(f"record {label}: {result} ({rows[-1][2]} s)", file=sys.stderr, flush=True)
     return rows
+
+
+def incomplete(rec: Recorded) -> list[str]:
+    """The claims that ``data/recorded_claims.toml`` reads off this recording's experiment and that the recording
+    cannot give (its summary predates the entry that measures them); :func:`record_all` records it again."""
+    return sorted(cid for cid in recorded_claims().get(rec.experiment, {}) if cid not in rec.claims)
 
 
 def _launch(name: str, cmd: list[str], seconds: float) -> str:

@@ -254,7 +254,8 @@ def test_full_only_rows_set_larger_runs_against_the_paper_bar():
     rows = record.full_only_rows(["architectures"])
     larger = record.latest("architectures", "quick", catalog.ARCH_LARGER)
     mine = {r[0]: r for r in rows if "seq_len=64" in r[2]}
-    assert set(mine) == {"`arch.ml_drop_f1`", "`arch.nn_best_rho`"}  # the chapter's two full-scale-only rows
+    # the chapter's three full-scale-only rows
+    assert set(mine) == {"`arch.ml_drop_f1`", "`arch.nn_best_rho`", "`arch.nn_best_rho_validated`"}
     for cid, row in mine.items():
         value = larger.claims[cid.strip("`")]
         claim = claims.CLAIMS[cid.strip("`")]
@@ -435,6 +436,15 @@ def test_record_all_makes_the_sweeps_of_the_sources_with_their_settings(tmp_path
     assert [r[3] for r in rows if r[0].startswith("recall lr=")] == [
         f"already recorded (recall-full-lr={lr}.json)" for lr in scale_study.LRS
     ]
+    # architectures-full.json (H100, 2026-11-27) predates the summary entry of arch.nn_best_rho_validated
+    # (val_nn_gain): incomplete, so it is recorded again; recall-full.json is complete and skipped
+    arch = record.latest("architectures", "full")
+    assert record.incomplete(arch) == ["arch.nn_best_rho_validated"]
+    assert record.incomplete(record.latest("recall", "full")) == []
+    by_name = {r[0]: r[3] for r in rows}
+    assert (
+        by_name["architectures"] == "recorded" and by_name["recall"] == "already recorded (recall-full.json)"
+    )
 
 
 def test_a_recording_is_stopped_at_its_deadline_and_a_failure_says_why():

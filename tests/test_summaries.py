@@ -1,6 +1,7 @@
 """The named package calls behind every asserted number: summaries of runs and studies."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -73,6 +74,39 @@ def test_architectures_summary(tiny_run):
         s["ml_drop1_loss"] - s["ml_full_loss"]
     )
     assert "| MLP, MLP | drop F2 |" in summaries.variant_markdown(summaries.variant_table(runs))
+
+
+def test_validated_rho_chooses_on_held_out_data(tiny_run):
+    """validated_rho against a transcription: the final model with its matrix truncated by truncation.truncated,
+    the cross-entropy of the correct token at the last position of the validation batch (which chooses rho) and of
+    the test batch (which measures the gain); the validation batch is not the test batch; bad runs are refused."""
+    import torch
+    import torch.nn.functional as F
+
+    from companion import truncation
+
+    exp, model = tiny_run.exp, tiny_run.model()
+    val, test = exp.validation_batch(), exp.test_batches()[0]
+    assert val.inputs.shape == test.inputs.shape and not np.array_equal(val.inputs, test.inputs)
+
+    def loss(batch, rho):
+        with torch.no_grad(), truncation.truncated(model, exp.truncate, rho):
+            logits = model(torch.as_tensor(batch.inputs), last_only=True)
+            return F.cross_entropy(logits.float(), torch.as_tensor(batch.final_ybar)).item()
+
+    inner = [r for r in exp.rhos if 0 < r < 1]
+    best = min(inner, key=lambda r: loss(val, r))
+    out = summaries.validated_rho(tiny_run)
+    assert out["rho"] == best
+    assert out["gain"] == pytest.approx(loss(test, 1.0) - loss(test, best), abs=1e-5)
+    with pytest.raises(ValueError, match="truncate"):
+        summaries.validated_rho(
+            noisy_recall.RecallRun(replace(exp, truncate=""), tiny_run.metrics, tiny_run.state)
+        )
+    with pytest.raises(ValueError, match="rhos"):
+        summaries.validated_rho(
+            noisy_recall.RecallRun(replace(exp, rhos=(0.0, 1.0)), tiny_run.metrics, tiny_run.state)
+        )
 
 
 def test_allocation_summary():
