@@ -66,6 +66,16 @@ def test_fig18_bad_input():
         am.fig18_runs(n=3, d=8, ranks=(1, 9))
 
 
+def test_noise_logit_one_step_at_log_n_against_its_closed_form():
+    """study's ``one_step``: from xi = 0, one step at eta = log N gives xi_1 = log N (alpha - 1 / (N + 1)), so
+    xi_hat_1 = log N (alpha - 1 / (N + 1)) - xi*; below 0 on the grid, and above 0 at N = 5, alpha = 0.1, where
+    log N (1 - alpha + 1 / (N + 1)) < log((1 - alpha) / alpha)."""
+    res = nl.study(Ns=(5, 10, 1000), alphas=(0.1, 0.4), steps=10, probe_steps=10)
+    for (N, a), v in res["one_step"].items():
+        assert v == pytest.approx(np.log(N) * (a - 1 / (N + 1)) - nl.fixed_point(a, N), rel=1e-12)
+    assert res["one_step"][(5, 0.1)] > 0 > max(v for (N, _), v in res["one_step"].items() if N >= 10)
+
+
 def test_noise_logit_fixed_point_is_probability_alpha():
     for a, N in [(0.2, 10), (0.4, 1000)]:
         xi = nl.fixed_point(a, N)

@@ -64,7 +64,8 @@ GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.45)
 
 def study(Ns=GRID_NS, alphas=GRID_ALPHAS, steps: int = 3000, probe_steps: int = 300) -> dict:
     """The chapter's grid: recursions at eta = 1 (``runs``), centred iterates just below and above the
-    step-size bound (``below``, ``above``: 0.99 and 1.2 times it) and g on x in [-31.6, -1e-6] (``x``, ``g``)."""
+    step-size bound (``below``, ``above``: 0.99 and 1.2 times it), the centred iterate after one step from 0 at
+    eta = log N (``one_step``, the remark after the bound) and g on x in [-31.6, -1e-6] (``x``, ``g``)."""
     x = -np.logspace(-6, 1.5, 400)[::-1]  # increasing, from -31.6 to -1e-6
     return {
         "runs": {(N, a): iterate(a, N, eta=1.0, steps=steps) for N in Ns for a in alphas},
@@ -75,6 +76,11 @@ def study(Ns=GRID_NS, alphas=GRID_ALPHAS, steps: int = 3000, probe_steps: int = 
         },
         "above": {
             (N, a): iterate(a, N, eta=1.2 * step_size_bound(a), steps=probe_steps) - fixed_point(a, N)
+            for N in Ns
+            for a in alphas
+        },
+        "one_step": {
+            (N, a): float(iterate(a, N, eta=float(np.log(N)), steps=1)[-1] - fixed_point(a, N))
             for N in Ns
             for a in alphas
         },
@@ -106,6 +112,14 @@ def summary(res: dict):
             "max_below": (
                 max(float(v.max()) for v in res["below"].values()),
                 "largest centred iterate with eta = 0.99 x bound",
+            ),
+            "one_step_log_n": (
+                max(res["one_step"].values()),
+                "largest centred iterate after one step from 0 with eta = log N",
+            ),
+            "log_n_over_bound": (
+                max(float(np.log(N)) / step_size_bound(a) for N, a in res["one_step"]),
+                "largest log N over the bound 1/(alpha(1-alpha)) on the grid",
             ),
             "min_above": (
                 min(float(v.max()) for v in res["above"].values()),
