@@ -304,6 +304,35 @@ def test_studies_on_a_tiny_model(tmp_path, tok):
     assert {"timestamp", "versions", "settings"} <= set(blob) and "transformers" in blob["versions"]
 
 
+def test_greedy_continuation_against_an_argmax_loop(tmp_path, tok):
+    """studies.greedy against the definition: append the argmax next token, five times, from full forward passes;
+    under LASER the continuation is that of the truncated model, and the weights come back; study_final's greedy
+    entries and the summary's match flags follow the paper's strings."""
+    m = tiny("gpt_neox", n_layer=4)
+    m.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    loaded = hub.load(str(tmp_path / "m"))
+    prompt = "Madrid is located in"
+
+    def argmax_loop(specs=()):
+        ids = tok(prompt, return_tensors="pt")["input_ids"]
+        with laser.laser(loaded.model, specs), torch.no_grad():
+            for _ in range(5):
+                nxt = loaded.model(ids).logits[0, -1].argmax()
+                ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+        return tok.decode(ids[0, -5:])
+
+    before = hub.fingerprint(loaded.model)
+    spec = (2, "mlp_in", 0.0)
+    assert studies.greedy(loaded, prompt) == argmax_loop()
+    assert studies.greedy(loaded, prompt, specs=[spec]) == argmax_loop([spec])
+    assert hub.fingerprint(loaded.model) == before
+    with pytest.raises(ValueError, match="n_tokens"):
+        studies.greedy(loaded, prompt, n_tokens=0)
+    last = studies.study_final(loaded, spec, spec, n_ioi=4)
+    assert last["greedy_full"] == argmax_loop() and last["greedy_laser"] == argmax_loop([spec])
+
+
 def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
     """What each LLM chapter runs with real weights, fed tiny models through local folders (as a user would)."""
     gpt2 = tiny("gpt2", n_layer=4, positions=1024)
@@ -346,6 +375,15 @@ def test_chapter_code_paths_with_local_model_folders(tmp_path, tok):
         report.require(s, llm_summaries.PYTHIA_PIPELINE)
     report.require(s, {k: b for k, b in llm_summaries.PYTHIA_PIPELINE.items() if k != "distinct_checkpoints"})
     assert "ioi_ratio_err" not in s  # step14000 was not run
+    # Sec. 4.1's strings: the flags read the continuation's start and the top token
+    paper_like = dict(
+        last, greedy_full=" the north of Spain.", greedy_laser=" Spain, in", country_of_top=" Spain"
+    )
+    s2 = llm_summaries.pythia_summary(along, paper_like, True, final)
+    assert s2["greedy_full_match"] == s2["greedy_laser_match"] == s2["country_of_match"] == 1.0
+    other = dict(last, greedy_full=" the capital", greedy_laser=" the north", country_of_top=" France")
+    s2 = llm_summaries.pythia_summary(along, other, True, final)
+    assert s2["greedy_full_match"] == s2["greedy_laser_match"] == s2["country_of_match"] == 0.0
     along["rows"]["step14000"] = along["rows"]["step2"]
     assert "table1_14k_err" in llm_summaries.pythia_summary(along, last, True, final)
     _data_or_skip("gsm8k_test")

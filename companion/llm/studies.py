@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from companion import config
+from companion.config import check_int
 from companion.io import atomic_write_text
 from companion.llm import hub, laser, measure, prompts
 from companion.llm.prompts import THE
@@ -39,6 +40,10 @@ PAPER_TABLE1 = {
     "full": [0.499, 0.079, 0.069, 0.023, 0.021],
     "laser": [0.027, 0.300, 0.002, 0.044, 0.046],
 }
+# Sec. 4.1 (Pythia-1B, "Madrid is located in"): the greedy generations, full model and LASER, and the prompt
+# that needs no LASER ("... the country of" predicts "Spain")
+PAPER_GREEDY = {"full": " the north of Spain", "laser": " Spain", "country_of": " Spain"}
+COUNTRY_OF = " the country of"
 # Sec. 4.1 (Pythia-1B at step 14000): probability ratios target / "the", full -> LASER
 PAPER_RATIOS_14K = {"ioi": (2.3, 12.3), "factual": (0.16, 11.3)}
 # Table 2: GSM8K accuracy (%) for k = 1, 2, 4, 8 shots
@@ -57,6 +62,20 @@ def top_tokens(loaded: hub.Loaded, prompt: str, k: int = 5, specs=()) -> list[tu
     with laser.laser(loaded.model, specs):
         lp = measure.next_token_logprobs(loaded.model, loaded.tokenizer, [prompt])
     return measure.topk(lp[0], loaded.tokenizer, k)
+
+
+def greedy(loaded: hub.Loaded, prompt: str, n_tokens: int = 5, specs=()) -> str:
+    """The greedy continuation (``n_tokens`` new tokens, decoded) of one prompt, optionally under LASER ``specs``
+    [(layer, matrix, rho)]; the weights are restored afterwards."""
+    import torch
+
+    check_int("n_tokens", n_tokens, low=1)
+    tok, model = loaded.tokenizer, loaded.model
+    ids = tok(prompt, return_tensors="pt").to(next(model.parameters()).device)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    with laser.laser(model, specs), torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=n_tokens, do_sample=False, pad_token_id=pad)
+    return tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 def candidate_ids(tokenizer, candidates: list[str]) -> list[int]:
@@ -272,7 +291,8 @@ def study_checkpoints(
 
 
 def study_final(loaded: hub.Loaded, ioi_spec, factual_spec, n_ioi: int = 100) -> dict:
-    """Table 1, Fig. 15 and Fig. 16 on one (final) checkpoint."""
+    """Table 1, Fig. 15 and Fig. 16 on one (final) checkpoint, and Sec. 4.1's greedy continuations of "Madrid is
+    located in" (full model and LASER) and the top token of "Madrid is located in the country of"."""
     tok = loaded.tokenizer
     madrid = prompts.factual_madrid(tok)
     table5 = prompts.factual_table5(tok)
@@ -284,6 +304,9 @@ def study_final(loaded: hub.Loaded, ioi_spec, factual_spec, n_ioi: int = 100) ->
             loaded, [f.prompt for f in table5], [f.target_id for f in table5], [factual_spec]
         ),
         "factual_targets": [f.target_token for f in table5],
+        "greedy_full": greedy(loaded, madrid.prompt),
+        "greedy_laser": greedy(loaded, madrid.prompt, specs=[factual_spec]),
+        "country_of_top": top_tokens(loaded, madrid.prompt + COUNTRY_OF, 1)[0][0],
     }
 
 

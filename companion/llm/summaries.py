@@ -221,6 +221,24 @@ def pythia_summary(along: dict, last: dict, restored: bool, final: hub.Loaded) -
             last["factual"]["laser_ratio"] / last["factual"]["full_ratio"],
             'final checkpoint, Table 5: ratio p(target)/p(" the") with LASER over without',
         ),
+        "greedy_full": (
+            last["greedy_full"],
+            'final checkpoint: greedy continuation of "Madrid is located in"',
+        ),
+        "greedy_laser": (last["greedy_laser"], "the same with LASER"),
+        "greedy_full_match": (
+            float(last["greedy_full"].startswith(studies.PAPER_GREEDY["full"])),
+            f"1 if the full model's begins {studies.PAPER_GREEDY['full']!r} (Sec. 4.1)",
+        ),
+        "greedy_laser_match": (
+            float(last["greedy_laser"].startswith(studies.PAPER_GREEDY["laser"])),
+            f"1 if LASER's begins {studies.PAPER_GREEDY['laser']!r} (Sec. 4.1)",
+        ),
+        "country_of_top": (last["country_of_top"], 'top next token of "Madrid is located in the country of"'),
+        "country_of_match": (
+            float(last["country_of_top"] == studies.PAPER_GREEDY["country_of"]),
+            f"1 if it is {studies.PAPER_GREEDY['country_of']!r} (Sec. 4.1)",
+        ),
         "table1_final_err": (
             table1_error(last["table1_full"], last["table1_laser"]),
             "Table 1 at the final checkpoint: max |ours - paper| over the 10 probabilities",
