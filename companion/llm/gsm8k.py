@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion import config
-from companion.config import check_choice, check_int
+from companion.config import check_choice
 from companion.data import sources
 
 SPLITS = {"test": "gsm8k_test", "train": "gsm8k_train"}
@@ -137,47 +137,10 @@ def generate(
     batch_size: int = 8,
     progress: bool = False,
 ) -> list[str]:
-    """Greedy continuations of ``prompts`` (left-padded batches), cut at :data:`STOP`."""
-    import torch
-    from tqdm.auto import tqdm
+    """Greedy continuations of ``prompts`` cut at :data:`STOP` (:func:`companion.llm.measure.generate`)."""
+    from companion.llm import measure
 
-    check_int("max_new_tokens", max_new_tokens, low=1)
-    check_int("batch_size", batch_size, low=1)
-    device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    old_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    outs = []
-    limit = getattr(model.config, "max_position_embeddings", None) or getattr(
-        model.config, "n_positions", None
-    )
-    longest = max(len(tokenizer.encode(p)) for p in prompts)
-    if limit is not None and longest + max_new_tokens > limit:
-        raise ValueError(
-            f"the longest prompt has {longest} tokens; with max_new_tokens={max_new_tokens} it "
-            f"exceeds the model's context of {limit} positions: use fewer shots or tokens"
-        )
-    try:
-        for start in tqdm(range(0, len(prompts), batch_size), desc="generate", disable=not progress):
-            batch = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True).to(
-                device
-            )
-            with torch.no_grad():
-                gen = model.generate(
-                    **batch,
-                    max_new_tokens=max_new_tokens,
-                    do_sample=False,
-                    pad_token_id=pad,
-                    stop_strings=[STOP],
-                    tokenizer=tokenizer,
-                )
-            new = gen[:, batch["input_ids"].shape[1] :]
-            outs += [t.split(STOP)[0] for t in tokenizer.batch_decode(new, skip_special_tokens=True)]
-    finally:
-        tokenizer.padding_side = old_side
-    return outs
+    return measure.generate(model, tokenizer, prompts, max_new_tokens, batch_size, progress, stop=STOP)
 
 
 def accuracy(generations: list[str], problems: list[Problem]) -> float:

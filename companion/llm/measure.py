@@ -93,3 +93,55 @@ def topk(logprobs_row: torch.Tensor, tokenizer, k: int = 5) -> list[tuple[str, f
     check_int("k", k, low=1)
     p, i = logprobs_row.exp().topk(k)
     return [(tokenizer.decode([int(j)]), float(q)) for q, j in zip(p, i)]
+
+
+def generate(
+    model,
+    tokenizer,
+    prompts: list[str],
+    max_new_tokens: int = 256,
+    batch_size: int = 8,
+    progress: bool = False,
+    stop: str | None = None,
+) -> list[str]:
+    """Greedy continuations of ``prompts`` (left-padded batches), decoded, each cut at ``stop`` (None: the
+    ``max_new_tokens`` new tokens whole)."""
+    from tqdm.auto import tqdm
+
+    check_int("max_new_tokens", max_new_tokens, low=1)
+    check_int("batch_size", batch_size, low=1)
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    old_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    outs = []
+    limit = getattr(model.config, "max_position_embeddings", None) or getattr(
+        model.config, "n_positions", None
+    )
+    longest = max(len(tokenizer.encode(p)) for p in prompts)
+    if limit is not None and longest + max_new_tokens > limit:
+        raise ValueError(
+            f"the longest prompt has {longest} tokens; with max_new_tokens={max_new_tokens} it "
+            f"exceeds the model's context of {limit} positions: use fewer shots or tokens"
+        )
+    try:
+        for start in tqdm(range(0, len(prompts), batch_size), desc="generate", disable=not progress):
+            batch = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True).to(
+                device
+            )
+            with torch.no_grad():
+                gen = model.generate(
+                    **batch,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=pad,
+                    **({"stop_strings": [stop], "tokenizer": tokenizer} if stop else {}),
+                )
+            new = gen[:, batch["input_ids"].shape[1] :]
+            texts = tokenizer.batch_decode(new, skip_special_tokens=True)
+            outs += [t.split(stop)[0] for t in texts] if stop else texts
+    finally:
+        tokenizer.padding_side = old_side
+    return outs

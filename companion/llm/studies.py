@@ -67,15 +67,9 @@ def top_tokens(loaded: hub.Loaded, prompt: str, k: int = 5, specs=()) -> list[tu
 def greedy(loaded: hub.Loaded, prompt: str, n_tokens: int = 5, specs=()) -> str:
     """The greedy continuation (``n_tokens`` new tokens, decoded) of one prompt, optionally under LASER ``specs``
     [(layer, matrix, rho)]; the weights are restored afterwards."""
-    import torch
-
     check_int("n_tokens", n_tokens, low=1)
-    tok, model = loaded.tokenizer, loaded.model
-    ids = tok(prompt, return_tensors="pt").to(next(model.parameters()).device)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    with laser.laser(model, specs), torch.no_grad():
-        out = model.generate(**ids, max_new_tokens=n_tokens, do_sample=False, pad_token_id=pad)
-    return tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+    with laser.laser(loaded.model, specs):
+        return measure.generate(loaded.model, loaded.tokenizer, [prompt], n_tokens, batch_size=1)[0]
 
 
 def candidate_ids(tokenizer, candidates: list[str]) -> list[int]:
