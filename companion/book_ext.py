@@ -233,7 +233,40 @@ def _source_pages(app):
         yield source_page(module), {"title": module, "body": body}, "page.html"
 
 
+# Extensions that Jupyter Book loads (or the book names) whose ``setup`` does not say whether it may read or write
+# in parallel, so that Sphinx would read serially (scripts/build_book.py --jobs); each is safe, for the reason
+# given: it changes nothing that a reading process would have to send back to the main one.
+PARALLEL_SAFE = {
+    "sphinx-mathjax-offline": "copies MathJax into _static at build-finished, in the main process",
+    "sphinx_jupyterbook_latex": "its transforms edit only the doctree being read, which goes back whole; its env "
+    "settings are made for a LaTeX builder only",
+    "sphinx_multitoc_numbering": "replaces the toctree collector's section numbering, which runs after reading",
+}
+
+
+def _declare_parallel_safe(app):
+    from sphinx.domains import Domain
+
+    for name in PARALLEL_SAFE.keys() & app.extensions.keys():
+        ext = app.extensions[name]
+        for attr in ("parallel_read_safe", "parallel_write_safe"):
+            if getattr(ext, attr, None) is None:
+                setattr(ext, attr, True)
+    # sphinx-proof says it may read in parallel but its domain cannot merge what a reading process sends back:
+    # its records live in ``env.proof_list`` (merged by its own env-merge-info handler) and the domain's data holds
+    # nothing of a chapter's, so there is nothing to merge.
+    if "prf" in app.env.domains:
+        proof = type(app.env.get_domain("prf"))
+        if proof.merge_domaindata is Domain.merge_domaindata:
+            proof.merge_domaindata = _merge_nothing
+
+
+def _merge_nothing(self, docnames, otherdata):
+    """A domain's ``merge_domaindata`` for a domain whose data holds nothing per document."""
+
+
 def setup(app):
+    app.connect("builder-inited", _declare_parallel_safe)
     app.connect("doctree-resolved", _add_code_links)
     app.connect("html-collect-pages", _source_pages)
     app.add_node(scorecard_placeholder)

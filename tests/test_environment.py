@@ -343,3 +343,36 @@ def test_every_chapters_code_names_only_what_it_defines_or_imports(tmp_path):
     control = "```{code-cell} ipython3\nfrom companion import plotting, report\nplotting.curves(x)\n```\n"
     found = _pyflakes({"control": book_ext.chapter_code(control)}, tmp_path)
     assert len(found) == 2 and "F401" in found[0] + found[1] and "F821" in found[0] + found[1]
+
+
+def test_the_book_build_may_read_chapters_in_parallel():
+    """scripts/build_book.py (`make html`, `make book`) reads the chapters in BOOK_JOBS processes: a bad job count
+    is refused before any work, and the book extension declares the three extensions that do not say so themselves
+    parallel-safe and lets sphinx-proof's domain merge (its data holds nothing per chapter). Sphinx itself warns,
+    and so fails the -W build, if a loaded extension is still undeclared."""
+    from types import SimpleNamespace
+
+    from sphinx.domains import Domain
+
+    from companion import book_ext
+    from tests.conftest import load_script
+
+    build_book = load_script("scripts/build_book.py")
+    with pytest.raises(ValueError, match=r"--jobs=0 is out of range: allowed \[1, inf\)"):
+        build_book.main(["--jobs", "0"])
+
+    class Proofs(Domain):  # a domain that leaves merge_domaindata to the base class, as sphinx-proof 0.4 does
+        name = "prf"
+
+    ext = {
+        n: SimpleNamespace(parallel_read_safe=None, parallel_write_safe=None) for n in book_ext.PARALLEL_SAFE
+    }
+    ext["declared"] = SimpleNamespace(parallel_read_safe=False, parallel_write_safe=True)
+    proofs = Proofs.__new__(Proofs)
+    env = SimpleNamespace(domains={"prf": proofs}, get_domain=lambda name: proofs)
+    with pytest.raises(NotImplementedError):  # the control: Sphinx refuses to merge such a domain
+        proofs.merge_domaindata({"a"}, {})
+    book_ext._declare_parallel_safe(SimpleNamespace(extensions=ext, env=env))
+    assert all(e.parallel_read_safe and e.parallel_write_safe for n, e in ext.items() if n != "declared")
+    assert ext["declared"].parallel_read_safe is False  # an extension's own declaration is kept
+    assert proofs.merge_domaindata({"a"}, {}) is None
