@@ -149,6 +149,50 @@ def test_qk_gradient_formula_equals_autograd():
     np.testing.assert_allclose(mine, -model.W_QK.grad.numpy()[0], atol=1e-14)
 
 
+def test_qk_gradient_samples_are_each_sequences_gradient_and_give_the_gap_its_own_error():
+    """one_step.qk_gradient_samples: row i is -grad W_QK (row q) of sequence i's loss alone (autograd, one
+    sequence at a time), and qk_gradient is their mean. Theorem 2's second-line gap in
+    attention_study.phase_projections takes its standard error over the sequences' own gaps: at most the sum
+    of its two terms' errors (the earlier, conservative bound), and here below it (the terms move together)."""
+    from companion.theory import attention_study as ats
+    from companion.theory import one_step as ost
+
+    N, T, a, n = 6, 8, 0.4, 5
+    task = ost.simplified_task(N, T, a)
+    batch = task.sample(np.random.default_rng(2), n)
+    W_F = ost.noise_ff(N, a / 2)
+    W_V = np.random.default_rng(1).normal(size=(2 * (N + 1), 2 * (N + 1))) * 0.3
+    S = ost.qk_gradient_samples(
+        _Replay(task, batch), W_V, W_F, n, np.random.default_rng(0), chunk=n, rao_blackwell=False
+    )
+    assert S.shape == (n, 2 * (N + 1))
+    for i in range(n):
+        model = ost.SimplifiedModel(N)
+        with torch.no_grad():
+            model.W_V.copy_(torch.tensor(W_V))
+            model.W_F.copy_(torch.tensor(W_F))
+        one = torch.as_tensor(batch.inputs[i : i + 1])
+        loss = torch.nn.functional.cross_entropy(model(one), torch.as_tensor(batch.targets[i : i + 1, -1]))
+        loss.backward()
+        np.testing.assert_allclose(S[i], -model.W_QK.grad.numpy()[0], atol=1e-14)
+    mean, se = ost.qk_gradient(
+        _Replay(task, batch), W_V, W_F, n, np.random.default_rng(0), chunk=n, rao_blackwell=False
+    )
+    np.testing.assert_array_equal(mean, S.mean(0))
+    assert se.shape == mean.shape and (se > 0).any()
+
+    N, T, m = 8, 64, 600
+    gap, gap_se = ats.phase_projections(N, T, m, seed=0)["other_gap"]
+    task = ost.simplified_task(N, T, ats.ALPHA)
+    rng = np.random.default_rng([0, N, T])
+    W_F = ost.noise_ff(N, ats.ALPHA)
+    ost.population_value_gradient(task, W_F, m, rng)  # the same draws as phase_projections, in order
+    Q, q_se = ost.qk_gradient(task, ats.eq26_value(N, q_noise=False), W_F, m, rng, chunk=2000)
+    V, o = N + 1, np.arange(1, N)
+    assert gap == pytest.approx(Q[V] - Q[V + o].mean(), rel=1e-12)
+    assert 0 < gap_se < q_se[V] + q_se[V + o].mean()
+
+
 def test_population_value_gradient_equals_autograd_on_expected_targets():
     """Eq. (25)'s Monte Carlo (one_step.population_value_gradient, -grad W_V at W_QK = W_V = 0, exact over y) is
     autograd's gradient of the cross-entropy against E[e_y | context] on the same contexts (the loss is linear in

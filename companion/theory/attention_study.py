@@ -105,8 +105,9 @@ def phase_projections(N: int, T: int, m: int, seed: int) -> dict:
     ``v``: -grad W_V at W_V = 0 (Eq. (25)), averaged over ordinary tokens j, k != q: the diagonal on W_E(k)
     and on W~_E(k), and the off-diagonal mean on W_E(k). Then one population step of W_QK with W_V as in
     Eq. (26) without its (q, N+1) entry, as the proof uses it (:func:`eq26_value`): ``other_gap`` =
-    xi_{q->j} - xi_{k->l} (means over ordinary j, k != q, l), as (value, conservative standard error: the sum
-    of its parts' errors). The first line's gap xi_{q->j} - xi_{q->N+1} is :func:`gap_parts`'.
+    xi_{q->j} - xi_{k->l} (means over ordinary j, k != q, l), as (value, standard error), both over the
+    sampled sequences' own gaps (each sequence gives both terms, so their errors are not added). The first
+    line's gap xi_{q->j} - xi_{q->N+1} is :func:`gap_parts`'.
     """
     task = ost.simplified_task(N, T, ALPHA)
     rng = np.random.default_rng([seed, N, T])
@@ -115,12 +116,14 @@ def phase_projections(N: int, T: int, m: int, seed: int) -> dict:
     V, o = N + 1, np.arange(1, N)
     D, P = G[np.ix_(o, o)], G[np.ix_(o, V + o)]
     n = len(o)
-    Q, se = ost.qk_gradient(task, eq26_value(N, q_noise=False), W_F, m, rng, chunk=max(200, 2000 * 64 // T))
+    S = ost.qk_gradient_samples(
+        task, eq26_value(N, q_noise=False), W_F, m, rng, chunk=max(200, 2000 * 64 // T)
+    )
     return {
         "v_diag": float(np.diag(D).mean()),
         "v_prev": float(np.diag(P).mean()),
         "v_off": float((D.sum() - np.trace(D)) / (n * (n - 1))),
-        "other_gap": (float(Q[V] - Q[V + o].mean()), float(se[V] + se[V + o].mean())),
+        "other_gap": mean_se(S[:, V] - S[:, V + o].mean(1)),
     }
 
 

@@ -379,7 +379,22 @@ def qk_gradient(
     rao_blackwell: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Q = W_E(q)^T (-grad_{W_QK} L) [key coordinates] at W_QK = 0: a (2V,) vector whose first
-    V entries are the W_E(j) keys and last V the W~_E(i) keys, with its standard errors.
+    V entries are the W_E(j) keys and last V the W~_E(i) keys, with its standard errors (the mean and
+    standard error of :func:`qk_gradient_samples`)."""
+    return mean_se(qk_gradient_samples(task, W_V, W_F, m, rng, chunk, rao_blackwell))
+
+
+def qk_gradient_samples(
+    task: RecallTask,
+    W_V: np.ndarray,
+    W_F: np.ndarray,
+    m: int,
+    rng,
+    chunk: int = 2000,
+    rao_blackwell: bool = True,
+) -> np.ndarray:
+    """:func:`qk_gradient`'s projection per sampled sequence: (m, 2V), one row per sequence, so that the
+    standard error of any linear combination of its columns (a difference of two keys) is exact.
 
     At W_QK = 0 attention is uniform and, per sample,
     grad = (1/T) sum_t (g . W_U W_V x_t) x_T (x_t - xbar)^T with g = softmax(xi) - e_y
@@ -414,8 +429,7 @@ def qk_gradient(
         proj = -(S - gv.mean(1, keepdims=True) * xbar) * xT[:, [q]]  # query side: W_E(q)^T x_T = 1
         parts.append(proj)
         done += n
-    allp = np.concatenate(parts)
-    return mean_se(allp)
+    return np.concatenate(parts)
 
 
 def train_simplified(
