@@ -369,19 +369,11 @@ def population_value_gradient(
     return G / m
 
 
-def qk_gradient(
-    task: RecallTask,
-    W_V: np.ndarray,
-    W_F: np.ndarray,
-    m: int,
-    rng,
-    chunk: int = 2000,
-    rao_blackwell: bool = True,
-) -> tuple[np.ndarray, np.ndarray]:
+def qk_gradient(task: RecallTask, W_V: np.ndarray, W_F: np.ndarray, m: int, rng, **options):
     """Q = W_E(q)^T (-grad_{W_QK} L) [key coordinates] at W_QK = 0: a (2V,) vector whose first
     V entries are the W_E(j) keys and last V the W~_E(i) keys, with its standard errors (the mean and
-    standard error of :func:`qk_gradient_samples`)."""
-    return mean_se(qk_gradient_samples(task, W_V, W_F, m, rng, chunk, rao_blackwell))
+    standard error of :func:`qk_gradient_samples`, which takes ``options``: ``chunk``, ``rao_blackwell``)."""
+    return mean_se(qk_gradient_samples(task, W_V, W_F, m, rng, **options))
 
 
 def qk_gradient_samples(
