@@ -3,9 +3,9 @@ executed) by ``--jobs`` processes.
 
 Jupyter Book 1's command line has no option for Sphinx's parallel reading, although its own ``build_sphinx``
 takes one (``jobs``) and every extension the book loads may read in parallel (myst-nb executes a chapter while
-reading it; see :func:`companion.book_ext.setup` for the three extensions that do not say so themselves). With two
-processes the chapters execute two at a time, as they do under nbval; the claim pages are still filled after every
-chapter has been read (``doctree-resolved``).
+reading it; :data:`companion.book_ext.PARALLEL_SAFE` names the three extensions that do not say so
+themselves). With two processes the chapters execute two at a time, as they do under nbval; the claim pages
+are still filled after every chapter has been read (``doctree-resolved``).
 
     python scripts/build_book.py            # one process: what `jupyter-book build --all -W -n --keep-going .` does
     python scripts/build_book.py --jobs 2   # chapters executed two at a time

@@ -28,6 +28,12 @@ def prose_stats():
 
 
 @pytest.fixture
+def build_book():
+    """scripts/build_book.py, the book build with its chapters read in parallel."""
+    return load_script("scripts/build_book.py")
+
+
+@pytest.fixture
 def migrations():
     """scripts/migrate_recordings.py, the migrations of the committed recordings."""
     return load_script("scripts/migrate_recordings.py")

@@ -345,7 +345,7 @@ def test_every_chapters_code_names_only_what_it_defines_or_imports(tmp_path):
     assert len(found) == 2 and "F401" in found[0] + found[1] and "F821" in found[0] + found[1]
 
 
-def test_the_book_build_may_read_chapters_in_parallel():
+def test_the_book_build_may_read_chapters_in_parallel(build_book):
     """scripts/build_book.py (`make html`, `make book`) reads the chapters in BOOK_JOBS processes: a bad job count
     is refused before any work, and the book extension declares the three extensions that do not say so themselves
     parallel-safe and lets sphinx-proof's domain merge (its data holds nothing per chapter). Sphinx itself warns,
@@ -355,9 +355,7 @@ def test_the_book_build_may_read_chapters_in_parallel():
     from sphinx.domains import Domain
 
     from companion import book_ext
-    from tests.conftest import load_script
 
-    build_book = load_script("scripts/build_book.py")
     with pytest.raises(ValueError, match=r"--jobs=0 is out of range: allowed \[1, inf\)"):
         build_book.main(["--jobs", "0"])
 
