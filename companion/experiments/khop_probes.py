@@ -196,7 +196,8 @@ def table_interference(exp: KHopExperiment, state: dict, n: int = 2048) -> dict:
 class ProbeStudy:
     """A set of probed runs of :func:`seed_members`: ``tags`` maps each member's name to the prefix of its summary
     entries; ``shared`` prefixes the entries the runs share (``<shared>_k``, ``<shared>_chance``, ...), so that two
-    studies glue on one page."""
+    studies glue on one page. Tags and prefixes are run and study tags of :mod:`companion.experiments.khop_keys`
+    (a test holds them to it)."""
 
     tags: dict
     shared: str

@@ -1,6 +1,7 @@
 """The k-hop recordings (``python -m companion record khop ...``): the talk's k-hop experiment and our studies of
 it, declared as :class:`companion.recorded.Recordable` for the registry (:mod:`companion.record`) and for the
-chapters that read them back (:func:`companion.experiments.khop_studies.recorded_runs`, ``recorded_summary``)."""
+chapters that read them back (:func:`companion.experiments.khop_studies.recorded_runs`, ``recorded_summary``).
+Their summary keys follow one scheme, :mod:`companion.experiments.khop_keys` (``explain`` reads a key in words)."""
 
 from __future__ import annotations
 
