@@ -266,7 +266,7 @@ def _registry() -> dict[str, Recordable]:
                 induction_random_seeds.random_seed_members,
                 induction_random_seeds.random_seeds_summary,
                 induction_random_seeds.random_seed_curves,
-                summary_var="hb_seeds",
+                summary_var="random_seeds",
             ),
         ]
     }

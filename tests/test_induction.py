@@ -441,8 +441,8 @@ def test_step2_gradient_is_what_step_2_writes_and_its_parts_add_up():
     # the previous token, passed undiluted, strengthens the stored pairs
     assert prev["stored"] > uni["stored"]
     s = three_steps_mechanism.step2_summary([uni, prev])
-    assert s["g2_stored_ratio"] == pytest.approx(prev["stored"] / uni["stored"])
-    assert s["g2_best_prev"] == prev["accuracy"][5.0]
+    assert s["step2_stored_ratio"] == pytest.approx(prev["stored"] / uni["stored"])
+    assert s["step2_best_prev"] == prev["accuracy"][5.0]
     table = three_steps_mechanism.step2_table([uni, prev])
     assert (
         len(table.splitlines()) == 2 + len(three_steps.STEP2_PARTS)
@@ -564,11 +564,13 @@ def test_step2_probe_parts_add_up_to_the_runs_probe():
     )
     results = dict(zip(three_steps_mechanism.GAUSSIAN_RUNS, (gauss, parts, gauss)))
     s = three_steps_mechanism.step2_probe_summary(results)
-    assert s["g2p_token_iid"] == pytest.approx(
+    assert s["step2_parts_token_iid"] == pytest.approx(
         gauss["key"]["token"]["spread"] / gauss["key"]["first layer"]["spread"]
     )
-    assert s["g2p_first_layer_min"] == min(r["key"]["first layer"]["probe"] for r in results.values())
-    assert s["g2p_coherence_ratio"] == pytest.approx(1.0) and 0 < s["g2p_shared_iid"] <= 1 + 1e-6
+    assert s["step2_parts_first_layer_min"] == min(r["key"]["first layer"]["probe"] for r in results.values())
+    assert (
+        s["step2_parts_coherence_ratio"] == pytest.approx(1.0) and 0 < s["step2_parts_shared_iid"] <= 1 + 1e-6
+    )
     table = three_steps_mechanism.step2_probe_table(results)
     assert len(table.splitlines()) == 2 + 1 + 2 * len(three_steps_mechanism.STREAM_PARTS)
     with pytest.raises(ValueError, match="missing"):
@@ -1069,8 +1071,8 @@ def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     assert 0 < paths["ov_remapped"] < 1  # step 1 stores remapped tokens too, more weakly than the tokens
     s = three_steps_mechanism.step3_row_summary(paths)
     assert (
-        s["s3r_total"] == pytest.approx(total)
-        and s["s3r_value_over_key"] == -paths["value"][0] / paths["key"][0]
+        s["step3_row_total"] == pytest.approx(total)
+        and s["step3_row_value_over_key"] == -paths["value"][0] / paths["key"][0]
     )
     with pytest.raises(ValueError, match="factors 1 and 2"):
         three_steps_mechanism.step3_row_summary({**paths, "factors": [1.0, 3.0]})

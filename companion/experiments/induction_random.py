@@ -602,68 +602,77 @@ def random_summary(res: dict) -> report.Summary:
                 res["random"].final("acc"),
                 "the same model, random triggers: in-context accuracy at the end",
             ),
-            "hb_k": (res["random"].exp.n_triggers, "random triggers: triggers drawn per sequence"),
-            "hb_steps": (res["random"].exp.steps, "random triggers: training steps"),
-            "hb_positions": (
+            "head_or_bigram_k": (
+                res["random"].exp.n_triggers,
+                "random triggers: triggers drawn per sequence",
+            ),
+            "head_or_bigram_steps": (res["random"].exp.steps, "random triggers: training steps"),
+            "head_or_bigram_positions": (
                 hb["positions"],
                 "random triggers: second and later trigger occurrences measured",
             ),
-            "hb_top": (
+            "head_or_bigram_top": (
                 BIGRAM_TOP,
                 "the bigram's 'top predictions': the trigger's likeliest successors counted",
             ),
-            "hb_acc_off": (
+            "head_or_bigram_acc_off": (
                 hb["acc_off"],
                 f"accuracy where o is not among the trigger's {BIGRAM_TOP} likeliest successors",
             ),
-            "hb_acc_in": (
+            "head_or_bigram_acc_in": (
                 hb["acc_in"],
                 f"accuracy where o is the trigger's 2nd to {BIGRAM_TOP}th likeliest successor",
             ),
-            "hb_top1_off": (
+            "head_or_bigram_top1_off": (
                 hb["top1_off"],
                 "share predicting the trigger's likeliest successor, o not in the top",
             ),
-            "hb_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
-            "hb_top1_ratio": (hob["top1_ratio"], "o in the top over o not in the top"),
-            "hb_attention_in": (
+            "head_or_bigram_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
+            "head_or_bigram_top1_ratio": (hob["top1_ratio"], "o in the top over o not in the top"),
+            "head_or_bigram_attention_in": (
                 hb["attention_in"],
                 "second layer's attention on the keys after earlier q, o in the top",
             ),
-            "hb_attention_off": (hb["attention_off"], "the same, o not in the top"),
-            "hb_acc_first": (hb["bins"][0]["acc"], "accuracy where o is the trigger's likeliest successor"),
-            "hb_head_first": (
+            "head_or_bigram_attention_off": (hb["attention_off"], "the same, o not in the top"),
+            "head_or_bigram_acc_first": (
+                hb["bins"][0]["acc"],
+                "accuracy where o is the trigger's likeliest successor",
+            ),
+            "head_or_bigram_head_first": (
                 hb["bins"][0]["head_acc"],
                 "the same positions: the head path alone predicts o",
             ),
-            "hb_attention_first": (
+            "head_or_bigram_attention_first": (
                 hb["bins"][0]["attention"],
                 "the same positions: attention on the keys after q",
             ),
-            "hb_strata_matched": (
+            "head_or_bigram_strata_matched": (
                 hb["strata_matched"],
                 "strata (trigger, occurrence bin) with both kinds of positions",
             ),
-            "hb_matched_share": (hb["matched_share"], "share of the top positions in those strata"),
-            "hb_attention_in_matched": (
+            "head_or_bigram_matched_share": (
+                hb["matched_share"],
+                "share of the top positions in those strata",
+            ),
+            "head_or_bigram_attention_in_matched": (
                 hb["attention_in_matched"],
                 "attention on the keys after earlier q, o in the top, within strata",
             ),
-            "hb_attention_off_matched": (
+            "head_or_bigram_attention_off_matched": (
                 hb["attention_off_matched"],
                 "the same, o not in the top, same strata",
             ),
-            "hb_acc_in_matched": (hb["acc_in_matched"], "accuracy, o in the top, within strata"),
-            "hb_acc_off_matched": (
+            "head_or_bigram_acc_in_matched": (hb["acc_in_matched"], "accuracy, o in the top, within strata"),
+            "head_or_bigram_acc_off_matched": (
                 hb["acc_off_matched"],
                 "accuracy, o not in the top, weighted to the same strata",
             ),
-            "hb_top1_ratio_matched": (
+            "head_or_bigram_top1_ratio_matched": (
                 hob["top1_ratio_matched"],
                 "share predicting the likeliest successor, in over off, within strata",
             ),
             **{
-                f"hb_{k}_{side}": (
+                f"head_or_bigram_{k}_{side}": (
                     hb[f"{k}_{side}_matched"],
                     f"{MECHANISM[k]}, o {'in' if side == 'in' else 'not in'} the top, within strata",
                 )
@@ -671,17 +680,17 @@ def random_summary(res: dict) -> report.Summary:
                 if k != "attention"
                 for side in ("in", "off")
             },
-            "hb_prev_attention_gap": (
+            "head_or_bigram_prev_attention_gap": (
                 hob["prev_attention_gap"],
                 "first layer's attention of the keys holding o on q: in minus off, within strata",
             ),
-            "hb_key_score_gap": (
+            "head_or_bigram_key_score_gap": (
                 hob["key_score_gap"],
                 "second layer's mean logit of the keys holding o: in minus off, within strata",
             ),
-            "hb_pair_score_gap": (hob["pair_score_gap"], "its token-token part"),
-            "hb_match_score_gap": (hob["match_score_gap"], "its query-token x first-layer part"),
-            "hb_rest_score_gap": (
+            "head_or_bigram_pair_score_gap": (hob["pair_score_gap"], "its token-token part"),
+            "head_or_bigram_match_score_gap": (hob["match_score_gap"], "its query-token x first-layer part"),
+            "head_or_bigram_rest_score_gap": (
                 hob["rest_score_gap"],
                 "log-sum-exp of the other keys' logits: in minus off, within strata",
             ),
@@ -699,7 +708,7 @@ def random_summary(res: dict) -> report.Summary:
                 "random triggers: the weaker (larger) of the two layers' likely-minus-other",
             ),
             **{
-                f"pg_{k}_{p.replace('-', '')}": (
+                f"push_{k}_{p.replace('-', '')}": (
                     pg[k][p],
                     f"d(loss per sequence)/d(shift of the logits of {k} keys), {p} positions",
                 )
@@ -707,20 +716,20 @@ def random_summary(res: dict) -> report.Summary:
                 for p in (*QUERY_PARTS, "net")
             },
             **{
-                f"pg_{k}_balance": (
+                f"push_{k}_balance": (
                     pg[k]["balance"],
                     f"share of the triggers' push on {k} keys that the other positions undo",
                 )
                 for k in KEY_KINDS
             },
-            "pg_balance_gap": (hob["balance_gap"], "likely keys' balance minus other keys'"),
+            "push_balance_gap": (hob["balance_gap"], "likely keys' balance minus other keys'"),
             **{
-                f"hb_ratio_{k}": (hob[f"ratio_{k}"], RANDOM_MEASURES[f"ratio_{k}"][1])
+                f"head_or_bigram_ratio_{k}": (hob[f"ratio_{k}"], RANDOM_MEASURES[f"ratio_{k}"][1])
                 for k in DISCOUNT_EDITS
                 if k != "trained"
             },
             **{
-                f"hb_{k}": (hob[k], RANDOM_MEASURES[k][1])
+                f"head_or_bigram_{k}": (hob[k], RANDOM_MEASURES[k][1])
                 for k in ("discount_removed_share", "discount_doubled_growth", "discount_pairwise_share")
             },
             "seconds": (res["random"].seconds, "training time of the random-trigger run (s)"),

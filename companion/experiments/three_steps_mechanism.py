@@ -140,37 +140,37 @@ def step2_summary(grads: list[dict]) -> report.Summary:
 
     return report.Summary(
         {
-            "g2_self_share": (
+            "step2_self_share": (
                 sum(uni["parts"][p]["share"] for p in SELF_PARTS),
                 "uniform first layer: share of |G|^2 in the own-token, own-position and trigger-key entries",
             ),
-            "g2_stored_share": (
+            "step2_stored_share": (
                 uni["parts"]["stored pairs"]["share"],
                 "uniform first layer: share in the stored pairs",
             ),
-            "g2_own_token": (
+            "step2_own_token": (
                 -uni["parts"]["own token"]["mean / stored"],
                 "uniform first layer: minus the mean own-token entry over the mean stored entry (how many "
                 "times as hard a key holding the query's token is pushed down as its own key is pushed up)",
             ),
-            "g2_self_share_prev": (
+            "step2_self_share_prev": (
                 sum(prev["parts"][p]["share"] for p in SELF_PARTS),
                 "previous-token first layer: share in the same entries",
             ),
-            "g2_stored_share_prev": (
+            "step2_stored_share_prev": (
                 prev["parts"]["stored pairs"]["share"],
                 "previous-token first layer: share in the stored pairs",
             ),
-            "g2_stored_ratio": (
+            "step2_stored_ratio": (
                 prev["stored"] / uni["stored"],
                 "mean stored entry, previous-token over uniform first layer",
             ),
-            "g2_best_uniform": (
+            "step2_best_uniform": (
                 best(uni),
                 "uniform first layer: step 2's W_QK^2 rescaled among hand-written memories, "
                 "best accuracy over the scales",
             ),
-            "g2_best_prev": (best(prev), "previous-token first layer: the same"),
+            "step2_best_prev": (best(prev), "previous-token first layer: the same"),
         }
     )
 
@@ -432,100 +432,109 @@ def step2_probe_summary(parts: dict[str, dict]) -> report.Summary:
 
     return report.Summary(
         {
-            "g2p_first_layer_min": (
+            "step2_parts_first_layer_min": (
                 min(parts[n]["key"]["first layer"]["probe"] for n in GAUSSIAN_RUNS),
                 "Gaussian runs: the probe's part from the keys' first-layer output (the remapped "
                 "tokens) alone, smallest recall over the three runs",
             ),
-            "g2p_context_max": (
+            "step2_parts_context_max": (
                 max(ratio(parts[n], "query", "first layer", "token") for n in GAUSSIAN_RUNS),
                 "Gaussian runs: spread of the part from what the first layer adds to the query over "
                 "that of the part from the query's token, largest over the three runs",
             ),
-            "g2p_token_iid": (
+            "step2_parts_token_iid": (
                 ratio(iid, "key", "token", "first layer"),
                 "Shakespeare's frequencies i.i.d.: spread "
                 "of the part from the keys' token embeddings over that of their first-layer output",
             ),
-            "g2p_position_iid": (
+            "step2_parts_position_iid": (
                 ratio(iid, "key", "position", "first layer"),
                 "the same for the keys' positions",
             ),
-            "g2p_token_uniform": (
+            "step2_parts_token_uniform": (
                 ratio(uni, "key", "token", "first layer"),
                 "uniform data: keys' tokens over their first-layer output",
             ),
-            "g2p_position_uniform": (
+            "step2_parts_position_uniform": (
                 ratio(uni, "key", "position", "first layer"),
                 "uniform data: keys' positions over their first-layer output",
             ),
-            "g2p_without_token_iid": (
+            "step2_parts_without_token_iid": (
                 iid["without key"]["token"],
                 "Shakespeare's frequencies i.i.d.: recall of the whole probe less the keys' token part",
             ),
-            "g2p_without_position_iid": (
+            "step2_parts_without_position_iid": (
                 iid["without key"]["position"],
                 "the same less the keys' position part",
             ),
-            "g2p_coherence_uniform": (
+            "step2_parts_coherence_uniform": (
                 uni["key tokens"]["coherence"],
                 "uniform data: how coherently the keys' token "
                 "vectors of one trigger's sequences add (1: as independent ones of mean zero)",
             ),
-            "g2p_coherence_iid": (
+            "step2_parts_coherence_iid": (
                 iid["key tokens"]["coherence"],
                 "Shakespeare's frequencies i.i.d.: the same",
             ),
-            "g2p_shared_uniform": (
+            "step2_parts_shared_uniform": (
                 uni["key tokens"]["shared"],
                 "uniform data: share of each trigger's keys' token "
                 "part along the direction common to all triggers",
             ),
-            "g2p_shared_iid": (iid["key tokens"]["shared"], "Shakespeare's frequencies i.i.d.: the same"),
-            "g2p_sequences_min": (
+            "step2_parts_shared_iid": (
+                iid["key tokens"]["shared"],
+                "Shakespeare's frequencies i.i.d.: the same",
+            ),
+            "step2_parts_sequences_min": (
                 min(parts[n]["key tokens"]["sequences"] for n in GAUSSIAN_RUNS),
                 "the fewest sequences in one trigger's row, over the three runs",
             ),
-            "g2p_coherence_ratio": (
+            "step2_parts_coherence_ratio": (
                 iid["key tokens"]["coherence"] / uni["key tokens"]["coherence"],
                 "coherence of the keys' token vectors, Shakespeare's frequencies i.i.d. over uniform",
             ),
-            "g2p_means_cos_iid": (
+            "step2_parts_means_cos_iid": (
                 iid["token means"]["cos_min"],
                 "Shakespeare's frequencies i.i.d.: cosine between a "
                 "trigger's keys' token part and the same with each key's weight replaced by its "
                 "token's mean, smallest over triggers",
             ),
-            "g2p_means_cos_uniform": (
+            "step2_parts_means_cos_uniform": (
                 uni["token means"]["cos"],
                 "uniform data: the same, mean over triggers",
             ),
-            "g2p_means_cos_iid_mean": (
+            "step2_parts_means_cos_iid_mean": (
                 iid["token means"]["cos"],
                 "Shakespeare's frequencies i.i.d.: the same, mean",
             ),
-            "g2p_weight_unigram_iid": (
+            "step2_parts_weight_unigram_iid": (
                 iid["token means"]["m_unigram"],
                 "Shakespeare's frequencies i.i.d.: correlation "
                 "over tokens of the mean weight of keys holding the token (not as the query's token "
                 "or the output) with its frequency",
             ),
-            "g2p_weight_predicted_iid": (iid["token means"]["m_predicted"], "the same with -alpha_j pi_j"),
-            "g2p_weight_predicted_uniform": (uni["token means"]["m_predicted"], "uniform data: the same"),
-            "g2p_weight_query_iid": (
+            "step2_parts_weight_predicted_iid": (
+                iid["token means"]["m_predicted"],
+                "the same with -alpha_j pi_j",
+            ),
+            "step2_parts_weight_predicted_uniform": (
+                uni["token means"]["m_predicted"],
+                "uniform data: the same",
+            ),
+            "step2_parts_weight_query_iid": (
                 iid["token means"]["m_query"],
                 "Shakespeare's frequencies i.i.d.: mean weight of "
                 "keys holding the query's own trigger, mean over the triggers",
             ),
-            "g2p_weight_trigger_other_iid": (
+            "step2_parts_weight_trigger_other_iid": (
                 iid["token means"]["m_other"],
                 "the same run: mean weight of keys holding a trigger character that is not the query",
             ),
-            "g2p_alpha_unigram_iid": (
+            "step2_parts_alpha_unigram_iid": (
                 iid["token means"]["alpha_unigram"],
                 "the same run: correlation of step 1's memory strength alpha_j with the frequency",
             ),
-            "g2p_pi_unigram_iid": (
+            "step2_parts_pi_unigram_iid": (
                 iid["token means"]["pi_unigram"],
                 "the same run: correlation of the mean predicted probability pi_j with the frequency",
             ),
@@ -664,36 +673,39 @@ def step3_row_summary(paths: dict) -> report.Summary:
     key, value = paths["key"][one], paths["value"][one]
     return report.Summary(
         {
-            "s3r_row": (paths["row"], "the probe row read"),
-            "s3r_size": (paths["step2_size"], "step 2's size, line-searched"),
-            "s3r_key": (key, "previous-position entry of the step-3 logit gradient, through layer 2's keys"),
-            "s3r_value": (value, "the same, through layer 2's values"),
-            "s3r_total": (key + value, "the whole entry (the probe recalls the row when > 0)"),
-            "s3r_value_over_key": (
+            "step3_row_row": (paths["row"], "the probe row read"),
+            "step3_row_size": (paths["step2_size"], "step 2's size, line-searched"),
+            "step3_row_key": (
+                key,
+                "previous-position entry of the step-3 logit gradient, through layer 2's keys",
+            ),
+            "step3_row_value": (value, "the same, through layer 2's values"),
+            "step3_row_total": (key + value, "the whole entry (the probe recalls the row when > 0)"),
+            "step3_row_value_over_key": (
                 -value / key,
                 "minus the value path over the key path (> 1: the values win)",
             ),
-            "s3r_trigger_share": (
+            "step3_row_trigger_share": (
                 paths["trigger_share"],
                 "share of the loss sequences whose token before the row's position is the final trigger",
             ),
-            "s3r_value_trigger": (
+            "step3_row_value_trigger": (
                 paths["trigger"]["value"][one] / value,
                 "share of the value path that comes from those sequences",
             ),
-            "s3r_key_trigger": (
+            "step3_row_key_trigger": (
                 paths["trigger"]["key"][one] / key,
                 "share of the key path from those sequences",
             ),
-            "s3r_total_double": (
+            "step3_row_total_double": (
                 paths["key"][two] + paths["value"][two],
                 "the whole entry with step 2 twice as large",
             ),
-            "s3r_key_double": (
+            "step3_row_key_double": (
                 paths["key"][two] / key,
                 "the key path with step 2 twice as large, over the run's",
             ),
-            "s3r_ov_remapped": (
+            "step3_row_ov_remapped": (
                 paths["ov_remapped"],
                 "step 1's W_V^2: own-unembedding score of a remapped token over that of the token itself",
             ),
