@@ -710,16 +710,28 @@ def paper_rows(recs: list[Recorded] | None = None, registry=None) -> list[list]:
     return rows
 
 
-def listing(recs: list[Recorded] | None = None) -> str:
+def listing(recs: list[Recorded] | None = None, download_from: str | None = None) -> str:
     """A Markdown table of recorded files: what made each one, its training time (``train_seconds``: training
     and evaluation of runs computed in that call), the whole call's (``wall_seconds``: runs and summary, probes
-    included; files recorded before it was kept have none) and the command that regenerates it."""
+    included; files recorded before it was kept have none) and the command that regenerates it.
+
+    ``download_from``: the recordings' folder as a page of the book reaches it (``"../data/recorded"`` from
+    ``book/``); each file name is then a MyST ``download`` link, so the built book publishes the file.
+
+    >>> listing([], download_from="../data/recorded").splitlines()[0].split(" | ")[:2]
+    ['| file', 'made with']
+    """
     from companion.report import markdown_table
+
+    def name(r: Recorded) -> str:
+        if download_from is None:
+            return f"`{r.path.name}`"
+        return f"{{download}}`{r.path.name} <{download_from.rstrip('/')}/{r.path.name}>`"
 
     recs = runs() if recs is None else recs
     rows = [
         [
-            f"`{r.path.name}`",
+            name(r),
             r.label(),
             (r.train_seconds or float("nan")) / 60,
             r.data.get("wall_seconds", float("nan")) / 60,

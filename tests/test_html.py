@@ -204,3 +204,32 @@ def test_chapter_links_its_code(docname):
         source = (page.parent / target).resolve()
         assert source.is_file(), f"{docname}: {target} was not generated"
         assert f'id="{anchor}"' in source.read_text(encoding="utf-8"), f"{docname}: {target}#{anchor} missing"
+
+
+def test_the_book_links_its_sources_and_publishes_its_data():
+    """Issue 52 item 8: the landing page links the sources and the authors' public code, and publishes
+    data/claims.toml and data/errata.toml; the status page publishes every committed recording. Each download is
+    the committed file, byte for byte."""
+    intro = (HTML / "intro.html").read_text(encoding="utf-8")
+    for url in (
+        "https://arxiv.org/abs/2406.03068",
+        "https://arxiv.org/abs/2305.16380",
+        "https://arxiv.org/abs/2601.19208",
+        "https://github.com/leichen2018/ATTN_vs_MLP",
+    ):
+        assert f'href="{url}"' in intro, url
+
+    def downloads(page: Path) -> dict[str, Path]:
+        hrefs = re.findall(
+            r'<a class="reference download internal"[^>]*href="([^"]+)"', page.read_text(encoding="utf-8")
+        )
+        return {Path(h).name: (page.parent / h).resolve() for h in hrefs}
+
+    published = downloads(HTML / "intro.html")
+    for name in ("claims.toml", "errata.toml"):
+        assert published[name].read_bytes() == (ROOT / "data" / name).read_bytes(), name
+    recordings = downloads(HTML / "book" / "status.html")
+    committed = sorted(p.name for p in (ROOT / "data" / "recorded").glob("*.json"))
+    assert sorted(recordings) == committed
+    for name in committed:
+        assert recordings[name].read_bytes() == (ROOT / "data" / "recorded" / name).read_bytes(), name
