@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 import yaml
@@ -223,7 +224,8 @@ def test_the_book_links_its_sources_and_publishes_its_data():
         hrefs = re.findall(
             r'<a class="reference download internal"[^>]*href="([^"]+)"', page.read_text(encoding="utf-8")
         )
-        return {Path(h).name: (page.parent / h).resolve() for h in hrefs}
+        paths = [unquote(h) for h in hrefs]  # the href is URL-encoded (a recording's "=" is %3D)
+        return {Path(h).name: (page.parent / h).resolve() for h in paths}
 
     published = downloads(HTML / "intro.html")
     for name in ("claims.toml", "errata.toml"):
