@@ -16,28 +16,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import subprocess
 import time
-from pathlib import Path
 
+import results_file
 import torch
 
-from companion import config
+from companion import config, record
 from companion.experiments import allocation, fact_capacity, khop, khop_studies
-from companion.io import atomic_write_text
 
 NOT_PACKED: dict[str, str] = {}
-
-
-def commit() -> str:
-    """``$COMPANION_COMMIT``, else the checkout's short commit (empty outside a git checkout)."""
-    if os.environ.get("COMPANION_COMMIT"):
-        return os.environ["COMPANION_COMMIT"]
-    out = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
-    )
-    return out.stdout.strip()
 
 
 def sync(device):
@@ -137,10 +124,9 @@ def main() -> None:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "date": time.strftime("%Y-%m-%d"),
-        "commit": commit(),
+        "commit": record.commit(),
     }
-    slug = "".join(c if c.isalnum() else "_" for c in out["device"]).strip("_")
-    path = Path(__file__).parent / "results" / f"{slug}-engine.json"
+    path = results_file.path(out["device"], "-engine")
     # each family's times are written as soon as they are measured: a call stopped at its limit keeps them
     for family, times in (
         ("fact_capacity", fact_capacity_times),
@@ -151,11 +137,11 @@ def main() -> None:
         out[family] = t
         packed = min(v for k, v in t.items() if k.startswith("packed") and k.endswith("_s"))
         out[f"replica_ratio_{family}"] = t["alone_s"] / packed
-        atomic_write_text(path, json.dumps(out, indent=1) + "\n")
+        results_file.write(path, out)
     for family, why in NOT_PACKED.items():
         out[f"replica_ratio_{family}"] = None
         out[f"replica_note_{family}"] = why
-    atomic_write_text(path, json.dumps(out, indent=1) + "\n")
+    results_file.write(path, out)
     print(json.dumps(out, indent=1))
 
 

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
-from pathlib import Path
-
-import torch
 
 # the same timing rule as the recall benchmark (scripts run from benchmarks/)
+import results_file
+import torch
 from bench_recall import best_of
 
 from companion import config
 from companion.data import tokenizer
-from companion.io import atomic_write_text
 from companion.llm import laser, measure, prompts
 from companion.truncation import LowRank
 
@@ -72,10 +69,8 @@ def main() -> None:
     out["sweep_one_svd_s"] = one_svd
     out["sweep_svd_per_rho_s"] = per_rho
     print(json.dumps(out, indent=1))
-    path = (
-        Path(__file__).parent / "results" / ("llm_" + re.sub(r"[^A-Za-z0-9]", "_", out["device"]) + ".json")
-    )
-    atomic_write_text(path, json.dumps(out, indent=1) + "\n")
+    path = results_file.path(out["device"], prefix="llm_")
+    results_file.write(path, out)
     print(path)
 
 

@@ -18,15 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
+import results_file
 import torch
 
 from companion import config, probes
 from companion.data.recall import RecallTask
 from companion.experiments import noisy_recall
-from companion.io import atomic_write_text
 from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, batch_loss, eval_schedule, make_optimizer
 
@@ -129,9 +128,7 @@ def main() -> None:
         noisy_recall.run(exp, device=device, progress=True, use_cache=False)
         out["full_fig3_run_s"] = time.perf_counter() - t0
 
-    slug = "".join(c if c.isalnum() else "_" for c in name).strip("_")
-    path = Path(__file__).parent / "results" / f"{slug}.json"
-    atomic_write_text(path, json.dumps(out, indent=1) + "\n")
+    results_file.write(results_file.path(name), out)
     print(json.dumps(out, indent=1))
 
 

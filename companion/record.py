@@ -358,7 +358,7 @@ def build(name: str, profile: str | None = None, overrides: dict | None = None) 
     return experiment(name).build(profile, overrides)
 
 
-def _commit() -> str:
+def commit() -> str:
     """``$COMPANION_COMMIT`` when set (the commit of a working tree sent to a remote GPU machine, as the sender
     gave it: such a copy may carry no ``.git``, or a stale one), else the checkout's ``git describe --dirty``,
     else ``"unknown"``."""
@@ -409,7 +409,7 @@ def record(
         rec.precheck(profile, members)
     overrides = normalise(dict(overrides or {}), next(iter(members.values())))
     # the code the runs start with, not what a long run ends with
-    commit, package = _commit(), config.package_hash()
+    at_commit, package = commit(), config.package_hash()
     facts = config.device_facts(device)
     start = time.perf_counter()
     with config.precision(precision):
@@ -437,7 +437,7 @@ def record(
         "claims": jsonable({cid: summary[key] for cid, key in checked.items()}),
         "curves": jsonable(rec.curves(runs)),
         "version": __version__,
-        "commit": commit,
+        "commit": at_commit,
         "package": package,
         "precision": precision,
         # how batches are drawn from a seed, and each member's first training batch (tests/test_recorded.py

@@ -28,6 +28,12 @@ def prose_stats():
 
 
 @pytest.fixture
+def results_file():
+    """benchmarks/results_file.py, where the benchmarks write their results."""
+    return load_script("benchmarks/results_file.py")
+
+
+@pytest.fixture
 def build_book():
     """scripts/build_book.py, the book build with its chapters read in parallel."""
     return load_script("scripts/build_book.py")

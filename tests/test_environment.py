@@ -1,5 +1,6 @@
 """environment.yml and pyproject.toml carry the same pins; the package imports cleanly."""
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -374,3 +375,18 @@ def test_the_book_build_may_read_chapters_in_parallel(build_book):
     assert all(e.parallel_read_safe and e.parallel_write_safe for n, e in ext.items() if n != "declared")
     assert ext["declared"].parallel_read_safe is False  # an extension's own declaration is kept
     assert proofs.merge_domaindata({"a"}, {}) is None
+
+
+def test_every_benchmark_result_is_named_after_its_device(results_file):
+    """The benchmarks write through benchmarks/results_file.py: each committed result (the prose counts aside) is
+    the file that ``path`` names for the device it records, with the benchmark's suffix or prefix."""
+    kinds = {"": ("", ""), "-engine": ("-engine", ""), "-samplers": ("-samplers", ""), "llm_": ("", "llm_")}
+    assert (
+        results_file.path("CPU AMD EPYC, 2 threads", "-engine").name == "CPU_AMD_EPYC__2_threads-engine.json"
+    )
+    files = [f for f in sorted(results_file.RESULTS.glob("*.json")) if not f.name.startswith("prose-")]
+    assert len(files) >= 6
+    for f in files:
+        device = json.loads(f.read_text())["device"]
+        names = {results_file.path(device, s, p).name for s, p in kinds.values()}
+        assert f.name in names, (f.name, device)

@@ -314,12 +314,12 @@ def test_commit_is_the_senders_when_given_else_gits(tmp_path, monkeypatch):
     """A working tree sent to a GPU machine labels its files with $COMPANION_COMMIT (its copy of .git, if any, may
     be stale: on 2026-11-26 it described the previous commit); without it, git's answer, else "unknown"."""
     monkeypatch.setenv("COMPANION_COMMIT", "abc123def456")
-    assert record._commit() == "abc123def456"
+    assert record.commit() == "abc123def456"
     monkeypatch.delenv("COMPANION_COMMIT")
     if (config.REPO_ROOT / ".git").exists():
-        assert record._commit() not in ("abc123def456", "unknown")  # this checkout's git describe
+        assert record.commit() not in ("abc123def456", "unknown")  # this checkout's git describe
     monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
-    assert record._commit() == "unknown"
+    assert record.commit() == "unknown"
 
 
 # --- record --all ---------------------------------------------------------------------------------------
