@@ -4,7 +4,7 @@
 # --full-run trains the full Fig. 3 run alone), then, sharing the GPU, the device tests beside the precision
 # comparison and the named recordings in parallel queues, then `record --all` (every experiment of the sources not
 # yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT, packed
-# into one archive. Each step can be turned off (ENGINE=0, BENCH=0, CUDA_TESTS=0, COMPARE=0, ALL=0).
+# into one archive. Each step can be turned off (ENGINE=0, BENCH=0, SAMPLERS=0, CUDA_TESTS=0, COMPARE=0, ALL=0).
 # Resumable: a recording already committed under data/recorded is not made again.
 # The third-party data (../shared/data) does not travel by itself: copy it into .data/ (ignored by git) and name
 # .data in the call's carry; COMPANION_DATA_DIR points there.
@@ -39,6 +39,13 @@ if [ "$BENCH" = 1 ]; then
   timeout $(( $(left) - 240 )) $PY benchmarks/bench_recall.py --device $DEV --full-run > /tmp/logs/bench.log 2>&1
   echo "bench rc=$? at $(( $(date +%s) - T0 )) s"; tail -c 1500 /tmp/logs/bench.log | tr '\r' '\n' | tail -25
   cp benchmarks/results/*.json "$OUTD/" 2>/dev/null
+fi
+# 2b. Alone on the GPU: the counter-based samplers' data rate against the numpy generators' (issue 54; seconds).
+SAMPLERS=${SAMPLERS:-1}
+if [ "$SAMPLERS" = 1 ]; then
+  timeout 90 $PY benchmarks/bench_samplers.py --device $DEV > /tmp/logs/bench_samplers.log 2>&1
+  echo "bench_samplers rc=$? at $(( $(date +%s) - T0 )) s"; grep -E "^(recall|bigram)" /tmp/logs/bench_samplers.log
+  cp benchmarks/results/*-samplers.json "$OUTD/" 2>/dev/null
 fi
 rm -f "$OUTD"/CPU_* "$OUTD"/llm_*
 # 3. Sharing the GPU. The device checks (tests/test_cuda.py: one full-configuration step of every recordable, each

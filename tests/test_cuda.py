@@ -135,3 +135,19 @@ def test_the_small_families_train_on_cuda_as_on_the_cpu(family):
     assert runs["cuda"]["device"] != runs["cpu"]["device"]
     for k in keys:
         np.testing.assert_allclose(runs["cuda"][k], runs["cpu"][k], rtol=1e-9, atol=1e-9, err_msg=k)
+
+
+@pytest.mark.parametrize("final_trigger", [True, False])
+def test_the_counter_samplers_draw_the_same_tokens_on_cuda_as_on_the_cpu(final_trigger):
+    """Issue 54: a batch is a function of (seed, stream, step) on any device, the full Fig. 3 size included."""
+    from companion.data.recall import BigramTask, RecallTask
+
+    task = RecallTask(seq_len=256, alpha=0.5, final_trigger=final_trigger, loss_on="triggers", n_triggers=3)
+    cpu = task.draw([0, 7], range(3), 512, stream=1)
+    gpu = task.draw([0, 7], range(3), 512, stream=1, device="cuda")
+    for f in ("tokens", "ybar", "final_ybar", "occurrence", "loss_mask", "triggers"):
+        assert torch.equal(getattr(cpu, f), getattr(gpu, f).cpu()), f
+    bigram = BigramTask(seq_len=256)
+    assert torch.equal(
+        bigram.draw([3], range(2), 64).tokens, bigram.draw([3], range(2), 64, device="cuda").tokens.cpu()
+    )

@@ -1,5 +1,10 @@
 """Task generators and corpus loaders (seeded numpy Generators, vectorised).
 
+The numpy generators are the specification of every task. :mod:`companion.data.counter` holds the counter-based
+sampling (issue 54): a batch as a function of (seed, stream, step) alone, in integer torch operations that give the
+same tokens on a CPU and a GPU. The recall and bigram tasks have it (``RecallTask.draw``, ``BigramTask.draw``),
+tested against their numpy generators' statistics; training still draws from the numpy generators.
+
 :data:`SAMPLER_VERSION` names the way training batches are drawn from a run's seed: a change that draws other
 batches from the same seed (another generator, batches drawn on the device) raises it, and recordings made before
 no longer match (``tests/test_recorded.py`` recomputes each recording's first training batch).

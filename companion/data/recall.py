@@ -56,19 +56,60 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+import torch
 
 from companion.config import check_choice, check_float, check_int
+from companion.data import counter
 from companion.data.shakespeare import CharStats, load_char_stats
 
 NOISE_KINDS = ("new", "existing")
 LOSS_POSITIONS = ("final", "triggers", "all", "final_recall")
 TRIGGER_DRAWS = ("fixed", "unigram")
 EXISTING_NOISE_CHAR = "!"
+# What each of a counter-sampled batch's draws is for (counter.keys' purpose): one key per kind of draw
+_TRIGGERS, _OUTPUTS, _FINAL, _CHAIN = 1, 2, 3, 4
+
+
+class _CounterDraws:
+    """The counter-based draws of one call of a task's ``draw``: R seeds, S steps, ``batch`` sequences each;
+    ``bits(purpose, m)`` gives m 32-bit draws per sequence, shape (R, S, batch, m)."""
+
+    def __init__(self, seeds, steps, stream: int, batch: int, device):
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.seeds = torch.as_tensor(seeds, dtype=torch.int64).reshape(-1)
+        self.steps = torch.as_tensor(steps, dtype=torch.int64).reshape(-1)
+        self.stream, self.batch = stream, batch
+        self.shape = (len(self.seeds), len(self.steps), batch)
+
+    def bits(self, purpose: int, m: int) -> torch.Tensor:
+        k = counter.keys(self.seeds, self.stream, self.steps, purpose, device=self.device)
+        return counter.bits(k, self.batch * m).reshape(*self.shape, m)
 
 
 def _unforced(where: np.ndarray, forced: np.ndarray | None) -> np.ndarray:
     """``where`` less the position whose target is the forced final trigger (``Batch.forced``), if any."""
     return where if forced is None else where & ~forced
+
+
+def _marks(inputs, trig, loss_on: str, final_trigger: bool):
+    """(occurrence, loss_mask, forced) of a batch's ``inputs`` (..., T) with triggers ``trig`` (..., K): numpy
+    arrays or torch tensors alike (the numpy generator's and the counter sampler's batches share the rules)."""
+    T = inputs.shape[-1]
+    occurrence = 0
+    for k in range(trig.shape[-1]):
+        hit = inputs == trig[..., k : k + 1]
+        occurrence = occurrence + hit * hit.cumsum(-1)
+    t = (inputs == inputs).cumsum(-1)  # 1-based positions, in the arrays' own library
+    forced = (t == T - 1) if final_trigger else None  # the target of z_{T-1} is the forced final trigger
+    if loss_on == "final":
+        mask = t == T
+    elif loss_on == "all":
+        mask = t > 0
+    elif loss_on == "final_recall":
+        mask = (t == T) & (occurrence >= 2)
+    else:  # "triggers": the recall positions (Batch.recall_positions), never the forced one
+        mask = _unforced(occurrence >= 2, forced)
+    return occurrence, mask, forced
 
 
 @dataclass(frozen=True)
@@ -115,11 +156,17 @@ class Batch:
 
     @property
     def inputs(self) -> np.ndarray:  # (batch, T)
-        return self.tokens[:, :-1]
+        return self.tokens[..., :-1]
 
     @property
     def targets(self) -> np.ndarray:  # (batch, T), next tokens
-        return self.tokens[:, 1:]
+        return self.tokens[..., 1:]
+
+    def select(self, index) -> "Batch":
+        """The batch with every array indexed by ``index`` along its leading dimensions: one replica's one
+        step of a batch drawn for several (``RecallTask.draw``: ``batch.select((r, s))``)."""
+        arrays = (getattr(self, f.name) for f in dataclasses.fields(self))
+        return Batch(*(None if a is None else a[index] for a in arrays))
 
 
 @dataclass(frozen=True)
@@ -248,10 +295,6 @@ class RecallTask:
         noisy = rng.random((T, batch)) < self.alpha  # noise draws after triggers
 
         z = np.empty((batch, T + 1), dtype=np.int64)
-        forced = None  # the position whose target is the forced final trigger (T >= 4, so there is one)
-        if self.final_trigger:
-            forced = np.zeros((batch, T), dtype=bool)
-            forced[:, T - 2] = True
         z[:, 0] = np.searchsorted(np.cumsum(self.stats.unigram), u_first, side="right").clip(max=n - 1)
         final_trig = trig[rows, final_k]
         if T == 1 and self.final_trigger:
@@ -266,22 +309,66 @@ class RecallTask:
                 nxt = final_trig
             z[:, t + 1] = nxt
 
-        inputs = z[:, :T]
-        occurrence = np.zeros((batch, T), dtype=np.int64)
-        for k in range(K):
-            hit = inputs == trig[:, k : k + 1]
-            occurrence += hit * np.cumsum(hit, axis=1)
-        if self.loss_on == "final":
-            mask = np.zeros((batch, T), dtype=bool)
-            mask[:, -1] = True
-        elif self.loss_on == "all":
-            mask = np.ones((batch, T), dtype=bool)
-        elif self.loss_on == "final_recall":
-            mask = np.zeros((batch, T), dtype=bool)
-            mask[:, -1] = occurrence[:, -1] >= 2
-        else:  # "triggers": the recall positions (Batch.recall_positions), never the forced one
-            mask = _unforced(occurrence >= 2, forced)
+        occurrence, mask, forced = _marks(z[:, :T], trig, self.loss_on, self.final_trigger)
         return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig, forced=forced)
+
+    def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> Batch:
+        """The counter-based batches of ``seeds`` (R run seeds) at ``steps`` (S steps) of ``stream``, drawn in
+        one call on ``device``: a :class:`Batch` of torch tensors with leading dimensions (R, S)
+        (``select((r, s))`` gives one). The batch of (seed, stream, step) is a function of those three alone
+        (:mod:`companion.data.counter`): the same tokens on any device, in any block of steps and any pack of
+        seeds. The same distribution as :meth:`sample` (the specification, which the tests compare it with), up
+        to the 2^-32 resolution of the integer thresholds and tables; not the same draws.
+
+        Raises:
+            ValueError: a batch below 1, a negative seed or step, a stream out of range.
+        """
+        check_int("batch", batch, low=1)
+        n, T, K, V = self.n, self.seq_len, self.n_triggers, self.vocab_size
+        draws = _CounterDraws(seeds, steps, stream, batch, device)
+        R, S, B = draws.shape
+        if self.trigger_draw == "fixed":
+            trig = torch.as_tensor(self.triggers, device=draws.device).expand(R, S, B, K)
+        else:
+            pool = torch.as_tensor(self.triggers, device=draws.device)
+            weights = torch.as_tensor(counter.integer_weights(self.stats.unigram[list(self.triggers)]))
+            trig = pool[counter.draw_distinct(weights.to(draws.device), draws.bits(_TRIGGERS, K))]
+        ybar = counter.uniform_int(draws.bits(_OUTPUTS, K), n)
+        final_k = counter.uniform_int(draws.bits(_FINAL, 1), K)
+        final_trig = trig.gather(-1, final_k).reshape(-1)
+        # One draw per token: the first token's, then at each step the bigram draw, or, after a trigger (where
+        # the bigram draw is not used), the noise event: the draw below alpha's threshold
+        u = draws.bits(_CHAIN, T + 1).reshape(-1, T + 1)
+        noise_below = counter.threshold(self.alpha)
+        flat_ybar, flat_trig = ybar.reshape(-1, K), trig.reshape(-1, K)
+        lut = (
+            flat_trig[:1] if self.trigger_draw == "fixed" else flat_trig
+        )  # one row when every sequence shares it
+        trig_index = torch.full((lut.shape[0], V), -1, device=draws.device, dtype=torch.int64)
+        trig_index.scatter_(1, lut, torch.arange(K, device=draws.device).expand_as(lut))
+        table = (
+            self.stats.bigram
+            if self.noise == "existing"
+            else np.vstack([self.stats.bigram, self.stats.unigram])
+        )
+        chain = counter.flat_cdf(table, draws.device)
+        first = counter.flat_cdf(self.stats.unigram, draws.device)
+
+        z = torch.empty((flat_trig.shape[0], T + 1), dtype=torch.int64, device=draws.device)
+        z[:, 0] = counter.choose(first, n, torch.zeros_like(u[:, 0]), u[:, 0])
+        for t in range(T):
+            cur, b = z[:, t], u[:, t + 1]
+            nxt = counter.choose(chain, n, cur, b)
+            k = trig_index[0][cur] if len(lut) == 1 else trig_index.gather(1, cur[:, None]).squeeze(1)
+            out = flat_ybar.gather(1, k.clamp(min=0)[:, None]).squeeze(1)
+            nxt = torch.where(k >= 0, torch.where(b < noise_below, self.noise_token, out), nxt)
+            if t + 1 == T - 1 and self.final_trigger:  # z_T is the final trigger (over a trigger's output)
+                nxt = final_trig
+            z[:, t + 1] = nxt
+        z = z.reshape(R, S, B, T + 1)
+        occurrence, mask, forced = _marks(z[..., :T], trig, self.loss_on, self.final_trigger)
+        final_ybar = ybar.gather(-1, final_k).squeeze(-1)
+        return Batch(z, ybar, final_ybar, occurrence, mask, triggers=trig, forced=forced)
 
     def _draw_triggers(self, rng: np.random.Generator, batch: int) -> np.ndarray:
         """(batch, K) trigger ids: the fixed triggers in every row, or K distinct draws per row from pi_u
@@ -345,6 +432,30 @@ class BigramTask:
             z[:, -1],
             np.zeros((batch, T), dtype=np.int64),
             np.ones((batch, T), dtype=bool),
+        )
+
+    def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> Batch:
+        """The counter-based batches of ``seeds`` at ``steps`` of ``stream`` on ``device``, leading dimensions
+        (R, S): as :meth:`RecallTask.draw`, for the bigram chain alone."""
+        check_int("batch", batch, low=1)
+        n, T = self.stats.n, self.seq_len
+        draws = _CounterDraws(seeds, steps, stream, batch, device)
+        u = draws.bits(_CHAIN, T + 1).reshape(-1, T + 1)
+        chain = counter.flat_cdf(self.stats.bigram, draws.device)
+        z = torch.empty_like(u)
+        z[:, 0] = counter.choose(
+            counter.flat_cdf(self.stats.unigram, draws.device), n, torch.zeros_like(u[:, 0]), u[:, 0]
+        )
+        for t in range(T):
+            z[:, t + 1] = counter.choose(chain, n, z[:, t], u[:, t + 1])
+        z = z.reshape(*draws.shape, T + 1)
+        empty = z[..., :0]
+        return Batch(
+            z,
+            empty,
+            z[..., -1],
+            torch.zeros_like(z[..., :-1]),
+            torch.ones_like(z[..., :-1], dtype=torch.bool),
         )
 
     def entropy(self) -> float:

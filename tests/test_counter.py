@@ -1,0 +1,201 @@
+"""The counter-based samplers (issue 54): exact integer hashing, identity across blocks and packs, and the same
+statistics as the numpy generators, which stay the specification."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from companion.data import counter
+from companion.data.recall import BigramTask, RecallTask
+
+M32 = (1 << 32) - 1
+
+
+def lowbias32(x: int) -> int:
+    """A literal transcription of the lowbias32 hash on Python integers."""
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & M32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & M32
+    return x ^ (x >> 16)
+
+
+def test_mix32_is_lowbias32_on_every_kind_of_input():
+    rng = random.Random(0)
+    xs = [0, 1, 2, 0xFFFF, 0x10000, M32 - 1, M32] + [rng.getrandbits(32) for _ in range(20_000)]
+    assert counter.mix32(torch.tensor(xs)).tolist() == [lowbias32(x) for x in xs]
+    cs = [0, 1, 0xFFFF, 0x10000, M32, 0x7FEB352D, 0x846CA68B]
+    for c in cs:
+        assert counter._mul32(torch.tensor(xs), c).tolist() == [(x * c) & M32 for x in xs]
+
+
+def test_keys_separate_every_argument_and_refuse_bad_ones():
+    base = counter.keys([5], 0, [3], 1)
+    assert torch.equal(base, counter.keys([5], 0, [3], 1))
+    others = [
+        counter.keys([6], 0, [3], 1),
+        counter.keys([5 + (1 << 32)], 0, [3], 1),  # the seed's high word counts
+        counter.keys([5], 1, [3], 1),
+        counter.keys([5], 0, [4], 1),
+        counter.keys([5], 0, [3], 2),
+    ]
+    assert all(not torch.equal(base, o) for o in others)
+    ks = counter.keys(torch.arange(50), 0, torch.arange(2000), 1).reshape(-1, 2)
+    assert len({tuple(k) for k in ks.tolist()}) == 100_000  # no two (seed, step) keys alike
+    for bad in [
+        dict(seeds=[-1]),
+        dict(steps=[1 << 32]),
+        dict(steps=[-2]),
+        dict(stream=-1),
+        dict(purpose=M32 + 1),
+    ]:
+        args = {"seeds": [0], "stream": 0, "steps": [0], "purpose": 1, **bad}
+        with pytest.raises(ValueError, match=next(iter(bad)).rstrip("s")):
+            counter.keys(**args)
+    with pytest.raises(ValueError, match="integers"):
+        counter.keys([0.5], 0, [0], 1)
+
+
+def test_bits_are_uniform_and_independent_of_neighbours():
+    b = counter.bits(counter.keys(torch.arange(4), 0, torch.arange(8), 1), 4096).reshape(-1)
+    n = b.numel()
+    assert 0 <= int(b.min()) and int(b.max()) <= M32
+    top = torch.bincount(b >> 28, minlength=16).double()  # the 16 top-nibble cells, each n/16 expected
+    assert float(((top - n / 16) ** 2 / (n / 16)).sum()) < 60  # chi-square, 15 degrees of freedom
+    u = b.double() / 2**32
+    assert abs(float(u.mean()) - 0.5) < 5 * (1 / 12 / n) ** 0.5
+    assert abs(float(torch.corrcoef(torch.stack([u[:-1], u[1:]]))[0, 1])) < 5 / n**0.5
+
+
+def test_thresholds_tables_and_draws_without_replacement():
+    assert counter.threshold(0.0) == 0 and counter.threshold(1.0) == 1 << 32
+    with pytest.raises(ValueError, match="probability"):
+        counter.threshold(1.5)
+    b = torch.tensor([0, 1 << 31, M32])
+    assert counter.uniform_int(b, 10).tolist() == [0, 5, 9]
+    cdf = counter.int_cdf(np.array([[0.5, 0.0, 0.5], [0.0, 0.0, 1.0]]))
+    assert cdf.tolist() == [[1 << 31, 1 << 31, 1 << 32], [0, 0, 1 << 32]]
+    flat = counter.flat_cdf(np.array([[0.5, 0.0, 0.5], [0.0, 0.0, 1.0]]))
+    draws = torch.tensor([0, (1 << 31) - 1, 1 << 31, M32])
+    assert counter.choose(flat, 3, torch.zeros(4, dtype=torch.int64), draws).tolist() == [0, 0, 2, 2]
+    assert counter.choose(flat, 3, torch.ones(4, dtype=torch.int64), draws).tolist() == [2, 2, 2, 2]
+    w = torch.as_tensor(counter.integer_weights(np.array([0.6, 0.3, 0.1])))
+    picks = counter.draw_distinct(w, counter.bits(counter.keys([0], 0, [0], 9), 200_000 * 2).reshape(-1, 2))
+    assert bool((picks[:, 0] != picks[:, 1]).all())
+    first = torch.bincount(picks[:, 0], minlength=3).double() / len(picks)
+    assert torch.allclose(first, torch.tensor([0.6, 0.3, 0.1], dtype=torch.float64), atol=0.005)
+    # second draw given the first: proportional to the weights left, P(second = 1 | first = 0) = 0.3 / 0.4
+    given0 = picks[picks[:, 0] == 0, 1]
+    assert abs(float((given0 == 1).double().mean()) - 0.75) < 0.005
+    with pytest.raises(ValueError, match="positive"):
+        counter.integer_weights(np.array([0.5, 0.0]))
+
+
+TASKS = {
+    "paper": dict(seq_len=32, alpha=0.5),
+    "public": dict(seq_len=32, alpha=0.3, noise="existing", loss_on="triggers", final_trigger=False),
+    "random triggers": dict(seq_len=24, alpha=0.2, n_triggers=3, trigger_draw="unigram", loss_on="all"),
+    "three steps": dict(seq_len=16, alpha=0.0, n_triggers=2, trigger_draw="unigram", loss_on="final_recall"),
+}
+
+
+def _same(a, b) -> bool:
+    fields = ("tokens", "ybar", "final_ybar", "occurrence", "loss_mask", "triggers", "forced")
+    return all(
+        (getattr(a, f) is None and getattr(b, f) is None) or torch.equal(getattr(a, f), getattr(b, f))
+        for f in fields
+    )
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_a_batch_is_a_function_of_seed_stream_and_step(name):
+    task = RecallTask(**TASKS[name])
+    pack = task.draw([3, 5, 8], range(4), 6, stream=2)
+    assert pack.tokens.shape == (3, 4, 6, task.seq_len + 1)
+    alone = task.draw([5], [2], 6, stream=2).select((0, 0))
+    assert _same(pack.select((1, 2)), alone)  # another pack size and another block of steps
+    assert _same(task.draw([3, 5, 8], range(4), 6, stream=2).select((2, 3)), pack.select((2, 3)))  # twice
+    assert not torch.equal(task.draw([5], [2], 6, stream=1).tokens, alone.tokens[None, None])
+    bigram = BigramTask(seq_len=16)
+    assert torch.equal(
+        bigram.draw([1, 4], [7, 9], 5).select((1, 0)).tokens, bigram.draw([4], [7], 5).tokens[0, 0]
+    )
+
+
+def _stats(b, task) -> dict:
+    """Frequencies that define the task, from a numpy batch or a counter batch flattened to (n, T + 1)."""
+    z = np.asarray(b.tokens).reshape(-1, task.seq_len + 1)
+    occ = np.asarray(b.occurrence).reshape(-1, task.seq_len)
+    targets, inputs = z[:, 1:], z[:, :-1]
+    forced = np.zeros_like(occ, dtype=bool) if b.forced is None else np.asarray(b.forced).reshape(occ.shape)
+    after = (occ > 0) & ~forced
+    chain = (occ == 0) & ~forced & (inputs != task.noise_token)
+    pairs = np.zeros((task.vocab_size, task.vocab_size))
+    np.add.at(pairs, (inputs[chain], targets[chain]), 1)
+    trig = np.asarray(b.triggers).reshape(len(z), -1)
+    ybar = np.asarray(b.ybar).reshape(trig.shape)
+    slot = (inputs[:, -1][:, None] == trig).argmax(1)  # which trigger z_T is (forced: drawn uniformly)
+    if task.final_trigger:  # final_ybar is the output of the trigger z_T
+        assert (np.asarray(b.final_ybar).reshape(-1) == ybar[np.arange(len(z)), slot]).all()
+    return {
+        "final_slot": np.bincount(slot, minlength=trig.shape[1]) / len(z),
+        "first": np.bincount(z[:, 0], minlength=task.vocab_size) / len(z),
+        "pairs": pairs,
+        "noise_after_trigger": float((targets[after] == task.noise_token).mean()),
+        "trigger_share": float((occ > 0).mean()),
+        "loss_share": float(np.asarray(b.loss_mask).mean()),
+        "final_is_trigger": bool((inputs[:, -1][:, None] == trig).any(1).all()),
+        "first_trigger": np.bincount(trig[:, 0], minlength=task.vocab_size) / len(z),
+        "ybar": np.bincount(np.asarray(b.ybar).reshape(-1), minlength=task.n) / np.asarray(b.ybar).size,
+    }
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_the_counter_sampler_has_the_numpy_generators_statistics(name):
+    task = RecallTask(**TASKS[name])
+    n_seq = 20_000
+    ref = _stats(task.sample(np.random.default_rng(0), n_seq), task)
+    new = _stats(task.draw([0], range(20), n_seq // 20), task)
+    assert new["final_is_trigger"] == ref["final_is_trigger"] == task.final_trigger
+    # five standard errors of the difference of two frequencies, counting sequences (positions within one are
+    # not independent, so this is conservative)
+    for key in ("noise_after_trigger", "trigger_share", "loss_share"):
+        p = ref[key]
+        assert abs(new[key] - p) < 5 * np.sqrt(2 * p * (1 - p) / n_seq) + 1e-12, (key, new[key], p)
+    for key in ("first", "first_trigger", "final_slot"):
+        assert np.abs(new[key] - ref[key]).max() < 5 * np.sqrt(2 * 0.25 / n_seq), key
+    assert np.abs(new["ybar"] - 1 / task.n).max() < 5 * np.sqrt(1 / task.n / n_seq)
+    # the bigram chain: each row's transition frequencies against pi_b, where a row has enough draws
+    counts = new["pairs"][: task.n, : task.n]
+    rows = counts.sum(1) > 2000
+    freq = counts[rows] / counts[rows].sum(1, keepdims=True)
+    truth = task.stats.bigram[rows]
+    assert np.abs(freq - truth).max() < 5 * np.sqrt(0.25 / counts[rows].sum(1).min())
+    assert (new["pairs"][: task.n, : task.n][task.stats.bigram == 0] == 0).all()  # no impossible transition
+
+
+def test_the_counter_bigram_task_follows_pi_b():
+    task = BigramTask(seq_len=32)
+    b = task.draw([0], range(10), 1000)
+    z = b.tokens.reshape(-1, 33).numpy()
+    counts = np.zeros((task.vocab_size, task.vocab_size))
+    np.add.at(counts, (z[:, :-1].ravel(), z[:, 1:].ravel()), 1)
+    rows = counts.sum(1) > 2000
+    freq = counts[rows] / counts[rows].sum(1, keepdims=True)
+    assert np.abs(freq - task.stats.bigram[rows]).max() < 5 * np.sqrt(0.25 / counts[rows].sum(1).min())
+    assert (counts[task.stats.bigram == 0] == 0).all()
+    first = np.bincount(z[:, 0], minlength=task.vocab_size) / len(z)
+    assert np.abs(first - task.stats.unigram).max() < 5 * np.sqrt(0.25 / len(z))
+    assert bool(b.loss_mask.all()) and b.ybar.shape[-1] == 0
+
+
+def test_draw_refuses_bad_input():
+    task = RecallTask(seq_len=8)
+    with pytest.raises(ValueError, match="batch"):
+        task.draw([0], [0], 0)
+    with pytest.raises(ValueError, match="seeds"):
+        task.draw([-3], [0], 2)
+    with pytest.raises(ValueError, match="stream"):
+        task.draw([0], [0], 2, stream=-1)
