@@ -5,7 +5,7 @@ full size (T = 256, batch 512): the numpy generator on the CPU (one batch per ca
 counter sampler on ``--device``, one step per call and a block of ``--block`` steps per call. Best of
 ``--repeats``, after a warm-up call. Writes benchmarks/results/<machine>-samplers.json (atomically) and prints it.
 
-Usage: python benchmarks/bench_samplers.py [--device cuda] [--block 16] [--repeats 5]
+Usage: python benchmarks/bench_samplers.py [--device cuda] [--block 16] [--repeats 25]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--block", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=25)
     args = ap.parse_args()
     config.check_int("block", args.block, low=1)
     config.check_int("repeats", args.repeats, low=1)
