@@ -1,6 +1,7 @@
 """The counter-based samplers (issue 54): exact integer hashing, identity across blocks and packs, and the same
 statistics as the numpy generators, which stay the specification."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -8,6 +9,9 @@ import pytest
 import torch
 
 from companion.data import counter
+from companion.data.facts import FactTask
+from companion.data.ioi import IOITask
+from companion.data.khop import KHopTask
 from companion.data.recall import BigramTask, RecallTask
 
 M32 = (1 << 32) - 1
@@ -199,3 +203,124 @@ def test_draw_refuses_bad_input():
         task.draw([-3], [0], 2)
     with pytest.raises(ValueError, match="stream"):
         task.draw([0], [0], 2, stream=-1)
+    with pytest.raises(ValueError, match="integers"):
+        FactTask().draw([1.5], [0], 2)
+    with pytest.raises(ValueError, match="hop counts"):
+        KHopTask(N=4, k=2).draw([0], [0], [1, 3])
+    with pytest.raises(ValueError, match="starts"):
+        KHopTask(N=4, k=2).draw([0], [0], [2], starts=[2])
+
+
+def _fields(b) -> dict:
+    """The batch's arrays by name (a field a task does not fill, None, left out)."""
+    return {f.name: getattr(b, f.name) for f in dataclasses.fields(b) if getattr(b, f.name) is not None}
+
+
+OTHER_TASKS = {
+    "ioi": lambda seeds, steps, stream: IOITask(seq_len=16, alpha=0.3).draw(seeds, steps, 5, stream=stream),
+    "facts": lambda seeds, steps, stream: FactTask(seq_len=10).draw(seeds, steps, 5, stream=stream),
+    "khop": lambda seeds, steps, stream: KHopTask(N=5, k=3).draw(
+        seeds, steps, [1, 3, 2, 1, 2], stream=stream
+    ),
+}
+
+
+@pytest.mark.parametrize("name", OTHER_TASKS)
+def test_every_task_draws_a_batch_as_a_function_of_seed_stream_and_step(name):
+    draw = OTHER_TASKS[name]
+    pack, alone = _fields(draw([3, 5, 8], range(4), 2)), _fields(draw([5], [2], 2))
+    assert pack.keys() == alone.keys()
+    for key, value in pack.items():
+        assert value.shape[:2] == (3, 4), key
+        assert torch.equal(value[1, 2], alone[key][0, 0]), key
+        assert torch.equal(value, _fields(draw([3, 5, 8], range(4), 2))[key]), key
+    assert not torch.equal(pack["tokens"][1, 2], _fields(draw([5], [2], 3))["tokens"][0, 0])  # another stream
+
+
+def test_counter_ioi_has_the_numpy_generators_statistics():
+    task = IOITask(seq_len=16, alpha=0.3)
+    n_seq, T, q = 20_000, 16, task.trigger
+    new = task.draw([0], range(10), n_seq // 10)
+    ref = task.sample(np.random.default_rng(0), n_seq)
+    z_new, z_ref = new.tokens.reshape(-1, T + 1).numpy(), ref.tokens
+    for z, b in ((z_new, new), (z_ref, ref)):
+        assert ((z[:, :T] == q).sum(1) == 4).all() and (z[:, T - 1] == q).all()
+        ybar, yd = np.asarray(b.final_ybar).reshape(-1), np.asarray(b.distractor).reshape(-1)
+        assert (ybar != yd).all() and (ybar != q).all() and (yd != q).all()
+        pos = np.nonzero(z[:, : T - 1] == q)[1].reshape(-1, 3)
+        assert (np.diff(pos, axis=1) >= 2).all()
+
+    def freq(z, b) -> dict:
+        """Each statistic's frequencies and the number of draws they count."""
+        pos = np.nonzero(z[:, : T - 1] == q)[1].reshape(-1, 3)
+        follows = z[np.arange(len(z))[:, None], pos + 1]
+        ybar = np.asarray(b.final_ybar).reshape(-1)
+        fill = np.ones_like(z, dtype=bool)
+        fill[np.arange(len(z))[:, None], np.concatenate([pos, pos + 1], axis=1)] = False
+        fill[:, T - 1 :] = False
+        n = len(z)
+        return {
+            "first place": (np.bincount(pos[:, 0], minlength=T) / n, n),
+            "last place": (np.bincount(pos[:, 2], minlength=T) / n, n),
+            "which": (np.bincount((follows == ybar[:, None]).argmax(1), minlength=3) / n, n),
+            "noise": (np.array([(z[:, T] == task.noise_token).mean()]), n),
+            "fill": (np.bincount(z[fill], minlength=task.vocab_size) / fill.sum(), fill.sum()),
+            "ybar": (np.bincount(ybar, minlength=task.vocab_size) / n, n),
+            "distractor - ybar": (
+                np.bincount(
+                    (np.asarray(b.distractor).reshape(-1) - ybar) % task.vocab_size, minlength=task.vocab_size
+                )
+                / n,
+                n,
+            ),
+        }
+
+    a, b = freq(z_new, new), freq(z_ref, ref)
+    for key, (f, n) in a.items():  # five standard errors of a difference of two frequencies
+        p = min(b[key][0].max(), 0.5)
+        assert np.abs(f - b[key][0]).max() < 5 * np.sqrt(2 * p * (1 - p) / n), key
+
+
+def test_counter_facts_have_the_numpy_generators_statistics():
+    task = FactTask(seq_len=10)
+    n_seq = 20_000
+    new, ref = task.draw([0], range(4), n_seq // 4), task.sample(np.random.default_rng(0), n_seq)
+    tol = 5 * np.sqrt(2 * 0.25 / n_seq)
+    stats = []
+    for b in (new, ref):
+        tokens = np.asarray(b.tokens).reshape(-1, 10)
+        s, r = np.asarray(b.subject).reshape(-1), np.asarray(b.relation).reshape(-1)
+        assert (np.asarray(b.answer).reshape(-1) == task.fact_table()[s, r]).all() and (
+            tokens[:, -1] == task.eos
+        ).all()
+        ps, pr = (tokens == s[:, None]).argmax(1), (tokens == task.n_subjects + r[:, None]).argmax(1)
+        assert (ps != pr).all() and (ps < 9).all() and (pr < 9).all()
+        stats.append(
+            [np.bincount(x, minlength=task.vocab_size) / len(x) for x in (s, r, ps, pr)]
+            + [np.bincount(tokens.ravel(), minlength=task.vocab_size) / tokens.size]
+        )
+    for a, b in zip(*stats):
+        assert np.abs(a - b).max() < tol
+
+
+def test_counter_khop_tables_are_uniform_permutations_and_compose_as_the_numpy_ones():
+    task = KHopTask(N=5, k=3)
+    hops, starts = [1, 2, 3, 1, 2], [3, 1, 1, 1, 2]
+    b = task.draw([0], range(4000), hops, starts)
+    ref = task.sample(np.random.default_rng(0), hops, starts)
+    assert torch.equal(b.mask[0, 0], torch.as_tensor(ref.mask))  # the layout is the numpy one
+    tokens = b.tokens.reshape(-1, task.seq_len).numpy()
+    sigma = tokens[:, 1:].reshape(-1, task.k, task.N)
+    perms = sigma[np.tile(np.asarray(starts) == 1, 4000), 0]  # table 1 of the examples that show it
+    assert (np.sort(perms, axis=1) == np.arange(task.N)).all()
+    freq = np.stack([np.bincount(perms[:, a], minlength=task.N) for a in range(task.N)]) / len(perms)
+    assert np.abs(freq - 1 / task.N).max() < 5 * np.sqrt(0.2 * 0.8 / len(perms))
+    x = tokens[:, 0]
+    assert np.abs(np.bincount(x, minlength=task.N) / len(x) - 1 / task.N).max() < 5 * np.sqrt(0.16 / len(x))
+    # the answer is the composition of the tables shown, recomputed from the tokens
+    pi, h, s = task.hidden(), np.tile(hops, 4000), np.tile(starts, 4000)
+    v = x.copy()
+    for i in range(task.k):
+        use = (s <= i + 1) & (i + 1 < s + h)
+        v = np.where(use, sigma[np.arange(len(v)), i, pi[i][v]], v)
+    assert (v == b.answer.reshape(-1).numpy()).all()

@@ -147,6 +147,22 @@ def test_the_counter_samplers_draw_the_same_tokens_on_cuda_as_on_the_cpu(final_t
     gpu = task.draw([0, 7], range(3), 512, stream=1, device="cuda")
     for f in ("tokens", "ybar", "final_ybar", "occurrence", "loss_mask", "triggers"):
         assert torch.equal(getattr(cpu, f), getattr(gpu, f).cpu()), f
+    from companion.data.facts import FactTask
+    from companion.data.ioi import IOITask
+    from companion.data.khop import KHopTask
+
+    others = {
+        "ioi": lambda d: IOITask(seq_len=256, alpha=0.5).draw([2], range(2), 256, device=d),
+        "facts": lambda d: FactTask(seq_len=32).draw([2], range(2), 256, device=d),
+        "khop": lambda d: KHopTask(N=8, k=4).draw(
+            [2], range(2), [1, 2, 3, 4] * 32, [1, 1, 2, 1] * 32, device=d
+        ),
+    }
+    for name, draw in others.items():
+        a, b = draw("cpu"), draw("cuda")
+        for f in dataclasses.fields(a):
+            if getattr(a, f.name) is not None:
+                assert torch.equal(getattr(a, f.name), getattr(b, f.name).cpu()), (name, f.name)
     bigram = BigramTask(seq_len=256)
     assert torch.equal(
         bigram.draw([3], range(2), 64).tokens, bigram.draw([3], range(2), 64, device="cuda").tokens.cpu()

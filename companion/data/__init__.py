@@ -2,8 +2,9 @@
 
 The numpy generators are the specification of every task. :mod:`companion.data.counter` holds the counter-based
 sampling (issue 54): a batch as a function of (seed, stream, step) alone, in integer torch operations that give the
-same tokens on a CPU and a GPU. The recall and bigram tasks have it (``RecallTask.draw``, ``BigramTask.draw``),
-tested against their numpy generators' statistics; training still draws from the numpy generators.
+same tokens on a CPU and a GPU. The recall, bigram, synthetic IOI, factual-recall and k-hop tasks have it (their
+``draw``), tested against their numpy generators' statistics; the sequence classes and the word corpora's windows
+do not yet, and training still draws from the numpy generators.
 
 :data:`SAMPLER_VERSION` names the way training batches are drawn from a run's seed: a change that draws other
 batches from the same seed (another generator, batches drawn on the device) raises it, and recordings made before

@@ -59,14 +59,24 @@ def mix32(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
-def _words(value, name: str, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """A tensor of integers in [0, 2^64) as its low and high 32-bit words (int64 tensors)."""
+def integers(value, name: str, device=None) -> torch.Tensor:
+    """``value`` (integers at least 0: a list, an array, a range, a tensor) as a 1-D int64 tensor on ``device``.
+
+    Raises:
+        ValueError: not integers, or a negative one.
+    """
     t = torch.as_tensor(value, device=device)
     if t.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         raise ValueError(f"{name} must be integers, got dtype {t.dtype}")
-    t = t.to(torch.int64)
+    t = t.to(torch.int64).reshape(-1)
     if bool((t < 0).any()):
         raise ValueError(f"{name} must be at least 0, got {t.min().item()}")
+    return t
+
+
+def _words(value, name: str, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Integers in [0, 2^63) as their low and high 32-bit words (int64 tensors)."""
+    t = integers(value, name, device)
     return t & M32, t >> 32
 
 
@@ -154,6 +164,15 @@ def choose(flat: torch.Tensor, width: int, row: torch.Tensor, b: torch.Tensor) -
     return torch.searchsorted(flat, (row << 32) + b, right=True) - row * width
 
 
+def permutations(b: torch.Tensor) -> torch.Tensor:
+    """Uniform random permutations of the last dimension's n positions from 2 n 32-bit draws (..., 2 n): the
+    positions sorted by 63-bit keys (two draws each), so that a tie (probability below n^2 2^-64) is all
+    that separates them from exactly uniform."""
+    n = b.shape[-1] // 2
+    key = (b[..., :n] << 31) | (b[..., n:] >> 1)
+    return torch.argsort(key, dim=-1, stable=True)
+
+
 def integer_weights(p: np.ndarray, scale_bits: int = 24) -> np.ndarray:
     """Positive probabilities as integer weights summing to about 2^scale_bits (each at least 1), for draws
     without replacement (:func:`draw_distinct`)."""
@@ -179,3 +198,21 @@ def draw_distinct(weights: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         w.scatter_(-1, pick, 0)
         out.append(pick)
     return torch.cat(out, dim=-1)
+
+
+class Draws:
+    """The counter-based draws of one call of a task's ``draw``: R ``seeds``, S ``steps`` of ``stream``,
+    ``batch`` examples each, on ``device`` (default the CPU); ``bits(purpose, m)`` gives m 32-bit draws per
+    example, shape (R, S, batch, m), from the keys of that purpose (one purpose per kind of draw of a task)."""
+
+    def __init__(self, seeds, steps, stream: int, batch: int, device=None):
+        check_int("batch", batch, low=1)
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.seeds, self.steps = integers(seeds, "seeds"), integers(steps, "steps")
+        keys(self.seeds[:1], stream, self.steps[:1], 0)  # the stream checked now, before any draw
+        self.stream, self.batch = stream, batch
+        self.shape = (len(self.seeds), len(self.steps), batch)
+
+    def bits(self, purpose: int, m: int) -> torch.Tensor:
+        k = keys(self.seeds, self.stream, self.steps, purpose, device=self.device)
+        return bits(k, self.batch * m).reshape(*self.shape, m)

@@ -19,11 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from companion import config
 from companion.config import check_choice, check_int
+from companion.data import counter
 
 FACTS = ("structured", "random")
+_NOISE, _FACT, _PLACES = (
+    1,
+    2,
+    3,
+)  # what each of a counter-sampled batch's draws is for (counter.keys' purpose)
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,26 @@ class FactTask:
         tokens[rows, pr] = S + r
         tokens[:, -1] = self.eos
         return FactBatch(tokens.astype(np.int64), s, r, self.fact_table()[s, r])
+
+    def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> FactBatch:
+        """The counter-based batches of ``seeds`` (R) at ``steps`` (S) of ``stream`` on ``device``: a
+        :class:`FactBatch` of tensors with leading dimensions (R, S), each batch a function of (seed, stream,
+        step) alone (as :meth:`companion.data.recall.RecallTask.draw`), with :meth:`sample`'s distribution."""
+        S, R, T = self.n_subjects, self.n_relations, self.seq_len
+        draws = counter.Draws(seeds, steps, stream, batch, device)
+        if self.n_noise:
+            tokens = S + R + counter.uniform_int(draws.bits(_NOISE, T), self.n_noise)
+        else:
+            tokens = torch.zeros((*draws.shape, T), dtype=torch.int64, device=draws.device)
+        fact, places = draws.bits(_FACT, 2), draws.bits(_PLACES, 2)
+        s, r = counter.uniform_int(fact[..., 0], S), counter.uniform_int(fact[..., 1], R)
+        ps, pr = counter.uniform_int(places[..., 0], T - 1), counter.uniform_int(places[..., 1], T - 2)
+        pr = pr + (pr >= ps)  # distinct from the subject's position
+        tokens.scatter_(-1, ps[..., None], s[..., None])
+        tokens.scatter_(-1, pr[..., None], S + r[..., None])
+        tokens[..., -1] = self.eos
+        answer = torch.as_tensor(self.fact_table(), device=draws.device)[s, r]
+        return FactBatch(tokens, s, r, answer)
 
     def answer_sets(self) -> tuple[np.ndarray, np.ndarray]:
         """Boolean masks (R, |A|) of A_r and (S, |A|) of A_s = {a*(s, r'): r'}."""

@@ -30,12 +30,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from companion.config import check_choice, check_float, check_int
-from companion.data.recall import Batch
+from companion.data import counter
+from companion.data.recall import Batch, marks
 from companion.data.shakespeare import CharStats, load_char_stats
 
 FILLS = ("uniform", "no_noise")
+# What each of a counter-sampled batch's draws is for (counter.keys' purpose)
+_OUTPUTS, _PLACES, _FILL, _WHICH, _NOISE = 1, 2, 3, 4, 5
 
 
 @dataclass(frozen=True)
@@ -114,3 +118,33 @@ class IOITask:
         mask = np.zeros((batch, T), dtype=bool)
         mask[:, -1] = True
         return Batch(z, ybar[:, None], ybar, occurrence, mask, distractor=yd)
+
+    def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> Batch:
+        """The counter-based batches of ``seeds`` (R) at ``steps`` (S) of ``stream`` on ``device``: a
+        :class:`~companion.data.recall.Batch` of tensors with leading dimensions (R, S), each batch a function of
+        (seed, stream, step) alone (:meth:`~companion.data.recall.RecallTask.draw`). The same distribution as
+        :meth:`sample`: the three positions are three draws without replacement from [0, T - 5], sorted."""
+        n, T, q = self.n, self.seq_len, self.trigger
+        draws = counter.Draws(seeds, steps, stream, batch, device)
+        dev = draws.device
+        out = draws.bits(_OUTPUTS, 2)
+        ybar = counter.uniform_int(out[..., 0], n - 1)
+        yd = (ybar + 1 + counter.uniform_int(out[..., 1], n - 2)) % (n - 1)
+        ybar, yd = ybar + (ybar >= q), yd + (yd >= q)
+        equal = torch.ones(T - 4, dtype=torch.int64, device=dev)
+        pos = counter.draw_distinct(equal, draws.bits(_PLACES, 3)).sort(-1).values + torch.arange(
+            3, device=dev
+        )
+        n_fill = self.vocab_size - 1 if self.fill == "uniform" else n - 1
+        z = counter.uniform_int(draws.bits(_FILL, T + 1), n_fill)
+        z = z + (z >= q)
+        which = counter.uniform_int(draws.bits(_WHICH, 1), 3)
+        follow = torch.where(torch.arange(3, device=dev) == which, ybar[..., None], yd[..., None])
+        z.scatter_(-1, pos, q)
+        z.scatter_(-1, pos + 1, follow)
+        z[..., T - 1] = q
+        z[..., T] = torch.where(
+            counter.below(draws.bits(_NOISE, 1)[..., 0], self.alpha), self.noise_token, ybar
+        )
+        occurrence, mask, _ = marks(z[..., :T], torch.full_like(ybar[..., None], q), "final", False)
+        return Batch(z, ybar[..., None], ybar, occurrence, mask, distractor=yd)

@@ -23,9 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from companion import config
 from companion.config import check_int
+from companion.data import counter
+
+_TABLES, _X = 1, 2  # what each of a counter-sampled batch's draws is for (counter.keys' purpose)
 
 
 @dataclass(frozen=True)
@@ -78,18 +82,9 @@ class KHopTask:
             ValueError: a hop count outside 1..k, or a start outside 1..k - k' + 1.
         """
         hops = np.asarray(hops, dtype=np.int64)
-        if hops.ndim != 1 or len(hops) == 0 or hops.min() < 1 or hops.max() > self.k:
-            bad = hops[(hops < 1) | (hops > self.k)] if hops.ndim == 1 else hops
-            raise ValueError(
-                f"hop counts {bad.tolist()[:5]} out of range: allowed 1..{self.k} (k = {self.k})"
-            )
+        self._check_hops(hops)
         n, N, k = len(hops), self.N, self.k
-        first = np.ones(n, dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
-        if first.shape != hops.shape or first.min() < 1 or (first + hops - 1).max() > k:
-            raise ValueError(
-                f"starts {np.asarray(starts).tolist()[:5]} for hop counts {hops.tolist()[:5]}: allowed "
-                f"one start per example, in 1..k - k' + 1 (k = {k})"
-            )
+        first = self._starts(hops, starts)
         sigma = np.argsort(rng.random((n, k, N)), axis=-1)  # uniform permutations, one per hop and example
         x = rng.integers(0, N, n)
         pi = self.hidden()
@@ -104,3 +99,55 @@ class KHopTask:
         )
         tokens = np.where(mask, np.concatenate([x[:, None], sigma.reshape(n, k * N)], axis=1), self.pad)
         return HopBatch(tokens, mask, hops, chain, chain[:, -1])
+
+    def _check_hops(self, hops: np.ndarray) -> None:
+        if hops.ndim != 1 or len(hops) == 0 or hops.min() < 1 or hops.max() > self.k:
+            bad = hops[(hops < 1) | (hops > self.k)] if hops.ndim == 1 else hops
+            raise ValueError(
+                f"hop counts {bad.tolist()[:5]} out of range: allowed 1..{self.k} (k = {self.k})"
+            )
+
+    def _starts(self, hops: np.ndarray, starts) -> np.ndarray:
+        """The examples' first tables (default all 1), checked against their hop counts."""
+        first = np.ones(len(hops), dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
+        if first.shape != hops.shape or first.min() < 1 or (first + hops - 1).max() > self.k:
+            raise ValueError(
+                f"starts {np.asarray(starts).tolist()[:5]} for hop counts {hops.tolist()[:5]}: allowed "
+                f"one start per example, in 1..k - k' + 1 (k = {self.k})"
+            )
+        return first
+
+    def draw(self, seeds, steps, hops, starts=None, *, stream: int = 0, device=None) -> HopBatch:
+        """The counter-based batches of ``seeds`` (R) at ``steps`` (S) of ``stream`` on ``device``, one example
+        per entry of ``hops`` (and ``starts``) as in :meth:`sample`, the same in every batch: a
+        :class:`HopBatch` of tensors with leading dimensions (R, S), each batch a function of (seed, stream,
+        step) alone (as :meth:`companion.data.recall.RecallTask.draw`). The tables are uniform permutations
+        (``counter.permutations``), x uniform in [N].
+
+        Raises:
+            ValueError: as :meth:`sample`; a negative seed or step, a stream out of range.
+        """
+        hops = np.asarray(hops, dtype=np.int64)
+        self._check_hops(hops)
+        first = self._starts(hops, starts)
+        N, k = self.N, self.k
+        draws = counter.Draws(seeds, steps, stream, len(hops), device)
+        dev = draws.device
+        sigma = counter.permutations(draws.bits(_TABLES, 2 * k * N).reshape(*draws.shape, k, 2 * N))
+        x = counter.uniform_int(draws.bits(_X, 1)[..., 0], N)
+        pi = torch.as_tensor(self.hidden(), device=dev)
+        first_t, hops_t = torch.as_tensor(first, device=dev), torch.as_tensor(hops, device=dev)
+        chain, v = [], x
+        for i in range(k):  # table i + 1 is used when first <= i + 1 < first + hops
+            step = sigma[..., i, :].gather(-1, pi[i][v][..., None]).squeeze(-1)
+            v = torch.where((first_t <= i + 1) & (i + 1 < first_t + hops_t), step, v)
+            chain.append(v)
+        chain = torch.stack(chain, dim=-1)
+        block = torch.cat(
+            [torch.zeros(1, dtype=torch.int64), torch.arange(1, k + 1).repeat_interleave(N)]
+        ).to(dev)
+        mask = (block == 0) | ((block >= first_t[:, None]) & (block < (first_t + hops_t)[:, None]))
+        mask = mask.expand(*draws.shape, -1)
+        shown = torch.cat([x[..., None], sigma.reshape(*draws.shape, k * N)], dim=-1)
+        tokens = torch.where(mask, shown, self.pad)
+        return HopBatch(tokens, mask, hops_t.expand(draws.shape), chain, chain[..., -1])

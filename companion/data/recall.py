@@ -70,28 +70,12 @@ EXISTING_NOISE_CHAR = "!"
 _TRIGGERS, _OUTPUTS, _FINAL, _CHAIN = 1, 2, 3, 4
 
 
-class _CounterDraws:
-    """The counter-based draws of one call of a task's ``draw``: R seeds, S steps, ``batch`` sequences each;
-    ``bits(purpose, m)`` gives m 32-bit draws per sequence, shape (R, S, batch, m)."""
-
-    def __init__(self, seeds, steps, stream: int, batch: int, device):
-        self.device = torch.device("cpu") if device is None else torch.device(device)
-        self.seeds = torch.as_tensor(seeds, dtype=torch.int64).reshape(-1)
-        self.steps = torch.as_tensor(steps, dtype=torch.int64).reshape(-1)
-        self.stream, self.batch = stream, batch
-        self.shape = (len(self.seeds), len(self.steps), batch)
-
-    def bits(self, purpose: int, m: int) -> torch.Tensor:
-        k = counter.keys(self.seeds, self.stream, self.steps, purpose, device=self.device)
-        return counter.bits(k, self.batch * m).reshape(*self.shape, m)
-
-
 def _unforced(where: np.ndarray, forced: np.ndarray | None) -> np.ndarray:
     """``where`` less the position whose target is the forced final trigger (``Batch.forced``), if any."""
     return where if forced is None else where & ~forced
 
 
-def _marks(inputs, trig, loss_on: str, final_trigger: bool):
+def marks(inputs, trig, loss_on: str, final_trigger: bool):
     """(occurrence, loss_mask, forced) of a batch's ``inputs`` (..., T) with triggers ``trig`` (..., K): numpy
     arrays or torch tensors alike (the numpy generator's and the counter sampler's batches share the rules)."""
     T = inputs.shape[-1]
@@ -309,7 +293,7 @@ class RecallTask:
                 nxt = final_trig
             z[:, t + 1] = nxt
 
-        occurrence, mask, forced = _marks(z[:, :T], trig, self.loss_on, self.final_trigger)
+        occurrence, mask, forced = marks(z[:, :T], trig, self.loss_on, self.final_trigger)
         return Batch(z, ybar, ybar[rows, final_k], occurrence, mask, triggers=trig, forced=forced)
 
     def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> Batch:
@@ -323,9 +307,8 @@ class RecallTask:
         Raises:
             ValueError: a batch below 1, a negative seed or step, a stream out of range.
         """
-        check_int("batch", batch, low=1)
         n, T, K, V = self.n, self.seq_len, self.n_triggers, self.vocab_size
-        draws = _CounterDraws(seeds, steps, stream, batch, device)
+        draws = counter.Draws(seeds, steps, stream, batch, device)
         R, S, B = draws.shape
         if self.trigger_draw == "fixed":
             trig = torch.as_tensor(self.triggers, device=draws.device).expand(R, S, B, K)
@@ -366,7 +349,7 @@ class RecallTask:
                 nxt = final_trig
             z[:, t + 1] = nxt
         z = z.reshape(R, S, B, T + 1)
-        occurrence, mask, forced = _marks(z[..., :T], trig, self.loss_on, self.final_trigger)
+        occurrence, mask, forced = marks(z[..., :T], trig, self.loss_on, self.final_trigger)
         final_ybar = ybar.gather(-1, final_k).squeeze(-1)
         return Batch(z, ybar, final_ybar, occurrence, mask, triggers=trig, forced=forced)
 
@@ -437,9 +420,8 @@ class BigramTask:
     def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> Batch:
         """The counter-based batches of ``seeds`` at ``steps`` of ``stream`` on ``device``, leading dimensions
         (R, S): as :meth:`RecallTask.draw`, for the bigram chain alone."""
-        check_int("batch", batch, low=1)
         n, T = self.stats.n, self.seq_len
-        draws = _CounterDraws(seeds, steps, stream, batch, device)
+        draws = counter.Draws(seeds, steps, stream, batch, device)
         u = draws.bits(_CHAIN, T + 1).reshape(-1, T + 1)
         chain = counter.flat_cdf(self.stats.bigram, draws.device)
         z = torch.empty_like(u)
