@@ -13,6 +13,7 @@ from companion.data.facts import FactTask
 from companion.data.ioi import IOITask
 from companion.data.khop import KHopTask
 from companion.data.recall import BigramTask, RecallTask
+from companion.data.seqclass import synthetic
 
 M32 = (1 << 32) - 1
 
@@ -324,3 +325,38 @@ def test_counter_khop_tables_are_uniform_permutations_and_compose_as_the_numpy_o
         use = (s <= i + 1) & (i + 1 < s + h)
         v = np.where(use, sigma[np.arange(len(v)), i, pi[i][v]], v)
     assert (v == b.answer.reshape(-1).numpy()).all()
+
+
+def test_counter_sequence_classes_follow_their_probabilities():
+    sc = synthetic(num_last=2, num_next_per_last=2)
+    T, n_seq = 12, 40_000
+    tokens, labels = sc.draw([0], range(8), n_seq // 8, T)
+    tokens, labels = tokens.reshape(-1, T).numpy(), labels.reshape(-1).numpy()
+    cls = np.searchsorted(sc.next_token, labels)
+    assert (tokens[:, -1] == sc.last[cls]).all()
+    freq = np.bincount(cls, minlength=sc.n_classes) / n_seq
+    assert np.abs(freq - 1 / sc.n_classes).max() < 5 * np.sqrt(0.25 / n_seq)
+    for n in range(sc.n_classes):  # the contextual tokens of class n against P(. | n)
+        ctx = tokens[cls == n, :-1].ravel()
+        f = np.bincount(ctx, minlength=sc.vocab_size) / len(ctx)
+        assert np.abs(f - sc.probs[n]).max() < 5 * np.sqrt(0.25 / len(ctx)), n
+        assert (f[sc.probs[n] == 0] == 0).all()
+    same_cls, counts = sc.draw_counts([0], range(8), n_seq // 8, T)
+    assert torch.equal(same_cls.reshape(-1), torch.as_tensor(cls))
+    expect = np.stack([np.bincount(row, minlength=sc.vocab_size) for row in tokens[:, :-1]])
+    assert (counts.reshape(-1, sc.vocab_size).numpy() == expect).all()
+    pack = sc.draw([4, 9], range(3), 6, T)
+    assert torch.equal(pack[0][1, 2], sc.draw([9], [2], 6, T)[0][0, 0])
+
+
+def test_epoch_orders_are_uniform_permutations_of_seed_stream_and_epoch():
+    o = counter.orders([0, 1], range(5000), 7).reshape(-1, 7)
+    assert (np.sort(o.numpy(), axis=1) == np.arange(7)).all()
+    first = np.bincount(o[:, 0].numpy(), minlength=7) / len(o)
+    assert np.abs(first - 1 / 7).max() < 5 * np.sqrt(1 / 7 * 6 / 7 / len(o))
+    assert torch.equal(
+        counter.orders([1], [42], 7, stream=3)[0, 0], counter.orders([0, 1], [41, 42], 7, stream=3)[1, 1]
+    )
+    assert not torch.equal(counter.orders([1], [42], 7)[0, 0], counter.orders([1], [42], 7, stream=3)[0, 0])
+    with pytest.raises(ValueError, match="examples"):
+        counter.orders([0], [0], 0)

@@ -147,6 +147,7 @@ def test_the_counter_samplers_draw_the_same_tokens_on_cuda_as_on_the_cpu(final_t
     gpu = task.draw([0, 7], range(3), 512, stream=1, device="cuda")
     for f in ("tokens", "ybar", "final_ybar", "occurrence", "loss_mask", "triggers"):
         assert torch.equal(getattr(cpu, f), getattr(gpu, f).cpu()), f
+    from companion.data import counter, seqclass
     from companion.data.facts import FactTask
     from companion.data.ioi import IOITask
     from companion.data.khop import KHopTask
@@ -158,6 +159,14 @@ def test_the_counter_samplers_draw_the_same_tokens_on_cuda_as_on_the_cpu(final_t
             [2], range(2), [1, 2, 3, 4] * 32, [1, 1, 2, 1] * 32, device=d
         ),
     }
+    sc = seqclass.synthetic(num_last=2, num_next_per_last=2)
+    for a, b in zip(
+        sc.draw_counts([1], range(2), 64, 32), sc.draw_counts([1], range(2), 64, 32, device="cuda")
+    ):
+        assert torch.equal(a, b.cpu())
+    assert torch.equal(
+        counter.orders([3], range(2), 1000), counter.orders([3], range(2), 1000, device="cuda").cpu()
+    )
     for name, draw in others.items():
         a, b = draw("cpu"), draw("cuda")
         for f in dataclasses.fields(a):

@@ -2,9 +2,11 @@
 
 The numpy generators are the specification of every task. :mod:`companion.data.counter` holds the counter-based
 sampling (issue 54): a batch as a function of (seed, stream, step) alone, in integer torch operations that give the
-same tokens on a CPU and a GPU. The recall, bigram, synthetic IOI, factual-recall and k-hop tasks have it (their
-``draw``), tested against their numpy generators' statistics; the sequence classes and the word corpora's windows
-do not yet, and training still draws from the numpy generators.
+same tokens on a CPU and a GPU. Every task has it (the ``draw`` of the recall, bigram, synthetic IOI,
+factual-recall and k-hop tasks and of the sequence classes; ``counter.orders`` for an epoch's order of a word
+corpus's windows), tested against the numpy generators' statistics. Training still draws from the numpy
+generators (and the epochs' orders from ``torch.randperm``): the switch, which changes every recorded number,
+comes after the flip list of issue 54.
 
 :data:`SAMPLER_VERSION` names the way training batches are drawn from a run's seed: a change that draws other
 batches from the same seed (another generator, batches drawn on the device) raises it, and recordings made before

@@ -36,6 +36,7 @@ M32 = (1 << 32) - 1
 ONE = 1 << 32  # the integer that stands for probability 1 in a threshold or a table
 # Salts that start the two words of a key (the fractional digits of the golden ratio and of sqrt(2), 32 bits)
 _SALT = (0x9E3779B9, 0x6A09E667)
+_ORDER = 1  # the purpose of an epoch's order (orders)
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
@@ -171,6 +172,19 @@ def permutations(b: torch.Tensor) -> torch.Tensor:
     n = b.shape[-1] // 2
     key = (b[..., :n] << 31) | (b[..., n:] >> 1)
     return torch.argsort(key, dim=-1, stable=True)
+
+
+def orders(seeds, epochs, n: int, *, stream: int = 0, device=None) -> torch.Tensor:
+    """The order in which each epoch visits a training set of ``n`` examples (a shuffle, as ``torch.randperm``
+    with a seeded generator gives one): uniform permutations of [0, n), shape (len(seeds), len(epochs), n), the
+    order of (seed, stream, epoch) a function of those three alone.
+
+    >>> o = orders([0], [0, 1], 5)
+    >>> sorted(o[0, 1].tolist()), bool(torch.equal(o[0, 1], orders([0], [1], 5)[0, 0]))
+    ([0, 1, 2, 3, 4], True)
+    """
+    check_int("n (examples)", n, low=1, high=M32 // 2)
+    return permutations(Draws(seeds, epochs, stream, 1, device).bits(_ORDER, 2 * n))[..., 0, :]
 
 
 def integer_weights(p: np.ndarray, scale_bits: int = 24) -> np.ndarray:

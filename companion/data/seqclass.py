@@ -24,8 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from companion.config import check_float, check_int
+from companion.data import counter
+
+_CLASS, _CONTEXT = 1, 2  # what each of a counter-sampled batch's draws is for (counter.keys' purpose)
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,6 +133,34 @@ class SeqClasses:
         check_int("seq_len (T)", seq_len, low=2)
         cls = rng.integers(0, self.n_classes, batch)
         return cls, rng.multinomial(seq_len - 1, self.probs[cls])
+
+    def draw(
+        self, seeds, steps, batch: int, seq_len: int, *, stream: int = 0, device=None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(tokens, labels)`` as :meth:`sample`, counter-based: the batches of ``seeds`` (R) at ``steps`` (S)
+        of ``stream`` on ``device``, with leading dimensions (R, S), each a function of (seed, stream, step)
+        alone (as :meth:`companion.data.recall.RecallTask.draw`)."""
+        cls, ctx = self._draw(seeds, steps, batch, seq_len, stream, device)
+        last = torch.as_tensor(self.last, device=ctx.device)[cls]
+        return torch.cat([ctx, last[..., None]], -1), torch.as_tensor(self.next_token, device=ctx.device)[cls]
+
+    def draw_counts(
+        self, seeds, steps, batch: int, seq_len: int, *, stream: int = 0, device=None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cls, counts)`` as :meth:`sample_counts`, counter-based: the counts of :meth:`draw`'s contextual
+        tokens (the same draws), shape (R, S, batch, M)."""
+        cls, ctx = self._draw(seeds, steps, batch, seq_len, stream, device)
+        counts = torch.zeros((*ctx.shape[:-1], self.vocab_size), dtype=torch.int64, device=ctx.device)
+        return cls, counts.scatter_add_(-1, ctx, torch.ones_like(ctx))
+
+    def _draw(self, seeds, steps, batch: int, seq_len: int, stream: int, device):
+        check_int("seq_len (T)", seq_len, low=2)
+        draws = counter.Draws(seeds, steps, stream, batch, device)
+        cls = counter.uniform_int(draws.bits(_CLASS, 1)[..., 0], self.n_classes)
+        u = draws.bits(_CONTEXT, seq_len - 1)
+        rows = cls[..., None].expand_as(u)
+        ctx = counter.choose(counter.flat_cdf(self.probs, draws.device), self.vocab_size, rows, u)
+        return cls, ctx
 
 
 def synthetic(
