@@ -89,12 +89,15 @@ def source_hash(*modules: str) -> str:
 
 
 def key(settings, modules: tuple[str, ...] | list[str], length: int = 20) -> str:
-    """Cache key of a result: its settings, the source hash of the modules that compute it and, unless it is
-    fp32, the precision of matrix products in force (:func:`companion.config.precision`)."""
+    """Cache key of a result: its settings, the source hash of the modules that compute it and, unless they are
+    the defaults, the precision of matrix products in force (:func:`companion.config.precision`) and the sampler
+    (:func:`companion.config.sampler`)."""
     blob = settings if isinstance(settings, dict) else dataclasses.asdict(settings)
     text = json.dumps(blob, sort_keys=True, default=repr) + source_hash(*modules)
     if config.current_precision() != "fp32":  # fp32 keys stay as they were
         text += f"|precision={config.current_precision()}"
+    if config.sampler() != "numpy":  # numpy keys stay as they were
+        text += f"|sampler={config.sampler()}"
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 

@@ -13,6 +13,9 @@ Everything that depends on the environment is read here, once:
   are cached (default: ``<repository>/.cache/companion``, git-ignored).
 * ``COMPANION_DEVICE``: ``cpu``, ``cuda``, ``cuda:1``, ... (default: ``cuda``
   when available, else ``cpu``).
+* ``COMPANION_SAMPLER``: how training batches are drawn, ``numpy`` (default: the
+  numpy generators, the book's recorded numbers) or ``counter`` (the
+  counter-based samplers of issue 54, to compare the claims under both).
 
 >>> get_profile("quick")
 'quick'
@@ -151,6 +154,23 @@ def current_precision() -> str:
     return "tf32" if getattr(torch.backends.cuda.matmul, "fp32_precision", "none") == "tf32" else "fp32"
 
 
+# How training batches are drawn from a run's seed (companion.data.streams): "numpy" (a numpy Generator per stream,
+# drawn in order; every recording so far) or "counter" (companion.data.counter: a batch as a function of (seed,
+# stream, step), on the run's device).
+SAMPLERS = ("numpy", "counter")
+
+
+def sampler(name: str | None = None) -> str:
+    """The sampler in force: ``name``, else ``$COMPANION_SAMPLER``, else ``"numpy"``.
+
+    Raises:
+        ValueError: a name that is not one of :data:`SAMPLERS`.
+    """
+    value = (name if name is not None else os.environ.get("COMPANION_SAMPLER", "numpy")).strip().lower()
+    check_choice("sampler", value, SAMPLERS)
+    return value
+
+
 def cache_dir() -> Path:
     """The cache folder (created on demand)."""
     path = Path(os.environ.get("COMPANION_CACHE_DIR", REPO_ROOT / ".cache" / "companion"))
@@ -195,6 +215,12 @@ def package_hash() -> str:
     return h.hexdigest()[:16]
 
 
+def stream_key(name: str) -> int:
+    """A named stream's 32-bit key: the first 4 bytes of the name's sha256 (little-endian), which
+    :func:`seed_streams` seeds the numpy stream with and the counter sampler keys its draws by."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+
+
 def seed_streams(seed: int, names: Iterable[str]) -> dict[str, np.random.SeedSequence]:
     """Independent, named random streams derived from one seed.
 
@@ -209,8 +235,7 @@ def seed_streams(seed: int, names: Iterable[str]) -> dict[str, np.random.SeedSeq
     check_int("seed", seed, low=0)
     out = {}
     for name in names:
-        key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
-        out[name] = np.random.SeedSequence([seed, key])
+        out[name] = np.random.SeedSequence([seed, stream_key(name)])
     return out
 
 

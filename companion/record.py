@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from companion import __version__, claims, config
-from companion.data import SAMPLER_VERSION
+from companion.data import sampler_version
 from companion.io import atomic_write_text
 from companion.recorded import (  # noqa: F401 (the files' names, read here by the chapters and the tests)
     FORMAT,
@@ -442,7 +442,7 @@ def record(
         "precision": precision,
         # how batches are drawn from a seed, and each member's first training batch (tests/test_recorded.py
         # recomputes them: a change of the sampler shows there)
-        "sampler": SAMPLER_VERSION,
+        "sampler": sampler_version(),
         "first_batch": first_batches(name, members),
         # the runs trained together as replicas: {member: pack}, for the members that were
         "packs": {k: r["pack"] for k, r in runs.items() if isinstance(r, dict) and "pack" in r},
@@ -586,9 +586,9 @@ def stale(rec: Recorded) -> str:
 def _sampler_changed(rec: Recorded, members: dict) -> str:
     """Why the batches a recording trained on are no longer those its configuration draws today ('' when they
     are, or when the file predates these fields): another sampler version, or another first batch."""
-    if "sampler" in rec.data and rec.data["sampler"] != SAMPLER_VERSION:
+    if "sampler" in rec.data and rec.data["sampler"] != sampler_version():
         return (
-            f"recorded with sampler version {rec.data['sampler']}, now {SAMPLER_VERSION} (other batches from "
+            f"recorded with sampler version {rec.data['sampler']}, now {sampler_version()} (other batches from "
             f"the same seed); regenerate with: {rec.command}"
         )
     if "first_batch" in rec.data:

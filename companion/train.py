@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from companion import cache
 from companion.config import check_choice, check_float, check_int
+from companion.data.streams import TrainingStream
 
 OPTIMIZERS = ("sgd", "adam")
 NONFINITE = ("raise", "stop", "continue")
@@ -474,7 +475,7 @@ def train(
     model,
     task,
     cfg: TrainConfig,
-    rng: np.random.Generator,
+    rng: np.random.Generator | TrainingStream,
     evaluate: Callable[[int], dict] | None = None,
     eval_at: Iterable[int] = (),
     progress: bool = True,
@@ -483,7 +484,9 @@ def train(
     stop_on_nonfinite: bool = False,
     unfreeze: dict[int, list] | None = None,
 ) -> list[dict]:
-    """Train ``model`` on batches of ``task`` drawn from ``rng``.
+    """Train ``model`` on batches of ``task`` drawn from ``rng``: a numpy Generator (drawn in order), or a
+    :class:`~companion.data.streams.TrainingStream`, asked for the batch of each step (with ``step_offset``
+    added, so that a second phase continues the first's steps).
 
     ``evaluate(step)`` is called before the update of every step in
     ``eval_at`` and once after the last step (step = ``cfg.steps``); its
@@ -510,11 +513,16 @@ def train(
         for p in unfreeze.get(step, ()):
             p.requires_grad_(True)
 
+    def draw(step: int):
+        if isinstance(rng, TrainingStream):
+            return rng.batch(task, cfg.batch, step + step_offset)
+        return task.sample(rng, cfg.batch)
+
     out = fit(
         model,
         opt,
         cfg.steps,
-        lambda step: batch_loss(model, task.sample(rng, cfg.batch), device),
+        lambda step: batch_loss(model, draw(step), device),
         evaluate=None if evaluate is None else lambda step: evaluate(step + step_offset),
         eval_at=eval_at,
         before=before,

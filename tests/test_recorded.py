@@ -558,13 +558,13 @@ def test_a_recording_notices_other_batches(tmp_path, monkeypatch):
         "format": record.FORMAT, "experiment": "allocation", "chapter": "book/allocation", "profile": "quick",
         "overrides": {}, "config": record.configs(members), "summary": {}, "meaning": {}, "claims": {},
         "curves": {}, "command": "python -m companion record allocation", "device": "cpu",
-        "sampler": record.SAMPLER_VERSION, "first_batch": record.first_batches("allocation", members),
+        "sampler": record.sampler_version(), "first_batch": record.first_batches("allocation", members),
     }  # fmt: skip
     path.write_text(json.dumps(data))
     assert record.stale(record.load(path)) == ""
     path.write_text(json.dumps({**data, "first_batch": {"allocation": "0" * 16}}))
     assert "the first training batch of allocation is not the recorded one" in record.stale(record.load(path))
-    path.write_text(json.dumps({**data, "sampler": record.SAMPLER_VERSION + 1}))
+    path.write_text(json.dumps({**data, "sampler": record.sampler_version() + 1}))
     assert "sampler version" in record.stale(record.load(path))
 
 

@@ -62,6 +62,7 @@ import torch.nn.functional as F
 from companion import cache, config
 from companion.config import check_choice, check_float, check_int
 from companion.data.recall import LOSS_POSITIONS, TRIGGER_DRAWS, RecallTask
+from companion.data.streams import TrainingStream
 from companion.models import ModelConfig, Transformer
 from companion.train import OPTIMIZERS, TrainConfig, train
 
@@ -522,9 +523,9 @@ MODULES = ("companion.experiments.induction",)
 
 
 def first_batch(exp: InductionExperiment):
-    """The first training batch of ``exp``, drawn as training draws it (recordings keep its digest)."""
-    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
-    return exp.task().sample(rng, exp.batch)
+    """The first training batch of ``exp``, drawn as training draws it, by the sampler in force (recordings keep
+    its digest)."""
+    return TrainingStream(exp.seed, "train-data").batch(exp.task(), exp.batch, 0)
 
 
 def run(
@@ -539,7 +540,6 @@ def run(
 
 def _train(exp: InductionExperiment, device, progress: bool) -> dict:
     device = config.get_device(device)
-    streams = config.seed_streams(exp.seed, ["train-data"])
     model = Transformer(exp.model_config(), seed=exp.seed).to(device)
     trained = exp.trained or model.matrix_names()
     for p in model.parameters():
@@ -553,7 +553,7 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
         model,
         exp.task(),
         exp.train_config(),
-        np.random.default_rng(streams["train-data"]),
+        TrainingStream(exp.seed, "train-data", device=device),
         evaluate=evaluate,
         eval_at=range(0, exp.steps, exp.eval_every),
         progress=progress,

@@ -24,6 +24,7 @@ from companion import cache, config, probes
 from companion.config import check_choice, check_float, check_int
 from companion.data.ioi import IOITask
 from companion.data.recall import LOSS_POSITIONS, NOISE_KINDS, RecallTask
+from companion.data.streams import TrainingStream
 from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, eval_schedule, train
 
@@ -237,10 +238,9 @@ MODULES = ("companion.experiments.noisy_recall",)  # what a cached run depends o
 
 def first_batch(exp: RecallExperiment):
     """The first training batch of ``exp`` (pre-training's, for the fine-tuning schedule), drawn as training
-    draws it (recordings keep its digest, :func:`companion.data.batch_digest`)."""
-    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
+    draws it, by the sampler in force (recordings keep its digest, :func:`companion.data.batch_digest`)."""
     task = exp.task().with_alpha(0.0) if exp.schedule == "finetune" else exp.task()
-    return task.sample(rng, exp.batch)
+    return TrainingStream(exp.seed, "train-data").batch(task, exp.batch, 0)
 
 
 def run(exp: RecallExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> RecallRun:
@@ -325,13 +325,12 @@ class Evaluator:
 
 def _train(exp: RecallExperiment, device, progress: bool) -> dict:
     device = config.get_device(device)
-    streams = config.seed_streams(exp.seed, ["train-data"])
     task = exp.task()
     clean = task.with_alpha(0.0)
     model = Transformer(exp.model_config(), seed=exp.seed).to(device)
     evaluate = Evaluator(exp, model, device)
 
-    data_rng = np.random.default_rng(streams["train-data"])
+    data_rng = TrainingStream(exp.seed, "train-data", device=device)
     t0 = time.perf_counter()
     logs, pretrained_state = [], None
     if exp.schedule == "finetune":

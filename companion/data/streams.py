@@ -1,0 +1,71 @@
+"""A run's training batches by step, from the sampler in force (:func:`companion.config.sampler`).
+
+``"numpy"``: the run's numpy Generator for the stream (``config.seed_streams(seed, [name])``), drawn in order: the
+batches every recording so far was trained on. ``"counter"``: :mod:`companion.data.counter`'s batch of (seed,
+stream, step), drawn on the run's device in blocks of steps. A training loop asks for the batch of each step in
+turn (:meth:`TrainingStream.batch`); either way the same seed gives the same batches.
+
+>>> from companion.data.recall import RecallTask
+>>> task = RecallTask(seq_len=8)
+>>> a = TrainingStream(3, "train-data", sampler="counter").batch(task, 4, step=5)
+>>> b = TrainingStream(3, "train-data", sampler="counter", block=2).batch(task, 4, step=5)
+>>> bool((a.tokens == b.tokens).all())
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion import config
+from companion.config import check_int
+from companion.data import SAMPLER_VERSIONS
+
+
+class TrainingStream:
+    """The training batches of one run's stream ``name`` (e.g. ``"train-data"``) from its ``seed``.
+
+    Args:
+        seed: the run's seed (at least 0).
+        name: the stream's name.
+        sampler: ``"numpy"`` or ``"counter"``; default the one in force (:func:`companion.config.sampler`).
+        device: where the counter sampler draws (default the CPU); the numpy sampler draws on the CPU.
+        block: the number of steps the counter sampler draws in one call.
+
+    Raises:
+        ValueError: a negative seed, an unknown sampler, a block below 1; at :meth:`batch`, a numpy stream asked
+            for a step out of order (its batches depend on every draw before).
+    """
+
+    def __init__(self, seed: int, name: str, *, sampler: str | None = None, device=None, block: int = 16):
+        check_int("seed", seed, low=0)
+        check_int("block", block, low=1)
+        self.seed, self.name, self.block, self.device = seed, name, block, device
+        self.sampler = config.sampler(sampler)
+        self.rng = np.random.default_rng(config.seed_streams(seed, [name])[name])
+        self.next_step = 0
+        self._drawn = None  # the counter sampler's last block: (task, batch, first step, Batch)
+
+    @property
+    def version(self) -> int:
+        return SAMPLER_VERSIONS[self.sampler]
+
+    def batch(self, task, batch: int, step: int):
+        """The batch of ``step`` for ``task`` (``batch`` sequences): the task's ``sample`` from the numpy
+        generator (steps in order), or its ``draw`` at that step."""
+        check_int("step", step, low=0)
+        if self.sampler == "numpy":
+            if step != self.next_step:
+                raise ValueError(
+                    f"step={step}: a numpy stream draws its steps in order, the next one is {self.next_step}"
+                )
+            self.next_step += 1
+            return task.sample(self.rng, batch)
+        d = self._drawn
+        if d is None or d[0] != task or d[1] != batch or not d[2] <= step < d[2] + self.block:
+            steps = range(step, step + self.block)
+            drawn = task.draw(
+                [self.seed], steps, batch, stream=config.stream_key(self.name), device=self.device
+            )
+            self._drawn = d = (task, batch, step, drawn)
+        return d[3].select((0, step - d[2]))

@@ -1,0 +1,96 @@
+"""Training streams under both samplers (issue 54): the numpy one is the generator every recording trained on,
+bitwise; the counter one gives each step's batch of (seed, stream, step); the sampler keys the run cache."""
+
+import numpy as np
+import pytest
+import torch
+
+from companion import cache, config, train
+from companion.data import batch_digest, sampler_version
+from companion.data.recall import RecallTask
+from companion.data.streams import TrainingStream
+from companion.experiments import induction, noisy_recall
+from companion.models import ModelConfig, Transformer
+
+TINY = dict(d=8, seq_len=8, batch=8, steps=4, eval_every=2, dense_until=1, n_test=8, rhos=(0.0, 1.0))
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("COMPANION_SAMPLER", raising=False)
+
+
+def test_the_numpy_stream_is_the_runs_generator_in_order():
+    task = RecallTask(seq_len=8)
+    stream = TrainingStream(5, "train-data", sampler="numpy")
+    rng = np.random.default_rng(config.seed_streams(5, ["train-data"])["train-data"])
+    for step in range(3):
+        assert batch_digest(stream.batch(task, 4, step)) == batch_digest(task.sample(rng, 4))
+    with pytest.raises(
+        ValueError, match="step=5: a numpy stream draws its steps in order, the next one is 3"
+    ):
+        stream.batch(task, 4, 5)
+
+
+def test_the_counter_stream_gives_each_steps_draw_in_any_order():
+    task = RecallTask(seq_len=8, alpha=0.3)
+    stream = TrainingStream(5, "train-data", sampler="counter", block=3)
+    key = config.stream_key("train-data")
+    for step in (7, 2, 3, 8, 0):
+        expect = task.draw([5], [step], 4, stream=key).select((0, 0))
+        assert torch.equal(stream.batch(task, 4, step).tokens, expect.tokens)
+    clean = task.with_alpha(0.0)  # another task at the same step: its own draw, not the cached block's
+    assert torch.equal(stream.batch(clean, 4, 8).tokens, clean.draw([5], [8], 4, stream=key).tokens[0, 0])
+
+
+def test_the_sampler_setting_is_checked_and_keys_the_cache(monkeypatch):
+    exp = noisy_recall.RecallExperiment.quick(**TINY)
+    numpy_key = cache.key(exp, noisy_recall.MODULES)
+    assert sampler_version() == 1
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    assert config.sampler() == "counter" and sampler_version() == 2
+    assert cache.key(exp, noisy_recall.MODULES) != numpy_key
+    monkeypatch.setenv("COMPANION_SAMPLER", "philox")
+    with pytest.raises(ValueError, match="sampler"):
+        config.sampler()
+    with pytest.raises(ValueError, match="seed"):
+        TrainingStream(-1, "train-data")
+
+
+@pytest.mark.parametrize("schedule", ["noisy", "finetune"])
+def test_a_recall_run_trains_on_the_counter_batches(schedule, monkeypatch):
+    """The run's first batch is the counter draw of step 0 (pre-training's, when it pre-trains), a second run
+    repeats the first, and the numpy run trains on other batches."""
+    exp = noisy_recall.RecallExperiment.quick(**TINY, schedule=schedule, pretrain_steps=2)
+    before = noisy_recall.run(exp, progress=False)
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    task = exp.task().with_alpha(0.0) if schedule == "finetune" else exp.task()
+    first = noisy_recall.first_batch(exp)
+    assert torch.equal(
+        first.tokens, task.draw([0], [0], 8, stream=config.stream_key("train-data")).tokens[0, 0]
+    )
+    a = noisy_recall.run(exp, progress=False, use_cache=False)
+    b = noisy_recall.run(exp, progress=False, use_cache=False)
+    assert np.array_equal(a.metrics["train_loss"], b.metrics["train_loss"])
+    assert not np.array_equal(a.metrics["train_loss"], before.metrics["train_loss"])
+    assert len(a.metrics["train_loss"]) == exp.steps + (2 if schedule == "finetune" else 0)
+
+
+def test_an_induction_run_trains_on_the_counter_batches(monkeypatch):
+    exp = induction.InductionExperiment.quick(d=16, seq_len=16, batch=8, steps=3, eval_every=1, n_test=8)
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    first = induction.first_batch(exp)
+    assert torch.equal(
+        first.tokens, exp.task().draw([exp.seed], [0], 8, stream=config.stream_key("train-data")).tokens[0, 0]
+    )
+    assert np.isfinite(induction.run(exp, progress=False, use_cache=False).metrics["acc"]).all()
+
+
+def test_train_takes_a_generator_as_before():
+    task = RecallTask(seq_len=8)
+    model = Transformer(ModelConfig(vocab_size=task.vocab_size, d=8, max_len=8), seed=0)
+    logs = train.train(
+        model, task, train.TrainConfig(steps=2, batch=4), np.random.default_rng(0), progress=False
+    )
+    assert len(logs) == 2
