@@ -8,6 +8,7 @@ them with the directives ``claims-scorecard``, ``claims-headlines`` and ``claims
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import tomllib
@@ -405,3 +406,44 @@ def errata(
             + "</ul>"
         )
     return "".join(parts) or "<p>No finding recorded.</p>"
+
+
+FLIP_LIST = config.committed_data_dir() / "flip_list.json"
+
+
+def flip_list(path: Path = FLIP_LIST) -> str:
+    """Issue 54's flip list (``scripts/flip_list.py`` writes it) as Markdown: which builds and chapters were
+    compared, how many rows, and each row whose category differs under the counter-based samplers, with both
+    values; "not reached" where a build's run stopped before a row's check.
+
+    Raises:
+        ValueError: the file names a claim that is not registered.
+    """
+    data = json.loads(Path(path).read_text())
+    for r in data["rows"]:
+        claims._get(r["claim"], None)
+    rows, changed = data["rows"], [r for r in data["rows"] if r["changed"]]
+
+    def cell(side: dict) -> str:
+        if side["category"] is None:
+            return "not reached"
+        value = "" if side["observed"] is None else f" ({side['observed']:.4g})"
+        return side["category"] + value
+
+    def doc(chapter: str) -> str:  # a MyST link from a page in book/
+        return f"{{doc}}`{chapter.split('/')[-1]}`"
+
+    chapters = ", ".join(doc(c) for c in data["chapters"])
+    head = (
+        f"Compared on {data['date']}, {data['profile']} profile: {data['before']['build']} against "
+        f"{data['after']['build']}, the rows of {chapters}: {len(rows)} rows, {len(changed)} of them change "
+        "category."
+    )
+    if not changed:
+        return head
+    lines = ["", "| claim | chapter | numpy sampler | counter sampler |", "|---|---|---|---|"]
+    lines += [
+        f"| `{r['claim']}` | {doc(r['chapter'])} | {cell(r['before'])} | {cell(r['after'])} |"
+        for r in changed
+    ]
+    return head + "\n" + "\n".join(lines)

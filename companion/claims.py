@@ -266,8 +266,9 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
 CLAIMS = load()
 
 
-def _record_path(claim_id: str, profile: str) -> Path:
-    return config.cache_dir() / "claims" / profile / f"{claim_id}.json"
+def _record_path(claim_id: str, profile: str, cache: Path | None = None) -> Path:
+    """Where a build keeps its result of a claim: under ``cache`` (a build's cache folder; default this one's)."""
+    return (config.cache_dir() if cache is None else Path(cache)) / "claims" / profile / f"{claim_id}.json"
 
 
 def _get(claim_id: str, registry: dict[str, Claim] | None) -> Claim:
@@ -299,10 +300,12 @@ def check(
 
     Raises:
         KeyError: unknown claim id.
-        AssertionError: an asserted claim does not hold (after recording the failure).
+        AssertionError: an asserted claim does not hold (after recording the failure), unless
+            ``$COMPANION_CHECKS`` is ``record`` (:func:`companion.config.checks_assert`).
     """
     claim = _get(claim_id, registry)
     profile = config.get_profile(profile)
+    enforce = config.checks_assert()
     observed = float(observed)
     crit = claim.criterion(profile)
     passed = crit.holds(observed, claim.infinite_ok)
@@ -325,7 +328,7 @@ def check(
         )
     if not quiet:
         print(_line(claim, result))
-    if asserted and not passed:
+    if asserted and not passed and enforce:
         raise AssertionError(
             f"claim {claim_id} does not hold: observed {crit.show(observed)}, expected {crit} ({claim.statement})"
         )
@@ -443,13 +446,16 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
     return HOLDS, ""
 
 
-def results(profile: str | None = None, registry: dict[str, Claim] | None = None) -> list[dict]:
-    """One row per registered claim, with its recorded result and scorecard category."""
+def results(
+    profile: str | None = None, registry: dict[str, Claim] | None = None, cache: Path | None = None
+) -> list[dict]:
+    """One row per registered claim, with its recorded result and scorecard category; ``cache``: the results of
+    the build whose cache folder that is (default this one's)."""
     profile = config.get_profile(profile)
     current = config.package_hash()
     rows = []
     for c in (CLAIMS if registry is None else registry).values():
-        path = _record_path(c.id, profile)
+        path = _record_path(c.id, profile, cache)
         rec = json.loads(path.read_text()) if path.is_file() else None
         category, detail = status(c, rec, profile)
         stale = rec is not None and rec["package"] != current
@@ -508,6 +514,41 @@ def _recorded_result(claim_id: str) -> dict | None:
     # source: one recorded file, or several (", "-separated) for a claim measured over runs (record.check_over)
     files = [config.committed_data_dir() / "recorded" / name for name in rec.get("source", "").split(", ")]
     return rec if all(f.is_file() for f in files) else None
+
+
+def flips(
+    before: Path, after: Path, chapters, profile: str = "quick", registry: dict[str, Claim] | None = None
+) -> list[dict]:
+    """The rows of ``chapters`` (docnames) as two builds judged them: the builds whose cache folders are ``before``
+    and ``after`` (the same rows under two samplers, issue 54's flip list). Each: the claim, its chapter, and per
+    build its category and observed value (None where the build did not reach it); ``changed`` where the
+    categories differ.
+
+    Raises:
+        ValueError: a chapter with no registered row.
+    """
+    registry = CLAIMS if registry is None else registry
+    chapters = list(chapters)
+    known = {c.chapter for c in registry.values()}
+    for ch in chapters:
+        if ch not in known:
+            raise ValueError(f"chapter {ch!r} has no claim row: chapters with rows are {sorted(known)}")
+    caches = {"before": Path(before), "after": Path(after)}
+    sides = {
+        name: {r["claim"]: r for r in results(profile, registry, cache)} for name, cache in caches.items()
+    }
+    out = []
+    for c in registry.values():
+        if c.chapter not in chapters:
+            continue
+        row = {"claim": c.id, "chapter": c.chapter}
+        for name, rows in sides.items():
+            reached = _record_path(c.id, profile, caches[name]).is_file()
+            r = rows[c.id]
+            row[name] = {"category": r["category"] if reached else None, "observed": r["observed"]}
+        row["changed"] = row["before"]["category"] != row["after"]["category"]
+        out.append(row)
+    return out
 
 
 def counts(

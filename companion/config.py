@@ -16,6 +16,9 @@ Everything that depends on the environment is read here, once:
 * ``COMPANION_SAMPLER``: how training batches are drawn, ``numpy`` (default: the
   numpy generators, the book's recorded numbers) or ``counter`` (the
   counter-based samplers of issue 54, to compare the claims under both).
+* ``COMPANION_CHECKS``: ``assert`` (default: a claim check that fails raises)
+  or ``record`` (it is recorded as failing and the chapter goes on, so that a
+  build under another sampler judges every row: issue 54's flip list).
 
 >>> get_profile("quick")
 'quick'
@@ -169,6 +172,20 @@ def sampler(name: str | None = None) -> str:
     value = (name if name is not None else os.environ.get("COMPANION_SAMPLER", "numpy")).strip().lower()
     check_choice("sampler", value, SAMPLERS)
     return value
+
+
+CHECK_MODES = ("assert", "record")
+
+
+def checks_assert() -> bool:
+    """False when ``$COMPANION_CHECKS`` is ``record`` (a failing claim check is recorded, not raised), else True.
+
+    Raises:
+        ValueError: a value that is not one of :data:`CHECK_MODES`.
+    """
+    value = os.environ.get("COMPANION_CHECKS", "assert").strip().lower()
+    check_choice("COMPANION_CHECKS", value, CHECK_MODES)
+    return value == "assert"
 
 
 def cache_dir() -> Path:

@@ -34,6 +34,12 @@ def results_file():
 
 
 @pytest.fixture
+def flip_script():
+    """scripts/flip_list.py, issue 54's flip list."""
+    return load_script("scripts/flip_list.py")
+
+
+@pytest.fixture
 def build_book():
     """scripts/build_book.py, the book build with its chapters read in parallel."""
     return load_script("scripts/build_book.py")

@@ -1,6 +1,7 @@
 """The claim rows (data/claims.toml), the scorecard categories, the cache helper and the report helpers."""
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -607,3 +608,79 @@ def test_a_rows_notes_are_its_history_not_comments():
     body = text[text.index("[[claim]]") :].splitlines()
     assert [ln for ln in body if ln.startswith("#") and not ln.startswith("# ---")] == []
     assert sum(1 for c in claims.CLAIMS.values() if c.history) > 80
+
+
+def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script):
+    """Issue 54's flip list: a row's category under each build's cache, changed where they differ, None where a
+    build did not reach the row; the page shows the changed rows with both values."""
+    reg = claims.load(
+        write_rows(
+            tmp_path,
+            "\n".join(
+                [
+                    f"[[claim]]\n{ROW.replace('x.a', f'x.{n}')}check = {{ above = 0.0 }}"
+                    for n in ("a", "b", "c")
+                ]
+                + [
+                    f"[[claim]]\n{ROW.replace('x.a', 'y.other').replace('book/x', 'book/y')}check = {{ above = 0.0 }}"
+                ]
+            ),
+        )
+    )
+    before, after = tmp_path / "numpy", tmp_path / "counter"
+    for cache_dir, values in ((before, {"x.a": 1, "x.b": 1, "x.c": 1}), (after, {"x.a": -1, "x.b": 2})):
+        monkeypatch.setenv("COMPANION_CACHE_DIR", str(cache_dir))
+        for cid, v in values.items():
+            try:
+                claims.check(cid, v, profile="quick", quiet=True, registry=reg)
+            except AssertionError:
+                pass  # recorded as failing first
+    rows = {r["claim"]: r for r in claims.flips(before, after, ["book/x"], registry=reg)}
+    assert sorted(rows) == ["x.a", "x.b", "x.c"]  # the other chapter's row left out
+    assert rows["x.a"]["changed"] and rows["x.a"]["after"] == {"category": claims.FAIL, "observed": -1.0}
+    assert not rows["x.b"]["changed"] and rows["x.b"]["after"]["observed"] == 2.0
+    assert rows["x.c"]["changed"] and rows["x.c"]["after"]["category"] is None
+    with pytest.raises(ValueError, match="book/z"):
+        claims.flips(before, after, ["book/z"], registry=reg)
+    # the page, from the file the script writes (with the real registry's rows)
+    real = next(c for c in claims.CLAIMS.values() if c.chapter == "book/noisy_recall")
+    data = {
+        "issue": 54, "profile": "quick", "date": "2026-12-02", "chapters": ["book/noisy_recall"],
+        "before": {"sampler": "numpy", "build": "numpy build"}, "after": {"sampler": "counter", "build": "counter build"},
+        "rows": [{**rows["x.a"], "claim": real.id, "chapter": real.chapter}, {**rows["x.b"], "claim": real.id}],
+    }  # fmt: skip
+    path = tmp_path / "flip_list.json"
+    path.write_text(json.dumps(data))
+    page = claim_pages.flip_list(path)
+    assert "2 rows, 1 of them change category" in page and "{doc}`noisy_recall`" in page
+    assert f"| `{real.id}` | {{doc}}`noisy_recall` | holds (1) | FAIL (-1) |" in page
+    path.write_text(json.dumps({**data, "rows": [{**rows["x.a"]}]}))
+    with pytest.raises(KeyError, match="x.a"):
+        claim_pages.flip_list(path)
+    # the script writes what flips gives
+    monkeypatch.setattr(flip_script, "OUT", tmp_path / "out.json")
+    monkeypatch.setattr(claims, "CLAIMS", reg)
+    monkeypatch.setattr(
+        "sys.argv", ["flip_list.py", "--before", str(before), "--after", str(after), "--before-label", "a",
+                     "--after-label", "b", "book/x"],
+    )  # fmt: skip
+    flip_script.main()
+    assert json.loads((tmp_path / "out.json").read_text())["rows"] == list(rows.values())
+
+
+def test_the_committed_flip_list_names_registered_rows_and_renders():
+    page = claim_pages.flip_list()
+    assert "rows" in page and "change category" in page
+
+
+def test_a_record_only_build_records_a_failing_row_and_goes_on(tmp_path, monkeypatch):
+    reg = claims.load(write_rows(tmp_path, "[[claim]]\n" + ROW + "check = { above = 0.0 }"))
+    monkeypatch.setenv("COMPANION_CHECKS", "record")
+    assert claims.check("x.a", -1, profile="quick", quiet=True, registry=reg)["passed"] is False
+    assert {r["claim"]: r["category"] for r in claims.results("quick", reg)}["x.a"] == claims.FAIL
+    monkeypatch.setenv("COMPANION_CHECKS", "assert")
+    with pytest.raises(AssertionError, match="x.a does not hold"):
+        claims.check("x.a", -1, profile="quick", quiet=True, registry=reg)
+    monkeypatch.setenv("COMPANION_CHECKS", "warn")
+    with pytest.raises(ValueError, match="COMPANION_CHECKS"):
+        claims.check("x.a", 1, profile="quick", quiet=True, registry=reg)

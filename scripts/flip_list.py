@@ -1,0 +1,49 @@
+"""Issue 54's flip list: the claim rows of some chapters as two builds judged them, the same code under the numpy
+generators and under the counter-based samplers, written to data/flip_list.json (book/status shows it).
+
+Each build is the chapters executed (for example under nbval) with its own cache folder; the second with
+COMPANION_SAMPLER=counter. Rows whose category differs are the flips; a row's bar never moves for them.
+
+    python scripts/flip_list.py --before CACHE_NUMPY --after CACHE_COUNTER \\
+        --before-label "numpy, CI of 123936f" --after-label "counter, bcd6225" book/noisy_recall book/finetune ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from companion import claims, config
+from companion.io import atomic_write_text
+
+OUT = config.committed_data_dir() / "flip_list.json"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, help="the numpy build's cache folder")
+    ap.add_argument("--after", required=True, help="the counter build's cache folder")
+    ap.add_argument("--before-label", required=True)
+    ap.add_argument("--after-label", required=True)
+    ap.add_argument("chapters", nargs="+", help="docnames, e.g. book/noisy_recall")
+    args = ap.parse_args()
+    rows = claims.flips(args.before, args.after, args.chapters)
+    out = {
+        "issue": 54,
+        "profile": "quick",
+        "date": time.strftime("%Y-%m-%d"),
+        "before": {"sampler": "numpy", "build": args.before_label},
+        "after": {"sampler": "counter", "build": args.after_label},
+        "chapters": args.chapters,
+        "rows": rows,
+    }
+    atomic_write_text(OUT, json.dumps(out, indent=1) + "\n")
+    changed = [r for r in rows if r["changed"]]
+    print(f"{len(rows)} rows, {len(changed)} changed; wrote {OUT}")
+    for r in changed:
+        print(f"  {r['claim']}: {r['before']['category']} -> {r['after']['category']}")
+
+
+if __name__ == "__main__":
+    main()
