@@ -424,6 +424,10 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         claims._get(r["claim"], None)
     rows, changed = data["rows"], [r for r in data["rows"] if r["changed"]]
 
+    def moved(r: dict) -> bool:  # the two builds' values differ (NaN equals NaN)
+        a, b = r["before"]["observed"], r["after"]["observed"]
+        return a is not None and b is not None and a != b and not (math.isnan(a) and math.isnan(b))
+
     def cell(side: dict) -> str:
         if side["category"] is None:
             return "not reached"
@@ -436,8 +440,9 @@ def flip_list(path: Path = FLIP_LIST) -> str:
     chapters = ", ".join(doc(c) for c in data["chapters"])
     head = (
         f"Compared on {data['date']}, {data['profile']} profile: {data['before']['build']} against "
-        f"{data['after']['build']}, the rows of {chapters}: {len(rows)} rows, {len(changed)} of them change "
-        "category."
+        f"{data['after']['build']}, the rows of {chapters}: {len(rows)} rows, of which "
+        f"{sum(moved(r) for r in rows)} take another value (the others are read from recordings, or from runs "
+        f"that draw no training batch) and {len(changed)} change{'s' if len(changed) == 1 else ''} category."
     )
     if not changed:
         return head

@@ -652,7 +652,8 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
     path = tmp_path / "flip_list.json"
     path.write_text(json.dumps(data))
     page = claim_pages.flip_list(path)
-    assert "2 rows, 1 of them change category" in page and "{doc}`noisy_recall`" in page
+    assert "2 rows, of which 2 take another value" in page and "and 1 changes category" in page
+    assert "{doc}`noisy_recall`" in page
     assert f"| `{real.id}` | {{doc}}`noisy_recall` | holds (1) | FAIL (-1) |" in page
     path.write_text(json.dumps({**data, "rows": [{**rows["x.a"]}]}))
     with pytest.raises(KeyError, match="x.a"):
@@ -669,8 +670,9 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
 
 
 def test_the_committed_flip_list_names_registered_rows_and_renders():
-    page = claim_pages.flip_list()
-    assert "rows" in page and "change category" in page
+    data, page = json.loads(claim_pages.FLIP_LIST.read_text()), claim_pages.flip_list()
+    assert f"{len(data['rows'])} rows, of which" in page and data["before"]["sampler"] == "numpy"
+    assert all(f"`{r['claim']}`" in page for r in data["rows"] if r["changed"])
 
 
 def test_a_record_only_build_records_a_failing_row_and_goes_on(tmp_path, monkeypatch):
