@@ -8,8 +8,9 @@ import torch
 from companion import cache, config, train
 from companion.data import batch_digest, sampler_version
 from companion.data.recall import RecallTask
+from companion.data.seqclass import CountTask, synthetic
 from companion.data.streams import TrainingStream
-from companion.experiments import induction, noisy_recall
+from companion.experiments import allocation, fact_capacity, induction, noisy_recall
 from companion.models import ModelConfig, Transformer
 
 TINY = dict(d=8, seq_len=8, batch=8, steps=4, eval_every=2, dense_until=1, n_test=8, rhos=(0.0, 1.0))
@@ -94,3 +95,36 @@ def test_train_takes_a_generator_as_before():
         model, task, train.TrainConfig(steps=2, batch=4), np.random.default_rng(0), progress=False
     )
     assert len(logs) == 2
+
+
+def test_the_count_task_streams_both_samplers():
+    """Scan and Snap's runs draw count vectors: the numpy stream gives sample_counts of the run's generator, the
+    counter stream draw_counts at the step."""
+    sc = synthetic(num_last=2, num_next_per_last=1)
+    task = CountTask(sc, 16)
+    numpy_stream = TrainingStream(2, "data", sampler="numpy")
+    rng = np.random.default_rng(config.seed_streams(2, ["data"])["data"])
+    for step in range(2):
+        got, (cls, counts) = numpy_stream.batch(task, 5, step), sc.sample_counts(rng, 5, 16)
+        assert (got.cls == cls).all() and (got.counts == counts).all()
+    got = TrainingStream(2, "data", sampler="counter").batch(task, 5, 3)
+    cls, counts = sc.draw_counts([2], [3], 5, 16, stream=config.stream_key("data"))
+    assert torch.equal(got.cls, cls[0, 0]) and torch.equal(got.counts, counts[0, 0])
+
+
+def test_the_other_families_first_batches_follow_the_sampler(monkeypatch):
+    """allocation and fact_capacity draw through training streams too: under the counter sampler their first
+    batch is the counter draw of (seed, "train-data", 0)."""
+    key = config.stream_key("train-data")
+    alloc = allocation.AllocationExperiment.quick()
+    cap = fact_capacity.CapacityExperiment.quick()
+    before = batch_digest(allocation.first_batch(alloc)), batch_digest(fact_capacity.first_batch(cap))
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    a = allocation.first_batch(alloc)
+    assert torch.equal(
+        a.tokens,
+        allocation.BigramTask(alloc.seq_len).draw([alloc.seed], [0], alloc.batch, stream=key).tokens[0, 0],
+    )
+    c = fact_capacity.first_batch(cap)
+    assert torch.equal(c.tokens, cap.task().draw([cap.seed], [0], cap.batch, stream=key).tokens[0, 0])
+    assert (batch_digest(a), batch_digest(c)) != before

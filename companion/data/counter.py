@@ -27,6 +27,8 @@ integer thresholds, computed once on the host in float64 (no float logarithm or 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -212,6 +214,13 @@ def draw_distinct(weights: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         w.scatter_(-1, pick, 0)
         out.append(pick)
     return torch.cat(out, dim=-1)
+
+
+def select(batch, index):
+    """A batch of any task (a dataclass of arrays) with every array indexed by ``index`` along its leading
+    dimensions (a field that is None stays None): one replica's one step of a ``draw``."""
+    values = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    return type(batch)(**{k: None if v is None else v[index] for k, v in values.items()})
 
 
 class Draws:

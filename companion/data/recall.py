@@ -149,8 +149,7 @@ class Batch:
     def select(self, index) -> "Batch":
         """The batch with every array indexed by ``index`` along its leading dimensions: one replica's one
         step of a batch drawn for several (``RecallTask.draw``: ``batch.select((r, s))``)."""
-        arrays = (getattr(self, f.name) for f in dataclasses.fields(self))
-        return Batch(*(None if a is None else a[index] for a in arrays))
+        return counter.select(self, index)
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,32 @@ class SeqClasses:
         return cls, ctx
 
 
+@dataclass(frozen=True)
+class CountBatch:
+    """Sequences as their classes ``cls`` and contextual-token counts ``counts`` (numpy arrays or tensors)."""
+
+    cls: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True)
+class CountTask:
+    """The sequence classes as a task of count vectors of length ``seq_len``, drawn as a training stream draws a
+    task (:class:`companion.data.streams.TrainingStream`): ``sample`` from a numpy generator, ``draw`` counter-
+    based."""
+
+    classes: SeqClasses
+    seq_len: int
+
+    def sample(self, rng: np.random.Generator, batch: int) -> CountBatch:
+        return CountBatch(*self.classes.sample_counts(rng, batch, self.seq_len))
+
+    def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> CountBatch:
+        return CountBatch(
+            *self.classes.draw_counts(seeds, steps, batch, self.seq_len, stream=stream, device=device)
+        )
+
+
 def synthetic(
     num_last: int = 1,
     num_next_per_last: int = 2,

@@ -19,7 +19,7 @@ import numpy as np
 
 from companion import config
 from companion.config import check_int
-from companion.data import SAMPLER_VERSIONS
+from companion.data import SAMPLER_VERSIONS, counter
 
 
 class TrainingStream:
@@ -68,4 +68,4 @@ class TrainingStream:
                 [self.seed], steps, batch, stream=config.stream_key(self.name), device=self.device
             )
             self._drawn = d = (task, batch, step, drawn)
-        return d[3].select((0, step - d[2]))
+        return counter.select(d[3], (0, step - d[2]))

@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from companion import cache, config, train
 from companion.config import check_float, check_int
 from companion.data.recall import BigramTask
+from companion.data.streams import TrainingStream
 from companion.models import ModelConfig, Transformer
 from companion.report import Summary, markdown_table, strict_max, strict_min
 from companion.train import TrainConfig
@@ -125,9 +126,9 @@ class AllocationExperiment(config.Profiled):
 
 
 def first_batch(exp: AllocationExperiment):
-    """The first training batch (every run of ``exp`` draws the same batches), as training draws it."""
-    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
-    return BigramTask(exp.seq_len).sample(rng, exp.batch)
+    """The first training batch (every run of ``exp`` draws the same batches), as training draws it, by the
+    sampler in force."""
+    return TrainingStream(exp.seed, "train-data").batch(BigramTask(exp.seq_len), exp.batch, 0)
 
 
 def run(exp: AllocationExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
@@ -149,7 +150,7 @@ MODULES = ("companion.experiments.allocation",)
 
 def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
     device = config.get_device(device)
-    streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
+    streams = config.seed_streams(exp.seed, ["test-data"])
     task = BigramTask(exp.seq_len)
     test_batch = task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
     rows, t0 = [], time.perf_counter()
@@ -161,10 +162,11 @@ def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
         reps = train.Replicas(
             pack.parameters(), "sgd", lr=exp.lrs, weight_decay=exp.weight_decay, momentum=exp.momentum
         )
-        rng = np.random.default_rng(streams["train-data"])
+        data = TrainingStream(exp.seed, "train-data", device=device)
 
-        def loss_at(step, pack=pack, reps=reps, rng=rng):
-            loss = pack.map(lambda model, b: train.batch_loss(model, b, device), task.sample(rng, exp.batch))
+        def loss_at(step, pack=pack, reps=reps, data=data):
+            batch = data.batch(task, exp.batch, step)
+            loss = pack.map(lambda model, b: train.batch_loss(model, b, device), batch)
             reps.watch(step, loss)
             return loss
 

@@ -33,6 +33,7 @@ from companion import cache, config, report, train
 from companion import recorded as recorded_files  # the recorded files (this module's `recorded` reads one)
 from companion.config import check_float, check_int
 from companion.data.facts import FactTask
+from companion.data.streams import TrainingStream
 from companion.models.one_layer import OneLayerTF, PackedOneLayerTF
 
 
@@ -101,8 +102,7 @@ def first_batch(exp):
         if exp.max_size - exp.min_size <= 1:
             return None
         exp = exp.point(exp.ds[0], (exp.min_size + exp.max_size) // 2, exp.lrs[0])
-    rng = np.random.default_rng(config.seed_streams(exp.seed, ["train-data"])["train-data"])
-    return exp.task().sample(rng, exp.batch)
+    return TrainingStream(exp.seed, "train-data").batch(exp.task(), exp.batch, 0)
 
 
 def run(exp: CapacityExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
@@ -116,15 +116,15 @@ def run(exp: CapacityExperiment, *, device=None, progress: bool = True, use_cach
 
 def _train(exp: CapacityExperiment, progress: bool, device=None) -> dict:
     device = config.get_device(device)
-    streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
-    rng = np.random.default_rng(streams["train-data"])
+    streams = config.seed_streams(exp.seed, ["test-data"])
+    data = TrainingStream(exp.seed, "train-data", device=device)
     task = exp.task()
     test = task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
     test_x, test_y = torch.as_tensor(test.tokens, device=device), torch.as_tensor(test.answer, device=device)
     model = exp.model().to(device)
 
     def loss_at(step: int) -> torch.Tensor:
-        b = task.sample(rng, exp.batch)
+        b = data.batch(task, exp.batch, step)
         tokens, answer = torch.as_tensor(b.tokens, device=device), torch.as_tensor(b.answer, device=device)
         return F.cross_entropy(model(tokens), answer)
 
@@ -184,8 +184,8 @@ def _train_pack(
     seeds = sorted({e.seed for e in exps})
     seed_of = torch.as_tensor([seeds.index(e.seed) for e in exps], device=device)
     tasks = {e.seed: e.task() for e in exps}
-    streams = {sd: config.seed_streams(sd, ["train-data", "test-data"]) for sd in seeds}
-    rngs = [np.random.default_rng(streams[sd]["train-data"]) for sd in seeds]
+    streams = {sd: config.seed_streams(sd, ["test-data"]) for sd in seeds}
+    datas = [TrainingStream(sd, "train-data", device=device) for sd in seeds]
     tests = [tasks[sd].sample(np.random.default_rng(streams[sd]["test-data"]), first.n_test) for sd in seeds]
     test_x = torch.as_tensor(np.stack([t.tokens for t in tests]), device=device)[seed_of]
     test_y = torch.as_tensor(np.stack([t.answer for t in tests]), device=device)[seed_of]
@@ -196,9 +196,9 @@ def _train_pack(
     stopped = [first.steps] * R
 
     def loss_at(step: int) -> torch.Tensor:
-        batches = [tasks[sd].sample(rng, first.batch) for sd, rng in zip(seeds, rngs)]
-        tokens = torch.as_tensor(np.stack([b.tokens for b in batches]), device=device)[seed_of]
-        answer = torch.as_tensor(np.stack([b.answer for b in batches]), device=device)[seed_of]
+        batches = [data.batch(tasks[sd], first.batch, step) for sd, data in zip(seeds, datas)]
+        tokens = torch.stack([torch.as_tensor(b.tokens, device=device) for b in batches])[seed_of]
+        answer = torch.stack([torch.as_tensor(b.answer, device=device) for b in batches])[seed_of]
         logits = model(tokens)
         loss = F.cross_entropy(logits.flatten(0, 1), answer.flatten(), reduction="none").view(R, -1).mean(1)
         reps.watch(step, loss)

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from companion import cache, config, report, train
 from companion.config import check_float, check_int
 from companion.data.facts import FactBatch, FactTask
+from companion.data.streams import TrainingStream
 from companion.models.attention_facts import AttentionFacts
 
 
@@ -100,13 +101,13 @@ def run(exp: FactExperiment, *, device=None, progress: bool = True, use_cache: b
 
 def _train(exp: FactExperiment, progress: bool, device=None) -> dict:
     device = config.get_device(device)
-    streams = config.seed_streams(exp.seed, ["train-data", "test-data"])
-    rng = np.random.default_rng(streams["train-data"])
+    streams = config.seed_streams(exp.seed, ["test-data"])
+    data = TrainingStream(exp.seed, "train-data", device=device)
     test = exp.task.sample(np.random.default_rng(streams["test-data"]), exp.n_test)
     model = exp.model().to(device)
 
     def loss_at(step: int) -> torch.Tensor:
-        b = exp.task.sample(rng, exp.batch)
+        b = data.batch(exp.task, exp.batch, step)
         tokens, answer = (torch.as_tensor(a, device=device) for a in (b.tokens, b.answer))
         return F.cross_entropy(model(tokens), answer)
 
@@ -207,11 +208,11 @@ def reparam_gap(
     W_KQ = torch.nn.Parameter(phi @ coords.A.detach()[:, eos : eos + 1] @ phi[:, eos : eos + 1].T)
     opt_c = torch.optim.SGD(coords.parameters(), lr=lr)
     opt_f = torch.optim.SGD([W_OV, W_KQ], lr=lr)
-    rng = np.random.default_rng(config.seed_streams(seed, ["train-data"])["train-data"])
+    data = TrainingStream(seed, "train-data")
     gap_loss = gap_coord = 0.0
     first = last = None
-    for _ in range(steps):
-        b = task.sample(rng, batch)
+    for step in range(steps):
+        b = data.batch(task, batch, step)
         tokens, target = torch.as_tensor(b.tokens), torch.as_tensor(b.answer)
         X = phi.T[tokens]  # (batch, T, d)
         F_lin = ((X @ W_KQ @ phi[:, eos]).unsqueeze(-1) * X).sum(1) @ W_OV.T  # (batch, d)

@@ -49,7 +49,8 @@ import torch.nn.functional as F
 
 from companion import cache, config, report, train
 from companion.config import check_choice, check_float, check_int
-from companion.data.seqclass import SeqClasses, synthetic
+from companion.data.seqclass import CountTask, SeqClasses, synthetic
+from companion.data.streams import TrainingStream
 
 OPTIMIZERS = ("sgd", "adam")
 INITS = ("zero", "random")
@@ -257,7 +258,8 @@ def _train(exp: SynExperiment, progress: bool, device=None) -> dict:
         return torch.as_tensor([r[key] for r in reps], dtype=torch.float32, device=device)[:, None, None]
 
     opt = _Optim(exp.optimizer, [Y, Z], [lr("lr_y"), lr("lr_z")], exp.momentum)
-    rngs = [np.random.default_rng(config.seed_streams(s, ["data"])["data"]) for s in exp.seeds]
+    datas = [TrainingStream(s, "data", device=device) for s in exp.seeds]
+    task = CountTask(sc, exp.seq_len)
     rec_steps = sorted(
         {0, exp.steps} | (set(range(0, exp.steps, exp.record_every)) if exp.record_every else set())
     )
@@ -270,9 +272,11 @@ def _train(exp: SynExperiment, progress: bool, device=None) -> dict:
 
     def loss_at(step: int) -> torch.Tensor:
         """(replicas,): each replica's mean loss on its seed's batch."""
-        draws = [sc.sample_counts(r, exp.batch, exp.seq_len) for r in rngs]
-        cls = torch.as_tensor(np.stack([d[0] for d in draws]))[seed_of].to(device)
-        counts = torch.as_tensor(np.stack([d[1] for d in draws]), dtype=torch.float32)[seed_of].to(device)
+        draws = [data.batch(task, exp.batch, step) for data in datas]
+        cls = torch.stack([torch.as_tensor(d.cls) for d in draws])[seed_of].to(device)
+        counts = torch.stack([torch.as_tensor(d.counts, dtype=torch.float32) for d in draws])[seed_of].to(
+            device
+        )
         logits = forward(Y, Z, last[cls], counts, exp.normalize, exp.residual)
         return F.cross_entropy(logits.transpose(1, 2), next_token[cls], reduction="none").mean(1)
 
