@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from companion import cache, config, train
-from companion.data import batch_digest, sampler_version
+from companion.data import batch_digest, counter, sampler_version
 from companion.data.recall import RecallTask
 from companion.data.seqclass import CountTask, synthetic
-from companion.data.streams import TrainingStream
+from companion.data.streams import EpochOrders, TrainingStream
 from companion.experiments import allocation, fact_capacity, induction, noisy_recall
 from companion.models import ModelConfig, Transformer
 
@@ -128,3 +128,19 @@ def test_the_other_families_first_batches_follow_the_sampler(monkeypatch):
     c = fact_capacity.first_batch(cap)
     assert torch.equal(c.tokens, cap.task().draw([cap.seed], [0], cap.batch, stream=key).tokens[0, 0])
     assert (batch_digest(a), batch_digest(c)) != before
+
+
+def test_epoch_orders_under_both_samplers():
+    """The text study's shuffles: under numpy, torch.randperm from a generator seeded with the seed, one epoch
+    after another (what every recording used); under counter, counter.orders of (seed, stream, epoch)."""
+    legacy = torch.Generator().manual_seed(4)
+    orders = EpochOrders(4, "train-order", 9, sampler="numpy")
+    for epoch in range(3):
+        assert torch.equal(orders.order(epoch), torch.randperm(9, generator=legacy))
+    with pytest.raises(ValueError, match="epoch=5: the numpy sampler's orders come one after another"):
+        orders.order(5)
+    counted = EpochOrders(4, "train-order", 9, sampler="counter")
+    expect = counter.orders([4], [7], 9, stream=config.stream_key("train-order"))[0, 0]
+    assert torch.equal(counted.order(7), expect) and torch.equal(counted.order(7), expect)
+    with pytest.raises(ValueError, match="n"):
+        EpochOrders(4, "train-order", 0)

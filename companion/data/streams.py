@@ -16,6 +16,7 @@ True
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from companion import config
 from companion.config import check_int
@@ -69,3 +70,35 @@ class TrainingStream:
             )
             self._drawn = d = (task, batch, step, drawn)
         return counter.select(d[3], (0, step - d[2]))
+
+
+class EpochOrders:
+    """The order in which each epoch of a run visits a training set of ``n`` examples (a shuffled minibatch
+    SGD), from the sampler in force: under ``"numpy"`` (the generators every recording used) ``torch.randperm``
+    from a CPU generator seeded with ``seed``, one epoch after another; under ``"counter"``
+    :func:`companion.data.counter.orders` of (seed, stream ``name``, epoch), in any order.
+
+    Raises:
+        ValueError: a negative seed, n below 1, an unknown sampler; at :meth:`order`, a numpy order asked out of
+            turn (each depends on the ones before).
+    """
+
+    def __init__(self, seed: int, name: str, n: int, *, sampler: str | None = None):
+        check_int("seed", seed, low=0)
+        check_int("n (examples)", n, low=1)
+        self.seed, self.name, self.n = seed, name, n
+        self.sampler = config.sampler(sampler)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.next_epoch = 0
+
+    def order(self, epoch: int) -> torch.Tensor:
+        """The permutation of [0, n) that epoch ``epoch`` visits the examples in (a CPU int64 tensor)."""
+        check_int("epoch", epoch, low=0)
+        if self.sampler == "numpy":
+            if epoch != self.next_epoch:
+                raise ValueError(
+                    f"epoch={epoch}: the numpy sampler's orders come one after another, the next is {self.next_epoch}"
+                )
+            self.next_epoch += 1
+            return torch.randperm(self.n, generator=self.generator)
+        return counter.orders([self.seed], [epoch], self.n, stream=config.stream_key(self.name))[0, 0]

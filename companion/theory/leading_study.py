@@ -21,6 +21,7 @@ import torch
 from companion import cache, config
 from companion import train as engine
 from companion.data import wordcorpus as wc
+from companion.data.streams import EpochOrders
 from companion.models.attn_only import AttnOnly, AttnOnlyConfig
 from companion.report import Summary, markdown_table
 from companion.theory import leading_terms as lt
@@ -177,13 +178,13 @@ def sgd_run(
     device=None,
     progress: bool = True,
 ) -> dict:
-    """Plain minibatch SGD (shuffled each epoch, seeded), cosines every ``cfg.every`` steps and at each
+    """Plain minibatch SGD (shuffled each epoch: data.streams.EpochOrders), cosines every ``cfg.every`` steps and at each
     epoch's end; then Table 3's removals on the final model."""
     device = config.get_device(device)
     T = train.shape[1] - 1
     model = AttnOnly(AttnOnlyConfig(V=V, T=T, L=cfg.L)).to(device)
     leads = {k: stats.leading(k).float().to(device) for k in lt.WEIGHTS}
-    g = torch.Generator().manual_seed(cfg.seed)
+    orders = EpochOrders(cfg.seed, "train-order", len(train))
     data = torch.as_tensor(train)
     steps_per_epoch = len(train) // cfg.batch
     log = {"step": [], "epoch": [], "cos": [], "train_loss": []}
@@ -195,7 +196,7 @@ def sgd_run(
     def loss_at(step: int, piece: int = 0) -> torch.Tensor:
         b = step % steps_per_epoch
         if b == 0 and piece == 0:
-            epoch["order"], epoch["losses"] = torch.randperm(len(train), generator=g), []
+            epoch["order"], epoch["losses"] = orders.order(step // steps_per_epoch), []
         start = b * cfg.batch + piece * micro
         loss = model.loss(data[epoch["order"][start : start + micro]].to(device))
         if pieces > 1:
@@ -273,8 +274,7 @@ def text_study(
 
     def compute():
         train, heldout = _split(corpus, cfg)
-        g = torch.Generator().manual_seed(cfg.seed)
-        first = train[torch.randperm(len(train), generator=g)[: cfg.batch].numpy()]
+        first = train[EpochOrders(cfg.seed, "train-order", len(train)).order(0)[: cfg.batch].numpy()]
         all_stats = lt.statistics(train, corpus.V, device)
         first_stats = lt.statistics(first, corpus.V, device)
         stats = all_stats if cfg.stats_from == "all" else first_stats
@@ -309,8 +309,7 @@ def first_batch(cfg: TextConfig) -> dict:
     corpus, why = corpus_for(cfg.corpus)
     cfg = fit_to(cfg, corpus, bool(why))
     train, _ = _split(corpus, cfg)
-    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.seed))
-    return {"x": train[order[: cfg.batch].numpy()]}
+    return {"x": train[EpochOrders(cfg.seed, "train-order", len(train)).order(0)[: cfg.batch].numpy()]}
 
 
 def stand_in(members: dict[str, TextConfig]) -> str:
