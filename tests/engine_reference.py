@@ -24,6 +24,7 @@ from companion.config import check_choice, check_float, check_int
 from companion.data import sources
 from companion.data.recall import BigramTask
 from companion.data.tokenizer import gpt2_tokenizer
+from companion.experiments import khop
 from companion.experiments.allocation import AllocationExperiment
 from companion.experiments.fact_capacity import CapacityExperiment
 from companion.experiments.factual import FactExperiment, losses
@@ -33,7 +34,6 @@ from companion.experiments.khop import (
     HopTransformer,
     KHopExperiment,
     KHopTask,
-    _batches,
     _fresh_block,
     _snapshot,
     _test_sets,
@@ -206,6 +206,12 @@ def factual_train(exp: FactExperiment, progress: bool) -> dict:
     out = {k: np.asarray(v) for k, v in log.items()}
     out["seconds"] = time.perf_counter() - start
     return out
+
+
+def _batches(exp: KHopExperiment, stage: int) -> np.random.Generator:
+    """The old loop's generator of the training batches at ``stage``: the numpy generator of the stream that
+    ``khop._batches`` names (the engine's loop draws from it through a training stream)."""
+    return khop._batches(exp, stage).rng
 
 
 def khop_train(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()) -> dict:

@@ -805,10 +805,10 @@ def test_last_stage_data_changes_only_the_last_stages_batches():
     # two runs of one seed draw the same last-stage batches from the same stream, whatever their evaluations
     a, b = (khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=2) for e in (5, 7))
     assert np.array_equal(
-        khop._batches(a, 2).integers(0, 10**6, 8), khop._batches(b, 2).integers(0, 10**6, 8)
+        khop._batches(a, 2).rng.integers(0, 10**6, 8), khop._batches(b, 2).rng.integers(0, 10**6, 8)
     )
     assert not np.array_equal(
-        khop._batches(a, 2).integers(0, 10**6, 8), khop._batches(a, 1).integers(0, 10**6, 8)
+        khop._batches(a, 2).rng.integers(0, 10**6, 8), khop._batches(a, 1).rng.integers(0, 10**6, 8)
     )
     with pytest.raises(ValueError, match="last_stage_data \\(stream\\)=-1 is out of range"):
         khop.KHopExperiment(**kw, last_stage_data=-1)

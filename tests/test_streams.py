@@ -10,7 +10,7 @@ from companion.data import batch_digest, counter, sampler_version
 from companion.data.recall import RecallTask
 from companion.data.seqclass import CountTask, synthetic
 from companion.data.streams import EpochOrders, TrainingStream
-from companion.experiments import allocation, fact_capacity, induction, noisy_recall
+from companion.experiments import allocation, fact_capacity, induction, khop, noisy_recall
 from companion.models import ModelConfig, Transformer
 
 TINY = dict(d=8, seq_len=8, batch=8, steps=4, eval_every=2, dense_until=1, n_test=8, rhos=(0.0, 1.0))
@@ -144,3 +144,55 @@ def test_epoch_orders_under_both_samplers():
     assert torch.equal(counted.order(7), expect) and torch.equal(counted.order(7), expect)
     with pytest.raises(ValueError, match="n"):
         EpochOrders(4, "train-order", 0)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(data="mixture", weights=(0.1, 0.2, 0.3, 0.4), starts="any"),
+        dict(data="cumulative", levels="doubling", starts="one"),
+        dict(data="mixture", starts="longer"),
+        dict(data="curriculum", starts="any"),
+    ],
+)
+def test_khop_training_batches_have_the_numpy_generators_hop_counts_and_starts(kw):
+    """k-hop training data under the counter sampler: the hop counts and start tables have the distributions of
+    training_hops and training_starts (numpy), stage 4 of a curriculum."""
+    exp = khop.KHopExperiment(**kw, batch=4000)
+    data = khop.HopTraining(exp, exp.task(), 4)
+    new = data.draw([0], range(5), exp.batch, stream=7)
+    ref = [data.sample(np.random.default_rng(s), exp.batch) for s in range(5)]
+    n = 5 * exp.batch
+
+    def freq(hops, tokens):  # (hop count, first table shown) frequencies
+        first = 1 + (np.asarray(tokens)[:, 1:].reshape(len(hops), exp.k, exp.N)[:, :, 0] == exp.N).argmin(1)
+        return np.bincount((np.asarray(hops) - 1) * exp.k + first - 1, minlength=exp.k * exp.k) / len(hops)
+
+    a = freq(new.hops.reshape(-1), new.tokens.reshape(n, -1))
+    b = freq(np.concatenate([r.hops for r in ref]), np.concatenate([r.tokens for r in ref]))
+    assert np.abs(a - b).max() < 5 * np.sqrt(2 * 0.25 / n)
+    assert (new.answer.reshape(-1).numpy() < exp.N).all()
+
+
+def test_a_khop_run_trains_on_the_counter_batches(monkeypatch):
+    exp = khop.KHopExperiment(
+        data="curriculum",
+        N=4,
+        k=2,
+        d=8,
+        heads=2,
+        batch=16,
+        steps=6,
+        eval_every=2,
+        n_test=16,
+        last_stage_data=1,
+        advance_at=0.01,
+    )
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    first = khop.first_batch(exp)
+    expect = khop.HopTraining(exp, exp.task(), 1).draw(
+        [exp.seed], [0], exp.batch, stream=config.stream_key("train-data")
+    )
+    assert torch.equal(first.tokens, expect.tokens[0, 0])
+    a, b = (khop.run(exp, progress=False, use_cache=False) for _ in range(2))
+    assert np.array_equal(a["loss"], b["loss"], equal_nan=True) and a["stage"][-1] == 2

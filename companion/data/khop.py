@@ -119,19 +119,29 @@ class KHopTask:
 
     def draw(self, seeds, steps, hops, starts=None, *, stream: int = 0, device=None) -> HopBatch:
         """The counter-based batches of ``seeds`` (R) at ``steps`` (S) of ``stream`` on ``device``, one example
-        per entry of ``hops`` (and ``starts``) as in :meth:`sample`, the same in every batch: a
-        :class:`HopBatch` of tensors with leading dimensions (R, S), each batch a function of (seed, stream,
-        step) alone (as :meth:`companion.data.recall.RecallTask.draw`). The tables are uniform permutations
+        per entry of ``hops`` (and ``starts``) as in :meth:`sample`: shape (batch,), the same in every batch, or
+        (R, S, batch), each batch its own: a :class:`HopBatch` of tensors with leading dimensions (R, S), each
+        batch a function of (seed, stream, step) and its hop counts alone (as
+        :meth:`companion.data.recall.RecallTask.draw`). The tables are uniform permutations
         (``counter.permutations``), x uniform in [N].
 
         Raises:
-            ValueError: as :meth:`sample`; a negative seed or step, a stream out of range.
+            ValueError: as :meth:`sample`; hop counts of another shape; a negative seed or step, a stream out
+                of range.
         """
-        hops = np.asarray(hops, dtype=np.int64)
-        self._check_hops(hops)
-        first = self._starts(hops, starts)
+        h = torch.as_tensor(hops).cpu().numpy().astype(np.int64)
+        s = None if starts is None else torch.as_tensor(starts).cpu().numpy().astype(np.int64)
+        if h.ndim == 0:
+            raise ValueError("hops must hold one hop count per example")
+        self._check_hops(h.reshape(-1))
+        first = self._starts(h.reshape(-1), None if s is None else s.reshape(-1)).reshape(h.shape)
         N, k = self.N, self.k
-        draws = counter.Draws(seeds, steps, stream, len(hops), device)
+        draws = counter.Draws(seeds, steps, stream, h.shape[-1], device)
+        if h.ndim > 1 and h.shape != draws.shape:
+            raise ValueError(
+                f"hops of shape {h.shape}: allowed (batch,) or (seeds, steps, batch) = {draws.shape}"
+            )
+        hops = h
         dev = draws.device
         sigma = counter.permutations(draws.bits(_TABLES, 2 * k * N).reshape(*draws.shape, k, 2 * N))
         x = counter.uniform_int(draws.bits(_X, 1)[..., 0], N)
@@ -146,7 +156,7 @@ class KHopTask:
         block = torch.cat(
             [torch.zeros(1, dtype=torch.int64), torch.arange(1, k + 1).repeat_interleave(N)]
         ).to(dev)
-        mask = (block == 0) | ((block >= first_t[:, None]) & (block < (first_t + hops_t)[:, None]))
+        mask = (block == 0) | ((block >= first_t[..., None]) & (block < (first_t + hops_t)[..., None]))
         mask = mask.expand(*draws.shape, -1)
         shown = torch.cat([x[..., None], sigma.reshape(*draws.shape, k * N)], dim=-1)
         tokens = torch.where(mask, shown, self.pad)

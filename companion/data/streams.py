@@ -35,7 +35,8 @@ class TrainingStream:
 
     Raises:
         ValueError: a negative seed, an unknown sampler, a block below 1; at :meth:`batch`, a numpy stream asked
-            for a step out of order (its batches depend on every draw before).
+            for a step out of order (its batches depend on every draw before; the first step asked, for example
+            the step a curriculum moves to a fresh stream, starts it).
     """
 
     def __init__(self, seed: int, name: str, *, sampler: str | None = None, device=None, block: int = 16):
@@ -44,7 +45,7 @@ class TrainingStream:
         self.seed, self.name, self.block, self.device = seed, name, block, device
         self.sampler = config.sampler(sampler)
         self.rng = np.random.default_rng(config.seed_streams(seed, [name])[name])
-        self.next_step = 0
+        self.next_step = None  # the numpy sampler: the step it draws next (the first step asked starts it)
         self._drawn = None  # the counter sampler's last block: (task, batch, first step, Batch)
 
     @property
@@ -56,11 +57,11 @@ class TrainingStream:
         generator (steps in order), or its ``draw`` at that step."""
         check_int("step", step, low=0)
         if self.sampler == "numpy":
-            if step != self.next_step:
+            if self.next_step is not None and step != self.next_step:
                 raise ValueError(
                     f"step={step}: a numpy stream draws its steps in order, the next one is {self.next_step}"
                 )
-            self.next_step += 1
+            self.next_step = step + 1
             return task.sample(self.rng, batch)
         d = self._drawn
         if d is None or d[0] != task or d[1] != batch or not d[2] <= step < d[2] + self.block:

@@ -45,7 +45,9 @@ import torch.nn.functional as F
 
 from companion import cache, config, report, train
 from companion.config import check_choice, check_float, check_int
+from companion.data import counter
 from companion.data.khop import HopBatch, KHopTask
+from companion.data.streams import TrainingStream
 from companion.models.hop import HopBlock, HopTransformer, table_hidden
 
 DATA = ("direct", "mixture", "curriculum", "cumulative")
@@ -215,10 +217,9 @@ MODULES = ("companion.experiments.khop",)
 
 
 def first_batch(exp: KHopExperiment):
-    """The first training batch of ``exp`` (curriculum stage 1), drawn as training draws it."""
-    rng = _batches(exp, 1)
-    hops = training_hops(exp, 1, rng)
-    return exp.task().sample(rng, hops, training_starts(exp, hops, rng))
+    """The first training batch of ``exp`` (curriculum stage 1), drawn as training draws it, by the sampler in
+    force."""
+    return _batches(exp, 1).batch(HopTraining(exp, exp.task(), 1), exp.batch, 0)
 
 
 def run(exp: KHopExperiment, *, device=None, progress: bool = True, use_cache: bool = True) -> dict:
@@ -242,7 +243,7 @@ def train_run(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()
     # (``last_stage_delay`` later); the step at which training on the last stage starts; the last loss
     now = {
         "stage": 1,
-        "rng": _batches(exp, 1),
+        "data": _batches(exp, 1, device),
         "move_at": None,
         "moved": None,
         "loss": torch.tensor(float("nan")),
@@ -260,7 +261,7 @@ def train_run(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()
             kept[step - now["moved"]] = _snapshot(model)
 
     def loss_at(step: int) -> torch.Tensor:
-        now["loss"] = _batch_loss(model, task, exp, now["stage"], now["rng"], device)
+        now["loss"] = _batch_loss(model, task, exp, now["stage"], now["data"], step, device)
         return now["loss"]
 
     out = train.fit(
@@ -290,7 +291,7 @@ def train_run(exp: KHopExperiment, progress: bool, device=None, keep: tuple = ()
 
 def _advance(exp: KHopExperiment, now: dict, step: int, acc: list[float], loss: float) -> dict:
     """The evaluation row of ``step`` (test accuracies ``acc``, the last training loss ``loss``, the stage), and
-    the curriculum's move that the evaluation decides: ``now`` (the run's stage, batch generator, and the steps of
+    the curriculum's move that the evaluation decides: ``now`` (the run's stage, training stream, and the steps of
     the move to the last stage, planned and made) is updated in place."""
     stage = now["stage"]
     row = {"acc": acc, "loss": loss, "stage": {"direct": exp.k, "mixture": 0}.get(exp.data, stage)}
@@ -303,7 +304,7 @@ def _advance(exp: KHopExperiment, now: dict, step: int, acc: list[float], loss: 
     if now["move_at"] is not None and now["move_at"] <= step and now["stage"] < exp.k:
         now["stage"], now["moved"] = exp.k, step
         if exp.last_stage_data:
-            now["rng"] = _batches(exp, exp.k)
+            now["data"] = _batches(exp, exp.k, now["data"].device)
     return row
 
 
@@ -335,14 +336,16 @@ def _train_pack(exps: list[KHopExperiment], progress: bool, device=None) -> list
     for blk in pack.base.blocks:
         blk.fused = False
     reps = train.Replicas(pack.parameters(), "adamw", lr=[e.lr for e in exps], weight_decay=0.0)
-    now = [{"stage": 1, "rng": _batches(e, 1), "move_at": None, "moved": None} for e in exps]
+    now = [{"stage": 1, "data": _batches(e, 1, device), "move_at": None, "moved": None} for e in exps]
     last = {"loss": torch.full((R,), float("nan"), device=device)}
     evals: list[list[dict]] = [[] for _ in exps]
 
     def loss_at(step: int) -> torch.Tensor:
         t, m, y = (
             torch.stack(x)
-            for x in zip(*(_batch(e, k, s["stage"], s["rng"], device) for e, k, s in zip(exps, tasks, now)))
+            for x in zip(
+                *(_batch(e, k, s["stage"], s["data"], step, device) for e, k, s in zip(exps, tasks, now))
+            )
         )
         last["loss"] = pack.map(
             lambda model, t, m, y: F.cross_entropy(model(t, m), y), t, m, y, each=(0, 1, 2)
@@ -422,13 +425,56 @@ def _snapshot(model: torch.nn.Module) -> dict:
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
 
-def _batches(exp: KHopExperiment, stage: int) -> np.random.Generator:
-    """The generator of the training batches at curriculum ``stage``: stream "train-data" of the run's seed, or
-    on the last stage of a run with ``last_stage_data`` r >= 1, stream "last-stage-data-<r>" (fresh)."""
+def _batches(exp: KHopExperiment, stage: int, device=None) -> TrainingStream:
+    """The training stream at curriculum ``stage``: stream "train-data" of the run's seed, or on the last stage
+    of a run with ``last_stage_data`` r >= 1, stream "last-stage-data-<r>" (fresh)."""
     name = (
         f"last-stage-data-{exp.last_stage_data}" if exp.last_stage_data and stage == exp.k else "train-data"
     )
-    return np.random.default_rng(config.seed_streams(exp.seed, [name])[name])
+    return TrainingStream(exp.seed, name, device=device)
+
+
+# what the counter sampler's draws of a training batch's hop counts and starts are for (counter.keys' purpose;
+# KHopTask.draw uses 1 and 2 for the tables and x)
+_HOP_COUNTS, _STARTS = 3, 4
+
+
+@dataclass(frozen=True)
+class HopTraining:
+    """``exp``'s training examples at curriculum ``stage`` as a task a training stream draws from: their hop
+    counts (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples of
+    ``task``; ``sample`` from a numpy generator (all three from it, in that order), ``draw`` counter-based (the
+    hop counts and starts from their own draws of (seed, stream, step), with the same distributions)."""
+
+    exp: KHopExperiment
+    task: KHopTask
+    stage: int
+
+    def sample(self, rng: np.random.Generator, batch: int) -> HopBatch:
+        hops = training_hops(self.exp, self.stage, rng)
+        return self.task.sample(rng, hops, training_starts(self.exp, hops, rng))
+
+    def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> HopBatch:
+        exp, k = self.exp, self.exp.k
+        draws = counter.Draws(seeds, steps, stream, batch, device)
+        b = draws.bits(_HOP_COUNTS, 1)[..., 0]
+        if exp.data == "mixture":
+            hops = (
+                counter.choose(counter.flat_cdf(exp.mixture(), draws.device), k, torch.zeros_like(b), b) + 1
+            )
+        elif exp.data == "cumulative":
+            so_far = torch.as_tensor([h for h in exp.stages if h <= self.stage], device=draws.device)
+            hops = so_far[counter.uniform_int(b, len(so_far))]
+        else:
+            hops = torch.full_like(b, k if exp.data == "direct" else self.stage)
+        starts = None
+        if exp.starts != "first":
+            drawn = 1 + ((draws.bits(_STARTS, 1)[..., 0] * (k - hops + 1)) >> 32)  # uniform in 1..k - k' + 1
+            one = hops == 1
+            starts = {"any": drawn, "one": torch.where(one, drawn, 1), "longer": torch.where(one, 1, drawn)}[
+                exp.starts
+            ]
+        return self.task.draw(seeds, steps, hops, starts, stream=stream, device=device)
 
 
 def training_hops(exp: KHopExperiment, stage: int, rng: np.random.Generator) -> np.ndarray:
@@ -463,22 +509,21 @@ def _batch_loss(
     task: KHopTask,
     exp: KHopExperiment,
     stage: int,
-    rng: np.random.Generator,
+    data: TrainingStream,
+    step: int,
     device,
     hide: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The loss of a fresh batch of ``exp``'s training examples at curriculum ``stage``: their hop counts
-    (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples, all from ``rng``
-    (``hide``: as the model's forward)."""
-    t, m, y = _batch(exp, task, stage, rng, device)
+    """The loss of training batch ``step`` of stream ``data``, ``exp``'s examples at curriculum ``stage``
+    (:class:`HopTraining`; ``hide``: as the model's forward)."""
+    t, m, y = _batch(exp, task, stage, data, step, device)
     return F.cross_entropy(model(t, m, hide=hide), y)
 
 
-def _batch(exp: KHopExperiment, task: KHopTask, stage: int, rng: np.random.Generator, device):
-    """A fresh batch of ``exp``'s training examples at curriculum ``stage`` (tokens, mask, answers): their hop
-    counts (:func:`training_hops`), then their start tables (:func:`training_starts`), then the examples."""
-    hops = training_hops(exp, stage, rng)
-    return as_tensors(task.sample(rng, hops, training_starts(exp, hops, rng)), device)
+def _batch(exp: KHopExperiment, task: KHopTask, stage: int, data: TrainingStream, step: int, device):
+    """Training batch ``step`` of stream ``data`` (tokens, mask, answers): ``exp``'s examples at curriculum
+    ``stage`` (:class:`HopTraining`)."""
+    return as_tensors(data.batch(HopTraining(exp, task, stage), exp.batch, step), device)
 
 
 def _test_sets(exp: KHopExperiment, device) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -759,7 +804,7 @@ def continue_training(
     cont = dataclasses.replace(exp, data=data)
     task = exp.task()
     mask = table_hidden(task, hide, depth).to(device) if hide else None
-    rng = np.random.default_rng(config.seed_streams(exp.seed, ["continue-data"])["continue-data"])
+    data = TrainingStream(exp.seed, "continue-data", device=device)
     tests = _test_sets(exp, device)
     model = exp.model()
     model.load_state_dict(state)
@@ -775,7 +820,7 @@ def continue_training(
         model,
         torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0),
         steps,
-        lambda step: _batch_loss(model, task, cont, exp.k, rng, device, mask),
+        lambda step: _batch_loss(model, task, cont, exp.k, data, step, device, mask),
         evaluate=lambda step: {"acc": hop_accuracy(model, tests, mask)},
         eval_at=lambda step: step % eval_every == 0,
         nonfinite="continue",
