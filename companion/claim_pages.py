@@ -423,6 +423,8 @@ def flip_list(path: Path = FLIP_LIST) -> str:
     for r in data["rows"]:
         claims._get(r["claim"], None)
     rows, changed = data["rows"], [r for r in data["rows"] if r["changed"]]
+    unreached = [r for r in rows if None in (r["before"]["category"], r["after"]["category"])]
+    flipped = [r for r in changed if r not in unreached]
 
     def moved(r: dict) -> bool:  # the two builds' values differ (NaN equals NaN)
         a, b = r["before"]["observed"], r["after"]["observed"]
@@ -442,13 +444,15 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         f"Compared on {data['date']}, {data['profile']} profile: {data['before']['build']} against "
         f"{data['after']['build']}, the rows of {chapters}: {len(rows)} rows, of which "
         f"{sum(moved(r) for r in rows)} take another value (the others are read from recordings, or from runs "
-        f"that draw no training batch) and {len(changed)} change{'s' if len(changed) == 1 else ''} category."
+        f"that draw no training batch), {len(flipped)} change{'s' if len(flipped) == 1 else ''} category and "
+        f"{len(unreached)} {'was' if len(unreached) == 1 else 'were'} not reached by one of the builds."
     )
+    whys = [f"Not reached in {doc(ch)}: {why}" for ch, why in data.get("not_reached", {}).items()]
     if not changed:
-        return head
+        return "\n\n".join([head, *whys])
     lines = ["", "| claim | chapter | numpy sampler | counter sampler |", "|---|---|---|---|"]
     lines += [
         f"| `{r['claim']}` | {doc(r['chapter'])} | {cell(r['before'])} | {cell(r['after'])} |"
         for r in changed
     ]
-    return head + "\n" + "\n".join(lines)
+    return "\n\n".join([head + "\n" + "\n".join(lines), *whys])

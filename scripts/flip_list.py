@@ -26,8 +26,16 @@ def main() -> None:
     ap.add_argument("--after", required=True, help="the counter build's cache folder")
     ap.add_argument("--before-label", required=True)
     ap.add_argument("--after-label", required=True)
+    ap.add_argument(
+        "--why", action="append", default=[], metavar="CHAPTER=TEXT",
+        help="why a chapter's build did not reach some of its rows (repeatable)",
+    )  # fmt: skip
     ap.add_argument("chapters", nargs="+", help="docnames, e.g. book/noisy_recall")
     args = ap.parse_args()
+    why = dict(w.split("=", 1) for w in args.why)
+    for chapter in why:
+        if chapter not in args.chapters:
+            raise ValueError(f"--why names {chapter!r}, which is not among the chapters compared")
     rows = claims.flips(args.before, args.after, args.chapters)
     out = {
         "issue": 54,
@@ -36,6 +44,7 @@ def main() -> None:
         "before": {"sampler": "numpy", "build": args.before_label},
         "after": {"sampler": "counter", "build": args.after_label},
         "chapters": args.chapters,
+        "not_reached": why,
         "rows": rows,
     }
     atomic_write_text(OUT, json.dumps(out, indent=1) + "\n")

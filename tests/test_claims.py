@@ -652,9 +652,14 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
     path = tmp_path / "flip_list.json"
     path.write_text(json.dumps(data))
     page = claim_pages.flip_list(path)
-    assert "2 rows, of which 2 take another value" in page and "and 1 changes category" in page
+    assert (
+        "2 rows, of which 2 take another value" in page
+        and "1 changes category and 0 were not reached" in page
+    )
     assert "{doc}`noisy_recall`" in page
     assert f"| `{real.id}` | {{doc}}`noisy_recall` | holds (1) | FAIL (-1) |" in page
+    path.write_text(json.dumps({**data, "not_reached": {"book/noisy_recall": "its run stops early"}}))
+    assert "Not reached in {doc}`noisy_recall`: its run stops early" in claim_pages.flip_list(path)
     path.write_text(json.dumps({**data, "rows": [{**rows["x.a"]}]}))
     with pytest.raises(KeyError, match="x.a"):
         claim_pages.flip_list(path)
