@@ -417,11 +417,12 @@ def flip_list(path: Path = FLIP_LIST) -> str:
     values; "not reached" where a build's run stopped before a row's check.
 
     Raises:
-        ValueError: the file names a claim that is not registered.
+        KeyError: the file names a claim that is not registered.
     """
     data = json.loads(Path(path).read_text())
-    for r in data["rows"]:
-        claims._get(r["claim"], None)
+    unknown = [r["claim"] for r in data["rows"] if r["claim"] not in claims.CLAIMS]
+    if unknown:
+        raise KeyError(f"unknown claims {unknown[:5]} in {path}: the flip list names registered rows only")
     rows, changed = data["rows"], [r for r in data["rows"] if r["changed"]]
     unreached = [r for r in rows if None in (r["before"]["category"], r["after"]["category"])]
     flipped = [r for r in changed if r not in unreached]
