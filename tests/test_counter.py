@@ -206,6 +206,8 @@ def test_draw_refuses_bad_input():
         task.draw([0], [0], 2, stream=-1)
     with pytest.raises(ValueError, match="integers"):
         FactTask().draw([1.5], [0], 2)
+    with pytest.raises(ValueError, match="a seed and a step at least, got 1 and 0"):
+        FactTask().draw([1], [], 2)
     with pytest.raises(ValueError, match="hop counts"):
         KHopTask(N=4, k=2).draw([0], [0], [1, 3])
     with pytest.raises(ValueError, match="starts"):

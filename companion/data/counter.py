@@ -69,6 +69,8 @@ def integers(value, name: str, device=None) -> torch.Tensor:
         ValueError: not integers, or a negative one.
     """
     t = torch.as_tensor(value, device=device)
+    if t.numel() == 0:  # an empty list has no integer dtype of its own
+        t = t.to(torch.int64)
     if t.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         raise ValueError(f"{name} must be integers, got dtype {t.dtype}")
     t = t.to(torch.int64).reshape(-1)
@@ -232,6 +234,10 @@ class Draws:
         check_int("batch", batch, low=1)
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.seeds, self.steps = integers(seeds, "seeds"), integers(steps, "steps")
+        if not len(self.seeds) or not len(self.steps):
+            raise ValueError(
+                f"a draw needs a seed and a step at least, got {len(self.seeds)} and {len(self.steps)}"
+            )
         keys(self.seeds[:1], stream, self.steps[:1], 0)  # the stream checked now, before any draw
         self.stream, self.batch = stream, batch
         self.shape = (len(self.seeds), len(self.steps), batch)

@@ -20,7 +20,7 @@ import torch
 
 from companion import config
 from companion.config import check_int
-from companion.data import SAMPLER_VERSIONS, counter
+from companion.data import counter
 
 
 class TrainingStream:
@@ -47,10 +47,6 @@ class TrainingStream:
         self.rng = np.random.default_rng(config.seed_streams(seed, [name])[name])
         self.next_step = None  # the numpy sampler: the step it draws next (the first step asked starts it)
         self._drawn = None  # the counter sampler's last block: (task, batch, first step, Batch)
-
-    @property
-    def version(self) -> int:
-        return SAMPLER_VERSIONS[self.sampler]
 
     def batch(self, task, batch: int, step: int):
         """The batch of ``step`` for ``task`` (``batch`` sequences): the task's ``sample`` from the numpy
