@@ -1147,3 +1147,24 @@ def test_order_summary_counts_seeds_and_tests_the_sign():
     assert (s["order_ours_slide_order"], s["order_public_slide_order"]) == (0, 1)
     assert s["order_minutes"] == pytest.approx(14.0)
     assert len(ih.order_rows(s)) == 2
+
+
+def test_a_step_with_its_gradient_given_is_the_step_that_computes_it():
+    """The sweep over step 2's sizes computes step 2's gradient once (every size starts from the same state):
+    a step given that gradient is the same step, bitwise, with one size or a line search."""
+    exp = three_steps.ThreeStepExperiment.quick(
+        d=230, seq_len=16, batch=256, chunk=128, line_batch=128, n_test=16
+    )
+    model, _, population = three_steps.after_first_step(exp)
+    line = population[:1]
+    start = {n: model.matrix(n).detach().clone() for n in induction.STEP_ORDER}
+    grad = three_steps.population_gradient(model, "W_QK^2", population)
+    for etas in ((4.0,), exp.etas):
+        results = []
+        for given in (None, grad):
+            with torch.no_grad():
+                for n, W in start.items():
+                    model.matrix(n).copy_(W)
+            step = three_steps.gradient_step(model, "W_QK^2", population, line, etas, given)
+            results.append((step, model.matrix("W_QK^2").detach().clone()))
+        assert results[0][0] == results[1][0] and torch.equal(results[0][1], results[1][1])

@@ -247,22 +247,25 @@ def population_gradient(model: Transformer, name: str, population) -> torch.Tens
     return grad
 
 
-def gradient_step(model: Transformer, name: str, population, line, etas) -> tuple[float, float]:
-    """One step on ``name`` along its normalised negative population gradient, of the size among ``etas`` with
-    the lowest loss on ``line`` (one size: that size). A zero gradient (the matrix does not yet affect the
-    loss) leaves the matrix as it is. Returns (gradient norm, size taken)."""
-    grad = population_gradient(model, name, population)
+def gradient_step(
+    model: Transformer, name: str, population, line, etas, grad: torch.Tensor | None = None
+) -> tuple[float, float]:
+    """One step on ``name`` along its normalised negative population gradient (``grad``, when the caller has
+    it for the model as it is now), of the size among ``etas`` with the lowest loss on ``line`` (one size: that
+    size, with no loss to compare). A zero gradient (the matrix does not yet affect the loss) leaves the matrix
+    as it is. Returns (gradient norm, size taken)."""
+    grad = population_gradient(model, name, population) if grad is None else grad
     norm = grad.norm().item()
     if norm <= ZERO_GRADIENT:
         return norm, 0.0
     W = model.matrix(name)
     direction, W0 = grad / norm, W.detach().clone()
-    losses = []
     with torch.no_grad():
-        for e in etas:
+        losses = []
+        for e in etas if len(etas) > 1 else ():
             W.copy_(W0 - e * direction)
             losses.append(_population_loss(model, line).item())
-        eta = etas[int(np.argmin(losses))]
+        eta = etas[int(np.argmin(losses))] if losses else etas[0]
         W.copy_(W0 - eta * direction)
     return norm, eta
 
@@ -285,9 +288,9 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         total=1 + 2 * len(exp.second_step_sizes or (None,)), desc="three gradient steps", disable=not progress
     )
 
-    def step(i: int, name: str, size: float | None = None) -> dict:
-        """One step on ``name``: the line search's size, or ``size``."""
-        norm, eta = gradient_step(model, name, population, line, exp.etas if size is None else (size,))
+    def step(i: int, name: str, size: float | None = None, grad: torch.Tensor | None = None) -> dict:
+        """One step on ``name``: the line search's size, or ``size`` (``grad``: its gradient, if known)."""
+        norm, eta = gradient_step(model, name, population, line, exp.etas if size is None else (size,), grad)
         with torch.no_grad():
             loss = _population_loss(model, line).item()
         bar.update()
@@ -316,9 +319,11 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         ]
     rows.append(step(1, exp.order[0]))
     after_first = {n: model.matrix(n).detach().clone() for n in STEP_ORDER}
+    # every step 2 of the sweep starts from the same state: its gradient is computed once
+    grad2 = population_gradient(model, exp.order[1], population)
     sweep, states = [], []
     for size in exp.second_step_sizes or (None,):  # None: step 2 line-searched like the others
-        second, third = step(2, exp.order[1], size), step(3, exp.order[2])
+        second, third = step(2, exp.order[1], size, grad2), step(3, exp.order[2])
         sweep.append({"second_size": size, "second": second, "third": third})
         states.append({n: model.matrix(n).detach().clone() for n in STEP_ORDER})
         with torch.no_grad():
