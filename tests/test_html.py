@@ -209,8 +209,8 @@ def test_chapter_links_its_code(docname):
 
 def test_the_book_links_its_sources_and_publishes_its_data():
     """Issue 52 item 8: the landing page links the sources and the authors' public code, and publishes
-    data/claims.toml and data/errata.toml; the status page publishes every committed recording. Each download is
-    the committed file, byte for byte."""
+    data/claims.toml and data/errata.toml; the status page publishes every committed recording and the flip list
+    (data/flip_list.json). Each download is the committed file, byte for byte."""
     intro = (HTML / "intro.html").read_text(encoding="utf-8")
     for url in (
         "https://arxiv.org/abs/2406.03068",
@@ -231,6 +231,8 @@ def test_the_book_links_its_sources_and_publishes_its_data():
     for name in ("claims.toml", "errata.toml"):
         assert published[name].read_bytes() == (ROOT / "data" / name).read_bytes(), name
     recordings = downloads(HTML / "book" / "status.html")
+    flip = recordings.pop("flip_list.json")  # issue 54's flip list, published beside the recordings
+    assert flip.read_bytes() == (ROOT / "data" / "flip_list.json").read_bytes()
     committed = sorted(p.name for p in (ROOT / "data" / "recorded").glob("*.json"))
     assert sorted(recordings) == committed
     for name in committed:
