@@ -119,13 +119,15 @@ def test_a_batch_is_a_function_of_seed_stream_and_step(name):
     task = RecallTask(**TASKS[name])
     pack = task.draw([3, 5, 8], range(4), 6, stream=2)
     assert pack.tokens.shape == (3, 4, 6, task.seq_len + 1)
-    alone = task.draw([5], [2], 6, stream=2).select((0, 0))
-    assert _same(pack.select((1, 2)), alone)  # another pack size and another block of steps
-    assert _same(task.draw([3, 5, 8], range(4), 6, stream=2).select((2, 3)), pack.select((2, 3)))  # twice
+    alone = counter.select(task.draw([5], [2], 6, stream=2), (0, 0))
+    assert _same(counter.select(pack, (1, 2)), alone)  # another pack size and another block of steps
+    assert _same(
+        counter.select(task.draw([3, 5, 8], range(4), 6, stream=2), (2, 3)), counter.select(pack, (2, 3))
+    )  # twice
     assert not torch.equal(task.draw([5], [2], 6, stream=1).tokens, alone.tokens[None, None])
     bigram = BigramTask(seq_len=16)
     assert torch.equal(
-        bigram.draw([1, 4], [7, 9], 5).select((1, 0)).tokens, bigram.draw([4], [7], 5).tokens[0, 0]
+        counter.select(bigram.draw([1, 4], [7, 9], 5), (1, 0)).tokens, bigram.draw([4], [7], 5).tokens[0, 0]
     )
 
 

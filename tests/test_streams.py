@@ -39,7 +39,7 @@ def test_the_counter_stream_gives_each_steps_draw_in_any_order():
     stream = TrainingStream(5, "train-data", sampler="counter", block=3)
     key = config.stream_key("train-data")
     for step in (7, 2, 3, 8, 0):
-        expect = task.draw([5], [step], 4, stream=key).select((0, 0))
+        expect = counter.select(task.draw([5], [step], 4, stream=key), (0, 0))
         assert torch.equal(stream.batch(task, 4, step).tokens, expect.tokens)
     clean = task.with_alpha(0.0)  # another task at the same step: its own draw, not the cached block's
     assert torch.equal(stream.batch(clean, 4, 8).tokens, clean.draw([5], [8], 4, stream=key).tokens[0, 0])

@@ -146,11 +146,6 @@ class Batch:
     def targets(self) -> np.ndarray:  # (batch, T), next tokens
         return self.tokens[..., 1:]
 
-    def select(self, index) -> "Batch":
-        """The batch with every array indexed by ``index`` along its leading dimensions: one replica's one
-        step of a batch drawn for several (``RecallTask.draw``: ``batch.select((r, s))``)."""
-        return counter.select(self, index)
-
 
 @dataclass(frozen=True)
 class RecallTask:
@@ -298,7 +293,7 @@ class RecallTask:
     def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> Batch:
         """The counter-based batches of ``seeds`` (R run seeds) at ``steps`` (S steps) of ``stream``, drawn in
         one call on ``device``: a :class:`Batch` of torch tensors with leading dimensions (R, S)
-        (``select((r, s))`` gives one). The batch of (seed, stream, step) is a function of those three alone
+        (``counter.select(batch, (r, s))`` gives one). The batch of (seed, stream, step) is a function of those three alone
         (:mod:`companion.data.counter`): the same tokens on any device, in any block of steps and any pack of
         seeds. The same distribution as :meth:`sample` (the specification, which the tests compare it with), up
         to the 2^-32 resolution of the integer thresholds and tables; not the same draws.
