@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from companion import probes
+from companion import config, probes
 from companion.config import check_int
 from companion.experiments.noisy_recall import RecallRun
 from companion.report import Summary, markdown_table, strict_max, strict_min
@@ -335,26 +335,28 @@ def validated_rho(run: RecallRun) -> dict[str, float]:
     return {"rho": float(rhos[j]), "gain": float(test[rhos == 1][0] - test[j])}
 
 
-def truncation_searches(runs: dict[str, RecallRun]) -> dict[str, list[dict]]:
+def truncation_searches(runs: dict[str, RecallRun], device=None) -> dict[str, list[dict]]:
     """Fig. 13: for each run's final model, :func:`companion.truncation.search` over the full model, every
     feed-forward layer dropped and every learnable matrix at every rho of the run's grid, ranked by the clean
-    test loss (rows: candidate, loss, accuracy, p(noise))."""
+    test loss (rows: candidate, loss, accuracy, p(noise)); on ``device`` (default
+    :func:`companion.config.get_device`'s)."""
     import torch
 
     from companion import truncation
 
+    device = config.get_device(device)
     out = {}
     for name, run in runs.items():
         clean, _ = run.exp.test_batches()
         tau = run.exp.task().noise_token
-        tokens, correct = torch.as_tensor(clean.inputs), torch.as_tensor(clean.final_ybar)
+        tokens, correct = (torch.as_tensor(a, device=device) for a in (clean.inputs, clean.final_ybar))
 
         def evaluate(model):
             with torch.no_grad():
                 m = probes.final_position_metrics(model(tokens, last_only=True), correct, tau)
             return {"loss": m["loss"], "accuracy": m["pred_correct"], "p(noise)": m["p_noise"]}
 
-        out[name] = truncation.search(run.model(), evaluate, run.exp.rhos)
+        out[name] = truncation.search(run.model().to(device), evaluate, run.exp.rhos)
     return out
 
 

@@ -201,25 +201,36 @@ def orthonormal_embeddings(model: Transformer, seed: int) -> Transformer:
 
 
 def _population_loss(model: Transformer, batches) -> torch.Tensor:
-    """Mean cross-entropy over every loss position of ``batches`` (a sum over chunks, one mean)."""
+    """Mean cross-entropy over every loss position of ``batches`` (a sum over chunks, one mean), on the model's
+    device."""
     count = sum(int(b.loss_mask.sum()) for b in batches)
     if count == 0:
         raise ValueError("the population has no loss position: raise batch or seq_len")
-    return sum(batch_loss(model, b, "cpu", reduction="sum") for b in batches) / count
+    device = model.W_E.device
+    return sum(batch_loss(model, b, device, reduction="sum") for b in batches) / count
 
 
-def three_steps(exp: ThreeStepExperiment, progress: bool = True, use_cache: bool = True) -> dict:
-    """Run (or load) ``exp``: per step (0 = zero init) the matrix, step size, population loss, in-context
-    accuracy on a test batch, and the recall probes."""
+def three_steps(
+    exp: ThreeStepExperiment, *, device=None, progress: bool = True, use_cache: bool = True
+) -> dict:
+    """Run (or load) ``exp`` on ``device`` (default :func:`companion.config.get_device`'s): per step (0 = zero
+    init) the matrix, step size, population loss, in-context accuracy on a test batch, and the recall probes;
+    ``"device"`` and ``"seconds"`` besides."""
     return cache.load_or_compute(
-        "three_steps", exp, lambda: _three_steps(exp, progress), MODULES, fmt="json", use_cache=use_cache
+        "three_steps",
+        exp,
+        lambda: _three_steps(exp, progress, device),
+        MODULES,
+        fmt="json",
+        use_cache=use_cache,
     )
 
 
-def step_setup(exp: ThreeStepExperiment):
-    """The model at zero init (embeddings per ``exp``), the task, the population's chunks and the line-search
-    chunks: the start of every three-step computation."""
-    model = Transformer(exp.model_config(), seed=exp.seed)
+def step_setup(exp: ThreeStepExperiment, device=None):
+    """The model at zero init (embeddings per ``exp``) on ``device`` (default the CPU), the task, the
+    population's chunks and the line-search chunks: the start of every three-step computation. The model is
+    built on the CPU and moved, so that every device starts from the same weights."""
+    model = Transformer(exp.model_config(), seed=exp.seed).to(device or "cpu")
     for p in model.parameters():
         p.requires_grad_(False)
     with torch.no_grad():
@@ -270,20 +281,21 @@ def gradient_step(
     return norm, eta
 
 
-def after_first_step(exp: ThreeStepExperiment):
-    """The model after step 1 of the slide's order (W_V^2, line-searched as in :func:`three_steps`), its task and
-    population: where step 2 starts."""
-    model, task, population, line = step_setup(exp)
+def after_first_step(exp: ThreeStepExperiment, device=None):
+    """The model after step 1 of the slide's order (W_V^2, line-searched as in :func:`three_steps`) on ``device``
+    (default the CPU), its task and population: where step 2 starts."""
+    model, task, population, line = step_setup(exp, device)
     gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
     return model, task, population
 
 
-def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
+def _three_steps(exp: ThreeStepExperiment, progress: bool, device=None) -> dict:
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
-    model, task, population, line = step_setup(exp)
-    evaluate = Evaluator(exp, model, "cpu")
+    device = config.get_device(device)
+    model, task, population, line = step_setup(exp, device)
+    evaluate = Evaluator(exp, model, device)
     bar = tqdm(
         total=1 + 2 * len(exp.second_step_sizes or (None,)), desc="three gradient steps", disable=not progress
     )
@@ -344,6 +356,7 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool) -> dict:
         "scales": scales,
         "blocks": blocks,
         "seconds": time.perf_counter() - start,
+        "device": config.device_name(device),
     }
 
 

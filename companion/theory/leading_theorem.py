@@ -88,8 +88,10 @@ def gd_run(
     init: str = "zero",
     init_std: float = 0.0,
     seed: int = 0,
+    device=None,
 ) -> dict:
-    """Full-batch GD in float64; per step s (1..steps) and weight: (||w - lead||_F, ||lead||_F, cosine).
+    """Full-batch GD in float64 on ``device`` (default the CPU; the model is drawn on the CPU and moved); per
+    step s (1..steps) and weight: (||w - lead||_F, ||lead||_F, cosine).
 
     Kept apart from the training engine (:func:`companion.train.fit`): the theorem is about full-batch gradient
     descent on a fixed set of sequences, and every step is measured (no batches are drawn)."""
@@ -98,9 +100,10 @@ def gd_run(
         AttnOnlyConfig(V=V, T=T, L=L, init=init, init_std=init_std),
         generator=torch.Generator().manual_seed(seed),
         dtype=torch.float64,
-    )
-    data = torch.as_tensor(seqs)
-    leads = {name: stats.leading(name) for name in lt.WEIGHTS}
+    ).to(device or "cpu")
+    data = torch.as_tensor(seqs, device=device)
+    leads = {name: stats.leading(name).to(device) for name in lt.WEIGHTS}
+    B = stats.B.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=eta)
     rows, losses = [], []
     step1 = None
@@ -112,26 +115,35 @@ def gd_run(
         losses.append(loss.item())
         if s == 1:
             others = max(float(p.detach().abs().max()) for p in (model.W, model.Vv, model.P))
-            step1 = (float((model.W_O.detach() - eta * stats.B).abs().max()), others)
+            step1 = (float((model.W_O.detach() - eta * B).abs().max()), others)
         rows.append(_deviations(model, stats, s, eta, leads))
     return {"dev": rows, "loss": losses, "step1": step1, "L": L, "init": init, "init_std": init_std}
 
 
 def theorem_study(
-    cfg: TheoremConfig | None = None, profile: str | None = None, use_cache: bool = True
+    cfg: TheoremConfig | None = None,
+    profile: str | None = None,
+    use_cache: bool = True,
+    *,
+    device=None,
 ) -> dict:
-    """GD runs at each depth from zero, and one layer from N(0, (v/|V|)^2) with v = eta^2 / T^2 (D.12, xi = 0)."""
+    """GD runs at each depth from zero, and one layer from N(0, (v/|V|)^2) with v = eta^2 / T^2 (D.12, xi = 0),
+    on ``device`` (default :func:`companion.config.get_device`'s; ``"device"`` in the result names it)."""
     cfg = cfg or SIZES[config.get_profile(profile)]
 
     def compute():
+        dev = config.get_device(device)
         corpus = wc.load(cfg.corpus)
         seqs = corpus.tokens[: cfg.n_seqs]
         stats = lt.statistics(seqs, corpus.V)
         eta, T, V = cfg.rate, cfg.corpus.T, corpus.V
-        runs = {f"L={L}, zero": gd_run(seqs, stats, V, L, eta, cfg.steps) for L in cfg.depths}
+        runs = {f"L={L}, zero": gd_run(seqs, stats, V, L, eta, cfg.steps, device=dev) for L in cfg.depths}
         v = eta**2 / T**2
-        runs["L=1, Gaussian"] = gd_run(seqs, stats, V, 1, eta, cfg.steps, "gaussian", v / V, cfg.seed)
+        runs["L=1, Gaussian"] = gd_run(
+            seqs, stats, V, 1, eta, cfg.steps, "gaussian", v / V, cfg.seed, device=dev
+        )
         return {
+            "device": config.device_name(dev),
             "runs": runs,
             "eta": eta,
             "T": T,
