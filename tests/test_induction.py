@@ -1168,3 +1168,49 @@ def test_a_step_with_its_gradient_given_is_the_step_that_computes_it():
             step = three_steps.gradient_step(model, "W_QK^2", population, line, etas, given)
             results.append((step, model.matrix("W_QK^2").detach().clone()))
         assert results[0][0] == results[1][0] and torch.equal(results[0][1], results[1][1])
+
+
+def test_the_line_search_loss_that_reuses_the_first_layer_is_the_population_loss():
+    """Step 1 and step 2 change a second-layer matrix: their line search runs the first layer once and reuses its
+    streams; the loss it gives is the population loss, bitwise, at every size tried (and W_QK^1's falls back to
+    the whole model)."""
+    exp = three_steps.ThreeStepExperiment.quick(
+        d=230, seq_len=16, batch=256, chunk=128, line_batch=256, n_test=16
+    )
+    model, _, population = three_steps.after_first_step(exp)
+    line = population[:2]
+    for name in induction.STEP_ORDER:
+        W = model.matrix(name)
+        W0 = W.detach().clone()
+        loss = three_steps._line_loss(model, name, line)
+        with torch.no_grad():
+            for e in (0.5, 8.0):
+                W.copy_(W0 + e * torch.randn(W.shape, generator=torch.Generator().manual_seed(1)))
+                assert torch.equal(loss(), three_steps._population_loss(model, line)), (name, e)
+            W.copy_(W0)
+
+
+def test_the_line_searched_steps_are_the_steps_taken_one_after_another(tmp_path, monkeypatch):
+    """line_searched_steps (cached, each step continuing from the cached ones before it) gives the states, sizes
+    and gradient norms of gradient_step called in turn; a second call reads the cache; n outside [1, 3] and an
+    order that does not start with W_V^2 (for after_first_step) are refused."""
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    exp = three_steps.ThreeStepExperiment.quick(
+        d=230, seq_len=16, batch=256, chunk=128, line_batch=128, n_test=16, etas=(1.0, 4.0, 16.0)
+    )
+    steps = three_steps.line_searched_steps(exp, 3)
+    model, _, population, line = three_steps.step_setup(exp)
+    for done, name in zip(steps, exp.order):
+        assert three_steps.gradient_step(model, name, population, line, exp.etas) == (
+            done["grad_norm"],
+            done["eta"],
+        )
+        for n in induction.STEP_ORDER:
+            assert torch.equal(model.matrix(n).detach(), done["state"][n]), (name, n)
+    assert steps[-1]["eta"] > 0
+    again = three_steps.line_searched_steps(exp, 2)
+    assert [s["eta"] for s in again] == [s["eta"] for s in steps[:2]]
+    with pytest.raises(ValueError, match=r"n \(steps\)=4 is out of range"):
+        three_steps.line_searched_steps(exp, 4)
+    with pytest.raises(ValueError, match="needs an order that starts with W_V\\^2"):
+        three_steps.after_first_step(dataclasses.replace(exp, order=induction.STEP_ORDER[::-1]))

@@ -7,10 +7,11 @@ tables. Why the steps write what they write (the step-2 gradient's parts, the st
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from companion import cache, config, report
 from companion.config import check_choice, check_float, check_int
@@ -210,6 +211,38 @@ def _population_loss(model: Transformer, batches) -> torch.Tensor:
     return sum(batch_loss(model, b, device, reduction="sum") for b in batches) / count
 
 
+@torch.no_grad()
+def _line_loss(model: Transformer, name: str, line):
+    """:func:`_population_loss` on ``line`` as a function of matrix ``name`` alone: where every loss position
+    is a final one and ``name`` lies above the first layer, the streams entering its layer are computed once
+    and the layers below are not run again (the same operations on the same inputs as
+    :func:`companion.train.batch_loss`'s, so the same losses, bitwise); otherwise the whole model each call."""
+    layer = int(name.rsplit("^", 1)[1]) - 1
+    if layer == 0 or any(b.loss_mask[:, :-1].any() for b in line):
+        return lambda: _population_loss(model, line)
+    count = sum(int(b.loss_mask.sum()) for b in line)
+    if count == 0:
+        raise ValueError("the population has no loss position: raise batch or seq_len")
+    device, streams = model.W_E.device, []
+    for b in line:  # batch_loss's selection of the rows with a loss position, then the layers below
+        tokens = torch.as_tensor(b.inputs, device=device)
+        targets = torch.as_tensor(b.targets, device=device)
+        rows = torch.as_tensor(b.loss_mask[:, -1], device=device)
+        if not rows.all():
+            tokens, targets = tokens[rows], targets[rows]
+        x = model.embed(tokens)
+        for l in range(layer):
+            x = model.feed_forward(l, model.attend(l, x))
+        streams.append((x, targets[:, -1]))
+    return lambda: (
+        sum(
+            F.cross_entropy(model.forward_from(layer, x, last_only=True), y, reduction="sum")
+            for x, y in streams
+        )
+        / count
+    )
+
+
 def three_steps(
     exp: ThreeStepExperiment, *, device=None, progress: bool = True, use_cache: bool = True
 ) -> dict:
@@ -219,7 +252,7 @@ def three_steps(
     return cache.load_or_compute(
         "three_steps",
         exp,
-        lambda: _three_steps(exp, progress, device),
+        lambda: _three_steps(exp, progress, device, use_cache),
         MODULES,
         fmt="json",
         use_cache=use_cache,
@@ -273,23 +306,65 @@ def gradient_step(
     direction, W0 = grad / norm, W.detach().clone()
     with torch.no_grad():
         losses = []
+        line_loss = _line_loss(model, name, line) if len(etas) > 1 else None
         for e in etas if len(etas) > 1 else ():
             W.copy_(W0 - e * direction)
-            losses.append(_population_loss(model, line).item())
+            losses.append(line_loss().item())
         eta = etas[int(np.argmin(losses))] if losses else etas[0]
         W.copy_(W0 - eta * direction)
     return norm, eta
 
 
+def line_searched_steps(exp: ThreeStepExperiment, n: int, device=None, use_cache: bool = True) -> list[dict]:
+    """The first ``n`` steps of ``exp.order`` (1 to 3), each line-searched over ``exp.etas`` as in
+    :func:`three_steps` (whatever ``exp.second_step_sizes``): per step, ``"state"`` (the three memories after it,
+    on the CPU), ``"grad_norm"`` and ``"eta"``. Cached (every computation of the chapter that starts from these
+    states reads them once computed); step ``n`` continues from the cached steps before it, so the states are
+    those :func:`three_steps` reaches, bitwise.
+
+    Raises:
+        ValueError: ``n`` outside [1, 3].
+    """
+    check_int("n (steps)", n, low=1, high=len(STEP_ORDER))
+
+    def compute() -> list[dict]:
+        before = line_searched_steps(exp, n - 1, device, use_cache) if n > 1 else []
+        model, _, population, line = step_setup(exp, device)
+        load_state(model, before[-1]["state"] if before else None)
+        norm, eta = gradient_step(model, exp.order[n - 1], population, line, exp.etas)
+        state = {k: model.matrix(k).detach().cpu().clone() for k in STEP_ORDER}
+        return before + [{"state": state, "grad_norm": norm, "eta": eta}]
+
+    settings = {"exp": asdict(exp), "steps": n}
+    return cache.load_or_compute(
+        "three_steps_states", settings, compute, MODULES, fmt="torch", use_cache=use_cache
+    )
+
+
+@torch.no_grad()
+def load_state(model: Transformer, state: dict | None) -> Transformer:
+    """Copy the memories of ``state`` (a :func:`line_searched_steps` state; None: leave the model) into
+    ``model``, in place, on its device."""
+    for k, W in (state or {}).items():
+        model.matrix(k).copy_(W)
+    return model
+
+
 def after_first_step(exp: ThreeStepExperiment, device=None):
-    """The model after step 1 of the slide's order (W_V^2, line-searched as in :func:`three_steps`) on ``device``
-    (default the CPU), its task and population: where step 2 starts."""
-    model, task, population, line = step_setup(exp, device)
-    gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
+    """The model after step 1 of the slide's order (W_V^2, line-searched as in :func:`three_steps`;
+    :func:`line_searched_steps`) on ``device`` (default the CPU), its task and population: where step 2 starts.
+
+    Raises:
+        ValueError: ``exp``'s order does not start with the slide's first step.
+    """
+    if exp.order[0] != STEP_ORDER[0]:
+        raise ValueError(f"after_first_step needs an order that starts with {STEP_ORDER[0]}, not {exp.order}")
+    model, task, population, _ = step_setup(exp, device)
+    load_state(model, line_searched_steps(exp, 1, device)[0]["state"])
     return model, task, population
 
 
-def _three_steps(exp: ThreeStepExperiment, progress: bool, device=None) -> dict:
+def _three_steps(exp: ThreeStepExperiment, progress: bool, device=None, use_cache: bool = True) -> dict:
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
@@ -300,9 +375,22 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool, device=None) -> dict:
         total=1 + 2 * len(exp.second_step_sizes or (None,)), desc="three gradient steps", disable=not progress
     )
 
-    def step(i: int, name: str, size: float | None = None, grad: torch.Tensor | None = None) -> dict:
-        """One step on ``name``: the line search's size, or ``size`` (``grad``: its gradient, if known)."""
-        norm, eta = gradient_step(model, name, population, line, exp.etas if size is None else (size,), grad)
+    def step(
+        i: int,
+        name: str,
+        size: float | None = None,
+        grad: torch.Tensor | None = None,
+        done: dict | None = None,
+    ) -> dict:
+        """One step on ``name``: the line search's size, or ``size`` (``grad``: its gradient, if known); ``done``:
+        the step as :func:`line_searched_steps` took it, loaded."""
+        if done is None:
+            norm, eta = gradient_step(
+                model, name, population, line, exp.etas if size is None else (size,), grad
+            )
+        else:
+            norm, eta = done["grad_norm"], done["eta"]
+            load_state(model, done["state"])
         with torch.no_grad():
             loss = _population_loss(model, line).item()
         bar.update()
@@ -329,7 +417,11 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool, device=None) -> dict:
                 **evaluate(0),
             }
         ]
-    rows.append(step(1, exp.order[0]))
+    if not exp.second_step_sizes:  # three line-searched steps: those every other computation reads
+        for i, done in enumerate(line_searched_steps(exp, 3, device, use_cache), start=1):
+            rows.append(step(i, exp.order[i - 1], done=done))
+        return _finish(exp, model, task, evaluate, rows, [], start, device, bar)
+    rows.append(step(1, exp.order[0], done=line_searched_steps(exp, 1, device, use_cache)[0]))
     after_first = {n: model.matrix(n).detach().clone() for n in STEP_ORDER}
     # every step 2 of the sweep starts from the same state: its gradient is computed once
     grad2 = population_gradient(model, exp.order[1], population)
@@ -346,10 +438,14 @@ def _three_steps(exp: ThreeStepExperiment, progress: bool, device=None) -> dict:
         for n, W in states[best].items():
             model.matrix(n).copy_(W)
     rows += [sweep[best]["second"], sweep[best]["third"]]
+    return _finish(exp, model, task, evaluate, rows, sweep, start, device, bar)
+
+
+def _finish(exp, model, task, evaluate, rows, sweep, start, device, bar) -> dict:
+    """The result of :func:`_three_steps` from the model after its three steps."""
     scales = compare_scales(model, task, evaluate, exp.scales)
     blocks = block_shares(model, task.n) if exp.embeddings == "orthonormal" else {}  # defined only there
     bar.close()
-    sweep = sweep if exp.second_step_sizes else []
     return {
         "rows": rows,
         "sweep": sweep,

@@ -30,7 +30,8 @@ from companion.experiments.three_steps import (
     after_first_step,
     basis_shares,
     compare_scales,
-    gradient_step,
+    line_searched_steps,
+    load_state,
     population_gradient,
     step_setup,
     token_bases,
@@ -597,14 +598,15 @@ def step3_row_paths(
         "three_steps_row_paths",
         exp,
         {"row": row, "factors": list(factors)},
-        lambda: _step3_row_paths(exp, row, factors),
+        lambda: _step3_row_paths(exp, row, factors, use_cache),
         use_cache,
     )
 
 
-def _step3_row_paths(exp: ThreeStepExperiment, row: int, factors: tuple[float, ...]) -> dict:
-    model, task, population, line = step_setup(exp)
-    gradient_step(model, STEP_ORDER[0], population, line, exp.etas)
+def _step3_row_paths(exp: ThreeStepExperiment, row: int, factors: tuple[float, ...], use_cache: bool) -> dict:
+    model, task, population, _ = step_setup(exp)
+    first, second = line_searched_steps(exp, 2, use_cache=use_cache)
+    load_state(model, first["state"])
     # step 1's W_V^2 read on the tokens and on the remapped tokens: its own-token recall
     with torch.no_grad():
         n_tok = task.n
@@ -613,7 +615,8 @@ def _step3_row_paths(exp: ThreeStepExperiment, row: int, factors: tuple[float, .
             name: torch.diagonal(model.W_U[:n_tok] @ model.matrix(STEP_ORDER[0]) @ X.T).mean().item()
             for name, X in (("token", tokens), ("remapped", tokens @ model.layers[0].v().T))
         }
-    _, size = gradient_step(model, STEP_ORDER[1], population, line, exp.etas)
+    load_state(model, second["state"])
+    size = second["eta"]
     step2 = model.matrix(STEP_ORDER[1]).detach().clone()
     layer, T = model.layers[1], exp.seq_len
     out = {
