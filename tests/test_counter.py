@@ -364,3 +364,17 @@ def test_epoch_orders_are_uniform_permutations_of_seed_stream_and_epoch():
     assert not torch.equal(counter.orders([1], [42], 7)[0, 0], counter.orders([1], [42], 7, stream=3)[0, 0])
     with pytest.raises(ValueError, match="examples"):
         counter.orders([0], [0], 0)
+
+
+def test_no_two_kinds_of_draw_of_one_owner_share_a_purpose():
+    """The draws of one owner share a run's (seed, stream, step): a purpose given to two kinds of draw would give
+    them the same bits. Each owner's purposes are distinct numbers in [1, 2^32); an unknown owner or kind is
+    refused before any draw."""
+    for owner, kinds in counter.PURPOSES.items():
+        numbers = list(kinds.values())
+        assert len(set(numbers)) == len(numbers), owner
+        assert all(isinstance(n, int) and 1 <= n <= counter.M32 for n in numbers), owner
+    with pytest.raises(ValueError, match="unknown owner 'recal'"):
+        counter.Draws("recal", [0], [0], 0, 4)
+    with pytest.raises(ValueError, match="unknown recall draw 'noise'"):
+        counter.Draws("recall", [0], [0], 0, 4).bits("noise", 1)

@@ -32,13 +32,25 @@ import dataclasses
 import numpy as np
 import torch
 
-from companion.config import check_int
+from companion.config import check_choice, check_int
 
 M32 = (1 << 32) - 1
 ONE = 1 << 32  # the integer that stands for probability 1 in a threshold or a table
 # Salts that start the two words of a key (the fractional digits of the golden ratio and of sqrt(2), 32 bits)
 _SALT = (0x9E3779B9, 0x6A09E667)
-_ORDER = 1  # the purpose of an epoch's order (orders)
+# What each kind of draw is for (the ``purpose`` of its keys), by owner: the draws of one owner share a run's
+# (seed, stream, step), so two kinds of draw of one owner never share a number (tests/test_counter.py); a number
+# once given is never changed (it would change every batch drawn with it). khop: KHopTask.draw's tables and x, and
+# the training curriculum's hop counts and starts (companion.experiments.khop.HopTraining) on the same keys.
+PURPOSES = {
+    "order": {"order": 1},
+    "recall": {"triggers": 1, "outputs": 2, "final": 3, "chain": 4},
+    "bigram": {"chain": 4},
+    "ioi": {"outputs": 1, "places": 2, "fill": 3, "which": 4, "noise": 5},
+    "facts": {"noise": 1, "fact": 2, "places": 3},
+    "khop": {"tables": 1, "x": 2, "hop counts": 3, "starts": 4},
+    "seqclass": {"class": 1, "context": 2},
+}
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
@@ -188,7 +200,7 @@ def orders(seeds, epochs, n: int, *, stream: int = 0, device=None) -> torch.Tens
     ([0, 1, 2, 3, 4], True)
     """
     check_int("n (examples)", n, low=1, high=M32 // 2)
-    return permutations(Draws(seeds, epochs, stream, 1, device).bits(_ORDER, 2 * n))[..., 0, :]
+    return permutations(Draws("order", seeds, epochs, stream, 1, device).bits("order", 2 * n))[..., 0, :]
 
 
 def integer_weights(p: np.ndarray, scale_bits: int = 24) -> np.ndarray:
@@ -226,11 +238,18 @@ def select(batch, index):
 
 
 class Draws:
-    """The counter-based draws of one call of a task's ``draw``: R ``seeds``, S ``steps`` of ``stream``,
-    ``batch`` examples each, on ``device`` (default the CPU); ``bits(purpose, m)`` gives m 32-bit draws per
-    example, shape (R, S, batch, m), from the keys of that purpose (one purpose per kind of draw of a task)."""
+    """The counter-based draws of one call of a task's ``draw`` by ``owner`` (a key of :data:`PURPOSES`): R
+    ``seeds``, S ``steps`` of ``stream``, ``batch`` examples each, on ``device`` (default the CPU);
+    ``bits(kind, m)`` gives m 32-bit draws per example, shape (R, S, batch, m), from the keys of the owner's
+    purpose ``kind``.
 
-    def __init__(self, seeds, steps, stream: int, batch: int, device=None):
+    Raises:
+        ValueError: an unknown owner (at :meth:`bits`, an unknown kind), a batch below 1, no seed or step, a
+            negative seed or step, a stream out of range.
+    """
+
+    def __init__(self, owner: str, seeds, steps, stream: int, batch: int, device=None):
+        check_choice("owner", owner, tuple(PURPOSES))
         check_int("batch", batch, low=1)
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.seeds, self.steps = integers(seeds, "seeds"), integers(steps, "steps")
@@ -239,9 +258,10 @@ class Draws:
                 f"a draw needs a seed and a step at least, got {len(self.seeds)} and {len(self.steps)}"
             )
         keys(self.seeds[:1], stream, self.steps[:1], 0)  # the stream checked now, before any draw
-        self.stream, self.batch = stream, batch
+        self.owner, self.stream, self.batch = owner, stream, batch
         self.shape = (len(self.seeds), len(self.steps), batch)
 
-    def bits(self, purpose: int, m: int) -> torch.Tensor:
-        k = keys(self.seeds, self.stream, self.steps, purpose, device=self.device)
+    def bits(self, kind: str, m: int) -> torch.Tensor:
+        check_choice(f"{self.owner} draw", kind, tuple(PURPOSES[self.owner]))
+        k = keys(self.seeds, self.stream, self.steps, PURPOSES[self.owner][kind], device=self.device)
         return bits(k, self.batch * m).reshape(*self.shape, m)

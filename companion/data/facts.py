@@ -26,11 +26,6 @@ from companion.config import check_choice, check_int
 from companion.data import counter
 
 FACTS = ("structured", "random")
-_NOISE, _FACT, _PLACES = (
-    1,
-    2,
-    3,
-)  # what each of a counter-sampled batch's draws is for (counter.keys' purpose)
 
 
 @dataclass(frozen=True)
@@ -108,12 +103,12 @@ class FactTask:
         :class:`FactBatch` of tensors with leading dimensions (R, S), each batch a function of (seed, stream,
         step) alone (as :meth:`companion.data.recall.RecallTask.draw`), with :meth:`sample`'s distribution."""
         S, R, T = self.n_subjects, self.n_relations, self.seq_len
-        draws = counter.Draws(seeds, steps, stream, batch, device)
+        draws = counter.Draws("facts", seeds, steps, stream, batch, device)
         if self.n_noise:
-            tokens = S + R + counter.uniform_int(draws.bits(_NOISE, T), self.n_noise)
+            tokens = S + R + counter.uniform_int(draws.bits("noise", T), self.n_noise)
         else:
             tokens = torch.zeros((*draws.shape, T), dtype=torch.int64, device=draws.device)
-        fact, places = draws.bits(_FACT, 2), draws.bits(_PLACES, 2)
+        fact, places = draws.bits("fact", 2), draws.bits("places", 2)
         s, r = counter.uniform_int(fact[..., 0], S), counter.uniform_int(fact[..., 1], R)
         ps, pr = counter.uniform_int(places[..., 0], T - 1), counter.uniform_int(places[..., 1], T - 2)
         pr = pr + (pr >= ps)  # distinct from the subject's position

@@ -38,8 +38,6 @@ from companion.data.recall import Batch, marks
 from companion.data.shakespeare import CharStats, load_char_stats
 
 FILLS = ("uniform", "no_noise")
-# What each of a counter-sampled batch's draws is for (counter.keys' purpose)
-_OUTPUTS, _PLACES, _FILL, _WHICH, _NOISE = 1, 2, 3, 4, 5
 
 
 @dataclass(frozen=True)
@@ -125,26 +123,26 @@ class IOITask:
         (seed, stream, step) alone (:meth:`~companion.data.recall.RecallTask.draw`). The same distribution as
         :meth:`sample`: the three positions are three draws without replacement from [0, T - 5], sorted."""
         n, T, q = self.n, self.seq_len, self.trigger
-        draws = counter.Draws(seeds, steps, stream, batch, device)
+        draws = counter.Draws("ioi", seeds, steps, stream, batch, device)
         dev = draws.device
-        out = draws.bits(_OUTPUTS, 2)
+        out = draws.bits("outputs", 2)
         ybar = counter.uniform_int(out[..., 0], n - 1)
         yd = (ybar + 1 + counter.uniform_int(out[..., 1], n - 2)) % (n - 1)
         ybar, yd = ybar + (ybar >= q), yd + (yd >= q)
         equal = torch.ones(T - 4, dtype=torch.int64, device=dev)
-        pos = counter.draw_distinct(equal, draws.bits(_PLACES, 3)).sort(-1).values + torch.arange(
+        pos = counter.draw_distinct(equal, draws.bits("places", 3)).sort(-1).values + torch.arange(
             3, device=dev
         )
         n_fill = self.vocab_size - 1 if self.fill == "uniform" else n - 1
-        z = counter.uniform_int(draws.bits(_FILL, T + 1), n_fill)
+        z = counter.uniform_int(draws.bits("fill", T + 1), n_fill)
         z = z + (z >= q)
-        which = counter.uniform_int(draws.bits(_WHICH, 1), 3)
+        which = counter.uniform_int(draws.bits("which", 1), 3)
         follow = torch.where(torch.arange(3, device=dev) == which, ybar[..., None], yd[..., None])
         z.scatter_(-1, pos, q)
         z.scatter_(-1, pos + 1, follow)
         z[..., T - 1] = q
         z[..., T] = torch.where(
-            counter.below(draws.bits(_NOISE, 1)[..., 0], self.alpha), self.noise_token, ybar
+            counter.below(draws.bits("noise", 1)[..., 0], self.alpha), self.noise_token, ybar
         )
         occurrence, mask, _ = marks(z[..., :T], torch.full_like(ybar[..., None], q), "final", False)
         return Batch(z, ybar[..., None], ybar, occurrence, mask, distractor=yd)

@@ -29,8 +29,6 @@ from companion import config
 from companion.config import check_int
 from companion.data import counter
 
-_TABLES, _X = 1, 2  # what each of a counter-sampled batch's draws is for (counter.keys' purpose)
-
 
 @dataclass(frozen=True)
 class HopBatch:
@@ -136,15 +134,15 @@ class KHopTask:
         self._check_hops(h.reshape(-1))
         first = self._starts(h.reshape(-1), None if s is None else s.reshape(-1)).reshape(h.shape)
         N, k = self.N, self.k
-        draws = counter.Draws(seeds, steps, stream, h.shape[-1], device)
+        draws = counter.Draws("khop", seeds, steps, stream, h.shape[-1], device)
         if h.ndim > 1 and h.shape != draws.shape:
             raise ValueError(
                 f"hops of shape {h.shape}: allowed (batch,) or (seeds, steps, batch) = {draws.shape}"
             )
         hops = h
         dev = draws.device
-        sigma = counter.permutations(draws.bits(_TABLES, 2 * k * N).reshape(*draws.shape, k, 2 * N))
-        x = counter.uniform_int(draws.bits(_X, 1)[..., 0], N)
+        sigma = counter.permutations(draws.bits("tables", 2 * k * N).reshape(*draws.shape, k, 2 * N))
+        x = counter.uniform_int(draws.bits("x", 1)[..., 0], N)
         pi = torch.as_tensor(self.hidden(), device=dev)
         first_t, hops_t = torch.as_tensor(first, device=dev), torch.as_tensor(hops, device=dev)
         chain, v = [], x

@@ -66,8 +66,6 @@ NOISE_KINDS = ("new", "existing")
 LOSS_POSITIONS = ("final", "triggers", "all", "final_recall")
 TRIGGER_DRAWS = ("fixed", "unigram")
 EXISTING_NOISE_CHAR = "!"
-# What each of a counter-sampled batch's draws is for (counter.keys' purpose): one key per kind of draw
-_TRIGGERS, _OUTPUTS, _FINAL, _CHAIN = 1, 2, 3, 4
 
 
 def _unforced(where: np.ndarray, forced: np.ndarray | None) -> np.ndarray:
@@ -302,20 +300,20 @@ class RecallTask:
             ValueError: a batch below 1, a negative seed or step, a stream out of range.
         """
         n, T, K, V = self.n, self.seq_len, self.n_triggers, self.vocab_size
-        draws = counter.Draws(seeds, steps, stream, batch, device)
+        draws = counter.Draws("recall", seeds, steps, stream, batch, device)
         R, S, B = draws.shape
         if self.trigger_draw == "fixed":
             trig = torch.as_tensor(self.triggers, device=draws.device).expand(R, S, B, K)
         else:
             pool = torch.as_tensor(self.triggers, device=draws.device)
             weights = torch.as_tensor(counter.integer_weights(self.stats.unigram[list(self.triggers)]))
-            trig = pool[counter.draw_distinct(weights.to(draws.device), draws.bits(_TRIGGERS, K))]
-        ybar = counter.uniform_int(draws.bits(_OUTPUTS, K), n)
-        final_k = counter.uniform_int(draws.bits(_FINAL, 1), K)
+            trig = pool[counter.draw_distinct(weights.to(draws.device), draws.bits("triggers", K))]
+        ybar = counter.uniform_int(draws.bits("outputs", K), n)
+        final_k = counter.uniform_int(draws.bits("final", 1), K)
         final_trig = trig.gather(-1, final_k).reshape(-1)
         # One draw per token: the first token's, then at each step the bigram draw, or, after a trigger (where
         # the bigram draw is not used), the noise event: the draw below alpha's threshold
-        u = draws.bits(_CHAIN, T + 1).reshape(-1, T + 1)
+        u = draws.bits("chain", T + 1).reshape(-1, T + 1)
         noise_below = counter.threshold(self.alpha)
         flat_ybar, flat_trig = ybar.reshape(-1, K), trig.reshape(-1, K)
         lut = (
@@ -415,8 +413,8 @@ class BigramTask:
         """The counter-based batches of ``seeds`` at ``steps`` of ``stream`` on ``device``, leading dimensions
         (R, S): as :meth:`RecallTask.draw`, for the bigram chain alone."""
         n, T = self.stats.n, self.seq_len
-        draws = counter.Draws(seeds, steps, stream, batch, device)
-        u = draws.bits(_CHAIN, T + 1).reshape(-1, T + 1)
+        draws = counter.Draws("bigram", seeds, steps, stream, batch, device)
+        u = draws.bits("chain", T + 1).reshape(-1, T + 1)
         chain = counter.flat_cdf(self.stats.bigram, draws.device)
         z = torch.empty_like(u)
         z[:, 0] = counter.choose(

@@ -29,8 +29,6 @@ import torch
 from companion.config import check_float, check_int
 from companion.data import counter
 
-_CLASS, _CONTEXT = 1, 2  # what each of a counter-sampled batch's draws is for (counter.keys' purpose)
-
 
 @dataclass(frozen=True, eq=False)
 class SeqClasses:
@@ -155,9 +153,9 @@ class SeqClasses:
 
     def _draw(self, seeds, steps, batch: int, seq_len: int, stream: int, device):
         check_int("seq_len (T)", seq_len, low=2)
-        draws = counter.Draws(seeds, steps, stream, batch, device)
-        cls = counter.uniform_int(draws.bits(_CLASS, 1)[..., 0], self.n_classes)
-        u = draws.bits(_CONTEXT, seq_len - 1)
+        draws = counter.Draws("seqclass", seeds, steps, stream, batch, device)
+        cls = counter.uniform_int(draws.bits("class", 1)[..., 0], self.n_classes)
+        u = draws.bits("context", seq_len - 1)
         rows = cls[..., None].expand_as(u)
         ctx = counter.choose(counter.flat_cdf(self.probs, draws.device), self.vocab_size, rows, u)
         return cls, ctx

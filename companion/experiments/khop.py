@@ -434,11 +434,6 @@ def _batches(exp: KHopExperiment, stage: int, device=None) -> TrainingStream:
     return TrainingStream(exp.seed, name, device=device)
 
 
-# what the counter sampler's draws of a training batch's hop counts and starts are for (counter.keys' purpose;
-# KHopTask.draw uses 1 and 2 for the tables and x)
-_HOP_COUNTS, _STARTS = 3, 4
-
-
 @dataclass(frozen=True)
 class HopTraining:
     """``exp``'s training examples at curriculum ``stage`` as a task a training stream draws from: their hop
@@ -456,8 +451,8 @@ class HopTraining:
 
     def draw(self, seeds, steps, batch: int, *, stream: int = 0, device=None) -> HopBatch:
         exp, k = self.exp, self.exp.k
-        draws = counter.Draws(seeds, steps, stream, batch, device)
-        b = draws.bits(_HOP_COUNTS, 1)[..., 0]
+        draws = counter.Draws("khop", seeds, steps, stream, batch, device)
+        b = draws.bits("hop counts", 1)[..., 0]
         if exp.data == "mixture":
             hops = (
                 counter.choose(counter.flat_cdf(exp.mixture(), draws.device), k, torch.zeros_like(b), b) + 1
@@ -469,7 +464,7 @@ class HopTraining:
             hops = torch.full_like(b, k if exp.data == "direct" else self.stage)
         starts = None
         if exp.starts != "first":
-            drawn = 1 + ((draws.bits(_STARTS, 1)[..., 0] * (k - hops + 1)) >> 32)  # uniform in 1..k - k' + 1
+            drawn = 1 + ((draws.bits("starts", 1)[..., 0] * (k - hops + 1)) >> 32)  # uniform in 1..k - k' + 1
             one = hops == 1
             starts = {"any": drawn, "one": torch.where(one, drawn, 1), "longer": torch.where(one, 1, drawn)}[
                 exp.starts
