@@ -427,10 +427,6 @@ def flip_list(path: Path = FLIP_LIST) -> str:
     unreached = [r for r in rows if None in (r["before"]["category"], r["after"]["category"])]
     flipped = [r for r in changed if r not in unreached]
 
-    def moved(r: dict) -> bool:  # the two builds' values differ (NaN equals NaN)
-        a, b = r["before"]["observed"], r["after"]["observed"]
-        return a is not None and b is not None and a != b and not (math.isnan(a) and math.isnan(b))
-
     def cell(side: dict) -> str:
         if side["category"] is None:
             return "not reached"
@@ -444,7 +440,7 @@ def flip_list(path: Path = FLIP_LIST) -> str:
     head = (
         f"Compared on {data['date']}, {data['profile']} profile: {data['before']['build']} against "
         f"{data['after']['build']}, the rows of {chapters}: {len(rows)} rows, of which "
-        f"{sum(moved(r) for r in rows)} take another value (the others are read from recordings, or from runs "
+        f"{sum(r['moved'] for r in rows)} take another value (the others are read from recordings, or from runs "
         f"that draw no training batch), {len(flipped)} change{'s' if len(flipped) == 1 else ''} category and "
         f"{len(unreached)} {'was' if len(unreached) == 1 else 'were'} not reached by one of the builds."
     )

@@ -522,7 +522,7 @@ def flips(
     """The rows of ``chapters`` (docnames) as two builds judged them: the builds whose cache folders are ``before``
     and ``after`` (the same rows under two samplers, issue 54's flip list). Each: the claim, its chapter, and per
     build its category and observed value (None where the build did not reach it); ``changed`` where the
-    categories differ.
+    categories differ, ``moved`` where both builds observed the row and their values differ (NaN equals NaN).
 
     Raises:
         ValueError: a chapter with no registered row.
@@ -547,6 +547,8 @@ def flips(
             r = rows[c.id]
             row[name] = {"category": r["category"] if reached else None, "observed": r["observed"]}
         row["changed"] = row["before"]["category"] != row["after"]["category"]
+        a, b = row["before"]["observed"], row["after"]["observed"]
+        row["moved"] = a is not None and b is not None and a != b and not (math.isnan(a) and math.isnan(b))
         out.append(row)
     return out
 

@@ -639,7 +639,8 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
     assert sorted(rows) == ["x.a", "x.b", "x.c"]  # the other chapter's row left out
     assert rows["x.a"]["changed"] and rows["x.a"]["after"] == {"category": claims.FAIL, "observed": -1.0}
     assert not rows["x.b"]["changed"] and rows["x.b"]["after"]["observed"] == 2.0
-    assert rows["x.c"]["changed"] and rows["x.c"]["after"]["category"] is None
+    assert rows["x.a"]["moved"] and rows["x.b"]["moved"]  # another value, whether or not the category moved
+    assert rows["x.c"]["changed"] and rows["x.c"]["after"]["category"] is None and not rows["x.c"]["moved"]
     with pytest.raises(ValueError, match="book/z"):
         claims.flips(before, after, ["book/z"], registry=reg)
     # the page, from the file the script writes (with the real registry's rows)
