@@ -29,7 +29,7 @@ def test_the_numpy_stream_is_the_runs_generator_in_order():
     for step in range(3):
         assert batch_digest(stream.batch(task, 4, step)) == batch_digest(task.sample(rng, 4))
     with pytest.raises(
-        ValueError, match="step=5: a numpy stream draws its steps in order, the next one is 3"
+        ValueError, match="step=5: the numpy sampler.s draws come one after another, the next is 3"
     ):
         stream.batch(task, 4, 5)
 
@@ -137,7 +137,7 @@ def test_epoch_orders_under_both_samplers():
     orders = EpochOrders(4, "train-order", 9, sampler="numpy")
     for epoch in range(3):
         assert torch.equal(orders.order(epoch), torch.randperm(9, generator=legacy))
-    with pytest.raises(ValueError, match="epoch=5: the numpy sampler's orders come one after another"):
+    with pytest.raises(ValueError, match="epoch=5: the numpy sampler.s draws come one after another"):
         orders.order(5)
     counted = EpochOrders(4, "train-order", 9, sampler="counter")
     expect = counter.orders([4], [7], 9, stream=config.stream_key("train-order"))[0, 0]

@@ -23,6 +23,22 @@ from companion.config import check_int
 from companion.data import counter
 
 
+class _InTurn:
+    """The numpy sampler's guard: its draws come one after another (each depends on every draw before), so the
+    index asked (a step, an epoch) must be the next one; the first asked starts the sequence when ``start`` is
+    None, else it must be ``start``."""
+
+    def __init__(self, what: str, start: int | None = None):
+        self.what, self.next = what, start
+
+    def take(self, index: int) -> None:
+        if self.next is not None and index != self.next:
+            raise ValueError(
+                f"{self.what}={index}: the numpy sampler's draws come one after another, the next is {self.next}"
+            )
+        self.next = index + 1
+
+
 class TrainingStream:
     """The training batches of one run's stream ``name`` (e.g. ``"train-data"``) from its ``seed``.
 
@@ -45,7 +61,7 @@ class TrainingStream:
         self.seed, self.name, self.block, self.device = seed, name, block, device
         self.sampler = config.sampler(sampler)
         self.rng = np.random.default_rng(config.seed_streams(seed, [name])[name])
-        self.next_step = None  # the numpy sampler: the step it draws next (the first step asked starts it)
+        self._turn = _InTurn("step")  # the numpy sampler: the first step asked starts it
         self._drawn = None  # the counter sampler's last block: (task, batch, first step, Batch)
 
     def batch(self, task, batch: int, step: int):
@@ -53,11 +69,7 @@ class TrainingStream:
         generator (steps in order), or its ``draw`` at that step."""
         check_int("step", step, low=0)
         if self.sampler == "numpy":
-            if self.next_step is not None and step != self.next_step:
-                raise ValueError(
-                    f"step={step}: a numpy stream draws its steps in order, the next one is {self.next_step}"
-                )
-            self.next_step = step + 1
+            self._turn.take(step)
             return task.sample(self.rng, batch)
         d = self._drawn
         if d is None or d[0] != task or d[1] != batch or not d[2] <= step < d[2] + self.block:
@@ -86,16 +98,12 @@ class EpochOrders:
         self.seed, self.name, self.n = seed, name, n
         self.sampler = config.sampler(sampler)
         self.generator = torch.Generator().manual_seed(seed)
-        self.next_epoch = 0
+        self._turn = _InTurn("epoch", start=0)
 
     def order(self, epoch: int) -> torch.Tensor:
         """The permutation of [0, n) that epoch ``epoch`` visits the examples in (a CPU int64 tensor)."""
         check_int("epoch", epoch, low=0)
         if self.sampler == "numpy":
-            if epoch != self.next_epoch:
-                raise ValueError(
-                    f"epoch={epoch}: the numpy sampler's orders come one after another, the next is {self.next_epoch}"
-                )
-            self.next_epoch += 1
+            self._turn.take(epoch)
             return torch.randperm(self.n, generator=self.generator)
         return counter.orders([self.seed], [epoch], self.n, stream=config.stream_key(self.name))[0, 0]
