@@ -263,11 +263,12 @@ def experiments(profile: str | None = None) -> dict[str, FactExperiment]:
     }
 
 
-def study(profile: str | None = None, progress: bool = True) -> dict:
-    """The runs of :func:`experiments` (``"runs"``) and the reparameterisation check (``"reparam"``; init 0.1 and
-    lr 1.0, so that 50 steps move the loss)."""
+def study(profile: str | None = None, progress: bool = True, *, device=None) -> dict:
+    """The runs of :func:`experiments` (``"runs"``, on ``device``: default :func:`companion.config.get_device`'s)
+    and the reparameterisation check (``"reparam"``; init 0.1 and lr 1.0, so that 50 steps move the loss; float64
+    on the CPU, an identity check)."""
     return {
-        "runs": {name: run(e, progress=progress) for name, e in experiments(profile).items()},
+        "runs": {name: run(e, device=device, progress=progress) for name, e in experiments(profile).items()},
         "reparam": reparam_gap(init=0.1, lr=1.0),
     }
 
