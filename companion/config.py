@@ -16,6 +16,9 @@ Everything that depends on the environment is read here, once:
 * ``COMPANION_SAMPLER``: how training batches are drawn, ``numpy`` (default: the
   numpy generators, the book's recorded numbers) or ``counter`` (the
   counter-based samplers of issue 54, to compare the claims under both).
+* ``COMPANION_SEED``: the book's seed (default 0), the seed of every trained run's
+  configuration that does not set its own (:func:`book_seed`): the same chapters under
+  other seeds (issue 54's seed sweep of the rows near their bars).
 * ``COMPANION_CHECKS``: ``assert`` (default: a claim check that fails raises)
   or ``record`` (it is recorded as failing and the chapter goes on, so that a
   build under another sampler judges every row: issue 54's flip list).
@@ -230,6 +233,23 @@ def package_hash() -> str:
         h.update(str(path.relative_to(PACKAGE_DIR)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def book_seed() -> int:
+    """``$COMPANION_SEED`` (default 0): the default seed of every trained run's configuration (a field
+    ``seed: int = field(default_factory=book_seed)``); a configuration given its own seed, and a study of named
+    seeds, keep theirs. The seed is a field of the configuration, so it keys the cache.
+
+    Raises:
+        ValueError: a value that is not an integer at least 0.
+    """
+    text = os.environ.get("COMPANION_SEED", "0").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"COMPANION_SEED={text!r} is not an integer: allowed [0, inf)") from None
+    check_int("COMPANION_SEED", value, low=0)
+    return value
 
 
 def stream_key(name: str) -> int:

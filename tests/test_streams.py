@@ -196,3 +196,41 @@ def test_a_khop_run_trains_on_the_counter_batches(monkeypatch):
     assert torch.equal(first.tokens, expect.tokens[0, 0])
     a, b = (khop.run(exp, progress=False, use_cache=False) for _ in range(2))
     assert np.array_equal(a["loss"], b["loss"], equal_nan=True) and a["stage"][-1] == 2
+
+
+def test_the_book_seed_is_the_default_seed_of_every_run_configuration(monkeypatch):
+    """COMPANION_SEED (issue 54's seed sweep): every trained family's configuration takes it as its default seed
+    (so it keys the cache and draws other batches); a seed given keeps; a bad value is refused."""
+    from companion.experiments import (
+        allocation,
+        fact_capacity,
+        factual,
+        induction,
+        khop,
+        scan_snap_text,
+        three_steps,
+    )
+
+    families = [
+        noisy_recall.RecallExperiment.quick,
+        induction.InductionExperiment.quick,
+        fact_capacity.CapacityExperiment.quick,
+        fact_capacity.ScalingExperiment.quick,
+        three_steps.ThreeStepExperiment.quick,
+        allocation.AllocationExperiment.quick,
+        khop.KHopExperiment.quick,
+        scan_snap_text.TextExperiment.quick,
+        factual.FactExperiment,
+    ]
+    exp = noisy_recall.RecallExperiment.quick(**TINY)
+    assert config.book_seed() == 0 and all(make().seed == 0 for make in families)
+    monkeypatch.setenv("COMPANION_SEED", "2")
+    assert all(make().seed == 2 for make in families)
+    assert noisy_recall.RecallExperiment.quick(**TINY, seed=5).seed == 5
+    moved = noisy_recall.RecallExperiment.quick(**TINY)
+    assert cache.key(moved, noisy_recall.MODULES) != cache.key(exp, noisy_recall.MODULES)
+    assert not np.array_equal(noisy_recall.first_batch(moved).inputs, noisy_recall.first_batch(exp).inputs)
+    for bad in ("-1", "one"):
+        monkeypatch.setenv("COMPANION_SEED", bad)
+        with pytest.raises(ValueError, match="COMPANION_SEED"):
+            config.book_seed()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -83,7 +83,7 @@ class AllocationExperiment(config.Profiled):
     weight_decay: float = 1e-4
     last: int = 10
     n_test: int = 256
-    seed: int = 0
+    seed: int = field(default_factory=config.book_seed)
 
     def __post_init__(self):
         config.check_int("seed", self.seed, low=0)

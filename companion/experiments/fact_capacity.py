@@ -23,7 +23,7 @@ rule).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -56,7 +56,7 @@ class CapacityExperiment(config.Profiled):
     eval_every: int = 128
     n_test: int = 1024
     stop_at: float = 0.99
-    seed: int = 0
+    seed: int = field(default_factory=config.book_seed)
 
     def __post_init__(self):
         config.check_run(self)
@@ -437,7 +437,7 @@ class ScalingExperiment(config.Profiled):
     max_size: int = 128
     steps: int = 4096
     level: float = 0.99
-    seed: int = 0
+    seed: int = field(default_factory=config.book_seed)
 
     @classmethod
     def full(cls, **overrides) -> "ScalingExperiment":

@@ -41,7 +41,7 @@ class FactExperiment:
     steps: int = 8192
     eval_every: int = 128
     n_test: int = 2**16
-    seed: int = 0
+    seed: int = field(default_factory=config.book_seed)
 
     def __post_init__(self):
         config.check_int("seed", self.seed, low=0)

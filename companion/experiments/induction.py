@@ -115,7 +115,7 @@ class InductionExperiment(config.Profiled):
     eval_every: int = 10
     n_test: int = 256
     early_cutoff: int = 16
-    seed: int = 0
+    seed: int = field(default_factory=config.book_seed)
     value_map: str = "W_V"
 
     def __post_init__(self):

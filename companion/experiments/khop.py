@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -111,7 +111,7 @@ class KHopExperiment(config.Profiled):
     steps: int = 4000
     eval_every: int = 100
     n_test: int = 1024
-    seed: int = 0
+    seed: int = field(default_factory=config.book_seed)
     hide_k_from: tuple = ()  # blocks (from 1) whose keys never include table k, in training and when measured
     # curriculum, cumulative: r >= 1 draws the last stage's batches from stream r (0: none)
     last_stage_data: int = 0

@@ -69,7 +69,7 @@ class RecallExperiment(config.Profiled):
     eval_every: int = 50
     dense_until: int = 20
     n_test: int = 512
-    seed: int = 0
+    seed: int = field(default_factory=config.book_seed)
 
     def __post_init__(self):
         config.check_run(self)

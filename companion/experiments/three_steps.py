@@ -7,7 +7,7 @@ tables. Why the steps write what they write (the step-2 gradient's parts, the st
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -88,7 +88,7 @@ class ThreeStepExperiment(config.Profiled):
     second_step_sizes: tuple[float, ...] = ()
     scales: tuple[float, ...] = ()
     n_test: int = 1024
-    seed: int = 0
+    seed: int = field(default_factory=config.book_seed)
 
     def __post_init__(self):
         config.check_int("seed", self.seed, low=0)
