@@ -445,11 +445,56 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         f"{len(unreached)} {'was' if len(unreached) == 1 else 'were'} not reached by one of the builds."
     )
     whys = [f"Not reached in {doc(ch)}: {why}" for ch, why in data.get("not_reached", {}).items()]
+    sweep = _seed_sweep(data, cell, doc)
     if not changed:
-        return "\n\n".join([head, *whys])
+        return "\n\n".join([head, *whys, *sweep])
     lines = ["", "| claim | chapter | numpy sampler | counter sampler |", "|---|---|---|---|"]
     lines += [
         f"| `{r['claim']}` | {doc(r['chapter'])} | {cell(r['before'])} | {cell(r['after'])} |"
         for r in changed
     ]
-    return "\n\n".join([head + "\n" + "\n".join(lines), *whys])
+    return "\n\n".join([head + "\n" + "\n".join(lines), *whys, *sweep])
+
+
+def _seed_sweep(data: dict, cell, doc) -> list[str]:
+    """The flip list's seed sweep as Markdown paragraphs: the rows of the swept chapters that lie near their bar
+    (``near_bar``), each sampler's categories and values at seed 0 (the two builds compared) and at the sweep's
+    seeds, and how many of them take more than one category over the seeds. Empty without a sweep."""
+    if not data.get("sweeps"):
+        return []
+    by_sampler = {s: [(0, side)] for s, side in (("numpy", "before"), ("counter", "after"))}
+    for label in data["sweeps"]:
+        sampler, _, seed = label.partition(", seed ")
+        by_sampler[sampler].append((int(seed), label))
+    rows = [r for r in data["rows"] if r["near_bar"] and "sweep" in r]
+
+    def sides(r: dict, sampler: str) -> list[dict]:
+        return [r[key] if key in ("before", "after") else r["sweep"][key] for _, key in by_sampler[sampler]]
+
+    def unsettled(r: dict, sampler: str) -> bool:  # more than one category over the seeds reached
+        return len({s["category"] for s in sides(r, sampler) if s["category"] is not None}) > 1
+
+    seeds = {s: ", ".join(str(n) for n, _ in v) for s, v in by_sampler.items()}
+    text = (
+        f"**Seed sweep.** The chapters {', '.join(doc(c) for c in data['swept'])} ran again under seeds "
+        f"{seeds['numpy']} (numpy sampler) and {seeds['counter']} (counter sampler) (`COMPANION_SEED`). Of their "
+        f"rows, {len(rows)} lie within 10% of their bar under one of the two samplers at seed 0; over the seeds, "
+        f"{sum(unsettled(r, 'numpy') for r in rows)} of them take more than one category under the numpy sampler "
+        f"and {sum(unsettled(r, 'counter') for r in rows)} under the counter sampler. A row read from a "
+        "recording, or from a study of named seeds, keeps its value under every seed."
+    )
+    lines = [
+        "| claim | chapter | numpy sampler, seeds "
+        + seeds["numpy"]
+        + " | counter sampler, seeds "
+        + seeds["counter"]
+        + " |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{r['claim']}` | {doc(r['chapter'])} | "
+        + " | ".join("; ".join(cell(s) for s in sides(r, sampler)) for sampler in ("numpy", "counter"))
+        + " |"
+        for r in rows
+    ]
+    return [text, "\n".join(lines)]

@@ -516,13 +516,26 @@ def _recorded_result(claim_id: str) -> dict | None:
     return rec if all(f.is_file() for f in files) else None
 
 
+NEAR_BAR = 0.1  # issue 54: the rows within 10% of their bar get two more seeds (Criterion.near)
+
+
 def flips(
-    before: Path, after: Path, chapters, profile: str = "quick", registry: dict[str, Claim] | None = None
+    before: Path,
+    after: Path,
+    chapters,
+    profile: str = "quick",
+    registry: dict[str, Claim] | None = None,
+    sweeps: dict[str, Path] | None = None,
+    swept=(),
 ) -> list[dict]:
     """The rows of ``chapters`` (docnames) as two builds judged them: the builds whose cache folders are ``before``
     and ``after`` (the same rows under two samplers, issue 54's flip list). Each: the claim, its chapter, and per
     build its category and observed value (None where the build did not reach it); ``changed`` where the
     categories differ, ``moved`` where both builds observed the row and their values differ (NaN equals NaN).
+    ``near_bar``: either build observed a value within :data:`NEAR_BAR` of the row's bar
+    (:meth:`~companion.criterion.Criterion.near`). ``sweeps`` (label -> cache folder, e.g. ``"counter, seed 1"``):
+    builds of the chapters ``swept`` under other seeds (``$COMPANION_SEED``); each row of those chapters gets
+    ``"sweep"``, its category and value in each (None where not reached).
 
     Raises:
         ValueError: a chapter with no registered row.
@@ -533,22 +546,37 @@ def flips(
     for ch in chapters:
         if ch not in known:
             raise ValueError(f"chapter {ch!r} has no claim row: chapters with rows are {sorted(known)}")
-    caches = {"before": Path(before), "after": Path(after)}
+    swept = list(swept)
+    for ch in swept:
+        if ch not in chapters:
+            raise ValueError(f"swept chapter {ch!r} is not among the chapters compared: {chapters}")
+    if swept and not sweeps:
+        raise ValueError(f"swept chapters {swept} need the sweep builds' cache folders")
+    caches = {"before": Path(before), "after": Path(after), **{k: Path(v) for k, v in (sweeps or {}).items()}}
     sides = {
         name: {r["claim"]: r for r in results(profile, registry, cache)} for name, cache in caches.items()
     }
+
+    def side(c: Claim, name: str) -> dict:
+        reached = _record_path(c.id, profile, caches[name]).is_file()
+        r = sides[name][c.id]
+        return {"category": r["category"] if reached else None, "observed": r["observed"]}
+
     out = []
     for c in registry.values():
         if c.chapter not in chapters:
             continue
-        row = {"claim": c.id, "chapter": c.chapter}
-        for name, rows in sides.items():
-            reached = _record_path(c.id, profile, caches[name]).is_file()
-            r = rows[c.id]
-            row[name] = {"category": r["category"] if reached else None, "observed": r["observed"]}
+        row = {"claim": c.id, "chapter": c.chapter, "before": side(c, "before"), "after": side(c, "after")}
         row["changed"] = row["before"]["category"] != row["after"]["category"]
         a, b = row["before"]["observed"], row["after"]["observed"]
         row["moved"] = a is not None and b is not None and a != b and not (math.isnan(a) and math.isnan(b))
+        crit = c.criterion(profile)
+        row["near_bar"] = any(
+            s["category"] is not None and s["observed"] is not None and crit.near(s["observed"], NEAR_BAR)
+            for s in (row["before"], row["after"])
+        )
+        if c.chapter in swept:
+            row["sweep"] = {name: side(c, name) for name in sweeps}
         out.append(row)
     return out
 

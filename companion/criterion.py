@@ -45,6 +45,25 @@ class Criterion:
             return abs(x - self.expected) <= self.tol
         return (self.above is None or x > self.above) and (self.below is None or x < self.below)
 
+    def near(self, observed: float, within: float = 0.1) -> bool:
+        """Whether ``observed`` lies within ``within`` of one of the criterion's edges (its bar), on either side,
+        relative to the edge's size: |observed - edge| <= within |edge|. An edge at 0 takes the tolerance as
+        its size (``expected`` +/- ``tol``); a bound at 0 has no size, so no value is near it. NaN and infinite
+        values are never near.
+
+        >>> Criterion(above=0.2).near(0.21), Criterion(above=0.2).near(0.5), Criterion(above=0.0).near(1e-9)
+        (True, False, False)
+        >>> Criterion(expected=0.98, tol=0.03).near(0.96), Criterion(expected=0.0, tol=0.5).near(0.46)
+        (True, True)
+        """
+        x = float(observed)
+        if not math.isfinite(x):
+            return False
+        edges = [(e, abs(e)) for e in (self.above, self.below) if e is not None]
+        if self.expected is not None:
+            edges = [(e, abs(e) or self.tol) for e in (self.expected - self.tol, self.expected + self.tol)]
+        return any(abs(x - e) <= within * size for e, size in edges)
+
     def show(self, observed: float, digits: int = 4) -> str:
         """``observed`` with ``digits`` significant digits, or more (up to 12) where fewer would print it as one of
         the criterion's edges that it is not (1.00018 against "> 1" shows as 1.0002, not 1).

@@ -692,3 +692,68 @@ def test_a_record_only_build_records_a_failing_row_and_goes_on(tmp_path, monkeyp
     monkeypatch.setenv("COMPANION_CHECKS", "warn")
     with pytest.raises(ValueError, match="COMPANION_CHECKS"):
         claims.check("x.a", 1, profile="quick", quiet=True, registry=reg)
+
+
+def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path, monkeypatch):
+    """Issue 54's seed sweep: rows within 10% of their bar (either sampler, seed 0) are marked near_bar; the rows
+    of a swept chapter carry their category and value under each sweep build; the page lists the near rows with
+    every seed and counts those that take more than one category."""
+    reg = claims.load(
+        write_rows(
+            tmp_path,
+            "\n".join(
+                f"[[claim]]\n{ROW.replace('x.a', f'x.{n}')}check = {{ above = 1.0 }}" for n in ("a", "b")
+            ),
+        )
+    )
+    builds = {
+        "numpy0": {"x.a": 1.05, "x.b": 3.0},
+        "counter0": {"x.a": 1.2, "x.b": 3.0},
+        "numpy1": {"x.a": 0.9, "x.b": 2.0},
+        "counter1": {"x.a": 1.3},
+    }
+    for name, values in builds.items():
+        monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / name))
+        for cid, v in values.items():
+            try:
+                claims.check(cid, v, profile="quick", quiet=True, registry=reg)
+            except AssertionError:
+                pass
+    sweeps = {"numpy, seed 1": tmp_path / "numpy1", "counter, seed 1": tmp_path / "counter1"}
+    rows = {
+        r["claim"]: r
+        for r in claims.flips(
+            tmp_path / "numpy0",
+            tmp_path / "counter0",
+            ["book/x"],
+            registry=reg,
+            sweeps=sweeps,
+            swept=["book/x"],
+        )
+    }
+    assert rows["x.a"]["near_bar"] and not rows["x.b"]["near_bar"]
+    assert rows["x.a"]["sweep"]["numpy, seed 1"] == {"category": claims.FAIL, "observed": 0.9}
+    assert rows["x.b"]["sweep"]["counter, seed 1"]["category"] is None  # not reached
+    with pytest.raises(ValueError, match="book/y"):
+        claims.flips(
+            tmp_path / "numpy0",
+            tmp_path / "counter0",
+            ["book/x"],
+            registry=reg,
+            sweeps=sweeps,
+            swept=["book/y"],
+        )
+    # the page
+    monkeypatch.setattr(claims, "CLAIMS", reg)
+    data = {
+        "issue": 54, "profile": "quick", "date": "2026-12-02", "chapters": ["book/x"], "not_reached": {},
+        "before": {"sampler": "numpy", "build": "a"}, "after": {"sampler": "counter", "build": "b"},
+        "rows": list(rows.values()), "sweeps": list(sweeps), "swept": ["book/x"],
+    }  # fmt: skip
+    path = tmp_path / "flip_list.json"
+    path.write_text(json.dumps(data))
+    page = claim_pages.flip_list(path)
+    assert "1 lie within 10% of their bar" in page
+    assert "1 of them take more than one category under the numpy sampler and 0 under the counter" in page
+    assert "| `x.a` | {doc}`x` | holds (1.05); FAIL (0.9) | holds (1.2); holds (1.3) |" in page
+    assert "`x.b`" not in page.split("Seed sweep")[1]
