@@ -483,6 +483,16 @@ def _seed_sweep(data: dict, cell, doc) -> list[str]:
         f"and {sum(unsettled(r, 'counter') for r in rows)} under the counter sampler. A row read from a "
         "recording, or from a study of named seeds, keeps its value under every seed."
     )
+    others = [r for r in data["rows"] if r.get("near_bar") and "sweep" not in r]
+    if others:
+        chapters = ", ".join(doc(c) for c in dict.fromkeys(r["chapter"] for r in others))
+        text += (
+            f" {len(others)} more {'row' if len(others) == 1 else 'rows'} near their bar "
+            f"{'belongs' if len(others) == 1 else 'belong'} to chapters the sweep did not run ({chapters}): "
+            "their values come from recordings, from studies of named seeds or from computations that draw no "
+            "training batch, which another `COMPANION_SEED` does not change; the recordings get their seeds "
+            "when they are made again (issue 54 item 4)."
+        )
     lines = [
         "| claim | chapter | numpy sampler, seeds "
         + seeds["numpy"]

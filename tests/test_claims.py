@@ -756,4 +756,10 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
     assert "1 lie within 10% of their bar" in page
     assert "1 of them take more than one category under the numpy sampler and 0 under the counter" in page
     assert "| `x.a` | {doc}`x` | holds (1.05); FAIL (0.9) | holds (1.2); holds (1.3) |" in page
-    assert "`x.b`" not in page.split("Seed sweep")[1]
+    assert "`x.b`" not in page.split("Seed sweep")[1] and "more rows near their bar" not in page
+    data["rows"] = [{**rows["x.a"], "chapter": "book/y"}] + [r for r in data["rows"] if r["claim"] != "x.a"]
+    del data["rows"][0]["sweep"]
+    path.write_text(json.dumps(data))
+    assert "1 more row near their bar belongs to chapters the sweep did not run ({doc}`y`)" in (
+        claim_pages.flip_list(path)
+    )
