@@ -458,15 +458,21 @@ def flip_list(path: Path = FLIP_LIST) -> str:
 
 def _seed_sweep(data: dict, cell, doc) -> list[str]:
     """The flip list's seed sweep as Markdown paragraphs: the rows of the swept chapters that lie near their bar
-    (``near_bar``), each sampler's categories and values at seed 0 (the two builds compared) and at the sweep's
-    seeds, and how many of them take more than one category over the seeds. Empty without a sweep."""
+    (``near_bar``) or change category between the samplers, each sampler's categories and values at seed 0 (the
+    two builds compared) and at the sweep's seeds, and how many of them take more than one category over the
+    seeds. Empty without a sweep."""
     if not data.get("sweeps"):
         return []
     by_sampler = {s: [(0, side)] for s, side in (("numpy", "before"), ("counter", "after"))}
     for label in data["sweeps"]:
         sampler, _, seed = label.partition(", seed ")
         by_sampler[sampler].append((int(seed), label))
-    rows = [r for r in data["rows"] if r["near_bar"] and "sweep" in r]
+    flipped = [
+        r
+        for r in data["rows"]
+        if r["changed"] and None not in (r["before"]["category"], r["after"]["category"])
+    ]
+    rows = [r for r in data["rows"] if (r["near_bar"] or r in flipped) and "sweep" in r]
 
     def sides(r: dict, sampler: str) -> list[dict]:
         return [r[key] if key in ("before", "after") else r["sweep"][key] for _, key in by_sampler[sampler]]
@@ -478,7 +484,8 @@ def _seed_sweep(data: dict, cell, doc) -> list[str]:
     text = (
         f"**Seed sweep.** The chapters {', '.join(doc(c) for c in data['swept'])} ran again under seeds "
         f"{seeds['numpy']} (numpy sampler) and {seeds['counter']} (counter sampler) (`COMPANION_SEED`). Of their "
-        f"rows, {len(rows)} lie within 10% of their bar under one of the two samplers at seed 0; over the seeds, "
+        f"rows, {len(rows)} lie within 10% of their bar under one of the two samplers at seed 0 or change category "
+        f"between them ({sum(r in flipped for r in rows)}); over the seeds, "
         f"{sum(unsettled(r, 'numpy') for r in rows)} of them take more than one category under the numpy sampler "
         f"and {sum(unsettled(r, 'counter') for r in rows)} under the counter sampler. A row read from a "
         "recording, or from a study of named seeds, keeps its value under every seed."

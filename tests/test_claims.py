@@ -753,10 +753,20 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
     path = tmp_path / "flip_list.json"
     path.write_text(json.dumps(data))
     page = claim_pages.flip_list(path)
-    assert "1 lie within 10% of their bar" in page
+    assert (
+        "1 lie within 10% of their bar under one of the two samplers at seed 0 or change category between them (0)"
+        in page
+    )
     assert "1 of them take more than one category under the numpy sampler and 0 under the counter" in page
     assert "| `x.a` | {doc}`x` | holds (1.05); FAIL (0.9) | holds (1.2); holds (1.3) |" in page
     assert "`x.b`" not in page.split("Seed sweep")[1] and "more rows near their bar" not in page
+    flip_b = {**rows["x.b"], "changed": True, "after": {"category": claims.FAIL, "observed": 0.5}}
+    path.write_text(json.dumps({**data, "rows": [rows["x.a"], flip_b]}))
+    page = claim_pages.flip_list(path)
+    assert (
+        "or change category between them (1)" in page
+        and "| `x.b` | {doc}`x` | holds (3); holds (2) |" in page
+    )
     data["rows"] = [{**rows["x.a"], "chapter": "book/y"}] + [r for r in data["rows"] if r["claim"] != "x.a"]
     del data["rows"][0]["sweep"]
     path.write_text(json.dumps(data))
