@@ -720,29 +720,18 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
             except AssertionError:
                 pass
     sweeps = {"numpy, seed 1": tmp_path / "numpy1", "counter, seed 1": tmp_path / "counter1"}
-    rows = {
-        r["claim"]: r
-        for r in claims.flips(
-            tmp_path / "numpy0",
-            tmp_path / "counter0",
-            ["book/x"],
-            registry=reg,
-            sweeps=sweeps,
-            swept=["book/x"],
+
+    def flips(swept):
+        return claims.flips(
+            tmp_path / "numpy0", tmp_path / "counter0", ["book/x"], registry=reg, sweeps=sweeps, swept=swept
         )
-    }
+
+    rows = {r["claim"]: r for r in flips(["book/x"])}
     assert rows["x.a"]["near_bar"] and not rows["x.b"]["near_bar"]
     assert rows["x.a"]["sweep"]["numpy, seed 1"] == {"category": claims.FAIL, "observed": 0.9}
     assert rows["x.b"]["sweep"]["counter, seed 1"]["category"] is None  # not reached
     with pytest.raises(ValueError, match="book/y"):
-        claims.flips(
-            tmp_path / "numpy0",
-            tmp_path / "counter0",
-            ["book/x"],
-            registry=reg,
-            sweeps=sweeps,
-            swept=["book/y"],
-        )
+        flips(["book/y"])
     # the page
     monkeypatch.setattr(claims, "CLAIMS", reg)
     data = {

@@ -340,8 +340,6 @@ def truncation_searches(runs: dict[str, RecallRun], device=None) -> dict[str, li
     feed-forward layer dropped and every learnable matrix at every rho of the run's grid, ranked by the clean
     test loss (rows: candidate, loss, accuracy, p(noise)); on ``device`` (default
     :func:`companion.config.get_device`'s)."""
-    import torch
-
     from companion import truncation
 
     device = config.get_device(device)

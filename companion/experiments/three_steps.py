@@ -201,12 +201,22 @@ def orthonormal_embeddings(model: Transformer, seed: int) -> Transformer:
     return model
 
 
-def _population_loss(model: Transformer, batches) -> torch.Tensor:
-    """Mean cross-entropy over every loss position of ``batches`` (a sum over chunks, one mean), on the model's
-    device."""
+def _loss_positions(batches) -> int:
+    """The number of loss positions of ``batches``.
+
+    Raises:
+        ValueError: there is none.
+    """
     count = sum(int(b.loss_mask.sum()) for b in batches)
     if count == 0:
         raise ValueError("the population has no loss position: raise batch or seq_len")
+    return count
+
+
+def _population_loss(model: Transformer, batches) -> torch.Tensor:
+    """Mean cross-entropy over every loss position of ``batches`` (a sum over chunks, one mean), on the model's
+    device."""
+    count = _loss_positions(batches)
     device = model.W_E.device
     return sum(batch_loss(model, b, device, reduction="sum") for b in batches) / count
 
@@ -220,9 +230,7 @@ def _line_loss(model: Transformer, name: str, line):
     layer = int(name.rsplit("^", 1)[1]) - 1
     if layer == 0 or any(b.loss_mask[:, :-1].any() for b in line):
         return lambda: _population_loss(model, line)
-    count = sum(int(b.loss_mask.sum()) for b in line)
-    if count == 0:
-        raise ValueError("the population has no loss position: raise batch or seq_len")
+    count = _loss_positions(line)
     device, streams = model.W_E.device, []
     for b in line:  # batch_loss's selection of the rows with a loss position, then the layers below
         tokens = torch.as_tensor(b.inputs, device=device)
@@ -350,9 +358,10 @@ def load_state(model: Transformer, state: dict | None) -> Transformer:
     return model
 
 
-def after_first_step(exp: ThreeStepExperiment, device=None):
+def after_first_step(exp: ThreeStepExperiment, device=None, use_cache: bool = True):
     """The model after step 1 of the slide's order (W_V^2, line-searched as in :func:`three_steps`;
-    :func:`line_searched_steps`) on ``device`` (default the CPU), its task and population: where step 2 starts.
+    :func:`line_searched_steps`, read from the cache unless ``use_cache`` is False) on ``device`` (default the
+    CPU), its task and population: where step 2 starts.
 
     Raises:
         ValueError: ``exp``'s order does not start with the slide's first step.
@@ -360,7 +369,7 @@ def after_first_step(exp: ThreeStepExperiment, device=None):
     if exp.order[0] != STEP_ORDER[0]:
         raise ValueError(f"after_first_step needs an order that starts with {STEP_ORDER[0]}, not {exp.order}")
     model, task, population, _ = step_setup(exp, device)
-    load_state(model, line_searched_steps(exp, 1, device)[0]["state"])
+    load_state(model, line_searched_steps(exp, 1, device, use_cache)[0]["state"])
     return model, task, population
 
 

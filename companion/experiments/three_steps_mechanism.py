@@ -76,13 +76,13 @@ def step2_gradient(exp: ThreeStepExperiment, first_layer: str = "uniform", use_c
         "three_steps_step2",
         exp,
         {"first_layer": first_layer},
-        lambda: _step2_gradient(exp, first_layer),
+        lambda: _step2_gradient(exp, first_layer, use_cache),
         use_cache,
     )
 
 
-def _step2_gradient(exp: ThreeStepExperiment, first_layer: str) -> dict:
-    model, task, population = after_first_step(exp)
+def _step2_gradient(exp: ThreeStepExperiment, first_layer: str, use_cache: bool) -> dict:
+    model, task, population = after_first_step(exp, use_cache=use_cache)
     if first_layer == "previous token":
         construct(model, task.triggers, task.n, names=("W_QK^1",))
     G = -population_gradient(model, "W_QK^2", population)
@@ -325,11 +325,11 @@ def step2_probe_parts(exp: ThreeStepExperiment, use_cache: bool = True) -> dict:
             f"step2_probe_parts needs the slide's order {STEP_ORDER} and loss_on='final_recall', not "
             f"{exp.order} and {exp.loss_on!r}"
         )
-    return _cached("three_steps_probe_parts", exp, {}, lambda: _step2_probe_parts(exp), use_cache)
+    return _cached("three_steps_probe_parts", exp, {}, lambda: _step2_probe_parts(exp, use_cache), use_cache)
 
 
-def _step2_probe_parts(exp: ThreeStepExperiment) -> dict:
-    model, task, population = after_first_step(exp)
+def _step2_probe_parts(exp: ThreeStepExperiment, use_cache: bool) -> dict:
+    model, task, population = after_first_step(exp, use_cache=use_cache)
     kept = []
     Q, K = step2_outer(model, population, keep=kept)
     S = {}
