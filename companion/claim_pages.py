@@ -427,16 +427,7 @@ def flip_list(path: Path = FLIP_LIST) -> str:
     unreached = [r for r in rows if None in (r["before"]["category"], r["after"]["category"])]
     flipped = [r for r in changed if r not in unreached]
 
-    def cell(side: dict) -> str:
-        if side["category"] is None:
-            return "not reached"
-        value = "" if side["observed"] is None else f" ({side['observed']:.4g})"
-        return side["category"] + value
-
-    def doc(chapter: str) -> str:  # a MyST link from a page in book/
-        return f"{{doc}}`{chapter.split('/')[-1]}`"
-
-    chapters = ", ".join(doc(c) for c in data["chapters"])
+    chapters = ", ".join(_doc(c) for c in data["chapters"])
     head = (
         f"Compared on {data['date']}, {data['profile']} profile: {data['before']['build']} against "
         f"{data['after']['build']}, the rows of {chapters}: {len(rows)} rows, of which "
@@ -444,29 +435,85 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         f"that draw no training batch), {len(flipped)} change{'s' if len(flipped) == 1 else ''} category and "
         f"{len(unreached)} {'was' if len(unreached) == 1 else 'were'} not reached by one of the builds."
     )
-    whys = [f"Not reached in {doc(ch)}: {why}" for ch, why in data.get("not_reached", {}).items()]
-    sweep = _seed_sweep(data, cell, doc)
+    whys = [f"Not reached in {_doc(ch)}: {why}" for ch, why in data.get("not_reached", {}).items()]
+    sweep = _seed_sweep(data)
     if not changed:
         return "\n\n".join([head, *whys, *sweep])
     lines = ["", "| claim | chapter | numpy sampler | counter sampler |", "|---|---|---|---|"]
     lines += [
-        f"| `{r['claim']}` | {doc(r['chapter'])} | {cell(r['before'])} | {cell(r['after'])} |"
+        f"| `{r['claim']}` | {_doc(r['chapter'])} | {_cell(r['before'])} | {_cell(r['after'])} |"
         for r in changed
     ]
     return "\n\n".join([head + "\n" + "\n".join(lines), *whys, *sweep])
 
 
-def _seed_sweep(data: dict, cell, doc) -> list[str]:
+def _cell(side: dict) -> str:
+    """One build's result of a flip-list row: its category and value ("not reached" where the build stopped
+    before the row's check)."""
+    if side["category"] is None:
+        return "not reached"
+    value = "" if side["observed"] is None else f" ({side['observed']:.4g})"
+    return side["category"] + value
+
+
+def _doc(chapter: str) -> str:
+    """A MyST link to ``chapter`` from a page in book/."""
+    return f"{{doc}}`{chapter.split('/')[-1]}`"
+
+
+def _by_sampler(data: dict) -> dict[str, list[tuple[int, str]]]:
+    """{sampler: [(seed, key of a row's result)]}: seed 0 is the flip list's two builds ("before", "after"), the
+    other seeds the sweep's labels ("numpy, seed 1")."""
+    out = {s: [(0, side)] for s, side in (("numpy", "before"), ("counter", "after"))}
+    for label in data.get("sweeps", []):
+        sampler, _, seed = label.partition(", seed ")
+        out[sampler].append((int(seed), label))
+    return out
+
+
+def _sweep_table(rows: list[dict], by_sampler: dict) -> str:
+    """The swept rows as a Markdown table: each sampler's results over its seeds."""
+    seeds = {s: ", ".join(str(n) for n, _ in v) for s, v in by_sampler.items()}
+
+    def sides(r: dict, sampler: str) -> str:
+        return "; ".join(
+            _cell(r[key] if key in ("before", "after") else r["sweep"][key]) for _, key in by_sampler[sampler]
+        )
+
+    lines = [
+        f"| claim | chapter | numpy sampler, seeds {seeds['numpy']} | counter sampler, seeds {seeds['counter']} |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{r['claim']}` | {_doc(r['chapter'])} | {sides(r, 'numpy')} | {sides(r, 'counter')} |"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+def sweep_table(claim_ids: list[str], path: Path = FLIP_LIST) -> str:
+    """The seed sweep's results of ``claim_ids`` (issue 54's flip list, ``data/flip_list.json``) as a Markdown
+    table: each sampler's category and value at seed 0 and at the sweep's seeds.
+
+    Raises:
+        ValueError: a claim the sweep did not run (not in the list, or in a chapter the sweep did not run).
+    """
+    data = json.loads(Path(path).read_text())
+    swept = {r["claim"]: r for r in data["rows"] if "sweep" in r}
+    missing = [c for c in claim_ids if c not in swept]
+    if missing:
+        raise ValueError(f"claims {missing} were not swept: allowed the rows of {sorted(set(data['swept']))}")
+    return _sweep_table([swept[c] for c in claim_ids], _by_sampler(data))
+
+
+def _seed_sweep(data: dict) -> list[str]:
     """The flip list's seed sweep as Markdown paragraphs: the rows of the swept chapters that lie near their bar
     (``near_bar``) or change category between the samplers, each sampler's categories and values at seed 0 (the
     two builds compared) and at the sweep's seeds, and how many of them take more than one category over the
     seeds. Empty without a sweep."""
     if not data.get("sweeps"):
         return []
-    by_sampler = {s: [(0, side)] for s, side in (("numpy", "before"), ("counter", "after"))}
-    for label in data["sweeps"]:
-        sampler, _, seed = label.partition(", seed ")
-        by_sampler[sampler].append((int(seed), label))
+    by_sampler = _by_sampler(data)
     flipped = [
         r
         for r in data["rows"]
@@ -482,7 +529,7 @@ def _seed_sweep(data: dict, cell, doc) -> list[str]:
 
     seeds = {s: ", ".join(str(n) for n, _ in v) for s, v in by_sampler.items()}
     text = (
-        f"**Seed sweep.** The chapters {', '.join(doc(c) for c in data['swept'])} ran again under seeds "
+        f"**Seed sweep.** The chapters {', '.join(_doc(c) for c in data['swept'])} ran again under seeds "
         f"{seeds['numpy']} (numpy sampler) and {seeds['counter']} (counter sampler) (`COMPANION_SEED`). Of their "
         f"rows, {len(rows)} lie within 10% of their bar under one of the two samplers at seed 0 or change category "
         f"between them ({sum(r in flipped for r in rows)}); over the seeds, "
@@ -492,7 +539,7 @@ def _seed_sweep(data: dict, cell, doc) -> list[str]:
     )
     others = [r for r in data["rows"] if r.get("near_bar") and "sweep" not in r]
     if others:
-        chapters = ", ".join(doc(c) for c in dict.fromkeys(r["chapter"] for r in others))
+        chapters = ", ".join(_doc(c) for c in dict.fromkeys(r["chapter"] for r in others))
         text += (
             f" {len(others)} more {'row' if len(others) == 1 else 'rows'} near their bar "
             f"{'belongs' if len(others) == 1 else 'belong'} to chapters the sweep did not run ({chapters}): "
@@ -500,18 +547,4 @@ def _seed_sweep(data: dict, cell, doc) -> list[str]:
             "training batch, which another `COMPANION_SEED` does not change; the recordings get their seeds "
             "when they are made again (issue 54 item 4)."
         )
-    lines = [
-        "| claim | chapter | numpy sampler, seeds "
-        + seeds["numpy"]
-        + " | counter sampler, seeds "
-        + seeds["counter"]
-        + " |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| `{r['claim']}` | {doc(r['chapter'])} | "
-        + " | ".join("; ".join(cell(s) for s in sides(r, sampler)) for sampler in ("numpy", "counter"))
-        + " |"
-        for r in rows
-    ]
-    return [text, "\n".join(lines)]
+    return [text, _sweep_table(rows, by_sampler)]

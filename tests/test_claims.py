@@ -749,6 +749,14 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
     assert "1 of them take more than one category under the numpy sampler and 0 under the counter" in page
     assert "| `x.a` | {doc}`x` | holds (1.05); FAIL (0.9) | holds (1.2); holds (1.3) |" in page
     assert "`x.b`" not in page.split("Seed sweep")[1] and "more rows near their bar" not in page
+    # one chapter's rows (a chapter shows its own): the same cells, a row the sweep ran and did not list too
+    table = claim_pages.sweep_table(["x.b", "x.a"], path)
+    assert table.splitlines()[2:] == [
+        "| `x.b` | {doc}`x` | holds (3); holds (2) | holds (3); not reached |",
+        "| `x.a` | {doc}`x` | holds (1.05); FAIL (0.9) | holds (1.2); holds (1.3) |",
+    ]
+    with pytest.raises(ValueError, match=r"\['x.c'\] were not swept"):
+        claim_pages.sweep_table(["x.c"], path)
     flip_b = {**rows["x.b"], "changed": True, "after": {"category": claims.FAIL, "observed": 0.5}}
     path.write_text(json.dumps({**data, "rows": [rows["x.a"], flip_b]}))
     page = claim_pages.flip_list(path)

@@ -130,7 +130,17 @@ def test_allocation_summary():
     result = {"rows": rows, "entropy": 2.0, "exp": {"lrs": [0.1, 0.3]}}
     s = allocation.summary(result)
     assert s["worst_rho"] == pytest.approx(-1.0) and s["min_gap"] == pytest.approx(0.5)
-    assert s["edge"] == 6 and s["n_best"] == 6
+    assert s["edge"] == 6 and s["n_best"] == 6 and s["n_monotone"] == 2 and s["n_budgets"] == 2
+    for r in (
+        rows
+    ):  # budget 20's middle share above its smallest: that budget's loss no longer falls at every step
+        if r["budget"] == 20 and r["mlp_frac"] == 0.5:
+            r["train_loss"] = 3.0
+    s = allocation.summary(result)
+    assert s["n_monotone"] == 1 and s["worst_rho"] == pytest.approx(-0.5)
+    for r in rows:
+        if r["budget"] == 20 and r["mlp_frac"] == 0.5:
+            r["train_loss"] = 3.0 - 0.5 + r["lr"]
     assert allocation.markdown(result).count("\n") == 2 + 5
     for r in rows:  # every lr of one configuration diverged: the summary says so and its numbers are NaN
         if r["budget"] == 10 and r["mlp_frac"] == 0.25:

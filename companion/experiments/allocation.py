@@ -257,6 +257,11 @@ def summary(result: dict) -> Summary:
                 strict_min(float(loss[0] - loss[-1]) for _, loss, _ in c.values()),
                 "smallest loss gap, smallest share minus largest share, over budgets (nats)",
             ),
+            "n_monotone": (
+                sum(bool(np.all(np.diff(loss) < 0)) for _, loss, _ in c.values()),
+                "budgets where the loss falls at every step of the MLP share",
+            ),
+            "n_budgets": (len(c), "budgets"),
             "n_diverged": (
                 sum(np.isnan(loss).sum() for _, loss, _ in c.values()),
                 "configurations where every learning rate diverged",
