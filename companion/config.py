@@ -30,6 +30,7 @@ Everything that depends on the environment is read here, once:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import os
 from pathlib import Path
@@ -164,17 +165,64 @@ def current_precision() -> str:
 # drawn in order; every recording so far) or "counter" (companion.data.counter: a batch as a function of (seed,
 # stream, step), on the run's device).
 SAMPLERS = ("numpy", "counter")
+# the version a recording stores ("sampler"); a file written before the field was drawn by the numpy generators
+SAMPLER_VERSIONS = {"numpy": 1, "counter": 2}
+_SAMPLER_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "companion_sampler", default=None
+)
 
 
 def sampler(name: str | None = None) -> str:
-    """The sampler in force: ``name``, else ``$COMPANION_SAMPLER``, else ``"numpy"``.
+    """The sampler in force: ``name``, else the one :func:`using_sampler` sets, else ``$COMPANION_SAMPLER``, else
+    ``"numpy"``.
 
     Raises:
         ValueError: a name that is not one of :data:`SAMPLERS`.
     """
-    value = (name if name is not None else os.environ.get("COMPANION_SAMPLER", "numpy")).strip().lower()
+    if name is None:
+        name = _SAMPLER_OVERRIDE.get() or os.environ.get("COMPANION_SAMPLER", "numpy")
+    value = name.strip().lower()
     check_choice("sampler", value, SAMPLERS)
     return value
+
+
+def sampler_version(name: str | None = None) -> int:
+    """The version of :func:`sampler` ``(name)`` that a recording stores (:data:`SAMPLER_VERSIONS`).
+
+    >>> sampler_version("counter")
+    2
+    """
+    return SAMPLER_VERSIONS[sampler(name)]
+
+
+def sampler_of_version(version: int) -> str:
+    """The sampler that a recording's ``version`` names.
+
+    Raises:
+        ValueError: a version that is not one of :data:`SAMPLER_VERSIONS`.
+
+    >>> sampler_of_version(1)
+    'numpy'
+    """
+    names = {v: k for k, v in SAMPLER_VERSIONS.items()}
+    if version not in names:
+        raise ValueError(f"sampler version {version!r}: allowed {sorted(names)} ({SAMPLER_VERSIONS})")
+    return names[version]
+
+
+@contextlib.contextmanager
+def using_sampler(name: str):
+    """Within the block, :func:`sampler` gives ``name`` whatever ``$COMPANION_SAMPLER`` says: a recording's first
+    batch recomputed with the sampler that drew it.
+
+    Raises:
+        ValueError: a name that is not one of :data:`SAMPLERS` (before the block runs).
+    """
+    token = _SAMPLER_OVERRIDE.set(sampler(name))
+    try:
+        yield
+    finally:
+        _SAMPLER_OVERRIDE.reset(token)
 
 
 CHECK_MODES = ("assert", "record")

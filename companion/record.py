@@ -493,7 +493,7 @@ def record_all(
     row per recording (:data:`ALL_HEADER`; a sweep's row names its settings).
 
     An experiment whose file is already recorded for the profile's configuration (in ``out_dir`` or
-    ``data/recorded``, not :func:`stale` and not :func:`incomplete`) is skipped. A recording still running at the deadline is stopped
+    ``data/recorded``, not :func:`stale`, not :func:`incomplete` and drawn by the sampler in force) is skipped. A recording still running at the deadline is stopped
     and writes nothing (a file is written whole at the end of a recording); one is not started with less than
     :data:`START_MARGIN` seconds left. ``launch(name, command, seconds)`` -> the result's words runs one
     recording (default: a child process bounded by ``seconds``). ``progress``: each row on stderr as it ends.
@@ -521,7 +521,7 @@ def record_all(
             for d in places
             if d.is_dir()
             for r in runs(name, d, profile, settings, precision)
-            if not stale(r) and not incomplete(r)
+            if not stale(r) and not incomplete(r) and not r.other_sampler
         ]
         left = deadline - (time.monotonic() - start)
         if done or left < START_MARGIN:
@@ -584,22 +584,25 @@ def stale(rec: Recorded) -> str:
 
 
 def _sampler_changed(rec: Recorded, members: dict) -> str:
-    """Why the batches a recording trained on are no longer those its configuration draws today ('' when they
-    are, or when the file predates these fields): another sampler version, or another first batch."""
-    if "sampler" in rec.data and rec.data["sampler"] != sampler_version():
-        return (
-            f"recorded with sampler version {rec.data['sampler']}, now {sampler_version()} (other batches from "
-            f"the same seed); regenerate with: {rec.command}"
-        )
+    """Why the batches a recording trained on are no longer those its configuration draws today with the sampler
+    that drew them ('' when they are, or when the file predates these fields): an unknown sampler version, or
+    another first batch. A recording of another sampler than the one in force is not stale for that: it is kept
+    as evidence, labelled (:attr:`Recorded.other_sampler`), until it is made again."""
+    try:
+        drawn_by = rec.drawn_by
+    except ValueError as e:
+        return f"{e}; regenerate with: {rec.command}"
     if "first_batch" in rec.data:
-        now = first_batches(rec.experiment, members)
+        with config.using_sampler(drawn_by):
+            now = first_batches(rec.experiment, members)
         moved = sorted(
             k for k in set(now) | set(rec.data["first_batch"]) if now.get(k) != rec.data["first_batch"].get(k)
         )
         if moved:
             return (
-                f"the first training batch of {', '.join(moved)} is not the recorded one (the sampler changed "
-                f"without a new SAMPLER_VERSION?); regenerate with: {rec.command}"
+                f"the first training batch of {', '.join(moved)} is not the one the {drawn_by} sampler draws "
+                f"today (it changed without a new version in config.SAMPLER_VERSIONS?); regenerate with: "
+                f"{rec.command}"
             )
     return ""
 

@@ -195,6 +195,20 @@ class Recorded:
         return self.data.get("precision", "fp32")
 
     @property
+    def drawn_by(self) -> str:
+        """The sampler that drew its training batches (:func:`companion.config.sampler_of_version` of its
+        ``sampler``; files written before the field: the numpy generators)."""
+        return config.sampler_of_version(self.data.get("sampler", config.SAMPLER_VERSIONS["numpy"]))
+
+    @property
+    def other_sampler(self) -> bool:
+        """True where its runs trained on batches drawn by another sampler than the one in force (a recording kept
+        as evidence until it is made again; False for one whose runs draw no training batch)."""
+        batches = self.data.get("first_batch")
+        draws = batches is None or any(v is not None for v in batches.values())
+        return draws and self.drawn_by != config.sampler()
+
+    @property
     def paper_config(self) -> bool:
         """A full-profile fp32 run of the paper's own configuration (no overrides) on the paper's data (no
         stand-in): held to the paper's values."""
@@ -206,13 +220,19 @@ class Recorded:
         )
 
     def label(self) -> str:
-        """Who made it: ``full profile, NVIDIA H200, 2026-11-21, commit abc123``."""
+        """Who made it: ``full profile, NVIDIA H200, 2026-11-21, commit abc123``; and, where its batches were drawn
+        by another sampler than the book's (:attr:`other_sampler`), which."""
         sets = ", ".join(f"{k}={v}" for k, v in self.data["overrides"].items())
         return (
             f"{self.data['profile']} profile{' (' + sets + ')' if sets else ''}, {self.data['device']}, "
             f"{self.data['date']}, commit {self.data['commit']}"
             + (f", {self.precision}" if self.precision != "fp32" else "")
             + (", stand-in data" if self.data.get("stand_in") else "")
+            + (
+                f", batches of the {self.drawn_by} sampler (the book's: {config.sampler()})"
+                if self.other_sampler
+                else ""
+            )
         )
 
     def as_summary(self, minutes_key: str = "minutes", summary=None, prefix: str = ""):

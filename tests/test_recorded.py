@@ -549,23 +549,62 @@ def test_a_recording_says_its_precision_torch_and_device_facts(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["recall-quick-tf32.json", "recall-quick.json"]
 
 
+def test_record_all_makes_a_recording_of_the_other_sampler_again(tmp_path, monkeypatch):
+    """Under the counter sampler, the committed recall-quick.json (numpy batches) is kept as evidence but is not
+    "already recorded": ``record --all`` launches it again."""
+    launched = []
+
+    def launch(name, cmd, seconds):
+        launched.append(name)
+        return "recorded"
+
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    assert record.load(record.RECORDED_DIR / "recall-quick.json").other_sampler
+    rows = record.record_all("quick", 600.0, (), "cpu", tmp_path, 1, launch=launch)
+    assert launched[0] == "recall" and rows[0][3] == "recorded"
+
+
 def test_a_recording_notices_other_batches(tmp_path, monkeypatch):
     """A recording keeps the sampler version and each member's first-batch digest; a file whose first batch is
-    not today's, or whose sampler version is another, is stale and says so."""
+    not the one its sampler draws today, or whose sampler version is unknown, is stale and says so. A file of
+    the other sampler is not stale: it is labelled with its sampler, and ``record --all`` makes it again."""
     path = tmp_path / "allocation-quick.json"
     members = record.build("allocation", "quick")
     data = {
         "format": record.FORMAT, "experiment": "allocation", "chapter": "book/allocation", "profile": "quick",
         "overrides": {}, "config": record.configs(members), "summary": {}, "meaning": {}, "claims": {},
-        "curves": {}, "command": "python -m companion record allocation", "device": "cpu",
+        "curves": {}, "command": "python -m companion record allocation", "device": "cpu", "date": "2026-12-02",
+        "commit": "abc1234",
         "sampler": record.sampler_version(), "first_batch": record.first_batches("allocation", members),
     }  # fmt: skip
     path.write_text(json.dumps(data))
     assert record.stale(record.load(path)) == ""
+    rec = record.load(path)
+    assert rec.drawn_by == config.sampler() and not rec.other_sampler and "sampler" not in rec.label()
     path.write_text(json.dumps({**data, "first_batch": {"allocation": "0" * 16}}))
-    assert "the first training batch of allocation is not the recorded one" in record.stale(record.load(path))
-    path.write_text(json.dumps({**data, "sampler": record.sampler_version() + 1}))
-    assert "sampler version" in record.stale(record.load(path))
+    assert "the first training batch of allocation is not the one the numpy sampler draws today" in (
+        record.stale(record.load(path))
+    )
+    path.write_text(json.dumps({**data, "sampler": 7}))
+    assert "sampler version 7: allowed [1, 2]" in record.stale(record.load(path))
+    # the counter sampler's numpy-drawn first batch: stale; its own: a recording of the other sampler
+    path.write_text(json.dumps({**data, "sampler": config.sampler_version("counter")}))
+    assert "the counter sampler draws today" in record.stale(record.load(path))
+    with config.using_sampler("counter"):
+        counter_first = record.first_batches("allocation", members)
+    assert counter_first != data["first_batch"] and config.sampler() == "numpy"
+    path.write_text(json.dumps({**data, "sampler": 2, "first_batch": counter_first}))
+    rec = record.load(path)
+    assert record.stale(rec) == "" and rec.drawn_by == "counter" and rec.other_sampler
+    assert rec.label().endswith(", batches of the counter sampler (the book's: numpy)")
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    assert not rec.other_sampler and record.stale(rec) == "" and "sampler" not in rec.label()
+    # a file written before the fields was drawn by the numpy generators; one whose runs draw no batch is never
+    # labelled
+    old = record.load(path)
+    old = record.Recorded(old.path, {k: v for k, v in data.items() if k not in ("sampler", "first_batch")})
+    assert old.drawn_by == "numpy" and old.other_sampler
+    assert not record.Recorded(old.path, {**data, "first_batch": {"allocation": None}}).other_sampler
 
 
 def test_a_recordable_trains_with_its_configuration_modules_run_unless_it_names_another():

@@ -59,6 +59,23 @@ def test_the_sampler_setting_is_checked_and_keys_the_cache(monkeypatch):
         TrainingStream(-1, "train-data")
 
 
+def test_using_sampler_sets_the_sampler_within_its_block_only(monkeypatch):
+    """A recording's first batch is recomputed with the sampler that drew it, whatever the environment says."""
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    with config.using_sampler("numpy"):
+        assert config.sampler() == "numpy" and TrainingStream(0, "train-data").sampler == "numpy"
+        with config.using_sampler("counter"):
+            assert config.sampler_version() == 2
+        assert config.sampler("counter") == "counter" and config.sampler() == "numpy"
+    assert config.sampler() == "counter"
+    with pytest.raises(ValueError, match="philox"):
+        with config.using_sampler("philox"):
+            raise AssertionError("the block runs")
+    assert config.sampler() == "counter"
+    with pytest.raises(ValueError, match=r"sampler version 3: allowed \[1, 2\]"):
+        config.sampler_of_version(3)
+
+
 @pytest.mark.parametrize("schedule", ["noisy", "finetune"])
 def test_a_recall_run_trains_on_the_counter_batches(schedule, monkeypatch):
     """The run's first batch is the counter draw of step 0 (pre-training's, when it pre-trains), a second run

@@ -21,14 +21,14 @@ import numpy as np
 
 from companion import config
 
-SAMPLER_VERSIONS = {"numpy": 1, "counter": 2}  # config.SAMPLERS -> the version recordings store
+SAMPLER_VERSIONS = config.SAMPLER_VERSIONS  # config.SAMPLERS -> the version recordings store
 SAMPLER_VERSION = SAMPLER_VERSIONS["numpy"]  # the numpy generators'; sampler_version() gives the one in force
 
 
 def sampler_version() -> int:
     """The version of the sampler in force (:func:`companion.config.sampler`): 1 for the numpy generators, 2 for
     the counter-based samplers."""
-    return SAMPLER_VERSIONS[config.sampler()]
+    return config.sampler_version()
 
 
 def batch_digest(batch) -> str:
