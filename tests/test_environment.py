@@ -139,6 +139,7 @@ def test_the_house_style_is_a_file_and_importing_plotting_changes_nothing():
 # configurations, training and runs (khop), its probes (khop_probes) and recorded studies (khop_studies), the language-model pipeline.
 SHARED_MODULES = {
     "companion.claims",
+    "companion.claim_pages",  # the claim rows' views: the status pages, a chapter's own rows in the seed sweep
     "companion.config",
     "companion.plotting",
     "companion.record",
