@@ -49,3 +49,12 @@ def build_book():
 def migrations():
     """scripts/migrate_recordings.py, the migrations of the committed recordings."""
     return load_script("scripts/migrate_recordings.py")
+
+
+@pytest.fixture
+def numpy_sampler(monkeypatch):
+    """Training batches from the numpy generators, whatever ``$COMPANION_SAMPLER`` says: for a test whose reference
+    is numpy-only by construction (the old training loops of ``tests/engine_reference.py``, a spy on the numpy
+    tasks' ``sample``, the committed recordings' skip and label logic). The counter sampler has its own tests
+    (``tests/test_streams.py``, ``tests/test_counter.py``)."""
+    monkeypatch.setenv("COMPANION_SAMPLER", "numpy")

@@ -15,6 +15,9 @@ from companion.data.recall import RecallTask
 from companion.experiments import fact_capacity as fc
 from companion.models import ModelConfig, Transformer
 
+# the old loops drew their batches from the numpy generators: the engine is compared with them under that sampler
+pytestmark = pytest.mark.usefixtures("numpy_sampler")
+
 
 def same(a, b, path="result"):
     """Assert ``a`` and ``b`` equal bitwise (arrays, tensors, floats, nested dicts and lists)."""

@@ -91,13 +91,15 @@ def test_losses_at_uniform_prediction():
 
 
 def test_short_run_is_reproducible_and_helpers():
-    e = fr.FactExperiment(steps=6, eval_every=3, n_test=64, batch=32, init=0.1, lr=0.5)
+    # 100 steps: within the first few the test loss moves either way with the batches (it rose under the counter
+    # sampler at step 6); by step 100 it has fallen under both samplers (3.466 -> 2.69)
+    e = fr.FactExperiment(steps=100, eval_every=50, n_test=64, batch=32, init=0.1, lr=0.5)
     a, b = fr.run(e, progress=False, use_cache=False), fr.run(e, progress=False, use_cache=False)
     np.testing.assert_array_equal(a["loss"], b["loss"])
-    assert a["step"].tolist() == [0, 3, 6] and a["loss"][-1] < a["loss"][0]
-    assert fr.at(a, "loss", 3) == a["loss"][1] and fr.first_below(a, "loss", -1.0) == float("inf")
-    with pytest.raises(ValueError, match="step=4 was not evaluated"):
-        fr.at(a, "loss", 4)
+    assert a["step"].tolist() == [0, 50, 100] and a["loss"][-1] < a["loss"][0] - 0.5
+    assert fr.at(a, "loss", 50) == a["loss"][1] and fr.first_below(a, "loss", -1.0) == float("inf")
+    with pytest.raises(ValueError, match="step=40 was not evaluated"):
+        fr.at(a, "loss", 40)
     assert math.isnan(fr.which_first(a, threshold=-1.0))
 
 

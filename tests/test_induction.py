@@ -721,8 +721,9 @@ def test_pair_scores_read_the_token_token_logits():
 def test_pair_gradient_is_the_derivative_of_the_training_loss():
     r = _tiny_random_run()
     pg = induction_random.pair_gradient(r, n_seq=6, chunk=4)
-    # the same sequences, the same masks: a central difference of the summed loss along each shift
-    model, task = r.model(), r.exp.task()
+    # the same sequences, the same masks: a central difference of the summed loss along each shift, in float64 (in
+    # float32 the summed loss, some hundreds of nats, moves by a few ulps over the difference's step)
+    model, task = r.model().double(), r.exp.task()
     rng = np.random.default_rng(config.seed_streams(r.exp.seed, ["pair-gradient"])["pair-gradient"])
     batches = [task.sample(rng, n) for n in (4, 2)]
     likely = induction.likely_pairs(task)
@@ -733,7 +734,7 @@ def test_pair_gradient_is_the_derivative_of_the_training_loss():
             masks, _ = induction_random.pair_masks(likely, b)
             x = torch.as_tensor(b.inputs)
             with torch.no_grad():
-                logits = model(x, score_bias=eps * masks[kind])
+                logits = model(x, score_bias=eps * masks[kind].double())
             total += float(
                 F.cross_entropy(logits.flatten(0, 1), torch.as_tensor(b.targets).flatten(), reduction="sum")
             )

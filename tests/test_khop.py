@@ -624,7 +624,7 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
         data="cumulative",
         d=16,
         heads=2,
-        steps=40,
+        steps=60,  # every seed moves to its last stage by step 45 under both samplers
         eval_every=5,
         n_test=64,
         batch=16,
@@ -758,7 +758,7 @@ def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
         data="cumulative",
         d=16,
         heads=2,
-        steps=40,
+        steps=60,  # both seeds move to their last stage by step 45 under both samplers
         eval_every=5,
         n_test=64,
         batch=16,
@@ -979,7 +979,7 @@ def test_last_stage_delay_moves_later_and_nothing_else():
         data="cumulative",
         d=16,
         heads=2,
-        steps=80,
+        steps=160,  # the move: step 70 (numpy sampler), 120 (counter)
         eval_every=5,
         n_test=64,
         batch=16,
@@ -1435,7 +1435,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
         data="cumulative",
         d=16,
         heads=2,
-        steps=80,
+        steps=160,  # the move: step 70 (numpy sampler), 120 (counter)
         eval_every=5,
         n_test=64,
         batch=16,
@@ -1999,7 +1999,7 @@ def test_probe_run_and_move_is_the_run_and_the_run_stopped_at_its_move(tmp_path,
         data="cumulative",
         d=16,
         heads=2,
-        steps=80,
+        steps=160,  # the move: step 70 (numpy sampler), 120 (counter)
         eval_every=5,
         n_test=64,
         batch=16,

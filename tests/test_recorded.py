@@ -367,6 +367,7 @@ def test_record_all_refuses_bad_input_before_any_work():
         record.record_all("huge", 60.0, launch=launch)
 
 
+@pytest.mark.usefixtures("numpy_sampler")
 def test_record_all_skips_what_is_recorded_and_starts_nothing_after_the_deadline(tmp_path):
     """At quick: recall is recorded (data/recorded/recall-quick.json) and skipped; the first recording not yet
     made runs past the deadline (its stand-in sleeps), so none after it starts; a named study comes last."""
@@ -410,6 +411,7 @@ def test_record_all_skips_what_is_recorded_and_starts_nothing_after_the_deadline
     assert rows[-1][3] == "not started: the deadline"
 
 
+@pytest.mark.usefixtures("numpy_sampler")
 def test_record_all_makes_the_sweeps_of_the_sources_with_their_settings(tmp_path, monkeypatch):
     """At full, after the source experiments: Appendix B.6's learning rates, each a ``record recall --set lr=``
     command (the stand-in launcher records nothing); with the committed files, the sweep is already recorded."""
@@ -493,6 +495,7 @@ def test_precision_is_validated_and_keys_its_cache_apart():
     assert tf32 != fp32 and config.current_precision() == "fp32"
 
 
+@pytest.mark.usefixtures("numpy_sampler")
 def test_a_tf32_recording_is_read_apart_and_not_held_to_the_paper(tmp_path):
     src = record.latest("recall", "full")
     data = dict(src.data, precision="tf32", command=record.command("recall", "full", {}, "tf32"))
@@ -506,6 +509,7 @@ def test_a_tf32_recording_is_read_apart_and_not_held_to_the_paper(tmp_path):
     assert len(record.runs("recall", tmp_path, "full", {})) == 2
 
 
+@pytest.mark.usefixtures("numpy_sampler")
 def test_a_stand_in_recording_is_shown_not_held_to_the_paper(tmp_path):
     """A full recording whose runs did not train on the paper's data (``stand_in`` says why) is not the paper's
     configuration: its label says so and ``check`` refuses it."""
@@ -564,6 +568,7 @@ def test_record_all_makes_a_recording_of_the_other_sampler_again(tmp_path, monke
     assert launched[0] == "recall" and rows[0][3] == "recorded"
 
 
+@pytest.mark.usefixtures("numpy_sampler")
 def test_a_recording_notices_other_batches(tmp_path, monkeypatch):
     """A recording keeps the sampler version and each member's first-batch digest; a file whose first batch is
     not the one its sampler draws today, or whose sampler version is unknown, is stale and says so. A file of
@@ -631,6 +636,7 @@ def test_a_recordable_trains_with_its_configuration_modules_run_unless_it_names_
         rec.runner(rec)  # a Recordable's own class lives in companion.recorded, which defines no run
 
 
+@pytest.mark.usefixtures("numpy_sampler")
 @pytest.mark.parametrize(
     "name", ["recall", "finetune", "allocation", "fact_capacity", "khop", "induction_random_seeds"]
 )
