@@ -83,7 +83,9 @@ class Claim:
     kind: str | None = None  # ours: "prediction" or "post hoc" (KINDS)
     context: str = ""  # ours: what was known when the row was registered
     # False where the criterion asserts that the source's statement fails at the book's size (the row then carries a
-    # finding, is a refuted prediction, or is counted "does not hold here", never "holds")
+    # finding, is a refuted prediction, or is counted "does not hold here", never "holds"); for a post hoc row of
+    # ours, that a later build (other batches, another seed) contradicts it, as its history tells
+    # ("does not hold here": a prediction that fails is marked refuted instead)
     agrees: bool = True
     history: str = ""  # any row: its registration notes and later changes, dated, as written at the time
 
@@ -232,10 +234,12 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
         if not isinstance(refuted, bool):
             raise ValueError(f"claim {name!r}: refuted={refuted!r} is not a boolean: allowed true or false")
         agrees = row.get("agrees", True)
-        if not isinstance(agrees, bool) or (not agrees and origin != "paper"):
+        later = origin == "ours" and kind == "post hoc" and bool(row.get("history", "").strip())
+        if not isinstance(agrees, bool) or (not agrees and origin != "paper" and not later):
             raise ValueError(
                 f"claim {name!r}: agrees = {agrees!r}; allowed false (a source's statement the criterion asserts "
-                "to fail, origin = 'paper') or true"
+                "to fail, origin = 'paper'; or a post hoc statement of ours that a later build contradicts, told "
+                "in its history) or true"
             )
         if refuted and row.get("finding"):
             raise ValueError(
@@ -427,6 +431,12 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
     if claim.refuted:
         return REFUTED, "asserts what was observed; the statement gives the prediction"
     if not claim.agrees:
+        if claim.origin == "ours":
+            return (
+                NOT_HERE,
+                "our post hoc statement does not hold in this build (its history says which): the row asserts "
+                "what was observed",
+            )
         return (
             NOT_HERE,
             "the source's statement does not hold at this size: the row asserts what was observed",

@@ -99,6 +99,7 @@ def test_bad_rows_are_refused_with_the_row_named(tmp_path, body, match):
         (OURS.replace('kind = "prediction"', 'kind = "post hoc"') + "refuted = true\n", "kind = 'post hoc'"),
         (ROW + 'kind = "prediction"\n', "for claims of ours"),
         (OURS + "agrees = false\n", "agrees = False; allowed false"),
+        (OURS.replace('kind = "prediction"', 'kind = "post hoc"') + "agrees = false\n", "agrees = False"),
         (ROW + 'agrees = "no"\n', "agrees = 'no'"),
         (ROW + 'history = " "\n', "history = ' '; give the row's notes as text"),
         (OURS + "history = 3\n", "history = 3"),
@@ -277,6 +278,11 @@ def test_categories_profile_criteria_and_findings(tmp_path):
                 OURS.replace("x.a", "x.refuted"),
                 "check = { below = 0.5 }",
                 "refuted = true",
+                "[[claim]]",
+                OURS.replace("x.a", "x.later").replace('kind = "prediction"', 'kind = "post hoc"'),
+                "check = { below = 0.5 }",
+                "agrees = false",
+                "history = '2026-12-02: another build contradicts it'",
             ]
         ),
     )
@@ -288,6 +294,7 @@ def test_categories_profile_criteria_and_findings(tmp_path):
         ("x.big", 1),
         ("x.big2", -1),
         ("x.refuted", 0),
+        ("x.later", 0),
     ]:
         claims.check(
             cid,
@@ -308,7 +315,10 @@ def test_categories_profile_criteria_and_findings(tmp_path):
         "x.real": claims.NOT_CHECKED,
         "x.unrun": claims.NOT_CHECKED,
         "x.refuted": claims.REFUTED,
+        "x.later": claims.NOT_HERE,
     }
+    later = next(r for r in claims.results("quick", registry=reg) if r["claim"] == "x.later")
+    assert later["detail"].startswith("our post hoc statement does not hold in this build")
     with pytest.raises(AssertionError):  # a refuted prediction's row asserts what was observed, and can fail
         claims.check("x.refuted", 1, profile="quick", quiet=True, registry=reg, record=False)
     # the scaled claim is judged by its full criterion in the full profile
@@ -316,13 +326,14 @@ def test_categories_profile_criteria_and_findings(tmp_path):
         claims.check("x.scaled", 0.5, profile="full", quiet=True, registry=reg)
     n = claims.counts("quick", registry=reg)
     assert n[claims.HOLDS_HERE] == 2 and n[claims.NOT_CHECKED] == 2 and n[claims.REFUTED] == 1
-    assert sum(n.values()) == 8
+    assert n[claims.NOT_HERE] == 2 and sum(n.values()) == 9
     # the claims of ours are counted apart from the sources'
     ours, sources = (
         claims.counts("quick", registry=reg, origin="ours"),
         claims.counts("quick", registry=reg, origin="paper"),
     )
-    assert ours[claims.REFUTED] == 1 and sum(ours.values()) == 1 and sum(sources.values()) == 7
+    assert ours[claims.REFUTED] == 1 and ours[claims.NOT_HERE] == 1 and sum(ours.values()) == 2
+    assert sum(sources.values()) == 7
     assert all(ours[k] + sources[k] == n[k] for k in claims.CATEGORIES)
     with pytest.raises(ValueError, match="origin 'mine'"):
         claims.counts("quick", registry=reg, origin="mine")
@@ -330,16 +341,17 @@ def test_categories_profile_criteria_and_findings(tmp_path):
     assert html.count('class="table scorecard"') == 1 and 'href="x.html"' in html and "it is 2" in html
     assert "<th>the sources' claims</th><th>our studies' claims</th><th>all</th>" in html
     assert f"<tr><td>{claims.REFUTED}</td><td>0</td><td>1</td><td>1</td></tr>" in html
-    assert "<td><b>7</b></td><td><b>1</b></td><td><b>8</b></td>" in html
+    assert "<td><b>7</b></td><td><b>2</b></td><td><b>9</b></td>" in html
     assert (
-        "Of our 1 claims, 1 were registered as predictions before their results were seen (1 of them refuted)"
+        "Of our 2 claims, 1 were registered as predictions before their results were seen (1 of them refuted)"
         in html
     )
     assert (
         "<td>ours (prediction), registered 2026-11-22</td>" in html
         and "ours: 1 our prediction, refuted" in html
     )
-    assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 1  # the note, escaped
+    # the note, escaped; and x.later's history (two: its summary and its text)
+    assert "<small>corpus &lt;z&gt;</small>" in html and html.count("<small>") == 3
     noted = {
         **reg,
         "x.same": dataclasses.replace(
@@ -351,7 +363,7 @@ def test_categories_profile_criteria_and_findings(tmp_path):
         '<details class="claim-history"><summary><small>history</small></summary><small>Registered 2026-11-22: '
         "bar 1 &lt;b&gt;.<br>2026-11-23: 2.</small></details>" in html
     )
-    assert html.count("claim-history") == 1  # rows without a history show none
+    assert html.count("claim-history") == 2  # x.same and x.later; rows without a history show none
     with pytest.raises(ValueError, match="scale='real'"):
         claims.skip("x.same", "no", registry=reg)
     errata = claim_pages.errata("quick", registry=reg, path=tmp_path / "no-errata.toml")
