@@ -198,6 +198,7 @@ def _registry() -> dict[str, Recordable]:
                 lambda runs: scan_snap_text.summary(scan_snap_text.study_from_runs(runs)),
                 scan_snap_text.curves,
                 stand_in=scan_snap_text.stand_in,
+                draws=False,
             ),
             Recordable(
                 "leading_text",
@@ -221,12 +222,14 @@ def _registry() -> dict[str, Recordable]:
                 "book/theory_one_step",
                 lambda p: {"study": one_step_study.OneStepStudy.for_profile(p)},
                 only(lambda res: one_step_study.summary(res, one_step_study.gradient_check()[0])),
+                draws=False,
             ),
             Recordable(
                 "theory_attention",
                 "book/theory_attention",
                 lambda p: {"study": attention_study.AttentionStudy.for_profile(p)},
                 only(attention_study.summary),
+                draws=False,
             ),
             Recordable(
                 "allocation",
@@ -442,7 +445,7 @@ def record(
         "precision": precision,
         # how batches are drawn from a seed, and each member's first training batch (tests/test_recorded.py
         # recomputes them: a change of the sampler shows there)
-        "sampler": sampler_version(),
+        "sampler": sampler_version() if rec.draws else None,
         "first_batch": first_batches(name, members),
         # the runs trained together as replicas: {member: pack}, for the members that were
         "packs": {k: r["pack"] for k, r in runs.items() if isinstance(r, dict) and "pack" in r},
@@ -589,7 +592,7 @@ def _sampler_changed(rec: Recorded, members: dict) -> str:
     another first batch. A recording of another sampler than the one in force is not stale for that: it is kept
     as evidence, labelled (:attr:`Recorded.other_sampler`), until it is made again."""
     try:
-        drawn_by = rec.drawn_by
+        drawn_by = rec.drawn_by or config.sampler()  # None: the runs draw the same batches under either
     except ValueError as e:
         return f"{e}; regenerate with: {rec.command}"
     if "first_batch" in rec.data:

@@ -75,6 +75,10 @@ class Recordable:
     # stand-in is shown, never held to the paper's values
     stand_in: Callable = lambda members: ""
     claims: dict = dataclasses.field(default_factory=dict)  # claim id -> the summary entry that measures it
+    # False where its runs draw no training batch from the sampler in force (companion.config.sampler): data drawn
+    # once by the numpy generators, or a full batch; its recordings store no sampler version and are the same
+    # under either sampler (tests/test_recorded.py compares each recordable's first batch under both)
+    draws: bool = True
 
     def build(self, profile: str | None = None, overrides: dict | None = None) -> dict:
         """The validated configurations ({member: configuration}) of a profile, with ``overrides`` applied to
@@ -195,10 +199,12 @@ class Recorded:
         return self.data.get("precision", "fp32")
 
     @property
-    def drawn_by(self) -> str:
+    def drawn_by(self) -> str | None:
         """The sampler that drew its training batches (:func:`companion.config.sampler_of_version` of its
-        ``sampler``; files written before the field: the numpy generators)."""
-        return config.sampler_of_version(self.data.get("sampler", config.SAMPLER_VERSIONS["numpy"]))
+        ``sampler``; files written before the field: the numpy generators), None for runs that draw none from a
+        sampler (``sampler`` null: :attr:`Recordable.draws` false)."""
+        version = self.data.get("sampler", config.SAMPLER_VERSIONS["numpy"])
+        return None if version is None else config.sampler_of_version(version)
 
     @property
     def other_sampler(self) -> bool:
@@ -206,7 +212,7 @@ class Recorded:
         as evidence until it is made again; False for one whose runs draw no training batch)."""
         batches = self.data.get("first_batch")
         draws = batches is None or any(v is not None for v in batches.values())
-        return draws and self.drawn_by != config.sampler()
+        return draws and self.drawn_by not in (None, config.sampler())
 
     @property
     def paper_config(self) -> bool:

@@ -128,11 +128,25 @@ def add_entries(data: dict, table=PER_POSITION) -> dict:
     return dict(data, summary=summary, meaning={**data.get("meaning", {}), **{n: m for n, m, _ in entries}})
 
 
+# 2026-12-02: the experiments whose runs draw no training batch from the sampler (Recordable.draws false: data drawn
+# once, or the full set each step) store no sampler version, so that the switch to the counter sampler (issue 54)
+# does not label their recordings as another sampler's. Frozen here: the registry declares the same.
+SAMPLER_FREE = ("scan_snap_text", "theory_one_step", "theory_attention")
+
+
+def sampler_free(data: dict, names=SAMPLER_FREE) -> dict:
+    """``data`` (a recording) with sampler null where its experiment is one of ``names``."""
+    if data["experiment"] not in names or data.get("sampler", 0) is None:
+        return data
+    return {**data, "sampler": None}
+
+
 STEPS = (
     ("claims that became tests", lambda data: drop_claims(data, DROPPED_CLAIMS)),
     ("names that explain themselves", rename),
     ("the paper's words against a position-blind head", against_uniform),
     ("the fine-tuning head's shares in units of 1 / T", add_entries),
+    ("runs that draw no batch from the sampler", sampler_free),
 )
 
 

@@ -553,6 +553,26 @@ def test_a_recording_says_its_precision_torch_and_device_facts(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["recall-quick-tf32.json", "recall-quick.json"]
 
 
+def test_a_recordable_draws_from_the_sampler_exactly_where_it_says(migrations):
+    """``Recordable.draws``: the first training batch of a recordable's quick members differs between the two
+    samplers exactly where it is declared to draw from the sampler; such a recording stores the version, the
+    others store none and are never another sampler's (the migration's frozen list is the registry's)."""
+    free = []
+    for name in record.SOURCE_EXPERIMENTS + ("induction_order", "induction_random_seeds", "khop_seeds"):
+        rec, members = record.experiment(name), record.build(name, "quick")
+        drawn = {}
+        for s in config.SAMPLERS:
+            with config.using_sampler(s):
+                drawn[s] = record.first_batches(name, members)
+        assert rec.draws == (drawn["numpy"] != drawn["counter"]), name
+        free += [] if rec.draws else [name]
+    assert sorted(free) == sorted(migrations.SAMPLER_FREE)
+    assert all(record.experiment(n).draws for n in record.EXPERIMENTS if n not in free)
+    for r in record.runs():
+        assert (r.data.get("sampler", 1) is None) == (r.experiment in free), r.path.name
+        assert not (r.experiment in free and r.other_sampler), r.path.name
+
+
 def test_record_all_makes_a_recording_of_the_other_sampler_again(tmp_path, monkeypatch):
     """Under the counter sampler, the committed recall-quick.json (numpy batches) is kept as evidence but is not
     "already recorded": ``record --all`` launches it again."""
