@@ -89,9 +89,10 @@ def source_hash(*modules: str) -> str:
 
 
 def key(settings, modules: tuple[str, ...] | list[str], length: int = 20) -> str:
-    """Cache key of a result: its settings, the source hash of the modules that compute it and, unless they are
-    the defaults, the precision of matrix products in force (:func:`companion.config.precision`) and the sampler
-    (:func:`companion.config.sampler`)."""
+    """Cache key of a result: its settings, the source hash of the modules that compute it, the precision of
+    matrix products in force unless fp32 (:func:`companion.config.precision`) and the sampler unless numpy
+    (:func:`companion.config.sampler`; the keys of results computed before either setting existed stay as they
+    were)."""
     blob = settings if isinstance(settings, dict) else dataclasses.asdict(settings)
     text = json.dumps(blob, sort_keys=True, default=repr) + source_hash(*modules)
     if config.current_precision() != "fp32":  # fp32 keys stay as they were

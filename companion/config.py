@@ -90,7 +90,12 @@ def device_name(device=None) -> str:
 
 
 def environment() -> dict[str, str]:
-    """What this build ran with: profile, device, versions and the package hash (the status page)."""
+    """What this build ran with: profile, device, the sampler of training batches and the book's seed, versions
+    and the package hash (the status page).
+
+    >>> [k for k in environment()][:4]
+    ['profile', 'device', 'sampler', 'seed']
+    """
     import platform
 
     import matplotlib
@@ -100,6 +105,8 @@ def environment() -> dict[str, str]:
     return {
         "profile": get_profile(),
         "device": f"{device} ({device_name(device)})",
+        "sampler": f"{sampler()} (version {sampler_version()})",
+        "seed": str(book_seed()),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numpy": np.__version__,
@@ -163,8 +170,9 @@ def current_precision() -> str:
 
 # How training batches are drawn from a run's seed (companion.data.streams): "numpy" (a numpy Generator per stream,
 # drawn in order; every recording so far) or "counter" (companion.data.counter: a batch as a function of (seed,
-# stream, step), on the run's device).
+# stream, step), on the run's device). Issue 54's switch sets the default to "counter".
 SAMPLERS = ("numpy", "counter")
+DEFAULT_SAMPLER = "numpy"
 # the version a recording stores ("sampler"); a file written before the field was drawn by the numpy generators
 SAMPLER_VERSIONS = {"numpy": 1, "counter": 2}
 _SAMPLER_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -174,13 +182,13 @@ _SAMPLER_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 def sampler(name: str | None = None) -> str:
     """The sampler in force: ``name``, else the one :func:`using_sampler` sets, else ``$COMPANION_SAMPLER``, else
-    ``"numpy"``.
+    :data:`DEFAULT_SAMPLER`.
 
     Raises:
         ValueError: a name that is not one of :data:`SAMPLERS`.
     """
     if name is None:
-        name = _SAMPLER_OVERRIDE.get() or os.environ.get("COMPANION_SAMPLER", "numpy")
+        name = _SAMPLER_OVERRIDE.get() or os.environ.get("COMPANION_SAMPLER", DEFAULT_SAMPLER)
     value = name.strip().lower()
     check_choice("sampler", value, SAMPLERS)
     return value

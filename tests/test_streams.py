@@ -47,11 +47,13 @@ def test_the_counter_stream_gives_each_steps_draw_in_any_order():
 
 def test_the_sampler_setting_is_checked_and_keys_the_cache(monkeypatch):
     exp = noisy_recall.RecallExperiment.quick(**TINY)
-    numpy_key = cache.key(exp, noisy_recall.MODULES)
-    assert sampler_version() == 1
-    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
-    assert config.sampler() == "counter" and sampler_version() == 2
-    assert cache.key(exp, noisy_recall.MODULES) != numpy_key
+    assert config.sampler() == config.DEFAULT_SAMPLER  # without $COMPANION_SAMPLER
+    keys = {}
+    for name, version in (("numpy", 1), ("counter", 2)):
+        monkeypatch.setenv("COMPANION_SAMPLER", name)
+        assert config.sampler() == name and sampler_version() == version
+        keys[name] = cache.key(exp, noisy_recall.MODULES)
+    assert keys["numpy"] != keys["counter"]
     monkeypatch.setenv("COMPANION_SAMPLER", "philox")
     with pytest.raises(ValueError, match="sampler"):
         config.sampler()
@@ -81,6 +83,7 @@ def test_a_recall_run_trains_on_the_counter_batches(schedule, monkeypatch):
     """The run's first batch is the counter draw of step 0 (pre-training's, when it pre-trains), a second run
     repeats the first, and the numpy run trains on other batches."""
     exp = noisy_recall.RecallExperiment.quick(**TINY, schedule=schedule, pretrain_steps=2)
+    monkeypatch.setenv("COMPANION_SAMPLER", "numpy")
     before = noisy_recall.run(exp, progress=False)
     monkeypatch.setenv("COMPANION_SAMPLER", "counter")
     task = exp.task().with_alpha(0.0) if schedule == "finetune" else exp.task()
@@ -135,6 +138,7 @@ def test_the_other_families_first_batches_follow_the_sampler(monkeypatch):
     key = config.stream_key("train-data")
     alloc = allocation.AllocationExperiment.quick()
     cap = fact_capacity.CapacityExperiment.quick()
+    monkeypatch.setenv("COMPANION_SAMPLER", "numpy")
     before = batch_digest(allocation.first_batch(alloc)), batch_digest(fact_capacity.first_batch(cap))
     monkeypatch.setenv("COMPANION_SAMPLER", "counter")
     a = allocation.first_batch(alloc)
