@@ -436,7 +436,7 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         f"{len(unreached)} {'was' if len(unreached) == 1 else 'were'} not reached by one of the builds."
     )
     whys = [f"Not reached in {_doc(ch)}: {why}" for ch, why in data.get("not_reached", {}).items()]
-    sweep = _seed_sweep(data)
+    sweep = _seed_sweep(data) + _recordings_again(data)
     if not changed:
         return "\n\n".join([head, *whys, *sweep])
     lines = ["", "| claim | chapter | numpy sampler | counter sampler |", "|---|---|---|---|"]
@@ -445,6 +445,34 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         for r in changed
     ]
     return "\n\n".join([head + "\n" + "\n".join(lines), *whys, *sweep])
+
+
+def _recordings_again(data: dict) -> list[str]:
+    """The flip list's recordings made again under the counter sampler (``scripts/flip_list.py
+    --add-recordings``) as Markdown: which, how many rows they check, and each row whose category changes
+    against the numpy generators' recording of the same name. Empty without them."""
+    again = data.get("recordings")
+    if not again:
+        return []
+    rows = again["rows"]
+    changed = [r for r in rows if r["changed"]]
+    files = ", ".join(f"`{m['file']}` ({m['label']})" for m in again["made"])
+    text = (
+        "**Recordings made again.** A chapter that reads a recording gives the same value under either sampler "
+        "until the recording is made again, so the builds above cannot flip its rows. These recordings were made "
+        f"again under the counter sampler ahead of the switch (`{again['folder']}`, read by no chapter yet): "
+        f"{files}. Of the {len(rows)} rows they check, {len(changed)} "
+        f"{'changes' if len(changed) == 1 else 'change'} category" + (":" if changed else ".")
+    )
+    if not changed:
+        return [text]
+    lines = ["| claim | chapter | recording | numpy sampler | counter sampler |", "|---|---|---|---|---|"]
+    lines += [
+        f"| `{r['claim']}` | {_doc(r['chapter'])} | `{r['recording']}` | {_cell(r['before'])} | "
+        f"{_cell(r['after'])} |"
+        for r in changed
+    ]
+    return [text, "\n".join(lines)]
 
 
 def _cell(side: dict) -> str:

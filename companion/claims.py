@@ -529,6 +529,43 @@ def _recorded_result(claim_id: str) -> dict | None:
 NEAR_BAR = 0.1  # issue 54: the rows within 10% of their bar get two more seeds (Criterion.near)
 
 
+def recorded_flips(pairs, profile: str = "quick", registry: dict[str, Claim] | None = None) -> list[dict]:
+    """The rows that recordings check, as a recording made under one sampler and the same recording made again
+    under the other judge them (issue 54: a chapter reads a recording, so a build under another sampler does not
+    change such a row until the recording is made again). ``pairs``: (file name, the claims the first stores, the
+    claims the second stores), each {claim id: value}. Each row: the claim, its chapter, the file, per recording its
+    category (as the chapter's check would judge the value in ``profile``) and value, ``changed`` and ``moved``
+    as in :func:`flips`.
+
+    Raises:
+        ValueError: a claim the first recording stores and the second does not (not the same recording).
+    """
+    registry = CLAIMS if registry is None else registry
+    out = []
+    for name, before, after in pairs:
+        missing = sorted(set(before) - set(after))
+        if missing:
+            raise ValueError(f"{name}: the recording made again does not store {missing}")
+        for cid in before:
+            c = _get(cid, registry)
+            crit = c.criterion(profile)
+
+            def side(value, c=c, crit=crit) -> dict:
+                passed = crit.holds(float(value), c.infinite_ok)
+                return {
+                    "category": status(c, {"observed": float(value), "passed": passed}, profile)[0],
+                    "observed": float(value),
+                }
+
+            row = {"claim": cid, "chapter": c.chapter, "recording": name}
+            row |= {"before": side(before[cid]), "after": side(after[cid])}
+            row["changed"] = row["before"]["category"] != row["after"]["category"]
+            a, b = row["before"]["observed"], row["after"]["observed"]
+            row["moved"] = a != b and not (math.isnan(a) and math.isnan(b))
+            out.append(row)
+    return out
+
+
 def flips(
     before: Path,
     after: Path,

@@ -10,6 +10,13 @@ COMPANION_SAMPLER=counter. Rows whose category differs are the flips; a row's ba
 The seed sweep (the rows near their bars under two more seeds): builds of some chapters with COMPANION_SEED=1
 and 2 under each sampler, given as ``--sweep "numpy, seed 1=CACHE"`` (the label names the sampler and the seed)
 and ``--swept book/noisy_recall`` for each chapter those builds ran.
+
+The rows that chapters read from recordings change only when the recordings are made again:
+
+    python scripts/flip_list.py --add-recordings data/recorded/counter
+
+adds to the committed list, for each recording in that folder (made under the counter sampler), the rows it checks
+against the same file in data/recorded (made under the numpy generators).
 """
 
 from __future__ import annotations
@@ -17,19 +24,53 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
-from companion import claims, config
+from companion import claims, config, record
 from companion.io import atomic_write_text
 
 OUT = config.committed_data_dir() / "flip_list.json"
 
 
-def main() -> None:
+def add_recordings(folder, out=OUT, recorded=None) -> dict:
+    """The committed flip list (``out``) with its ``recordings`` entry made from ``folder``: each recording there
+    (made under the counter sampler) against the file of the same name in ``recorded`` (default
+    data/recorded/, made under the numpy generators), by :func:`companion.claims.recorded_flips`; written back.
+
+    Raises:
+        ValueError: a recording in ``folder`` that is not the counter sampler's, or has no file of its name in
+            ``recorded``, or whose namesake is not the numpy generators'.
+    """
+    recorded = Path(recorded or record.RECORDED_DIR)
+    pairs, made = [], []
+    for path in sorted(Path(folder).glob("*.json")):
+        new, old_path = record.load(path), recorded / path.name
+        if new.drawn_by != "counter":
+            raise ValueError(f"{path}: drawn by the {new.drawn_by} sampler; allowed the counter sampler's")
+        if not old_path.is_file():
+            raise ValueError(f"{path.name}: no recording of that name in {recorded}")
+        old = record.load(old_path)
+        if old.drawn_by != "numpy":
+            raise ValueError(
+                f"{old_path}: drawn by the {old.drawn_by} sampler; allowed the numpy generators'"
+            )
+        pairs.append((path.name, old.claims, new.claims))
+        made.append({"file": path.name, "label": new.label(), "command": new.command})
+    data = json.loads(Path(out).read_text())
+    data["recordings"] = {"folder": str(Path(folder)), "made": made, "rows": claims.recorded_flips(pairs)}
+    atomic_write_text(Path(out), json.dumps(data, indent=1) + "\n")
+    return data
+
+
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", required=True, help="the numpy build's cache folder")
-    ap.add_argument("--after", required=True, help="the counter build's cache folder")
-    ap.add_argument("--before-label", required=True)
-    ap.add_argument("--after-label", required=True)
+    ap.add_argument(
+        "--add-recordings", metavar="FOLDER", help="recordings made again under the counter sampler"
+    )
+    ap.add_argument("--before", help="the numpy build's cache folder")
+    ap.add_argument("--after", help="the counter build's cache folder")
+    ap.add_argument("--before-label")
+    ap.add_argument("--after-label")
     ap.add_argument(
         "--why", action="append", default=[], metavar="CHAPTER=TEXT",
         help="why a chapter's build did not reach some of its rows (repeatable)",
@@ -41,8 +82,21 @@ def main() -> None:
     ap.add_argument(
         "--swept", action="append", default=[], metavar="CHAPTER", help="a chapter the sweeps ran"
     )
-    ap.add_argument("chapters", nargs="+", help="docnames, e.g. book/noisy_recall")
-    args = ap.parse_args()
+    ap.add_argument("chapters", nargs="*", help="docnames, e.g. book/noisy_recall")
+    args = ap.parse_args(argv)
+    if args.add_recordings:
+        data = add_recordings(args.add_recordings)
+        rows = data["recordings"]["rows"]
+        print(f"{len(rows)} recorded rows, {sum(r['changed'] for r in rows)} changed; wrote {OUT}")
+        for r in rows:
+            if r["changed"]:
+                print(f"  {r['claim']}: {r['before']['category']} -> {r['after']['category']}")
+        return
+    missing = [a for a in ("before", "after", "before_label", "after_label") if not getattr(args, a)]
+    if missing or not args.chapters:
+        ap.error(
+            f"the builds' comparison needs --before, --after, their labels and chapters (missing: {missing})"
+        )
     sweeps = dict(s.rsplit("=", 1) for s in args.sweep)
     for label in sweeps:
         sampler, _, seed = label.partition(", seed ")

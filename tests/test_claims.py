@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from companion import cache, claim_pages, claims, config, report
+from companion import cache, claim_pages, claims, config, record, report
 
 
 @pytest.fixture(autouse=True)
@@ -706,6 +706,44 @@ def test_a_record_only_build_records_a_failing_row_and_goes_on(tmp_path, monkeyp
     monkeypatch.setenv("COMPANION_CHECKS", "warn")
     with pytest.raises(ValueError, match="COMPANION_CHECKS"):
         claims.check("x.a", 1, profile="quick", quiet=True, registry=reg)
+
+
+def test_recordings_made_again_under_the_counter_sampler_join_the_flip_list(
+    tmp_path, monkeypatch, flip_script
+):
+    """A recording made again under the counter sampler: each row it checks, judged on both recordings as the
+    chapter's check would; the page lists the rows that change category with the file and both values."""
+    import shutil
+
+    name = "induction_random_seeds-quick.json"
+    old = record.load(record.RECORDED_DIR / name)
+    assert old.drawn_by == "numpy"
+    cid = "ih.random_seeds_ambiguity"  # a prediction, above 0.2
+    folder = tmp_path / "counter"
+    folder.mkdir()
+    new = dict(old.data, sampler=2, claims={**old.data["claims"], cid: 0.15})
+    (folder / name).write_text(json.dumps(new))
+    out = tmp_path / "flip_list.json"
+    shutil.copy(claim_pages.FLIP_LIST, out)
+    data = flip_script.add_recordings(folder, out)
+    rows = {r["claim"]: r for r in data["recordings"]["rows"]}
+    assert set(rows) == set(old.claims) and json.loads(out.read_text())["recordings"] == data["recordings"]
+    assert rows[cid]["changed"] and rows[cid]["after"] == {"category": claims.FAIL, "observed": 0.15}
+    assert rows[cid]["before"]["category"] == claims.HOLDS and rows[cid]["recording"] == name
+    assert sum(r["changed"] for r in rows.values()) == 1 and sum(r["moved"] for r in rows.values()) == 1
+    page = claim_pages.flip_list(out)
+    assert "Of the 10 rows they check, 1 changes category:" in page
+    assert f"| `{cid}` | {{doc}}`induction_random` | `{name}` | holds (0.2577) | FAIL (0.15) |" in page
+    # the recording made again must be the counter sampler's, its namesake the numpy generators'
+    (folder / name).write_text(json.dumps(dict(new, sampler=1)))
+    with pytest.raises(ValueError, match="drawn by the numpy sampler; allowed the counter"):
+        flip_script.add_recordings(folder, out)
+    (folder / "recall-quick-none.json").write_text(json.dumps(new))
+    (folder / name).unlink()
+    with pytest.raises(ValueError, match="recall-quick-none.json: no recording of that name"):
+        flip_script.add_recordings(folder, out)
+    with pytest.raises(ValueError, match="does not store"):
+        claims.recorded_flips([(name, {cid: 0.3}, {})])
 
 
 def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path, monkeypatch):
