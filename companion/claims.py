@@ -548,22 +548,25 @@ def recorded_flips(pairs, profile: str = "quick", registry: dict[str, Claim] | N
             raise ValueError(f"{name}: the recording made again does not store {missing}")
         for cid in before:
             c = _get(cid, registry)
-            crit = c.criterion(profile)
-
-            def side(value, c=c, crit=crit) -> dict:
-                passed = crit.holds(float(value), c.infinite_ok)
-                return {
-                    "category": status(c, {"observed": float(value), "passed": passed}, profile)[0],
-                    "observed": float(value),
-                }
-
             row = {"claim": cid, "chapter": c.chapter, "recording": name}
-            row |= {"before": side(before[cid]), "after": side(after[cid])}
-            row["changed"] = row["before"]["category"] != row["after"]["category"]
-            a, b = row["before"]["observed"], row["after"]["observed"]
-            row["moved"] = a != b and not (math.isnan(a) and math.isnan(b))
-            out.append(row)
+            row |= {k: _judged(c, float(v[cid]), profile) for k, v in (("before", before), ("after", after))}
+            out.append(_compared(row))
     return out
+
+
+def _judged(c: Claim, value: float, profile: str) -> dict:
+    """A value's category as the row's check in ``profile`` would give it, and the value."""
+    passed = c.criterion(profile).holds(value, c.infinite_ok)
+    return {"category": status(c, {"observed": value, "passed": passed}, profile)[0], "observed": value}
+
+
+def _compared(row: dict) -> dict:
+    """A flip-list row with ``changed`` (the two sides' categories differ) and ``moved`` (both sides observed it
+    and their values differ; NaN equals NaN)."""
+    a, b = row["before"]["observed"], row["after"]["observed"]
+    row["changed"] = row["before"]["category"] != row["after"]["category"]
+    row["moved"] = a is not None and b is not None and a != b and not (math.isnan(a) and math.isnan(b))
+    return row
 
 
 def flips(
@@ -613,10 +616,9 @@ def flips(
     for c in registry.values():
         if c.chapter not in chapters:
             continue
-        row = {"claim": c.id, "chapter": c.chapter, "before": side(c, "before"), "after": side(c, "after")}
-        row["changed"] = row["before"]["category"] != row["after"]["category"]
-        a, b = row["before"]["observed"], row["after"]["observed"]
-        row["moved"] = a is not None and b is not None and a != b and not (math.isnan(a) and math.isnan(b))
+        row = _compared(
+            {"claim": c.id, "chapter": c.chapter, "before": side(c, "before"), "after": side(c, "after")}
+        )
         crit = c.criterion(profile)
         row["near_bar"] = any(
             s["category"] is not None and s["observed"] is not None and crit.near(s["observed"], NEAR_BAR)

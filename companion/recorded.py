@@ -209,10 +209,9 @@ class Recorded:
     @property
     def other_sampler(self) -> bool:
         """True where its runs trained on batches drawn by another sampler than the one in force (a recording kept
-        as evidence until it is made again; False for one whose runs draw no training batch)."""
-        batches = self.data.get("first_batch")
-        draws = batches is None or any(v is not None for v in batches.values())
-        return draws and self.drawn_by not in (None, config.sampler())
+        as evidence until it is made again; False for one whose runs draw no batch from a sampler, ``sampler``
+        null)."""
+        return self.drawn_by not in (None, config.sampler())
 
     @property
     def paper_config(self) -> bool:
