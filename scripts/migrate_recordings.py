@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from companion import recorded
+
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded"
 
 # 2026-11-28: the checks of our pipeline that were claim rows (runs that must agree to the last digit) became
@@ -141,13 +143,51 @@ def sampler_free(data: dict, names=SAMPLER_FREE) -> dict:
     return {**data, "sampler": None}
 
 
+# 2026-12-02: the quick synthetic IOI batch became 64 (128 took its chapter 4.5 minutes on one CPU thread, over the
+# 3 a chapter has); the larger IOI run (catalog.IOI_LARGER), recorded when the quick batch was 128, names that batch
+# among its settings, as the catalog now does. Frozen here: (experiment, profile, setting, the value it ran with).
+INHERITED = (("synthetic_ioi", "quick", "batch", 128),)
+
+
+def name_inherited(data: dict, table=INHERITED) -> dict:
+    """``data`` (a recording) with each setting of ``table`` that it inherited from its profile (every run's
+    configuration has the value, its overrides do not name it) added to its overrides and its command."""
+    configs = data["config"] if "d" not in data["config"] else {"": data["config"]}
+    for experiment, profile, key, value in table:
+        if (
+            (data["experiment"], data["profile"]) != (experiment, profile)
+            or key in data["overrides"]
+            or any(c.get(key) != value for c in configs.values())
+        ):
+            continue
+        overrides = {**data["overrides"], key: value}
+        sets = " ".join(
+            f"--set {k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in sorted(overrides.items())
+        )
+        precision = data.get("precision", "fp32")
+        command = f"python -m companion record {experiment} --profile {profile} {sets}" + (
+            f" --precision {precision}" if precision != "fp32" else ""
+        )
+        data = {**data, "overrides": overrides, "command": command}
+    return data
+
+
 STEPS = (
     ("claims that became tests", lambda data: drop_claims(data, DROPPED_CLAIMS)),
     ("names that explain themselves", rename),
     ("the paper's words against a position-blind head", against_uniform),
     ("the fine-tuning head's shares in units of 1 / T", add_entries),
     ("runs that draw no batch from the sampler", sampler_free),
+    ("settings inherited from a profile that has changed", name_inherited),
 )
+
+
+def file_name(data: dict) -> str:
+    """A recording's file name, as :func:`companion.recorded.file_name` gives it for its experiment, profile,
+    settings and precision."""
+    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in data["overrides"].items()}
+    return recorded.file_name(data["experiment"], data["profile"], settings, data.get("precision", "fp32"))
 
 
 def dumps(data: dict) -> str:
@@ -161,12 +201,12 @@ def migrate(directory: Path = RECORDED, write: bool = True) -> list[str]:
     changed = []
     for path in sorted(directory.glob("*.json")):
         text = path.read_text()
-        data = old = json.loads(text)
+        data = json.loads(text)
         for _, step in STEPS:
             data = step(data)
         new = dumps(data)
-        # a renamed experiment renames its file (the name starts with the experiment's)
-        target = path.with_name(data["experiment"] + path.name.removeprefix(old["experiment"]))
+        # a renamed experiment or a named setting renames its file (the name gives the experiment and settings)
+        target = path.with_name(file_name(data))
         if new != text or target != path:
             changed.append(path.name)
             if write:

@@ -9,7 +9,7 @@ import pytest
 
 from companion import claims, config, record, report
 from companion.data import batch_digest
-from companion.experiments import scale_study
+from companion.experiments import catalog, scale_study
 
 RECORDED = record.runs()
 # a line of a chapter's Check cell that checks an entry of a summary: claims.check("id", summary["entry"])
@@ -815,6 +815,25 @@ def test_a_recording_under_its_old_names_migrates_to_the_committed_file(tmp_path
     assert [p.name for p in tmp_path.iterdir()] == [rec.path.name]
     assert (tmp_path / rec.path.name).read_text() == rec.path.read_text()
     assert migrations.migrate(tmp_path) == []
+
+
+def test_a_setting_the_profile_no_longer_gives_is_named_in_the_recording(tmp_path, migrations):
+    """The larger IOI run as recorded, when the quick batch was 128 and its settings did not name it, becomes the
+    committed file that names batch=128 (catalog.IOI_LARGER), name and content, and is left alone after that; a
+    recording whose runs had another batch is not touched."""
+    (rec,) = [r for r in RECORDED if r.experiment == "synthetic_ioi" and r.profile == "quick"]
+    assert rec.settings() == catalog.IOI_LARGER
+    raw = json.loads(rec.path.read_text())  # as written (NaN as the string "nan")
+    old = dict(raw, overrides={k: v for k, v in raw["overrides"].items() if k != "batch"})
+    old["command"] = raw["command"].replace(" --set batch=128", "")
+    name = record.file_name("synthetic_ioi", "quick", old["overrides"])
+    (tmp_path / name).write_text(migrations.dumps(old))
+    assert migrations.migrate(tmp_path) == [name]
+    assert [p.name for p in tmp_path.iterdir()] == [rec.path.name]
+    assert (tmp_path / rec.path.name).read_text() == rec.path.read_text()
+    assert migrations.migrate(tmp_path) == []
+    other = dict(old, config={k: dict(c, batch=64) for k, c in old["config"].items()})
+    assert migrations.name_inherited(other) == other
 
 
 @pytest.mark.skipif(
