@@ -49,6 +49,7 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     Recordable,
     Recorded,
     command,
+    committed_paths,
     configs,
     file_name,
     jsonable,
@@ -569,9 +570,16 @@ def _field(run, key: str):
 
 
 def stale(rec: Recorded) -> str:
-    """Why a recorded file no longer matches its experiment's configuration ('' when it does)."""
+    """Why a recorded file no longer matches its experiment's configuration ('' when it does). Its configuration
+    is built under the sampler that drew it, so that one made from another recording's runs (the moves of
+    ``khop_anystart_move``) is compared with what that sampler's recordings give (:func:`committed_paths`)."""
     try:
-        exp = build(rec.experiment, rec.profile, rec.settings())
+        own = rec.drawn_by or config.sampler()  # None: the runs draw the same batches under either
+    except ValueError as e:  # an unknown sampler version
+        return f"{e}; regenerate with: {rec.command}"
+    try:
+        with config.using_sampler(own):
+            exp = build(rec.experiment, rec.profile, rec.settings())
     except ValueError as e:
         return f"its settings are no longer valid ({e}); regenerate with: {rec.command}"
     now = configs(exp)
@@ -583,18 +591,15 @@ def stale(rec: Recorded) -> str:
     if changed:
         diffs = ", ".join(f"{k}: recorded {rec.config.get(k)!r}, now {now.get(k)!r}" for k in changed)
         return f"configuration changed ({diffs}); regenerate with: {rec.command}"
-    return _sampler_changed(rec, exp)
+    return _sampler_changed(rec, exp, own)
 
 
-def _sampler_changed(rec: Recorded, members: dict) -> str:
+def _sampler_changed(rec: Recorded, members: dict, drawn_by: str) -> str:
     """Why the batches a recording trained on are no longer those its configuration draws today with the sampler
-    that drew them ('' when they are, or when the file predates these fields): an unknown sampler version, or
-    another first batch. A recording of another sampler than the one in force is not stale for that: it is kept
-    as evidence, labelled (:attr:`Recorded.other_sampler`), until it is made again."""
-    try:
-        drawn_by = rec.drawn_by or config.sampler()  # None: the runs draw the same batches under either
-    except ValueError as e:
-        return f"{e}; regenerate with: {rec.command}"
+    that drew them, ``drawn_by`` (the one in force for runs that draw the same batches under either; '' when they
+    are, or when the file predates these fields): another first batch. A recording of another sampler than the
+    one in force is not stale for that: it is kept as evidence, labelled (:attr:`Recorded.other_sampler`), until
+    it is made again."""
     if "first_batch" in rec.data:
         with config.using_sampler(drawn_by):
             now = first_batches(rec.experiment, members)

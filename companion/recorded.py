@@ -303,6 +303,25 @@ def load(path: Path | str) -> Recorded:
     return Recorded(Path(path), data)
 
 
+def committed_paths(sampler: str | None = None) -> list[Path]:
+    """The committed recordings a build reads, sorted by file name: those of ``data/recorded/``, each replaced by
+    the file of the same name in the folder named after the sampler (default: the one in force,
+    :func:`companion.config.sampler`) where that folder has one, with that folder's other files. So recordings
+    made again under another sampler (``data/recorded/counter/``, issue 54) are read by builds under that sampler
+    only, and the book's build reads ``data/recorded/`` as it is.
+
+    >>> numpy, counter = committed_paths("numpy"), committed_paths("counter")
+    >>> len(numpy) == len(counter) and RECORDED_DIR / "counter" / "induction_order-quick.json" in counter
+    True
+    >>> RECORDED_DIR / "induction_order-quick.json" in numpy
+    True
+    """
+    files = {p.name: p for p in RECORDED_DIR.glob("*.json")}
+    own = RECORDED_DIR / (sampler or config.sampler())
+    files |= {p.name: p for p in own.glob("*.json")} if own.is_dir() else {}
+    return [files[name] for name in sorted(files)]
+
+
 def runs(
     name: str | None = None,
     directory: Path | str | None = None,
@@ -311,9 +330,11 @@ def runs(
     precision: str | None = None,
 ) -> list[Recorded]:
     """Every recorded file (of experiment ``name``; of ``profile``; with exactly the overrides ``settings``; in
-    ``precision``), sorted by file name."""
-    directory = Path(directory or RECORDED_DIR)
-    out = [load(p) for p in sorted(directory.glob("*.json"))]
+    ``precision``), sorted by file name: those in ``directory``, by default the committed ones
+    (:func:`committed_paths`)."""
+    out = [
+        load(p) for p in (committed_paths() if directory is None else sorted(Path(directory).glob("*.json")))
+    ]
     return [
         r
         for r in out

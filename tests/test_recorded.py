@@ -11,7 +11,9 @@ from companion import claims, config, record, report
 from companion.data import batch_digest
 from companion.experiments import catalog, scale_study
 
-RECORDED = record.runs()
+RECORDED = record.runs(directory=record.RECORDED_DIR)
+# made again under the counter sampler ahead of the switch (issue 54), read by builds under that sampler
+AGAIN = record.runs(directory=record.RECORDED_DIR / "counter")
 # a line of a chapter's Check cell that checks an entry of a summary: claims.check("id", summary["entry"])
 CHECK_LINE = re.compile(r'claims\.check\("([A-Za-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([A-Za-z0-9_.]+)"\]')
 
@@ -31,9 +33,14 @@ def test_a_recordable_stores_what_its_chapter_checks(name):
     assert set(record.recorded_claims()) == set(record.EXPERIMENTS)
 
 
-@pytest.mark.parametrize("rec", RECORDED, ids=[r.path.name for r in RECORDED])
+@pytest.mark.parametrize(
+    "rec",
+    RECORDED + AGAIN,
+    ids=[r.path.name for r in RECORDED] + [f"counter/{r.path.name}" for r in AGAIN],
+)
 def test_recorded_file_is_current(rec):
-    """A recorded file whose experiment's configuration changed since it was made is stale."""
+    """A recorded file whose experiment's configuration changed since it was made is stale (the counter
+    sampler's first batches recomputed for those made again under it)."""
     assert not record.stale(rec), f"{rec.path.name} is stale: {record.stale(rec)}"
     assert rec.path.name == record.file_name(rec.experiment, rec.profile, rec.settings(), rec.precision)
     assert set(rec.claims) <= set(claims.CLAIMS), "a recorded claim id is not in data/claims.toml"
@@ -586,6 +593,26 @@ def test_record_all_makes_a_recording_of_the_other_sampler_again(tmp_path, monke
     assert record.load(record.RECORDED_DIR / "recall-quick.json").other_sampler
     rows = record.record_all("quick", 600.0, (), "cpu", tmp_path, 1, launch=launch)
     assert launched[0] == "recall" and rows[0][3] == "recorded"
+
+
+def test_a_build_reads_the_recordings_made_under_its_own_sampler(monkeypatch):
+    """The recordings made again under the counter sampler (data/recorded/counter/) take the place of their
+    namesakes for a build under that sampler only: the chapter then reads the counter batches' values, labelled
+    as the book's own; under the numpy generators it reads data/recorded/ as it is."""
+    again = sorted(p.name for p in (record.RECORDED_DIR / "counter").glob("*.json"))
+    assert again and all((record.RECORDED_DIR / name).is_file() for name in again)
+    for sampler, folder in (("numpy", record.RECORDED_DIR), ("counter", record.RECORDED_DIR / "counter")):
+        monkeypatch.setenv("COMPANION_SAMPLER", sampler)
+        rec = record.latest("induction_order", "quick")
+        assert rec.path == folder / "induction_order-quick.json" and rec.drawn_by == sampler
+        assert not rec.other_sampler and "sampler" not in rec.label()
+        paths = record.committed_paths()
+        assert [p.name for p in paths] == sorted(p.name for p in record.RECORDED_DIR.glob("*.json"))
+        assert [p for p in paths if p.parent != record.RECORDED_DIR] == (
+            [folder / name for name in again] if sampler == "counter" else []
+        )
+    # a folder given is read as it is
+    assert {r.path.parent for r in record.runs(directory=record.RECORDED_DIR)} == {record.RECORDED_DIR}
 
 
 @pytest.mark.usefixtures("numpy_sampler")
