@@ -414,7 +414,8 @@ FLIP_LIST = config.committed_data_dir() / "flip_list.json"
 def flip_list(path: Path = FLIP_LIST) -> str:
     """Issue 54's flip list (``scripts/flip_list.py`` writes it) as Markdown: which builds and chapters were
     compared, how many rows, and each row whose category differs under the counter-based samplers, with both
-    values; "not reached" where a build's run stopped before a row's check.
+    values; "not reached" where a build's run stopped before a row's check; which chapters were compared again
+    with new builds after their runs changed (``scripts/flip_list.py --again``).
 
     Raises:
         KeyError: the file names a claim that is not registered.
@@ -436,6 +437,12 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         f"{len(unreached)} {'was' if len(unreached) == 1 else 'were'} not reached by one of the builds."
     )
     whys = [f"Not reached in {_doc(ch)}: {why}" for ch, why in data.get("not_reached", {}).items()]
+    whys += [
+        f"Compared again on {a['date']}: {_doc(ch)}, after {a['why']}. Its rows"
+        + (" (and their seed sweep)" if ch in data.get("swept", ()) else "")
+        + f" come from {a['before']} against {a['after']}."
+        for ch, a in data.get("again", {}).items()
+    ]
     sweep = _seed_sweep(data) + _recordings_again(data)
     if not changed:
         return "\n\n".join([head, *whys, *sweep])
@@ -460,7 +467,8 @@ def _recordings_again(data: dict) -> list[str]:
     text = (
         "**Recordings made again.** A chapter that reads a recording gives the same value under either sampler "
         "until the recording is made again, so the builds above cannot flip its rows. These recordings were made "
-        f"again under the counter sampler ahead of the switch (`{again['folder']}`, read by no chapter yet): "
+        f"again under the counter sampler ahead of the switch (`{again['folder']}`, read only by builds under "
+        "that sampler, in place of their namesakes): "
         f"{files}. Of the {len(rows)} rows they check, {len(changed)} "
         f"{'changes' if len(changed) == 1 else 'change'} category" + (":" if changed else ".")
     )

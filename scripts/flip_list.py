@@ -17,6 +17,11 @@ The rows that chapters read from recordings change only when the recordings are 
 
 adds to the committed list, for each recording in that folder (made under the counter sampler), the rows it checks
 against the same file in data/recorded (made under the numpy generators).
+
+A chapter whose runs change after the list was made (another quick size) is compared again on its own: new builds
+of that chapter (and its seed sweep, under the list's sweep labels) replace its rows, and the list says why:
+
+    python scripts/flip_list.py --again "its quick batch became 64" --before ... --after ... book/synthetic_ioi
 """
 
 from __future__ import annotations
@@ -62,6 +67,39 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
     return data
 
 
+def again(chapter: str, rows: list[dict], builds: dict, why: str, out=OUT) -> dict:
+    """The committed flip list (``out``) with the rows of ``chapter`` replaced by ``rows``
+    (:func:`companion.claims.flips` of new builds of that chapter alone), where the old rows stood, and with
+    ``data["again"][chapter]``: the builds' labels (``builds``: {"before": ..., "after": ...}), ``why`` the chapter
+    was compared again, and the date; written back.
+
+    Raises:
+        ValueError: ``chapter`` is not among the list's chapters, ``rows`` hold another chapter's rows, or the
+            chapter was swept and ``rows`` do not carry the list's sweep builds.
+    """
+    data = json.loads(Path(out).read_text())
+    if chapter not in data["chapters"]:
+        raise ValueError(f"{chapter!r} is not among the flip list's chapters: allowed {data['chapters']}")
+    others = sorted({r["chapter"] for r in rows} - {chapter})
+    if others:
+        raise ValueError(f"rows of {others}: allowed only {chapter!r}'s")
+    if chapter in data["swept"] and any(sorted(r.get("sweep", {})) != sorted(data["sweeps"]) for r in rows):
+        raise ValueError(f"{chapter} was swept: each row needs the sweep builds {data['sweeps']}")
+    old = [i for i, r in enumerate(data["rows"]) if r["chapter"] == chapter]
+    kept = [r for r in data["rows"] if r["chapter"] != chapter]
+    at = old[0] if old else len(kept)
+    data["rows"] = kept[:at] + rows + kept[at:]
+    entry = {
+        "before": builds["before"],
+        "after": builds["after"],
+        "why": why,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    data["again"] = {**data.get("again", {}), chapter: entry}
+    atomic_write_text(Path(out), json.dumps(data, indent=1) + "\n")
+    return data
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -81,6 +119,11 @@ def main(argv=None) -> None:
     )  # fmt: skip
     ap.add_argument(
         "--swept", action="append", default=[], metavar="CHAPTER", help="a chapter the sweeps ran"
+    )
+    ap.add_argument(
+        "--again",
+        metavar="WHY",
+        help="replace one chapter's rows by these builds' (why it was compared again)",
     )
     ap.add_argument("chapters", nargs="*", help="docnames, e.g. book/noisy_recall")
     args = ap.parse_args(argv)
@@ -106,7 +149,14 @@ def main(argv=None) -> None:
     for chapter in why:
         if chapter not in args.chapters:
             raise ValueError(f"--why names {chapter!r}, which is not among the chapters compared")
+    if args.again and len(args.chapters) != 1:
+        raise ValueError(f"--again compares one chapter again; given {args.chapters}")
     rows = claims.flips(args.before, args.after, args.chapters, sweeps=sweeps, swept=args.swept)
+    if args.again:
+        builds = {"before": args.before_label, "after": args.after_label}
+        again(args.chapters[0], rows, builds, args.again)
+        print(f"{args.chapters[0]}: {len(rows)} rows replaced; wrote {OUT}")
+        return
     out = {
         "issue": 54,
         "profile": "quick",

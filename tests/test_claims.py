@@ -746,6 +746,41 @@ def test_recordings_made_again_under_the_counter_sampler_join_the_flip_list(
         claims.recorded_flips([(name, {cid: 0.3}, {})])
 
 
+def test_a_chapter_compared_again_replaces_its_rows_in_the_flip_list(tmp_path, flip_script):
+    """After a chapter's runs change (another quick size), new builds of it replace its rows where they stood; the
+    other chapters' rows are kept, and the page says which chapter was compared again, why and by which builds."""
+    import shutil
+
+    out = tmp_path / "flip_list.json"
+    shutil.copy(claim_pages.FLIP_LIST, out)
+    committed = json.loads(out.read_text())
+    chapter = "book/synthetic_ioi"
+    old = [r for r in committed["rows"] if r["chapter"] == chapter]
+    assert old and chapter in committed["swept"]
+    rows = [dict(r, after={"category": claims.FAIL, "observed": -9.0}, changed=True) for r in old]
+    builds = {"before": "numpy, new build", "after": "counter, new build"}
+    data = flip_script.again(chapter, rows, builds, "its quick batch became 64", out)
+    assert json.loads(out.read_text()) == data
+    assert [r for r in data["rows"] if r["chapter"] == chapter] == rows
+    assert [r for r in data["rows"] if r["chapter"] != chapter] == [
+        r for r in committed["rows"] if r["chapter"] != chapter
+    ]
+    first = lambda d: next(i for i, r in enumerate(d["rows"]) if r["chapter"] == chapter)  # noqa: E731
+    assert first(data) == first(committed) and len(data["rows"]) == len(committed["rows"])
+    assert data["again"][chapter]["why"] == "its quick batch became 64"
+    page = claim_pages.flip_list(out)
+    assert "{doc}`synthetic_ioi`, after its quick batch became 64" in page
+    assert "come from numpy, new build against counter, new build." in page
+    with pytest.raises(ValueError, match="book/nowhere"):
+        flip_script.again("book/nowhere", rows, builds, "why", out)
+    with pytest.raises(ValueError, match="rows of \\['book/noisy_recall'\\]"):
+        flip_script.again(chapter, rows + [dict(rows[0], chapter="book/noisy_recall")], builds, "why", out)
+    with pytest.raises(ValueError, match="was swept"):
+        flip_script.again(
+            chapter, [{k: v for k, v in r.items() if k != "sweep"} for r in rows], builds, "w", out
+        )
+
+
 def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path, monkeypatch):
     """Issue 54's seed sweep: rows within 10% of their bar (either sampler, seed 0) are marked near_bar; the rows
     of a swept chapter carry their category and value under each sweep build; the page lists the near rows with
