@@ -67,11 +67,12 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
     return data
 
 
-def again(chapter: str, rows: list[dict], builds: dict, why: str, out=OUT) -> dict:
+def again(chapter: str, rows: list[dict], builds: dict, why: str, out=OUT, not_reached: str = "") -> dict:
     """The committed flip list (``out``) with the rows of ``chapter`` replaced by ``rows``
     (:func:`companion.claims.flips` of new builds of that chapter alone), where the old rows stood, and with
     ``data["again"][chapter]``: the builds' labels (``builds``: {"before": ..., "after": ...}), ``why`` the chapter
-    was compared again, and the date; written back.
+    was compared again, and the date; written back. The old builds' reason for rows they did not reach is replaced
+    by ``not_reached`` (none: the new builds reached every row).
 
     Raises:
         ValueError: ``chapter`` is not among the list's chapters, ``rows`` hold another chapter's rows, or the
@@ -96,6 +97,8 @@ def again(chapter: str, rows: list[dict], builds: dict, why: str, out=OUT) -> di
         "date": time.strftime("%Y-%m-%d"),
     }
     data["again"] = {**data.get("again", {}), chapter: entry}
+    data["not_reached"] = {k: v for k, v in data["not_reached"].items() if k != chapter}
+    data["not_reached"] |= {chapter: not_reached} if not_reached else {}
     atomic_write_text(Path(out), json.dumps(data, indent=1) + "\n")
     return data
 
@@ -154,7 +157,7 @@ def main(argv=None) -> None:
     rows = claims.flips(args.before, args.after, args.chapters, sweeps=sweeps, swept=args.swept)
     if args.again:
         builds = {"before": args.before_label, "after": args.after_label}
-        again(args.chapters[0], rows, builds, args.again)
+        again(args.chapters[0], rows, builds, args.again, not_reached=why.get(args.chapters[0], ""))
         print(f"{args.chapters[0]}: {len(rows)} rows replaced; wrote {OUT}")
         return
     out = {

@@ -771,6 +771,15 @@ def test_a_chapter_compared_again_replaces_its_rows_in_the_flip_list(tmp_path, f
     page = claim_pages.flip_list(out)
     assert "{doc}`synthetic_ioi`, after its quick batch became 64" in page
     assert "come from numpy, new build against counter, new build." in page
+    # a chapter whose old builds did not reach some rows: the new builds' reason replaces theirs
+    stopped = "book/khop_starts"
+    data = json.loads(out.read_text())
+    out.write_text(json.dumps({**data, "not_reached": {stopped: "its probe's cells stop"}}))
+    moved = [dict(r, chapter=stopped) for r in rows]
+    assert (
+        stopped not in flip_script.again(stopped, moved, builds, "recordings made again", out)["not_reached"]
+    )
+    assert flip_script.again(stopped, moved, builds, "w", out, "stops")["not_reached"][stopped] == "stops"
     with pytest.raises(ValueError, match="book/nowhere"):
         flip_script.again("book/nowhere", rows, builds, "why", out)
     with pytest.raises(ValueError, match="rows of \\['book/noisy_recall'\\]"):
