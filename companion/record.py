@@ -56,6 +56,7 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     latest,
     load,
     normalise,
+    reading,
     recorded_claims,
     runs,
     side_by_side,
@@ -402,6 +403,14 @@ def record(
     rec = experiment(name)
     config.check_choice("precision", precision, config.PRECISIONS)
     profile = config.get_profile(profile)
+    with reading() as read:  # the recordings its members and summary read
+        return _record(rec, profile, overrides, device, out_dir, precision, read)
+
+
+def _record(rec: Recordable, profile: str, overrides, device, out_dir, precision: str, read: list) -> Path:
+    """:func:`record` once its experiment, profile and precision are known; ``read`` fills with the recordings
+    its members and summary read."""
+    name = rec.name
     members = build(name, profile, overrides)  # validates first
     checked = rec.claims
     if not checked:
@@ -460,10 +469,20 @@ def record(
         "wall_seconds": wall,
         "date": time.strftime("%Y-%m-%d"),
         "command": command(name, profile, overrides, precision),
+        # the recordings its members and summary read, and the sampler of each (Recorded.read_other_samplers)
+        "reads": [{"file": _relative(r.path), "sampler": r.drawn_by} for r in read],
     }
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides, precision)
     atomic_write_text(path, json.dumps(result, indent=1) + "\n")
     return path
+
+
+def _relative(path: Path) -> str:
+    """A recording's path below data/recorded/ (``counter/x.json``), or as it is when elsewhere."""
+    try:
+        return str(Path(path).relative_to(RECORDED_DIR))
+    except ValueError:
+        return str(path)
 
 
 ALL_HEADER = ("experiment", "runs", "seconds", "result")

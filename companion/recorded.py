@@ -9,6 +9,8 @@ on it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import json
@@ -214,6 +216,19 @@ class Recorded:
         return self.drawn_by not in (None, config.sampler())
 
     @property
+    def read_other_samplers(self) -> list[str]:
+        """The recordings its runs or summary read (``reads``, written since 2026-12-02) that were drawn by another
+        sampler than its own: a recording made again under the counter sampler before those it compares with (its
+        summary then sets its runs against the other sampler's). Empty for a file that read none, or whose runs
+        draw no batch from a sampler."""
+        own = self.drawn_by
+        return [
+            r["file"]
+            for r in self.data.get("reads", [])
+            if own is not None and r["sampler"] not in (None, own)
+        ]
+
+    @property
     def paper_config(self) -> bool:
         """A full-profile fp32 run of the paper's own configuration (no overrides) on the paper's data (no
         stand-in): held to the paper's values."""
@@ -303,6 +318,22 @@ def load(path: Path | str) -> Recorded:
     return Recorded(Path(path), data)
 
 
+_READ: contextvars.ContextVar[list | None] = contextvars.ContextVar("recordings_read", default=None)
+
+
+@contextlib.contextmanager
+def reading():
+    """Within the block, the recordings that :func:`runs` (and so :func:`latest`) gives are collected, once each,
+    in the list the block receives: what a recording's runs and summary read (:func:`companion.record.record`
+    stores it)."""
+    seen: list[Recorded] = []
+    token = _READ.set(seen)
+    try:
+        yield seen
+    finally:
+        _READ.reset(token)
+
+
 def committed_paths(sampler: str | None = None) -> list[Path]:
     """The committed recordings a build reads, sorted by file name: those of ``data/recorded/``, each replaced by
     the file of the same name in the folder named after the sampler (default: the one in force,
@@ -335,7 +366,7 @@ def runs(
     out = [
         load(p) for p in (committed_paths() if directory is None else sorted(Path(directory).glob("*.json")))
     ]
-    return [
+    out = [
         r
         for r in out
         if (name is None or r.experiment == name)
@@ -343,6 +374,10 @@ def runs(
         and (settings is None or r.settings() == settings)
         and (precision is None or r.precision == precision)
     ]
+    seen = _READ.get()
+    if seen is not None:
+        seen += [r for r in out if r.path not in {s.path for s in seen}]
+    return out
 
 
 def latest(

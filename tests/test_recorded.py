@@ -751,6 +751,46 @@ def test_theory_studies_record_and_their_first_batch_is_drawn_first(name, tiny, 
     assert "--set Ns=4,8" in rec.command
 
 
+def test_a_recording_says_which_recordings_it_read_and_their_samplers(tmp_path, monkeypatch):
+    """A recording stores the recordings its members and summary read (once each) with the sampler of each, so
+    that one made again under the counter sampler before those it compares with shows it
+    (Recorded.read_other_samplers); one that read none stores an empty list."""
+    import dataclasses
+
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    tiny = {"d": 8, "seq_len": 12, "batch": 4, "steps": 3, "n_test": 8, "eval_every": 1, "dense_until": 0}
+    rec = record.load(record.record("recall", "quick", tiny, device="cpu", out_dir=tmp_path))
+    assert rec.data["reads"] == [] and rec.read_other_samplers == []
+    with record.reading() as seen:
+        record.latest("induction_order", "quick")
+        record.latest("induction_order", "quick")
+    assert [r.path.name for r in seen] == ["induction_order-quick.json"]
+
+    real = record.experiment("recall")
+
+    def summary(runs):
+        record.latest("induction_order", "quick")  # a summary that compares with another recording
+        return real.summary(runs)
+
+    monkeypatch.setattr(record, "experiment", lambda name: dataclasses.replace(real, summary=summary))
+    for sampler, file in (
+        ("numpy", "induction_order-quick.json"),
+        ("counter", "counter/induction_order-quick.json"),
+    ):
+        monkeypatch.setenv("COMPANION_SAMPLER", sampler)
+        rec = record.load(record.record("recall", "quick", tiny, device="cpu", out_dir=tmp_path))
+        assert rec.data["reads"] == [{"file": file, "sampler": sampler}] and rec.read_other_samplers == []
+    other = record.Recorded(rec.path, {**rec.data, "sampler": config.sampler_version("numpy")})
+    assert other.read_other_samplers == ["counter/induction_order-quick.json"]
+    assert record.Recorded(rec.path, {**rec.data, "sampler": None}).read_other_samplers == []
+
+
+def test_the_recordings_made_again_read_recordings_of_their_own_sampler():
+    """A recording made again under the counter sampler compares with recordings made under it, not with the
+    numpy generators' (those written before the field cannot say: see the issue 54 notes)."""
+    assert {r.path.name: r.read_other_samplers for r in AGAIN if r.read_other_samplers} == {}
+
+
 def test_fig3_seeds_of_both_choices_and_precisions_are_read_and_judged():
     """The committed Fig. 3 runs at the paper's size (2026-11-26/27): seeds 0-2 of each choice in fp32 and of the
     paper's in TF32; the rule's excess and the precision ratio computed from them."""
