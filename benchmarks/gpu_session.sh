@@ -15,6 +15,12 @@
 # then, on the same warm machine, ENGINE=0 COMPARE=0 CUDA_TESTS=0 ALL=0 QUEUES=<the public code's choices at seeds
 # 0-2, one queue each> (177 s). TEST_ARGS is split at spaces: a -k expression with spaces does not pass.
 # CPU rehearsal with tiny settings: DEV=cpu PROFILE=quick EXTRA="--set steps=4 --set eval_every=2" OUT=/tmp/o ...
+# Issue 54 item 4, the quick k-hop recordings made again under the counter sampler (not yet tried on a GPU):
+# COMPANION_SAMPLER=counter PROFILE=quick ENGINE=0 BENCH=0 SAMPLERS=0 CUDA_TESTS=0 COMPARE=0 ALL=0 QUEUES="..."
+# with items NAME:depth=4:eval_every=100:k=4:steps=N as the committed files' commands give them, in the order their
+# summaries read one another, each level committed into data/recorded/counter/ before the next is recorded (a
+# recording stores what it read, "reads"): khop_seeds, khop_interval_long(250), the stall probes, khop, khop_rates;
+# then khop_interval; then khop_doubling, khop_lr, khop_wide; then khop_{any,one,long}start; then the *_move ones.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-530}
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
