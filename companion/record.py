@@ -403,34 +403,27 @@ def record(
     rec = experiment(name)
     config.check_choice("precision", precision, config.PRECISIONS)
     profile = config.get_profile(profile)
-    with reading() as read:  # the recordings its members and summary read
-        return _record(rec, profile, overrides, device, out_dir, precision, read)
-
-
-def _record(rec: Recordable, profile: str, overrides, device, out_dir, precision: str, read: list) -> Path:
-    """:func:`record` once its experiment, profile and precision are known; ``read`` fills with the recordings
-    its members and summary read."""
-    name = rec.name
-    members = build(name, profile, overrides)  # validates first
-    checked = rec.claims
-    if not checked:
-        raise ValueError(
-            f"{RECORDED_CLAIMS_FILE.name} lists no claim of {name!r}: write the check lines of {rec.chapter}.md "
-            f'(claims.check("...", {rec.summary_var}["..."])) and list them there before recording it'
-        )
-    if rec.precheck is not None:
-        rec.precheck(profile, members)
-    overrides = normalise(dict(overrides or {}), next(iter(members.values())))
-    # the code the runs start with, not what a long run ends with
-    at_commit, package = commit(), config.package_hash()
-    facts = config.device_facts(device)
-    start = time.perf_counter()
-    with config.precision(precision):
-        if rec.run_all is not None:
-            runs = rec.run_all(members, device=device)
-        else:  # cached: re-recording is cheap
-            runs = {k: rec.runner(exp)(exp, device=device) for k, exp in members.items()}
-        summary = rec.summary(runs)
+    with reading() as read:  # the recordings its members and summary read (stored as "reads")
+        members = build(name, profile, overrides)  # validates first
+        checked = rec.claims
+        if not checked:
+            raise ValueError(
+                f"{RECORDED_CLAIMS_FILE.name} lists no claim of {name!r}: write the check lines of {rec.chapter}.md "
+                f'(claims.check("...", {rec.summary_var}["..."])) and list them there before recording it'
+            )
+        if rec.precheck is not None:
+            rec.precheck(profile, members)
+        overrides = normalise(dict(overrides or {}), next(iter(members.values())))
+        # the code the runs start with, not what a long run ends with
+        at_commit, package = commit(), config.package_hash()
+        facts = config.device_facts(device)
+        start = time.perf_counter()
+        with config.precision(precision):
+            if rec.run_all is not None:
+                runs = rec.run_all(members, device=device)
+            else:  # cached: re-recording is cheap
+                runs = {k: rec.runner(exp)(exp, device=device) for k, exp in members.items()}
+            summary = rec.summary(runs)
     wall = time.perf_counter() - start
     missing = sorted(set(checked.values()) - set(summary))
     if missing:

@@ -37,6 +37,11 @@ from companion.io import atomic_write_text
 OUT = config.committed_data_dir() / "flip_list.json"
 
 
+def _write(path, data: dict) -> None:
+    """The flip list ``data`` written to ``path``, atomically."""
+    atomic_write_text(Path(path), json.dumps(data, indent=1) + "\n")
+
+
 def add_recordings(folder, out=OUT, recorded=None) -> dict:
     """The committed flip list (``out``) with its ``recordings`` entry made from ``folder``: each recording there
     (made under the counter sampler) against the file of the same name in ``recorded`` (default
@@ -63,7 +68,7 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
         made.append({"file": path.name, "label": new.label(), "command": new.command})
     data = json.loads(Path(out).read_text())
     data["recordings"] = {"folder": str(Path(folder)), "made": made, "rows": claims.recorded_flips(pairs)}
-    atomic_write_text(Path(out), json.dumps(data, indent=1) + "\n")
+    _write(out, data)
     return data
 
 
@@ -99,7 +104,7 @@ def again(chapter: str, rows: list[dict], builds: dict, why: str, out=OUT, not_r
     data["again"] = {**data.get("again", {}), chapter: entry}
     data["not_reached"] = {k: v for k, v in data["not_reached"].items() if k != chapter}
     data["not_reached"] |= {chapter: not_reached} if not_reached else {}
-    atomic_write_text(Path(out), json.dumps(data, indent=1) + "\n")
+    _write(out, data)
     return data
 
 
@@ -172,7 +177,7 @@ def main(argv=None) -> None:
         "swept": args.swept,
         "rows": rows,
     }
-    atomic_write_text(OUT, json.dumps(out, indent=1) + "\n")
+    _write(OUT, out)
     changed = [r for r in rows if r["changed"]]
     print(f"{len(rows)} rows, {len(changed)} changed; wrote {OUT}")
     for r in changed:

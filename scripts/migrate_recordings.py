@@ -160,16 +160,8 @@ def name_inherited(data: dict, table=INHERITED) -> dict:
             or any(c.get(key) != value for c in configs.values())
         ):
             continue
-        overrides = {**data["overrides"], key: value}
-        sets = " ".join(
-            f"--set {k}={','.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in sorted(overrides.items())
-        )
-        precision = data.get("precision", "fp32")
-        command = f"python -m companion record {experiment} --profile {profile} {sets}" + (
-            f" --precision {precision}" if precision != "fp32" else ""
-        )
-        data = {**data, "overrides": overrides, "command": command}
+        data = {**data, "overrides": {**data["overrides"], key: value}}
+        data["command"] = recorded.command(*_named(data))
     return data
 
 
@@ -183,11 +175,11 @@ STEPS = (
 )
 
 
-def file_name(data: dict) -> str:
-    """A recording's file name, as :func:`companion.recorded.file_name` gives it for its experiment, profile,
-    settings and precision."""
+def _named(data: dict) -> tuple:
+    """A recording's experiment, profile, settings (JSON lists back to tuples) and precision, as
+    :func:`companion.recorded.file_name` and :func:`companion.recorded.command` take them."""
     settings = {k: tuple(v) if isinstance(v, list) else v for k, v in data["overrides"].items()}
-    return recorded.file_name(data["experiment"], data["profile"], settings, data.get("precision", "fp32"))
+    return data["experiment"], data["profile"], settings, data.get("precision", "fp32")
 
 
 def dumps(data: dict) -> str:
@@ -206,7 +198,7 @@ def migrate(directory: Path = RECORDED, write: bool = True) -> list[str]:
             data = step(data)
         new = dumps(data)
         # a renamed experiment or a named setting renames its file (the name gives the experiment and settings)
-        target = path.with_name(file_name(data))
+        target = path.with_name(recorded.file_name(*_named(data)))
         if new != text or target != path:
             changed.append(path.name)
             if write:
