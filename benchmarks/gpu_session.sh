@@ -4,7 +4,8 @@
 # --full-run trains the full Fig. 3 run alone), then, sharing the GPU, the device tests beside the precision
 # comparison and the named recordings in parallel queues, then `record --all` (every experiment of the sources not
 # yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT, packed
-# into one archive. Each step can be turned off (ENGINE=0, BENCH=0, SAMPLERS=0, CUDA_TESTS=0, COMPARE=0, ALL=0).
+# into one archive. Each step can be turned off (ENGINE=0, BENCH=0, SAMPLERS=0, CUDA_TESTS=0, COMPARE=0, ALL=0); the
+# last, the book executed under nbval (BOOK=1), is off unless turned on.
 # Resumable: a recording already committed under data/recorded is not made again.
 # The third-party data (../shared/data) does not travel by itself: copy it into .data/ (ignored by git) and name
 # .data in the call's carry; COMPANION_DATA_DIR points there.
@@ -106,6 +107,22 @@ if [ "$ALL" = 1 ] && [ "$(left)" -gt 30 ]; then
   $PY -m companion record --all --profile $PROFILE --device $DEV --out-dir "$OUTD" --deadline $(( $(left) - 15 )) \
     ${INCLUDE:-} > /tmp/logs/all.log 2>&1
   echo "record --all rc=$? at $(( $(date +%s) - T0 )) s"; grep "^|" /tmp/logs/all.log; cp /tmp/logs/all.log "$OUTD/"
+fi
+# 5. The book executed at $PROFILE under nbval, chapter after chapter until the deadline (issue 56; BOOK=1, off by
+# default: it wants a lease of its own). The wheels the machine lacks (python benchmarks/gpu_wheels.py --dest .whl)
+# travel in .whl (name it in carry). The record starts from the committed data/recorded/book/$PROFILE.json (a chapter
+# recorded there is not run again) and comes back in the archive as book/$PROFILE.json, to be committed there.
+# BOOK_ARGS passes scripts/book_run.py's options, e.g. "--chapter-timeout 240" or chapters by name.
+BOOK=${BOOK:-0}
+if [ "$BOOK" = 1 ] && [ "$(left)" -gt 60 ]; then
+  if [ -d .whl ]; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      > /tmp/logs/wheels.log 2>&1 && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  fi
+  mkdir -p "$OUTD/book"; cp "data/recorded/book/$PROFILE.json" "$OUTD/book/" 2>/dev/null
+  $PY scripts/book_run.py --profile $PROFILE --deadline $(( $(left) - 20 )) --out "$OUTD/book/$PROFILE.json" \
+    ${BOOK_ARGS:-} > /tmp/logs/book_run.log 2>&1
+  echo "book run rc=$? at $(( $(date +%s) - T0 )) s"; tail -40 /tmp/logs/book_run.log
 fi
 for f in /tmp/logs/*.log; do echo "== $f"; tr '\r' '\n' < $f | grep -v "^\s*$" | tail -6; done
 ls -la "$OUTD"; echo "total $(( $(date +%s) - T0 )) s"

@@ -20,6 +20,7 @@ from companion import claims, config
 HEADLINES_FILE = config.committed_data_dir() / "headlines.toml"
 ERRATA_FILE = config.committed_data_dir() / "errata.toml"
 ERRATUM_KINDS = ("experiment", "theory")
+HEADERS = {"book_run": "at full (book run)"}  # the scorecard's column titles where they are not the row's key
 
 
 def _chapter_link(chapter: str) -> str:
@@ -41,7 +42,8 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, claims.
 
     ``link(chapter_docname)`` gives the URL of a chapter (the Sphinx extension passes one).
     """
-    rows = claims.results(profile, registry)
+    book = claims.book_run()
+    rows = claims.results(profile, registry, book=book)
     link = link or _chapter_link
     total = claims.counts(profile, registry)
     by_origin = {o: claims.counts(profile, registry, o) for o in claims.ORIGINS}
@@ -83,7 +85,11 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, claims.
     if any(r["recorded"] for r in rows):  # values of recorded paper-scale runs (companion.record)
         cols.append("recorded")
         widths.update(statement="24%", recorded="10%")
-    head = "".join(f'<th style="width:{widths[c]}">{c}</th>' for c in cols)
+    if book:  # each row's status in the book executed at the full profile (scripts/book_run.py)
+        cols.append("book_run")
+        widths.update(statement="18%", book_run="10%")
+        parts.append(f"<p>{escape(book_run_summary(book))}</p>")
+    head = "".join(f'<th style="width:{widths[c]}">{HEADERS.get(c, c)}</th>' for c in cols)
 
     def cell(r, c):
         text = escape(str(r[c]))
@@ -119,6 +125,32 @@ def scorecard(profile: str | None = None, link=None, registry: dict[str, claims.
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details>"
         )
     return "".join(parts)
+
+
+def book_run_summary(run: dict) -> str:
+    """One sentence on a recorded book run (:func:`companion.claims.book_run`): chapters per outcome, devices,
+    dates and commits, for the scorecard's column of that run.
+
+    >>> ch = {"outcome": "passed", "device": "cuda (H100)", "date": "2026-12-03", "commit": "0123456789ab"}
+    >>> book_run_summary({"profile": "full", "chapters": {"book/a": ch, "book/b": ch | {"outcome": "timed out"}}})
+    'The column "at full (book run)": each row as the book executed at the full profile under nbval judged it (scripts/book_run.py): 2 chapters (1 passed, 1 timed out) on cuda (H100), 2026-12-03, commit 0123456789.'
+    """
+    chapters = run["chapters"].values()
+    outcomes = ", ".join(
+        f"{n} {o}"
+        for o in ("passed", "failed", "timed out", "error")
+        if (n := sum(e["outcome"] == o for e in chapters))
+    )
+
+    def each(key: str, width: int | None = None) -> str:
+        return ", ".join(sorted({e[key][:width] for e in chapters}))
+
+    return (
+        f'The column "{HEADERS["book_run"]}": each row as the book executed at the {run["profile"]} profile '
+        "under nbval judged it "
+        f"(scripts/book_run.py): {len(chapters)} chapter{'s' * (len(chapters) != 1)} ({outcomes}) on {each('device')}, {each('date')}, "
+        f"commit {each('commit', 10)}."
+    )
 
 
 def _named_row(

@@ -457,12 +457,17 @@ def status(claim: Claim, rec: dict | None, profile: str) -> tuple[str, str]:
 
 
 def results(
-    profile: str | None = None, registry: dict[str, Claim] | None = None, cache: Path | None = None
+    profile: str | None = None,
+    registry: dict[str, Claim] | None = None,
+    cache: Path | None = None,
+    book: dict | None = None,
 ) -> list[dict]:
     """One row per registered claim, with its recorded result and scorecard category; ``cache``: the results of
-    the build whose cache folder that is (default this one's)."""
+    the build whose cache folder that is (default this one's); ``book``: a recorded run of the book at the full
+    profile (default the committed one, :func:`book_run`), whose status of the row is ``book_run``."""
     profile = config.get_profile(profile)
     current = config.package_hash()
+    book = book_run() if book is None else book
     rows = []
     for c in (CLAIMS if registry is None else registry).values():
         path = _record_path(c.id, profile, cache)
@@ -494,6 +499,7 @@ def results(
                 )
                 if kept
                 else "",
+                "book_run": in_book_run(c, book),
                 **_at_finding_scale(c, profile, rec, kept),
             }
         )
@@ -524,6 +530,63 @@ def _recorded_result(claim_id: str) -> dict | None:
     # source: one recorded file, or several (", "-separated) for a claim measured over runs (record.check_over)
     files = [config.committed_data_dir() / "recorded" / name for name in rec.get("source", "").split(", ")]
     return rec if all(f.is_file() for f in files) else None
+
+
+BOOK_RUN_DIR = config.committed_data_dir() / "recorded" / "book"
+BOOK_RUN_OUTCOMES = (
+    "passed",
+    "failed",
+    "timed out",
+    "error",
+)  # of a chapter in a book run (scripts/book_run.py)
+
+
+def book_run(profile: str = "full", path: Path | None = None) -> dict:
+    """The committed record of the book executed at ``profile`` (``scripts/book_run.py``, issue 56:
+    ``data/recorded/book/<profile>.json``): {"profile", "chapters": {chapter: outcome, cells, seconds, device,
+    commit, date, versions and "rows", each checked row's result}}; an empty record ({}) where none is committed.
+
+    Raises:
+        ValueError: the file records another profile.
+    """
+    path = BOOK_RUN_DIR / f"{profile}.json" if path is None else Path(path)
+    if not path.is_file():
+        return {}
+    run = json.loads(path.read_text())
+    if run.get("profile") != profile:
+        raise ValueError(f"{path} records the profile {run.get('profile')!r}, not profile={profile!r}")
+    return run
+
+
+def in_book_run(c: Claim, run: dict) -> str:
+    """The row's status in a recorded book run (:func:`book_run`), judged by the registry's criterion at the run's
+    profile, with its value, device and date; why not where the chapter did not check it; "" without a run.
+
+    >>> c = CLAIMS["b3.no_overshoot"]
+    >>> in_book_run(c, {})
+    ''
+    >>> ran = {"outcome": "passed", "cells": 5, "passed": 5, "device": "cuda (H100)", "date": "2026-12-03"}
+    >>> in_book_run(c, {"profile": "full", "chapters": {c.chapter: ran | {"rows": {c.id: {"observed": 1e-16}}}}})
+    'holds: 1e-16 (cuda (H100), 2026-12-03)'
+    >>> in_book_run(c, {"profile": "full", "chapters": {c.chapter: ran | {"rows": {}}}})
+    'not checked here: the chapter passed, 5 of 5 cells'
+    """
+    if not run:
+        return ""
+    profile, chapters = run["profile"], run["chapters"]
+    checked = [e for e in chapters.values() if c.id in e["rows"]]  # its chapter's, or another that checks it
+    if not checked:
+        entry = chapters.get(c.chapter)
+        if entry is None:
+            return f"{NOT_CHECKED}: the chapter was not run at {profile}"
+        return f"{NOT_CHECKED}: the chapter {entry['outcome']}, {entry['passed']} of {entry['cells']} cells"
+    entry = chapters.get(c.chapter) if c.id in chapters.get(c.chapter, {}).get("rows", {}) else checked[0]
+    rec = entry["rows"][c.id]
+    if "skipped" in rec:
+        return f"{NOT_CHECKED}: {rec['skipped']}"
+    judged = _judged(c, float(rec["observed"]), profile)
+    shown = c.criterion(profile).show(judged["observed"], 3)
+    return f"{judged['category']}: {shown} ({entry['device']}, {entry['date']})"
 
 
 NEAR_BAR = 0.1  # issue 54: the rows within 10% of their bar get two more seeds (Criterion.near)

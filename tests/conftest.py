@@ -46,6 +46,18 @@ def build_book():
 
 
 @pytest.fixture
+def book_run_script():
+    """scripts/book_run.py, the book executed under nbval at one profile and recorded (issue 56)."""
+    return load_script("scripts/book_run.py")
+
+
+@pytest.fixture
+def gpu_wheels():
+    """benchmarks/gpu_wheels.py, the wheels a book run on the GPU machine needs (issue 56)."""
+    return load_script("benchmarks/gpu_wheels.py")
+
+
+@pytest.fixture
 def migrations():
     """scripts/migrate_recordings.py, the migrations of the committed recordings."""
     return load_script("scripts/migrate_recordings.py")
