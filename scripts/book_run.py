@@ -12,8 +12,8 @@ cache folder for the whole run. Each is bounded by the time left before ``--dead
 a chapter stopped at its bound is recorded as "timed out" with the cells it finished. The file is written after
 every chapter, so a run stopped at any point keeps what it finished; run again with the same ``--out``, it resumes:
 a chapter already recorded is not run again, except one that timed out under a shorter bound than this run gives
-it. Without chapters named, the order is the table of contents', the chapters that carry a row registered at the
-papers' scale only (``scale = "full"``) first.
+it, or every chapter named with ``--again``. Without chapters named, the order is the table of contents', the
+chapters that carry a row registered at the papers' scale only (``scale = "full"``) first.
 
 The GPU machine lacks nbval, jupytext, ipykernel and myst-nb: ``benchmarks/gpu_wheels.py`` fetches them as wheels
 and ``benchmarks/gpu_session.sh`` (BOOK=1) installs them there and runs this script.
@@ -28,6 +28,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,8 +57,8 @@ def pytest_runtest_logreport(report) -> None:
         report.when == "call" or report.outcome == "failed"
     ):  # a setup failure (no kernel) is a failed cell too
         entry = {"cell": report.nodeid.split("::")[-1], "outcome": report.outcome, "seconds": report.duration}
-        if report.failed:
-            entry["message"] = str(report.longrepr)[-2000:]
+        if report.failed:  # its last lines, without the terminal's colour codes
+            entry["message"] = re.sub(r"\x1b\[[0-9;]*m", "", str(report.longrepr))[-2000:]
         _log(entry)
 
 
@@ -162,10 +163,11 @@ def run_chapter(
     return entry
 
 
-def _to_run(chapter: str, done: dict, bound: float) -> bool:
-    """Whether a resumed run executes ``chapter``: not yet recorded, or timed out under a shorter bound."""
+def _to_run(chapter: str, done: dict, bound: float, again: bool = False) -> bool:
+    """Whether a resumed run executes ``chapter``: not yet recorded, or timed out under a shorter bound, or
+    ``again`` (``--again``: every chapter named, e.g. on a GPU after a run on a CPU)."""
     old = done.get(chapter)
-    return old is None or (old["outcome"] == "timed out" and old["bound_s"] < bound)
+    return again or old is None or (old["outcome"] == "timed out" and old["bound_s"] < bound)
 
 
 def _about() -> dict:
@@ -205,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         "--cell-timeout", type=int, default=3600, help="nbval's per-cell bound (default 3600)"
     )
     parser.add_argument("--cache", type=Path, help="the run's cache folder (default $COMPANION_CACHE_DIR)")
+    parser.add_argument("--again", action="store_true", help="run the chapters named even where recorded")
     parser.add_argument("--root", type=Path, default=ROOT, help="the book's root (default this repository)")
     args = parser.parse_args(argv)
     config.check_choice("--profile", args.profile, config.PROFILES)
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         if bound < 5:
             print(f"{chapter}: not run (the deadline)", flush=True)
             continue
-        if not _to_run(chapter, record["chapters"], bound):
+        if not _to_run(chapter, record["chapters"], bound, args.again):
             print(f"{chapter}: recorded already ({record['chapters'][chapter]['outcome']})", flush=True)
             continue
         entry = run_chapter(

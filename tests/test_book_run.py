@@ -84,6 +84,8 @@ def test_a_book_run_records_each_chapter_its_cells_and_the_rows_it_checked(
     assert out.read_text() == before
     assert book_run_script._to_run("book/slow", run["chapters"], 9)
     assert not book_run_script._to_run(row.chapter, run["chapters"], 9)
+    assert book_run_script._to_run(row.chapter, run["chapters"], 9, again=True)
+    assert "\x1b[" not in checks["first_failure"]  # the terminal's colour codes are left out
 
 
 def test_a_book_run_refuses_bad_arguments_before_running_anything(book_run_script, tiny_book, tmp_path):
