@@ -22,6 +22,11 @@
 # summaries read one another, each level committed into data/recorded/counter/ before the next is recorded (a
 # recording stores what it read, "reads"): khop_seeds, khop_interval_long(250), the stall probes, khop, khop_rates;
 # then khop_interval; then khop_doubling, khop_lr, khop_wide; then khop_{any,one,long}start; then the *_move ones.
+# Issue 56, the book executed at full (a lease of its own; not yet run on a GPU): here, python benchmarks/gpu_wheels.py
+# --dest .whl and cp -rL ../shared/data .data (both ignored by git), then with carry [".whl", ".data"]:
+# COMPANION_COMMIT=<commit sent> DEADLINE=560 ENGINE=0 BENCH=0 SAMPLERS=0 CUDA_TESTS=0 COMPARE=0 ALL=0 BOOK=1 \
+#   BOOK_ARGS="--chapter-timeout 300" bash benchmarks/gpu_session.sh
+# then unpack the archive and commit its book/full.json as data/recorded/book/full.json (the next call resumes it).
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-530}
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }

@@ -125,9 +125,9 @@ def test_the_scorecard_shows_the_book_run_beside_this_build(monkeypatch, tmp_pat
         "profile": "full",
         "chapters": {c.chapter: entry | {"commit": "abc", "rows": {c.id: {"observed": 0}}}},
     }
-    (tmp_path / "full.json").write_text(json.dumps(run))
-    assert "at full (book run)" not in claim_pages.scorecard("quick")
     monkeypatch.setattr(claims, "BOOK_RUN_DIR", tmp_path)
+    assert "at full (book run)" not in claim_pages.scorecard("quick")  # no record: no column
+    (tmp_path / "full.json").write_text(json.dumps(run))
     html = claim_pages.scorecard("quick")
     assert "<th" in html and "at full (book run)</th>" in html
     assert "1 chapter (1 passed) on cuda (NVIDIA H100), 2026-12-03, commit abc" in html
