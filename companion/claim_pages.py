@@ -137,9 +137,7 @@ def book_run_summary(run: dict) -> str:
     """
     chapters = run["chapters"].values()
     outcomes = ", ".join(
-        f"{n} {o}"
-        for o in ("passed", "failed", "timed out", "error")
-        if (n := sum(e["outcome"] == o for e in chapters))
+        f"{n} {o}" for o in claims.BOOK_RUN_OUTCOMES if (n := sum(e["outcome"] == o for e in chapters))
     )
 
     def each(key: str, width: int | None = None) -> str:
@@ -147,9 +145,8 @@ def book_run_summary(run: dict) -> str:
 
     return (
         f'The column "{HEADERS["book_run"]}": each row as the book executed at the {run["profile"]} profile '
-        "under nbval judged it "
-        f"(scripts/book_run.py): {len(chapters)} chapter{'s' * (len(chapters) != 1)} ({outcomes}) on {each('device')}, {each('date')}, "
-        f"commit {each('commit', 10)}."
+        f"under nbval judged it (scripts/book_run.py): {len(chapters)} chapter{'s' * (len(chapters) != 1)} "
+        f"({outcomes}) on {each('device')}, {each('date')}, commit {each('commit', 10)}."
     )
 
 

@@ -533,12 +533,8 @@ def _recorded_result(claim_id: str) -> dict | None:
 
 
 BOOK_RUN_DIR = config.committed_data_dir() / "recorded" / "book"
-BOOK_RUN_OUTCOMES = (
-    "passed",
-    "failed",
-    "timed out",
-    "error",
-)  # of a chapter in a book run (scripts/book_run.py)
+# what became of a chapter in a book run (scripts/book_run.py)
+BOOK_RUN_OUTCOMES = ("passed", "failed", "timed out", "error")
 
 
 def book_run(profile: str = "full", path: Path | None = None) -> dict:
@@ -574,13 +570,13 @@ def in_book_run(c: Claim, run: dict) -> str:
     if not run:
         return ""
     profile, chapters = run["profile"], run["chapters"]
-    checked = [e for e in chapters.values() if c.id in e["rows"]]  # its chapter's, or another that checks it
-    if not checked:
-        entry = chapters.get(c.chapter)
-        if entry is None:
+    own = chapters.get(c.chapter)
+    # the row's result in its own chapter, else in another chapter that checks it
+    entry = next((e for e in (own, *chapters.values()) if e and c.id in e["rows"]), None)
+    if entry is None:
+        if own is None:
             return f"{NOT_CHECKED}: the chapter was not run at {profile}"
-        return f"{NOT_CHECKED}: the chapter {entry['outcome']}, {entry['passed']} of {entry['cells']} cells"
-    entry = chapters.get(c.chapter) if c.id in chapters.get(c.chapter, {}).get("rows", {}) else checked[0]
+        return f"{NOT_CHECKED}: the chapter {own['outcome']}, {own['passed']} of {own['cells']} cells"
     rec = entry["rows"][c.id]
     if "skipped" in rec:
         return f"{NOT_CHECKED}: {rec['skipped']}"
