@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from companion.book_ext import is_chapter
+
 
 def _is_notebook(path) -> bool:
-    if path.suffix != ".md" or path.parent.name != "book":
-        return False
-    head = path.read_text(encoding="utf-8")[:400]
-    return head.startswith("---") and "jupytext" in head
+    return path.parent.name == "book" and is_chapter(path)
 
 
 def pytest_collect_file(file_path, parent):

@@ -94,6 +94,16 @@ class Call:
     line: int
 
 
+def is_chapter(path: Path) -> bool:
+    """Whether ``path`` is a chapter: a ``.md`` file whose front matter names jupytext (the book's other pages
+    are plain MyST)."""
+    path = Path(path)
+    if path.suffix != ".md" or not path.is_file():
+        return False
+    head = path.read_text(encoding="utf-8")[:400]
+    return head.startswith("---") and "jupytext" in head
+
+
 def chapter_code(text: str) -> str:
     """The Python of a jupytext MyST chapter's code cells (cell options and magics dropped)."""
     out = []

@@ -556,7 +556,9 @@ def book_run(profile: str = "full", path: Path | None = None) -> dict:
 
 def in_book_run(c: Claim, run: dict) -> str:
     """The row's status in a recorded book run (:func:`book_run`), judged by the registry's criterion at the run's
-    profile, with its value, device and date; why not where the chapter did not check it; "" without a run.
+    profile, with its value, device and date, and the recordings of another profile its chapter read (the row's
+    value may be theirs: a chapter that reads our quick CPU recordings checks their values at any profile); why
+    not where the chapter did not check it; "" without a run.
 
     >>> c = CLAIMS["b3.no_overshoot"]
     >>> in_book_run(c, {})
@@ -566,6 +568,9 @@ def in_book_run(c: Claim, run: dict) -> str:
     'holds: 1e-16 (cuda (H100), 2026-12-03)'
     >>> in_book_run(c, {"profile": "full", "chapters": {c.chapter: ran | {"rows": {}}}})
     'not checked here: the chapter passed, 5 of 5 cells'
+    >>> reads = {"quick": ["khop-quick-depth=4.json"], "full": ["fig3-full.json"]}
+    >>> in_book_run(c, {"profile": "full", "chapters": {c.chapter: ran | {"rows": {c.id: {"observed": 0}}, "reads": reads}}})
+    'holds: 0 (cuda (H100), 2026-12-03; its chapter read 1 recording at quick)'
     """
     if not run:
         return ""
@@ -582,7 +587,13 @@ def in_book_run(c: Claim, run: dict) -> str:
         return f"{NOT_CHECKED}: {rec['skipped']}"
     judged = _judged(c, float(rec["observed"]), profile)
     shown = c.criterion(profile).show(judged["observed"], 3)
-    return f"{judged['category']}: {shown} ({entry['device']}, {entry['date']})"
+    # a chapter that reads recordings of another profile may check its rows on their values, not at ``profile``
+    other = "".join(
+        f"; its chapter read {len(files)} recording{'s' * (len(files) > 1)} at {p}"
+        for p, files in entry.get("reads", {}).items()
+        if p != profile
+    )
+    return f"{judged['category']}: {shown} ({entry['device']}, {entry['date']}{other})"
 
 
 NEAR_BAR = 0.1  # issue 54: the rows within 10% of their bar get two more seeds (Criterion.near)

@@ -14,6 +14,7 @@ import contextvars
 import dataclasses
 import functools
 import json
+import os
 import shlex
 import tomllib
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from companion import config
 
 RECORDED_DIR = config.committed_data_dir() / "recorded"
 RECORDED_CLAIMS_FILE = config.REPO_ROOT / "data" / "recorded_claims.toml"
+# a file where every recording that :func:`runs` gives is logged, one JSON line each (scripts/book_run.py sets it:
+# which recordings, of which profile, a chapter read)
+READS_LOG_ENV = "COMPANION_READS_LOG"
 
 
 @functools.lru_cache(maxsize=1)
@@ -379,6 +383,9 @@ def runs(
     seen = _READ.get()
     if seen is not None:
         seen += [r for r in out if r.path not in {s.path for s in seen}]
+    if out and os.environ.get(READS_LOG_ENV):
+        with open(os.environ[READS_LOG_ENV], "a", encoding="utf-8") as f:
+            f.writelines(json.dumps({"file": r.path.name, "profile": r.profile}) + "\n" for r in out)
     return out
 
 

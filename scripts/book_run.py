@@ -68,19 +68,14 @@ def chapters(root: Path = ROOT, registry=None) -> list[str]:
     registered at the papers' scale only first."""
     import yaml
 
-    from companion import claims
+    from companion import book_ext, claims
 
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     files = [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
-    files = [f for f in files if (root / f"{f}.md").is_file() and _is_chapter(root / f"{f}.md")]
+    files = [f for f in files if book_ext.is_chapter(root / f"{f}.md")]
     registry = claims.CLAIMS if registry is None else registry
     at_full = {c.chapter for c in registry.values() if c.scale == "full"}
     return sorted(files, key=lambda f: f not in at_full)  # stable: the toc's order within each group
-
-
-def _is_chapter(path: Path) -> bool:
-    head = path.read_text(encoding="utf-8")[:400]
-    return head.startswith("---") and "jupytext" in head
 
 
 def cells(log: Path) -> dict:
@@ -111,6 +106,16 @@ def rows_checked(cache: Path, profile: str, since: float) -> dict:
     return out
 
 
+def recordings_read(log: Path) -> dict[str, list[str]]:
+    """The recorded files a chapter read (``$COMPANION_READS_LOG``, :func:`companion.recorded.runs`), by profile:
+    {profile: sorted file names}."""
+    out: dict[str, set] = {}
+    for line in log.read_text().splitlines() if log.is_file() else []:
+        rec = json.loads(line)
+        out.setdefault(rec["profile"], set()).add(rec["file"])
+    return {p: sorted(files) for p, files in sorted(out.items())}
+
+
 def _stop(proc: subprocess.Popen) -> None:
     """Stop pytest and the kernel it started (one process group)."""
     try:
@@ -124,15 +129,19 @@ def run_chapter(
     chapter: str, *, profile: str, cache: Path, bound: float, cell_timeout: int, root: Path
 ) -> dict:
     """Execute one chapter under nbval in its own process group, stopped after ``bound`` seconds."""
+    from companion.recorded import READS_LOG_ENV
+
     log = Path(cache) / "book_run" / f"{chapter.replace('/', '_')}.jsonl"
+    read_log = log.with_suffix(".reads.jsonl")
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
+    read_log.unlink(missing_ok=True)
     env = dict(
         os.environ,
         COMPANION_PROFILE=profile,
         COMPANION_CHECKS="record",
         COMPANION_CACHE_DIR=str(cache),
-        **{LOG_ENV: str(log)},
+        **{LOG_ENV: str(log), READS_LOG_ENV: str(read_log)},
         PYTHONPATH=os.pathsep.join(
             filter(None, [str(ROOT / "scripts"), str(ROOT), os.environ.get("PYTHONPATH")])
         ),
@@ -160,6 +169,7 @@ def run_chapter(
     if outcome == "error":
         entry["pytest_tail"] = tail
     entry["rows"] = rows_checked(cache, profile, start)
+    entry["reads"] = recordings_read(read_log)
     return entry
 
 

@@ -34,15 +34,15 @@ def _cell(code: str) -> str:
 @pytest.fixture
 def tiny_book(tmp_path):
     """A book of two chapters beside the repository's conftest.py (which collects MyST chapters for nbval): one,
-    named as a registered row's chapter, that checks the row (at a value that does not hold) and then fails in
-    its third cell; one that sleeps past any bound a test gives it."""
+    named as a registered row's chapter, that reads a quick recording, checks the row (at a value that does not
+    hold) and then fails in its third cell; one that sleeps past any bound a test gives it."""
     root = tmp_path / "root"
     (root / "book").mkdir(parents=True)
     shutil.copy(config.REPO_ROOT / "conftest.py", root)
     row = claims.CLAIMS["b3.no_overshoot"]
     (root / f"{row.chapter}.md").write_text(
         HEADER.format(title="Checks")
-        + _cell("x = 1 + 1")
+        + _cell("from companion import recorded\nrec = recorded.latest('allocation', 'quick')")
         + _cell(f"from companion import claims\nclaims.check({row.id!r}, 1.0)")
         + _cell("raise RuntimeError('the third cell fails')")
         + _cell("y = 2")
@@ -69,11 +69,13 @@ def test_a_book_run_records_each_chapter_its_cells_and_the_rows_it_checked(
         row.id: {"criterion": str(row.criterion("full")), "observed": 1.0, "passed": False}
     }
     assert (slow["outcome"], slow["cells"], slow["passed"], slow["not_reached"]) == ("timed out", 1, 0, 1)
-    assert slow["bound_s"] == 8 and slow["rows"] == {}
+    assert slow["bound_s"] == 8 and slow["rows"] == {} and slow["reads"] == {}
+    assert checks["reads"] == {"quick": ["allocation-quick.json"]}  # what the chapter's kernel read
     assert {checks["commit"], checks["device"][:3]} == {book_run_script._about()["commit"], "cpu"}
     # the scorecard's column judges the row by the registry's criterion; a row the run did not reach says why
     in_run = {r["claim"]: r["book_run"] for r in claims.results("quick", book=claims.book_run(path=out))}
     assert in_run[row.id].startswith(f"{claims.FAIL}: 1 (cpu")
+    assert in_run[row.id].endswith("; its chapter read 1 recording at quick)")
     other = next(c.id for c in claims.CLAIMS.values() if c.chapter == row.chapter and c.id != row.id)
     assert in_run[other] == f"{claims.NOT_CHECKED}: the chapter failed, 3 of 4 cells"
     elsewhere = next(c.id for c in claims.CLAIMS.values() if c.chapter != row.chapter)
