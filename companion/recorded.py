@@ -27,8 +27,8 @@ from companion import config
 
 RECORDED_DIR = config.committed_data_dir() / "recorded"
 RECORDED_CLAIMS_FILE = config.REPO_ROOT / "data" / "recorded_claims.toml"
-# a file where every recording that :func:`runs` gives is logged, one JSON line each (scripts/book_run.py sets it:
-# which recordings, of which profile, a chapter read)
+# a file where every recording that :func:`latest` chooses is logged, one JSON line each (scripts/book_run.py sets
+# it: which recordings, of which profile, a chapter read its values from; listings of every recording are not)
 READS_LOG_ENV = "COMPANION_READS_LOG"
 
 
@@ -383,9 +383,6 @@ def runs(
     seen = _READ.get()
     if seen is not None:
         seen += [r for r in out if r.path not in {s.path for s in seen}]
-    if out and os.environ.get(READS_LOG_ENV):
-        with open(os.environ[READS_LOG_ENV], "a", encoding="utf-8") as f:
-            f.writelines(json.dumps({"file": r.path.name, "profile": r.profile}) + "\n" for r in out)
     return out
 
 
@@ -397,7 +394,7 @@ def latest(
     precision: str = "fp32",
 ) -> Recorded:
     """The last recorded file of experiment ``name`` at ``profile`` with exactly the overrides ``settings``
-    (none by default), in ``precision``.
+    (none by default), in ``precision``; logged in ``$COMPANION_READS_LOG`` where that is set (:data:`READS_LOG_ENV`).
 
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
@@ -409,6 +406,9 @@ def latest(
             f"no recorded {name} run of the {profile!r} profile with settings {settings} in {precision}: run "
             f"`{command(name, profile, settings, precision)}` and commit the file it writes"
         )
+    if os.environ.get(READS_LOG_ENV):
+        with open(os.environ[READS_LOG_ENV], "a", encoding="utf-8") as f:
+            f.write(json.dumps({"file": recs[-1].path.name, "profile": profile}) + "\n")
     return recs[-1]
 
 

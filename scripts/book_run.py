@@ -107,8 +107,8 @@ def rows_checked(cache: Path, profile: str, since: float) -> dict:
 
 
 def recordings_read(log: Path) -> dict[str, list[str]]:
-    """The recorded files a chapter read (``$COMPANION_READS_LOG``, :func:`companion.recorded.runs`), by profile:
-    {profile: sorted file names}."""
+    """The recorded files a chapter chose to read its values from (``$COMPANION_READS_LOG``,
+    :func:`companion.recorded.latest`), by profile: {profile: sorted file names}."""
     out: dict[str, set] = {}
     for line in log.read_text().splitlines() if log.is_file() else []:
         rec = json.loads(line)
