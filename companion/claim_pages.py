@@ -492,6 +492,14 @@ def _recordings_again(data: dict) -> list[str]:
         return []
     rows = again["rows"]
     changed = [r for r in rows if r["changed"]]
+    packed = [r for r in changed if "packing" in r]
+    mixed = (
+        f" ({len(packed)} of them from recordings whose runs trained otherwise under the two samplers, alone or "
+        "packed as replicas, as the table says: a packed run equals the run alone up to rounding only, so their "
+        "change is the sampler's and the pack's together)"
+        if packed
+        else ""
+    )
     files = ", ".join(f"`{m['file']}` ({m['label']})" for m in again["made"])
     text = (
         "**Recordings made again.** A chapter that reads a recording gives the same value under either sampler "
@@ -499,17 +507,27 @@ def _recordings_again(data: dict) -> list[str]:
         f"again under the counter sampler ahead of the switch (`{again['folder']}`, read only by builds under "
         "that sampler, in place of their namesakes): "
         f"{files}. Of the {len(rows)} rows they check, {len(changed)} "
-        f"{'changes' if len(changed) == 1 else 'change'} category" + (":" if changed else ".")
+        f"{'changes' if len(changed) == 1 else 'change'} category{mixed}" + (":" if changed else ".")
     )
     if not changed:
         return [text]
     lines = ["| claim | chapter | recording | numpy sampler | counter sampler |", "|---|---|---|---|---|"]
     lines += [
-        f"| `{r['claim']}` | {_doc(r['chapter'])} | `{r['recording']}` | {_cell(r['before'])} | "
+        f"| `{r['claim']}` | {_doc(r['chapter'])} | `{r['recording']}`{_packing(r)} | {_cell(r['before'])} | "
         f"{_cell(r['after'])} |"
         for r in changed
     ]
     return [text, "\n".join(lines)]
+
+
+def _packing(row: dict) -> str:
+    """How a flip-list row's recording trained under each sampler, where they differ ("" where they agree).
+
+    >>> _packing({"packing": {"numpy": "alone", "counter": "packs of 4"}})
+    ' (numpy: alone; counter: packs of 4)'
+    """
+    p = row.get("packing")
+    return f" (numpy: {p['numpy']}; counter: {p['counter']})" if p else ""
 
 
 def _cell(side: dict) -> str:

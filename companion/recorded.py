@@ -220,6 +220,20 @@ class Recorded:
         return self.drawn_by not in (None, config.sampler())
 
     @property
+    def packing(self) -> str:
+        """How its runs trained: ``"alone"`` (none packed; files written before ``packs``), or in packs of
+        replicas (:func:`companion.train.run_packed`), by their sizes. A packed run equals the run alone up to
+        rounding only, which can decide a long run's outcome (a k-hop run that stalls alone may learn in a pack).
+
+        >>> Recorded(Path("x.json"), {"packs": {"a": {"replicas": 4}, "b": {"replicas": 2}}}).packing
+        'packs of 2, 4'
+        >>> Recorded(Path("x.json"), {"packs": {}}).packing
+        'alone'
+        """
+        sizes = sorted({p["replicas"] for p in (self.data.get("packs") or {}).values()})
+        return "packs of " + ", ".join(map(str, sizes)) if sizes else "alone"
+
+    @property
     def read_other_samplers(self) -> list[str]:
         """The recordings its runs or summary read (``reads``, written since 2026-12-02) that were drawn by another
         sampler than its own: a recording made again under the counter sampler before those it compares with (its
