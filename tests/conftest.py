@@ -52,6 +52,13 @@ def book_run_script():
 
 
 @pytest.fixture
+def pack_script(monkeypatch):
+    """benchmarks/khop_pack_divergence.py, k-hop runs packed against the same runs alone (issue 54)."""
+    monkeypatch.syspath_prepend(str(config.REPO_ROOT / "benchmarks"))  # it imports results_file beside it
+    return load_script("benchmarks/khop_pack_divergence.py")
+
+
+@pytest.fixture
 def gpu_wheels():
     """benchmarks/gpu_wheels.py, the wheels a book run on the GPU machine needs (issue 56)."""
     return load_script("benchmarks/gpu_wheels.py")

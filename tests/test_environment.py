@@ -381,7 +381,13 @@ def test_the_book_build_may_read_chapters_in_parallel(build_book):
 def test_every_benchmark_result_is_named_after_its_device(results_file):
     """The benchmarks write through benchmarks/results_file.py: each committed result (the prose counts aside) is
     the file that ``path`` names for the device it records, with the benchmark's suffix or prefix."""
-    kinds = {"": ("", ""), "-engine": ("-engine", ""), "-samplers": ("-samplers", ""), "llm_": ("", "llm_")}
+    kinds = {
+        "": ("", ""),
+        "-engine": ("-engine", ""),
+        "-samplers": ("-samplers", ""),
+        "-khop-pack": ("-khop-pack", ""),
+        "llm_": ("", "llm_"),
+    }
     assert (
         results_file.path("CPU AMD EPYC, 2 threads", "-engine").name == "CPU_AMD_EPYC__2_threads-engine.json"
     )

@@ -1,0 +1,107 @@
+"""Does packing decide which k-hop run stalls? (issue 54's flip list; issue 51's replicas)
+
+The seed study's four runs (``khop_seeds``: the cumulative curriculum, seeds 0, 1, 2 advancing every 100 steps
+and seed 0 every 250) trained as one pack of replicas for ``--steps`` steps, under the sampler in force, against
+the same runs trained alone in a committed recording (default: the numpy generators' ``khop_seeds``, made run by
+run). Same seeds, same batches: the two differ only in the rounding of the packed arithmetic. For each run: the
+first evaluation whose test accuracies differ, the step it moves to each curriculum stage alone and packed, and
+both runs' accuracies at the last evaluation they share.
+
+Writes benchmarks/results/<machine>-khop-pack.json (atomically) and prints it. ``--curves`` reads the packed
+runs' curves from an earlier call's file instead of training them again.
+Usage: python benchmarks/khop_pack_divergence.py [--steps 3000] [--alone FILE] [--curves FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import results_file
+
+from companion import config, record
+from companion.config import check_int
+from companion.experiments import khop
+from companion.experiments.khop import KHopExperiment
+
+ALONE = record.RECORDED_DIR / "khop_seeds-quick-depth=4-eval_every=100-k=4-steps=16000.json"
+
+
+def stage_steps(steps: list[float], stages: list[float], k: int) -> dict[str, float | None]:
+    """{stage: the first evaluated step at that stage or later} for stages 2..k (None: never).
+
+    >>> stage_steps([100, 200, 300], [1, 2, 2], 3)
+    {'2': 200, '3': None}
+    """
+    return {str(s): next((t for t, g in zip(steps, stages) if g >= s), None) for s in range(2, k + 1)}
+
+
+def compare(alone: dict, packed: dict, k: int) -> dict:
+    """One run alone against the same run packed (curves ``step``, ``acc``, ``stage`` of each)."""
+    n = min(len(alone["step"]), len(packed["step"]))
+    first = next((alone["step"][i] for i in range(n) if alone["acc"][i] != packed["acc"][i]), None)
+    return {
+        "first_differing_eval": first,
+        "stages_alone": stage_steps(alone["step"][:n], alone["stage"][:n], k),
+        "stages_packed": stage_steps(packed["step"][:n], packed["stage"][:n], k),
+        "last_shared_step": alone["step"][n - 1],
+        "acc_alone": alone["acc"][n - 1],
+        "acc_packed": packed["acc"][n - 1],
+    }
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--alone", default=str(ALONE), help="a khop_seeds recording whose runs trained alone")
+    ap.add_argument("--curves", help="the packed runs' curves from an earlier call's results file")
+    args = ap.parse_args(argv)
+    check_int("steps", args.steps, low=1)
+    rec = record.load(Path(args.alone))
+    if rec.packing != "alone":
+        raise ValueError(
+            f"{args.alone}: its runs trained in {rec.packing}; allowed a recording made run by run"
+        )
+    exps = {n: dataclasses.replace(KHopExperiment(**c), steps=args.steps) for n, c in rec.config.items()}
+    # where, at which commit and under which sampler the packed runs trained: this call, or the earlier one
+    made = {"device": config.device_name(), "commit": record.commit(), "sampler": config.sampler()}
+    if args.curves:
+        earlier = json.loads(Path(args.curves).read_text())
+        if earlier["steps"] != args.steps:
+            raise ValueError(f"{args.curves} trained {earlier['steps']} steps; this call asks {args.steps}")
+        made = {key: earlier[key] for key in made}
+        packed, seconds = earlier["packed"], earlier["seconds"]
+    else:
+        start = time.perf_counter()
+        runs = khop.run_many(exps, use_cache=False)
+        seconds = time.perf_counter() - start
+        fields = ("step", "acc", "stage", "loss")
+        packed = {
+            n: {f: json.loads(json.dumps(r[f], default=float)) for f in fields} for n, r in runs.items()
+        }
+    k = next(iter(exps.values())).k
+    out = {
+        **made,
+        "steps": args.steps,
+        "alone": rec.path.name,
+        "alone_sampler": rec.drawn_by,
+        "seconds": seconds,
+        "runs": {
+            n: compare({f: rec.curves[f][n] for f in ("step", "acc", "stage")}, packed[n], k) for n in exps
+        },
+        "packed": packed,
+    }
+    if out["alone_sampler"] != out["sampler"]:
+        raise ValueError(
+            f"the alone runs drew from the {rec.drawn_by} sampler; the packed from {out['sampler']}"
+        )
+    path = results_file.path(out["device"], "-khop-pack")
+    results_file.write(path, out)
+    print(json.dumps({key: v for key, v in out.items() if key != "packed"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
