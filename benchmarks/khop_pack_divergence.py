@@ -73,6 +73,11 @@ def main(argv=None) -> None:
         if earlier["steps"] != args.steps:
             raise ValueError(f"{args.curves} trained {earlier['steps']} steps; this call asks {args.steps}")
         made = {key: earlier[key] for key in made}
+    if rec.drawn_by != made["sampler"]:  # before any training
+        raise ValueError(
+            f"the alone runs drew from the {rec.drawn_by} sampler; the packed from {made['sampler']}"
+        )
+    if args.curves:
         packed, seconds = earlier["packed"], earlier["seconds"]
     else:
         start = time.perf_counter()
@@ -94,10 +99,6 @@ def main(argv=None) -> None:
         },
         "packed": packed,
     }
-    if out["alone_sampler"] != out["sampler"]:
-        raise ValueError(
-            f"the alone runs drew from the {rec.drawn_by} sampler; the packed from {out['sampler']}"
-        )
     path = results_file.path(out["device"], "-khop-pack")
     results_file.write(path, out)
     print(json.dumps({key: v for key, v in out.items() if key != "packed"}, indent=1))

@@ -42,3 +42,10 @@ def test_a_packed_recording_or_a_bad_step_count_is_refused(pack_script):
         pack_script.main(["--alone", str(packed)])
     with pytest.raises(ValueError, match="steps"):
         pack_script.main(["--steps", "0"])
+
+
+def test_a_recording_of_another_sampler_is_refused_before_training(pack_script, monkeypatch):
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    monkeypatch.setattr(pack_script.khop, "run_many", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ValueError, match="drew from the numpy sampler; the packed from counter"):
+        pack_script.main(["--steps", "10"])
