@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 
@@ -24,29 +25,27 @@ import results_file
 
 from companion import config, record
 from companion.config import check_int
-from companion.experiments import khop
+from companion.experiments import khop, khop_stall_paths
 from companion.experiments.khop import KHopExperiment
 
 ALONE = record.RECORDED_DIR / "khop_seeds-quick-depth=4-eval_every=100-k=4-steps=16000.json"
 
 
-def stage_steps(steps: list[float], stages: list[float], k: int) -> dict[str, float | None]:
-    """{stage: the first evaluated step at that stage or later} for stages 2..k (None: never).
-
-    >>> stage_steps([100, 200, 300], [1, 2, 2], 3)
-    {'2': 200, '3': None}
-    """
-    return {str(s): next((t for t, g in zip(steps, stages) if g >= s), None) for s in range(2, k + 1)}
+def stage_steps(curves: dict) -> dict[str, float | None]:
+    """{stage: the evaluation step at which the run moved to it} for stages 2..k
+    (:func:`companion.experiments.khop_stall_paths.stage_moves`; None: never)."""
+    moves = khop_stall_paths.stage_moves(curves)
+    return {str(s): None if math.isinf(m) else m for s, m in enumerate(moves, start=2)}
 
 
-def compare(alone: dict, packed: dict, k: int) -> dict:
+def compare(alone: dict, packed: dict) -> dict:
     """One run alone against the same run packed (curves ``step``, ``acc``, ``stage`` of each)."""
     n = min(len(alone["step"]), len(packed["step"]))
     first = next((alone["step"][i] for i in range(n) if alone["acc"][i] != packed["acc"][i]), None)
     return {
         "first_differing_eval": first,
-        "stages_alone": stage_steps(alone["step"][:n], alone["stage"][:n], k),
-        "stages_packed": stage_steps(packed["step"][:n], packed["stage"][:n], k),
+        "stages_alone": stage_steps({f: alone[f][:n] for f in ("step", "acc", "stage")}),
+        "stages_packed": stage_steps({f: packed[f][:n] for f in ("step", "acc", "stage")}),
         "last_shared_step": alone["step"][n - 1],
         "acc_alone": alone["acc"][n - 1],
         "acc_packed": packed["acc"][n - 1],
@@ -87,7 +86,6 @@ def main(argv=None) -> None:
         packed = {
             n: {f: json.loads(json.dumps(r[f], default=float)) for f in fields} for n, r in runs.items()
         }
-    k = next(iter(exps.values())).k
     out = {
         **made,
         "steps": args.steps,
@@ -95,7 +93,7 @@ def main(argv=None) -> None:
         "alone_sampler": rec.drawn_by,
         "seconds": seconds,
         "runs": {
-            n: compare({f: rec.curves[f][n] for f in ("step", "acc", "stage")}, packed[n], k) for n in exps
+            n: compare({f: rec.curves[f][n] for f in ("step", "acc", "stage")}, packed[n]) for n in exps
         },
         "packed": packed,
     }

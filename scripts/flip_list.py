@@ -71,10 +71,10 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
         packing = {"numpy": old.packing, "counter": new.packing}
         made.append({"file": path.name, "label": new.label(), "command": new.command, "packing": packing})
     rows = claims.recorded_flips(pairs)
+    packings = {m["file"]: m["packing"] for m in made}
     for row in rows:  # a row whose recording's runs trained otherwise (alone, packed) under the two samplers
-        packing = next(m["packing"] for m in made if m["file"] == row["recording"])
-        if packing["numpy"] != packing["counter"]:
-            row["packing"] = packing
+        if packings[row["recording"]]["numpy"] != packings[row["recording"]]["counter"]:
+            row["packing"] = packings[row["recording"]]
     data = json.loads(Path(out).read_text())
     data["recordings"] = {"folder": str(Path(folder)), "made": made, "rows": rows}
     _write(out, data)

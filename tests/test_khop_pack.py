@@ -11,29 +11,28 @@ from companion import config, record
 
 def test_the_committed_comparison_is_recomputed_from_its_curves(pack_script):
     """The committed result's per-run comparison follows from its packed curves and the alone recording; the
-    finding it records (the runs part between steps 600 and 1100; seed 0 alone reaches four hops by 2900,
-    packed not by 3000) is what those curves say."""
+    finding it records (the runs part between steps 600 and 1100; seed 0 alone moves to four hops at the
+    evaluation of step 2800, packed not by 3000) is what those curves say."""
     path = config.REPO_ROOT / "benchmarks/results/CPU_AMD_EPYC__1_threads-khop-pack.json"
     out = json.loads(path.read_text())
     alone = record.load(record.RECORDED_DIR / out["alone"])
     assert alone.packing == "alone" and alone.drawn_by == out["sampler"] == "numpy"
     for name, got in out["runs"].items():
         curves = {f: alone.curves[f][name] for f in ("step", "acc", "stage")}
-        assert pack_script.compare(curves, out["packed"][name], 4) == got
+        assert pack_script.compare(curves, out["packed"][name]) == got
     firsts = [r["first_differing_eval"] for r in out["runs"].values()]
     assert min(firsts) == 600 and max(firsts) == 1100
     seed0 = out["runs"]["seed 0"]
-    assert seed0["stages_alone"]["4"] == 2900 and seed0["stages_packed"]["4"] is None
+    assert seed0["stages_alone"]["4"] == 2800 and seed0["stages_packed"]["4"] is None
 
 
 def test_compare_and_stage_steps(pack_script):
     a = {"step": [100, 200, 300], "acc": [[1, 0.1], [1, 0.5], [1, 1]], "stage": [1, 2, 2]}
     b = {"step": [100, 200], "acc": [[1, 0.1], [1, 0.4]], "stage": [1, 1]}
-    got = pack_script.compare(a, b, 2)
+    got = pack_script.compare(a, b)
     assert got["first_differing_eval"] == 200 and got["last_shared_step"] == 200
-    assert got["stages_alone"] == {"2": 200} and got["stages_packed"] == {"2": None}
-    assert pack_script.compare(a, a, 2)["first_differing_eval"] is None
-    assert pack_script.stage_steps([100, 200, 300], [1, 2, 2], 3) == {"2": 200, "3": None}
+    assert got["stages_alone"] == {"2": 100.0} and got["stages_packed"] == {"2": None}
+    assert pack_script.compare(a, a)["first_differing_eval"] is None
 
 
 def test_a_packed_recording_or_a_bad_step_count_is_refused(pack_script):
