@@ -7,9 +7,15 @@ run). Same seeds, same batches: the two differ only in the rounding of the packe
 first evaluation whose test accuracies differ, the step it moves to each curriculum stage alone and packed, and
 both runs' accuracies at the last evaluation they share.
 
+The recording may have trained on another machine or thread count than the pack. ``--control NAME`` (repeatable)
+trains that run alone here, on the pack's device and thread count, and compares it with the recording's run too: if
+the two agree at every evaluation, the machine and the thread count did not change the run, and the pack's
+difference is the pack's.
+
 Writes benchmarks/results/<machine>-khop-pack.json (atomically) and prints it. ``--curves`` reads the packed
-runs' curves from an earlier call's file instead of training them again.
-Usage: python benchmarks/khop_pack_divergence.py [--steps 3000] [--alone FILE] [--curves FILE]
+runs' curves from an earlier call's file instead of training them again (a control then needs that call's
+device).
+Usage: python benchmarks/khop_pack_divergence.py [--steps 3000] [--alone FILE] [--curves FILE] [--control NAME ...]
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 import results_file
 
 from companion import config, record
@@ -38,9 +45,18 @@ def stage_steps(curves: dict) -> dict[str, float | None]:
     return {str(s): None if math.isinf(m) else m for s, m in enumerate(moves, start=2)}
 
 
+def curves_of(r: dict) -> dict[str, list]:
+    """A run's ``step``, ``acc``, ``stage`` and ``loss`` curves as lists of floats (for the results file)."""
+    return {f: np.asarray(r[f], dtype=float).tolist() for f in ("step", "acc", "stage", "loss")}
+
+
 def compare(alone: dict, packed: dict) -> dict:
-    """One run alone against the same run packed (curves ``step``, ``acc``, ``stage`` of each)."""
-    n = min(len(alone["step"]), len(packed["step"]))
+    """One run alone against the same run packed (curves ``step``, ``acc``, ``stage`` of each), at the
+    evaluations they share: the leading ones at the same steps."""
+    n = next(
+        (i for i, (a, b) in enumerate(zip(alone["step"], packed["step"])) if a != b),
+        min(len(alone["step"]), len(packed["step"])),
+    )
     first = next((alone["step"][i] for i in range(n) if alone["acc"][i] != packed["acc"][i]), None)
     return {
         "first_differing_eval": first,
@@ -57,6 +73,12 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--alone", default=str(ALONE), help="a khop_seeds recording whose runs trained alone")
     ap.add_argument("--curves", help="the packed runs' curves from an earlier call's results file")
+    ap.add_argument(
+        "--control",
+        action="append",
+        default=[],
+        help="also train this run alone here and compare it with the recording's (repeatable)",
+    )
     args = ap.parse_args(argv)
     check_int("steps", args.steps, low=1)
     rec = record.load(Path(args.alone))
@@ -65,6 +87,9 @@ def main(argv=None) -> None:
             f"{args.alone}: its runs trained in {rec.packing}; allowed a recording made run by run"
         )
     exps = {n: dataclasses.replace(KHopExperiment(**c), steps=args.steps) for n, c in rec.config.items()}
+    for name in args.control:
+        if name not in exps:
+            raise ValueError(f"--control {name!r}: allowed one of the recording's runs {sorted(exps)}")
     # where, at which commit and under which sampler the packed runs trained: this call, or the earlier one
     made = {"device": config.device_name(), "commit": record.commit(), "sampler": config.sampler()}
     if args.curves:
@@ -76,30 +101,48 @@ def main(argv=None) -> None:
         raise ValueError(
             f"the alone runs drew from the {rec.drawn_by} sampler; the packed from {made['sampler']}"
         )
+    if args.control and made["device"] != config.device_name():
+        raise ValueError(
+            f"the packed runs trained on {made['device']}, this call runs on {config.device_name()}: "
+            "a control must train where the pack did"
+        )
     if args.curves:
         packed, seconds = earlier["packed"], earlier["seconds"]
     else:
         start = time.perf_counter()
         runs = khop.run_many(exps, use_cache=False)
         seconds = time.perf_counter() - start
-        fields = ("step", "acc", "stage", "loss")
-        packed = {
-            n: {f: json.loads(json.dumps(r[f], default=float)) for f in fields} for n, r in runs.items()
-        }
+        packed = {n: curves_of(r) for n, r in runs.items()}
     out = {
         **made,
         "steps": args.steps,
         "alone": rec.path.name,
         "alone_sampler": rec.drawn_by,
+        "alone_device": rec.data["device"],
         "seconds": seconds,
         "runs": {
             n: compare({f: rec.curves[f][n] for f in ("step", "acc", "stage")}, packed[n]) for n in exps
         },
         "packed": packed,
     }
+    for name in args.control:  # each run alone here, where the pack trained
+        start = time.perf_counter()
+        here = curves_of(khop.run(exps[name], use_cache=False))
+        out.setdefault("control", {})[name] = {
+            "device": config.device_name(),
+            "commit": record.commit(),
+            "seconds": time.perf_counter() - start,
+            "against_recording": compare({f: rec.curves[f][name] for f in ("step", "acc", "stage")}, here),
+            "curves": here,
+        }
     path = results_file.path(out["device"], "-khop-pack")
     results_file.write(path, out)
-    print(json.dumps({key: v for key, v in out.items() if key != "packed"}, indent=1))
+    shown = {key: v for key, v in out.items() if key != "packed"}
+    if "control" in out:
+        shown["control"] = {
+            n: {key: v for key, v in c.items() if key != "curves"} for n, c in out["control"].items()
+        }
+    print(json.dumps(shown, indent=1))
 
 
 if __name__ == "__main__":

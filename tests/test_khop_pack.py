@@ -33,6 +33,11 @@ def test_compare_and_stage_steps(pack_script):
     assert got["first_differing_eval"] == 200 and got["last_shared_step"] == 200
     assert got["stages_alone"] == {"2": 100.0} and got["stages_packed"] == {"2": None}
     assert pack_script.compare(a, a)["first_differing_eval"] is None
+    # a shorter run's last evaluation (step 150) is not one the other made: compared up to step 100
+    c = {"step": [100, 150], "acc": [[1, 0.1], [1, 0.9]], "stage": [1, 2]}
+    got = pack_script.compare(a, c)
+    assert got["last_shared_step"] == 100 and got["first_differing_eval"] is None
+    assert got["stages_packed"] == {"2": None}
 
 
 def test_a_packed_recording_or_a_bad_step_count_is_refused(pack_script):
@@ -48,3 +53,22 @@ def test_a_recording_of_another_sampler_is_refused_before_training(pack_script, 
     monkeypatch.setattr(pack_script.khop, "run_many", lambda *a, **k: pytest.fail("trained"))
     with pytest.raises(ValueError, match="drew from the numpy sampler; the packed from counter"):
         pack_script.main(["--steps", "10"])
+
+
+def test_a_short_pack_and_its_control_are_written(pack_script, monkeypatch, tmp_path):
+    """Two steps trained packed and, for one run, alone here: the file holds both comparisons, the curves as
+    plain lists, and the recording's device beside this call's. An unknown control run is refused first."""
+    monkeypatch.setattr(pack_script.results_file, "RESULTS", tmp_path)
+    with pytest.raises(ValueError, match="--control 'seed 9': allowed one of the recording's runs"):
+        pack_script.main(["--steps", "2", "--control", "seed 9"])
+    pack_script.main(["--steps", "2", "--control", "seed 0"])
+    (path,) = tmp_path.glob("*-khop-pack.json")
+    out = json.loads(path.read_text())
+    assert out["device"] == config.device_name() and out["alone_device"].startswith("CPU")
+    assert set(out["runs"]) == {"seed 0", "seed 1", "seed 2", "seed 0, every 250"}
+    control = out["control"]["seed 0"]
+    assert control["curves"]["step"] == [0.0, 2.0] and len(control["curves"]["acc"][0]) == 4
+    # the only evaluation both make is step 0's, before any update: the same model and test sets, the same
+    # accuracies, whatever the thread count
+    got = control["against_recording"]
+    assert got["last_shared_step"] == 0.0 and got["first_differing_eval"] is None
