@@ -3,18 +3,19 @@
 The seed study's four runs (``khop_seeds``: the cumulative curriculum, seeds 0, 1, 2 advancing every 100 steps
 and seed 0 every 250) trained as one pack of replicas for ``--steps`` steps, under the sampler in force, against
 the same runs trained alone in a committed recording (default: the numpy generators' ``khop_seeds``, made run by
-run). Same seeds, same batches: the two differ only in the rounding of the packed arithmetic. For each run: the
+run). Same seeds, same batches: the two differ only in the rounding of the arithmetic, the pack's, and the
+machine's and thread count's where the recording trained elsewhere (numpy khop_seeds: 2 threads). For each run: the
 first evaluation whose test accuracies differ, the step it moves to each curriculum stage alone and packed, and
 both runs' accuracies at the last evaluation they share.
 
 The recording may have trained on another machine or thread count than the pack. ``--control NAME`` (repeatable)
-trains that run alone here, on the pack's device and thread count, and compares it with the recording's run too: if
-the two agree at every evaluation, the machine and the thread count did not change the run, and the pack's
-difference is the pack's.
+trains that run alone here, on the pack's device and thread count, and compares it with the recording's run
+(``against_recording``: what the machine and thread count change) and with the packed run (``against_pack``:
+what the pack alone changes).
 
 Writes benchmarks/results/<machine>-khop-pack.json (atomically) and prints it. ``--curves`` reads the packed
-runs' curves from an earlier call's file instead of training them again (a control then needs that call's
-device).
+runs' curves from an earlier call's file instead of training them again, and its controls' curves where it
+has them (a control trained now needs that call's device).
 Usage: python benchmarks/khop_pack_divergence.py [--steps 3000] [--alone FILE] [--curves FILE] [--control NAME ...]
 """
 
@@ -125,15 +126,25 @@ def main(argv=None) -> None:
         },
         "packed": packed,
     }
-    for name in args.control:  # each run alone here, where the pack trained
-        start = time.perf_counter()
-        here = curves_of(khop.run(exps[name], use_cache=False))
-        out.setdefault("control", {})[name] = {
-            "device": config.device_name(),
-            "commit": record.commit(),
-            "seconds": time.perf_counter() - start,
+    earlier_controls = earlier.get("control", {}) if args.curves else {}
+    for name in args.control:  # each run alone here, where the pack trained (or the earlier call's)
+        if name in earlier_controls:
+            made_alone = {
+                key: earlier_controls[name][key] for key in ("device", "commit", "seconds", "curves")
+            }
+        else:
+            start = time.perf_counter()
+            here = curves_of(khop.run(exps[name], use_cache=False))
+            made_alone = {
+                "device": config.device_name(),
+                "commit": record.commit(),
+                "seconds": time.perf_counter() - start,
+                "curves": here,
+            }
+        here = made_alone["curves"]
+        out.setdefault("control", {})[name] = made_alone | {
             "against_recording": compare({f: rec.curves[f][name] for f in ("step", "acc", "stage")}, here),
-            "curves": here,
+            "against_pack": compare(here, packed[name]),
         }
     path = results_file.path(out["device"], "-khop-pack")
     results_file.write(path, out)

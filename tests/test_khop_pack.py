@@ -26,6 +26,32 @@ def test_the_committed_comparison_is_recomputed_from_its_curves(pack_script):
     assert seed0["stages_alone"]["4"] == 2800 and seed0["stages_packed"]["4"] is None
 
 
+def test_the_committed_controls_tell_the_thread_count_from_the_pack(pack_script):
+    """The recording trained on two threads, the pack on one. The controls (one thread, alone) are recomputed
+    from their curves; what they say: the thread count changes both runs from step 750-800, as early as the
+    pack does; seed 0 alone on one thread still moves to four hops at 2800 (the pack delays it), and seed 0
+    every 250 alone on one thread loses three hops as the pack does (the thread count did that, not the pack)."""
+    path = config.REPO_ROOT / "benchmarks/results/CPU_AMD_EPYC__1_threads-khop-pack.json"
+    out = json.loads(path.read_text())
+    alone = record.load(record.RECORDED_DIR / out["alone"])
+    assert out["alone_device"] == alone.data["device"] == "CPU AMD EPYC, 2 threads"
+    assert out["device"] == "CPU AMD EPYC, 1 threads"
+    for name, c in out["control"].items():
+        assert c["device"] == out["device"]
+        curves = {f: alone.curves[f][name] for f in ("step", "acc", "stage")}
+        assert pack_script.compare(curves, c["curves"]) == c["against_recording"]
+        assert pack_script.compare(c["curves"], out["packed"][name]) == c["against_pack"]
+    seed0, every250 = out["control"]["seed 0"], out["control"]["seed 0, every 250"]
+    assert seed0["against_recording"]["first_differing_eval"] == 800
+    assert (
+        seed0["against_recording"]["stages_packed"]["4"] == 2800
+        and seed0["against_pack"]["stages_packed"]["4"] is None
+    )
+    assert every250["against_recording"]["first_differing_eval"] == 750
+    assert every250["against_recording"]["acc_alone"][2] == 1.0  # two threads: three hops kept
+    assert every250["against_pack"]["acc_alone"][2] < 0.2 and every250["against_pack"]["acc_packed"][2] < 0.2
+
+
 def test_compare_and_stage_steps(pack_script):
     a = {"step": [100, 200, 300], "acc": [[1, 0.1], [1, 0.5], [1, 1]], "stage": [1, 2, 2]}
     b = {"step": [100, 200], "acc": [[1, 0.1], [1, 0.4]], "stage": [1, 1]}

@@ -325,10 +325,11 @@ def _train_pack(exps: list[KHopExperiment], progress: bool, device=None) -> list
     learning rate and evaluation interval, and moves through its curriculum on its own accuracies; losses are
     summed over replicas, never averaged. A non-finite loss is kept, as in a run alone. The attention is computed
     explicitly (``HopBlock.fused`` False), so a packed run equals the run alone up to rounding. Over thousands
-    of steps that rounding can decide a curriculum run's outcome: the seed study's runs packed and alone part
-    within 1100 steps, and under the counter sampler seed 0 stays on three hops for 8000 steps alone but
-    learns all four packed (benchmarks/khop_pack_divergence.py; the khop_reseed and khop_seeds recordings),
-    so a study that needs the run that stalls alone cannot take it from a packed recording."""
+    of steps that rounding can decide a curriculum run's outcome, as any change of rounding can (the thread
+    count does too): the seed study's runs packed and alone part within 1100 steps, and under the counter
+    sampler seed 0 stays on three hops for 8000 steps alone but learns all four packed, both on one thread
+    (benchmarks/khop_pack_divergence.py; the khop_reseed and khop_seeds recordings), so a study that needs
+    the run that stalls alone cannot take it from a packed recording."""
     if len({pack_key(e) for e in exps}) != 1:
         raise ValueError(f"these runs differ in one of {PACK_SHARED} and cannot share a pack")
     device = config.get_device(device)
