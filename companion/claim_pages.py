@@ -492,12 +492,14 @@ def _recordings_again(data: dict) -> list[str]:
         return []
     rows = again["rows"]
     changed = [r for r in rows if r["changed"]]
-    packed = [r for r in changed if "packing" in r]
+    otherwise = [r for r in changed if "trained" in r]
     mixed = (
-        f" ({len(packed)} of them from recordings whose runs trained otherwise under the two samplers, alone or "
-        "packed as replicas, as the table says: a packed run equals the run alone up to rounding only, so their "
-        "change is the sampler's and the pack's together)"
-        if packed
+        f" ({len(otherwise)} of them from recordings whose runs trained otherwise under the two samplers, alone "
+        "or packed as replicas, on another number of threads, as the table says: either changes a run's "
+        "rounding, and a long k-hop run's outcome can turn on it "
+        "(`benchmarks/results/CPU_AMD_EPYC__1_threads-khop-pack.json`), so their change is the sampler's and "
+        "the rounding's together)"
+        if otherwise
         else ""
     )
     files = ", ".join(f"`{m['file']}` ({m['label']})" for m in again["made"])
@@ -513,20 +515,20 @@ def _recordings_again(data: dict) -> list[str]:
         return [text]
     lines = ["| claim | chapter | recording | numpy sampler | counter sampler |", "|---|---|---|---|---|"]
     lines += [
-        f"| `{r['claim']}` | {_doc(r['chapter'])} | `{r['recording']}`{_packing(r)} | {_cell(r['before'])} | "
+        f"| `{r['claim']}` | {_doc(r['chapter'])} | `{r['recording']}`{_trained(r)} | {_cell(r['before'])} | "
         f"{_cell(r['after'])} |"
         for r in changed
     ]
     return [text, "\n".join(lines)]
 
 
-def _packing(row: dict) -> str:
+def _trained(row: dict) -> str:
     """How a flip-list row's recording trained under each sampler, where they differ ("" where they agree).
 
-    >>> _packing({"packing": {"numpy": "alone", "counter": "packs of 4"}})
-    ' (numpy: alone; counter: packs of 4)'
+    >>> _trained({"trained": {"numpy": "alone, 2 threads", "counter": "packs of 4, 1 thread"}})
+    ' (numpy: alone, 2 threads; counter: packs of 4, 1 thread)'
     """
-    p = row.get("packing")
+    p = row.get("trained")
     return f" (numpy: {p['numpy']}; counter: {p['counter']})" if p else ""
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import shlex
 import tomllib
 from dataclasses import dataclass
@@ -232,6 +233,26 @@ class Recorded:
         """
         sizes = sorted({p["replicas"] for p in (self.data.get("packs") or {}).values()})
         return "packs of " + ", ".join(map(str, sizes)) if sizes else "alone"
+
+    @property
+    def trained(self) -> str:
+        """How its runs' arithmetic was done, as far as it decides their rounding: :attr:`packing`, and on a CPU
+        the thread count (``threads``, or the ``device`` name's for files written before the field), on a GPU
+        the device. A run's rounding changes with either, and a long k-hop run's outcome can turn on it
+        (benchmarks/results/CPU_AMD_EPYC__1_threads-khop-pack.json).
+
+        >>> Recorded(Path("x.json"), {"device": "CPU AMD EPYC, 2 threads"}).trained
+        'alone, 2 threads'
+        >>> Recorded(Path("x.json"), {"device": "CPU AMD EPYC, 1 threads", "threads": 1, "sm_count": None}).trained
+        'alone, 1 thread'
+        >>> Recorded(Path("x.json"), {"device": "NVIDIA H200", "sm_count": 132, "threads": 16}).trained
+        'alone, NVIDIA H200'
+        """
+        d = self.data
+        if d.get("sm_count") is not None or not d["device"].startswith("CPU"):
+            return f"{self.packing}, {d['device']}"
+        threads = d.get("threads") or int(re.search(r"(\d+) threads?$", d["device"]).group(1))
+        return f"{self.packing}, {threads} thread{'s' if threads != 1 else ''}"
 
     @property
     def read_other_samplers(self) -> list[str]:

@@ -46,9 +46,9 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
     """The committed flip list (``out``) with its ``recordings`` entry made from ``folder``: each recording there
     (made under the counter sampler) against the file of the same name in ``recorded`` (default
     data/recorded/, made under the numpy generators), by :func:`companion.claims.recorded_flips`; written back.
-    Each recording says how its runs trained under each sampler (``packing``: alone or in packs,
-    :attr:`companion.recorded.Recorded.packing`), and a row whose recording trained otherwise under the two
-    carries that too: its change is the sampler's and the pack's together.
+    Each recording says how its runs trained under each sampler (``trained``: alone or in packs, on how many
+    CPU threads or which GPU, :attr:`companion.recorded.Recorded.trained`), and a row whose recording trained
+    otherwise under the two carries that too: its change is the sampler's and the rounding's together.
 
     Raises:
         ValueError: a recording in ``folder`` that is not the counter sampler's, or has no file of its name in
@@ -68,13 +68,15 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
                 f"{old_path}: drawn by the {old.drawn_by} sampler; allowed the numpy generators'"
             )
         pairs.append((path.name, old.claims, new.claims))
-        packing = {"numpy": old.packing, "counter": new.packing}
-        made.append({"file": path.name, "label": new.label(), "command": new.command, "packing": packing})
+        trained = {"numpy": old.trained, "counter": new.trained}
+        made.append({"file": path.name, "label": new.label(), "command": new.command, "trained": trained})
     rows = claims.recorded_flips(pairs)
-    packings = {m["file"]: m["packing"] for m in made}
-    for row in rows:  # a row whose recording's runs trained otherwise (alone, packed) under the two samplers
-        if packings[row["recording"]]["numpy"] != packings[row["recording"]]["counter"]:
-            row["packing"] = packings[row["recording"]]
+    how = {m["file"]: m["trained"] for m in made}
+    for (
+        row
+    ) in rows:  # a row whose recording's runs trained otherwise (packed, threads) under the two samplers
+        if how[row["recording"]]["numpy"] != how[row["recording"]]["counter"]:
+            row["trained"] = how[row["recording"]]
     data = json.loads(Path(out).read_text())
     data["recordings"] = {"folder": str(Path(folder)), "made": made, "rows": rows}
     _write(out, data)

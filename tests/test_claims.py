@@ -734,18 +734,26 @@ def test_recordings_made_again_under_the_counter_sampler_join_the_flip_list(
     page = claim_pages.flip_list(out)
     assert "Of the 10 rows they check, 1 changes category:" in page
     assert f"| `{cid}` | {{doc}}`induction_random` | `{name}` | holds (0.2577) | FAIL (0.15) |" in page
-    assert "packing" not in rows[cid] and data["recordings"]["made"][0]["packing"] == {
-        "numpy": "alone",
-        "counter": "alone",
+    assert old.data["device"] == new["device"] == "CPU AMD EPYC, 2 threads"
+    assert "trained" not in rows[cid] and data["recordings"]["made"][0]["trained"] == {
+        "numpy": "alone, 2 threads",
+        "counter": "alone, 2 threads",
     }
     # runs trained alone under numpy and packed under counter: the row and the page say so
     (folder / name).write_text(json.dumps(dict(new, packs={"seed 0": {"replicas": 4}})))
     data = flip_script.add_recordings(folder, out)
     row = next(r for r in data["recordings"]["rows"] if r["claim"] == cid)
-    assert row["packing"] == {"numpy": "alone", "counter": "packs of 4"}
+    assert row["trained"] == {"numpy": "alone, 2 threads", "counter": "packs of 4, 2 threads"}
     page = claim_pages.flip_list(out)
-    assert f"`{name}` (numpy: alone; counter: packs of 4) | holds (0.2577) | FAIL (0.15) |" in page
+    assert (
+        f"`{name}` (numpy: alone, 2 threads; counter: packs of 4, 2 threads) | holds (0.2577) | FAIL" in page
+    )
     assert "(1 of them from recordings whose runs trained otherwise under the two samplers" in page
+    # alone under both, on one thread instead of two: marked too
+    (folder / name).write_text(json.dumps(dict(new, device="CPU AMD EPYC, 1 threads", threads=1)))
+    data = flip_script.add_recordings(folder, out)
+    row = next(r for r in data["recordings"]["rows"] if r["claim"] == cid)
+    assert row["trained"] == {"numpy": "alone, 2 threads", "counter": "alone, 1 thread"}
     # the recording made again must be the counter sampler's, its namesake the numpy generators'
     (folder / name).write_text(json.dumps(dict(new, sampler=1)))
     with pytest.raises(ValueError, match="drawn by the numpy sampler; allowed the counter"):
