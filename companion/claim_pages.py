@@ -511,11 +511,56 @@ def _recordings_again(data: dict) -> list[str]:
         f"{files}. Of the {len(rows)} rows they check, {len(changed)} "
         f"{'changes' if len(changed) == 1 else 'change'} category{mixed}" + (":" if changed else ".")
     )
+    rounding = {(r["claim"], r["recording"]): r for r in data.get("rounding", {}).get("rows", [])}
     if not changed:
-        return [text]
+        return [text, *_rounding_alone(data)]
     lines = ["| claim | chapter | recording | numpy sampler | counter sampler |", "|---|---|---|---|---|"]
     lines += [
         f"| `{r['claim']}` | {_doc(r['chapter'])} | `{r['recording']}`{_trained(r)} | {_cell(r['before'])} | "
+        f"{_cell(r['after'])}{_with_rounding(rounding.get((r['claim'], r['recording'])))} |"
+        for r in changed
+    ]
+    return [text, "\n".join(lines), *_rounding_alone(data)]
+
+
+def _with_rounding(row: dict | None) -> str:
+    """What the numpy generators gave a changed row with the counter recording's arithmetic ("" where the flip
+    list's ``rounding`` entry has no such recording).
+
+    >>> _with_rounding({"after": {"category": "holds", "observed": 0.5}})
+    '; numpy generators, same rounding: holds (0.5)'
+    """
+    return "" if row is None else f"; numpy generators, same rounding: {_cell(row['after'])}"
+
+
+def _rounding_alone(data: dict) -> list[str]:
+    """The flip list's recordings made again under the numpy generators with their counter namesakes' arithmetic
+    (``scripts/flip_list.py --add-rounding``) as Markdown: which, and the rows whose category changes with the
+    rounding alone. Empty without them."""
+    again = data.get("rounding")
+    if not again:
+        return []
+    rows = again["rows"]
+    changed = [r for r in rows if r["changed"]]
+    files = ", ".join(
+        f"`{m['file']}` ({m['trained']['numpy']} -> {m['trained']['again']})" for m in again["made"]
+    )
+    text = (
+        "**The rounding alone.** A run's rounding changes with the number of CPU threads and with packing, so "
+        "a recording made again on another arithmetic changes for that reason too. These recordings were made "
+        "again under the numpy generators, each with the arithmetic of its counter namesake "
+        f"(`{again['folder']}`): {files}. Of the {len(rows)} rows they check, {len(changed)} "
+        f"{'changes' if len(changed) == 1 else 'change'} category with the rounding alone"
+        + (":" if changed else ".")
+    )
+    if not changed:
+        return [text]
+    lines = [
+        "| claim | chapter | recording | numpy generators | same, counter's rounding |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{r['claim']}` | {_doc(r['chapter'])} | `{r['recording']}` | {_cell(r['before'])} | "
         f"{_cell(r['after'])} |"
         for r in changed
     ]

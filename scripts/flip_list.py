@@ -18,6 +18,15 @@ The rows that chapters read from recordings change only when the recordings are 
 adds to the committed list, for each recording in that folder (made under the counter sampler), the rows it checks
 against the same file in data/recorded (made under the numpy generators).
 
+Most recordings made again also trained on another number of threads, or in packs, than their namesakes, so
+their rounding changed with the sampler. The rounding's share is measured on its own by recordings made again under
+the numpy generators, each with the arithmetic of its counter namesake (data/recorded/rounding/):
+
+    python scripts/flip_list.py --add-rounding data/recorded/rounding
+
+adds, for each of them, the rows it checks against the same file in data/recorded: the rows that change category
+with the rounding alone.
+
 A chapter whose runs change after the list was made (another quick size) is compared again on its own: new builds
 of that chapter (and its seed sweep, under the list's sweep labels) replace its rows, and the list says why:
 
@@ -83,6 +92,44 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
     return data
 
 
+def add_rounding(folder, out=OUT, recorded=None) -> dict:
+    """The committed flip list (``out``) with its ``rounding`` entry made from ``folder``: each recording there,
+    made again under the numpy generators with the arithmetic (:attr:`companion.recorded.Recorded.trained`) of
+    its namesake made under the counter sampler (in ``recorded``/counter), against its namesake in ``recorded``
+    (default data/recorded/, made under the numpy generators otherwise), by
+    :func:`companion.claims.recorded_flips`: the rows that change category with the rounding alone. Written back.
+
+    Raises:
+        ValueError: a recording in ``folder`` that is not the numpy generators', or has no namesake in
+            ``recorded`` and its counter folder, or was not made with its counter namesake's arithmetic, or with
+            the arithmetic of its numpy namesake (no rounding changed).
+    """
+    recorded = Path(recorded or record.RECORDED_DIR)
+    pairs, made = [], []
+    for path in sorted(Path(folder).glob("*.json")):
+        new = record.load(path)
+        if new.drawn_by != "numpy":
+            raise ValueError(f"{path}: drawn by the {new.drawn_by} sampler; allowed the numpy generators'")
+        if not (recorded / path.name).is_file() or not (recorded / "counter" / path.name).is_file():
+            raise ValueError(f"{path.name}: allowed a recording made again under both samplers in {recorded}")
+        old, counter = record.load(recorded / path.name), record.load(recorded / "counter" / path.name)
+        if new.trained != counter.trained:
+            raise ValueError(
+                f"{path.name}: trained {new.trained}; its counter namesake {counter.trained} (allowed the same)"
+            )
+        if new.trained == old.trained:
+            raise ValueError(
+                f"{path.name}: trained {new.trained}, as its numpy namesake: no rounding changed"
+            )
+        pairs.append((path.name, old.claims, new.claims))
+        trained = {"numpy": old.trained, "again": new.trained}
+        made.append({"file": path.name, "label": new.label(), "command": new.command, "trained": trained})
+    data = json.loads(Path(out).read_text())
+    data["rounding"] = {"folder": str(Path(folder)), "made": made, "rows": claims.recorded_flips(pairs)}
+    _write(out, data)
+    return data
+
+
 def again(chapter: str, rows: list[dict], builds: dict, why: str, out=OUT, not_reached: str = "") -> dict:
     """The committed flip list (``out``) with the rows of ``chapter`` replaced by ``rows``
     (:func:`companion.claims.flips` of new builds of that chapter alone), where the old rows stood, and with
@@ -124,6 +171,11 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--add-recordings", metavar="FOLDER", help="recordings made again under the counter sampler"
     )
+    ap.add_argument(
+        "--add-rounding",
+        metavar="FOLDER",
+        help="recordings made again under the numpy generators with their counter namesakes' arithmetic",
+    )
     ap.add_argument("--before", help="the numpy build's cache folder")
     ap.add_argument("--after", help="the counter build's cache folder")
     ap.add_argument("--before-label")
@@ -146,9 +198,14 @@ def main(argv=None) -> None:
     )
     ap.add_argument("chapters", nargs="*", help="docnames, e.g. book/noisy_recall")
     args = ap.parse_args(argv)
-    if args.add_recordings:
-        data = add_recordings(args.add_recordings)
-        rows = data["recordings"]["rows"]
+    if args.add_recordings and args.add_rounding:
+        ap.error("--add-recordings and --add-rounding are separate calls")
+    if args.add_recordings or args.add_rounding:
+        entry = "recordings" if args.add_recordings else "rounding"
+        data = (add_recordings if args.add_recordings else add_rounding)(
+            args.add_recordings or args.add_rounding
+        )
+        rows = data[entry]["rows"]
         print(f"{len(rows)} recorded rows, {sum(r['changed'] for r in rows)} changed; wrote {OUT}")
         for r in rows:
             if r["changed"]:

@@ -886,3 +886,49 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
     assert "1 more row near their bar belongs to chapters the sweep did not run ({doc}`y`)" in (
         claim_pages.flip_list(path)
     )
+
+
+def test_the_rounding_alone_joins_the_flip_list(tmp_path, flip_script):
+    """A recording made again under the numpy generators with its counter namesake's arithmetic (one thread
+    instead of two): the rows it checks against its namesake, judged as the chapter would; the page lists those
+    that change and puts the value beside the counter sampler's in the recordings' table."""
+    import shutil
+
+    name, cid = "induction_random_seeds-quick.json", "ih.random_seeds_ambiguity"  # a prediction, above 0.2
+    recorded = tmp_path / "recorded"
+    (recorded / "counter").mkdir(parents=True)
+    old = record.load(record.RECORDED_DIR / name)
+    counter = dict(old.data, sampler=2, device="CPU AMD EPYC, 1 threads", threads=1)
+    (recorded / name).write_text(json.dumps(old.data))
+    (recorded / "counter" / name).write_text(json.dumps(dict(counter, claims={**old.claims, cid: 0.15})))
+    folder = tmp_path / "rounding"
+    folder.mkdir()
+    again = dict(counter, sampler=old.data.get("sampler", 1), claims={**old.claims, cid: 0.1})
+    (folder / name).write_text(json.dumps(again))
+    out = tmp_path / "flip_list.json"
+    shutil.copy(claim_pages.FLIP_LIST, out)
+    flip_script.add_recordings(recorded / "counter", out, recorded)
+    data = flip_script.add_rounding(folder, out, recorded)
+    rows = {r["claim"]: r for r in data["rounding"]["rows"]}
+    assert set(rows) == set(old.claims) and sum(r["changed"] for r in rows.values()) == 1
+    assert rows[cid]["after"] == {"category": claims.FAIL, "observed": 0.1}
+    assert data["rounding"]["made"][0]["trained"] == {"numpy": "alone, 2 threads", "again": "alone, 1 thread"}
+    assert "recordings" in json.loads(out.read_text())  # the counter rows kept
+    page = claim_pages.flip_list(out)
+    assert "FAIL (0.15); numpy generators, same rounding: FAIL (0.1) |" in page
+    assert "Of the 10 rows they check, 1 changes category with the rounding alone:" in page
+    assert f"| `{cid}` | {{doc}}`induction_random` | `{name}` | holds (0.2577) | FAIL (0.1) |" in page
+    # another arithmetic than the counter namesake's, or the numpy namesake's own, or another sampler: refused
+    (folder / name).write_text(json.dumps(dict(again, threads=2, device="CPU AMD EPYC, 2 threads")))
+    with pytest.raises(ValueError, match="trained alone, 2 threads; its counter namesake alone, 1 thread"):
+        flip_script.add_rounding(folder, out, recorded)
+    (recorded / "counter" / name).write_text(json.dumps(old.data | {"sampler": 2}))
+    with pytest.raises(ValueError, match="as its numpy namesake: no rounding changed"):
+        flip_script.add_rounding(folder, out, recorded)
+    (folder / name).write_text(json.dumps(dict(again, sampler=2)))
+    with pytest.raises(ValueError, match="drawn by the counter sampler; allowed the numpy generators'"):
+        flip_script.add_rounding(folder, out, recorded)
+    (recorded / "counter" / name).unlink()
+    (folder / name).write_text(json.dumps(again))
+    with pytest.raises(ValueError, match="allowed a recording made again under both samplers"):
+        flip_script.add_rounding(folder, out, recorded)
