@@ -513,14 +513,45 @@ def _recordings_again(data: dict) -> list[str]:
     )
     rounding = {(r["claim"], r["recording"]): r for r in data.get("rounding", {}).get("rows", [])}
     if not changed:
-        return [text, *_rounding_alone(data)]
+        return [text, *_short_runs(again), *_rounding_alone(data)]
     lines = ["| claim | chapter | recording | numpy sampler | counter sampler |", "|---|---|---|---|---|"]
     lines += [
         f"| `{r['claim']}` | {_doc(r['chapter'])} | `{r['recording']}`{_trained(r)} | {_cell(r['before'])} | "
         f"{_cell(r['after'])}{_with_rounding(rounding.get((r['claim'], r['recording'])))} |"
         for r in changed
     ]
-    return [text, "\n".join(lines), *_rounding_alone(data)]
+    return [text, "\n".join(lines), *_short_runs(again), *_rounding_alone(data)]
+
+
+def _short_runs(again: dict) -> list[str]:
+    """The recordings made again whose curriculum runs that end before their last stage differ under the two
+    samplers (``short_of_last_stage``, :func:`companion.experiments.khop.short_of_last_stage`), as Markdown: a
+    study of the last stage is judged, under one of them, on runs that never trained on it. Empty without them."""
+    short = [m for m in again["made"] if "short_of_last_stage" in m]
+    if not short:
+        return []
+    rows = [r for r in again["rows"] if r["recording"] in {m["file"] for m in short}]
+    held = sum(r["before"]["category"] == r["after"]["category"] for r in rows)
+    items = "; ".join(
+        f"`{m['file']}` (numpy: {len(m['short_of_last_stage']['numpy'])}, counter: "
+        f"{len(m['short_of_last_stage']['counter'])} of its runs"
+        + "".join(
+            f"; {side}: {', '.join(repr(n) for n in names)}"
+            for side, names in m["short_of_last_stage"].items()
+            if names
+        )
+        + ")"
+        for m in short
+    )
+    return [
+        "**Runs short of their last stage.** In these recordings made again, the curriculum runs that end before "
+        f"their last stage (k hops) differ under the two samplers: {items}. Their {len(rows)} rows ({held} in the "
+        "same category under both) include rows about the last stage, which under the sampler with more such "
+        "runs are judged on runs that never trained on it: the same category there is not the same finding. "
+        "Which run stalls where turns on the rounding (`benchmarks/results/CPU_AMD_EPYC__1_threads-khop-pack.json`), "
+        "so the k-hop stall studies need their runs chosen by outcome, by a rule registered before the runs, "
+        "before the switch."
+    ]
 
 
 def _with_rounding(row: dict | None) -> str:

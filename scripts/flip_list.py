@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from companion import claims, config, record
+from companion.experiments import khop
 from companion.io import atomic_write_text
 
 OUT = config.committed_data_dir() / "flip_list.json"
@@ -55,7 +56,9 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
     """The committed flip list (``out``) with its ``recordings`` entry made from ``folder``: each recording there
     (made under the counter sampler) against the file of the same name in ``recorded`` (default
     data/recorded/, made under the numpy generators), by :func:`companion.claims.recorded_flips`; written back.
-    Each recording says how its runs trained under each sampler (``trained``: alone or in packs, on how many
+    Where a k-hop recording's curriculum runs that end before their last stage (k hops) differ under the two
+    samplers, its entry names them (``short_of_last_stage``): a study of the last stage is judged on runs that
+    never trained on it. Each recording says how its runs trained under each sampler (``trained``: alone or in packs, on how many
     CPU threads or which GPU, :attr:`companion.recorded.Recorded.trained`), and a row whose recording trained
     otherwise under the two carries that too: its change is the sampler's and the rounding's together.
 
@@ -79,6 +82,9 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
         pairs.append((path.name, old.claims, new.claims))
         trained = {"numpy": old.trained, "counter": new.trained}
         made.append({"file": path.name, "label": new.label(), "command": new.command, "trained": trained})
+        short = {side: _short(r) for side, r in (("numpy", old), ("counter", new))}
+        if short["numpy"] != short["counter"]:
+            made[-1]["short_of_last_stage"] = short
     rows = claims.recorded_flips(pairs)
     how = {m["file"]: m["trained"] for m in made}
     for (
@@ -90,6 +96,13 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
     data["recordings"] = {"folder": str(Path(folder)), "made": made, "rows": rows}
     _write(out, data)
     return data
+
+
+def _short(rec) -> list[str]:
+    """A k-hop recording's curriculum runs that ended before their last stage
+    (:func:`companion.experiments.khop.short_of_last_stage`); none for another experiment's."""
+    stages = (rec.data.get("curves") or {}).get("stage") if rec.experiment.startswith("khop") else None
+    return khop.short_of_last_stage(stages, rec.config) if stages else []
 
 
 def add_rounding(folder, out=OUT, recorded=None) -> dict:

@@ -932,3 +932,26 @@ def test_the_rounding_alone_joins_the_flip_list(tmp_path, flip_script):
     (folder / name).write_text(json.dumps(again))
     with pytest.raises(ValueError, match="allowed a recording made again under both samplers"):
         flip_script.add_rounding(folder, out, recorded)
+
+
+def test_runs_short_of_their_last_stage_are_named(tmp_path, flip_script):
+    """A k-hop recording made again whose runs end before their last stage where its namesake's reached it: the
+    flip list names them, and the page says that its rows are then judged on runs that never trained on it."""
+    import shutil
+
+    name = "khop_probe-quick-depth=4-eval_every=100-k=4-steps=8000.json"
+    old = record.load(record.RECORDED_DIR / name)
+    assert flip_script._short(old) == []
+    curves = old.data["curves"]
+    stage = {n: [min(s, 3) for s in v] for n, v in curves["stage"].items()}  # never on four hops
+    folder = tmp_path / "counter"
+    folder.mkdir()
+    (folder / name).write_text(json.dumps(dict(old.data, sampler=2, curves=dict(curves, stage=stage))))
+    out = tmp_path / "flip_list.json"
+    shutil.copy(claim_pages.FLIP_LIST, out)
+    data = flip_script.add_recordings(folder, out)
+    (made,) = data["recordings"]["made"]
+    assert made["short_of_last_stage"] == {"numpy": [], "counter": ["seed 0", "seed 0, every 250"]}
+    page = claim_pages.flip_list(out)
+    assert f"`{name}` (numpy: 0, counter: 2 of its runs; counter: 'seed 0', 'seed 0, every 250')" in page
+    assert f"Their {len(old.claims)} rows ({len(old.claims)} in the same category under both)" in page

@@ -546,6 +546,25 @@ def as_tensors(b: HopBatch, device) -> tuple[torch.Tensor, torch.Tensor, torch.T
     )
 
 
+def short_of_last_stage(stages: dict[str, list], config: dict) -> list[str]:
+    """The curriculum runs of a recording (its ``stage`` curves, {run: the stage at each evaluation}; its
+    ``config``, {run: configuration} or one configuration for all) that ended before their last stage, k hops:
+    runs that a study of the last stage cannot be about. A mixture (stage 0) or a direct run (stage k
+    throughout) is never short.
+
+    >>> short_of_last_stage({"a": [1, 2, 3], "b": [1, 2, 4], "c": [0, 0], "d": [4, 4]}, {"k": 4})
+    ['a']
+    >>> short_of_last_stage({"a": [1, 2], "b": [1, 2]}, {"a": {"k": 2}, "b": {"k": 4}})
+    ['b']
+    """
+    per_run = all(isinstance(v, dict) for v in config.values())
+    return [
+        n
+        for n, st in stages.items()
+        if st and min(st) >= 1 and max(st) < (config[n] if per_run else config)["k"]
+    ]
+
+
 def learned_at(r: dict, level: float = 0.9) -> np.ndarray:
     """(k,): the first evaluation step at which the test accuracy at each hop count reaches ``level`` (inf if
     never)."""
