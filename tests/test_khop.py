@@ -2016,3 +2016,21 @@ def test_probe_run_and_move_is_the_run_and_the_run_stopped_at_its_move(tmp_path,
         assert all(torch.equal(a["state"][key], b["state"][key]) for key in b["state"])
     with pytest.raises(ValueError, match="moves to its last stage at 0"):
         khop_starts.probe_run_and_move(dataclasses.replace(exp, data="direct"), progress=False)
+
+
+def test_the_stall_studies_runs_short_of_their_last_stage():
+    """Every run of the committed stall studies reached four hops under the numpy generators; the probe study
+    made again under the counter sampler (one thread) has both of seed 0's runs short of it, which the chapter's
+    premise row then counts. A study that is not about the last stage is refused."""
+    from companion import record
+
+    def rec(name, folder=record.RECORDED_DIR):
+        (path,) = folder.glob(f"{name}-quick*.json")
+        return record.load(path)
+
+    numpy = khop_stall.last_stage_premise([rec(n) for n in khop_stall.ON_LAST_STAGE])
+    assert numpy == {"short": {n: [] for n in khop_stall.ON_LAST_STAGE}, "short_n": 0}
+    counter = khop_stall.last_stage_premise([rec("khop_probe", record.RECORDED_DIR / "counter")])
+    assert counter == {"short": {"khop_probe": ["seed 0", "seed 0, every 250"]}, "short_n": 2}
+    with pytest.raises(ValueError, match="'khop_stage_entry': allowed the studies on the last stage"):
+        khop_stall.last_stage_premise([rec("khop_stage_entry")])

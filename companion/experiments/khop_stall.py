@@ -24,6 +24,7 @@ from companion.experiments.khop import (
     learned_at,
     run,
     run_sizes,
+    short_of_last_stage,
 )
 from companion.experiments.khop_probes import (
     PROBE,
@@ -39,6 +40,39 @@ from companion.experiments.khop_studies import (
     seed_members,
     seed_name,
 )
+
+# the recorded studies of this chapter whose runs are about the last stage (four hops): the stalled run, the runs
+# that learned, their variants and continuations' sources (khop_stage_entry ends its runs at the move, khop_escape
+# continues from a kept state on the last stage's data, khop_seeds is the study they are taken from)
+ON_LAST_STAGE = (
+    "khop_probe",
+    "khop_probe_seeds",
+    "khop_hidden",
+    "khop_hidden12",
+    "khop_hidden12_long",
+    "khop_reseed",
+    "khop_reseed_long",
+    "khop_delay",
+    "khop_onset",
+)
+
+
+def last_stage_premise(recordings) -> dict:
+    """The runs of ``recordings`` (:class:`companion.recorded.Recorded`, studies of :data:`ON_LAST_STAGE`) that
+    ended before their last stage (:func:`companion.experiments.khop.short_of_last_stage`), the runs that a row
+    about a stalled or a learned four-hop run cannot be about: ``"short"``, {experiment: those runs} (empty lists
+    where every run reached it), and ``"short_n"``, their number.
+
+    Raises:
+        ValueError: a recording of another experiment than those of :data:`ON_LAST_STAGE`.
+    """
+    short = {}
+    for rec in recordings:
+        if rec.experiment not in ON_LAST_STAGE:
+            raise ValueError(f"{rec.experiment!r}: allowed the studies on the last stage {ON_LAST_STAGE}")
+        short[rec.experiment] = short_of_last_stage(rec.curves["stage"], rec.config)
+    return {"short": short, "short_n": sum(map(len, short.values()))}
+
 
 # the seeds that learned four hops advancing every 100 steps (the seed study)
 SEED_PROBED = ("seed 1", "seed 2")
