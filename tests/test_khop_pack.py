@@ -30,7 +30,8 @@ def test_the_committed_controls_tell_the_thread_count_from_the_pack(pack_script)
     """The recording trained on two threads, the pack on one. The controls (one thread, alone) are recomputed
     from their curves; what they say: the thread count changes both runs from step 750-800, as early as the
     pack does; seed 0 alone on one thread still moves to four hops at 2800 (the pack delays it), and seed 0
-    every 250 alone on one thread loses three hops as the pack does (the thread count did that, not the pack)."""
+    every 250 alone on one thread has not learned three hops by step 3000, as packed (the thread count did that,
+    not the pack; on two threads it had them)."""
     path = config.REPO_ROOT / "benchmarks/results/CPU_AMD_EPYC__1_threads-khop-pack.json"
     out = json.loads(path.read_text())
     alone = record.load(record.RECORDED_DIR / out["alone"])
