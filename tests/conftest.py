@@ -52,6 +52,13 @@ def book_run_script():
 
 
 @pytest.fixture
+def subjects_script(monkeypatch):
+    """benchmarks/khop_subjects.py, the seeds' k-hop runs classified by how they end (issue 54)."""
+    monkeypatch.syspath_prepend(str(config.REPO_ROOT / "benchmarks"))  # it imports results_file beside it
+    return load_script("benchmarks/khop_subjects.py")
+
+
+@pytest.fixture
 def pack_script(monkeypatch):
     """benchmarks/khop_pack_divergence.py, k-hop runs packed against the same runs alone (issue 54)."""
     monkeypatch.syspath_prepend(str(config.REPO_ROOT / "benchmarks"))  # it imports results_file beside it

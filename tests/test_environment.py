@@ -386,6 +386,8 @@ def test_every_benchmark_result_is_named_after_its_device(results_file):
         "-engine": ("-engine", ""),
         "-samplers": ("-samplers", ""),
         "-khop-pack": ("-khop-pack", ""),
+        "-khop-subjects-numpy": ("-khop-subjects-numpy", ""),
+        "-khop-subjects-counter": ("-khop-subjects-counter", ""),
         "llm_": ("", "llm_"),
     }
     assert (

@@ -731,6 +731,37 @@ def last_stage_at(r: dict) -> float:
     return float(np.asarray(r["step"])[max(first[0] - 1, 0)]) if len(first) else math.inf
 
 
+OUTCOMES = ("short of its last stage", "stalled on its last stage", "learned", "between")
+
+
+def last_stage_outcome(r: dict, level: float = 0.9, stall: float = 0.5) -> str:
+    """How a curriculum run ended (:data:`OUTCOMES`): it never moved to its last stage (k hops); it moved and
+    its k-hop test accuracy never reached ``stall``; its k-hop accuracy reached ``level`` and is there at the
+    end; or another course (it passed ``stall`` without ending at ``level``).
+
+    >>> acc = np.array([[0.1, 0.1], [1.0, 0.2], [1.0, 0.95]])
+    >>> last_stage_outcome({"step": np.array([0, 100, 200]), "stage": np.array([1, 2, 2]), "acc": acc})
+    'learned'
+    >>> last_stage_outcome({"step": np.array([0, 100, 200]), "stage": np.array([1, 1, 1]), "acc": acc * 0.5})
+    'short of its last stage'
+    >>> last_stage_outcome({"step": np.array([0, 100, 200]), "stage": np.array([1, 2, 2]), "acc": acc * 0.4})
+    'stalled on its last stage'
+    >>> last_stage_outcome({"step": np.array([0, 100, 200]), "stage": np.array([1, 2, 2]), "acc": acc * 0.8})
+    'between'
+
+    Raises:
+        ValueError: ``stall`` or ``level`` outside (0, 1], or ``stall`` above ``level``.
+    """
+    check_float("level", level, 0.0, 1.0, low_open=True)
+    check_float("stall", stall, 0.0, level, low_open=True)
+    if math.isinf(last_stage_at(r)):
+        return OUTCOMES[0]
+    at_k = np.asarray(r["acc"])[np.asarray(r["stage"]) == np.asarray(r["acc"]).shape[1], -1]
+    if at_k.max() < stall:
+        return OUTCOMES[1]
+    return OUTCOMES[2] if at_k[-1] >= level else OUTCOMES[3]
+
+
 def last_stage_wait(r: dict, level: float = 0.9) -> float:
     """The steps a run trains on its last stage before its k-hop accuracy first reaches ``level`` (inf: never).
 

@@ -1,0 +1,102 @@
+"""Which seeds give the k-hop stall studies their runs? (issue 54: the studies' subjects, chosen by outcome)
+
+The stall studies (book/khop_stall) probe a run that stalled on its last stage (four hops) and the same seed's run
+that learned it advancing its curriculum every 250 steps instead of every 100. Which run stalls turns on the
+rounding (benchmarks/khop_pack_divergence.py), so those runs have to be chosen by outcome, among runs trained the
+way the studies train them: alone, at the probe study's settings (``khop_probe``: depth 4, 8000 steps). This
+trains seeds 0 .. ``--seeds`` - 1, each advancing every 100 and every 250 steps, alone and under the sampler in
+force, and classifies each run's end (:func:`companion.experiments.khop.last_stage_outcome`): the seeds whose
+run every 100 stalled on its last stage and whose run every 250 learned it are the pairs a study could take.
+
+Writes benchmarks/results/<machine>-khop-subjects-<sampler>.json (atomically) and prints its table.
+Usage: python benchmarks/khop_subjects.py [--seeds 3] [--steps 8000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import time
+
+import results_file
+
+from companion import config, record
+from companion.config import check_int
+from companion.experiments import khop, khop_stall_paths
+from companion.experiments.khop import EXPLORED, EXPLORED_EVERY, KHopExperiment
+from companion.report import markdown_table
+
+# the probe study's two runs of seed 0, as recorded (their configurations, the sampler aside)
+PROBE = record.RECORDED_DIR / "khop_probe-quick-depth=4-eval_every=100-k=4-steps=8000.json"
+HEADER = ["seed", "every", "moves to stages 2..k", "final accuracy at 1..k hops", "outcome", "seconds"]
+
+
+def members(seeds: int, steps: int) -> dict[tuple[int, int], KHopExperiment]:
+    """{(seed, interval): the probe study's run of seed 0 advancing every interval steps, with that seed and
+    ``steps`` steps} for seeds 0 .. ``seeds`` - 1 and intervals 100 and :data:`EXPLORED_EVERY`."""
+    config_of = record.load(PROBE).config
+    base = {100: KHopExperiment(**config_of["seed 0"]), EXPLORED_EVERY: KHopExperiment(**config_of[EXPLORED])}
+    return {
+        (s, every): dataclasses.replace(e, seed=s, steps=steps)
+        for s in range(seeds)
+        for every, e in base.items()
+    }
+
+
+def pairs(outcomes: dict[tuple[int, int], str]) -> list[int]:
+    """The seeds whose run every 100 stalled on its last stage and whose run every :data:`EXPLORED_EVERY`
+    learned it.
+
+    >>> pairs({(0, 100): "short of its last stage", (0, 250): "learned",
+    ...        (1, 100): "stalled on its last stage", (1, 250): "learned"})
+    [1]
+    """
+    seeds = sorted({s for s, _ in outcomes})
+    return [
+        s
+        for s in seeds
+        if outcomes.get((s, 100)) == khop.OUTCOMES[1]
+        and outcomes.get((s, EXPLORED_EVERY)) == khop.OUTCOMES[2]
+    ]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=8000)
+    args = ap.parse_args(argv)
+    check_int("seeds", args.seeds, low=1)
+    check_int("steps", args.steps, low=1)
+    runs, rows, outcomes = {}, [], {}
+    for (seed, every), exp in members(args.seeds, args.steps).items():
+        start = time.perf_counter()
+        r = khop.run(exp)  # alone, as the stall studies train (cached under the sampler in force)
+        seconds = time.perf_counter() - start
+        curves = {f: r[f] for f in ("step", "acc", "stage")}
+        outcomes[seed, every] = khop.last_stage_outcome(curves)
+        moves = [None if math.isinf(m) else m for m in khop_stall_paths.stage_moves(curves)]  # None: never
+        final = [round(float(a), 4) for a in r["acc"][-1]]
+        runs[f"seed {seed}, every {every}"] = {
+            "moves": moves,
+            "final": final,
+            "outcome": outcomes[seed, every],
+            "seconds": seconds,
+        }
+        rows.append([seed, every, moves, final, outcomes[seed, every], round(seconds)])
+    sampler = config.sampler()
+    out = {
+        "device": config.device_name(),
+        "commit": record.commit(),
+        "sampler": sampler,
+        "steps": args.steps,
+        "runs": runs,
+        "pairs": pairs(outcomes),
+    }
+    results_file.write(results_file.path(out["device"], f"-khop-subjects-{sampler}"), out)
+    print(markdown_table(HEADER, rows))
+    print(f"seeds with a stalled run every 100 and a learned run every {EXPLORED_EVERY}: {out['pairs']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""benchmarks/khop_subjects.py: which seeds' k-hop runs stall on their last stage and which learn it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from companion import config, record
+from companion.experiments import khop
+
+
+def test_members_are_the_probe_study_runs_with_other_seeds(subjects_script):
+    probe = record.load(subjects_script.PROBE).config
+    m = subjects_script.members(2, 8000)
+    assert set(m) == {(0, 100), (0, 250), (1, 100), (1, 250)}
+    assert m[0, 100] == khop.KHopExperiment(**probe["seed 0"])
+    assert m[0, 250] == khop.KHopExperiment(**probe[khop.EXPLORED])
+    assert m[1, 250].seed == 1 and m[1, 250].eval_every == 250 and m[1, 100].depth == 4
+
+
+def test_a_short_survey_is_written(subjects_script, monkeypatch, tmp_path):
+    """Two steps of seed 0's two runs: neither reaches its last stage, no seed pairs; the file says where, at
+    which commit and under which sampler they trained. Bad sizes are refused first."""
+    monkeypatch.setattr(subjects_script.results_file, "RESULTS", tmp_path)
+    with pytest.raises(ValueError, match="seeds"):
+        subjects_script.main(["--seeds", "0"])
+    subjects_script.main(["--seeds", "1", "--steps", "2"])
+    (path,) = tmp_path.glob("*-khop-subjects-*.json")
+    out = json.loads(path.read_text())
+    assert path.name.endswith(f"-khop-subjects-{config.sampler()}.json") and out["steps"] == 2
+    assert set(out["runs"]) == {"seed 0, every 100", "seed 0, every 250"} and out["pairs"] == []
+    for r in out["runs"].values():
+        assert r["outcome"] == "short of its last stage" and r["moves"] == [None, None, None]
+
+
+def test_pairs_need_a_stall_every_100_and_a_learner_every_250(subjects_script):
+    stalled, learned, short = khop.OUTCOMES[1], khop.OUTCOMES[2], khop.OUTCOMES[0]
+    outcomes = {(0, 100): short, (0, 250): learned, (1, 100): stalled, (1, 250): learned, (2, 100): stalled}
+    assert subjects_script.pairs(outcomes) == [1]
+    assert subjects_script.pairs({(3, 100): stalled, (3, 250): stalled}) == []
