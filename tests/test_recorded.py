@@ -14,6 +14,8 @@ from companion.experiments import catalog, scale_study
 RECORDED = record.runs(directory=record.RECORDED_DIR)
 # made again under the counter sampler ahead of the switch (issue 54), read by builds under that sampler
 AGAIN = record.runs(directory=record.RECORDED_DIR / "counter")
+# made again under the numpy generators with their counter namesakes' arithmetic (the flip list's rounding control)
+ROUNDING = record.runs(directory=record.RECORDED_DIR / "rounding")
 # a line of a chapter's Check cell that checks an entry of a summary: claims.check("id", summary["entry"])
 CHECK_LINE = re.compile(r'claims\.check\("([A-Za-z0-9_.]+)", ([a-z_][a-z0-9_]*)\["([A-Za-z0-9_.]+)"\]')
 
@@ -35,8 +37,10 @@ def test_a_recordable_stores_what_its_chapter_checks(name):
 
 @pytest.mark.parametrize(
     "rec",
-    RECORDED + AGAIN,
-    ids=[r.path.name for r in RECORDED] + [f"counter/{r.path.name}" for r in AGAIN],
+    RECORDED + AGAIN + ROUNDING,
+    ids=[r.path.name for r in RECORDED]
+    + [f"counter/{r.path.name}" for r in AGAIN]
+    + [f"rounding/{r.path.name}" for r in ROUNDING],
 )
 def test_recorded_file_is_current(rec):
     """A recorded file whose experiment's configuration changed since it was made is stale (the counter
@@ -935,3 +939,18 @@ def test_threads_caps_numpys_blas_before_numpy_loads():
     assert threads("--threads", "1") == 1
     if (os.cpu_count() or 1) > 1:
         assert threads() > 1  # the control: OpenBLAS starts more threads when nothing caps it
+
+
+def test_the_rounding_control_is_the_flip_lists():
+    """data/recorded/rounding holds the numpy generators' recordings made with their counter namesakes'
+    arithmetic, each in the flip list's rounding entry, and none read by a build (not a sampler's folder)."""
+    flip = json.loads((config.committed_data_dir() / "flip_list.json").read_text())
+    assert ROUNDING and sorted(m["file"] for m in flip["rounding"]["made"]) == sorted(
+        r.path.name for r in ROUNDING
+    )
+    for r in ROUNDING:
+        counter = record.load(record.RECORDED_DIR / "counter" / r.path.name)
+        assert r.drawn_by == "numpy" and r.trained == counter.trained
+    assert not any(
+        p.parent.name == "rounding" for s in ("numpy", "counter") for p in record.committed_paths(s)
+    )
