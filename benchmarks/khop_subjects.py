@@ -5,7 +5,7 @@ that learned it advancing its curriculum every 250 steps instead of every 100. W
 rounding (benchmarks/khop_pack_divergence.py), so those runs have to be chosen by outcome, among runs trained the
 way the studies train them: alone, at the probe study's settings (``khop_probe``: depth 4, 8000 steps). This
 trains seeds 0 .. ``--seeds`` - 1, each advancing every 100 and every 250 steps, alone and under the sampler in
-force, and classifies each run's end (:func:`companion.experiments.khop.last_stage_outcome`): the seeds whose
+force, and classifies each run's end (:func:`companion.experiments.khop_curves.last_stage_outcome`): the seeds whose
 run every 100 stalled on its last stage and whose run every 250 learned it are the pairs a study could take.
 
 Writes benchmarks/results/<machine>-khop-subjects-<sampler>.json (atomically) and prints its table.
@@ -23,7 +23,7 @@ import results_file
 
 from companion import config, record
 from companion.config import check_int
-from companion.experiments import khop, khop_stall_paths
+from companion.experiments import khop, khop_curves, khop_stall_paths
 from companion.experiments.khop import EXPLORED, EXPLORED_EVERY, KHopExperiment
 from companion.report import markdown_table
 
@@ -56,8 +56,8 @@ def pairs(outcomes: dict[tuple[int, int], str]) -> list[int]:
     return [
         s
         for s in seeds
-        if outcomes.get((s, 100)) == khop.OUTCOMES[1]
-        and outcomes.get((s, EXPLORED_EVERY)) == khop.OUTCOMES[2]
+        if outcomes.get((s, 100)) == khop_curves.OUTCOMES[1]
+        and outcomes.get((s, EXPLORED_EVERY)) == khop_curves.OUTCOMES[2]
     ]
 
 
@@ -74,7 +74,7 @@ def main(argv=None) -> None:
         r = khop.run(exp)  # alone, as the stall studies train (cached under the sampler in force)
         seconds = time.perf_counter() - start
         curves = {f: r[f] for f in ("step", "acc", "stage")}
-        outcomes[seed, every] = khop.last_stage_outcome(curves)
+        outcomes[seed, every] = khop_curves.last_stage_outcome(curves)
         moves = [None if math.isinf(m) else m for m in khop_stall_paths.stage_moves(curves)]  # None: never
         final = [round(float(a), 4) for a in r["acc"][-1]]
         runs[f"seed {seed}, every {every}"] = {

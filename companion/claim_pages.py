@@ -525,7 +525,7 @@ def _recordings_again(data: dict) -> list[str]:
 
 def _short_runs(again: dict) -> list[str]:
     """The recordings made again whose curriculum runs that end before their last stage differ under the two
-    samplers (``short_of_last_stage``, :func:`companion.experiments.khop.short_of_last_stage`), as Markdown: a
+    samplers (``short_of_last_stage``, :func:`companion.experiments.khop_curves.short_of_last_stage`), as Markdown: a
     study of the last stage is judged, under one of them, on runs that never trained on it. Empty without them."""
     short = [m for m in again["made"] if "short_of_last_stage" in m]
     if not short:

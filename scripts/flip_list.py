@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from companion import claims, config, record
-from companion.experiments import khop
+from companion.experiments import khop_curves
 from companion.io import atomic_write_text
 
 OUT = config.committed_data_dir() / "flip_list.json"
@@ -100,9 +100,9 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
 
 def _short(rec) -> list[str]:
     """A k-hop recording's curriculum runs that ended before their last stage
-    (:func:`companion.experiments.khop.short_of_last_stage`); none for another experiment's."""
+    (:func:`companion.experiments.khop_curves.short_of_last_stage`); none for another experiment's."""
     stages = (rec.data.get("curves") or {}).get("stage") if rec.experiment.startswith("khop") else None
-    return khop.short_of_last_stage(stages, rec.config) if stages else []
+    return khop_curves.short_of_last_stage(stages, rec.config) if stages else []
 
 
 def add_rounding(folder, out=OUT, recorded=None) -> dict:

@@ -11,6 +11,7 @@ import torch
 from companion import config
 from companion.experiments import (
     khop,
+    khop_curves,
     khop_four_hops,
     khop_onset,
     khop_probes,
@@ -118,7 +119,7 @@ def test_a_short_run_is_reproducible(data):
 
 def test_learned_at():
     r = {"step": np.array([0, 10, 20]), "acc": np.array([[0.1, 0.1], [0.95, 0.2], [1.0, 0.5]])}
-    assert khop.learned_at(r).tolist() == [10, np.inf]
+    assert khop_curves.learned_at(r).tolist() == [10, np.inf]
 
 
 def test_training_hops_follow_the_data_kind():
@@ -641,7 +642,9 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
         )
         for name, s in seeds.items()
     }
-    assert all(np.isfinite(khop.last_stage_at(r)) and khop.last_stage_at(r) > 0 for r in plain.values())
+    assert all(
+        np.isfinite(khop_curves.last_stage_at(r)) and khop_curves.last_stage_at(r) > 0 for r in plain.values()
+    )
     p = study.prefix
     vs = khop_stall.hidden_vs_plain(hid, plain, study=study)
     assert vs[f"{p}_gap"] == 0 and vs[f"{p}_s1_gap"] == 0
@@ -657,9 +660,9 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
     s = khop_stall.hidden_study_summary(hid, study=study)
     for n in plain:
         x, h = khop_stall.HIDDEN_TAGS[n], study.probe.tags[n]
-        assert s[f"{p}_{x}_stagek_at"] == khop.last_stage_at(plain[n])
+        assert s[f"{p}_{x}_stagek_at"] == khop_curves.last_stage_at(plain[n])
         assert s[f"{p}_{x}_best_hk"] == hid[n]["acc"][:, -1].max()
-        assert vs[f"{p}_{x}_plain_wait"] == khop.last_stage_wait(plain[n])
+        assert vs[f"{p}_{x}_plain_wait"] == khop_curves.last_stage_wait(plain[n])
         change = vs[f"{p}_{x}_wait_change"]
         assert change == s[f"{p}_{x}_wait"] - vs[f"{p}_{x}_plain_wait"] or np.isnan(change)
         # a blind block never sees table k: shown to it only = to none, to all but it = to all
@@ -769,7 +772,7 @@ def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
         for name, s in (("seed 0", 0), (khop.EXPLORED, 1))
     }
     for r in runs.values():
-        assert r["exp"].steps == khop.last_stage_at(r["full"]) > 0 and r["step"][-1] == r["exp"].steps
+        assert r["exp"].steps == khop_curves.last_stage_at(r["full"]) > 0 and r["step"][-1] == r["exp"].steps
         assert (r["stage"] < 2).all() and r["full"]["stage"][-1] == 2  # no step on the last stage yet
     s = khop_stall_paths.stage_entry_summary(runs)
     assert s["nprobe_prefix_gap"] == 0 and s["n100_at"] == runs["seed 0"]["exp"].steps
@@ -796,8 +799,8 @@ def test_last_stage_data_changes_only_the_last_stages_batches():
         khop.run(khop.KHopExperiment(**kw, last_stage_data=r), progress=False, use_cache=False)
         for r in (0, 1)
     )
-    at = khop.last_stage_at(own)
-    assert 0 < at < kw["steps"] and khop.last_stage_at(other) == at
+    at = khop_curves.last_stage_at(own)
+    assert 0 < at < kw["steps"] and khop_curves.last_stage_at(other) == at
     before = own["step"] <= at  # the evaluation at which it moves is the last before other batches
     assert np.array_equal(own["acc"][before], other["acc"][before])
     assert any(not torch.equal(own["state"][key], other["state"][key]) for key in own["state"])
@@ -881,8 +884,8 @@ def test_reseed_study_members_and_summary():
         n: khop.run(khop.KHopExperiment(**{**kw, "eval_every": e}), progress=False) for n, e in every.items()
     }
     vs = khop_stall_paths.reseed_vs_plain(runs, own)
-    assert vs["reseed_gap"] == 0 and vs["rs250_own_hk_at"] == khop.learned_at(own[khop.EXPLORED])[-1]
-    assert s["rs100_d2_stagek_at"] == khop.last_stage_at(own["seed 0"]) > 0
+    assert vs["reseed_gap"] == 0 and vs["rs250_own_hk_at"] == khop_curves.learned_at(own[khop.EXPLORED])[-1]
+    assert s["rs100_d2_stagek_at"] == khop_curves.last_stage_at(own["seed 0"]) > 0
     with pytest.raises(ValueError, match="not among the runs with their own data"):
         khop_stall_paths.reseed_vs_plain(runs, {"seed 0": own["seed 0"]})
     with pytest.raises(ValueError, match="has no run with last-stage data \\[2\\]"):
@@ -989,9 +992,11 @@ def test_last_stage_delay_moves_later_and_nothing_else():
         khop.run(khop.KHopExperiment(**kw, last_stage_delay=d), progress=False, use_cache=False)
         for d in (0, 10, 7)
     )
-    at = khop.last_stage_at(own)
+    at = khop_curves.last_stage_at(own)
     assert 0 < at < kw["steps"] - 10
-    assert khop.last_stage_at(late) == at + 10 and khop.last_stage_at(odd) == at + 10  # at an evaluation
+    assert (
+        khop_curves.last_stage_at(late) == at + 10 and khop_curves.last_stage_at(odd) == at + 10
+    )  # at an evaluation
     assert np.array_equal(late["acc"], odd["acc"]) and np.array_equal(late["stage"], odd["stage"])
     before = own["step"] <= at
     assert np.array_equal(own["acc"][before], late["acc"][before])
@@ -1376,7 +1381,7 @@ def test_delay_study_members_summary_and_the_repeat():
         if not np.array_equal(a["acc"][i], b["acc"][i]) or a["stage"][i] != b["stage"][i]
     ]
     assert vs["delay_repeat_gap"] > 0 and vs["delay_repeat_first"] == differ[0]
-    assert khop_stall_paths.stage_moves(own) == [khop.last_stage_at(own)]  # k = 2: one move
+    assert khop_stall_paths.stage_moves(own) == [khop_curves.last_stage_at(own)]  # k = 2: one move
     longer = khop.run(dataclasses.replace(khop.KHopExperiment(**kw), steps=60), progress=False)
     c = khop_stall_paths.repeat_curves(runs, {khop_stall_paths.DELAYED: own, khop.EXPLORED: longer})
     assert list(c["acc"]) == [khop_stall_paths.DELAYED, names[-1], khop.EXPLORED]
@@ -1445,7 +1450,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     r = khop.train_run(exp, False, keep=(0, 3, 10))
     plain = khop.run(exp, progress=False, use_cache=False)
     assert np.array_equal(r["acc"], plain["acc"]) and "kept" not in plain  # keeping changes nothing
-    at = int(khop.last_stage_at(r))
+    at = int(khop_curves.last_stage_at(r))
     assert sorted(r["kept"]) == [0, 3, 10]
     for a, state in r["kept"].items():
         short = khop.run(dataclasses.replace(exp, steps=at + a), progress=False, use_cache=False)["state"]
@@ -1876,7 +1881,7 @@ def test_a_run_stopped_at_its_move_has_trained_no_last_stage_step():
         advance_at=0.3,
     )
     long = khop.train_run(e, progress=False, keep=(0,))
-    move = int(khop.last_stage_at(long))
+    move = int(khop_curves.last_stage_at(long))
     assert 0 < move < e.steps
     short = khop.run(dataclasses.replace(e, steps=move), progress=False, use_cache=False)
     # its last evaluation, on the stage before the move
@@ -1897,7 +1902,7 @@ def test_every_anystart_seed_is_probed_at_its_move():
     assert list(m) == [khop_studies.seed_name(s) for s in khop_studies.VARIANT_SEEDS]
     for s in khop_studies.VARIANT_SEEDS:  # each stopped at its recorded move: the recorded run's first steps
         assert m[khop_studies.seed_name(s)] == khop_studies.ANYSTART.member(
-            s, int(khop.last_stage_at(rec[s]))
+            s, int(khop_curves.last_stage_at(rec[s]))
         )
     assert m["seed 0"].steps == 600  # the chapter's probe at the move is seed 0's
     d = khop_starts.move_members(
@@ -1909,7 +1914,8 @@ def test_every_anystart_seed_is_probed_at_its_move():
         )[0]
     )
     assert all(
-        d[khop_studies.seed_name(s)] == khop_studies.DOUBLING.member(s, int(khop.last_stage_at(drec[s])))
+        d[khop_studies.seed_name(s)]
+        == khop_studies.DOUBLING.member(s, int(khop_curves.last_stage_at(drec[s])))
         for s in khop_studies.VARIANT_SEEDS
     )
     assert {e.starts for e in d.values()} == {"first"} and {e.levels for e in d.values()} == {"doubling"}
@@ -1922,7 +1928,7 @@ def test_every_anystart_seed_is_probed_at_its_move():
             khop_studies.recorded_runs(khop_studies.recorded(v.settings(), experiment=f"khop_{v.tag}"))[0]
         )
         assert all(
-            got[khop_studies.seed_name(s)] == v.member(s, int(khop.last_stage_at(vrec[s])))
+            got[khop_studies.seed_name(s)] == v.member(s, int(khop_curves.last_stage_at(vrec[s])))
             for s in khop_studies.VARIANT_SEEDS
         )
         assert {e.starts for e in got.values()} == {v.to}
@@ -2007,7 +2013,7 @@ def test_probe_run_and_move_is_the_run_and_the_run_stopped_at_its_move(tmp_path,
     )
     whole, moved = khop_starts.probe_run_and_move(exp, progress=False)
     plain = khop_probes.probe_run(exp, progress=False)
-    at = int(khop.last_stage_at(plain))
+    at = int(khop_curves.last_stage_at(plain))
     short = khop_probes.probe_run(dataclasses.replace(exp, steps=at), progress=False)
     assert whole["exp"] == exp and moved["exp"] == short["exp"] and 0 < at < exp.steps
     for a, b in ((whole, plain), (moved, short)):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from companion import config, record
-from companion.experiments import khop
+from companion.experiments import khop, khop_curves
 
 
 def test_members_are_the_probe_study_runs_with_other_seeds(subjects_script):
@@ -35,7 +35,7 @@ def test_a_short_survey_is_written(subjects_script, monkeypatch, tmp_path):
 
 
 def test_pairs_need_a_stall_every_100_and_a_learner_every_250(subjects_script):
-    stalled, learned, short = khop.OUTCOMES[1], khop.OUTCOMES[2], khop.OUTCOMES[0]
+    stalled, learned, short = khop_curves.OUTCOMES[1], khop_curves.OUTCOMES[2], khop_curves.OUTCOMES[0]
     outcomes = {(0, 100): short, (0, 250): learned, (1, 100): stalled, (1, 250): learned, (2, 100): stalled}
     assert subjects_script.pairs(outcomes) == [1]
     assert subjects_script.pairs({(3, 100): stalled, (3, 250): stalled}) == []

@@ -16,11 +16,9 @@ from companion.experiments.khop import (
     SIZES,
     KHopExperiment,
     interval_of,
-    last_stage_at,
-    last_stage_wait,
-    learned_at,
     run_sizes,
 )
+from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at
 from companion.experiments.khop_studies import (
     SEED_SETTINGS,
     SEEDS,

@@ -125,7 +125,7 @@ WORDS: dict[str, str] = {
     r"every": "stages 1, 2, 3, 4",
     r"doubling": "stages 1, 2, 4 from table 1",
     r"next": "the hop count after the last stage",
-    r"short": "the runs that ended before their last stage (khop.short_of_last_stage)",
+    r"short": "the runs that ended before their last stage (khop_curves.short_of_last_stage)",
     # the talk's kinds of training data
     r"direct": "direct (k hops only)",
     r"mixture": "mixture of 1..k hops",

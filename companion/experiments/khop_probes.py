@@ -19,9 +19,9 @@ from companion.experiments.khop import (
     EXPLORED,
     EXPLORED_EVERY,
     KHopExperiment,
-    learned_at,
     run,
 )
+from companion.experiments.khop_curves import learned_at
 from companion.experiments.khop_studies import (
     SEED_SETTINGS,
 )

@@ -14,7 +14,11 @@ import math
 import numpy as np
 
 from companion import config, report
-from companion.experiments.khop import SIZES, KHopExperiment, learned_at
+from companion.experiments.khop import (
+    SIZES,
+    KHopExperiment,
+)
+from companion.experiments.khop_curves import learned_at
 
 RATE_DATA = ("direct", "mixture", "curriculum")  # the slide's three kinds of training data
 

@@ -19,13 +19,10 @@ from companion.experiments.khop import (
     EXPLORED_EVERY,
     KHopExperiment,
     continue_training,
-    last_stage_at,
-    last_stage_wait,
-    learned_at,
     run,
     run_sizes,
-    short_of_last_stage,
 )
+from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at, short_of_last_stage
 from companion.experiments.khop_probes import (
     PROBE,
     ProbeStudy,
@@ -59,7 +56,7 @@ ON_LAST_STAGE = (
 
 def last_stage_premise(recordings) -> dict:
     """The runs of ``recordings`` (:class:`companion.recorded.Recorded`, studies of :data:`ON_LAST_STAGE`) that
-    ended before their last stage (:func:`companion.experiments.khop.short_of_last_stage`), the runs that a row
+    ended before their last stage (:func:`companion.experiments.khop_curves.short_of_last_stage`), the runs that a row
     about a stalled or a learned four-hop run cannot be about: ``"short"``, {experiment: those runs} (empty lists
     where every run reached it), and ``"short_n"``, their number.
 

@@ -19,11 +19,10 @@ from companion.experiments.khop import (
     RESEED_SUFFIX,
     KHopExperiment,
     curves,
-    last_stage_at,
-    learned_at,
     run,
     run_sizes,
 )
+from companion.experiments.khop_curves import last_stage_at, learned_at
 from companion.experiments.khop_probes import (
     ProbeStudy,
     interference_values,
@@ -56,7 +55,7 @@ def stage_entry_members(profile: str | None = None) -> dict[str, KHopExperiment]
 
 def stage_entry_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
     """:func:`companion.experiments.khop.run` of ``exp``, then of ``exp`` trained only up to the step at which that run moves to its last
-    stage (:func:`companion.experiments.khop.last_stage_at`): the model there, before one step on k hops. One seed and a constant step size
+    stage (:func:`companion.experiments.khop_curves.last_stage_at`): the model there, before one step on k hops. One seed and a constant step size
     make the shorter run the longer one's prefix (``stage_entry_summary`` checks it). Returns the shorter run
     (curves and ``state``) with its configuration (``"exp"``, as :func:`companion.experiments.khop_probes.probe_summary` reads it), the longer
     run's curves (``"full"``) and both runs' training time (``"seconds"``).
@@ -558,7 +557,7 @@ def repeat_curves(runs: dict[str, dict], plain: dict[str, dict]) -> dict:
 
 def stage_moves(r: dict) -> list[float]:
     """The evaluation steps at which a curriculum run moves to stages 2..k (training on each starts right after;
-    inf: never), as :func:`companion.experiments.khop.last_stage_at` for the last.
+    inf: never), as :func:`companion.experiments.khop_curves.last_stage_at` for the last.
 
     >>> stage_moves({"step": np.array([0, 100, 200, 300]), "stage": np.array([1, 2, 2, 3]), "acc": np.zeros((4, 3))})
     [0.0, 200.0]

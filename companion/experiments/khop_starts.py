@@ -15,9 +15,9 @@ from companion.experiments.khop import (
     KHopExperiment,
     as_tensors,
     hop_accuracy,
-    last_stage_at,
     train_run,
 )
+from companion.experiments.khop_curves import last_stage_at
 from companion.experiments.khop_probes import (
     PROBE,
     ProbeStudy,

@@ -21,9 +21,8 @@ from companion.experiments.khop import (
     KHopExperiment,
     hop_levels,
     interval_of,
-    last_stage_at,
-    learned_cells,
 )
+from companion.experiments.khop_curves import last_stage_at, learned_cells
 
 # --- recorded runs at a larger k (``python -m companion record khop --profile quick --set k=4 ...``) ---
 

@@ -9,7 +9,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 
-from companion.experiments import khop
+from companion.experiments import khop_curves
 
 
 def hop_panels(curves: dict, chance: float):
@@ -68,7 +68,7 @@ def seed_lines(panels: dict[str, dict[int, dict]], chance: float):
             step, acc = np.asarray(r["step"]), np.asarray(r["acc"])[:, -1]
             colour = cmap(seeds.index(seed) % 10)
             ax.plot(step, acc, color=colour, lw=1.4, label=f"seed {seed}")
-            move = khop.last_stage_at(r)
+            move = khop_curves.last_stage_at(r)
             if np.isfinite(move):
                 ax.plot([move], [np.interp(move, step, acc)], "o", color=colour, ms=4)
         ax.axhline(chance, color="grey", ls=":", lw=1)

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from companion import plotting
-from companion.experiments import khop, khop_onset, khop_probes, khop_stall_paths
+from companion.experiments import khop, khop_curves, khop_onset, khop_probes, khop_stall_paths
 
 
 def hop_probe_panels(summary, study=None):
@@ -89,7 +89,7 @@ def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = N
             keep = step <= last
             ax.plot(step[keep], acc[keep, -1], "k--", lw=1.2, label="its own data")
         ax.axvline(
-            khop.last_stage_at({k: curves[k][members[0][1]] for k in ("step", "acc", "stage")}),
+            khop_curves.last_stage_at({k: curves[k][members[0][1]] for k in ("step", "acc", "stage")}),
             color="grey",
             lw=0.8,
         )
