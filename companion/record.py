@@ -48,6 +48,7 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     RECORDED_DIR,
     Recordable,
     Recorded,
+    batches_cell,
     command,
     committed_paths,
     configs,
@@ -56,6 +57,7 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     latest,
     load,
     normalise,
+    not_yet_under,
     reading,
     recorded_claims,
     runs,
@@ -734,7 +736,9 @@ def paper_rows(recs: list[Recorded] | None = None, registry=None) -> list[list]:
 
 
 def listing(recs: list[Recorded] | None = None, download_from: str | None = None) -> str:
-    """A Markdown table of recorded files: what made each one, its training time (``train_seconds``: training
+    """A Markdown table of recorded files: what made each one, what drew its training batches
+    (:func:`companion.recorded.batches_cell`: which recordings are kept as evidence until made again under
+    another sampler), its training time (``train_seconds``: training
     and evaluation of runs computed in that call), the whole call's (``wall_seconds``: runs and summary, probes
     included; files recorded before it was kept have none) and the command that regenerates it.
 
@@ -756,6 +760,7 @@ def listing(recs: list[Recorded] | None = None, download_from: str | None = None
         [
             name(r),
             r.label(),
+            batches_cell(r),
             (r.train_seconds or float("nan")) / 60,
             r.data.get("wall_seconds", float("nan")) / 60,
             f"`{r.command}`",
@@ -763,7 +768,14 @@ def listing(recs: list[Recorded] | None = None, download_from: str | None = None
         for r in recs
     ]
     return markdown_table(
-        ["file", "made with", "minutes (training)", "minutes (whole call; NaN: not recorded)", "command"],
+        [
+            "file",
+            "made with",
+            "training batches",
+            "minutes (training)",
+            "minutes (whole call; NaN: not recorded)",
+            "command",
+        ],
         rows,
         digits=3,
     )

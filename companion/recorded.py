@@ -394,6 +394,59 @@ def committed_paths(sampler: str | None = None) -> list[Path]:
     return [files[name] for name in sorted(files)]
 
 
+def made_again(rec: Recorded) -> list[str]:
+    """The samplers other than the one that drew ``rec``'s batches under which a committed recording of its
+    name was made (``data/recorded/`` and its samplers' folders, :func:`committed_paths`); empty for one whose
+    runs draw none from a sampler.
+
+    >>> made_again(load(RECORDED_DIR / "induction_order-quick.json"))
+    ['counter']
+    >>> made_again(load(RECORDED_DIR / "counter" / "induction_order-quick.json"))
+    ['numpy']
+    """
+    if rec.drawn_by is None:
+        return []
+    namesakes = [RECORDED_DIR / rec.path.name, *(RECORDED_DIR / s / rec.path.name for s in config.SAMPLERS)]
+    drawn = {load(p).drawn_by for p in namesakes if p.is_file() and p.resolve() != rec.path.resolve()}
+    return [s for s in config.SAMPLERS if s != rec.drawn_by and s in drawn]
+
+
+def not_yet_under(sampler: str, recs: list[Recorded] | None = None) -> list[Recorded]:
+    """The recordings (default: the committed ones a build reads, :func:`runs`) whose runs draw batches from a
+    sampler and of which none is recorded under ``sampler``: those kept as evidence until made again.
+
+    >>> [r.path.name for r in not_yet_under("counter") if r.experiment == "recall" and r.profile == "quick"][:1]
+    ['recall-quick-batch=256-d=256-eval_every=100-final_trigger=False-loss_on=triggers-n_test=512-noise=existing-seq_len=128-steps=2000.json']
+
+    Raises:
+        ValueError: an unknown ``sampler``.
+    """
+    config.check_choice("sampler", sampler, config.SAMPLERS)
+    recs = runs() if recs is None else recs
+    return [r for r in recs if r.drawn_by not in (None, sampler) and sampler not in made_again(r)]
+
+
+def batches_cell(rec: Recorded) -> str:
+    """What drew a recording's training batches, and under which other samplers it was made again or not yet:
+    a recording not yet made again under the sampler that the book switches to is kept as evidence, marked so
+    (issue 54).
+
+    >>> batches_cell(load(RECORDED_DIR / "induction_order-quick.json"))
+    'numpy (version 1); also recorded under: counter'
+    >>> batches_cell(load(RECORDED_DIR / "theory_one_step-quick.json"))
+    'none from a sampler'
+    """
+    if rec.drawn_by is None:
+        return "none from a sampler"
+    again = made_again(rec)
+    missing = [s for s in config.SAMPLERS if s not in (rec.drawn_by, *again)]
+    return (
+        f"{rec.drawn_by} (version {config.SAMPLER_VERSIONS[rec.drawn_by]})"
+        + (f"; also recorded under: {', '.join(again)}" if again else "")
+        + (f"; not yet recorded under: {', '.join(missing)}" if missing else "")
+    )
+
+
 def runs(
     name: str | None = None,
     directory: Path | str | None = None,

@@ -954,3 +954,23 @@ def test_the_rounding_control_is_the_flip_lists():
     assert not any(
         p.parent.name == "rounding" for s in ("numpy", "counter") for p in record.committed_paths(s)
     )
+
+
+def test_the_recordings_not_yet_under_the_counter_sampler_are_those_without_a_namesake_there():
+    """The scorecard's mark (issue 54 item 4): a recording whose runs draw batches is kept as evidence, marked
+    "not yet recorded under: counter", exactly when data/recorded/counter/ has no file of its name; one made again
+    says so, under either sampler's build."""
+    counter = {p.name for p in (record.RECORDED_DIR / "counter").glob("*.json")}
+    with config.using_sampler("numpy"):
+        recs = record.runs()
+        waiting = {r.path.name for r in record.not_yet_under("counter", recs)}
+        drawing = {r.path.name for r in recs if r.drawn_by is not None}
+        assert waiting == drawing - counter and waiting and drawing & counter
+        cells = {r.path.name: record.batches_cell(r) for r in recs}
+    assert all(cells[n].endswith("not yet recorded under: counter") for n in waiting)
+    assert all(cells[n] == "numpy (version 1); also recorded under: counter" for n in drawing & counter)
+    with config.using_sampler("counter"):
+        swapped = {r.path.name: record.batches_cell(r) for r in record.runs()}
+    assert all(swapped[n] == "counter (version 2); also recorded under: numpy" for n in drawing & counter)
+    with pytest.raises(ValueError, match="unknown sampler 'torch'"):
+        record.not_yet_under("torch")
