@@ -32,6 +32,30 @@ def test_a_short_survey_is_written(subjects_script, monkeypatch, tmp_path):
     assert set(out["runs"]) == {"seed 0, every 100", "seed 0, every 250"} and out["pairs"] == []
     for r in out["runs"].values():
         assert r["outcome"] == "short of its last stage" and r["moves"] == [None, None, None]
+    assert (
+        out["subject"] is None and "seeds [1, 2, 3, 4, 5, 6, 7, 8, 9] not surveyed" in out["subject_pending"]
+    )
+
+
+def test_a_share_of_the_survey_writes_no_file(subjects_script, monkeypatch, tmp_path):
+    """``--first``: the later seeds only (cached for the call over all); refused past the last seed."""
+    monkeypatch.setattr(subjects_script.results_file, "RESULTS", tmp_path)
+    with pytest.raises(ValueError, match="first"):
+        subjects_script.main(["--seeds", "2", "--first", "2"])
+    subjects_script.main(["--seeds", "2", "--first", "1", "--steps", "2"])
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_the_registered_rule_takes_the_lowest_pair_of_seeds_0_to_9(subjects_script):
+    """Every seed below the subject must have been surveyed; none of 0 .. 9: no subject (not a wider search)."""
+    stalled, learned = khop_curves.OUTCOMES[1], khop_curves.OUTCOMES[2]
+    every = {(s, e): learned for s in range(10) for e in (100, 250)}
+    assert subjects_script.subject(every) is None
+    assert subjects_script.subject(every | {(3, 100): stalled, (8, 100): stalled}) == 3
+    assert subjects_script.subject({(0, 100): stalled, (0, 250): learned}) == 0
+    assert subjects_script.subject(every | {(12, 100): stalled}) is None  # past the rule's seeds
+    with pytest.raises(ValueError, match=r"seeds \[1\] not surveyed"):
+        subjects_script.subject({k: v for k, v in every.items() if k[0] != 1} | {(3, 100): stalled})
 
 
 def test_pairs_need_a_stall_every_100_and_a_learner_every_250(subjects_script):
