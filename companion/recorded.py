@@ -415,8 +415,9 @@ def not_yet_under(sampler: str, recs: list[Recorded] | None = None) -> list[Reco
     """The recordings (default: the committed ones a build reads, :func:`runs`) whose runs draw batches from a
     sampler and of which none is recorded under ``sampler``: those kept as evidence until made again.
 
-    >>> [r.path.name for r in not_yet_under("counter") if r.experiment == "recall" and r.profile == "quick"][:1]
-    ['recall-quick-batch=256-d=256-eval_every=100-final_trigger=False-loss_on=triggers-n_test=512-noise=existing-seq_len=128-steps=2000.json']
+    >>> waiting = not_yet_under("counter")
+    >>> {r.drawn_by for r in waiting}, "induction_order-quick.json" in {r.path.name for r in waiting}
+    ({'numpy'}, False)
 
     Raises:
         ValueError: an unknown ``sampler``.
