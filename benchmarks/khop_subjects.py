@@ -8,10 +8,12 @@ trains seeds 0 .. ``--seeds`` - 1, each advancing every 100 and every 250 steps,
 force, and classifies each run's end (:func:`companion.experiments.khop_curves.last_stage_outcome`): the seeds whose
 run every 100 stalled on its last stage and whose run every 250 learned it are the pairs a study could take.
 
-The rule that picks the subject (:func:`subject`, registered on 2026-12-03, before seeds 3-9 were trained under
-either sampler): **the lowest seed in 0 .. 9 that gives such a pair, under the sampler in force, on one thread.**
-If none of 0 .. 9 does, the stall studies have no subject at quick size under that sampler: their chapter says so
-and their rows wait for the full profile (no wider search on the CPU).
+The rule that picks the subject (:func:`companion.experiments.khop_stall.subject`, registered on 2026-12-03,
+before seeds 3-9 were trained under either sampler): **the lowest seed in 0 .. 9 that gives such a pair, under the
+sampler in force, on one thread.** If none of 0 .. 9 does, the stall studies have no subject at quick size under
+that sampler: their chapter says so and their rows wait for the full profile (no wider search on the CPU). The
+runs, the pairs and the rule are the package's (:mod:`companion.experiments.khop_stall`); this script trains
+them and writes what they gave.
 
 Writes benchmarks/results/<machine>-khop-subjects-<sampler>.json (atomically) and prints its table.
 Usage: python benchmarks/khop_subjects.py [--seeds 3] [--first 0] [--steps 8000]
@@ -22,7 +24,6 @@ the seeds reads their runs from the cache and writes the one result file.)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import time
 
@@ -31,66 +32,11 @@ import results_file
 from companion import config, record
 from companion.config import check_int
 from companion.experiments import khop, khop_curves, khop_stall_paths
-from companion.experiments.khop import EXPLORED, EXPLORED_EVERY, KHopExperiment
+from companion.experiments.khop import EXPLORED_EVERY
+from companion.experiments.khop_stall import subject, subject_members, subject_pairs
 from companion.report import markdown_table
 
-# the probe study's two runs of seed 0, as recorded (their configurations, the sampler aside)
-PROBE = record.RECORDED_DIR / "khop_probe-quick-depth=4-eval_every=100-k=4-steps=8000.json"
 HEADER = ["seed", "every", "moves to stages 2..k", "final accuracy at 1..k hops", "outcome", "seconds"]
-
-
-def members(seeds: int, steps: int) -> dict[tuple[int, int], KHopExperiment]:
-    """{(seed, interval): the probe study's run of seed 0 advancing every interval steps, with that seed and
-    ``steps`` steps} for seeds 0 .. ``seeds`` - 1 and intervals 100 and :data:`EXPLORED_EVERY`."""
-    config_of = record.load(PROBE).config
-    base = {100: KHopExperiment(**config_of["seed 0"]), EXPLORED_EVERY: KHopExperiment(**config_of[EXPLORED])}
-    return {
-        (s, every): dataclasses.replace(e, seed=s, steps=steps)
-        for s in range(seeds)
-        for every, e in base.items()
-    }
-
-
-def pairs(outcomes: dict[tuple[int, int], str]) -> list[int]:
-    """The seeds whose run every 100 stalled on its last stage and whose run every :data:`EXPLORED_EVERY`
-    learned it.
-
-    >>> pairs({(0, 100): "short of its last stage", (0, 250): "learned",
-    ...        (1, 100): "stalled on its last stage", (1, 250): "learned"})
-    [1]
-    """
-    seeds = sorted({s for s, _ in outcomes})
-    return [
-        s
-        for s in seeds
-        if outcomes.get((s, 100)) == khop_curves.OUTCOMES[1]
-        and outcomes.get((s, EXPLORED_EVERY)) == khop_curves.OUTCOMES[2]
-    ]
-
-
-SUBJECT_SEEDS = 10  # the rule's seeds: 0 .. 9
-
-
-def subject(outcomes: dict[tuple[int, int], str]) -> int | None:
-    """The registered rule's subject: the lowest seed below :data:`SUBJECT_SEEDS` of :func:`pairs`, None if
-    none of them gives a pair.
-
-    >>> stalled, learned = "stalled on its last stage", "learned"
-    >>> subject({(s, e): learned for s in range(10) for e in (100, 250)} | {(4, 100): stalled, (7, 100): stalled})
-    4
-
-    Raises:
-        ValueError: a seed below the first pair (or below :data:`SUBJECT_SEEDS`, when there is none) whose two
-            runs are not both in ``outcomes``: the rule cannot be applied yet.
-    """
-    found = [s for s in pairs(outcomes) if s < SUBJECT_SEEDS]
-    upto = found[0] if found else SUBJECT_SEEDS
-    missing = [s for s in range(upto) if (s, 100) not in outcomes or (s, EXPLORED_EVERY) not in outcomes]
-    if missing:
-        raise ValueError(
-            f"seeds {missing} not surveyed: the rule needs every seed below {upto} (allowed: 0 .. 9)"
-        )
-    return found[0] if found else None
 
 
 def main(argv=None) -> None:
@@ -103,7 +49,7 @@ def main(argv=None) -> None:
     check_int("first", args.first, low=0, high=args.seeds - 1)
     check_int("steps", args.steps, low=1)
     runs, rows, outcomes = {}, [], {}
-    for (seed, every), exp in members(args.seeds, args.steps).items():
+    for (seed, every), exp in subject_members(args.seeds, args.steps).items():
         if seed < args.first:
             continue
         start = time.perf_counter()
@@ -127,7 +73,7 @@ def main(argv=None) -> None:
         "sampler": sampler,
         "steps": args.steps,
         "runs": runs,
-        "pairs": pairs(outcomes),
+        "pairs": subject_pairs(outcomes),
     }
     print(markdown_table(HEADER, rows))
     print(f"seeds with a stalled run every 100 and a learned run every {EXPLORED_EVERY}: {out['pairs']}")

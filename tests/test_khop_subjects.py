@@ -1,22 +1,40 @@
-"""benchmarks/khop_subjects.py: which seeds' k-hop runs stall on their last stage and which learn it."""
+"""The stall studies' subject rule (companion.experiments.khop_stall) and benchmarks/khop_subjects.py, which
+surveys which seeds' k-hop runs stall on their last stage and which learn it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from companion import config, record
-from companion.experiments import khop, khop_curves
+from companion.experiments import khop, khop_curves, khop_stall
+
+PROBE = record.RECORDED_DIR / "khop_probe-quick-depth=4-eval_every=100-k=4-steps=8000.json"
 
 
-def test_members_are_the_probe_study_runs_with_other_seeds(subjects_script):
-    probe = record.load(subjects_script.PROBE).config
-    m = subjects_script.members(2, 8000)
+def test_members_are_the_recorded_probe_study_runs_with_other_seeds():
+    """The survey trains the very runs the probe study recorded (so the seed-0 runs are the recorded ones and
+    the survey's cache keys stay those of the runs trained before these helpers moved); bad sizes are refused."""
+    probe = record.load(PROBE).config
+    m = khop_stall.subject_members(2)
+    assert m == khop_stall.subject_members(2, 8000)
     assert set(m) == {(0, 100), (0, 250), (1, 100), (1, 250)}
-    assert m[0, 100] == khop.KHopExperiment(**probe["seed 0"])
-    assert m[0, 250] == khop.KHopExperiment(**probe[khop.EXPLORED])
+
+    def stored(
+        e,
+    ):  # as a recording (or a cache key) stores a configuration: JSON, later fields at their defaults
+        return json.loads(json.dumps(dataclasses.asdict(e)))
+
+    assert stored(m[0, 100]) == stored(khop.KHopExperiment(**probe["seed 0"]))
+    assert stored(m[0, 250]) == stored(khop.KHopExperiment(**probe[khop.EXPLORED]))
     assert m[1, 250].seed == 1 and m[1, 250].eval_every == 250 and m[1, 100].depth == 4
+    assert khop_stall.subject_members(1, 3)[0, 100].steps == 3
+    with pytest.raises(ValueError, match="seeds"):
+        khop_stall.subject_members(0)
+    with pytest.raises(ValueError, match="steps"):
+        khop_stall.subject_members(1, 0)
 
 
 def test_a_short_survey_is_written(subjects_script, monkeypatch, tmp_path):
@@ -46,20 +64,20 @@ def test_a_share_of_the_survey_writes_no_file(subjects_script, monkeypatch, tmp_
     assert not list(tmp_path.glob("*.json"))
 
 
-def test_the_registered_rule_takes_the_lowest_pair_of_seeds_0_to_9(subjects_script):
+def test_the_registered_rule_takes_the_lowest_pair_of_seeds_0_to_9():
     """Every seed below the subject must have been surveyed; none of 0 .. 9: no subject (not a wider search)."""
     stalled, learned = khop_curves.OUTCOMES[1], khop_curves.OUTCOMES[2]
     every = {(s, e): learned for s in range(10) for e in (100, 250)}
-    assert subjects_script.subject(every) is None
-    assert subjects_script.subject(every | {(3, 100): stalled, (8, 100): stalled}) == 3
-    assert subjects_script.subject({(0, 100): stalled, (0, 250): learned}) == 0
-    assert subjects_script.subject(every | {(12, 100): stalled}) is None  # past the rule's seeds
+    assert khop_stall.subject(every) is None
+    assert khop_stall.subject(every | {(3, 100): stalled, (8, 100): stalled}) == 3
+    assert khop_stall.subject({(0, 100): stalled, (0, 250): learned}) == 0
+    assert khop_stall.subject(every | {(12, 100): stalled}) is None  # past the rule's seeds
     with pytest.raises(ValueError, match=r"seeds \[1\] not surveyed"):
-        subjects_script.subject({k: v for k, v in every.items() if k[0] != 1} | {(3, 100): stalled})
+        khop_stall.subject({k: v for k, v in every.items() if k[0] != 1} | {(3, 100): stalled})
 
 
-def test_pairs_need_a_stall_every_100_and_a_learner_every_250(subjects_script):
+def test_pairs_need_a_stall_every_100_and_a_learner_every_250():
     stalled, learned, short = khop_curves.OUTCOMES[1], khop_curves.OUTCOMES[2], khop_curves.OUTCOMES[0]
     outcomes = {(0, 100): short, (0, 250): learned, (1, 100): stalled, (1, 250): learned, (2, 100): stalled}
-    assert subjects_script.pairs(outcomes) == [1]
-    assert subjects_script.pairs({(3, 100): stalled, (3, 250): stalled}) == []
+    assert khop_stall.subject_pairs(outcomes) == [1]
+    assert khop_stall.subject_pairs({(3, 100): stalled, (3, 250): stalled}) == []

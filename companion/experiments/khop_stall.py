@@ -22,9 +22,16 @@ from companion.experiments.khop import (
     run,
     run_sizes,
 )
-from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at, short_of_last_stage
+from companion.experiments.khop_curves import (
+    OUTCOMES,
+    last_stage_at,
+    last_stage_wait,
+    learned_at,
+    short_of_last_stage,
+)
 from companion.experiments.khop_probes import (
     PROBE,
+    PROBE_SETTINGS,
     ProbeStudy,
     probe_summary,
     shown_keys,
@@ -69,6 +76,79 @@ def last_stage_premise(recordings) -> dict:
             raise ValueError(f"{rec.experiment!r}: allowed the studies on the last stage {ON_LAST_STAGE}")
         short[rec.experiment] = short_of_last_stage(rec.curves["stage"], rec.config)
     return {"short": short, "short_n": sum(map(len, short.values()))}
+
+
+# The stall studies' subject (issue 54): which run stalls on its last stage turns on the rounding and the batches
+# (benchmarks/khop_pack_divergence.py), so the studies take their runs by outcome, by a rule registered on
+# 2026-12-03 before seeds 3-9 were trained under either sampler (benchmarks/khop_subjects.py surveys the seeds):
+# the lowest seed in 0 .. 9 whose probe-study run advancing every 100 steps stalls on its last stage and whose run
+# advancing every EXPLORED_EVERY steps learns it, trained alone on one thread under the sampler in force. None of
+# 0 .. 9: no subject at that size under that sampler (the rows wait for the full profile; no wider search).
+SUBJECT_SEEDS = 10  # the rule's seeds: 0 .. 9
+
+
+def subject_members(seeds: int, steps: int | None = None) -> dict[tuple[int, int], KHopExperiment]:
+    """{(seed, interval): the recorded probe study's run of seed 0 (``khop_probe``, quick, with
+    :data:`companion.experiments.khop_probes.PROBE_SETTINGS`) advancing every interval steps, with that seed} for
+    seeds 0 .. ``seeds`` - 1 and intervals 100 and :data:`EXPLORED_EVERY`; ``steps`` replaces the study's budget
+    where given. The rule is about quick size: at full the studies take their runs as the full profile builds
+    them.
+
+    >>> m = subject_members(2)
+    >>> sorted(m), m[1, 250].seed, m[1, 250].eval_every, m[0, 100].steps, m[0, 100].k
+    ([(0, 100), (0, 250), (1, 100), (1, 250)], 1, 250, 8000, 4)
+    """
+    from companion.experiments.khop_recordings import recordables  # declared apart (it imports this module)
+
+    check_int("seeds", seeds, low=1)
+    if steps is not None:
+        check_int("steps", steps, low=1)
+    probe = recordables()["khop_probe"].build("quick", PROBE_SETTINGS)
+    base = {100: probe[seed_name(0)], EXPLORED_EVERY: probe[EXPLORED]}
+    return {
+        (s, every): dataclasses.replace(e, seed=s, steps=e.steps if steps is None else steps)
+        for s in range(seeds)
+        for every, e in base.items()
+    }
+
+
+def subject_pairs(outcomes: dict[tuple[int, int], str]) -> list[int]:
+    """The seeds of ``outcomes`` ({(seed, interval): :func:`companion.experiments.khop_curves.last_stage_outcome`})
+    whose run every 100 stalled on its last stage and whose run every :data:`EXPLORED_EVERY` learned it.
+
+    >>> subject_pairs({(0, 100): "short of its last stage", (0, 250): "learned",
+    ...                (1, 100): "stalled on its last stage", (1, 250): "learned"})
+    [1]
+    """
+    seeds = sorted({s for s, _ in outcomes})
+    return [
+        s
+        for s in seeds
+        if outcomes.get((s, 100)) == OUTCOMES[1] and outcomes.get((s, EXPLORED_EVERY)) == OUTCOMES[2]
+    ]
+
+
+def subject(outcomes: dict[tuple[int, int], str]) -> int | None:
+    """The registered rule's subject: the lowest seed below :data:`SUBJECT_SEEDS` of :func:`subject_pairs`,
+    None if none of them gives a pair.
+
+    >>> stalled, learned = "stalled on its last stage", "learned"
+    >>> subject({(s, e): learned for s in range(10) for e in (100, 250)} | {(4, 100): stalled, (7, 100): stalled})
+    4
+
+    Raises:
+        ValueError: a seed below the first pair (or below :data:`SUBJECT_SEEDS`, when there is none) whose two
+            runs are not both in ``outcomes``: the rule cannot be applied yet.
+    """
+    found = [s for s in subject_pairs(outcomes) if s < SUBJECT_SEEDS]
+    upto = found[0] if found else SUBJECT_SEEDS
+    missing = [s for s in range(upto) if (s, 100) not in outcomes or (s, EXPLORED_EVERY) not in outcomes]
+    if missing:
+        raise ValueError(
+            f"seeds {missing} not surveyed: the rule needs every seed below {upto} "
+            f"(allowed: 0 .. {SUBJECT_SEEDS - 1})"
+        )
+    return found[0] if found else None
 
 
 # the seeds that learned four hops advancing every 100 steps (the seed study)
