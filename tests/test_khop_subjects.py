@@ -81,3 +81,32 @@ def test_pairs_need_a_stall_every_100_and_a_learner_every_250():
     outcomes = {(0, 100): short, (0, 250): learned, (1, 100): stalled, (1, 250): learned, (2, 100): stalled}
     assert khop_stall.subject_pairs(outcomes) == [1]
     assert khop_stall.subject_pairs({(3, 100): stalled, (3, 250): stalled}) == []
+
+
+def test_the_committed_survey_is_read_back_and_the_rule_applied(tmp_path):
+    """The survey files the chapter reads: one per sampler on one thread; none or two are refused, as is an
+    unknown sampler."""
+    numpy = khop_stall.survey_outcomes("numpy")
+    assert set(numpy) == {(0, 100), (0, 250)} and set(numpy.values()) <= set(khop_curves.OUTCOMES)
+    assert khop_stall.surveyed_subject("numpy").startswith("not yet: seeds [1, 2, 3")
+    run = {"moves": [], "final": [], "seconds": 1.0}
+    learned, stalled = khop_curves.OUTCOMES[2], khop_curves.OUTCOMES[1]
+
+    def survey(name, outcomes, device="CPU X, 1 threads"):
+        runs = {f"seed {s}, every {e}": run | {"outcome": o} for (s, e), o in outcomes.items()}
+        (tmp_path / name).write_text(json.dumps({"device": device, "runs": runs}))
+
+    every = {(s, e): learned for s in range(10) for e in (100, 250)}
+    with pytest.raises(ValueError, match="0 surveys"):
+        khop_stall.survey_outcomes("counter", tmp_path)
+    survey("CPU_X__2_threads-khop-subjects-counter.json", every, "CPU X, 2 threads")  # not the rule's runs
+    survey("CPU_X__1_threads-khop-subjects-counter.json", every)
+    assert khop_stall.survey_outcomes("counter", tmp_path) == every
+    assert khop_stall.surveyed_subject("counter", tmp_path).startswith("none of seeds 0 .. 9")
+    survey("CPU_X__1_threads-khop-subjects-counter.json", every | {(6, 100): stalled})
+    assert khop_stall.surveyed_subject("counter", tmp_path) == "seed 6"
+    survey("CPU_Y__1_threads-khop-subjects-counter.json", every)
+    with pytest.raises(ValueError, match="2 surveys"):
+        khop_stall.survey_outcomes("counter", tmp_path)
+    with pytest.raises(ValueError, match="sampler"):
+        khop_stall.survey_outcomes("torch")

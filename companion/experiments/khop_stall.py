@@ -151,6 +151,64 @@ def subject(outcomes: dict[tuple[int, int], str]) -> int | None:
     return found[0] if found else None
 
 
+SURVEY_THREADS = "1 threads"  # the rule's runs train on one thread (the survey file's device name ends so)
+
+
+def survey_outcomes(sampler: str, directory=None) -> dict[tuple[int, int], str]:
+    """{(seed, interval): how the run ended} of the committed survey of the rule's runs under ``sampler``
+    (``benchmarks/results/*-khop-subjects-<sampler>.json``, one thread, written by
+    ``benchmarks/khop_subjects.py``; ``directory`` replaces that folder).
+
+    Raises:
+        ValueError: an unknown ``sampler``; no survey on one thread under it, or more than one (machines differ:
+            the rule names none of them).
+    """
+    import json
+    from pathlib import Path
+
+    from companion.config import REPO_ROOT, SAMPLERS
+
+    check_choice("sampler", sampler, SAMPLERS)
+    folder = Path(directory or REPO_ROOT / "benchmarks" / "results")
+    found = [
+        p
+        for p in sorted(folder.glob(f"*-khop-subjects-{sampler}.json"))
+        if json.loads(p.read_text())["device"].endswith(SURVEY_THREADS)
+    ]
+    if len(found) != 1:
+        raise ValueError(
+            f"{len(found)} surveys of the stall studies' runs on one thread under the {sampler} sampler in "
+            f"{folder} ({[p.name for p in found]}): the rule reads exactly one (benchmarks/khop_subjects.py)"
+        )
+    runs = json.loads(found[0].read_text())["runs"]
+    out = {}
+    for name, r in runs.items():  # "seed 3, every 100"
+        seed, every = name.removeprefix("seed ").split(", every ")
+        out[int(seed), int(every)] = r["outcome"]
+    return out
+
+
+def surveyed_subject(sampler: str, directory=None) -> str:
+    """The registered rule (:func:`subject`) applied to the committed survey under ``sampler``
+    (:func:`survey_outcomes`), in words: the subject seed, no subject (the rows wait for the full profile), or
+    which seeds the survey still lacks.
+
+    >>> surveyed_subject("numpy")
+    'not yet: seeds [1, 2, 3, 4, 5, 6, 7, 8, 9] not surveyed: the rule needs every seed below 10 (allowed: 0 .. 9)'
+    """
+    outcomes = survey_outcomes(sampler, directory)
+    try:
+        found = subject(outcomes)
+    except ValueError as e:
+        return f"not yet: {e}"
+    if found is None:
+        return (
+            f"none of seeds 0 .. {SUBJECT_SEEDS - 1} (no seed's run every 100 stalls on four hops while its run "
+            f"every {EXPLORED_EVERY} learns them): these rows wait for the full profile"
+        )
+    return f"seed {found}"
+
+
 # the seeds that learned four hops advancing every 100 steps (the seed study)
 SEED_PROBED = ("seed 1", "seed 2")
 
