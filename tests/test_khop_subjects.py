@@ -50,6 +50,7 @@ def test_a_short_survey_is_written(subjects_script, monkeypatch, tmp_path):
     assert set(out["runs"]) == {"seed 0, every 100", "seed 0, every 250"} and out["pairs"] == []
     for r in out["runs"].values():
         assert r["outcome"] == "short of its last stage" and r["moves"] == [None, None, None]
+        assert r["seconds"] > 0  # the run's own training time, also when a later call reads it from the cache
     assert (
         out["subject"] is None and "seeds [1, 2, 3, 4, 5, 6, 7, 8, 9] not surveyed" in out["subject_pending"]
     )
