@@ -90,6 +90,9 @@ def test_the_committed_survey_is_read_back_and_the_rule_applied(tmp_path):
     numpy = khop_stall.survey_outcomes("numpy")
     assert set(numpy) == {(0, 100), (0, 250)} and set(numpy.values()) <= set(khop_curves.OUTCOMES)
     assert khop_stall.surveyed_subject("numpy").startswith("not yet: seeds [1, 2, 3")
+    # under the counter sampler seeds 0-9 are surveyed (2026-12-03) and none gives the pair: no subject
+    assert set(khop_stall.survey_outcomes("counter")) == {(s, e) for s in range(10) for e in (100, 250)}
+    assert khop_stall.surveyed_subject("counter").startswith("none of seeds 0 .. 9")
     run = {"moves": [], "final": [], "seconds": 1.0}
     learned, stalled = khop_curves.OUTCOMES[2], khop_curves.OUTCOMES[1]
 
