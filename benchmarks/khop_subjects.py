@@ -32,6 +32,7 @@ from companion import config, record
 from companion.config import check_int
 from companion.experiments import khop, khop_curves, khop_stall_paths
 from companion.experiments.khop import EXPLORED_EVERY
+from companion.experiments.khop_four_hops import interval_name
 from companion.experiments.khop_stall import subject, subject_members, subject_pairs
 from companion.report import markdown_table
 
@@ -57,7 +58,7 @@ def main(argv=None) -> None:
         outcomes[seed, every] = khop_curves.last_stage_outcome(curves)
         moves = [None if math.isinf(m) else m for m in khop_stall_paths.stage_moves(curves)]  # None: never
         final = [round(float(a), 4) for a in r["acc"][-1]]
-        runs[f"seed {seed}, every {every}"] = {
+        runs[interval_name(seed, every)] = {
             "moves": moves,
             "final": final,
             "outcome": outcomes[seed, every],

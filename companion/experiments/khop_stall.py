@@ -19,6 +19,7 @@ from companion.experiments.khop import (
     EXPLORED_EVERY,
     KHopExperiment,
     continue_training,
+    interval_of,
     run,
     run_sizes,
 )
@@ -180,12 +181,8 @@ def survey_outcomes(sampler: str, directory=None) -> dict[tuple[int, int], str]:
             f"{len(found)} surveys of the stall studies' runs on one thread under the {sampler} sampler in "
             f"{folder} ({[p.name for p in found]}): the rule reads exactly one (benchmarks/khop_subjects.py)"
         )
-    runs = json.loads(found[0].read_text())["runs"]
-    out = {}
-    for name, r in runs.items():  # "seed 3, every 100"
-        seed, every = name.removeprefix("seed ").split(", every ")
-        out[int(seed), int(every)] = r["outcome"]
-    return out
+    runs = json.loads(found[0].read_text())["runs"]  # named by khop_four_hops.interval_name
+    return {interval_of(name): r["outcome"] for name, r in runs.items()}
 
 
 def surveyed_subject(sampler: str, directory=None) -> str:
