@@ -34,6 +34,13 @@ def results_file():
 
 
 @pytest.fixture
+def chapter_times(monkeypatch):
+    """benchmarks/chapter_times.py, the chapters' seconds under nbval from a pytest log."""
+    monkeypatch.syspath_prepend(str(config.REPO_ROOT / "benchmarks"))  # it imports results_file beside it
+    return load_script("benchmarks/chapter_times.py")
+
+
+@pytest.fixture
 def flip_script():
     """scripts/flip_list.py, issue 54's flip list."""
     return load_script("scripts/flip_list.py")

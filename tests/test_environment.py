@@ -378,6 +378,44 @@ def test_the_book_build_may_read_chapters_in_parallel(build_book):
     assert proofs.merge_domaindata({"a"}, {}) is None
 
 
+def test_chapter_times_reads_the_chapters_stage_of_a_log(chapter_times):
+    """benchmarks/chapter_times.py: of a whole `make test` log, only the durations section that lists chapter
+    cells counts (the unit tests' and the HTML checks' are left out), a cell's setup and call add up, and a log
+    without that section, or with two, is refused."""
+    import doctest
+
+    assert doctest.testmod(chapter_times).failed == 0
+    unit = (
+        "=== slowest durations ===\n75.88s call     tests/test_full_config.py::test_full\n"
+        "1119 passed, 53 skipped in 507.47s (0:08:27)\n"
+    )
+    notebooks = (
+        "==== slowest durations ====\n"
+        "100.00s call     book/a.md::Cell 2\n90.50s call     book/b.md::Cell 1\n"
+        "95.00s call     book/a.md::Cell 1\n1.00s setup    book/a.md::Cell 1\n"
+        "410 passed in 150.00s (0:02:30)\n"
+    )
+    html = "=== slowest durations ===\n14.64s call     tests/test_html.py::test_chapter[book/a]\n66 passed in 9.00s\n"
+    times = chapter_times.parse(unit + notebooks + html)
+    assert times["stage_s"] == 150.0
+    assert list(times["chapters"]) == ["book/a", "book/b"]
+    assert times["chapters"]["book/a"] == {
+        "seconds": 196.0,
+        "cells": 2,
+        "slowest_cell": "Cell 2",
+        "slowest_s": 100.0,
+    }
+    assert chapter_times.over_budget(times) == ["book/a"]
+    assert chapter_times.over_budget(times, budget_s=90.0) == ["book/a", "book/b"]
+    with pytest.raises(ValueError, match="0 durations sections"):
+        chapter_times.parse(unit + html)
+    with pytest.raises(ValueError, match="2 durations sections"):
+        chapter_times.parse(notebooks + notebooks)
+    with pytest.raises(ValueError, match="passed in"):
+        chapter_times.parse(notebooks.rsplit("410", 1)[0])
+    assert chapter_times.device_of(2).endswith(", 2 threads")
+
+
 def test_every_benchmark_result_is_named_after_its_device(results_file):
     """The benchmarks write through benchmarks/results_file.py: each committed result (the prose counts aside) is
     the file that ``path`` names for the device it records, with the benchmark's suffix or prefix."""
@@ -388,6 +426,7 @@ def test_every_benchmark_result_is_named_after_its_device(results_file):
         "-khop-pack": ("-khop-pack", ""),
         "-khop-subjects-numpy": ("-khop-subjects-numpy", ""),
         "-khop-subjects-counter": ("-khop-subjects-counter", ""),
+        "-chapters": ("-chapters", ""),
         "llm_": ("", "llm_"),
     }
     assert (
