@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import results_file
 
-ROOT = Path(__file__).resolve().parents[1]
+from companion import config, record
+
 BUDGET_S = 180.0  # the guide: each chapter under 3 minutes at quick
 HEADER = re.compile(r"^=+ slowest (?:\d+ )?durations =+$", re.M)
 ITEM = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(book/\S+?)\.md::(Cell \d+)", re.M)
@@ -91,15 +91,7 @@ def over_budget(times: dict, budget_s: float = BUDGET_S) -> list[str]:
 def device_of(jobs: int) -> str:
     """The machine, as the other results name it: this CPU's model and the ``jobs`` processes of one thread each
     that ran the chapters (run the script on the machine that made the log)."""
-    from companion import config
-
     return f"{config.device_name('cpu').rsplit(',', 1)[0]}, {jobs} threads"
-
-
-def _commit() -> str:
-    return subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip()
 
 
 def main(argv=None) -> int:
@@ -108,7 +100,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--write", action="store_true", help="also write the numbers to results/<machine>-chapters.json"
     )
-    ap.add_argument("--commit", default=None, help="the commit the log ran (default: this checkout's HEAD)")
+    ap.add_argument(
+        "--commit", default=None, help="the commit the log ran (default: record.commit(), this checkout's)"
+    )
     ap.add_argument(
         "--jobs", type=int, default=2, help="the processes that ran the chapters (TEST_JOBS; default 2)"
     )
@@ -120,8 +114,9 @@ def main(argv=None) -> int:
     print(f"stage: {times['stage_s']:.0f} s; the chapters' cells: {total:.0f} s in all")
     print("| chapter | seconds | cells | slowest cell | its seconds |")
     print("| --- | ---: | ---: | --- | ---: |")
+    over = set(over_budget(times))
     for ch, t in times["chapters"].items():
-        mark = " (over 3 min)" if t["seconds"] > BUDGET_S else ""
+        mark = " (over 3 min)" if ch in over else ""
         print(
             f"| {ch}{mark} | {t['seconds']:.1f} | {t['cells']} | {t['slowest_cell']} | {t['slowest_s']:.1f} |"
         )
@@ -129,7 +124,7 @@ def main(argv=None) -> int:
         device = device_of(args.jobs)
         out = {
             "device": device,
-            "commit": args.commit or _commit(),
+            "commit": args.commit or record.commit(),
             "jobs": args.jobs,
             "budget_s": BUDGET_S,
             "over_budget": over_budget(times),
