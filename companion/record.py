@@ -398,9 +398,10 @@ def record(
     name, and in the cache keys of its runs.
 
     Raises:
-        ValueError: before any run, when ``data/recorded_claims.toml`` lists no claim of the experiment or the
-            experiment's ``precheck`` refuses the recording; after the runs (which are cached, so a second call
-            is quick), when a listed claim reads an entry that the summary lacks.
+        ValueError: before any run, when ``data/recorded_claims.toml`` lists no claim of the experiment, the
+            experiment's ``precheck`` refuses the recording, or its members or precheck read a recording drawn
+            by another sampler than the one in force (:attr:`Recorded.other_sampler`); after the runs (which are
+            cached, so a second call is quick), when a listed claim reads an entry that the summary lacks.
     """
     rec = experiment(name)
     config.check_choice("precision", precision, config.PRECISIONS)
@@ -415,6 +416,13 @@ def record(
             )
         if rec.precheck is not None:
             rec.precheck(profile, members)
+        other = [r for r in read if r.other_sampler] if rec.draws else []
+        if other:  # its runs would be set against another sampler's: refused before hours of training
+            raise ValueError(
+                f"{name!r} under the {config.sampler()} sampler reads {[_relative(r.path) for r in other]}, drawn by "
+                f"{sorted({r.drawn_by for r in other})}: allowed recordings of its own sampler; record "
+                f"{sorted({r.data['experiment'] for r in other})} under {config.sampler()} first"
+            )
         overrides = normalise(dict(overrides or {}), next(iter(members.values())))
         # the code the runs start with, not what a long run ends with
         at_commit, package = commit(), config.package_hash()

@@ -789,6 +789,35 @@ def test_a_recording_says_which_recordings_it_read_and_their_samplers(tmp_path, 
     assert record.Recorded(rec.path, {**rec.data, "sampler": None}).read_other_samplers == []
 
 
+def test_a_recording_whose_runs_read_another_samplers_recording_is_refused_before_training(
+    tmp_path, monkeypatch
+):
+    """A recording whose members or precheck read a recording drawn by another sampler than the one in force (a
+    study compared seed by seed with base runs not yet made again under it) is refused before any run, naming
+    what to record first; the same reads under their own sampler pass."""
+    import dataclasses
+
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    waiting = record.not_yet_under("counter")[0]  # a recording the counter folder has not replaced yet
+    real = record.experiment("recall")
+
+    def precheck(profile, members):  # a precheck that compares with that recording, as SeedVariant's does
+        record.latest(waiting.experiment, waiting.profile, waiting.settings(), precision=waiting.precision)
+
+    monkeypatch.setattr(record, "experiment", lambda name: dataclasses.replace(real, precheck=precheck))
+    tiny = {"d": 8, "seq_len": 12, "batch": 4, "steps": 3, "n_test": 8, "eval_every": 1, "dense_until": 0}
+    monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    with pytest.raises(
+        ValueError, match=rf"reads \['{re.escape(waiting.path.name)}'\], drawn by \['numpy'\]"
+    ):
+        record.record("recall", "quick", tiny, device="cpu", out_dir=tmp_path)
+    # no run trained (the cache holds none), no file written
+    assert not list(tmp_path.rglob("*.pt")) and not list(tmp_path.rglob("*.json"))
+    monkeypatch.setenv("COMPANION_SAMPLER", "numpy")
+    rec = record.load(record.record("recall", "quick", tiny, device="cpu", out_dir=tmp_path))
+    assert rec.data["reads"] == [{"file": waiting.path.name, "sampler": "numpy"}]
+
+
 def test_the_recordings_made_again_read_recordings_of_their_own_sampler():
     """A recording made again under the counter sampler compares with recordings made under it, not with the
     numpy generators' (those written before the field cannot say: see the issue 54 notes)."""
