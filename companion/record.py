@@ -58,6 +58,7 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     load,
     normalise,
     not_yet_under,
+    other_sampler_reads,
     reading,
     recorded_claims,
     runs,
@@ -416,12 +417,13 @@ def record(
             )
         if rec.precheck is not None:
             rec.precheck(profile, members)
-        other = [r for r in read if r.other_sampler] if rec.draws else []
+        other = other_sampler_reads(_reads(read), config.sampler() if rec.draws else None)
         if other:  # its runs would be set against another sampler's: refused before hours of training
+            files = [r["file"] for r in other]
             raise ValueError(
-                f"{name!r} under the {config.sampler()} sampler reads {[_relative(r.path) for r in other]}, drawn by "
-                f"{sorted({r.drawn_by for r in other})}: allowed recordings of its own sampler; record "
-                f"{sorted({r.data['experiment'] for r in other})} under {config.sampler()} first"
+                f"{name!r} under the {config.sampler()} sampler reads {files}, drawn by "
+                f"{sorted({r['sampler'] for r in other})}: allowed recordings of its own sampler; record "
+                f"{sorted({r.experiment for r in read if _relative(r.path) in files})} under {config.sampler()} first"
             )
         overrides = normalise(dict(overrides or {}), next(iter(members.values())))
         # the code the runs start with, not what a long run ends with
@@ -473,11 +475,16 @@ def record(
         "date": time.strftime("%Y-%m-%d"),
         "command": command(name, profile, overrides, precision),
         # the recordings its members and summary read, and the sampler of each (Recorded.read_other_samplers)
-        "reads": [{"file": _relative(r.path), "sampler": r.drawn_by} for r in read],
+        "reads": _reads(read),
     }
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides, precision)
     atomic_write_text(path, json.dumps(result, indent=1) + "\n")
     return path
+
+
+def _reads(read: list[Recorded]) -> list[dict]:
+    """The recordings ``read`` as a recording stores them: each one's path below data/recorded/ and sampler."""
+    return [{"file": _relative(r.path), "sampler": r.drawn_by} for r in read]
 
 
 def _relative(path: Path) -> str:

@@ -260,12 +260,7 @@ class Recorded:
         sampler than its own: a recording made again under the counter sampler before those it compares with (its
         summary then sets its runs against the other sampler's). Empty for a file that read none, or whose runs
         draw no batch from a sampler."""
-        own = self.drawn_by
-        return [
-            r["file"]
-            for r in self.data.get("reads", [])
-            if own is not None and r["sampler"] not in (None, own)
-        ]
+        return [r["file"] for r in other_sampler_reads(self.data.get("reads", []), self.drawn_by)]
 
     @property
     def paper_config(self) -> bool:
@@ -355,6 +350,18 @@ def load(path: Path | str) -> Recorded:
         if cid not in data["claims"] and entry in data["summary"]:
             data["claims"][cid] = data["summary"][entry]
     return Recorded(Path(path), data)
+
+
+def other_sampler_reads(reads: list[dict], own: str | None) -> list[dict]:
+    """The entries of ``reads`` (``[{"file": ..., "sampler": ...}]``, as a recording stores what it read) drawn by
+    another sampler than ``own``; none when ``own`` is None (runs that draw no batch from a sampler).
+
+    >>> other_sampler_reads([{"file": "a.json", "sampler": "numpy"}, {"file": "b.json", "sampler": None}], "counter")
+    [{'file': 'a.json', 'sampler': 'numpy'}]
+    >>> other_sampler_reads([{"file": "a.json", "sampler": "numpy"}], None)
+    []
+    """
+    return [r for r in reads if own is not None and r["sampler"] not in (None, own)]
 
 
 _READ: contextvars.ContextVar[list | None] = contextvars.ContextVar("recordings_read", default=None)
