@@ -3,7 +3,7 @@ log of a run with pytest's ``--durations=0``.
 
     PYTEST_ADDOPTS=--durations=0 bash .ci/run 2>&1 | tee ci.log      # or: make notebooks
     python benchmarks/chapter_times.py ci.log                        # a table on stdout, slowest first
-    python benchmarks/chapter_times.py ci.log --write                # and results/<machine>-chapters.json
+    python benchmarks/chapter_times.py ci.log --write                # and add it to results/<machine>-chapters.json
 
 The guide gives each chapter 3 minutes at the quick profile (:data:`BUDGET_S`); the table marks the chapters over
 it. A chapter's seconds are the sum of its cells' setup, call and teardown (its kernel's start is the first
@@ -11,7 +11,9 @@ cell's setup); the stage's seconds are pytest's own ("N passed in S s"), with th
 ``TEST_JOBS`` processes, so the stage takes about the chapters' sum over the processes when they are balanced.
 Cells faster than ``--durations-min`` (pytest's default 0.005 s) are not in the log: run without a larger one
 to have every cell. Times vary by about 30% from day to day on the same kind of machine: compare two commits in
-one session, one right after the other.
+one session, one right after the other. So ``--write`` adds the run, dated, to the machine's list of runs
+(:func:`with_run`, the newest :data:`KEEP`) rather than replacing the last one: one slow day's chapters over the
+budget then read as one day among others.
 
 >>> log = '''
 ... ============================== slowest durations ===============================
@@ -31,6 +33,8 @@ one session, one right after the other.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import re
 import sys
 from pathlib import Path
@@ -40,6 +44,7 @@ import results_file
 from companion import config, record
 
 BUDGET_S = 180.0  # the guide: each chapter under 3 minutes at quick
+KEEP = 30  # the runs a machine's result file keeps, the newest
 HEADER = re.compile(r"^=+ slowest (?:\d+ )?durations =+$", re.M)
 ITEM = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(book/\S+?)\.md::(Cell \d+)", re.M)
 PASSED = re.compile(r"^.*\b\d+ passed\b.* in (\d+(?:\.\d+)?)s\b", re.M)
@@ -88,6 +93,34 @@ def over_budget(times: dict, budget_s: float = BUDGET_S) -> list[str]:
     return [ch for ch, t in times["chapters"].items() if t["seconds"] > budget_s]
 
 
+def with_run(previous: dict | None, run: dict, device: str, keep: int = KEEP) -> dict:
+    """A machine's result file with ``run`` added: ``{"device", "budget_s", "runs": [oldest, ..., newest]}``, the
+    newest ``keep`` runs. ``previous`` is the file as it stood (None: no file yet); a file of the older form, one
+    run's numbers at its top level, becomes the first run.
+
+    >>> one = with_run(None, {"date": "2026-12-03", "stage_s": 1658.9}, "cpu")
+    >>> two = with_run(one, {"date": "2026-12-04", "stage_s": 1042.0}, "cpu")
+    >>> [r["date"] for r in two["runs"]], two["device"]
+    (['2026-12-03', '2026-12-04'], 'cpu')
+    >>> [r["stage_s"] for r in with_run({"device": "cpu", "stage_s": 1.0}, {"stage_s": 2.0}, "cpu")["runs"]]
+    [1.0, 2.0]
+    >>> with_run(two, {"stage_s": 1.0}, "gpu")
+    Traceback (most recent call last):
+    ValueError: the result file is of device 'cpu', not 'gpu'
+
+    Raises:
+        ValueError: ``keep`` is below 1, or ``previous`` is another machine's file.
+    """
+    if keep < 1:
+        raise ValueError(f"keep={keep} is out of range: at least 1")
+    previous = dict(previous or {"device": device, "runs": []})
+    if previous.get("device", device) != device:
+        raise ValueError(f"the result file is of device {previous['device']!r}, not {device!r}")
+    if "runs" not in previous:  # the older form: one run's numbers at the top level
+        previous = {"runs": [{k: v for k, v in previous.items() if k not in ("device", "budget_s")}]}
+    return {"device": device, "budget_s": BUDGET_S, "runs": [*previous["runs"], run][-keep:]}
+
+
 def device_of(jobs: int) -> str:
     """The machine, as the other results name it: this CPU's model and the ``jobs`` processes of one thread each
     that ran the chapters (run the script on the machine that made the log)."""
@@ -122,18 +155,22 @@ def main(argv=None) -> int:
         )
     if args.write:
         device = device_of(args.jobs)
-        out = {
-            "device": device,
+        run = {
+            "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
             "commit": args.commit or record.commit(),
             "jobs": args.jobs,
-            "budget_s": BUDGET_S,
             "over_budget": over_budget(times),
             "cells_s": round(total, 2),
             **times,
         }
         where = results_file.path(device, "-chapters")
+        previous = json.loads(where.read_text(encoding="utf-8")) if where.exists() else None
+        out = with_run(previous, run, device)
         results_file.write(where, out)
-        print(f"written: {where}")
+        stages = [r["stage_s"] for r in out["runs"]]
+        print(
+            f"written: {where} ({len(stages)} runs; the stage from {min(stages):.0f} to {max(stages):.0f} s)"
+        )
     return 0
 
 

@@ -414,6 +414,12 @@ def test_chapter_times_reads_the_chapters_stage_of_a_log(chapter_times):
     with pytest.raises(ValueError, match="passed in"):
         chapter_times.parse(notebooks.rsplit("410", 1)[0])
     assert chapter_times.device_of(2).endswith(", 2 threads")
+    runs = chapter_times.with_run(None, {"stage_s": 1.0}, "cpu")
+    for stage in (2.0, 3.0):
+        runs = chapter_times.with_run(runs, {"stage_s": stage}, "cpu", keep=2)
+    assert [r["stage_s"] for r in runs["runs"]] == [2.0, 3.0]  # the newest two, oldest first
+    with pytest.raises(ValueError, match=r"keep=0 is out of range"):
+        chapter_times.with_run(runs, {"stage_s": 4.0}, "cpu", keep=0)
 
 
 def test_every_benchmark_result_is_named_after_its_device(results_file):
