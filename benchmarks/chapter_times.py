@@ -95,29 +95,26 @@ def over_budget(times: dict, budget_s: float = BUDGET_S) -> list[str]:
 
 def with_run(previous: dict | None, run: dict, device: str, keep: int = KEEP) -> dict:
     """A machine's result file with ``run`` added: ``{"device", "budget_s", "runs": [oldest, ..., newest]}``, the
-    newest ``keep`` runs. ``previous`` is the file as it stood (None: no file yet); a file of the older form, one
-    run's numbers at its top level, becomes the first run.
+    newest ``keep`` runs. ``previous`` is the file as it stood (None: no file yet).
 
     >>> one = with_run(None, {"date": "2026-12-03", "stage_s": 1658.9}, "cpu")
     >>> two = with_run(one, {"date": "2026-12-04", "stage_s": 1042.0}, "cpu")
     >>> [r["date"] for r in two["runs"]], two["device"]
     (['2026-12-03', '2026-12-04'], 'cpu')
-    >>> [r["stage_s"] for r in with_run({"device": "cpu", "stage_s": 1.0}, {"stage_s": 2.0}, "cpu")["runs"]]
-    [1.0, 2.0]
     >>> with_run(two, {"stage_s": 1.0}, "gpu")
     Traceback (most recent call last):
     ValueError: the result file is of device 'cpu', not 'gpu'
 
     Raises:
-        ValueError: ``keep`` is below 1, or ``previous`` is another machine's file.
+        ValueError: ``keep`` is below 1, or ``previous`` is another machine's file or has no list of runs.
     """
     if keep < 1:
         raise ValueError(f"keep={keep} is out of range: at least 1")
     previous = dict(previous or {"device": device, "runs": []})
     if previous.get("device", device) != device:
         raise ValueError(f"the result file is of device {previous['device']!r}, not {device!r}")
-    if "runs" not in previous:  # the older form: one run's numbers at the top level
-        previous = {"runs": [{k: v for k, v in previous.items() if k not in ("device", "budget_s")}]}
+    if not isinstance(previous.get("runs"), list):
+        raise ValueError(f"the result file has no list of runs: keys {sorted(previous)}")
     return {"device": device, "budget_s": BUDGET_S, "runs": [*previous["runs"], run][-keep:]}
 
 

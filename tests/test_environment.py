@@ -420,6 +420,10 @@ def test_chapter_times_reads_the_chapters_stage_of_a_log(chapter_times):
     assert [r["stage_s"] for r in runs["runs"]] == [2.0, 3.0]  # the newest two, oldest first
     with pytest.raises(ValueError, match=r"keep=0 is out of range"):
         chapter_times.with_run(runs, {"stage_s": 4.0}, "cpu", keep=0)
+    with pytest.raises(ValueError, match=r"of device 'cpu', not 'gpu'"):
+        chapter_times.with_run(runs, {"stage_s": 4.0}, "gpu")
+    with pytest.raises(ValueError, match=r"no list of runs: keys \['device', 'stage_s'\]"):
+        chapter_times.with_run({"device": "cpu", "stage_s": 1.0}, {"stage_s": 2.0}, "cpu")
 
 
 def test_every_benchmark_result_is_named_after_its_device(results_file):
