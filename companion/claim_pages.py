@@ -472,7 +472,7 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         + f" come from {a['before']} against {a['after']}."
         for ch, a in data.get("again", {}).items()
     ]
-    sweep = _seed_sweep(data) + _recordings_again(data)
+    sweep = _seed_sweep(data) + _recordings_again(data) + _stated(data)
     if not changed:
         return "\n\n".join([head, *whys, *sweep])
     lines = ["", "| claim | chapter | numpy sampler | counter sampler |", "|---|---|---|---|"]
@@ -481,6 +481,58 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         for r in changed
     ]
     return "\n\n".join([head + "\n" + "\n".join(lines), *whys, *sweep])
+
+
+def stated_rows(data: dict) -> list[dict]:
+    """The flip list's rows whose statement gives a value (:func:`companion.claims.stated_value`, the value its
+    build observed, written into the prose), one per claim: a recording's row (made again under the counter
+    sampler) where there is one, else the chapters' row; each with ``stale``, the samplers (``numpy``,
+    ``counter``) whose value is another (:func:`companion.claims.states_otherwise`)."""
+    rows = {r["claim"]: r for r in data["rows"]}
+    rows |= {r["claim"]: r for r in data.get("recordings", {}).get("rows", [])}
+    out = []
+    for cid, r in sorted(rows.items()):
+        c = claims.CLAIMS[cid]
+        if claims.stated_value(c.statement) is None:
+            continue
+        sides = (("numpy", "before"), ("counter", "after"))
+        stale = [s for s, side in sides if claims.states_otherwise(c, r[side]["observed"])]
+        out.append({**r, "stale": stale})
+    return out
+
+
+def _stated(data: dict) -> list[str]:
+    """The flip list's statements that give a value (:func:`stated_rows`) as Markdown: how many, and each one
+    that the counter sampler's value contradicts, with both values. Empty without such statements."""
+    rows = stated_rows(data)
+    if not rows:
+        return []
+    stale = [r for r in rows if "counter" in r["stale"]]
+    text = (
+        f"**Statements that give their value.** {len(rows)} of these rows' statements end with the value their "
+        'build observed ("refuted: 4 of 7 walk"), written when the row was settled; the bar that judges the row is '
+        f"its criterion, not this prose. Under the counter sampler, {len(stale)} of them would give another value"
+        + (":" if stale else ".")
+    )
+    if not stale:
+        return [text]
+    lines = ["| claim | the statement's value | numpy sampler | counter sampler |", "|---|---|---|---|"]
+    lines += [
+        f"| `{r['claim']}` | {_value(claims.stated_value(claims.CLAIMS[r['claim']].statement))} | "
+        f"{_cell(r['before'])} | {_cell(r['after'])} |"
+        for r in stale
+    ]
+    after = (
+        "At the switch each is rewritten with the value of the build in force (`tests/test_claims.py` fails on a "
+        "statement that gives another value than the recordings it is read from)."
+    )
+    return [text, "\n".join(lines), after]
+
+
+def _value(stated: tuple[float, int, int | None]) -> str:
+    """A stated value (:func:`companion.claims.stated_value`) as the statement writes it."""
+    value, decimals, of = stated
+    return f"{value:.{decimals}f}" + (f" of {of}" if of else "")
 
 
 def _recordings_again(data: dict) -> list[str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -594,6 +595,50 @@ def in_book_run(c: Claim, run: dict) -> str:
         if p != profile
     )
     return f"{judged['category']}: {shown} ({entry['device']}, {entry['date']}{other})"
+
+
+# A statement's outcome clause that gives the value its build observed: "...; refuted: 4 of 7 walk", "...; holds:
+# none", "...; refuted: 0.36, seed 0 ..." (the last such clause; "0 against 2" compares two values and gives none).
+_STATED = re.compile(r"; (?:holds|refuted): (none|\d+(?:\.\d+)?)(?: of (\d+))?(?![\d.]| against)")
+
+
+def stated_value(statement: str) -> tuple[float, int, int | None] | None:
+    """The value a statement's outcome clause gives (the one its build observed, written into the prose):
+    (value, its decimals, the M of "N of M" or None); None where it gives none.
+
+    >>> stated_value("... (prediction: at most 3 of 7); refuted: 4 of 7 walk")
+    (4.0, 0, 7)
+    >>> stated_value("...; holds: none, every run flat"), stated_value("...; refuted: 0.36, seed 0 ...")
+    ((0.0, 0, None), (0.36, 2, None))
+    >>> stated_value("...; holds: 0 against 2"), stated_value("...; refuted: seed 2"), stated_value("...; holds")
+    (None, None, None)
+    """
+    found = list(_STATED.finditer(statement))
+    if not found:
+        return None
+    value, of = found[-1].groups()
+    decimals = len(value.partition(".")[2])
+    return (0.0 if value == "none" else float(value)), decimals, (int(of) if of else None)
+
+
+def states_otherwise(claim: Claim, observed) -> bool:
+    """True where the claim's statement gives a value (:func:`stated_value`) and ``observed`` is not it at the
+    decimals given: a count N "of M" is N or the share N / M. A statement written with one build's value goes stale
+    when another build (other batches: issue 54's switch) observes another; its bar is in the criterion, not here.
+
+    >>> c = Claim("x", "book/x", "ours", "seeds that walk; refuted: 2 of 7", "")
+    >>> states_otherwise(c, 2), states_otherwise(c, 2 / 7), states_otherwise(c, 4), states_otherwise(c, None)
+    (False, False, True, True)
+    >>> states_otherwise(Claim("y", "book/x", "ours", "the share; holds: 1.00 from every table", ""), 0.998)
+    False
+    """
+    stated = stated_value(claim.statement)
+    if stated is None:
+        return False
+    if observed is None or (isinstance(observed, float) and math.isnan(observed)):
+        return True
+    value, decimals, of = stated
+    return not any(round(v, decimals) == value for v in (float(observed), float(observed) * (of or 1)))
 
 
 NEAR_BAR = 0.1  # issue 54: the rows within 10% of their bar get two more seeds (Criterion.near)

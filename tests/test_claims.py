@@ -695,6 +695,34 @@ def test_the_committed_flip_list_names_registered_rows_and_renders():
     assert all(f"`{r['claim']}`" in page for r in data["rows"] if r["changed"])
 
 
+def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force():
+    """A statement written with its build's value ("refuted: 4 of 7 walk") gives the value of the recording the
+    build reads, and a chapter's row the flip list's value under the build's sampler: at issue 54's switch, the
+    statements the counter sampler contradicts (the flip list page lists them) fail here until rewritten."""
+    recorded_ids, stale = set(), []
+    for path in record.committed_paths():
+        for cid, value in record.load(path).claims.items():
+            recorded_ids.add(cid)
+            stale += [(path.name, cid, value)] if claims.states_otherwise(claims.CLAIMS[cid], value) else []
+    side = {"numpy": "before", "counter": "after"}[config.sampler()]
+    data = json.loads(claim_pages.FLIP_LIST.read_text())
+    live = [r for r in data["rows"] if r["claim"] not in recorded_ids]
+    stale += [
+        ("flip list", r["claim"], r[side]["observed"])
+        for r in live
+        if claims.states_otherwise(claims.CLAIMS[r["claim"]], r[side]["observed"])
+    ]
+    assert not stale
+    assert sum(claims.stated_value(c.statement) is not None for c in claims.CLAIMS.values()) >= 25
+    with_value = claim_pages.stated_rows(data)
+    assert {"khop.k4_onestart_move_walkers", "khop.k4_lr_solved"} <= {r["claim"] for r in with_value}
+    assert [r["stale"] for r in with_value if r["claim"] == "khop.k4_onestart_move_walkers"] == [["counter"]]
+    assert (
+        "`khop.k4_onestart_move_walkers` | 4 of 7 | our prediction, refuted (4) | FAIL (2) |"
+        in claim_pages.flip_list()
+    )
+
+
 def test_a_record_only_build_records_a_failing_row_and_goes_on(tmp_path, monkeypatch):
     reg = claims.load(write_rows(tmp_path, "[[claim]]\n" + ROW + "check = { above = 0.0 }"))
     monkeypatch.setenv("COMPANION_CHECKS", "record")
