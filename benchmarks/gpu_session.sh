@@ -16,12 +16,13 @@
 # then, on the same warm machine, ENGINE=0 COMPARE=0 CUDA_TESTS=0 ALL=0 QUEUES=<the public code's choices at seeds
 # 0-2, one queue each> (177 s). TEST_ARGS is split at spaces: a -k expression with spaces does not pass.
 # CPU rehearsal with tiny settings: DEV=cpu PROFILE=quick EXTRA="--set steps=4 --set eval_every=2" OUT=/tmp/o ...
-# Issue 54 item 4, the quick k-hop recordings made again under the counter sampler (not yet tried on a GPU):
+# Issue 54 item 4, quick recordings made again under the counter sampler (not yet tried on a GPU):
 # COMPANION_SAMPLER=counter PROFILE=quick ENGINE=0 BENCH=0 SAMPLERS=0 CUDA_TESTS=0 COMPARE=0 ALL=0 QUEUES="..."
-# with items NAME:depth=4:eval_every=100:k=4:steps=N as the committed files' commands give them, in the order their
-# summaries read one another, each level committed into data/recorded/counter/ before the next is recorded (a
-# recording stores what it read, "reads"): khop_seeds, khop_interval_long(250), the stall probes, khop, khop_rates;
-# then khop_interval; then khop_doubling, khop_lr, khop_wide; then khop_{any,one,long}start; then the *_move ones.
+# with items NAME:key=value:... as the committed files' commands give them, each level committed into
+# data/recorded/counter/ before a recording that reads it (a recording stores what it read, "reads"). Left for a GPU
+# (2.2 h each on two CPU threads): recall:batch=256:d=256:eval_every=100:n_test=512:seq_len=128:steps=2000 and the
+# same with :final_trigger=False:loss_on=triggers:noise=existing; the k-hop ones still missing are listed by
+# python -c "from companion import recorded; print(*(r.path.name for r in recorded.not_yet_under('counter')))".
 # Issue 56, the book executed at full (a lease of its own; not yet run on a GPU): here, python benchmarks/gpu_wheels.py
 # --dest .whl and cp -rL ../shared/data .data (both ignored by git), then with carry [".whl", ".data"]:
 # COMPANION_COMMIT=<commit sent> DEADLINE=560 ENGINE=0 BENCH=0 SAMPLERS=0 CUDA_TESTS=0 COMPARE=0 ALL=0 BOOK=1 \
