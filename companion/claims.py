@@ -597,9 +597,19 @@ def in_book_run(c: Claim, run: dict) -> str:
     return f"{judged['category']}: {shown} ({entry['device']}, {entry['date']}{other})"
 
 
-# A statement's outcome clause that gives the value its build observed: "...; refuted: 4 of 7 walk", "...; holds:
-# none", "...; refuted: 0.36, seed 0 ..." (the last such clause; "0 against 2" compares two values and gives none).
-_STATED = re.compile(r"; (?:holds|refuted): (none|\d+(?:\.\d+)?)(?: of (\d+))?(?![\d.]| against)")
+# A statement's outcome clause: "...; holds", "...; refuted: 4 of 7 walk", "...; as predicted: none" (a row whose
+# category is the source's, agrees = false, while our prediction about it held); the last one counts. Where it gives
+# the value its build observed ("4 of 7", "none", "0.36, seed 0 ..."; "0 against 2" compares two and gives none),
+# _STATED reads it.
+OUTCOMES = {
+    "holds": (HOLDS, HOLDS_HERE),
+    "refuted": (REFUTED, FINDING, NOT_HERE),
+    "as predicted": (NOT_HERE,),
+}
+_OUTCOME = re.compile(r"; (holds|refuted|as predicted)\b")
+_STATED = re.compile(
+    r"; (?:holds|refuted|as predicted): (none|\d+(?:\.\d+)?)(?: of (\d+))?(?![\d.]| against)"
+)
 
 
 def stated_value(statement: str) -> tuple[float, int, int | None] | None:
@@ -619,6 +629,17 @@ def stated_value(statement: str) -> tuple[float, int, int | None] | None:
     value, of = found[-1].groups()
     decimals = len(value.partition(".")[2])
     return (0.0 if value == "none" else float(value)), decimals, (int(of) if of else None)
+
+
+def stated_outcome(statement: str) -> str | None:
+    """The outcome a statement's last outcome clause names (a key of :data:`OUTCOMES`), None where it names none:
+    the categories of :data:`OUTCOMES` are those a build may give the row beside it.
+
+    >>> stated_outcome("...; refuted: 4 of 7 walk"), stated_outcome("...; as predicted: none"), stated_outcome("x")
+    ('refuted', 'as predicted', None)
+    """
+    found = _OUTCOME.findall(statement)
+    return found[-1] if found else None
 
 
 def states_otherwise(claim: Claim, observed) -> bool:

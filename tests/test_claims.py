@@ -697,8 +697,10 @@ def test_the_committed_flip_list_names_registered_rows_and_renders():
 
 def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force():
     """A statement written with its build's value ("refuted: 4 of 7 walk") gives the value of the recording the
-    build reads, and a chapter's row the flip list's value under the build's sampler: at issue 54's switch, the
-    statements the counter sampler contradicts (the flip list page lists them) fail here until rewritten."""
+    build reads, and a chapter's row the flip list's value under the build's sampler; the outcome its last clause
+    names ("holds", "refuted", "as predicted") is one of the categories that build gives the row. At issue 54's
+    switch, the statements the counter sampler contradicts (the flip list page lists them) fail here until
+    rewritten."""
     recorded_ids, stale = set(), []
     for path in record.committed_paths():
         for cid, value in record.load(path).claims.items():
@@ -713,6 +715,14 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
         if claims.states_otherwise(claims.CLAIMS[r["claim"]], r[side]["observed"])
     ]
     assert not stale
+    rows = {r["claim"]: r for r in data["rows"]} | {r["claim"]: r for r in data["recordings"]["rows"]}
+    named = {cid: claims.stated_outcome(claims.CLAIMS[cid].statement) for cid in rows}
+    other = {
+        cid: (o, rows[cid][side]["category"])
+        for cid, o in named.items()
+        if o and rows[cid][side]["category"] not in claims.OUTCOMES[o]
+    }
+    assert not other and sum(map(bool, named.values())) >= 50
     assert sum(claims.stated_value(c.statement) is not None for c in claims.CLAIMS.values()) >= 25
     with_value = claim_pages.stated_rows(data)
     assert {"khop.k4_onestart_move_walkers", "khop.k4_lr_solved"} <= {r["claim"] for r in with_value}
