@@ -483,21 +483,29 @@ def flip_list(path: Path = FLIP_LIST) -> str:
     return "\n\n".join([head + "\n" + "\n".join(lines), *whys, *sweep])
 
 
+# A flip-list row's result under each sampler: the numpy generators' build ("before"), the counter sampler's ("after").
+SIDES = {"numpy": "before", "counter": "after"}
+
+
+def by_claim(data: dict) -> dict[str, dict]:
+    """The flip list's rows by claim, one each: a recording's row (made again under the counter sampler) where
+    there is one, else the chapters' row (a chapter reads the recording, so its own row cannot flip)."""
+    return {r["claim"]: r for r in data["rows"]} | {
+        r["claim"]: r for r in data.get("recordings", {}).get("rows", [])
+    }
+
+
 def stated_rows(data: dict) -> list[dict]:
-    """The flip list's rows whose statement gives a value (:func:`companion.claims.stated_value`, the value its
-    build observed, written into the prose), one per claim: a recording's row (made again under the counter
-    sampler) where there is one, else the chapters' row; each with ``stale``, the samplers (``numpy``,
-    ``counter``) whose value is another (:func:`companion.claims.states_otherwise`)."""
-    rows = {r["claim"]: r for r in data["rows"]}
-    rows |= {r["claim"]: r for r in data.get("recordings", {}).get("rows", [])}
+    """The rows of :func:`by_claim` whose statement gives a value, with it (``stated``,
+    :func:`companion.claims.stated_value`: the value its build observed, written into the prose) and ``stale``, the
+    samplers (keys of :data:`SIDES`) whose value is another (:func:`companion.claims.states_otherwise`)."""
     out = []
-    for cid, r in sorted(rows.items()):
+    for cid, r in sorted(by_claim(data).items()):
         c = claims.CLAIMS[cid]
-        if claims.stated_value(c.statement) is None:
-            continue
-        sides = (("numpy", "before"), ("counter", "after"))
-        stale = [s for s, side in sides if claims.states_otherwise(c, r[side]["observed"])]
-        out.append({**r, "stale": stale})
+        stated = claims.stated_value(c.statement)
+        if stated is not None:
+            stale = [s for s, side in SIDES.items() if claims.states_otherwise(c, r[side]["observed"])]
+            out.append({**r, "stated": stated, "stale": stale})
     return out
 
 
@@ -518,8 +526,7 @@ def _stated(data: dict) -> list[str]:
         return [text]
     lines = ["| claim | the statement's value | numpy sampler | counter sampler |", "|---|---|---|---|"]
     lines += [
-        f"| `{r['claim']}` | {_value(claims.stated_value(claims.CLAIMS[r['claim']].statement))} | "
-        f"{_cell(r['before'])} | {_cell(r['after'])} |"
+        f"| `{r['claim']}` | {_value(r['stated'])} | {_cell(r['before'])} | {_cell(r['after'])} |"
         for r in stale
     ]
     after = (
@@ -677,7 +684,7 @@ def _doc(chapter: str) -> str:
 def _by_sampler(data: dict) -> dict[str, list[tuple[int, str]]]:
     """{sampler: [(seed, key of a row's result)]}: seed 0 is the flip list's two builds ("before", "after"), the
     other seeds the sweep's labels ("numpy, seed 1")."""
-    out = {s: [(0, side)] for s, side in (("numpy", "before"), ("counter", "after"))}
+    out = {s: [(0, side)] for s, side in SIDES.items()}
     for label in data.get("sweeps", []):
         sampler, _, seed = label.partition(", seed ")
         out[sampler].append((int(seed), label))

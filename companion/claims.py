@@ -642,6 +642,18 @@ def stated_outcome(statement: str) -> str | None:
     return found[-1] if found else None
 
 
+def names_other_outcome(claim: Claim, category: str) -> bool:
+    """True where the claim's statement names an outcome (:func:`stated_outcome`) that ``category``, the one a
+    build gives the row, is not among (:data:`OUTCOMES`).
+
+    >>> c = Claim("x", "book/x", "ours", "seeds that walk; refuted: 2 of 7", "")
+    >>> names_other_outcome(c, REFUTED), names_other_outcome(c, FAIL)
+    (False, True)
+    """
+    outcome = stated_outcome(claim.statement)
+    return outcome is not None and category not in OUTCOMES[outcome]
+
+
 def states_otherwise(claim: Claim, observed) -> bool:
     """True where the claim's statement gives a value (:func:`stated_value`) and ``observed`` is not it at the
     decimals given: a count N "of M" is N or the share N / M. A statement written with one build's value goes stale

@@ -706,7 +706,7 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
         for cid, value in record.load(path).claims.items():
             recorded_ids.add(cid)
             stale += [(path.name, cid, value)] if claims.states_otherwise(claims.CLAIMS[cid], value) else []
-    side = {"numpy": "before", "counter": "after"}[config.sampler()]
+    side = claim_pages.SIDES[config.sampler()]
     data = json.loads(claim_pages.FLIP_LIST.read_text())
     live = [r for r in data["rows"] if r["claim"] not in recorded_ids]
     stale += [
@@ -715,14 +715,12 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
         if claims.states_otherwise(claims.CLAIMS[r["claim"]], r[side]["observed"])
     ]
     assert not stale
-    rows = {r["claim"]: r for r in data["rows"]} | {r["claim"]: r for r in data["recordings"]["rows"]}
-    named = {cid: claims.stated_outcome(claims.CLAIMS[cid].statement) for cid in rows}
-    other = {
-        cid: (o, rows[cid][side]["category"])
-        for cid, o in named.items()
-        if o and rows[cid][side]["category"] not in claims.OUTCOMES[o]
-    }
-    assert not other and sum(map(bool, named.values())) >= 50
+    rows = claim_pages.by_claim(data)
+    named = sum(claims.stated_outcome(claims.CLAIMS[cid].statement) is not None for cid in rows)
+    other = [
+        cid for cid, r in rows.items() if claims.names_other_outcome(claims.CLAIMS[cid], r[side]["category"])
+    ]
+    assert not other and named >= 50
     assert sum(claims.stated_value(c.statement) is not None for c in claims.CLAIMS.values()) >= 25
     with_value = claim_pages.stated_rows(data)
     assert {"khop.k4_onestart_move_walkers", "khop.k4_lr_solved"} <= {r["claim"] for r in with_value}
