@@ -440,11 +440,13 @@ def errata(
 FLIP_LIST = config.committed_data_dir() / "flip_list.json"
 
 
-def flip_list(path: Path = FLIP_LIST) -> str:
+def flip_list(path: Path = FLIP_LIST, kept: frozenset[str] = frozenset()) -> str:
     """Issue 54's flip list (``scripts/flip_list.py`` writes it) as Markdown: which builds and chapters were
     compared, how many rows, and each row whose category differs under the counter-based samplers, with both
     values; "not reached" where a build's run stopped before a row's check; which chapters were compared again
-    with new builds after their runs changed (``scripts/flip_list.py --again``).
+    with new builds after their runs changed (``scripts/flip_list.py --again``). ``kept``: the claims whose
+    chapter a build under the counter sampler reads from the numpy generators' recordings (a named exception,
+    :func:`companion.record.unread_again`): their statements are not stale under it (:func:`stated_rows`).
 
     Raises:
         KeyError: the file names a claim that is not registered.
@@ -472,7 +474,7 @@ def flip_list(path: Path = FLIP_LIST) -> str:
         + f" come from {a['before']} against {a['after']}."
         for ch, a in data.get("again", {}).items()
     ]
-    sweep = _seed_sweep(data) + _recordings_again(data) + _stated(data)
+    sweep = _seed_sweep(data) + _recordings_again(data) + _stated(data, kept)
     if not changed:
         return "\n\n".join([head, *whys, *sweep])
     lines = ["", "| claim | chapter | numpy sampler | counter sampler |", "|---|---|---|---|"]
@@ -495,24 +497,27 @@ def by_claim(data: dict) -> dict[str, dict]:
     }
 
 
-def stated_rows(data: dict) -> list[dict]:
+def stated_rows(data: dict, kept: frozenset[str] = frozenset()) -> list[dict]:
     """The rows of :func:`by_claim` whose statement gives a value, with it (``stated``,
     :func:`companion.claims.stated_value`: the value its build observed, written into the prose) and ``stale``, the
-    samplers (keys of :data:`SIDES`) whose value is another (:func:`companion.claims.states_otherwise`)."""
+    samplers (keys of :data:`SIDES`) whose value is another (:func:`companion.claims.states_otherwise`); a claim
+    of ``kept`` is read from the numpy generators' recording under either sampler, so its numpy value is its
+    value under both."""
     out = []
     for cid, r in sorted(by_claim(data).items()):
         c = claims.CLAIMS[cid]
         stated = claims.stated_value(c.statement)
         if stated is not None:
-            stale = [s for s, side in SIDES.items() if claims.states_otherwise(c, r[side]["observed"])]
+            read = {s: "before" if cid in kept else side for s, side in SIDES.items()}
+            stale = [s for s, side in read.items() if claims.states_otherwise(c, r[side]["observed"])]
             out.append({**r, "stated": stated, "stale": stale})
     return out
 
 
-def _stated(data: dict) -> list[str]:
+def _stated(data: dict, kept: frozenset[str] = frozenset()) -> list[str]:
     """The flip list's statements that give a value (:func:`stated_rows`) as Markdown: how many, and each one
     that the counter sampler's value contradicts, with both values. Empty without such statements."""
-    rows = stated_rows(data)
+    rows = stated_rows(data, kept)
     if not rows:
         return []
     stale = [r for r in rows if "counter" in r["stale"]]

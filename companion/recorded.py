@@ -86,6 +86,11 @@ class Recordable:
     # once by the numpy generators, or a full batch; its recordings store no sampler version and are the same
     # under either sampler (tests/test_recorded.py compares each recordable's first batch under both)
     draws: bool = True
+    # (the sampler in force) -> (the sampler whose recording of it the chapter reads, why: "" where it is the one
+    # in force): a named exception for a study whose subject the sampler in force does not give (book/khop_stall:
+    # companion.experiments.khop_stall.study_sampler); its recording drawn by the other sampler is kept, not made
+    # again
+    reads_under: Callable = lambda sampler: (sampler, "")
 
     def build(self, profile: str | None = None, overrides: dict | None = None) -> dict:
         """The validated configurations ({member: configuration}) of a profile, with ``overrides`` applied to
@@ -434,23 +439,29 @@ def not_yet_under(sampler: str, recs: list[Recorded] | None = None) -> list[Reco
     return [r for r in recs if r.drawn_by not in (None, sampler) and sampler not in made_again(r)]
 
 
-def batches_cell(rec: Recorded) -> str:
+def batches_cell(rec: Recorded, read_under: dict[str, str] | None = None) -> str:
     """What drew a recording's training batches, and under which other samplers it was made again or not yet:
     a recording not yet made again under the sampler that the book switches to is kept as evidence, marked so
-    (issue 54).
+    (issue 54). ``read_under`` ({sampler: why}): the other samplers under which its chapter reads this very
+    recording (:attr:`Recordable.reads_under`), a named exception: it is kept there, not waiting.
 
     >>> batches_cell(load(RECORDED_DIR / "induction_order-quick.json"))
     'numpy (version 1); also recorded under: counter'
     >>> batches_cell(load(RECORDED_DIR / "theory_one_step-quick.json"))
     'none from a sampler'
+    >>> batches_cell(load(RECORDED_DIR / "khop_onset-quick-depth=4-eval_every=100-k=4-steps=8000.json"),
+    ...              {"counter": "no subject"})
+    'numpy (version 1); read under counter as well: no subject'
     """
     if rec.drawn_by is None:
         return "none from a sampler"
+    read_under = read_under or {}
     again = made_again(rec)
-    missing = [s for s in config.SAMPLERS if s not in (rec.drawn_by, *again)]
+    missing = [s for s in config.SAMPLERS if s not in (rec.drawn_by, *again, *read_under)]
     return (
         f"{rec.drawn_by} (version {config.SAMPLER_VERSIONS[rec.drawn_by]})"
         + (f"; also recorded under: {', '.join(again)}" if again else "")
+        + "".join(f"; read under {s} as well: {why}" for s, why in read_under.items())
         + (f"; not yet recorded under: {', '.join(missing)}" if missing else "")
     )
 
@@ -461,12 +472,14 @@ def runs(
     profile: str | None = None,
     settings: dict | None = None,
     precision: str | None = None,
+    sampler: str | None = None,
 ) -> list[Recorded]:
     """Every recorded file (of experiment ``name``; of ``profile``; with exactly the overrides ``settings``; in
-    ``precision``), sorted by file name: those in ``directory``, by default the committed ones
-    (:func:`committed_paths`)."""
+    ``precision``), sorted by file name: those in ``directory``, by default the committed ones a build under
+    ``sampler`` reads (:func:`committed_paths`; default: the sampler in force)."""
     out = [
-        load(p) for p in (committed_paths() if directory is None else sorted(Path(directory).glob("*.json")))
+        load(p)
+        for p in (committed_paths(sampler) if directory is None else sorted(Path(directory).glob("*.json")))
     ]
     out = [
         r
@@ -488,15 +501,17 @@ def latest(
     settings: dict | None = None,
     directory: Path | str | None = None,
     precision: str = "fp32",
+    sampler: str | None = None,
 ) -> Recorded:
     """The last recorded file of experiment ``name`` at ``profile`` with exactly the overrides ``settings``
-    (none by default), in ``precision``; logged in ``$COMPANION_READS_LOG`` where that is set (:data:`READS_LOG_ENV`).
+    (none by default), in ``precision``, among those a build under ``sampler`` reads (default: the sampler in
+    force; :func:`runs`); logged in ``$COMPANION_READS_LOG`` where that is set (:data:`READS_LOG_ENV`).
 
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
     """
     settings = dict(settings or {})
-    recs = runs(name, directory, profile=profile, settings=settings, precision=precision)
+    recs = runs(name, directory, profile=profile, settings=settings, precision=precision, sampler=sampler)
     if not recs:
         raise ValueError(
             f"no recorded {name} run of the {profile!r} profile with settings {settings} in {precision}: run "

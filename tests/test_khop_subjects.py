@@ -114,3 +114,47 @@ def test_the_committed_survey_is_read_back_and_the_rule_applied(tmp_path):
         khop_stall.survey_outcomes("counter", tmp_path)
     with pytest.raises(ValueError, match="sampler"):
         khop_stall.survey_outcomes("torch")
+
+
+def test_the_stall_chapter_reads_the_study_as_made_where_the_rule_finds_no_subject(tmp_path):
+    """book/khop_stall's named exception: under the sampler that made its studies it reads that sampler's
+    recordings; under another, the rule decides: no subject, and it reads the study as made (with why); a subject,
+    and the build is refused until the studies are made again with it; an unknown sampler is refused."""
+    assert khop_stall.study_sampler("numpy") == ("numpy", "")
+    read, why = khop_stall.study_sampler("counter")
+    assert read == khop_stall.STUDY_SAMPLER == "numpy" and "no subject under counter" in why
+    learned, stalled = khop_curves.OUTCOMES[2], khop_curves.OUTCOMES[1]
+    outcomes = {(s, e): learned for s in range(10) for e in (100, 250)} | {(3, 100): stalled}
+    runs = {f"seed {s}, every {e}": {"outcome": o} for (s, e), o in outcomes.items()}
+    path = tmp_path / "CPU_X__1_threads-khop-subjects-counter.json"
+    path.write_text(json.dumps({"device": "CPU X, 1 threads", "runs": runs}))
+    with pytest.raises(ValueError, match="takes seed 3 for the stall studies"):
+        khop_stall.study_sampler("counter", tmp_path)
+    with pytest.raises(ValueError, match="unknown sampler 'torch'"):
+        khop_stall.study_sampler("torch")
+
+
+def test_a_build_under_the_counter_sampler_reads_the_stall_studies_as_made():
+    """What a build under each sampler reads (record.in_force): the stall studies' recordings drawn by the numpy
+    generators under both, a study read by another chapter under its own sampler; the stall recordings not made
+    again are kept under counter (record.kept_under), not waiting, and the listing says so."""
+    stall = {n for n in record.EXPERIMENTS if record.experiment(n).chapter == "book/khop_stall"}
+    for sampler in config.SAMPLERS:
+        read = {r.experiment: r.drawn_by for r in record.in_force(sampler) if r.experiment.startswith("khop")}
+        assert {read[n] for n in stall} == {"numpy"}
+        assert (
+            read["khop_seeds"] == sampler
+        )  # read by book/khop_four_hops (and, pinned, by the stall chapter)
+    kept = {r.experiment for r, _ in record.kept_under("counter")}
+    assert kept == stall and not record.kept_under("numpy")
+    assert not kept & {r.experiment for r in record.waiting_under("counter")}
+    assert {r.experiment for r in record.waiting_under("counter")} <= {r.experiment for r in record.runs()}
+    onset = next(r for r, _ in record.kept_under("counter") if r.experiment == "khop_onset")
+    assert record.read_under(onset) == {"counter": khop_stall.study_sampler("counter")[1]}
+    cell = next(line for line in record.listing().splitlines() if onset.path.name in line)
+    assert "read under counter as well: the study as made under the numpy sampler" in cell
+    assert "not yet recorded" not in cell
+    with config.using_sampler("counter"):
+        lines = record.listing(download_from="../data/recorded").splitlines()
+    assert any("<../data/recorded/counter/khop_probe-" in line for line in lines)
+    assert any("<../data/recorded/khop_probe-" in line for line in lines)  # the stall chapter's, kept

@@ -35,6 +35,7 @@ def recordables() -> dict[str, Recordable]:
             run=run,
             summary_var=var,
             member_overrides=khop.member_overrides,
+            reads_under=khop_stall.study_sampler,
         )
 
     def packed(name, chapter, members, summary, var="summary", khop_overrides=True, **kw):

@@ -206,6 +206,46 @@ def surveyed_subject(sampler: str, directory=None) -> str:
     return f"seed {found}"
 
 
+# The sampler that drew the stall studies' recorded runs: seed 0's pair (its run every 100 stalled on four hops, its
+# run every 250 learned them), trained on two threads before the rule above was registered.
+STUDY_SAMPLER = "numpy"
+
+
+def study_sampler(sampler: str | None = None, directory=None) -> tuple[str, str]:
+    """(the sampler whose recordings of the stall studies ``book/khop_stall`` reads in a build under ``sampler``
+    (default: the one in force), why where that is not ``sampler``). The studies were made under
+    :data:`STUDY_SAMPLER`; under another sampler the registered rule (:func:`surveyed_subject`, its committed
+    survey; ``directory`` replaces that folder) decides: no subject, and the chapter reads the study as made (its
+    recordings kept as evidence, its rows waiting for the full profile); a subject, and the studies must be made
+    again with it first.
+
+    >>> study_sampler("numpy")
+    ('numpy', '')
+    >>> read, why = study_sampler("counter")
+    >>> read, why.split(":")[0]
+    ('numpy', 'the study as made under the numpy sampler')
+
+    Raises:
+        ValueError: an unknown ``sampler``; a survey under it that the rule cannot read yet, or whose rule gives
+            a subject (the studies are not made with it).
+    """
+    from companion.config import sampler as in_force
+
+    sampler = in_force(sampler)
+    if sampler == STUDY_SAMPLER:
+        return sampler, ""
+    found = subject(survey_outcomes(sampler, directory))
+    if found is not None:
+        raise ValueError(
+            f"under the {sampler} sampler the registered rule takes seed {found} for the stall studies: make "
+            f"them again with that seed before a build under it reads them (allowed: a survey with no subject)"
+        )
+    return STUDY_SAMPLER, (
+        f"the study as made under the {STUDY_SAMPLER} sampler: the registered rule finds no subject under "
+        f"{sampler} (khop_stall.surveyed_subject), so its rows wait for the full profile"
+    )
+
+
 # the seeds that learned four hops advancing every 100 steps (the seed study)
 SEED_PROBED = ("seed 1", "seed 2")
 

@@ -36,15 +36,16 @@ RECORDED_SETTINGS = {"k": RECORDED_K, "steps": 8000, "eval_every": 100}
 RECORDED_DEEPER = {**RECORDED_SETTINGS, "depth": math.ceil(math.log2(RECORDED_K)) + 2}
 
 
-def recorded(settings: dict | None = None, experiment: str = "khop"):
+def recorded(settings: dict | None = None, experiment: str = "khop", sampler: str | None = None):
     """A recorded CPU study: the quick profile's members (``experiment="khop"``; ``"khop_seeds"``: the
     :func:`seed_members`) with ``settings`` (default :data:`RECORDED_SETTINGS`; :data:`RECORDED_DEEPER`,
-    :data:`SEED_SETTINGS`), the latest file.
+    :data:`SEED_SETTINGS`), the latest file a build under ``sampler`` reads (default: the sampler in force).
 
     Raises:
         ValueError: none is recorded (the message gives the command that records it).
     """
-    return recorded_files.latest(experiment, "quick", RECORDED_SETTINGS if settings is None else settings)
+    settings = RECORDED_SETTINGS if settings is None else settings
+    return recorded_files.latest(experiment, "quick", settings, sampler=sampler)
 
 
 def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
