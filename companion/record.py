@@ -783,6 +783,10 @@ def in_force(sampler: str | None = None) -> list[Recorded]:
     ({'recorded'}, {'recorded'})
     >>> {r.path.parent.name for r in in_force("counter") if r.experiment == "khop_seeds"}
     {'counter'}
+
+    Raises:
+        ValueError: an unknown ``sampler``; a study whose chapter reads another sampler's recording that is not
+            committed.
     """
     sampler = config.sampler(sampler)
     out = {}
@@ -790,7 +794,13 @@ def in_force(sampler: str | None = None) -> list[Recorded]:
         rec = load(path)
         read, _ = reads_under(rec, sampler)
         if read not in (None, rec.drawn_by):
-            rec = load(next(p for p in committed_paths(read) if p.name == path.name))
+            found = [p for p in committed_paths(read) if p.name == path.name]
+            if not found:
+                raise ValueError(
+                    f"{path.name}: its chapter reads the {read} sampler's recording under {sampler} "
+                    f"({reads_under(rec, sampler)[1]}), and none is committed: run `{rec.command}` under it"
+                )
+            rec = load(found[0])
         out[path.name] = rec
     return [out[name] for name in sorted(out)]
 

@@ -158,3 +158,18 @@ def test_a_build_under_the_counter_sampler_reads_the_stall_studies_as_made():
         lines = record.listing(download_from="../data/recorded").splitlines()
     assert any("<../data/recorded/counter/khop_probe-" in line for line in lines)
     assert any("<../data/recorded/khop_probe-" in line for line in lines)  # the stall chapter's, kept
+
+
+def test_a_recording_read_by_a_named_exception_must_be_committed(monkeypatch):
+    """A build whose chapter reads another sampler's recording of a study, with none committed under that
+    sampler, is refused, naming the file and the command."""
+    committed = record.committed_paths
+    monkeypatch.setattr(
+        record,
+        "committed_paths",
+        lambda s=None: [p for p in committed(s) if s == "counter" or not p.name.startswith("khop_probe-")],
+    )
+    with pytest.raises(
+        ValueError, match=r"khop_probe-quick.*reads the numpy sampler's recording under counter"
+    ):
+        record.in_force("counter")
