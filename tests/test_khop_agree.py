@@ -4,7 +4,8 @@ One seed and a constant step size make a run cut at a step the same run as one r
 runs of one seed the same until the step where their configurations part (table 4 hidden, other last-stage data,
 a delayed move, other stages). These were claim rows of the k-hop chapters (``expected = 0, tol = 0``); they
 check our pipeline and the recordings, not a claim of a source or a study's result, so they are tests (issue 52).
-Each reads the committed recordings the chapters read, through the same package calls, and needs no training.
+Each reads the committed recordings the chapters read, through the same package calls, and needs no training:
+book/khop_stall's studies as that chapter reads them under the sampler in force (``khop_stall.study_sampler``).
 """
 
 import pytest
@@ -19,14 +20,24 @@ from companion.experiments import (
     khop_studies,
 )
 
+STALL = khop_stall.study_sampler()[0]  # the sampler whose recordings book/khop_stall reads
 
-def _runs(experiment: str, settings: dict) -> dict[str, dict]:
-    return khop_studies.recorded_runs(khop_studies.recorded(settings, experiment=experiment))[0]
+
+def _runs(experiment: str, settings: dict, sampler: str | None = None) -> dict[str, dict]:
+    return khop_studies.recorded_runs(
+        khop_studies.recorded(settings, experiment=experiment, sampler=sampler)
+    )[0]
 
 
 @pytest.fixture(scope="module")
 def seed_runs():
     return _runs("khop_seeds", khop_studies.SEED_SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def stall_seed_runs():
+    """The seed study as book/khop_stall reads it."""
+    return _runs("khop_seeds", khop_studies.SEED_SETTINGS, STALL)
 
 
 @pytest.fixture(scope="module")
@@ -57,45 +68,45 @@ def test_twice_the_budget_repeats_the_interval_study(experiment, interval_runs):
 def test_longer_studies_of_the_stall_repeat_their_first_budget(longer, shorter):
     """Table 4 hidden from blocks 1 and 2, and other last-stage data: the runs recorded for 16000 steps repeat
     the same runs recorded for 8000 (book/khop_stall)."""
-    runs = _runs(longer, khop_studies.SEED_SETTINGS)
-    assert khop_studies.prefix_gap(runs, _runs(shorter, khop_probes.PROBE_SETTINGS), "x")["x_prefix_gap"] == 0
+    runs = _runs(longer, khop_studies.SEED_SETTINGS, STALL)
+    shorter_runs = _runs(shorter, khop_probes.PROBE_SETTINGS, STALL)
+    assert khop_studies.prefix_gap(runs, shorter_runs, "x")["x_prefix_gap"] == 0
 
 
 @pytest.mark.parametrize(
     ("experiment", "study", "entry"),
     [("khop_hidden", khop_stall.HIDDEN, "hid_gap"), ("khop_hidden12", khop_stall.HIDDEN12, "hid12_gap")],
 )
-def test_hiding_table_4_changes_nothing_before_it_is_shown(experiment, study, entry, seed_runs):
+def test_hiding_table_4_changes_nothing_before_it_is_shown(experiment, study, entry, stall_seed_runs):
     """Table 4 hidden from the first step: the same runs as the seed study's until the move to four hops."""
-    runs = _runs(experiment, khop_probes.PROBE_SETTINGS)
-    assert khop_stall.hidden_vs_plain(runs, seed_runs, study=study)[entry] == 0
+    runs = _runs(experiment, khop_probes.PROBE_SETTINGS, STALL)
+    assert khop_stall.hidden_vs_plain(runs, stall_seed_runs, study=study)[entry] == 0
 
 
-def test_other_last_stage_data_changes_nothing_before_the_last_stage(seed_runs):
-    runs = _runs("khop_reseed", khop_probes.PROBE_SETTINGS)
-    assert khop_stall_paths.reseed_vs_plain(runs, seed_runs)["reseed_gap"] == 0
+def test_other_last_stage_data_changes_nothing_before_the_last_stage(stall_seed_runs):
+    runs = _runs("khop_reseed", khop_probes.PROBE_SETTINGS, STALL)
+    assert khop_stall_paths.reseed_vs_plain(runs, stall_seed_runs)["reseed_gap"] == 0
 
 
-def test_a_delayed_move_changes_nothing_before_it(seed_runs):
-    runs = _runs("khop_delay", khop_probes.PROBE_SETTINGS)
-    assert khop_stall_paths.delay_vs_plain(runs, seed_runs)["delay_gap"] == 0
+def test_a_delayed_move_changes_nothing_before_it(stall_seed_runs):
+    runs = _runs("khop_delay", khop_probes.PROBE_SETTINGS, STALL)
+    assert khop_stall_paths.delay_vs_plain(runs, stall_seed_runs)["delay_gap"] == 0
 
 
-def test_runs_read_along_their_last_stage_repeat_the_plain_runs(seed_runs):
+def test_runs_read_along_their_last_stage_repeat_the_plain_runs(stall_seed_runs):
     """Keeping states to read them does not change the training: the onset study's runs against the same runs
     recorded without keeping states."""
-    onset = _runs("khop_onset", khop_probes.PROBE_SETTINGS)
-    plain = {
-        n: r for n, r in (seed_runs | _runs("khop_reseed", khop_probes.PROBE_SETTINGS)).items() if n in onset
-    }
+    onset = _runs("khop_onset", khop_probes.PROBE_SETTINGS, STALL)
+    reseed = _runs("khop_reseed", khop_probes.PROBE_SETTINGS, STALL)
+    plain = {n: r for n, r in (stall_seed_runs | reseed).items() if n in onset}
     assert khop_studies.prefix_gap(plain, onset, "x")["x_prefix_gap"] == 0
 
 
 def test_a_state_kept_at_the_move_is_the_run_trained_to_it():
     """The stage-entry study trains each run up to its move to the last stage; it is the longer run's prefix,
     and the state the onset study keeps at the move reads as that run does (``onset_entry_gap``)."""
-    entry = khop_studies.recorded(khop_probes.PROBE_SETTINGS, experiment="khop_stage_entry").as_summary()
-    onset = khop_studies.recorded(khop_probes.PROBE_SETTINGS, experiment="khop_onset").as_summary()
+    entry = khop_studies.recorded(khop_probes.PROBE_SETTINGS, "khop_stage_entry", STALL).as_summary()
+    onset = khop_studies.recorded(khop_probes.PROBE_SETTINGS, "khop_onset", STALL).as_summary()
     assert entry["nprobe_prefix_gap"] == 0
     assert khop_onset.onset_vs_entry(onset, entry)["onset_entry_gap"] == 0
 
