@@ -1,8 +1,8 @@
 """Does packing decide which k-hop run stalls? (issue 54's flip list; issue 51's replicas)
 
 The seed study's four runs (``khop_seeds``: the cumulative curriculum, seeds 0, 1, 2 advancing every 100 steps
-and seed 0 every 250) trained as one pack of replicas for ``--steps`` steps, under the sampler in force, against
-the same runs trained alone in a committed recording (default: the numpy generators' ``khop_seeds``, made run by
+and seed 0 every 250) trained as one pack of replicas for ``--steps`` steps, under the sampler that drew the
+recording's batches whatever the one in force, against the same runs trained alone in a committed recording (default: the numpy generators' ``khop_seeds``, made run by
 run). Same seeds, same batches: the two differ only in the rounding of the arithmetic, the pack's, and the
 machine's and thread count's where the recording trained elsewhere (numpy khop_seeds: 2 threads). For each run: the
 first evaluation whose test accuracies differ, the step it moves to each curriculum stage alone and packed, and
@@ -91,14 +91,15 @@ def main(argv=None) -> None:
     for name in args.control:
         if name not in exps:
             raise ValueError(f"--control {name!r}: allowed one of the recording's runs {sorted(exps)}")
-    # where, at which commit and under which sampler the packed runs trained: this call, or the earlier one
-    made = {"device": config.device_name(), "commit": record.commit(), "sampler": config.sampler()}
+    # where, at which commit and under which sampler the packed runs trained: this call (under the recording's
+    # sampler, so that both draw the same batches), or the earlier one
+    made = {"device": config.device_name(), "commit": record.commit(), "sampler": rec.drawn_by}
     if args.curves:
         earlier = json.loads(Path(args.curves).read_text())
         if earlier["steps"] != args.steps:
             raise ValueError(f"{args.curves} trained {earlier['steps']} steps; this call asks {args.steps}")
         made = {key: earlier[key] for key in made}
-    if rec.drawn_by != made["sampler"]:  # before any training
+    if rec.drawn_by != made["sampler"]:  # an earlier call's pack, before any training
         raise ValueError(
             f"the alone runs drew from the {rec.drawn_by} sampler; the packed from {made['sampler']}"
         )
@@ -111,7 +112,8 @@ def main(argv=None) -> None:
         packed, seconds = earlier["packed"], earlier["seconds"]
     else:
         start = time.perf_counter()
-        runs = khop.run_many(exps, use_cache=False)
+        with config.using_sampler(rec.drawn_by):
+            runs = khop.run_many(exps, use_cache=False)
         seconds = time.perf_counter() - start
         packed = {n: curves_of(r) for n, r in runs.items()}
     out = {
@@ -134,7 +136,8 @@ def main(argv=None) -> None:
             }
         else:
             start = time.perf_counter()
-            here = curves_of(khop.run(exps[name], use_cache=False))
+            with config.using_sampler(rec.drawn_by):
+                here = curves_of(khop.run(exps[name], use_cache=False))
             made_alone = {
                 "device": config.device_name(),
                 "commit": record.commit(),

@@ -75,11 +75,28 @@ def test_a_packed_recording_or_a_bad_step_count_is_refused(pack_script):
         pack_script.main(["--steps", "0"])
 
 
-def test_a_recording_of_another_sampler_is_refused_before_training(pack_script, monkeypatch):
+def test_the_pack_trains_under_the_recordings_sampler_and_an_earlier_pack_of_another_is_refused(
+    pack_script, monkeypatch, tmp_path
+):
+    """Under the counter sampler the pack still trains on the numpy recording's batches (same batches, the
+    rounding alone differs); an earlier call's pack drawn by another sampler than the recording's is refused
+    before any training."""
     monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+
+    class Trained(Exception):
+        pass
+
+    def run_many(*a, **k):
+        raise Trained(config.sampler())
+
+    monkeypatch.setattr(pack_script.khop, "run_many", run_many)
+    with pytest.raises(Trained, match="numpy"):
+        pack_script.main(["--steps", "10"])
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"steps": 10, "device": "CPU X", "commit": "abc", "sampler": "counter"}))
     monkeypatch.setattr(pack_script.khop, "run_many", lambda *a, **k: pytest.fail("trained"))
     with pytest.raises(ValueError, match="drew from the numpy sampler; the packed from counter"):
-        pack_script.main(["--steps", "10"])
+        pack_script.main(["--steps", "10", "--curves", str(earlier)])
 
 
 def test_a_short_pack_and_its_control_are_written(pack_script, monkeypatch, tmp_path):
