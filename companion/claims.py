@@ -89,6 +89,9 @@ class Claim:
     # ("does not hold here": a prediction that fails is marked refuted instead)
     agrees: bool = True
     history: str = ""  # any row: its registration notes and later changes, dated, as written at the time
+    # the summary entries (of the recording that stores the row, recomputed from its curves) whose seeds its
+    # outcome clause names ("refuted: 3 of 7 (seeds 1, 3, 5)"): their union is the set it names (stated_seeds)
+    seeds: tuple[str, ...] = ()
 
     @property
     def reference(self) -> str:
@@ -153,6 +156,7 @@ _ROW_KEYS = {
     "context",
     "agrees",
     "history",
+    "seeds",
 }
 
 
@@ -247,6 +251,14 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
                 f"claim {name!r}: a finding against the paper (finding) and a refuted prediction of "
                 "ours (refuted) exclude each other: give one"
             )
+        seeds = row.get("seeds", [])
+        if not isinstance(seeds, list) or not all(isinstance(e, str) and e for e in seeds):
+            raise ValueError(f"claim {name!r}: seeds = {seeds!r}; allowed a list of summary entries' names")
+        if seeds and stated_seeds(row["statement"]) is None:
+            raise ValueError(
+                f"claim {name!r}: seeds = {seeds!r} names entries, but its statement's outcome clause names no "
+                "seed (allowed: a clause such as '; refuted: seeds 1, 3')"
+            )
         out[name] = Claim(
             row["id"],
             row["chapter"],
@@ -264,11 +276,9 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
             context,
             agrees,
             history.strip(),
+            tuple(seeds),
         )
     return out
-
-
-CLAIMS = load()
 
 
 def _record_path(claim_id: str, profile: str, cache: Path | None = None) -> Path:
@@ -631,6 +641,46 @@ def stated_value(statement: str) -> tuple[float, int, int | None] | None:
     return (0.0 if value == "none" else float(value)), decimals, (int(of) if of else None)
 
 
+_SEEDS = re.compile(r"\bseeds? (\d+(?:(?:, | and )\d+)*)")
+
+
+def stated_seeds(statement: str) -> set[int] | None:
+    """The seeds a statement's last outcome clause names ("seeds 1, 3, 5", "seed 0 ... and seed 1"), None where it
+    names none: a claim row's ``seeds`` entries give the build's set (issue 54: seeds written into the prose go
+    stale with the batches, as values do).
+
+    >>> stated_seeds("...; refuted: 3 of 7 (seeds 1, 3, 5)"), stated_seeds("...; refuted: seed 2")
+    ({1, 3, 5}, {2})
+    >>> stated_seeds("...; refuted: 0, seed 0 solved only every 250 and seed 1 only every 100")
+    {0, 1}
+    >>> stated_seeds("seeds 0-6 ...; refuted: 4 of 7"), stated_seeds("seed 3 ...")
+    (None, None)
+    """
+    found = list(_OUTCOME.finditer(statement))
+    if not found:
+        return None
+    named = {
+        int(n) for m in _SEEDS.finditer(statement[found[-1].end() :]) for n in re.split(", | and ", m[1])
+    }
+    return named or None
+
+
+def seeds_entry(value: str) -> set[int]:
+    """The seeds a summary entry lists ("1, 3, 5"; "none": the empty set).
+
+    >>> seeds_entry("1, 3, 5"), seeds_entry("none")
+    ({1, 3, 5}, set())
+
+    Raises:
+        ValueError: a value that is not such a list.
+    """
+    if value == "none":
+        return set()
+    if not re.fullmatch(r"\d+(, \d+)*", value):
+        raise ValueError(f"seed list {value!r}: allowed 'none' or seeds separated by ', '")
+    return {int(n) for n in value.split(", ")}
+
+
 def stated_outcome(statement: str) -> str | None:
     """The outcome a statement's last outcome clause names (a key of :data:`OUTCOMES`), None where it names none:
     the categories of :data:`OUTCOMES` are those a build may give the row beside it.
@@ -790,3 +840,6 @@ def counts(
         if origin is None or r["origin"] == origin:
             out[r["category"]] += 1
     return out
+
+
+CLAIMS = load()  # last: loading reads the statement helpers above (stated_seeds)
