@@ -489,6 +489,17 @@ def flip_list(path: Path = FLIP_LIST, kept: frozenset[str] = frozenset()) -> str
 SIDES = {"numpy": "before", "counter": "after"}
 
 
+def side(sampler: str, claim: str, kept: frozenset[str] = frozenset()) -> str:
+    """The flip-list side (a value of :data:`SIDES`) that gives ``claim``'s row in a build under ``sampler``: its
+    sampler's, or the numpy generators' for a claim of ``kept`` (its chapter reads the numpy recordings under
+    either sampler by a named exception, :func:`companion.record.unread_again`).
+
+    >>> side("counter", "x.a"), side("counter", "x.a", frozenset({"x.a"})), side("numpy", "x.a")
+    ('after', 'before', 'before')
+    """
+    return SIDES["numpy" if claim in kept else sampler]
+
+
 def by_claim(data: dict) -> dict[str, dict]:
     """The flip list's rows by claim, one each: a recording's row (made again under the counter sampler) where
     there is one, else the chapters' row (a chapter reads the recording, so its own row cannot flip)."""
@@ -508,8 +519,7 @@ def stated_rows(data: dict, kept: frozenset[str] = frozenset()) -> list[dict]:
         c = claims.CLAIMS[cid]
         stated = claims.stated_value(c.statement)
         if stated is not None:
-            read = {s: "before" if cid in kept else side for s, side in SIDES.items()}
-            stale = [s for s, side in read.items() if claims.states_otherwise(c, r[side]["observed"])]
+            stale = [s for s in SIDES if claims.states_otherwise(c, r[side(s, cid, kept)]["observed"])]
             out.append({**r, "stated": stated, "stale": stale})
     return out
 

@@ -792,13 +792,13 @@ def in_force(sampler: str | None = None) -> list[Recorded]:
     out = {}
     for path in committed_paths(sampler):
         rec = load(path)
-        read, _ = reads_under(rec, sampler)
+        read, why = reads_under(rec, sampler)
         if read not in (None, rec.drawn_by):
             found = [p for p in committed_paths(read) if p.name == path.name]
             if not found:
                 raise ValueError(
-                    f"{path.name}: its chapter reads the {read} sampler's recording under {sampler} "
-                    f"({reads_under(rec, sampler)[1]}), and none is committed: run `{rec.command}` under it"
+                    f"{path.name}: its chapter reads the {read} sampler's recording under {sampler} ({why}), "
+                    f"and none is committed: run `{rec.command}` under it"
                 )
             rec = load(found[0])
         out[path.name] = rec
@@ -815,8 +815,7 @@ def kept_under(sampler: str, recs: list[Recorded] | None = None) -> list[tuple[R
     """
     config.check_choice("sampler", sampler, config.SAMPLERS)
     recs = in_force(sampler) if recs is None else recs
-    kept = [(r, reads_under(r, sampler)) for r in recs if r.drawn_by not in (None, sampler)]
-    return [(r, why) for r, (read, why) in kept if read == r.drawn_by]
+    return [(r, read_under(r)[sampler]) for r in recs if sampler in read_under(r)]
 
 
 def waiting_under(sampler: str, recs: list[Recorded] | None = None) -> list[Recorded]:

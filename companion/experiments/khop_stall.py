@@ -13,6 +13,7 @@ import numpy as np
 
 from companion import report
 from companion.config import check_choice, check_int
+from companion.config import sampler as sampler_in_force
 from companion.experiments.khop import (
     ESCAPE_STEPS,
     EXPLORED,
@@ -229,9 +230,7 @@ def study_sampler(sampler: str | None = None, directory=None) -> tuple[str, str]
         ValueError: an unknown ``sampler``; a survey under it that the rule cannot read yet, or whose rule gives
             a subject (the studies are not made with it).
     """
-    from companion.config import sampler as in_force
-
-    sampler = in_force(sampler)
+    sampler = sampler_in_force(sampler)
     if sampler == STUDY_SAMPLER:
         return sampler, ""
     found = subject(survey_outcomes(sampler, directory))
