@@ -253,11 +253,31 @@ class Recorded:
         >>> Recorded(Path("x.json"), {"device": "NVIDIA H200", "sm_count": 132, "threads": 16}).trained
         'alone, NVIDIA H200'
         """
+        return f"{self.packing}, {self._arithmetic_unit}"
+
+    @property
+    def _arithmetic_unit(self) -> str:
         d = self.data
         if d.get("sm_count") is not None or not d["device"].startswith("CPU"):
-            return f"{self.packing}, {d['device']}"
+            return d["device"]
         threads = d.get("threads") or int(re.search(r"(\d+) threads?$", d["device"]).group(1))
-        return f"{self.packing}, {threads} thread{'s' if threads != 1 else ''}"
+        return f"{threads} thread{'s' if threads != 1 else ''}"
+
+    @property
+    def rounding(self) -> str:
+        """What decides its runs' rounding: :attr:`trained` without the pack sizes (``"packed"`` or ``"alone"``).
+        A replica of a pack rounds as in a pack of any other size (the pack computes each replica on its own;
+        tests/test_khop_agree.py checks it on recordings made in packs of 4 and 10), but not as the run alone (the
+        pack computes attention explicitly, the run alone with the fused kernel), nor on another thread count.
+        Two recordings promised to repeat each other to the last digit must agree here
+        (:func:`same_rounding`).
+
+        >>> Recorded(Path("x.json"), {"device": "CPU AMD EPYC, 2 threads", "packs": {"a": {"replicas": 4}}}).rounding
+        'packed, 2 threads'
+        >>> Recorded(Path("x.json"), {"device": "NVIDIA H200", "sm_count": 132, "threads": 16}).rounding
+        'alone, NVIDIA H200'
+        """
+        return f"{'alone' if self.packing == 'alone' else 'packed'}, {self._arithmetic_unit}"
 
     @property
     def read_other_samplers(self) -> list[str]:
@@ -334,6 +354,28 @@ class Recorded:
         return f"{', '.join(sizes)} ({d['device']}; {d['date']}, {d['commit'][:7]}" + (
             "; stand-in data)" if d.get("stand_in") else ")"
         )
+
+
+def same_rounding(*recs: Recorded) -> str:
+    """The one :attr:`Recorded.rounding` of ``recs``, whose runs a chapter compares to the last digit (a run
+    cut at a step against the same run recorded for fewer steps, two configurations until they part).
+
+    Raises:
+        ValueError: two of them round otherwise; their runs can then part by rounding alone, and a difference
+            would say nothing of the code.
+
+    >>> a = Recorded(Path("a.json"), {"device": "CPU AMD EPYC, 2 threads", "packs": {"x": {"replicas": 4}}})
+    >>> same_rounding(a, Recorded(Path("b.json"), {"device": "CPU AMD EPYC, 2 threads", "packs": {"x": {"replicas": 10}}}))
+    'packed, 2 threads'
+    >>> same_rounding(a, Recorded(Path("c.json"), {"device": "CPU AMD EPYC, 1 threads", "packs": {}}))
+    Traceback (most recent call last):
+    ValueError: trained a.json packed, 2 threads; c.json alone, 1 thread: allowed recordings of one rounding
+    """
+    kinds = {r.rounding for r in recs}
+    if len(kinds) > 1:
+        trained = "; ".join(f"{r.path.name} {r.rounding}" for r in recs)
+        raise ValueError(f"trained {trained}: allowed recordings of one rounding")
+    return kinds.pop()
 
 
 def load(path: Path | str) -> Recorded:

@@ -6,10 +6,13 @@ a delayed move, other stages). These were claim rows of the k-hop chapters (``ex
 check our pipeline and the recordings, not a claim of a source or a study's result, so they are tests (issue 52).
 Each reads the committed recordings the chapters read, through the same package calls, and needs no training:
 book/khop_stall's studies as that chapter reads them under the sampler in force (``khop_stall.study_sampler``).
+The promise holds between runs trained with the same arithmetic only (``recorded.same_rounding``: the thread count
+and packing decide a run's rounding), so each pair compared here is first checked to be trained alike.
 """
 
 import pytest
 
+from companion import recorded
 from companion.experiments import (
     khop_four_hops,
     khop_onset,
@@ -23,10 +26,12 @@ from companion.experiments import (
 STALL = khop_stall.study_sampler()[0]  # the sampler whose recordings book/khop_stall reads
 
 
+def _rec(experiment: str, settings: dict, sampler: str | None = None):
+    return khop_studies.recorded(settings, experiment=experiment, sampler=sampler)
+
+
 def _runs(experiment: str, settings: dict, sampler: str | None = None) -> dict[str, dict]:
-    return khop_studies.recorded_runs(
-        khop_studies.recorded(settings, experiment=experiment, sampler=sampler)
-    )[0]
+    return khop_studies.recorded_runs(_rec(experiment, settings, sampler))[0]
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +50,25 @@ def interval_runs():
     return khop_four_hops.interval_pool(_runs("khop_interval", khop_studies.INTERVAL_SETTINGS))
 
 
-def test_a_run_cut_at_a_step_is_the_shorter_recording(seed_runs):
+def test_a_run_cut_at_a_step_is_the_shorter_recording():
     """Seed 0's two runs of the seed study (16000 steps), cut at 8000, against the same runs recorded for 8000
-    (book/khop_four_hops, "Seven seeds at two evaluation intervals")."""
-    short = _runs("khop_probe", khop_probes.PROBE_SETTINGS)
-    assert khop_studies.prefix_gap({n: seed_runs[n] for n in short}, short, "int")["int_prefix_gap"] == 0
+    (book/khop_four_hops, "Seven seeds at two evaluation intervals"): the probes as book/khop_stall reads them,
+    against the seed study made under the same sampler, trained alike (``cut_recordings`` refuses otherwise)."""
+    short, long = khop_four_hops.cut_recordings()
+    short_runs, long_runs = khop_studies.recorded_runs(short)[0], khop_studies.recorded_runs(long)[0]
+    assert (
+        khop_studies.prefix_gap({n: long_runs[n] for n in short_runs}, short_runs, "int")["int_prefix_gap"]
+        == 0
+    )
 
 
 @pytest.mark.parametrize("experiment", ["khop_interval_long", "khop_interval_long250"])
 def test_twice_the_budget_repeats_the_interval_study(experiment, interval_runs):
     """The interval study's failed runs recorded for 20000 steps repeat their 10000-step recordings."""
+    recorded.same_rounding(
+        _rec(experiment, khop_studies.INTERVAL_LONG_SETTINGS),
+        _rec("khop_interval", khop_studies.INTERVAL_SETTINGS),
+    )
     runs = _runs(experiment, khop_studies.INTERVAL_LONG_SETTINGS)
     assert (
         runs and khop_studies.prefix_gap(runs, {n: interval_runs[n] for n in runs}, "x")["x_prefix_gap"] == 0
@@ -68,6 +82,9 @@ def test_twice_the_budget_repeats_the_interval_study(experiment, interval_runs):
 def test_longer_studies_of_the_stall_repeat_their_first_budget(longer, shorter):
     """Table 4 hidden from blocks 1 and 2, and other last-stage data: the runs recorded for 16000 steps repeat
     the same runs recorded for 8000 (book/khop_stall)."""
+    recorded.same_rounding(
+        _rec(longer, khop_studies.SEED_SETTINGS, STALL), _rec(shorter, khop_probes.PROBE_SETTINGS, STALL)
+    )
     runs = _runs(longer, khop_studies.SEED_SETTINGS, STALL)
     shorter_runs = _runs(shorter, khop_probes.PROBE_SETTINGS, STALL)
     assert khop_studies.prefix_gap(runs, shorter_runs, "x")["x_prefix_gap"] == 0
@@ -112,12 +129,14 @@ def test_a_state_kept_at_the_move_is_the_run_trained_to_it():
 
 
 def test_other_stages_change_nothing_before_the_runs_part():
-    """Stages 1, 2, 4 against stages 1, 2, 3, 4 (recorded with the doubling study); one-hop or longer examples
+    """Stages 1, 2, 4 against stages 1, 2, 3, 4 (recorded with the doubling study), over the seeds whose runs
+    with stages 1, 2, 3, 4 were trained alike (under the counter sampler seeds 3 to 6: the seed study's runs of
+    seeds 0 to 2 trained on one thread, which parts them by rounding alone); one-hop or longer examples
     from any table against their parent studies, until the move to two hops (book/khop_starts)."""
-    doubling = khop_studies.recorded(
-        khop_studies.DOUBLING.settings(), experiment="khop_doubling"
-    ).as_summary()
-    assert doubling["doubling_split_gap"] == 0
+    split = khop_four_hops.split_rounding(
+        _rec("khop_doubling", khop_studies.DOUBLING.settings()), khop_studies.DOUBLING
+    )
+    assert split["doubling_split_alike_n"] >= 4 and split["doubling_split_alike_gap"] == 0
     parents = {
         name: khop_studies.seeded(_runs(f"khop_{name}", variant.settings()))
         for name, variant in {"doubling": khop_studies.DOUBLING, "anystart": khop_studies.ANYSTART}.items()
@@ -128,3 +147,15 @@ def test_other_stages_change_nothing_before_the_runs_part():
     ):
         runs = khop_studies.seeded(_runs(f"khop_{name}", variant.settings()))
         assert khop_starts.stage_gap(runs, parents[parent], 1, name)[f"{name}_stage_gap"] == 0
+
+
+@pytest.mark.parametrize(
+    "experiment",
+    ["khop_hidden", "khop_hidden12", "khop_reseed", "khop_delay", "khop_onset", "khop_stage_entry"],
+)
+def test_the_stall_studies_set_against_the_seed_study_were_trained_as_it_was(experiment):
+    """The studies above compared with the seed study to the last digit (book/khop_stall) round as it does."""
+    recorded.same_rounding(
+        _rec(experiment, khop_probes.PROBE_SETTINGS, STALL),
+        _rec("khop_seeds", khop_studies.SEED_SETTINGS, STALL),
+    )

@@ -19,6 +19,8 @@ from companion.experiments.khop import (
     run_sizes,
 )
 from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at
+from companion.experiments.khop_probes import PROBE_SETTINGS
+from companion.experiments.khop_stall import study_sampler
 from companion.experiments.khop_studies import (
     SEED_SETTINGS,
     SEEDS,
@@ -35,6 +37,7 @@ from companion.experiments.khop_studies import (
     seeded,
     truncated,
 )
+from companion.recorded import same_rounding
 
 
 def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.95) -> report.Summary:
@@ -413,6 +416,72 @@ def variant_summary(
     )
 
 
+def cut_recordings() -> tuple:
+    """(seed 0's two runs recorded for 8000 steps, the seed study recorded for 16000), as book/khop_four_hops
+    sets the first against the second cut at 8000 steps: the probes of book/khop_stall as that chapter reads them
+    (:func:`companion.experiments.khop_stall.study_sampler`), and the seed study made under the same sampler, the
+    one under which the two were trained alike (:func:`companion.recorded.same_rounding`).
+
+    Raises:
+        ValueError: the two were trained otherwise (their runs could part by rounding alone).
+    """
+    sampler = study_sampler()[0]
+    short = recorded(PROBE_SETTINGS, experiment="khop_probe", sampler=sampler)
+    long = recorded(SEED_SETTINGS, experiment="khop_seeds", sampler=sampler)
+    same_rounding(short, long)
+    return short, long
+
+
+def _parting(r: dict, b: dict) -> int:
+    """How many evaluations two runs share before their recorded stages first differ (all they share if never)."""
+    a, b = np.asarray(r["stage"]), np.asarray(b["stage"])
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+def split_rounding(rec, variant: SeedVariant) -> report.Summary:
+    """``variant``'s recorded runs (``rec``) against its base runs until the two part (as ``<tag>_split_gap``),
+    over the seeds whose base run's recording rounds as ``rec`` (:func:`companion.recorded.same_rounding`): the
+    largest difference there (``<tag>_split_alike_gap``, nan over none; 0 when the code keeps its promise) and how
+    many (``<tag>_split_alike_n``, ``<tag>_split_rounding``: their rounding); over the others, the seeds
+    (``<tag>_split_other_seeds``, "none"), the largest difference (``<tag>_split_other_gap``, nan over none) and
+    what their base runs rounded as (``<tag>_split_other_rounding``, "" over none), and the sentence that says
+    so (``<tag>_split_other_text``). A base run that rounds
+    otherwise can part from the run here by rounding alone, before the stages do."""
+    p = f"{variant.tag}_"
+    runs = seeded(recorded_runs(rec)[0])
+    base, sources = variant.base_runs(variant.steps), variant.base_sources(variant.steps)
+    gaps = {s: paired_difference(r, base[s], slice(0, _parting(r, base[s]))) for s, r in runs.items()}
+    alike = [s for s in runs if sources[s].rounding == rec.rounding]
+    other = [s for s in runs if s not in alike]
+    trained = "; ".join(sorted({sources[s].rounding for s in other}))
+    text = (
+        f"The earlier runs of seeds {seed_list(other)} were trained otherwise ({trained}) and differ from these "
+        f"before the two part by up to {max(gaps[s] for s in other):.4f}: rounding alone."
+        if other
+        else "No seed's earlier run was trained otherwise."
+    )
+    return report.Summary(
+        {
+            f"{p}split_alike_gap": (
+                max((gaps[s] for s in alike), default=math.nan),
+                "largest difference from the base run of the same seed until the two part, over the seeds "
+                "whose base run rounds as these",
+            ),
+            f"{p}split_alike_n": (len(alike), "those seeds"),
+            f"{p}split_rounding": (rec.rounding, "how these runs were trained (what decides their rounding)"),
+            f"{p}split_other_seeds": (seed_list(other), "the seeds whose base run rounds otherwise"),
+            f"{p}split_other_gap": (
+                max((gaps[s] for s in other), default=math.nan),
+                "largest difference from the base run until the two part, over those seeds",
+            ),
+            f"{p}split_other_rounding": (trained, "how those base runs were trained"),
+            f"{p}split_other_text": (text, "what the text says of them"),
+        }
+    )
+
+
 def _split(
     runs: dict[int, dict],
     base: dict[int, dict],
@@ -433,10 +502,8 @@ def _split(
     gaps, at, nxt, nxt_base, base_took = [], [], {}, {}, []
     for s, r in runs.items():
         a, b = np.asarray(r["stage"]), np.asarray(base[s]["stage"])
-        n = min(len(a), len(b))
-        diff = np.flatnonzero(a[:n] != b[:n])
-        end = int(diff[0]) if len(diff) else n
-        if len(diff):
+        end = _parting(r, base[s])
+        if end < min(len(a), len(b)):
             t = float(np.asarray(r["step"])[end - 1])
             at.append(t)
             nxt[s] = bool(np.isfinite(learned_at(r, level)[a[end] - 1]))

@@ -291,6 +291,13 @@ class SeedVariant:
         rec = recorded(self.over.settings(), experiment=f"khop_{self.over.tag}")
         return {s: truncated(r, steps) for s, r in seeded(recorded_runs(rec)[0]).items()}
 
+    def base_sources(self, steps: int) -> dict[int, object]:
+        """The recording each of :meth:`base_runs` comes from, by seed (:func:`base_sources`, or ``over``'s)."""
+        if self.over is None:
+            return base_sources(steps)
+        rec = recorded(self.over.settings(), experiment=f"khop_{self.over.tag}")
+        return dict.fromkeys(self.base_runs(steps), rec)
+
 
 VARIANT_SEEDS = tuple(range(7))  # the interval study's seeds
 
@@ -394,26 +401,36 @@ def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
     Raises:
         ValueError: a seed has no recorded run of ``steps`` steps at that interval.
     """
+    return {s: truncated(r, steps) for s, (r, _) in _base_choice(steps, every).items()}
+
+
+def base_sources(steps: int, every: int = 100) -> dict[int, object]:
+    """The recording each of :func:`base_runs` comes from, by seed (a :class:`companion.recorded.Recorded`)."""
+    return {s: rec for s, (_, rec) in _base_choice(steps, every).items()}
+
+
+def _base_choice(steps: int, every: int) -> dict[int, tuple[dict, object]]:
     studies = [
         (SEED_SETTINGS, "khop_seeds"),
         (INTERVAL_SETTINGS, "khop_interval"),
         (INTERVAL_LONG_SETTINGS, "khop_interval_long"),
         (INTERVAL_LONG_SETTINGS, "khop_interval_long250"),
     ]
-    found: dict[int, list[dict]] = {s: [] for s in VARIANT_SEEDS}
+    found: dict[int, list[tuple[dict, object]]] = {s: [] for s in VARIANT_SEEDS}
     for settings, experiment in studies:
-        for name, r in recorded_runs(recorded(settings, experiment=experiment))[0].items():
+        rec = recorded(settings, experiment=experiment)
+        for name, r in recorded_runs(rec)[0].items():
             seed, e = seed_interval(name)
             if e == every and seed in found:
-                found[seed].append(r)
-    longest = {s: max((int(r["step"][-1]) for r in rs), default=0) for s, rs in found.items()}
+                found[seed].append((r, rec))
+    longest = {s: max((int(r["step"][-1]) for r, _ in rs), default=0) for s, rs in found.items()}
     if min(longest.values()) < steps:
         raise ValueError(
             f"steps={steps}, every={every}: allowed at most {min(longest.values())} steps (the longest "
             f"recorded run of each seed: {longest})"
         )
     return {
-        s: truncated(min((r for r in rs if r["step"][-1] >= steps), key=lambda r: r["step"][-1]), steps)
+        s: min((p for p in rs if p[0]["step"][-1] >= steps), key=lambda p: p[0]["step"][-1])
         for s, rs in found.items()
     }
 
