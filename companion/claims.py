@@ -617,6 +617,29 @@ OUTCOMES = {
     "as predicted": (NOT_HERE,),
 }
 _OUTCOME = re.compile(r"; (holds|refuted|as predicted)\b")
+# Issue 54's switch: a row whose outcome changed with the batches keeps the earlier build's outcome after this mark,
+# a replication result with both values ("...; holds: 2 of 7 (seeds 1, 4); under the numpy generators: refuted,
+# none"); the readers below read the build's own clauses, before it (:func:`own_clauses`).
+REPLICATION = "; under the numpy generators: "
+
+
+def own_clauses(statement: str) -> str:
+    """A statement without its replication clause (:data:`REPLICATION`): what the build in force observed.
+
+    >>> own_clauses("x (prediction: at least 1); holds: 2 of 7 (seeds 1, 4); under the numpy generators: refuted, none")
+    'x (prediction: at least 1); holds: 2 of 7 (seeds 1, 4)'
+    >>> replication("x; holds: 2 of 7; under the numpy generators: refuted, none"), replication("x; holds")
+    ('refuted, none', '')
+    """
+    return statement.partition(REPLICATION)[0]
+
+
+def replication(statement: str) -> str:
+    """What the earlier build (the numpy generators' batches) observed, where the statement keeps it ("" where
+    not): :func:`own_clauses`."""
+    return statement.partition(REPLICATION)[2]
+
+
 _STATED = re.compile(
     r"; (?:holds|refuted|as predicted): (none|\d+(?:\.\d+)?)(?: of (\d+))?(?![\d.]| against)"
 )
@@ -633,7 +656,7 @@ def stated_value(statement: str) -> tuple[float, int, int | None] | None:
     >>> stated_value("...; holds: 0 against 2"), stated_value("...; refuted: seed 2"), stated_value("...; holds")
     (None, None, None)
     """
-    found = list(_STATED.finditer(statement))
+    found = list(_STATED.finditer(own_clauses(statement)))
     if not found:
         return None
     value, of = found[-1].groups()
@@ -655,13 +678,15 @@ def stated_seeds(statement: str) -> set[int] | None:
     {0, 1}
     >>> stated_seeds("seeds 0-6 ...; refuted: 4 of 7"), stated_seeds("seed 3 ...")
     (None, None)
+    >>> s = "...; holds: 2 of 7 (seeds 1, 4); under the numpy generators: refuted, none (seed 4 levels off)"
+    >>> stated_seeds(s), stated_value(s), stated_outcome(s)
+    ({1, 4}, (2.0, 0, 7), 'holds')
     """
-    found = list(_OUTCOME.finditer(statement))
+    own = own_clauses(statement)
+    found = list(_OUTCOME.finditer(own))
     if not found:
         return None
-    named = {
-        int(n) for m in _SEEDS.finditer(statement[found[-1].end() :]) for n in re.split(", | and ", m[1])
-    }
+    named = {int(n) for m in _SEEDS.finditer(own[found[-1].end() :]) for n in re.split(", | and ", m[1])}
     return named or None
 
 
@@ -688,7 +713,7 @@ def stated_outcome(statement: str) -> str | None:
     >>> stated_outcome("...; refuted: 4 of 7 walk"), stated_outcome("...; as predicted: none"), stated_outcome("x")
     ('refuted', 'as predicted', None)
     """
-    found = _OUTCOME.findall(statement)
+    found = _OUTCOME.findall(own_clauses(statement))
     return found[-1] if found else None
 
 
