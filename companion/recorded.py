@@ -242,8 +242,7 @@ class Recorded:
     @property
     def trained(self) -> str:
         """How its runs' arithmetic was done, as far as it decides their rounding: :attr:`packing`, and on a CPU
-        the thread count (``threads``, or the ``device`` name's for files written before the field), on a GPU
-        the device. A run's rounding changes with either, and a long k-hop run's outcome can turn on it
+        the thread count the runs give (their ``device``; ``threads`` where it names none), on a GPU the device. A run's rounding changes with either, and a long k-hop run's outcome can turn on it
         (benchmarks/results/CPU_AMD_EPYC__1_threads-khop-pack.json).
 
         >>> Recorded(Path("x.json"), {"device": "CPU AMD EPYC, 2 threads"}).trained
@@ -252,15 +251,21 @@ class Recorded:
         'alone, 1 thread'
         >>> Recorded(Path("x.json"), {"device": "NVIDIA H200", "sm_count": 132, "threads": 16}).trained
         'alone, NVIDIA H200'
+        >>> Recorded(Path("x.json"), {"device": "CPU AMD EPYC, 1 threads; CPU AMD EPYC, 2 threads", "threads": 2}).trained
+        'alone, CPU AMD EPYC, 1 threads; CPU AMD EPYC, 2 threads'
         """
         return f"{self.packing}, {self._arithmetic_unit}"
 
     @property
     def _arithmetic_unit(self) -> str:
+        """The thread count on a CPU, the device on a GPU, as the runs give it (``device`` joins the runs' own:
+        a run read back from the cache keeps the device it trained on, ``threads`` is the recording process's);
+        runs of several devices give them all."""
         d = self.data
-        if d.get("sm_count") is not None or not d["device"].startswith("CPU"):
+        if d.get("sm_count") is not None or not d["device"].startswith("CPU") or "; " in d["device"]:
             return d["device"]
-        threads = d.get("threads") or int(re.search(r"(\d+) threads?$", d["device"]).group(1))
+        found = re.search(r"(\d+) threads?$", d["device"])
+        threads = int(found.group(1)) if found else d["threads"]
         return f"{threads} thread{'s' if threads != 1 else ''}"
 
     @property
