@@ -47,6 +47,12 @@ def flip_script():
 
 
 @pytest.fixture
+def prose_script():
+    """scripts/prose_under.py, a chapter's prose under each sampler (issue 54's switch)."""
+    return load_script("scripts/prose_under.py")
+
+
+@pytest.fixture
 def build_book():
     """scripts/build_book.py, the book build with its chapters read in parallel."""
     return load_script("scripts/build_book.py")
