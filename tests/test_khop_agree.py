@@ -14,6 +14,7 @@ import pytest
 
 from companion import recorded
 from companion.experiments import (
+    khop,
     khop_four_hops,
     khop_onset,
     khop_probes,
@@ -45,9 +46,13 @@ def stall_seed_runs():
     return _runs("khop_seeds", khop_studies.SEED_SETTINGS, STALL)
 
 
+def interval_runs_now() -> dict[str, dict]:
+    return khop_four_hops.interval_pool(_runs("khop_interval", khop_studies.INTERVAL_SETTINGS))
+
+
 @pytest.fixture(scope="module")
 def interval_runs():
-    return khop_four_hops.interval_pool(_runs("khop_interval", khop_studies.INTERVAL_SETTINGS))
+    return interval_runs_now()
 
 
 def test_a_run_cut_at_a_step_is_the_shorter_recording():
@@ -159,3 +164,19 @@ def test_the_stall_studies_set_against_the_seed_study_were_trained_as_it_was(exp
         _rec(experiment, khop_probes.PROBE_SETTINGS, STALL),
         _rec("khop_seeds", khop_studies.SEED_SETTINGS, STALL),
     )
+
+
+def test_the_longer_interval_studies_follow_up_the_runs_their_text_says():
+    """The interval study's runs that the longer studies follow up end as the constants that name them say, under
+    the build in force (``khop_four_hops.interval_ends``): every unsolved run of its own every 100 steps is run again for
+    twice the budget (INTERVAL_LONG), INTERVAL_FLAT are its flat ones; the two every 250 steps are unsolved runs,
+    INTERVAL_FLAT250 the flat one. The constants were read from the numpy generators' runs; under other batches
+    the runs end otherwise, and the studies (and their rows: flat_stay, some_learn) must be chosen again."""
+    ends = khop_four_hops.interval_ends(interval_runs_now())
+    new = set(khop_four_hops.INTERVAL_SEEDS[100])  # the interval study's own runs every 100 steps
+    followed = {s for s, _ in map(khop.interval_of, khop_four_hops.INTERVAL_LONG)}
+    assert followed == new & set(ends[100]["unsolved"])
+    assert khop_four_hops.INTERVAL_FLAT == tuple(s for s in ends[100]["flat"] if s in new)
+    every250 = {s for s, _ in map(khop.interval_of, khop_four_hops.INTERVAL_LONG250)}
+    assert every250 <= set(ends[250]["unsolved"])
+    assert khop_four_hops.INTERVAL_FLAT250 == tuple(s for s in ends[250]["flat"] if s in every250)

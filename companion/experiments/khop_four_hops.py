@@ -304,6 +304,29 @@ INTERVAL_LONG250 = tuple(interval_name(s, EXPLORED_EVERY) for s in (3, 6))
 INTERVAL_FLAT250 = (3,)  # of those, the one flat at chance at 10000 steps
 
 
+def interval_ends(pool: dict[str, dict], solved: float = 0.95) -> dict[int, dict[str, tuple[int, ...]]]:
+    """How :func:`interval_pool`'s runs end at the interval study's budget, the facts the longer studies were
+    chosen by: per interval, the seeds unsolved (lowest final accuracy over 1..k not above ``solved``) and, of
+    those, the ones flat at chance (final k-hop accuracy below twice chance). :data:`INTERVAL_LONG` is every
+    unsolved run of :data:`INTERVAL_SEEDS` every 100 steps, :data:`INTERVAL_FLAT` its flat ones; the runs every 250
+    steps were picked from the unsolved ones by judgment (:data:`INTERVAL_LONG250`), :data:`INTERVAL_FLAT250` their
+    flat one. These constants were read from the numpy generators' runs: a build under other batches must find
+    the same ends, or the longer studies follow up runs that did not end as their text says
+    (tests/test_khop_agree.py).
+
+    >>> run = lambda final: {"acc": [[1.0, 1.0, final]], "N": 8}
+    >>> names = ["seed 3, every 100", "seed 4, every 100", "seed 5, every 100", "seed 3, every 250"]
+    >>> interval_ends(dict(zip(names, [run(0.1), run(0.5), run(1.0), run(0.3)])))
+    {100: {'unsolved': (3, 4), 'flat': (3,)}, 250: {'unsolved': (3,), 'flat': ()}}
+    """
+    out = {}
+    for every, runs in by_interval(pool).items():
+        unsolved = tuple(sorted(s for s, r in runs.items() if not _solved(r, solved)))
+        flat = tuple(s for s in unsolved if np.asarray(runs[s]["acc"])[-1, -1] < 2.0 / runs[s]["N"])
+        out[every] = {"unsolved": unsolved, "flat": flat}
+    return out
+
+
 def interval_long_members(
     profile: str | None = None, names: tuple = INTERVAL_LONG
 ) -> dict[str, KHopExperiment]:
