@@ -261,12 +261,7 @@ class Recorded:
         """The thread count on a CPU, the device on a GPU, as the runs give it (``device`` joins the runs' own:
         a run read back from the cache keeps the device it trained on, ``threads`` is the recording process's);
         runs of several devices give them all."""
-        d = self.data
-        if d.get("sm_count") is not None or not d["device"].startswith("CPU") or "; " in d["device"]:
-            return d["device"]
-        found = re.search(r"(\d+) threads?$", d["device"])
-        threads = int(found.group(1)) if found else d["threads"]
-        return f"{threads} thread{'s' if threads != 1 else ''}"
+        return _unit(self.data["device"], self.data.get("threads"))
 
     @property
     def rounding(self) -> str:
@@ -359,6 +354,24 @@ class Recorded:
         return f"{', '.join(sizes)} ({d['device']}; {d['date']}, {d['commit'][:7]}" + (
             "; stand-in data)" if d.get("stand_in") else ")"
         )
+
+
+def _unit(device: str, threads: int | None = None) -> str:
+    if not device.startswith("CPU") or "; " in device:
+        return device
+    found = re.search(r"(\d+) threads?$", device)
+    n = int(found.group(1)) if found else threads
+    return f"{n} thread{'s' if n != 1 else ''}"
+
+
+def run_rounding(run: dict) -> str:
+    """What decides a run's rounding, as :attr:`Recorded.rounding` says it of a recording's: a run trained in a
+    pack carries its ``pack``, and every run its ``device`` (a live run set against a recording of it).
+
+    >>> run_rounding({"device": "CPU AMD EPYC, 1 threads"}), run_rounding({"device": "NVIDIA H200", "pack": {}})
+    ('alone, 1 thread', 'packed, NVIDIA H200')
+    """
+    return f"{'packed' if 'pack' in run else 'alone'}, {_unit(run['device'])}"
 
 
 def same_rounding(*recs: Recorded) -> str:

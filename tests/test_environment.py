@@ -143,6 +143,7 @@ SHARED_MODULES = {
     "companion.config",
     "companion.plotting",
     "companion.record",
+    "companion.recorded",  # the recorded files: how a recording was trained (same_rounding, run_rounding)
     "companion.report",
     "companion.experiments.catalog",
     "companion.experiments.induction",
