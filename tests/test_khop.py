@@ -2042,3 +2042,44 @@ def test_the_stall_studies_runs_short_of_their_last_stage():
     assert counter == {"short": {"khop_probe": ["seed 0", "seed 0, every 250"]}, "short_n": 2}
     with pytest.raises(ValueError, match="'khop_stage_entry': allowed the studies on the last stage"):
         khop_stall.last_stage_premise([rec("khop_stage_entry")])
+
+
+def test_the_split_gap_is_read_over_the_seeds_whose_base_runs_were_trained_alike(monkeypatch):
+    """khop_four_hops.split_rounding: seed 0's base run rounds as the study and repeats it until the two part;
+    seed 1's rounds otherwise and differs before, which the entries and the sentence give apart."""
+    from pathlib import Path
+
+    from companion.experiments import khop_four_hops
+    from companion.recorded import Recorded
+
+    def run(acc1, stages):
+        return {"step": [100, 200, 300], "acc": [[1.0, acc1], [1.0, 0.2], [1.0, 0.3]], "stage": stages}
+
+    study = Recorded(Path("s.json"), {"device": "CPU AMD EPYC, 2 threads", "packs": {"x": {"replicas": 7}}})
+    alike = Recorded(Path("a.json"), {"device": "CPU AMD EPYC, 2 threads", "packs": {"x": {"replicas": 10}}})
+    other = Recorded(Path("o.json"), {"device": "CPU AMD EPYC, 1 threads", "packs": {"x": {"replicas": 4}}})
+    runs = {"seed 0": run(0.1, [1, 2, 3]), "seed 1": run(0.1, [1, 2, 3])}
+    base = {0: run(0.1, [1, 2, 2]), 1: run(0.15, [1, 2, 2])}
+    monkeypatch.setattr(khop_four_hops, "recorded_runs", lambda rec: (runs, {}))
+    variant = type(
+        "V",
+        (),
+        {
+            "tag": "v",
+            "steps": 300,
+            "base_runs": lambda self, n: base,
+            "base_sources": lambda self, n: {0: alike, 1: other},
+        },
+    )()
+    got = khop_four_hops.split_rounding(study, variant)
+    assert (got["v_split_alike_gap"], got["v_split_alike_n"], got["v_split_rounding"]) == (
+        0.0,
+        1,
+        "packed, 2 threads",
+    )
+    assert (got["v_split_other_seeds"], got["v_split_other_rounding"]) == ("1", "packed, 1 thread")
+    assert got["v_split_other_gap"] == pytest.approx(0.05)
+    assert got["v_split_other_text"] == (
+        "The earlier run of seed 1 was trained otherwise (packed, 1 thread) and differs from this before the two "
+        "part by up to 0.0500: rounding alone."
+    )

@@ -470,8 +470,8 @@ def split_rounding(rec, variant: SeedVariant) -> report.Summary:
     many (``<tag>_split_alike_n``, ``<tag>_split_rounding``: their rounding); over the others, the seeds
     (``<tag>_split_other_seeds``, "none"), the largest difference (``<tag>_split_other_gap``, nan over none) and
     what their base runs rounded as (``<tag>_split_other_rounding``, "" over none), and the sentence that says
-    so (``<tag>_split_other_text``). A base run that rounds
-    otherwise can part from the run here by rounding alone, before the stages do."""
+    so (``<tag>_split_other_text``). A base run that rounds otherwise can part from the run here by rounding
+    alone, before the stages do."""
     p = f"{variant.tag}_"
     runs = seeded(recorded_runs(rec)[0])
     base, sources = variant.base_runs(variant.steps), variant.base_sources(variant.steps)
@@ -480,8 +480,12 @@ def split_rounding(rec, variant: SeedVariant) -> report.Summary:
     other = [s for s in runs if s not in alike]
     trained = "; ".join(sorted({sources[s].rounding for s in other}))
     text = (
-        f"The earlier runs of seeds {seed_list(other)} were trained otherwise ({trained}) and differ from these "
-        f"before the two part by up to {max(gaps[s] for s in other):.4f}: rounding alone."
+        (
+            f"The earlier runs of seeds {seed_list(other)} were trained otherwise ({trained}) and differ from these"
+            if len(other) > 1
+            else f"The earlier run of seed {seed_list(other)} was trained otherwise ({trained}) and differs from this"
+        )
+        + f" before the two part by up to {max(gaps[s] for s in other):.4f}: rounding alone."
         if other
         else "No seed's earlier run was trained otherwise."
     )
