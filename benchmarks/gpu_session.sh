@@ -19,9 +19,9 @@
 # Issue 54 item 4, quick recordings made again under the counter sampler (not yet tried on a GPU):
 # COMPANION_SAMPLER=counter PROFILE=quick ENGINE=0 BENCH=0 SAMPLERS=0 CUDA_TESTS=0 COMPARE=0 ALL=0 QUEUES="..."
 # with items NAME:key=value:... as the committed files' commands give them, each level committed into
-# data/recorded/counter/ before a recording that reads it (a recording stores what it read, "reads"). Left for a GPU
-# (2.2 h each on two CPU threads): recall:batch=256:d=256:eval_every=100:n_test=512:seq_len=128:steps=2000 and the
-# same with :final_trigger=False:loss_on=triggers:noise=existing; the others still missing are listed by
+# data/recorded/counter/ before a recording that reads it (a recording stores what it read, "reads"). Every quick
+# one is made (on two CPU threads; the two recall d256 ones on 2026-12-05, 46 and 50 min of training); the full
+# files still missing (a GPU's) are listed by
 # python -c "from companion import record; print(*(r.path.name for r in record.waiting_under('counter')))"
 # (the stall chapter's studies are kept as made, not waiting: record.kept_under, khop_stall.study_sampler).
 # Issue 56, the book executed at full (a lease of its own; not yet run on a GPU): here, python benchmarks/gpu_wheels.py
