@@ -254,14 +254,7 @@ class Recorded:
         >>> Recorded(Path("x.json"), {"device": "CPU AMD EPYC, 1 threads; CPU AMD EPYC, 2 threads", "threads": 2}).trained
         'alone, CPU AMD EPYC, 1 threads; CPU AMD EPYC, 2 threads'
         """
-        return f"{self.packing}, {self._arithmetic_unit}"
-
-    @property
-    def _arithmetic_unit(self) -> str:
-        """The thread count on a CPU, the device on a GPU, as the runs give it (``device`` joins the runs' own:
-        a run read back from the cache keeps the device it trained on, ``threads`` is the recording process's);
-        runs of several devices give them all."""
-        return _unit(self.data["device"], self.data.get("threads"))
+        return f"{self.packing}, {_unit(self.data['device'], self.data.get('threads'))}"
 
     @property
     def rounding(self) -> str:
@@ -277,7 +270,7 @@ class Recorded:
         >>> Recorded(Path("x.json"), {"device": "NVIDIA H200", "sm_count": 132, "threads": 16}).rounding
         'alone, NVIDIA H200'
         """
-        return f"{'alone' if self.packing == 'alone' else 'packed'}, {self._arithmetic_unit}"
+        return f"{'alone' if self.packing == 'alone' else 'packed'}, {_unit(self.data['device'], self.data.get('threads'))}"
 
     @property
     def read_other_samplers(self) -> list[str]:
@@ -357,6 +350,9 @@ class Recorded:
 
 
 def _unit(device: str, threads: int | None = None) -> str:
+    """The thread count on a CPU, the device on a GPU, as the runs give it (a recording's ``device`` joins its runs'
+    own: a run read back from the cache keeps the device it trained on; ``threads``, the recording process's, where
+    the device names none); runs of several devices give them all."""
     if not device.startswith("CPU") or "; " in device:
         return device
     found = re.search(r"(\d+) threads?$", device)

@@ -2067,8 +2067,7 @@ def test_the_split_gap_is_read_over_the_seeds_whose_base_runs_were_trained_alike
         {
             "tag": "v",
             "steps": 300,
-            "base_runs": lambda self, n: base,
-            "base_sources": lambda self, n: {0: alike, 1: other},
+            "base_pairs": lambda self, n: {0: (base[0], alike), 1: (base[1], other)},
         },
     )()
     got = khop_four_hops.split_rounding(study, variant)

@@ -474,7 +474,8 @@ def split_rounding(rec, variant: SeedVariant) -> report.Summary:
     alone, before the stages do."""
     p = f"{variant.tag}_"
     runs = seeded(recorded_runs(rec)[0])
-    base, sources = variant.base_runs(variant.steps), variant.base_sources(variant.steps)
+    pairs = variant.base_pairs(variant.steps)
+    base, sources = {s: r for s, (r, _) in pairs.items()}, {s: src for s, (_, src) in pairs.items()}
     gaps = {s: paired_difference(r, base[s], slice(0, _parting(r, base[s]))) for s, r in runs.items()}
     alike = [s for s in runs if sources[s].rounding == rec.rounding]
     other = [s for s in runs if s not in alike]

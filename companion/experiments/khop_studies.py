@@ -281,22 +281,24 @@ class SeedVariant:
         Raises:
             ValueError: those runs are shorter than ``steps`` (or not recorded).
         """
+        return {s: run for s, (run, _) in self.base_pairs(steps).items()}
+
+    def base_pairs(self, steps: int) -> dict[int, tuple[dict, object]]:
+        """{seed: (run, the recording it comes from)} of :meth:`base_runs` (:func:`base_pairs`, or ``over``'s),
+        each recording read once.
+
+        Raises:
+            ValueError: those runs are shorter than ``steps`` (or not recorded).
+        """
         if self.over is None:
-            return base_runs(steps)
+            return base_pairs(steps)
         if steps > self.over.steps:
             raise ValueError(
                 f"steps={steps}: allowed at most {self.over.steps} (the recorded khop_{self.over.tag} "
                 "runs this variant is compared with)"
             )
         rec = recorded(self.over.settings(), experiment=f"khop_{self.over.tag}")
-        return {s: truncated(r, steps) for s, r in seeded(recorded_runs(rec)[0]).items()}
-
-    def base_sources(self, steps: int) -> dict[int, object]:
-        """The recording each of :meth:`base_runs` comes from, by seed (:func:`base_sources`, or ``over``'s)."""
-        if self.over is None:
-            return base_sources(steps)
-        rec = recorded(self.over.settings(), experiment=f"khop_{self.over.tag}")
-        return dict.fromkeys(self.base_runs(steps), rec)
+        return {s: (truncated(r, steps), rec) for s, r in seeded(recorded_runs(rec)[0]).items()}
 
 
 VARIANT_SEEDS = tuple(range(7))  # the interval study's seeds
@@ -401,12 +403,17 @@ def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
     Raises:
         ValueError: a seed has no recorded run of ``steps`` steps at that interval.
     """
-    return {s: truncated(r, steps) for s, (r, _) in _base_choice(steps, every).items()}
+    return {s: run for s, (run, _) in base_pairs(steps, every).items()}
 
 
-def base_sources(steps: int, every: int = 100) -> dict[int, object]:
-    """The recording each of :func:`base_runs` comes from, by seed (a :class:`companion.recorded.Recorded`)."""
-    return {s: rec for s, (_, rec) in _base_choice(steps, every).items()}
+def base_pairs(steps: int, every: int = 100) -> dict[int, tuple[dict, object]]:
+    """{seed: (run, the recording it comes from)} of :func:`base_runs` (a :class:`companion.recorded.Recorded`):
+    what decides whether a run set against one of them rounds as it did (:attr:`companion.recorded.Recorded.rounding`).
+
+    Raises:
+        ValueError: a seed has no recorded run of ``steps`` steps at that interval.
+    """
+    return {s: (truncated(r, steps), rec) for s, (r, rec) in _base_choice(steps, every).items()}
 
 
 def _base_choice(steps: int, every: int) -> dict[int, tuple[dict, object]]:
