@@ -436,11 +436,13 @@ def run_packed(
     progress: bool = True,
     use_cache: bool = True,
     device=None,
+    pack_one: bool = False,
 ) -> dict[str, dict]:
     """Every run of ``exps`` ({name: configuration}), those of one ``key(configuration)`` trained together in
     packs of at most ``max_replicas`` by ``together(configurations, progress, device)`` (a list of results, one
     per configuration, in order); a run alone in its group by ``alone(configuration, progress=, use_cache=,
-    device=)``. A pack is cached under ``kind`` and the configurations of all its runs (a packed run equals the
+    device=)``, or with ``pack_one`` as a pack of one (it then rounds as a replica of any pack, as the packed
+    runs it is set against do, not as the run alone). A pack is cached under ``kind`` and the configurations of all its runs (a packed run equals the
     run alone up to rounding, not bitwise, so the run alone's cache does not serve it); the groups keep the order
     of ``exps``, so the same runs make the same packs.
 
@@ -456,7 +458,7 @@ def run_packed(
     ]
     out = {}
     for names in packs:
-        if len(names) == 1:
+        if len(names) == 1 and not pack_one:
             out[names[0]] = alone(exps[names[0]], progress=progress, use_cache=use_cache, device=device)
             continue
         members = [exps[n] for n in names]

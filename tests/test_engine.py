@@ -570,3 +570,20 @@ def test_khop_runs_of_other_shapes_do_not_share_a_pack():
         khop._train_pack([a, b], progress=False)
     with pytest.raises(ValueError, match="max_replicas=0"):
         khop.run_many({"a": a}, max_replicas=0)
+
+
+def test_a_khop_run_packed_alone_rounds_as_a_replica_of_a_larger_pack(tmp_path, monkeypatch):
+    """``pack_one``: a run alone in its group trained as a pack of one gives, in float32, exactly what the same
+    run gives as a replica of a pack of two (the pack computes each replica on its own), not the run alone's
+    rounding; without it the run trains alone."""
+    from companion.experiments import khop
+
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    kw = dict(N=4, k=2, d=16, heads=2, batch=32, steps=40, n_test=64, eval_every=10, data="cumulative")
+    a, b = khop.KHopExperiment(**kw), khop.KHopExperiment(seed=1, **kw)
+    one = khop.run_many({"a": a}, progress=False, use_cache=False, pack_one=True)["a"]
+    two = khop.run_many({"a": a, "b": b}, progress=False, use_cache=False)["a"]
+    alone = khop.run_many({"a": a}, progress=False, use_cache=False)["a"]
+    assert one["pack"]["replicas"] == 1 and "pack" not in alone
+    for key in ("step", "stage", "acc", "loss"):
+        np.testing.assert_array_equal(one[key], two[key], err_msg=key)

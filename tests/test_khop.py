@@ -1591,21 +1591,44 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
         assert e.steps == 20000 and dataclasses.replace(e, steps=short[name].steps) == short[name]
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
     stalled = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.12]])
-    s = khop_four_hops.interval_long_summary(
-        {"seed 3, every 100": solved, "seed 4, every 100": stalled, "seed 5, every 100": solved}
+    runs = {"seed 3, every 100": solved, "seed 4, every 100": stalled, "seed 5, every 100": solved}
+    s = khop_four_hops.interval_long_summary(runs, followed={"seeds": (3, 4), "flat": (3,)})
+    assert (s["ilong_n"], s["ilong_followed"], s["ilong_solved_n"], s["ilong_flat_solved_n"]) == (
+        3,
+        "3, 4",
+        1,
+        1,
     )
-    assert (s["ilong_n"], s["ilong_solved_n"], s["ilong_flat_solved_n"], s["ilong_steps"]) == (3, 2, 1, 20)
+    assert s["ilong_steps"] == 20 and s["ilong_flat"] == "3"
     assert s["ilong_s3_hk_at"] == 20 and math.isinf(s["ilong_s4_hk_at"]) and s["ilong_s4_final"] == 0.12
     assert s["ilong_gain_max"] == pytest.approx(0.98 - 0.1)  # the middle evaluation is step 10
-    m250 = record.build(
-        "khop_interval_long250", "quick", khop_studies.INTERVAL_LONG_SETTINGS
-    )  # every 250 kept
-    assert {name: (e.seed, e.eval_every, e.steps) for name, e in m250.items()} == {
-        "seed 3, every 250": (3, 250, 20000),
-        "seed 6, every 250": (6, 250, 20000),
+    with pytest.raises(ValueError, match="seeds 6 are followed up but not among the runs"):
+        khop_four_hops.interval_long_summary(runs, followed={"seeds": (3, 6), "flat": ()})
+
+    # every 250: the runs the rule picks from the interval study's (an unsolved run not flat at chance: seed 6;
+    # one that moved late: seed 3; one flat, long on its last stage: seed 4; one solved, seed 2, the slowest wait)
+    def run(final, moved):
+        stage = [1] + [1 if t < moved else 2 for t in (100, 200, 300)]
+        return {"acc": [[0.1, 0.1]] * 3 + [[1.0, final]], "stage": stage, "step": [0, 100, 200, 300], "N": 8}
+
+    pool = {
+        "seed 2, every 250": {**run(1.0, 100), "acc": [[0.1, 0.1], [1, 0.1], [1, 0.1], [1.0, 1.0]]},
+        "seed 3, every 250": run(0.1, 300),
+        "seed 4, every 250": run(0.1, 100),
+        "seed 6, every 250": run(0.5, 100),
     }
+    assert khop_four_hops.followed_up(250, pool) == {"seeds": (3, 6), "flat": (3,)}
+    m250 = record.experiment("khop_interval_long250").members
+    assert {n: (e.seed, e.eval_every) for n, e in m250(pool=pool).items()} == {
+        "seed 3, every 250": (3, 250),
+        "seed 6, every 250": (6, 250),
+    }
+    with pytest.raises(ValueError, match="no unsolved run of the interval study has its budget in doubt"):
+        m250(pool={n: pool[n] for n in ("seed 2, every 250", "seed 4, every 250")})
+    with pytest.raises(ValueError, match="allowed 'quick'"):
+        m250("full")
     s = record.experiment("khop_interval_long250").summary(
-        {"seed 3, every 250": stalled, "seed 6, every 250": solved}
+        {"seed 3, every 250": stalled, "seed 6, every 250": solved}, followed={"seeds": (3, 6), "flat": (3,)}
     )
     assert (s["il250_n"], s["il250_solved_n"], s["il250_flat_solved_n"], s["il250_s6_final"]) == (
         2,

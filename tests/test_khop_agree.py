@@ -166,17 +166,28 @@ def test_the_stall_studies_set_against_the_seed_study_were_trained_as_it_was(exp
     )
 
 
-def test_the_longer_interval_studies_follow_up_the_runs_their_text_says():
-    """The interval study's runs that the longer studies follow up end as the constants that name them say, under
-    the build in force (``khop_four_hops.interval_ends``): every unsolved run of its own every 100 steps is run again for
-    twice the budget (INTERVAL_LONG), INTERVAL_FLAT are its flat ones; the two every 250 steps are unsolved runs,
-    INTERVAL_FLAT250 the flat one. The constants were read from the numpy generators' runs; under other batches
-    the runs end otherwise, and the studies (and their rows: flat_stay, some_learn) must be chosen again."""
-    ends = khop_four_hops.interval_ends(interval_runs_now())
-    new = set(khop_four_hops.INTERVAL_SEEDS[100])  # the interval study's own runs every 100 steps
-    followed = {s for s, _ in map(khop.interval_of, khop_four_hops.INTERVAL_LONG)}
-    assert followed == new & set(ends[100]["unsolved"])
-    assert khop_four_hops.INTERVAL_FLAT == tuple(s for s in ends[100]["flat"] if s in new)
-    every250 = {s for s, _ in map(khop.interval_of, khop_four_hops.INTERVAL_LONG250)}
-    assert every250 <= set(ends[250]["unsolved"])
-    assert khop_four_hops.INTERVAL_FLAT250 == tuple(s for s in ends[250]["flat"] if s in every250)
+@pytest.mark.parametrize("every, experiment", [(100, "khop_interval_long"), (250, "khop_interval_long250")])
+def test_the_longer_interval_studies_hold_the_runs_their_rule_follows_up(every, experiment, interval_runs):
+    """Under the build in force, the longer studies hold the interval study's runs that their registered rule
+    follows up (``khop_four_hops.followed_up``): every 100 steps each unsolved run (the recording holds all four of
+    the study's own runs: the step-size variant's base at 15000 steps), every 250 the unsolved runs whose budget is
+    in doubt, those only. A build under other batches picks other runs, and the studies are recorded again."""
+    chosen = khop_four_hops.followed_up(every, interval_runs)["seeds"]
+    held = {
+        seed
+        for seed, _ in map(
+            khop.interval_of, _rec(experiment, khop_studies.INTERVAL_LONG_SETTINGS).curves["step"]
+        )
+    }
+    assert chosen and (set(chosen) <= held if every == 100 else set(chosen) == held)
+
+
+def test_the_rule_picks_the_runs_the_longer_studies_were_registered_with():
+    """Under the numpy generators, whose runs the studies were registered after (2026-11-25), the rule gives the
+    runs named then: seeds 3-6 every 100 steps (3 and 6 flat at chance), seeds 3 and 6 every 250 (3 flat)."""
+    pool = khop_four_hops.interval_pool(
+        _runs("khop_interval", khop_studies.INTERVAL_SETTINGS, "numpy"),
+        _runs("khop_seeds", khop_studies.SEED_SETTINGS, "numpy"),
+    )
+    assert khop_four_hops.followed_up(100, pool) == {"seeds": (3, 4, 5, 6), "flat": (3, 6)}
+    assert khop_four_hops.followed_up(250, pool) == {"seeds": (3, 6), "flat": (3,)}

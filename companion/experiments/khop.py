@@ -405,10 +405,11 @@ def run_many(
     use_cache: bool = True,
     device=None,
     max_replicas: int = 16,
+    pack_one: bool = False,
 ) -> dict[str, dict]:
     """:func:`run` for each of ``exps``, the runs of one :func:`pack_key` trained together in packs of at most
     ``max_replicas`` (:func:`companion.train.run_packed`: a packed run is cached under its pack and equals the run
-    alone up to rounding).
+    alone up to rounding); with ``pack_one`` a run alone in its group too is trained as a pack (of one).
 
     Raises:
         ValueError: ``max_replicas`` below 1.
@@ -424,6 +425,7 @@ def run_many(
         progress=progress,
         use_cache=use_cache,
         device=device,
+        pack_one=pack_one,
     )
 
 

@@ -22,6 +22,7 @@ from companion.experiments.khop_curves import last_stage_at, last_stage_wait, le
 from companion.experiments.khop_probes import PROBE_SETTINGS
 from companion.experiments.khop_stall import study_sampler
 from companion.experiments.khop_studies import (
+    INTERVAL_SETTINGS,
     SEED_SETTINGS,
     SEEDS,
     WIDE,
@@ -288,51 +289,95 @@ def interval_rows(runs: dict[str, dict], level: float = 0.9) -> list[list]:
     return paired_rows([by[every] for every in INTERVALS], level)
 
 
-# the seeds that every 100 steps had not learned four hops in 10000 steps (khop_interval), run for twice the budget
+# the interval study's own runs every 100 steps, run for twice the budget (khop_interval_long): the ones unsolved at
+# 10000 steps are the study's subjects (:func:`followed_up`); the others are the step-size variant's base at 15000 steps
 INTERVAL_LONG = tuple(interval_name(s, 100) for s in INTERVAL_SEEDS[100])
 
 
-# of those, the seeds whose k-hop accuracy was flat at chance at 10000 steps (khop_interval)
-INTERVAL_FLAT = (3, 6)
-
-
-# the seeds that every 250 steps had not learned four hops in 10000 steps and whose budget was in doubt (khop_interval):
-# seed 3 moved to its last stage late (step 5000, its four-hop accuracy flat at chance since), seed 6 rising at the end
-INTERVAL_LONG250 = tuple(interval_name(s, EXPLORED_EVERY) for s in (3, 6))
-
-
-INTERVAL_FLAT250 = (3,)  # of those, the one flat at chance at 10000 steps
-
-
 def interval_ends(pool: dict[str, dict], solved: float = 0.95) -> dict[int, dict[str, tuple[int, ...]]]:
-    """How :func:`interval_pool`'s runs end at the interval study's budget, the facts the longer studies were
-    chosen by: per interval, the seeds unsolved (lowest final accuracy over 1..k not above ``solved``) and, of
-    those, the ones flat at chance (final k-hop accuracy below twice chance). :data:`INTERVAL_LONG` is every
-    unsolved run of :data:`INTERVAL_SEEDS` every 100 steps, :data:`INTERVAL_FLAT` its flat ones; the runs every 250
-    steps were picked from the unsolved ones by judgment (:data:`INTERVAL_LONG250`), :data:`INTERVAL_FLAT250` their
-    flat one. These constants were read from the numpy generators' runs: a build under other batches must find
-    the same ends, or the longer studies follow up runs that did not end as their text says
-    (tests/test_khop_agree.py).
+    """How :func:`interval_pool`'s runs end at the interval study's budget, the facts the longer studies follow
+    up (:func:`followed_up`): per interval, the seeds unsolved (lowest final accuracy over 1..k not above
+    ``solved``); of those, the ones flat at chance (final k-hop accuracy below twice chance) and the ones whose
+    budget is in doubt: they moved to their last stage and trained there fewer steps than the slowest solved run
+    of either interval waited for its k-th hop, or they are not flat at chance.
 
-    >>> run = lambda final: {"acc": [[1.0, 1.0, final]], "N": 8}
+    >>> run = lambda final, stage=2: {"acc": [[1.0, 0.2], [1.0, final]], "stage": [1, stage], "step": [0, 100], "N": 8}
     >>> names = ["seed 3, every 100", "seed 4, every 100", "seed 5, every 100", "seed 3, every 250"]
-    >>> interval_ends(dict(zip(names, [run(0.1), run(0.5), run(1.0), run(0.3)])))
-    {100: {'unsolved': (3, 4), 'flat': (3,)}, 250: {'unsolved': (3,), 'flat': ()}}
+    >>> ends = interval_ends(dict(zip(names, [run(0.1), run(0.5), run(1.0), run(0.1, 1)])))
+    >>> ends[100], ends[250]
+    ({'unsolved': (3, 4), 'flat': (3,), 'doubt': (4,)}, {'unsolved': (3,), 'flat': (3,), 'doubt': ()})
     """
+    by = by_interval(pool)
+    waits = [last_stage_wait(r) for runs in by.values() for r in runs.values() if _solved(r, solved)]
+    slowest = max(waits, default=math.inf)
     out = {}
-    for every, runs in by_interval(pool).items():
+    for every, runs in by.items():
         unsolved = tuple(sorted(s for s, r in runs.items() if not _solved(r, solved)))
         flat = tuple(s for s in unsolved if np.asarray(runs[s]["acc"])[-1, -1] < 2.0 / runs[s]["N"])
-        out[every] = {"unsolved": unsolved, "flat": flat}
+        there = {s: float(np.asarray(runs[s]["step"])[-1]) - last_stage_at(runs[s]) for s in unsolved}
+        doubt = tuple(s for s in unsolved if s not in flat or -math.inf < there[s] < slowest)
+        out[every] = {"unsolved": unsolved, "flat": flat, "doubt": doubt}
     return out
 
 
-def interval_long_members(
-    profile: str | None = None, names: tuple = INTERVAL_LONG
-) -> dict[str, KHopExperiment]:
-    """The runs ``names`` (:data:`INTERVAL_LONG`, :data:`INTERVAL_LONG250`) of :func:`interval_members`."""
+def followed_up(
+    every: int, pool: dict[str, dict] | None = None, solved: float = 0.95
+) -> dict[str, tuple[int, ...]]:
+    """The interval study's own runs (:data:`INTERVAL_SEEDS`) that its longer study at ``every`` follows up for
+    twice the budget, by the rule registered with it, over the build's runs (``pool``: :func:`interval_pool`'s,
+    default the recordings the build reads): every 100 steps (khop_interval_long), every unsolved run; every 250
+    (khop_interval_long250), the unsolved runs whose budget is in doubt (:func:`interval_ends`). ``"seeds"``: those
+    runs; ``"flat"``: those of them flat at chance at the shorter budget. Under the numpy generators: seeds 3-6
+    (flat 3, 6) and seeds 3, 6 (flat 3), the runs the studies were registered with.
+
+    >>> run = lambda final: {"acc": [[1.0, 0.2], [1.0, final]], "stage": [1, 2], "step": [0, 100], "N": 8}
+    >>> names = ["seed 3, every 100", "seed 4, every 100", "seed 0, every 100", "seed 3, every 250"]
+    >>> followed_up(100, dict(zip(names, [run(0.1), run(1.0), run(0.1), run(0.1)])))
+    {'seeds': (3,), 'flat': (3,)}
+
+    Raises:
+        ValueError: ``every`` is not one of :data:`INTERVALS`.
+    """
+    if every not in INTERVALS:
+        raise ValueError(f"every={every}: allowed {', '.join(map(str, INTERVALS))}")
+    if pool is None:
+        pool = interval_pool(recorded_runs(recorded(INTERVAL_SETTINGS, experiment="khop_interval"))[0])
+    ends = interval_ends(pool, solved)[every]
+    own = set(INTERVAL_SEEDS[every])
+    seeds = tuple(s for s in ends["unsolved" if every == 100 else "doubt"] if s in own)
+    return {"seeds": seeds, "flat": tuple(s for s in ends["flat"] if s in seeds)}
+
+
+def interval_long_members(profile: str | None = None) -> dict[str, KHopExperiment]:
+    """The runs of :data:`INTERVAL_LONG` (:func:`interval_members`), to be run for twice the budget."""
     every = interval_members(profile)
-    return {name: every[name] for name in names}
+    return {name: every[name] for name in INTERVAL_LONG}
+
+
+def interval_long250_members(
+    profile: str | None = None, pool: dict[str, dict] | None = None
+) -> dict[str, KHopExperiment]:
+    """The runs every 250 steps that :func:`followed_up` picks from the interval study's recording the build reads
+    (``pool`` replaces it), to be run for twice the budget. The interval study is recorded at the quick profile
+    only, so only there do its runs choose.
+
+    Raises:
+        ValueError: another profile without ``pool``; the rule picks none (the study has no subject under these
+            batches).
+    """
+    if pool is None and config.get_profile(profile) != "quick":
+        raise ValueError(
+            f"profile={config.get_profile(profile)!r}: allowed 'quick' (the interval study whose runs choose "
+            "this study's is recorded there only), or pass the runs that choose (pool)"
+        )
+    seeds = followed_up(EXPLORED_EVERY, pool)["seeds"]
+    if not seeds:
+        raise ValueError(
+            f"every={EXPLORED_EVERY}: no unsolved run of the interval study has its budget in doubt; allowed: a "
+            "recording with at least one (khop_four_hops.followed_up)"
+        )
+    every = interval_members(profile)
+    return {interval_name(s, EXPLORED_EVERY): every[interval_name(s, EXPLORED_EVERY)] for s in seeds}
 
 
 def interval_long_summary(
@@ -340,15 +385,19 @@ def interval_long_summary(
     level: float = 0.9,
     solved: float = 0.95,
     prefix: str = "ilong_",
-    flat: tuple = INTERVAL_FLAT,
+    followed: dict[str, tuple[int, ...]] | None = None,
 ) -> report.Summary:
-    """The numbers of :func:`interval_long_members`' runs, named ``<prefix>*`` (``"ilong_"``; ``"il250_"`` for
-    :data:`INTERVAL_LONG250`): per seed the first step at which the k-hop accuracy reaches ``level`` (inf: never)
-    and the final k-hop accuracy; the largest rise of the k-hop accuracy over the second half of the budget; how
-    many end solved (lowest final accuracy over 1..k above ``solved``), in all and among the seeds ``flat`` (flat
-    at chance at the shorter budget: :data:`INTERVAL_FLAT`, :data:`INTERVAL_FLAT250`)."""
-    p = prefix
+    """The numbers of a longer interval study's runs (:func:`interval_long_members`, prefix ``"ilong_"``;
+    :func:`interval_long250_members`, ``"il250_"``), named ``<prefix>*``: per seed the first step at which the
+    k-hop accuracy reaches ``level`` (inf: never) and the final k-hop accuracy; the largest rise of the k-hop
+    accuracy over the second half of the budget; over the runs the study follows up (``followed``, default
+    :func:`followed_up` at the runs' interval: ``<prefix>followed``) how many end solved (lowest final accuracy
+    over 1..k above ``solved``), in all and among those flat at chance at the shorter budget
+    (``<prefix>flat``)."""
+    p = f"{prefix}"
     out = {**run_sizes(next(iter(runs.values())), prefix=p), f"{p}n": (len(runs), "runs")}
+    if followed is None:
+        followed = followed_up(interval_of(next(iter(runs)))[1])
     ok, gain = {}, []
     for name, r in runs.items():
         seed = interval_of(name)[0]
@@ -360,19 +409,36 @@ def interval_long_summary(
         out[f"{p}s{seed}_final"] = (float(np.asarray(r["acc"])[-1, -1]), f"seed {seed}: final k-hop accuracy")
         step = np.asarray(r["step"])
         half = int(np.argmin(np.abs(step - step[-1] / 2)))
-        gain.append(float(np.asarray(r["acc"])[-1, -1] - np.asarray(r["acc"])[half, -1]))
+        if seed in followed["seeds"]:
+            gain.append(float(np.asarray(r["acc"])[-1, -1] - np.asarray(r["acc"])[half, -1]))
+    missing = set(followed["seeds"]) - set(ok)
+    if missing:
+        raise ValueError(
+            f"seeds {seed_list(sorted(missing))} are followed up but not among the runs; allowed: runs of every "
+            f"followed seed {seed_list(followed['seeds'])} (record the study again)"
+        )
+    flat = followed["flat"]
     return report.Summary(
         out
         | {
+            f"{p}followed": (
+                seed_list(followed["seeds"]),
+                "the seeds the study follows up (unsolved at the shorter budget)",
+            ),
+            f"{p}followed_n": (len(followed["seeds"]), "how many"),
+            f"{p}flat": (seed_list(flat), "of those, the seeds flat at chance at the shorter budget"),
             f"{p}gain_max": (
-                max(gain),
-                "the largest rise of a run's k-hop accuracy over the second half of its "
+                max(gain, default=math.nan),
+                "the largest rise of a followed run's k-hop accuracy over the second half of its "
                 "budget (final minus at the middle evaluation)",
             ),
-            f"{p}solved_n": (sum(ok.values()), f"runs whose lowest final accuracy is above {solved}"),
+            f"{p}solved_n": (
+                sum(ok[s] for s in followed["seeds"]),
+                f"followed runs whose lowest final accuracy is above {solved}",
+            ),
             f"{p}flat_solved_n": (
-                sum(ok[s] for s in flat if s in ok),
-                f"of seeds {flat} (flat at chance at 10000 steps), those solved",
+                sum(ok[s] for s in flat),
+                "of the followed seeds flat at chance at the shorter budget, those solved",
             ),
         }
     )

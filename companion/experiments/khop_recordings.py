@@ -38,14 +38,16 @@ def recordables() -> dict[str, Recordable]:
             reads_under=khop_stall.study_sampler,
         )
 
-    def packed(name, chapter, members, summary, var="summary", khop_overrides=True, **kw):
-        """A recorded study whose runs train together, packed as replicas (:func:`khop.run_many`); its ``--set``
-        overrides reach each member as :func:`khop.member_overrides` adapts them (unchanged: ``khop_overrides``
-        false)."""
+    def packed(
+        name, chapter, members, summary, var="summary", khop_overrides=True, run_all=khop.run_many, **kw
+    ):
+        """A recorded study whose runs train together, packed as replicas (``run_all``, :func:`khop.run_many`);
+        its ``--set`` overrides reach each member as :func:`khop.member_overrides` adapts them (unchanged:
+        ``khop_overrides`` false)."""
         if khop_overrides:
             kw["member_overrides"] = khop.member_overrides
         return Recordable(
-            name, chapter, members, summary, khop.curves, run_all=khop.run_many, summary_var=var, **kw
+            name, chapter, members, summary, khop.curves, run_all=run_all, summary_var=var, **kw
         )
 
     return {
@@ -79,13 +81,11 @@ def recordables() -> dict[str, Recordable]:
             packed(
                 "khop_interval_long250",
                 "book/khop_four_hops",
-                partial(khop_four_hops.interval_long_members, names=khop_four_hops.INTERVAL_LONG250),
-                partial(
-                    khop_four_hops.interval_long_summary,
-                    prefix="il250_",
-                    flat=khop_four_hops.INTERVAL_FLAT250,
-                ),
+                khop_four_hops.interval_long250_members,
+                partial(khop_four_hops.interval_long_summary, prefix="il250_"),
                 "il250",
+                # packed even where the rule follows up one run: its runs repeat the packed interval study's
+                run_all=partial(khop.run_many, pack_one=True),
             ),
             *(
                 packed(

@@ -54,6 +54,11 @@ def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
 
     members = recordables()[rec.experiment].build(rec.profile, rec.settings())
     c = rec.curves
+    if set(members) - set(c["step"]):
+        raise ValueError(
+            f"{rec.path.name} holds the runs {sorted(c['step'])}, and the study's members are now "
+            f"{sorted(members)}: allowed a recording of every member (record it again: {rec.command})"
+        )
     runs = {
         name: {
             "step": np.asarray(c["step"][name]),
@@ -398,7 +403,7 @@ def seeded(runs: dict[str, dict]) -> dict[int, dict]:
 def base_runs(steps: int, every: int = 100) -> dict[int, dict]:
     """The profile's own runs of seeds 0..6 at k = 4 (depth 4, cumulative) advancing every ``every`` steps, by seed,
     each cut at ``steps`` (:func:`truncated`) from the shortest recording that long: the seed study's (16000 steps),
-    the interval study's (10000) and the longer runs of :data:`companion.experiments.khop_four_hops.INTERVAL_LONG` and :data:`companion.experiments.khop_four_hops.INTERVAL_LONG250` (20000).
+    the interval study's (10000) and the longer runs of :func:`companion.experiments.khop_four_hops.interval_long_members` and :func:`companion.experiments.khop_four_hops.interval_long250_members` (20000).
 
     Raises:
         ValueError: a seed has no recorded run of ``steps`` steps at that interval.
