@@ -749,6 +749,25 @@ def states_otherwise(claim: Claim, observed) -> bool:
     return not any(round(v, decimals) == value for v in (float(observed), float(observed) * (of or 1)))
 
 
+def prediction_outcome(
+    claim_id: str, observed, profile: str | None = None, registry: dict[str, Claim] | None = None
+) -> str:
+    """What ``observed`` says of the prediction a row registered, whatever the row's ``refuted`` flag says of the
+    build that set it: ``"holds"`` or ``"refuted"``. A row whose criterion asserts its prediction (not ``refuted``)
+    passes where the prediction holds; a ``refuted`` row's criterion asserts what refuted it, so there the
+    prediction holds where the criterion fails. Text written beside a value reads its outcome here, so that it
+    stays true when other batches change the value (issue 54's switch), before and after the flag follows.
+
+    >>> reg = {"x": Claim("x", "book/x", "ours", "s", "", {"quick": Criterion(below=0.5)}, refuted=True)}
+    >>> prediction_outcome("x", 0.0, "quick", reg), prediction_outcome("x", 1.0, "quick", reg)
+    ('refuted', 'holds')
+    """
+    registry = CLAIMS if registry is None else registry
+    claim = registry[claim_id]
+    passed = claim.criterion(config.get_profile(profile)).holds(observed, claim.infinite_ok)
+    return "holds" if passed != claim.refuted else "refuted"
+
+
 NEAR_BAR = 0.1  # issue 54: the rows within 10% of their bar get two more seeds (Criterion.near)
 
 

@@ -81,6 +81,33 @@ def format_value(v, digits: int = 4) -> str:
     return str(v)
 
 
+_WORDS = (
+    "no",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+)
+
+
+def count_word(n: int, capital: bool = False) -> str:
+    """A count as a sentence says it: a word up to twelve ("no" for 0), digits above.
+
+    >>> count_word(4, capital=True), count_word(0), count_word(15)
+    ('Four', 'no', '15')
+    """
+    word = _WORDS[n] if 0 <= n < len(_WORDS) else str(n)
+    return word.capitalize() if capital else word
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence], digits: int = 4) -> str:
     """A Markdown (MyST) table; numbers formatted to ``digits`` significant digits."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

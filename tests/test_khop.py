@@ -13,6 +13,7 @@ from companion.experiments import (
     khop,
     khop_curves,
     khop_four_hops,
+    khop_four_hops_text,
     khop_onset,
     khop_probes,
     khop_stall,
@@ -1636,6 +1637,77 @@ def test_the_long_interval_runs_are_the_unsolved_seeds_for_twice_the_budget():
         0,
         0.98,
     )
+
+
+def _study_texts(sampler: str) -> dict:
+    """book/khop_four_hops's sentences that follow the runs, from the recordings a build under ``sampler`` reads."""
+
+    def summary(settings, experiment):
+        rec = khop_studies.recorded(settings, experiment=experiment, sampler=sampler)
+        return rec, khop_studies.recorded_runs(rec)[0], khop_studies.recorded_summary(rec, prefix="")
+
+    _, seed_runs, seeds = summary(khop_studies.SEED_SETTINGS, "khop_seeds")
+    _, int_runs, interval = summary(khop_studies.INTERVAL_SETTINGS, "khop_interval")
+    pool = khop_four_hops.interval_pool(int_runs, seed_runs)
+    _, long_runs, ilong = summary(khop_studies.INTERVAL_LONG_SETTINGS, "khop_interval_long")
+    _, l250_runs, il250 = summary(khop_studies.INTERVAL_LONG_SETTINGS, "khop_interval_long250")
+    _, wide_runs, wide = summary(khop_studies.WIDE.settings(), "khop_wide")
+    return {
+        **khop_four_hops_text.seeds_texts(seeds, seed_runs),
+        **khop_four_hops_text.interval_texts(interval),
+        **khop_four_hops_text.long_texts(ilong, long_runs, pool, "ilong_"),
+        **khop_four_hops_text.long_texts(il250, l250_runs, pool, "il250_"),
+        **khop_four_hops_text.variant_texts(wide, khop_studies.seeded(wide_runs), "wide"),
+    }
+
+
+def test_the_four_hop_chapters_sentences_follow_the_runs_of_either_sampler():
+    """The sentences book/khop_four_hops glues (issue 54's switch): under the numpy generators they say what the
+    chapter said of those runs before the words followed them; under counter what its runs do instead (the
+    exploratory run not reproduced, seed 3 flat at 10000 steps and learning all the same, seed 5 every 250
+    followed up and not learning, no seed solved at d = 64)."""
+    numpy = _study_texts("numpy")
+    assert numpy["seeds_alt_text"].startswith(
+        "The same seed advancing every 250 steps moves to its last stage at step 3000 and learns four hops at step "
+        "6250: the exploratory run, reproduced. The two runs of seed 0 differ only"
+    )
+    assert numpy["seeds_s0_text"].endswith(
+        "does not help, and it ends at chance on four hops (lowest final accuracy 0.13)."
+    )
+    assert numpy["int_predictions_text"] == "Four of the five predictions are refuted"
+    assert numpy["int_only_text"] == (
+        "Seed 0 learns four hops only every 250 steps, and seed 1 does only every 100."
+    )
+    assert numpy["int_early_outcome"] == "holds"
+    assert numpy["ilong_text"].startswith(
+        "None of the four runs it follows up (seeds 3, 4, 5, 6, unsolved at 10000"
+    )
+    assert "stay unsolved: holds." in numpy["ilong_text"] and numpy["ilong_unfollowed_text"] == ""
+    assert numpy["il250_text"].startswith("Both predictions hold. Seed 6 learns four hops at step 13000")
+    assert "seed 3 moved to its last stage at step 5000" in numpy["il250_doubt_text"]
+    assert numpy["wide_early_text"].startswith("The one failure before the last stage (seed 6)")
+    with config.using_sampler("counter"):
+        counter = _study_texts("counter")
+    assert (
+        "never reaches its last stage" in counter["seeds_alt_text"]
+        and "not reproduced" in counter["seeds_alt_text"]
+    )
+    assert counter["seeds_s0_text"].endswith("twice the budget helps, and it learns four hops at step 11700.")
+    assert (
+        counter["int_only_text"]
+        == "No seed learns four hops only every 250 steps, and seed 4 does only every 100."
+    )
+    assert counter["int_early_outcome"] == "refuted"
+    assert "seed 3 learns all the same" in counter["ilong_text"]
+    assert counter["ilong_unfollowed_text"].startswith(
+        "The recording also holds seed 4, solved within 10000 steps"
+    )
+    assert "Seed 5 does not learn four hops" in counter["il250_text"] and "  " not in counter["il250_text"]
+    assert counter["il250_doubt_text"] == (
+        "The slowest solved run (at either interval) needed 6400 steps on its last stage; seed 5 ended at 0.251 on "
+        "four hops, above twice chance (0.250)."
+    )
+    assert counter["wide_solved_note"] == "" and counter["wide_only_text"].startswith("Seeds 1, 4 are lost")
 
 
 def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():

@@ -671,6 +671,10 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
             last_stage_at(runs["cumulative"]),
             "cumulative: the step at which it moved to its last stage (k hops)",
         ),
+        "cumulative_stage": (
+            int(np.asarray(runs["cumulative"]["stage"])[-1]),
+            "cumulative: the stage it trains on at the end (its hop count)",
+        ),
     }
     shallow = acc["mixture, 1 layer"][:, -1]
     out |= {

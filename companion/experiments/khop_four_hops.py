@@ -125,7 +125,7 @@ def interval_pool(runs: dict[str, dict], earlier: dict[str, dict] | None = None)
     return {**{name: truncated(r, steps) for name, r in renamed.items()}, **runs}
 
 
-def _solved(r: dict, solved: float, hops: tuple | None = None) -> bool:
+def solved_run(r: dict, solved: float, hops: tuple | None = None) -> bool:
     """Whether the run's lowest final accuracy over ``hops`` (default: every hop count) is above ``solved``."""
     final = np.asarray(r["acc"])[-1]
     return bool((final if hops is None else final[np.asarray(hops) - 1]).min() > solved)
@@ -265,7 +265,7 @@ def interval_summary(
     :func:`_population`); over the seeds run at both, how many are solved at one interval only; and the
     unsolved runs of both intervals (:func:`_unsolved`)."""
     by = by_interval(interval_pool(runs, earlier))
-    ok = {every: {s: _solved(r, solved) for s, r in rs.items()} for every, rs in by.items()}
+    ok = {every: {s: solved_run(r, solved) for s, r in rs.items()} for every, rs in by.items()}
     fast, slow = INTERVALS
     out = run_sizes(next(iter(runs.values())), prefix="int_")
     for every in INTERVALS:
@@ -308,11 +308,11 @@ def interval_ends(pool: dict[str, dict], solved: float = 0.95) -> dict[int, dict
     ({'unsolved': (3, 4), 'flat': (3,), 'doubt': (4,)}, {'unsolved': (3,), 'flat': (3,), 'doubt': ()})
     """
     by = by_interval(pool)
-    waits = [last_stage_wait(r) for runs in by.values() for r in runs.values() if _solved(r, solved)]
+    waits = [last_stage_wait(r) for runs in by.values() for r in runs.values() if solved_run(r, solved)]
     slowest = max(waits, default=math.inf)
     out = {}
     for every, runs in by.items():
-        unsolved = tuple(sorted(s for s, r in runs.items() if not _solved(r, solved)))
+        unsolved = tuple(sorted(s for s, r in runs.items() if not solved_run(r, solved)))
         flat = tuple(s for s in unsolved if np.asarray(runs[s]["acc"])[-1, -1] < 2.0 / runs[s]["N"])
         there = {s: float(np.asarray(runs[s]["step"])[-1]) - last_stage_at(runs[s]) for s in unsolved}
         doubt = tuple(s for s in unsolved if s not in flat or -math.inf < there[s] < slowest)
@@ -401,7 +401,7 @@ def interval_long_summary(
     ok, gain = {}, []
     for name, r in runs.items():
         seed = interval_of(name)[0]
-        ok[seed] = _solved(r, solved)
+        ok[seed] = solved_run(r, solved)
         out[f"{p}s{seed}_hk_at"] = (
             float(learned_at(r, level)[-1]),
             f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)",
@@ -482,9 +482,9 @@ def variant_summary(
         )
     k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
     hops = variant.trained(k)
-    ok = {s: _solved(r, solved, hops) for s, r in runs_by.items()}
+    ok = {s: solved_run(r, solved, hops) for s, r in runs_by.items()}
     ok_base = {
-        s: _solved(r, solved, variant.over.trained(k) if variant.over else None) for s, r in base.items()
+        s: solved_run(r, solved, variant.over.trained(k) if variant.over else None) for s, r in base.items()
     }
     out = run_sizes(next(iter(runs.values())), prefix=p) | _population(
         runs_by, ok, p, "", variant.who, level, solved
@@ -617,6 +617,7 @@ def _split(
             float(np.median(at)) if at else math.nan,
             "median step of that evaluation (the runs part after it)",
         ),
+        f"{p}split_n": (len(at), "runs that part from their base run within the budget"),
         f"{p}split_next_n": (
             sum(nxt.values()),
             f"runs that learned (at {level}) the stage they moved to there",

@@ -166,6 +166,21 @@ def seed_list(seeds) -> str:
     return ", ".join(str(s) for s in sorted(seeds)) or "none"
 
 
+def seed_phrase(seeds: str, one: str, many: str | None = None) -> str:
+    """The subject and verb of a sentence about the seeds :func:`seed_list` names (``"none"``: no seed), the verb
+    agreeing: ``one`` with one seed or none, ``many`` (default ``one``) with several.
+
+    >>> seed_phrase("2", "is lost", "are lost"), seed_phrase("1, 4", "is lost", "are lost")
+    ('Seed 2 is lost', 'Seeds 1, 4 are lost')
+    >>> seed_phrase("none", "learns four hops only every 250 steps")
+    'No seed learns four hops only every 250 steps'
+    """
+    if seeds == "none":
+        return f"No seed {one}"
+    several = "," in seeds
+    return f"Seed{'s' if several else ''} {seeds} {(many or one) if several else one}"
+
+
 def paired_rows(groups: list[dict[int, dict]], level: float = 0.9) -> list[list]:
     """One row per seed of several studies ({seed: run} each, in the columns' order): in each, the step each
     hop count is first learned, the move to the last stage ("-": never) and the final accuracies ("(not run)"
