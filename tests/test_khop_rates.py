@@ -75,3 +75,31 @@ def test_rate_lines_marks_the_censored_runs_at_the_budget():
     assert len(censored) == 5 and all(line.get_ydata()[0] == 1000 for line in censored)
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[:2] == ["direct", "mixture"] and any(lab.startswith("O(k)") for lab in labels)
+
+
+@pytest.mark.parametrize("sampler", ["numpy", "counter"])
+def test_the_chapters_sentences_follow_the_recorded_rates_of_either_sampler(sampler):
+    """book/khop's sentences on the rates study (issue 54's switch): under numpy the mixture reaches three hops by
+    step 3000 and direct training no k; under counter the mixture reaches no k = 3 within the budget in every seed,
+    and direct training reaches k = 2 in one seed."""
+    from companion import config, record
+    from companion.experiments import khop_studies
+
+    with config.using_sampler(sampler):
+        rec = record.latest("khop_rates", "quick")
+        runs = khop_studies.recorded_runs(rec)[0]
+        texts = kr.rate_texts(kr.rate_summary(runs), runs)
+    if sampler == "numpy":
+        assert (
+            texts["rate_mixture_steps_text"] == "600 steps at two hops, 3000 at three, more than 6000 at four"
+        )
+        assert (
+            texts["rate_direct_reach_text"]
+            == "no seed reaches the level at $k = 2$, $k = 3$ and $k = 4$ within the budget"
+        )
+        assert texts["rate_mixture_factor_text"].startswith("a factor of at least 10 from $k = 2$ to $k = 4$")
+    else:
+        assert texts["rate_mixture_steps_text"].startswith("600 steps at two hops, more than 6000 at three")
+        assert texts["rate_direct_reach_text"].startswith(
+            "at $k = 2$ one of the two seeds reaches the level (by step 2300)"
+        )

@@ -221,6 +221,8 @@ WORDS: dict[str, str] = {
     r"outcome": "what the value says of the registered prediction (holds, refuted)",
     r"pace": "which stages the runs take longer on",
     r"unfollowed": "the recorded runs a follow-up rule does not pick",
+    r"reach": "the k at which the runs reach the level, and those at which they do not",
+    r"factor": "the factor from the smallest k to the largest",
     r"verdict": "what the study found, against its predictions",
     r"doubt": "why a run's budget was in doubt",
     r"prefix": "a longer recording against a shorter one (0: the same to the last digit)",

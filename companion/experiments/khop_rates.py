@@ -147,3 +147,91 @@ def rate_table(runs: dict[str, dict], level: float = RATE_LEVEL) -> tuple[list[s
     return ["data", *(f"k = {k}" for k in ks)], [
         [data, *(cell(at[(k, data)]) for k in ks)] for data in RATE_DATA
     ]
+
+
+def _k(ks) -> str:
+    items = [f"$k = {k}$" for k in ks]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def reach_text(runs: dict[str, dict], data: str, level: float = RATE_LEVEL) -> str:
+    """What one kind of data's runs reach (:func:`steps_to_level`), as clauses: the k at which every seed reaches
+    ``level`` (by the slower seed's step), those at which some do, those at which none does within the budget.
+
+    >>> run = lambda at: {"acc": [[0.1], [0.1 if at > 100 else 1.0], [1.0 if at <= 200 else 0.1]], "step": [0, 100, 200]}
+    >>> runs = {"k=2, mixture, seed 0": run(100), "k=2, mixture, seed 1": run(200),
+    ...         "k=3, mixture, seed 0": run(200), "k=3, mixture, seed 1": run(900),
+    ...         "k=4, mixture, seed 0": run(900), "k=4, mixture, seed 1": run(900)}
+    >>> reach_text(runs, "mixture")
+    "every seed reaches the level at $k = 2$ by step 200 (the slower seed's step); at $k = 3$ one of the two seeds does (by step 200); at $k = 4$ no seed does within the budget"
+    >>> reach_text({n.replace("mixture", "direct"): run(900) for n in runs}, "direct")
+    'no seed reaches the level at $k = 2$, $k = 3$ and $k = 4$ within the budget'
+    """
+    at = steps_to_level(runs, level)
+    ks = sorted(k for k, d in at if d == data)
+    every = [
+        f"at $k = {k}$ by step {at[(k, data)].max():.0f}" for k in ks if np.isfinite(at[(k, data)]).all()
+    ]
+    clauses = (
+        [f"every seed reaches the level {' and '.join(every)} (the slower seed's step)"] if every else []
+    )
+    for k in ks:
+        v = at[(k, data)]
+        n = int(np.isfinite(v).sum())
+        if 0 < n < len(v):
+            verb = (
+                ("does" if n == 1 else "do") if clauses else ("reaches" if n == 1 else "reach") + " the level"
+            )
+            clauses.append(
+                f"at $k = {k}$ {report.count_word(n)} of the {report.count_word(len(v))} seeds {verb} "
+                f"(by step {v[np.isfinite(v)].min():.0f})"
+            )
+    none = [k for k in ks if not np.isfinite(at[(k, data)]).any()]
+    if none:
+        clauses.append(
+            f"at {_k(none)} no seed does within the budget"
+            if clauses
+            else f"no seed reaches the level at {_k(none)} within the budget"
+        )
+    return "; ".join(clauses)
+
+
+def rate_texts(rates: report.Summary, runs: dict[str, dict]) -> report.Summary:
+    """book/khop's sentences on the rates study whose words follow the runs: the mixture's steps at each k for the
+    overview (``rate_mixture_steps_text``), what direct training, the mixture and the curriculum reach
+    (``rate_<data>_reach_text``, :func:`reach_text`) and the mixture's factor from the smallest k to the largest
+    (``rate_mixture_factor_text``)."""
+    budget = rates["rate_budget"]
+    ks = sorted({int(n.split(", ")[0][2:]) for n in runs})
+    steps = [
+        (
+            f"{rates[f'rate_mixture_k{k}']:.0f}"
+            if math.isfinite(rates[f"rate_mixture_k{k}"])
+            else f"more than {budget}"
+        )
+        + (f" steps at {report.count_word(k)} hops" if i == 0 else f" at {report.count_word(k)}")
+        for i, k in enumerate(ks)
+    ]
+    kmin, kmax = ks[0], ks[-1]
+    growth, low = rates["rate_mixture_growth"], rates["rate_mixture_growth_low"]
+    if math.isnan(low):
+        factor = f"no factor can be read, since at $k = {kmin}$ not every seed reaches the level"
+    elif math.isinf(growth):
+        factor = f"a factor of at least {low:.0f} from $k = {kmin}$ to $k = {kmax}$, where $O(k)$ gives {kmax / kmin:g}"
+    else:
+        factor = (
+            f"a factor of {growth:.1f} from $k = {kmin}$ to $k = {kmax}$, where $O(k)$ gives {kmax / kmin:g}"
+        )
+    return report.Summary(
+        {
+            "rate_mixture_steps_text": (", ".join(steps), "the mixture's steps to the level at each k"),
+            **{
+                f"rate_{data}_reach_text": (
+                    reach_text(runs, data, rates["rate_level"]),
+                    f"what {data} reaches",
+                )
+                for data in RATE_DATA
+            },
+            "rate_mixture_factor_text": (factor, "the mixture's factor from the smallest k to the largest"),
+        }
+    )
