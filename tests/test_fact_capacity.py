@@ -257,3 +257,17 @@ def test_recorded_scaling_recomputes_the_summary_from_the_trials(monkeypatch):
     assert rows == [
         [size, lr, best, stopped, best >= 0.99] for size, lr, best, stopped in res["widths"][1]["trials"]
     ]
+
+
+@pytest.mark.parametrize(
+    "sampler, gains", [("numpy", "Only the widest width gains"), ("counter", "Only the width d = 16 gains")]
+)
+def test_the_chapters_budget_sentence_follows_the_recorded_sweeps(sampler, gains):
+    """book/fact_capacity's sentence on which widths store more with the paper's budget (issue 54's switch): the
+    widest under numpy, the middle one under counter, whose quick sweep already stores the widest's size."""
+    from companion import config, record
+
+    with config.using_sampler(sampler):
+        short = record.latest("fact_scaling", "quick")
+        long = record.latest("fact_scaling", "quick", fc.BUDGET_SETTINGS)
+    assert fc.budget_text(short.curves, long.curves).startswith(gains)

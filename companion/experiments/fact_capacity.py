@@ -665,3 +665,29 @@ def scaling_rows(curves: dict) -> list[list]:
             *(curves[k] for k in ("d", "d_h", "m", "params", "size", "facts", "verified", "trials"))
         )
     ]
+
+
+def budget_text(short: dict, long: dict) -> str:
+    """Which widths store a larger problem when every trial gets the longer budget (the curves of two recorded
+    sweeps over the same widths: ``short``, ``long``), as book/fact_capacity says it.
+
+    >>> budget_text({"d": [8, 16, 32], "size": [4, 8, 10]}, {"d": [8, 16, 32], "size": [4, 8, 14]})
+    'Only the widest width gains (the two tables above). The smaller ones store no larger problem with the longer budget; the widest, with the largest problems, is the one a short run cuts off.'
+    >>> budget_text({"d": [8, 16, 32], "size": [3, 7, 14]}, {"d": [8, 16, 32], "size": [3, 10, 14]})
+    'Only the width d = 16 gains (the two tables above); the others store no larger problem with the longer budget.'
+    """
+    before, after = dict(zip(short["d"], short["size"])), dict(zip(long["d"], long["size"]))
+    gained = [d for d in before if d in after and after[d] > before[d]]
+    if not gained:
+        return "No width stores a larger problem with the longer budget (the two tables above)."
+    if gained == [max(before)]:
+        return (
+            "Only the widest width gains (the two tables above). The smaller ones store no larger problem with the "
+            "longer budget; the widest, with the largest problems, is the one a short run cuts off."
+        )
+    which = ", ".join(map(str, gained))
+    return (
+        f"{'Only the width' if len(gained) == 1 else 'The widths'} d = {which} "
+        f"{'gains' if len(gained) == 1 else 'gain'} (the two tables above); the others store no larger problem with "
+        "the longer budget."
+    )
