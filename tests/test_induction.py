@@ -1215,3 +1215,20 @@ def test_the_line_searched_steps_are_the_steps_taken_one_after_another(tmp_path,
         three_steps.line_searched_steps(exp, 4)
     with pytest.raises(ValueError, match="needs an order that starts with W_V\\^2"):
         three_steps.after_first_step(dataclasses.replace(exp, order=induction.STEP_ORDER[::-1]))
+
+
+@pytest.mark.parametrize("sampler", ["numpy", "counter"])
+def test_the_seed_studys_token_token_sentence_follows_its_recording(sampler):
+    """book/induction_random's sentence on the keys' token-token part over seeds (issue 54's switch): it says the
+    part is not lower in every seed only where a seed's difference is positive."""
+    from companion import config, record
+    from companion.experiments import induction_random_seeds
+
+    with config.using_sampler(sampler):
+        summary = record.latest("induction_random_seeds", "quick").as_summary()
+    gap = summary["random_seeds_pair_score_gap_max"]
+    text = induction_random_seeds.score_gap_text(summary)
+    assert text.startswith(
+        "Their token-token part is not lower" if gap > 0 else "Their token-token part is lower"
+    )
+    assert f"{gap:.4f}" in text if 0 < gap < 0.005 else f"{gap:.2f}" in text

@@ -735,3 +735,19 @@ def random_summary(res: dict) -> report.Summary:
             "seconds": (res["random"].seconds, "training time of the random-trigger run (s)"),
         }
     )
+
+
+def balance_text(summary: report.Summary, near: float = 0.1) -> str:
+    """What the other repeated positions do to the trigger positions' push on the likely keys' logits, as the clause
+    book/induction_random closes its sentence with (``push_likely_balance``: the share they undo): the two balance
+    where the share is within ``near`` of 1.
+
+    >>> balance_text({"push_likely_balance": 1.01}), balance_text({"push_likely_balance": 0.71})
+    ('at the end of training the two balance', 'at the end of training they undo most of it, not all')
+    """
+    share = summary["push_likely_balance"]
+    if abs(share - 1.0) <= near:
+        return "at the end of training the two balance"
+    if share > 1.0:
+        return "at the end of training they more than undo it"
+    return f"at the end of training they undo {'most' if share > 0.5 else 'part'} of it, not all"

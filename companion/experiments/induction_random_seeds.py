@@ -347,3 +347,25 @@ def random_seed_rows(summary, table: str = "claims") -> list[list]:
     check_choice("table", table, tuple(RANDOM_TABLES))
     seeds = sorted(int(k.rsplit("_s", 1)[1]) for k in summary if k.startswith("random_seeds_acc_off_s"))
     return [[s, *(summary[f"random_seeds_{m}_s{s}"] for m in RANDOM_TABLES[table])] for s in seeds]
+
+
+def score_gap_text(summary) -> str:
+    """book/induction_random's sentence on the keys' token-token part over seeds (``random_seeds_pair_score_gap_max``:
+    the largest difference, likely keys minus the others): not lower in every seed where some difference is
+    positive.
+
+    >>> score_gap_text({"random_seeds_pair_score_gap_max": 0.12})
+    'Their token-token part is not lower in every seed (its difference is as high as 0.12): a discount averaged over pairs need not lower the pairs at hand.'
+    >>> score_gap_text({"random_seeds_pair_score_gap_max": 0.0001})[:80]
+    'Their token-token part is not lower in every seed, though barely (its difference'
+    >>> score_gap_text({"random_seeds_pair_score_gap_max": -0.03})
+    'Their token-token part is lower in every seed too (its difference at most -0.03).'
+    """
+    gap = summary["random_seeds_pair_score_gap_max"]
+    if gap > 0:
+        barely, shown = (", though barely", f"{gap:.4f}") if gap < 0.005 else ("", f"{gap:.2f}")
+        return (
+            f"Their token-token part is not lower in every seed{barely} (its difference is as high as {shown}): a "
+            "discount averaged over pairs need not lower the pairs at hand."
+        )
+    return f"Their token-token part is lower in every seed too (its difference at most {gap:.2f})."
