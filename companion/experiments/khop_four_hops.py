@@ -380,6 +380,13 @@ def interval_long250_members(
     return {interval_name(s, EXPLORED_EVERY): every[interval_name(s, EXPLORED_EVERY)] for s in seeds}
 
 
+def second_half_gain(r: dict) -> float:
+    """The rise of a run's k-hop accuracy over the second half of its budget (final minus at the evaluation nearest
+    the middle step)."""
+    step, acc = np.asarray(r["step"]), np.asarray(r["acc"])[:, -1]
+    return float(acc[-1] - acc[int(np.argmin(np.abs(step - step[-1] / 2)))])
+
+
 def interval_long_summary(
     runs: dict[str, dict],
     level: float = 0.9,
@@ -407,10 +414,8 @@ def interval_long_summary(
             f"seed {seed}: first step with the k-hop accuracy at {level} (inf: never)",
         )
         out[f"{p}s{seed}_final"] = (float(np.asarray(r["acc"])[-1, -1]), f"seed {seed}: final k-hop accuracy")
-        step = np.asarray(r["step"])
-        half = int(np.argmin(np.abs(step - step[-1] / 2)))
         if seed in followed["seeds"]:
-            gain.append(float(np.asarray(r["acc"])[-1, -1] - np.asarray(r["acc"])[half, -1]))
+            gain.append(second_half_gain(r))
     missing = set(followed["seeds"]) - set(ok)
     if missing:
         raise ValueError(

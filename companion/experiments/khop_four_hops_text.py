@@ -14,7 +14,7 @@ from companion import claims, config, report
 from companion.claims import seeds_entry
 from companion.experiments.khop import EXPLORED, EXPLORED_EVERY, interval_of
 from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at
-from companion.experiments.khop_four_hops import LR, by_interval, solved_run
+from companion.experiments.khop_four_hops import LR, by_interval, second_half_gain, solved_run
 from companion.experiments.khop_studies import WIDE, seed_list, seed_name, seed_phrase
 
 
@@ -146,12 +146,6 @@ def interval_texts(interval: report.Summary) -> report.Summary:
     )
 
 
-def _gain(r: dict) -> float:
-    """The rise of a run's k-hop accuracy over the second half of its budget (final minus at the middle)."""
-    step, acc = np.asarray(r["step"]), np.asarray(r["acc"])[:, -1]
-    return float(acc[-1] - acc[int(np.argmin(np.abs(step - step[-1] / 2)))])
-
-
 def long_texts(
     summary: report.Summary, runs: dict[str, dict], pool: dict[str, dict], prefix: str
 ) -> report.Summary:
@@ -238,7 +232,7 @@ def long_texts(
             "why each followed run's budget was in doubt",
         )
     if stalled:
-        gain = max(_gain(by_seed[s]) for s in stalled)
+        gain = max(second_half_gain(by_seed[s]) for s in stalled)
         text += (
             f" Over the second half of the budget no run that stays unsolved rises on four hops by more than {gain:.2f}"
             + (": these runs are stalls, not late learners." if not solved else ".")
