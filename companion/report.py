@@ -108,6 +108,15 @@ def count_word(n: int, capital: bool = False) -> str:
     return word.capitalize() if capital else word
 
 
+def count_noun(n: int, noun: str, capital: bool = False) -> str:
+    """A count and its noun as a sentence says them, the noun plural (an added "s") unless the count is one.
+
+    >>> count_noun(1, "seed", capital=True), count_noun(2, "seed"), count_noun(0, "run")
+    ('One seed', 'two seeds', 'no runs')
+    """
+    return f"{count_word(n, capital)} {noun}{'' if n == 1 else 's'}"
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence], digits: int = 4) -> str:
     """A Markdown (MyST) table; numbers formatted to ``digits`` significant digits."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -11,6 +11,7 @@ from companion import config
 from companion.data.recall import RecallTask
 from companion.experiments import (
     induction,
+    induction_head,
     induction_random,
     induction_random_seeds,
     three_steps,
@@ -1232,3 +1233,24 @@ def test_the_seed_studys_token_token_sentence_follows_its_recording(sampler):
         "Their token-token part is not lower" if gap > 0 else "Their token-token part is lower"
     )
     assert f"{gap:.4f}" in text if 0 < gap < 0.005 else f"{gap:.2f}" in text
+
+
+@pytest.mark.parametrize("sampler", ["numpy", "counter"])
+def test_the_order_studys_sentences_follow_its_recording(sampler):
+    """book/induction_head's verdicts on the order over ten seeds (issue 54's switch): each says what the sign test
+    says of its prediction (numpy: the public code's refuted at p = 0.055; counter: it holds at p = 0.020), and the
+    closing clause counts the seeds in the slide's order."""
+    from companion import claims, config, record, report
+
+    with config.using_sampler(sampler):
+        order = record.latest("induction_order", "quick").as_summary()
+    for label, cid in (("ours", "ih.order_seeds_qk2_first"), ("public", "ih.order_public_qk2_first")):
+        p = order[f"order_{label}_sign_p"]
+        text = induction_head.order_verdict_text(order, label, claims.prediction_outcome(cid, p))
+        assert ("refutes" in text or "fails" in text) == (p >= 0.05), (label, p, text)
+    most = max(order["order_ours_slide_order"], order["order_public_slide_order"])
+    clause = induction_head.slide_order_text(order)
+    assert (most == 0) == (clause == "neither gives the slide's order at this size")
+    assert most == 0 or report.count_noun(most, "seed") in clause
+    with pytest.raises(ValueError, match="outcome='maybe'"):
+        induction_head.order_verdict_text(order, "ours", "maybe")

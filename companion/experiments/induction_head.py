@@ -396,3 +396,51 @@ def order_rows(summary) -> list[list[str]]:
             ]
         )
     return rows
+
+
+ORDER_BAR = (
+    0.05  # the sign-test level of our predictions ih.order_seeds_qk2_first and ih.order_public_qk2_first
+)
+
+
+def order_verdict_text(summary, label: str, outcome: str) -> str:
+    """The sentence book/induction_head gives our prediction that W_QK^2's probe passes 0.9 first (sign-test p
+    below :data:`ORDER_BAR`) in parameterisation ``label`` of an :func:`order_summary`, given what the recording
+    says of it (``outcome``: ``"holds"`` or ``"refuted"``, as :func:`companion.claims.prediction_outcome` reads the
+    row); "narrowly" where p lies within a factor two of the bar.
+
+    >>> order_verdict_text({"order_ours_sign_p": 0.001}, "ours", "holds")
+    "Our prediction holds: at this size the order of the first two probes is the reverse of the slide's."
+    >>> order_verdict_text({"order_public_sign_p": 0.055}, "public", "refuted")
+    'That refutes our prediction of p < 0.05, narrowly.'
+    >>> order_verdict_text({"order_public_sign_p": 0.02}, "public", "holds")
+    'Our prediction of p < 0.05 holds here too.'
+    """
+    if outcome not in ("holds", "refuted"):
+        raise ValueError(f"outcome={outcome!r}: expected 'holds' or 'refuted'")
+    p = summary[f"order_{label}_sign_p"]
+    narrowly = ", narrowly" if ORDER_BAR / 2 <= p <= 2 * ORDER_BAR else ""
+    if label == "ours":
+        if outcome == "holds":
+            return "Our prediction holds: at this size the order of the first two probes is the reverse of the slide's."
+        return f"Our prediction fails{narrowly}: at this size the sign test does not put $W^2_{{QK}}$'s probe first."
+    if outcome == "holds":
+        return f"Our prediction of p < {ORDER_BAR} holds here too{narrowly}."
+    return f"That refutes our prediction of p < {ORDER_BAR}{narrowly}."
+
+
+def slide_order_text(summary) -> str:
+    """How often the slide's full order (W_OV^2, W_QK^2, W_QK^1) appears in an :func:`order_summary`'s seeds, as
+    the clause book/induction_head ends its comparison of the parameterisations with.
+
+    >>> slide_order_text({"order_ours_slide_order": 0, "order_public_slide_order": 0, "order_ours_seeds": 10})
+    "neither gives the slide's order at this size"
+    >>> slide_order_text({"order_ours_slide_order": 1, "order_public_slide_order": 0, "order_ours_seeds": 10})
+    "neither gives the slide's order in more than one seed at this size"
+    """
+    most = max(summary[f"order_{label}_slide_order"] for label in ORDER_MODELS)
+    if most == 0:
+        return "neither gives the slide's order at this size"
+    if 2 * most < summary["order_ours_seeds"]:
+        return f"neither gives the slide's order in more than {report.count_noun(most, 'seed')} at this size"
+    return f"the slide's order appears in as many as {report.count_noun(most, 'seed')} at this size"
