@@ -25,36 +25,43 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GLUED = "application/papermill.record/text/plain"  # how myst-nb's glue stores a value's text in an output
-_ROLE = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
+GLUED_MD = "application/papermill.record/text/markdown"  # and a Markdown value's source (the {glue:md} role)
+_ROLE = re.compile(r"\{glue:(text|md)\}`([^`:]+)(?::([^`]*))?`")
 
 
 def glued(cells: list[dict]) -> dict[str, str]:
-    """{name: the text/plain form of its value} of the values the executed ``cells`` glued (the last one wins)."""
+    """{name: the text/plain form of its value, or the Markdown source of a Markdown value} of the values the
+    executed ``cells`` glued (the last one wins)."""
     found = {}
     for cell in cells:
         for out in cell.get("outputs", []):
-            record = out.get("metadata", {}).get("scrapbook")
-            if record and GLUED in out.get("data", {}):
-                found[record["name"]] = out["data"][GLUED]
+            record, data = out.get("metadata", {}).get("scrapbook"), out.get("data", {})
+            if record and (GLUED_MD in data or GLUED in data):
+                found[record["name"]] = data.get(GLUED_MD, data.get(GLUED))
     return found
 
 
 def fill(text: str, values: dict[str, str]) -> str:
-    """``text`` with each ``{glue:text}`name:format``` replaced by the value, formatted as the role says.
+    """``text`` with each ``{glue:text}`name:format``` replaced by the value, formatted as the role says, and each
+    ``{glue:md}`name:myst``` by the Markdown glued (its suffix is the Markdown's dialect, not a format).
 
     >>> fill("seed {glue:text}`s` at {glue:text}`x:.2f`, {glue:text}`w` and {glue:text}`y`", {"s": "'1, 4'", "x": "0.4567", "w": "nan"})
     'seed 1, 4 at 0.46, nan and <<y?>>'
+    >>> fill("{glue:md}`m:myst`.", {"m": "the $L = 5$ run"})
+    'the $L = 5$ run.'
     """
 
     def one(m: re.Match) -> str:
-        if m[1] not in values:
-            return f"<<{m[1]}?>>"
-        raw = values[m[1]]
+        if m[2] not in values:
+            return f"<<{m[2]}?>>"
+        raw = values[m[2]]
+        if m[1] == "md":
+            return raw
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
             return raw
-        return format(value, m[2]) if m[2] else str(value)
+        return format(value, m[3]) if m[3] else str(value)
 
     return _ROLE.sub(one, text)
 
