@@ -758,12 +758,19 @@ def prediction_outcome(
     prediction holds where the criterion fails. Text written beside a value reads its outcome here, so that it
     stays true when other batches change the value (issue 54's switch), before and after the flag follows.
 
+    A NaN meets no prediction (a gain over runs of which one diverged, a p-value of no test), whichever way the
+    row's criterion points.
+
     >>> reg = {"x": Claim("x", "book/x", "ours", "s", "", {"quick": Criterion(below=0.5)}, refuted=True)}
     >>> prediction_outcome("x", 0.0, "quick", reg), prediction_outcome("x", 1.0, "quick", reg)
     ('refuted', 'holds')
+    >>> prediction_outcome("x", float("nan"), "quick", reg)
+    'refuted'
     """
     registry = CLAIMS if registry is None else registry
     claim = registry[claim_id]
+    if math.isnan(float(observed)):
+        return "refuted"
     passed = claim.criterion(config.get_profile(profile)).holds(observed, claim.infinite_ok)
     return "holds" if passed != claim.refuted else "refuted"
 
