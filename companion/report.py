@@ -21,7 +21,7 @@ the Check cell asserts its entries.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -96,6 +96,16 @@ _WORDS = (
     "eleven",
     "twelve",
 )
+
+
+def glue_markdown(texts: Mapping[str, str]) -> None:
+    """Glue each sentence of ``texts`` ({name: Markdown}) as Markdown, for ``{glue:md}`name:myst``` in the prose: a
+    sentence with math, a claim id or a cross-reference, which ``{glue:text}`` would print verbatim."""
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    for name, text in texts.items():
+        glue(name, Markdown(text), display=False)
 
 
 def count_word(n: int, capital: bool = False) -> str:

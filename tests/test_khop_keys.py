@@ -21,8 +21,8 @@ def _recordings() -> dict[str, dict]:
 
 
 def _chapter_keys(text: str) -> set[str]:
-    """The keys a chapter glues (``{glue:text}`key```) and those its Check cell reads (``x["key"]``)."""
-    glued = re.findall(r"\{glue(?::text)?\}`([A-Za-z0-9_]+)", text)
+    """The keys a chapter glues (``{glue:text}`key``` or ``{glue:md}`key:myst```) and those its Check cell reads (``x["key"]``)."""
+    glued = re.findall(r"\{glue(?::text|:md)?\}`([A-Za-z0-9_]+)", text)
     checked = re.findall(r'claims\.check\("[^"]+", *\w+\["(\w+)"\]', text)
     return set(glued) | set(checked)
 
