@@ -64,6 +64,12 @@ def test_ioi_summary_counts_divergence():
     s = summaries.ioi_summary({**runs, ("adam", 5): diverged, ("sgd", 5): diverged})
     assert s["adam_deep"] == math.inf  # "fails to converge" holds
     assert math.isnan(s["sgd_gain"]) and s["n_diverged"] == 2  # never dropped silently
+    assert (
+        s["sgd_n"] == 2 and s["sgd_improved_n"] <= 1 and s["sgd_counts_n"] <= 1
+    )  # the diverged depth meets no bar
+    everything = summaries.ioi_summary({k: diverged for k in runs} | {("sgd", 5): diverged})
+    assert (everything["sgd_improved_n"], everything["sgd_counts_n"], everything["sgd_n"]) == (0, 0, 2)
+    assert math.isnan(everything["sgd_gain_finished"])  # no depth finished: the minimum has nothing to take
     assert "| sgd | 5 | yes |" in summaries.ioi_markdown({("sgd", 5): diverged})
 
 

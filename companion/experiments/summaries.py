@@ -517,9 +517,17 @@ def ioi_markdown(runs: dict[tuple[str, int], RecallRun]) -> str:
     return markdown_table(["optimiser", "L", "diverged", *(c[0] for c in IOI_COLUMNS)], rows, digits=3)
 
 
+IOI_GAIN_BAR, IOI_COUNT_BAR = (
+    0.05,
+    0.5,
+)  # the full profile's bars of Figs. 19-20's claims (ioi.sgd_drop_last, ...)
+
+
 def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: int = 3) -> Summary:
     """Appendix J, Figs. 19-20. A diverged run makes the gains NaN (they fail), and the Adam
-    "fails to converge" gap infinite (it holds)."""
+    "fails to converge" gap infinite (it holds). ``sgd_improved_n`` and ``sgd_counts_n`` count the SGD depths that
+    meet the claims' bars (:data:`IOI_GAIN_BAR`, :data:`IOI_COUNT_BAR`), a diverged depth meeting neither: a number
+    even where every depth diverged, where the smallest over the depths that finished has none to take."""
     t = ioi_table(runs)
     sgd_gains = {k: s["acc drop"] - s["acc full"] for k, s in t.items() if k[0] == "sgd"}  # {(opt, L): gain}
     sgd_counts = {k: s["p(correct) drop"] - s["p(distractor) drop"] for k, s in t.items() if k[0] == "sgd"}
@@ -558,6 +566,17 @@ def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: 
                 "SGD: smallest p(correct) - p(distractor), last MLP dropped, over the depths that "
                 "did not diverge (nan: none finished)",
             ),
+            "sgd_improved_n": (
+                sum(bool(v > IOI_GAIN_BAR) for v in sgd),
+                f"SGD: depths whose accuracy gain from dropping the last MLP exceeds {IOI_GAIN_BAR} (a diverged "
+                "depth does not)",
+            ),
+            "sgd_counts_n": (
+                sum(bool(v > IOI_COUNT_BAR) for v in sgd_counting),
+                f"SGD: depths whose p(correct) - p(distractor), last MLP dropped, exceeds {IOI_COUNT_BAR} (a "
+                "diverged depth does not)",
+            ),
+            "sgd_n": (len(sgd), "SGD: depths run"),
         }
     )
 

@@ -89,8 +89,8 @@ def larger_texts(runs: dict[tuple[str, int], summaries.RecallRun], quick_adam_ga
         )
     rest = {
         "ioi.larger_adam_rho": summ["adam_gain"],
-        "ioi.larger_sgd_drop_last": summ["sgd_gain_finished"],
-        "ioi.larger_counting": summ["sgd_counting_finished"],
+        "ioi.larger_sgd_drop_last": summ["sgd_improved_n"],
+        "ioi.larger_counting": summ["sgd_counts_n"],
     }
     held = [cid for cid, v in rest.items() if claims.prediction_outcome(cid, v) == "holds"]
     others = [k for k in unstable if k != ("adam", DEEP)]
@@ -144,15 +144,16 @@ def larger_texts(runs: dict[tuple[str, int], summaries.RecallRun], quick_adam_ga
             and peaks[f"sgd{L}_peak_gain"] > 0  # step 0: nothing learned yet
         )
         out["sgd"] = (
-            f"With SGD, every run diverged ({at}; `ioi.larger_sgd_diverges`), so no late gain can be read "
-            f"(`ioi.larger_sgd_drop_last`, predicted above 0.05)."
+            f"With SGD, every run diverged ({at}; `ioi.larger_sgd_diverges`), so no late gain can be read and "
+            f"no depth gains more than 0.05 (`ioi.larger_sgd_drop_last`, predicted at every depth)."
         )
         if before:
             out["sgd"] += (
                 f" Before they diverged, dropping the last MLP raised the accuracy by as much as {before}."
             )
         out["counting"] = (
-            "Counting cannot be read either: no SGD depth finished (`ioi.larger_counting`, predicted above 0.5)."
+            "Counting cannot be read either: no SGD depth finished, so none counts (`ioi.larger_counting`, "
+            "predicted above 0.5 at every depth)."
         )
     else:
         sgd_gains = {L: table["sgd", L]["acc drop"] - table["sgd", L]["acc full"] for L in finished}
@@ -183,9 +184,17 @@ def larger_texts(runs: dict[tuple[str, int], summaries.RecallRun], quick_adam_ga
                 + (f" at {_depths(counts)}" if counts and counts != stable else "")
                 + (" (the table above)." if counts else ".")
             )
+        improved = int(summ["sgd_improved_n"])
+        out["sgd"] += (
+            f" So {count_word(improved) if improved else 'none'} of the {count_word(len(SGD_DEPTHS))} depths "
+            f"{'gains' if improved <= 1 else 'gain'} more than 0.05 (`ioi.larger_sgd_drop_last`, predicted at every "
+            "depth)."
+        )
+        counted = int(summ["sgd_counts_n"])
         out["counting"] = (
-            f"Counting over the depths that finished: {summ['sgd_counting_finished']:.3f} (`ioi.larger_counting`, "
-            "predicted above 0.5)."
+            f"Counting over the depths that finished: {summ['sgd_counting_finished']:.3f}; "
+            f"{count_word(counted) if counted else 'none'} of the {count_word(len(SGD_DEPTHS))} depths "
+            f"{'is' if counted <= 1 else 'are'} above 0.5 (`ioi.larger_counting`, predicted at every depth)."
         )
 
     out["unstable"] = f"training is unstable {spread}" + (
