@@ -525,17 +525,23 @@ def stated_rows(data: dict, kept: frozenset[str] = frozenset()) -> list[dict]:
 
 
 def _stated(data: dict, kept: frozenset[str] = frozenset()) -> list[str]:
-    """The flip list's statements that give a value (:func:`stated_rows`) as Markdown: how many, and each one
-    that the counter sampler's value contradicts, with both values. Empty without such statements."""
+    """The flip list's statements that give a value (:func:`stated_rows`) as Markdown: how many, how many the other
+    sampler's value contradicts, and each one that the build's own sampler's value contradicts, with both values
+    (none once the statements are written for the build in force: `tests/test_claims.py`). Empty without such
+    statements."""
     rows = stated_rows(data, kept)
     if not rows:
         return []
-    stale = [r for r in rows if "counter" in r["stale"]]
+    build = config.sampler()
+    other = next(s for s in SIDES if s != build)
+    stale = [r for r in rows if build in r["stale"]]
     text = (
         f"**Statements that give their value.** {len(rows)} of these rows' statements end with the value their "
         'build observed ("refuted: 4 of 7 walk"), written when the row was settled; the bar that judges the row is '
-        f"its criterion, not this prose. Under the counter sampler, {len(stale)} of them would give another value"
-        + (":" if stale else ".")
+        f"its criterion, not this prose. They are written for this build's sampler ({build}); under the {other} "
+        f"sampler {sum(other in r['stale'] for r in rows)} of them would give another value (where the outcome "
+        f'changed, the statement keeps it after "{claims.REPLICATION.strip("; ").rstrip(": ")}"). Under the {build} '
+        f"sampler, {len(stale)} of them give another value" + (":" if stale else ".")
     )
     if not stale:
         return [text]
@@ -545,7 +551,7 @@ def _stated(data: dict, kept: frozenset[str] = frozenset()) -> list[str]:
         for r in stale
     ]
     after = (
-        "At the switch each is rewritten with the value of the build in force (`tests/test_claims.py` fails on a "
+        "Each is to be rewritten with the value of the build in force (`tests/test_claims.py` fails on a "
         "statement that gives another value than the recordings it is read from)."
     )
     return [text, "\n".join(lines), after]

@@ -596,15 +596,15 @@ def in_book_run(c: Claim, run: dict) -> str:
     rec = entry["rows"][c.id]
     if "skipped" in rec:
         return f"{NOT_CHECKED}: {rec['skipped']}"
-    judged = _judged(c, float(rec["observed"]), profile)
-    shown = c.criterion(profile).show(judged["observed"], 3)
+    seen = judged(c, float(rec["observed"]), profile)
+    shown = c.criterion(profile).show(seen["observed"], 3)
     # a chapter that reads recordings of another profile may check its rows on their values, not at ``profile``
     other = "".join(
         f"; its chapter read {len(files)} recording{'s' * (len(files) > 1)} at {p}"
         for p, files in entry.get("reads", {}).items()
         if p != profile
     )
-    return f"{judged['category']}: {shown} ({entry['device']}, {entry['date']}{other})"
+    return f"{seen['category']}: {shown} ({entry['device']}, {entry['date']}{other})"
 
 
 # A statement's outcome clause: "...; holds", "...; refuted: 4 of 7 walk", "...; as predicted: none" (a row whose
@@ -798,12 +798,12 @@ def recorded_flips(pairs, profile: str = "quick", registry: dict[str, Claim] | N
         for cid in before:
             c = _get(cid, registry)
             row = {"claim": cid, "chapter": c.chapter, "recording": name}
-            row |= {k: _judged(c, float(v[cid]), profile) for k, v in (("before", before), ("after", after))}
+            row |= {k: judged(c, float(v[cid]), profile) for k, v in (("before", before), ("after", after))}
             out.append(_compared(row))
     return out
 
 
-def _judged(c: Claim, value: float, profile: str) -> dict:
+def judged(c: Claim, value: float, profile: str = "quick") -> dict:
     """A value's category as the row's check in ``profile`` would give it, and the value."""
     passed = c.criterion(profile).holds(value, c.infinite_ok)
     return {"category": status(c, {"observed": value, "passed": passed}, profile)[0], "observed": value}

@@ -169,10 +169,11 @@ def current_precision() -> str:
 
 
 # How training batches are drawn from a run's seed (companion.data.streams): "numpy" (a numpy Generator per stream,
-# drawn in order; every recording so far) or "counter" (companion.data.counter: a batch as a function of (seed,
-# stream, step), on the run's device). Issue 54's switch sets the default to "counter".
+# drawn in order; the book's until issue 54's switch, 2026-12-05, and the recordings in data/recorded) or "counter"
+# (companion.data.counter: a batch as a function of (seed, stream, step), on the run's device; the book's since, and
+# the recordings in data/recorded/counter).
 SAMPLERS = ("numpy", "counter")
-DEFAULT_SAMPLER = "numpy"
+DEFAULT_SAMPLER = "counter"
 # the version a recording stores ("sampler"); a file written before the field was drawn by the numpy generators
 SAMPLER_VERSIONS = {"numpy": 1, "counter": 2}
 _SAMPLER_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
