@@ -641,7 +641,7 @@ def replication(statement: str) -> str:
 
 
 _STATED = re.compile(
-    r"; (?:holds|refuted|as predicted): (none|\d+(?:\.\d+)?)(?: of (\d+))?(?![\d.]| against)"
+    r"; (?:holds|refuted|as predicted): (none|-?\d+(?:\.\d+)?)(?: of (\d+))?(?![\d.]| against)"
 )
 
 
@@ -655,6 +655,8 @@ def stated_value(statement: str) -> tuple[float, int, int | None] | None:
     ((0.0, 0, None), (0.36, 2, None))
     >>> stated_value("...; holds: 0 against 2"), stated_value("...; refuted: seed 2"), stated_value("...; holds")
     (None, None, None)
+    >>> stated_value("...; refuted: -1, seed 4 solved only every 100")
+    (-1.0, 0, None)
     """
     found = list(_STATED.finditer(own_clauses(statement)))
     if not found:
