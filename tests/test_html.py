@@ -83,6 +83,12 @@ def test_chapter_has_figures_math_and_no_errors(docname):
     for bad in ("Traceback (most recent call last)", "[FAIL]", 'class="output traceback"', "output error"):
         assert bad not in html, f"{docname}: error output in the page ({bad!r})"
     assert re.search(r"<figcaption", html), f"{docname}: figures have no captions"
+    # a sentence glued as plain text ({glue:text}) prints its Markdown verbatim: math, code and roles are glued as
+    # Markdown (report.glue_markdown, {glue:md}`name:myst`)
+    for pasted in re.findall(r'<span class="pasted-text">(.*?)</span>', html, flags=re.S):
+        assert not re.search(r"\$|`|\{(?:ref|doc|glue)", pasted), (
+            f"{docname}: Markdown glued as text: {pasted!r}"
+        )
     text = re.sub(r"<[^>]+>", "", html)
     # a directive or table printed as text (smartquotes: --- -> \u2014)
     for raw in (":::{", "|---|", "|\u2014|"):
@@ -230,10 +236,19 @@ def test_the_book_links_its_sources_and_publishes_its_data():
     published = downloads(HTML / "intro.html")
     for name in ("claims.toml", "errata.toml"):
         assert published[name].read_bytes() == (ROOT / "data" / name).read_bytes(), name
-    recordings = downloads(HTML / "book" / "status.html")
-    flip = recordings.pop("flip_list.json")  # issue 54's flip list, published beside the recordings
+    status = HTML / "book" / "status.html"
+    hrefs = re.findall(
+        r'<a class="reference download internal"[^>]*href="([^"]+)"', status.read_text("utf-8")
+    )
+    recordings = [(status.parent / unquote(h)).resolve() for h in hrefs]
+    flip = next(p for p in recordings if p.name == "flip_list.json")  # issue 54's flip list, beside them
     assert flip.read_bytes() == (ROOT / "data" / "flip_list.json").read_bytes()
-    committed = sorted(p.name for p in (ROOT / "data" / "recorded").glob("*.json"))
-    assert sorted(recordings) == committed
-    for name in committed:
-        assert recordings[name].read_bytes() == (ROOT / "data" / "recorded" / name).read_bytes(), name
+    from companion import record
+
+    # every recording the book lists (those it has run and those in force, the counter sampler's made again: two
+    # files of one name where both are listed), each published as committed
+    listed = {r.path for r in record.runs() + record.in_force()}
+    published = [p for p in recordings if p.name != "flip_list.json"]
+    assert sorted(p.name for p in published) == sorted(p.name for p in listed)
+    assert sorted(p.read_bytes() for p in published) == sorted(p.read_bytes() for p in listed)
+    assert {r.path for r in record.in_force()} <= listed and all(p.is_file() for p in listed)
