@@ -241,6 +241,8 @@ def long_texts(
     return report.Summary(out)
 
 
+VARIANTS = {"wide": WIDE, "lr": LR}  # the studies that vary one setting of the base runs, by tag
+
 VARIANT_ROWS = {
     "wide": {
         "khop.k4_wide_solved": ("wide_solved", "most seeds"),
@@ -265,7 +267,7 @@ def variant_texts(summary: report.Summary, runs: dict[int, dict], tag: str) -> r
     runs that fail before their last stage (``<tag>_early_text``)."""
     rows = VARIANT_ROWS[tag]
     said = outcomes({cid: summary[key] for cid, (key, _) in rows.items()})
-    base = {"wide": WIDE, "lr": LR}[tag].base
+    base = VARIANTS[tag].base
     verdicts = "; ".join(f'"{label}" {said[cid]}' for cid, (_, label) in rows.items())
     moves = (
         f"{seed_phrase(summary[f'{tag}_lost_seeds'], 'is lost', 'are lost')}, "
@@ -301,7 +303,7 @@ def pace_text(summary: report.Summary, tag: str) -> str:
     >>> pace_text(s, "lr")
     'The stages before the last are slower at the smaller step; the last is not.'
     """
-    base = {"wide": WIDE, "lr": LR}[tag].base
+    base = VARIANTS[tag].base
     before = summary[f"{tag}_move_med"] > summary[f"{tag}_{base}_move_med"]
     last = summary[f"{tag}_wait_med"] > summary[f"{tag}_{base}_wait_med"]
     where = PACE[tag]
