@@ -146,7 +146,7 @@ def walkers_text(moves) -> str:
     hops (``v_2`` at hop 1's entry), and whether they are the seeds that answer four-hop examples with ``v_2``
     most often (``mv_note``)."""
     seeds = [s for s in VARIANT_SEEDS if f"mv{s}_step" in moves]
-    walking = [int(s) for s in str(moves["mv_walk2_seeds"]).split(", ") if s not in ("", "none")]
+    walking = sorted(claims.seeds_entry(str(moves["mv_walk2_seeds"])))
     if len(walking) < 2:
         return "Too few seeds walk to tell whether the walk's survival goes with the answers."
     best = sorted(_top(moves, "mv", "walk", walking))
