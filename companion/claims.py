@@ -777,6 +777,32 @@ def prediction_outcome(
     return "holds" if passed != claim.refuted else "refuted"
 
 
+def prediction(
+    claim_id: str, profile: str | None = None, registry: dict[str, Claim] | None = None
+) -> Criterion:
+    """The prediction a row registered, as a criterion: the row's own where it is not ``refuted``; where it is, its
+    criterion asserts what refuted the prediction with the bar unchanged, so the prediction is that criterion turned
+    round (the text beside a value names the prediction from here, not typed: :meth:`Criterion.words`).
+
+    >>> reg = {"x": Claim("x", "book/x", "ours", "s", "", {"quick": Criterion(below=0.5)}, refuted=True)}
+    >>> prediction("x", "quick", reg).words()
+    'above 0.5'
+
+    Raises:
+        ValueError: a refuted row whose criterion has not exactly one bound (nothing to turn round).
+    """
+    registry = CLAIMS if registry is None else registry
+    claim = registry[claim_id]
+    crit = claim.criterion(config.get_profile(profile))
+    if not claim.refuted:
+        return crit
+    if crit.expected is not None or (crit.above is None) == (crit.below is None):
+        raise ValueError(
+            f"claim {claim_id}: refuted, with criterion {crit} (allowed: one bound, above or below)"
+        )
+    return Criterion(above=crit.below) if crit.above is None else Criterion(below=crit.above)
+
+
 NEAR_BAR = 0.1  # issue 54: the rows within 10% of their bar get two more seeds (Criterion.near)
 
 

@@ -83,6 +83,20 @@ class Criterion:
                 return text
         return repr(x)
 
+    def words(self) -> str:
+        """The criterion as a sentence says it.
+
+        >>> Criterion(above=0.5).words(), Criterion(above=0, below=1).words(), Criterion(expected=1, tol=0.1).words()
+        ('above 0.5', 'above 0 and below 1', 'within 0.1 of 1')
+        """
+        if self.expected is not None:
+            return f"within {self.tol:g} of {self.expected:g}"
+        return " and ".join(
+            f"{word} {bound:g}"
+            for word, bound in (("above", self.above), ("below", self.below))
+            if bound is not None
+        )
+
     def __str__(self) -> str:
         if self.expected is not None:
             return f"{self.expected:g} ± {self.tol:g}"

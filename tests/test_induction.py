@@ -11,7 +11,7 @@ from companion import config
 from companion.data.recall import RecallTask
 from companion.experiments import (
     induction,
-    induction_head,
+    induction_head_text,
     induction_random,
     induction_random_seeds,
     three_steps,
@@ -1244,13 +1244,14 @@ def test_the_order_studys_sentences_follow_its_recording(sampler):
 
     with config.using_sampler(sampler):
         order = record.latest("induction_order", "quick").as_summary()
-    for label, cid in (("ours", "ih.order_seeds_qk2_first"), ("public", "ih.order_public_qk2_first")):
+    for label, cid in induction_head_text.ORDER_CLAIMS.items():
         p = order[f"order_{label}_sign_p"]
-        text = induction_head.order_verdict_text(order, label, claims.prediction_outcome(cid, p))
+        text = induction_head_text.order_verdict_text(order, label)
+        assert claims.CLAIMS[cid].criterion("quick").below == 0.05
         assert ("refutes" in text or "fails" in text) == (p >= 0.05), (label, p, text)
     most = max(order["order_ours_slide_order"], order["order_public_slide_order"])
-    clause = induction_head.slide_order_text(order)
+    clause = induction_head_text.slide_order_text(order)
     assert (most == 0) == (clause == "neither gives the slide's order at this size")
     assert most == 0 or report.count_noun(most, "seed") in clause
-    with pytest.raises(ValueError, match="outcome='maybe'"):
-        induction_head.order_verdict_text(order, "ours", "maybe")
+    with pytest.raises(ValueError, match="label='theirs'"):
+        induction_head_text.order_verdict_text(order, "theirs")
