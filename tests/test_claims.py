@@ -241,6 +241,30 @@ def test_criteria_and_infinite_values():
     assert not claims.Criterion(expected=1.0, tol=0.5).holds(math.inf, infinite_ok=True)
 
 
+def test_a_prediction_is_the_rows_criterion_turned_round_where_the_row_is_refuted():
+    """The text beside a value names the row's prediction (claims.prediction): a refuted row's criterion asserts
+    what refuted it, so the prediction is its one bound the other way; a refuted row with two bounds or a
+    tolerance has none to turn."""
+
+    def row(crit, refuted):
+        return claims.Claim("x", "book/x", "ours", "s", "", {"quick": crit}, refuted=refuted)
+
+    reg = {
+        "held": row(claims.Criterion(above=0.05), False),
+        "refuted": row(claims.Criterion(below=2.5), True),
+        "band": row(claims.Criterion(above=0, below=1), True),
+        "tol": row(claims.Criterion(expected=1, tol=0.1), True),
+    }
+    assert claims.prediction("held", "quick", reg) == claims.Criterion(above=0.05)
+    assert claims.prediction("refuted", "quick", reg).words() == "above 2.5"
+    for cid in ("band", "tol"):
+        with pytest.raises(ValueError, match=f"claim {cid}: refuted, with criterion"):
+            claims.prediction(cid, "quick", reg)
+    # the rows book/synthetic_ioi names: one refuted (its prediction above the bar it asserts below), one held
+    assert claims.prediction("ioi.larger_adam_deep_fails", "quick").words() == "above 0.5"
+    assert claims.prediction("ioi.larger_adam_rho", "quick").words() == "above 0.05"
+
+
 def test_a_diverged_run_passes_a_fails_to_converge_claim_and_nothing_else():
     assert claims.CLAIMS["ioi.adam_deep_fails"].infinite_ok
     assert claims.check("ioi.adam_deep_fails", math.inf, profile="full", quiet=True)["passed"]
