@@ -299,13 +299,17 @@ def interval_ends(pool: dict[str, dict], solved: float = 0.95) -> dict[int, dict
     up (:func:`followed_up`): per interval, the seeds unsolved (lowest final accuracy over 1..k not above
     ``solved``); of those, the ones flat at chance (final k-hop accuracy below twice chance) and the ones whose
     budget is in doubt: they moved to their last stage and trained there fewer steps than the slowest solved run
-    of either interval waited for its k-th hop, or they are not flat at chance.
+    of either interval waited for its k-th hop (``"slowest"``; inf where none solved), or they are not flat at
+    chance. ``"on_last"``: each unsolved seed's steps on its last stage (-inf where it never moved there), the
+    reasons the text gives.
 
     >>> run = lambda final, stage=2: {"acc": [[1.0, 0.2], [1.0, final]], "stage": [1, stage], "step": [0, 100], "N": 8}
     >>> names = ["seed 3, every 100", "seed 4, every 100", "seed 5, every 100", "seed 3, every 250"]
     >>> ends = interval_ends(dict(zip(names, [run(0.1), run(0.5), run(1.0), run(0.1, 1)])))
-    >>> ends[100], ends[250]
-    ({'unsolved': (3, 4), 'flat': (3,), 'doubt': (4,)}, {'unsolved': (3,), 'flat': (3,), 'doubt': ()})
+    >>> [{k: e[k] for k in ("unsolved", "flat", "doubt")} for e in (ends[100], ends[250])]
+    [{'unsolved': (3, 4), 'flat': (3,), 'doubt': (4,)}, {'unsolved': (3,), 'flat': (3,), 'doubt': ()}]
+    >>> ends[100]["slowest"], ends[100]["on_last"], ends[250]["on_last"]
+    (100.0, {3: 100.0, 4: 100.0}, {3: -inf})
     """
     by = by_interval(pool)
     waits = [last_stage_wait(r) for runs in by.values() for r in runs.values() if solved_run(r, solved)]
@@ -316,7 +320,13 @@ def interval_ends(pool: dict[str, dict], solved: float = 0.95) -> dict[int, dict
         flat = tuple(s for s in unsolved if np.asarray(runs[s]["acc"])[-1, -1] < 2.0 / runs[s]["N"])
         there = {s: float(np.asarray(runs[s]["step"])[-1]) - last_stage_at(runs[s]) for s in unsolved}
         doubt = tuple(s for s in unsolved if s not in flat or -math.inf < there[s] < slowest)
-        out[every] = {"unsolved": unsolved, "flat": flat, "doubt": doubt}
+        out[every] = {
+            "unsolved": unsolved,
+            "flat": flat,
+            "doubt": doubt,
+            "slowest": slowest,
+            "on_last": there,
+        }
     return out
 
 
@@ -534,6 +544,12 @@ def _parting(r: dict, b: dict) -> int:
     return int(diff[0]) if len(diff) else n
 
 
+def _gaps_until_parting(runs: dict[int, dict], base: dict[int, dict]) -> dict[int, float]:
+    """Per seed of ``runs``, the largest difference of test accuracy from the base run of the same seed up to the
+    evaluation at which the two part (:func:`_parting`): 0 where the code keeps its promise that they agree there."""
+    return {s: paired_difference(r, base[s], slice(0, _parting(r, base[s]))) for s, r in runs.items()}
+
+
 def split_rounding(rec, variant: SeedVariant) -> report.Summary:
     """``variant``'s recorded runs (``rec``) against its base runs until the two part (as ``<tag>_split_gap``),
     over the seeds whose base run's recording rounds as ``rec`` (:func:`companion.recorded.same_rounding`): the
@@ -547,7 +563,7 @@ def split_rounding(rec, variant: SeedVariant) -> report.Summary:
     runs = seeded(recorded_runs(rec)[0])
     pairs = variant.base_pairs(variant.steps)
     base, sources = {s: r for s, (r, _) in pairs.items()}, {s: src for s, (_, src) in pairs.items()}
-    gaps = {s: paired_difference(r, base[s], slice(0, _parting(r, base[s]))) for s, r in runs.items()}
+    gaps = _gaps_until_parting(runs, base)
     alike = [s for s in runs if sources[s].rounding == rec.rounding]
     other = [s for s in runs if s not in alike]
     trained = "; ".join(sorted({sources[s].rounding for s in other}))
@@ -598,7 +614,7 @@ def _split(
     how many learned their next stage in one of the pair only (:func:`_pair_counts`, named ``<p>next_*``); and the
     final accuracy of the solved runs at the hop counts they never train on (``<p>untrained_min``/``_max``)."""
     p = f"{variant.tag}_"
-    gaps, at, nxt, nxt_base, base_took = [], [], {}, {}, []
+    at, nxt, nxt_base, base_took = [], {}, {}, []
     for s, r in runs.items():
         a, b = np.asarray(r["stage"]), np.asarray(base[s]["stage"])
         end = _parting(r, base[s])
@@ -608,13 +624,12 @@ def _split(
             nxt[s] = bool(np.isfinite(learned_at(r, level)[a[end] - 1]))
             base_took.append(float(learned_at(base[s], level)[b[end] - 1]) - t)
             nxt_base[s] = bool(np.isfinite(base_took[-1]))
-        gaps.append(paired_difference(r, base[s], slice(0, end)))
     k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
     never = [h - 1 for h in range(1, k + 1) if h not in variant.trained(k)]
     free = [float(v) for s, r in runs.items() if ok[s] for v in np.asarray(r["acc"])[-1, never]]
     return {
         f"{p}split_gap": (
-            max(gaps),
+            max(_gaps_until_parting(runs, base).values()),
             "largest difference of test accuracy from the base run of the same seed up to "
             "the evaluation at which the two move to different stages",
         ),

@@ -13,8 +13,8 @@ import numpy as np
 from companion import claims, config, report
 from companion.claims import seeds_entry
 from companion.experiments.khop import EXPLORED, EXPLORED_EVERY, interval_of
-from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at
-from companion.experiments.khop_four_hops import LR, by_interval, second_half_gain, solved_run
+from companion.experiments.khop_curves import learned_at
+from companion.experiments.khop_four_hops import LR, by_interval, interval_ends, second_half_gain, solved_run
 from companion.experiments.khop_studies import WIDE, seed_list, seed_name, seed_phrase
 
 
@@ -211,15 +211,14 @@ def long_texts(
             else f"So the shorter budget did not undercount the runs advancing every {every} steps."
         )
         text = " ".join(parts)
-        waits = [last_stage_wait(r) for r in pool.values() if solved_run(r, 0.95)]
+        ends = interval_ends(pool, 0.95)[every]  # the rule's own reasons for following each run up
         reasons = []
         for s in followed:
-            r = short[s]
-            moved = last_stage_at(r)
+            r, there = short[s], ends["on_last"][s]
             why = []
-            if math.isfinite(moved) and short_steps - moved < max(waits, default=math.inf):
+            if -math.inf < there < ends["slowest"]:
                 why.append(
-                    f"moved to its last stage at step {moved:.0f}, {short_steps - moved:.0f} steps before the end"
+                    f"moved to its last stage at step {short_steps - there:.0f}, {there:.0f} steps before the end"
                 )
             if s not in flat:
                 why.append(
@@ -227,7 +226,7 @@ def long_texts(
                 )
             reasons.append(f"seed {s} {' and '.join(why)}")
         out[f"{p}doubt_text"] = (
-            f"The slowest solved run (at either interval) needed {max(waits, default=math.nan):.0f} steps on its "
+            f"The slowest solved run (at either interval) needed {ends['slowest']:.0f} steps on its "
             "last stage; " + "; ".join(reasons) + ".",
             "why each followed run's budget was in doubt",
         )
