@@ -15,7 +15,7 @@ import tomllib
 from html import escape
 from pathlib import Path
 
-from companion import claims, config
+from companion import claims, config, statements
 
 HEADLINES_FILE = config.committed_data_dir() / "headlines.toml"
 ERRATA_FILE = config.committed_data_dir() / "errata.toml"
@@ -510,14 +510,14 @@ def by_claim(data: dict) -> dict[str, dict]:
 
 def stated_rows(data: dict, kept: frozenset[str] = frozenset()) -> list[dict]:
     """The rows of :func:`by_claim` whose statement gives a value, with it (``stated``,
-    :func:`companion.claims.stated_value`: the value its build observed, written into the prose) and ``stale``, the
+    :func:`companion.statements.stated_value`: the value its build observed, written into the prose) and ``stale``, the
     samplers (keys of :data:`SIDES`) whose value is another (:func:`companion.claims.states_otherwise`); a claim
     of ``kept`` is read from the numpy generators' recording under either sampler, so its numpy value is its
     value under both."""
     out = []
     for cid, r in sorted(by_claim(data).items()):
         c = claims.CLAIMS[cid]
-        stated = claims.stated_value(c.statement)
+        stated = statements.stated_value(c.statement)
         if stated is not None:
             stale = [s for s in SIDES if claims.states_otherwise(c, r[side(s, cid, kept)]["observed"])]
             out.append({**r, "stated": stated, "stale": stale})
@@ -540,7 +540,7 @@ def _stated(data: dict, kept: frozenset[str] = frozenset()) -> list[str]:
         'build observed ("refuted: 4 of 7 walk"), written when the row was settled; the bar that judges the row is '
         f"its criterion, not this prose. They are written for this build's sampler ({build}); under the {other} "
         f"sampler {sum(other in r['stale'] for r in rows)} of them would give another value (where the outcome "
-        f'changed, the statement keeps it after "{claims.REPLICATION.strip("; ").rstrip(": ")}"). Under the {build} '
+        f'changed, the statement keeps it after "{statements.REPLICATION.strip("; ").rstrip(": ")}"). Under the {build} '
         f"sampler, {len(stale)} of them give another value" + (":" if stale else ".")
     )
     if not stale:
@@ -558,7 +558,7 @@ def _stated(data: dict, kept: frozenset[str] = frozenset()) -> list[str]:
 
 
 def _value(stated: tuple[float, int, int | None]) -> str:
-    """A stated value (:func:`companion.claims.stated_value`) as the statement writes it."""
+    """A stated value (:func:`companion.statements.stated_value`) as the statement writes it."""
     value, decimals, of = stated
     return f"{value:.{decimals}f}" + (f" of {of}" if of else "")
 

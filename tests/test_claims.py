@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from companion import cache, claim_pages, claims, config, record, report
+from companion import cache, claim_pages, claims, config, record, report, statements
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +45,9 @@ def test_a_row_says_refuted_exactly_where_it_is_marked_refuted():
     ``refuted = true`` (and so counted apart in the scorecard, not as "holds"), and only such a row."""
     import re
 
-    said = {c.id for c in claims.CLAIMS.values() if re.search(r"\brefut", claims.own_clauses(c.statement))}
+    said = {
+        c.id for c in claims.CLAIMS.values() if re.search(r"\brefut", statements.own_clauses(c.statement))
+    }
     marked = {c.id for c in claims.CLAIMS.values() if c.refuted}
     assert said == marked, (
         f"statement and mark differ: said only {said - marked}, marked only {marked - said}"
@@ -239,6 +241,13 @@ def test_criteria_and_infinite_values():
     assert not claims.Criterion(below=1.0).holds(-math.inf)
     assert claims.Criterion(expected=1.0, tol=0.0).holds(1.0)
     assert not claims.Criterion(expected=1.0, tol=0.5).holds(math.inf, infinite_ok=True)
+
+
+def test_every_outcome_a_statement_can_name_has_its_categories():
+    """companion.statements reads the outcome words; claims.OUTCOMES gives each the categories a build may give
+    the row beside it: the two lists are the same words."""
+    assert tuple(claims.OUTCOMES) == statements.OUTCOME_WORDS
+    assert set().union(*claims.OUTCOMES.values()) <= set(claims.CATEGORIES)
 
 
 def test_a_prediction_is_the_rows_criterion_turned_round_where_the_row_is_refuted():
@@ -747,7 +756,7 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
     ]
     assert not stale
     rows = claim_pages.by_claim(data)
-    named = sum(claims.stated_outcome(claims.CLAIMS[cid].statement) is not None for cid in rows)
+    named = sum(statements.stated_outcome(claims.CLAIMS[cid].statement) is not None for cid in rows)
     # the stall chapter's rows are read from the numpy generators' recordings under either sampler
     kept = frozenset(r["claim"] for r in record.unread_again(data))
     # the category the row gives the build's value now (the flip list keeps the categories the rows gave before
@@ -760,7 +769,7 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
         and claims.names_other_outcome(claims.CLAIMS[cid], claims.judged(claims.CLAIMS[cid], v)["category"])
     ]
     assert not other and named >= 50
-    assert sum(claims.stated_value(c.statement) is not None for c in claims.CLAIMS.values()) >= 25
+    assert sum(statements.stated_value(c.statement) is not None for c in claims.CLAIMS.values()) >= 25
     stale_under = {
         k: {r["claim"] for r in claim_pages.stated_rows(data, k) if "counter" in r["stale"]}
         for k in (frozenset(), kept)
@@ -791,10 +800,10 @@ def test_a_statement_that_names_seeds_names_those_of_the_build_in_force():
     stale = []
     for c in named:
         summary = khop_studies.recorded_summary(recs[c.id], prefix="")
-        got = set().union(*(claims.seeds_entry(summary[key]) for key in c.seeds))
+        got = set().union(*(statements.seeds_entry(summary[key]) for key in c.seeds))
         stale += (
-            [(c.id, sorted(claims.stated_seeds(c.statement)), sorted(got))]
-            if got != claims.stated_seeds(c.statement)
+            [(c.id, sorted(statements.stated_seeds(c.statement)), sorted(got))]
+            if got != statements.stated_seeds(c.statement)
             else []
         )
     assert not stale

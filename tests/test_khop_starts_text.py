@@ -3,7 +3,7 @@ what the claim rows' predictions say of the values, and the sentences on the liv
 
 import pytest
 
-from companion import claims, config
+from companion import config, statements
 from companion.experiments import khop_starts, khop_starts_text, khop_studies
 
 MOVES = {
@@ -48,7 +48,7 @@ def test_the_studies_sentences_follow_their_recordings(sampler):
     assert ("as from table 1" in crossing["lmv_note"]) == (lm["lmv_v2_n"] == moves["dmv"]["dmv_v2_n"])
     assert ("none of the four studies" in crossing["omv_note"]) == (solved == 0)
     note = khop_starts_text.walkers_text(moves["mv"])
-    walking = claims.seeds_entry(moves["mv"]["mv_walk2_seeds"])
+    walking = statements.seeds_entry(moves["mv"]["mv_walk2_seeds"])
     best = sorted(walking, key=lambda s: -moves["mv"][f"mv{s}_walk"])[:2]
     assert f"{min(best)} and {max(best)}" in note
     dmv = khop_starts_text.doubling_walk_text(moves["dmv"])

@@ -9,7 +9,7 @@ modules whose runs are cached on their imports do not import the claims registry
 
 from __future__ import annotations
 
-from companion import claims
+from companion import claims, statements
 from companion.experiments.khop_four_hops import sign_test
 from companion.experiments.khop_four_hops_text import outcomes, predictions_text
 from companion.experiments.khop_studies import VARIANT_SEEDS, seed_phrase
@@ -146,7 +146,7 @@ def walkers_text(moves) -> str:
     hops (``v_2`` at hop 1's entry), and whether they are the seeds that answer four-hop examples with ``v_2``
     most often (``mv_note``)."""
     seeds = [s for s in VARIANT_SEEDS if f"mv{s}_step" in moves]
-    walking = sorted(claims.seeds_entry(str(moves["mv_walk2_seeds"])))
+    walking = sorted(statements.seeds_entry(str(moves["mv_walk2_seeds"])))
     if len(walking) < 2:
         return "Too few seeds walk to tell whether the walk's survival goes with the answers."
     best = sorted(_top(moves, "mv", "walk", walking))
