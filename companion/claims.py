@@ -281,12 +281,17 @@ def load(path: Path | str = CLAIMS_FILE) -> dict[str, Claim]:
     return out
 
 
-def _record_path(claim_id: str, profile: str, cache: Path | None = None) -> Path:
+def record_path(claim_id: str, profile: str, cache: Path | None = None) -> Path:
     """Where a build keeps its result of a claim: under ``cache`` (a build's cache folder; default this one's)."""
     return (config.cache_dir() if cache is None else Path(cache)) / "claims" / profile / f"{claim_id}.json"
 
 
-def _get(claim_id: str, registry: dict[str, Claim] | None) -> Claim:
+def lookup(claim_id: str, registry: dict[str, Claim] | None = None) -> Claim:
+    """The row ``claim_id`` of ``registry`` (default :data:`CLAIMS`).
+
+    Raises:
+        KeyError: an id with no row.
+    """
     registry = CLAIMS if registry is None else registry
     if claim_id not in registry:
         raise KeyError(f"unknown claim {claim_id!r}: add a row to {CLAIMS_FILE.name}")
@@ -318,7 +323,7 @@ def check(
         AssertionError: an asserted claim does not hold (after recording the failure), unless
             ``$COMPANION_CHECKS`` is ``record`` (:func:`companion.config.checks_assert`).
     """
-    claim = _get(claim_id, registry)
+    claim = lookup(claim_id, registry)
     profile = config.get_profile(profile)
     enforce = config.checks_assert()
     observed = float(observed)
@@ -339,7 +344,7 @@ def check(
         result.update(recorded=recorded, source=source)
     if record:
         atomic_write_text(
-            _record_path(claim_id, "recorded" if recorded else profile), json.dumps(result, indent=1)
+            record_path(claim_id, "recorded" if recorded else profile), json.dumps(result, indent=1)
         )
     if not quiet:
         print(_line(claim, result))
@@ -377,7 +382,7 @@ def skip(
     registry: dict[str, Claim] | None = None,
 ) -> dict:
     """Record that a claim about a pretrained model was not checked (e.g. weights unreachable), and why."""
-    claim = _get(claim_id, registry)
+    claim = lookup(claim_id, registry)
     if claim.scale != "real":
         raise ValueError(
             f"only claims about pretrained models (scale='real') can be skipped; {claim_id!r} "
@@ -385,7 +390,7 @@ def skip(
         )
     profile = config.get_profile(profile)
     result = {"id": claim_id, "skipped": reason, "profile": profile, "package": config.package_hash()}
-    atomic_write_text(_record_path(claim_id, profile), json.dumps(result, indent=1))
+    atomic_write_text(record_path(claim_id, profile), json.dumps(result, indent=1))
     if not quiet:
         print(f"[NOT CHECKED] {claim_id}: {reason} ({claim._beside()})")
     return result
@@ -481,7 +486,7 @@ def results(
     book = book_run() if book is None else book
     rows = []
     for c in (CLAIMS if registry is None else registry).values():
-        path = _record_path(c.id, profile, cache)
+        path = record_path(c.id, profile, cache)
         rec = json.loads(path.read_text()) if path.is_file() else None
         category, detail = status(c, rec, profile)
         stale = rec is not None and rec["package"] != current
@@ -534,7 +539,7 @@ def _at_finding_scale(c: Claim, profile: str, rec: dict | None, kept: dict | Non
 
 def _recorded_result(claim_id: str) -> dict | None:
     """The result of a recorded run's check of the claim, while its recorded file is still in ``data/``."""
-    path = _record_path(claim_id, "recorded")
+    path = record_path(claim_id, "recorded")
     if not path.is_file():
         return None
     rec = json.loads(path.read_text())
@@ -701,108 +706,10 @@ def prediction(
     return Criterion(above=crit.below) if crit.above is None else Criterion(below=crit.above)
 
 
-NEAR_BAR = 0.1  # issue 54: the rows within 10% of their bar get two more seeds (Criterion.near)
-
-
-def recorded_flips(pairs, profile: str = "quick", registry: dict[str, Claim] | None = None) -> list[dict]:
-    """The rows that recordings check, as a recording made under one sampler and the same recording made again
-    under the other judge them (issue 54: a chapter reads a recording, so a build under another sampler does not
-    change such a row until the recording is made again). ``pairs``: (file name, the claims the first stores, the
-    claims the second stores), each {claim id: value}. Each row: the claim, its chapter, the file, per recording its
-    category (as the chapter's check would judge the value in ``profile``) and value, ``changed`` and ``moved``
-    as in :func:`flips`.
-
-    Raises:
-        ValueError: a claim the first recording stores and the second does not (not the same recording).
-    """
-    registry = CLAIMS if registry is None else registry
-    out = []
-    for name, before, after in pairs:
-        missing = sorted(set(before) - set(after))
-        if missing:
-            raise ValueError(f"{name}: the recording made again does not store {missing}")
-        for cid in before:
-            c = _get(cid, registry)
-            row = {"claim": cid, "chapter": c.chapter, "recording": name}
-            row |= {k: judged(c, float(v[cid]), profile) for k, v in (("before", before), ("after", after))}
-            out.append(_compared(row))
-    return out
-
-
 def judged(c: Claim, value: float, profile: str = "quick") -> dict:
     """A value's category as the row's check in ``profile`` would give it, and the value."""
     passed = c.criterion(profile).holds(value, c.infinite_ok)
     return {"category": status(c, {"observed": value, "passed": passed}, profile)[0], "observed": value}
-
-
-def _compared(row: dict) -> dict:
-    """A flip-list row with ``changed`` (the two sides' categories differ) and ``moved`` (both sides observed it
-    and their values differ; NaN equals NaN)."""
-    a, b = row["before"]["observed"], row["after"]["observed"]
-    row["changed"] = row["before"]["category"] != row["after"]["category"]
-    row["moved"] = a is not None and b is not None and a != b and not (math.isnan(a) and math.isnan(b))
-    return row
-
-
-def flips(
-    before: Path,
-    after: Path,
-    chapters,
-    profile: str = "quick",
-    registry: dict[str, Claim] | None = None,
-    sweeps: dict[str, Path] | None = None,
-    swept=(),
-) -> list[dict]:
-    """The rows of ``chapters`` (docnames) as two builds judged them: the builds whose cache folders are ``before``
-    and ``after`` (the same rows under two samplers, issue 54's flip list). Each: the claim, its chapter, and per
-    build its category and observed value (None where the build did not reach it); ``changed`` where the
-    categories differ, ``moved`` where both builds observed the row and their values differ (NaN equals NaN).
-    ``near_bar``: either build observed a value within :data:`NEAR_BAR` of the row's bar
-    (:meth:`~companion.criterion.Criterion.near`). ``sweeps`` (label -> cache folder, e.g. ``"counter, seed 1"``):
-    builds of the chapters ``swept`` under other seeds (``$COMPANION_SEED``); each row of those chapters gets
-    ``"sweep"``, its category and value in each (None where not reached).
-
-    Raises:
-        ValueError: a chapter with no registered row.
-    """
-    registry = CLAIMS if registry is None else registry
-    chapters = list(chapters)
-    known = {c.chapter for c in registry.values()}
-    for ch in chapters:
-        if ch not in known:
-            raise ValueError(f"chapter {ch!r} has no claim row: chapters with rows are {sorted(known)}")
-    swept = list(swept)
-    for ch in swept:
-        if ch not in chapters:
-            raise ValueError(f"swept chapter {ch!r} is not among the chapters compared: {chapters}")
-    if swept and not sweeps:
-        raise ValueError(f"swept chapters {swept} need the sweep builds' cache folders")
-    caches = {"before": Path(before), "after": Path(after), **{k: Path(v) for k, v in (sweeps or {}).items()}}
-    sides = {
-        name: {r["claim"]: r for r in results(profile, registry, cache)} for name, cache in caches.items()
-    }
-
-    def side(c: Claim, name: str) -> dict:
-        reached = _record_path(c.id, profile, caches[name]).is_file()
-        r = sides[name][c.id]
-        return {"category": r["category"] if reached else None, "observed": r["observed"]}
-
-    out = []
-    for c in registry.values():
-        if c.chapter not in chapters:
-            continue
-        row = _compared(
-            {"claim": c.id, "chapter": c.chapter, "before": side(c, "before"), "after": side(c, "after")}
-        )
-        crit = c.criterion(profile)
-        row["near_bar"] = any(
-            s["category"] is not None and s["observed"] is not None and crit.near(s["observed"], NEAR_BAR)
-            for s in (row["before"], row["after"])
-        )
-        if c.chapter in swept:
-            row["sweep"] = {name: side(c, name) for name in sweeps}
-        out.append(row)
-    return out
 
 
 def counts(

@@ -40,7 +40,7 @@ import json
 import time
 from pathlib import Path
 
-from companion import claims, config, record
+from companion import claim_flips, config, record
 from companion.experiments import khop_curves
 from companion.io import atomic_write_text
 
@@ -55,7 +55,7 @@ def _write(path, data: dict) -> None:
 def add_recordings(folder, out=OUT, recorded=None) -> dict:
     """The committed flip list (``out``) with its ``recordings`` entry made from ``folder``: each recording there
     (made under the counter sampler) against the file of the same name in ``recorded`` (default
-    data/recorded/, made under the numpy generators), by :func:`companion.claims.recorded_flips`; written back.
+    data/recorded/, made under the numpy generators), by :func:`companion.claim_flips.recorded_flips`; written back.
     Where a k-hop recording's curriculum runs that end before their last stage (k hops) differ under the two
     samplers, its entry names them (``short_of_last_stage``): a study of the last stage is judged on runs that
     never trained on it. Each recording says how its runs trained under each sampler (``trained``: alone or in packs, on how many
@@ -85,7 +85,7 @@ def add_recordings(folder, out=OUT, recorded=None) -> dict:
         short = {side: _short(r) for side, r in (("numpy", old), ("counter", new))}
         if short["numpy"] != short["counter"]:
             made[-1]["short_of_last_stage"] = short
-    rows = claims.recorded_flips(pairs)
+    rows = claim_flips.recorded_flips(pairs)
     how = {m["file"]: m["trained"] for m in made}
     for (
         row
@@ -110,7 +110,7 @@ def add_rounding(folder, out=OUT, recorded=None) -> dict:
     made again under the numpy generators with the arithmetic (:attr:`companion.recorded.Recorded.trained`) of
     its namesake made under the counter sampler (in ``recorded``/counter), against its namesake in ``recorded``
     (default data/recorded/, made under the numpy generators otherwise), by
-    :func:`companion.claims.recorded_flips`: the rows that change category with the rounding alone. Written back.
+    :func:`companion.claim_flips.recorded_flips`: the rows that change category with the rounding alone. Written back.
 
     Raises:
         ValueError: a recording in ``folder`` that is not the numpy generators', or has no namesake in
@@ -138,14 +138,14 @@ def add_rounding(folder, out=OUT, recorded=None) -> dict:
         trained = {"numpy": old.trained, "again": new.trained}
         made.append({"file": path.name, "label": new.label(), "command": new.command, "trained": trained})
     data = json.loads(Path(out).read_text())
-    data["rounding"] = {"folder": str(Path(folder)), "made": made, "rows": claims.recorded_flips(pairs)}
+    data["rounding"] = {"folder": str(Path(folder)), "made": made, "rows": claim_flips.recorded_flips(pairs)}
     _write(out, data)
     return data
 
 
 def again(chapter: str, rows: list[dict], builds: dict, why: str, out=OUT, not_reached: str = "") -> dict:
     """The committed flip list (``out``) with the rows of ``chapter`` replaced by ``rows``
-    (:func:`companion.claims.flips` of new builds of that chapter alone), where the old rows stood, and with
+    (:func:`companion.claim_flips.flips` of new builds of that chapter alone), where the old rows stood, and with
     ``data["again"][chapter]``: the builds' labels (``builds``: {"before": ..., "after": ...}), ``why`` the chapter
     was compared again, and the date; written back. The old builds' reason for rows they did not reach is replaced
     by ``not_reached`` (none: the new builds reached every row).
@@ -240,7 +240,7 @@ def main(argv=None) -> None:
             raise ValueError(f"--why names {chapter!r}, which is not among the chapters compared")
     if args.again and len(args.chapters) != 1:
         raise ValueError(f"--again compares one chapter again; given {args.chapters}")
-    rows = claims.flips(args.before, args.after, args.chapters, sweeps=sweeps, swept=args.swept)
+    rows = claim_flips.flips(args.before, args.after, args.chapters, sweeps=sweeps, swept=args.swept)
     if args.again:
         builds = {"before": args.before_label, "after": args.after_label}
         again(args.chapters[0], rows, builds, args.again, not_reached=why.get(args.chapters[0], ""))

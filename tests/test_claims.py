@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from companion import cache, claim_pages, claims, config, record, report, statements
+from companion import cache, claim_flips, claim_pages, claims, config, record, report, statements
 
 
 @pytest.fixture(autouse=True)
@@ -687,14 +687,14 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
                 claims.check(cid, v, profile="quick", quiet=True, registry=reg)
             except AssertionError:
                 pass  # recorded as failing first
-    rows = {r["claim"]: r for r in claims.flips(before, after, ["book/x"], registry=reg)}
+    rows = {r["claim"]: r for r in claim_flips.flips(before, after, ["book/x"], registry=reg)}
     assert sorted(rows) == ["x.a", "x.b", "x.c"]  # the other chapter's row left out
     assert rows["x.a"]["changed"] and rows["x.a"]["after"] == {"category": claims.FAIL, "observed": -1.0}
     assert not rows["x.b"]["changed"] and rows["x.b"]["after"]["observed"] == 2.0
     assert rows["x.a"]["moved"] and rows["x.b"]["moved"]  # another value, whether or not the category moved
     assert rows["x.c"]["changed"] and rows["x.c"]["after"]["category"] is None and not rows["x.c"]["moved"]
     with pytest.raises(ValueError, match="book/z"):
-        claims.flips(before, after, ["book/z"], registry=reg)
+        claim_flips.flips(before, after, ["book/z"], registry=reg)
     # the page, from the file the script writes (with the real registry's rows)
     real = next(c for c in claims.CLAIMS.values() if c.chapter == "book/noisy_recall")
     data = {
@@ -884,7 +884,7 @@ def test_recordings_made_again_under_the_counter_sampler_join_the_flip_list(
     with pytest.raises(ValueError, match="recall-quick-none.json: no recording of that name"):
         flip_script.add_recordings(folder, out)
     with pytest.raises(ValueError, match="does not store"):
-        claims.recorded_flips([(name, {cid: 0.3}, {})])
+        claim_flips.recorded_flips([(name, {cid: 0.3}, {})])
 
 
 def test_a_chapter_compared_again_replaces_its_rows_in_the_flip_list(tmp_path, flip_script):
@@ -959,7 +959,7 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
     sweeps = {"numpy, seed 1": tmp_path / "numpy1", "counter, seed 1": tmp_path / "counter1"}
 
     def flips(swept):
-        return claims.flips(
+        return claim_flips.flips(
             tmp_path / "numpy0", tmp_path / "counter0", ["book/x"], registry=reg, sweeps=sweeps, swept=swept
         )
 
