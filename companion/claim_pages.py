@@ -477,9 +477,14 @@ def flip_list(path: Path = FLIP_LIST, kept: frozenset[str] = frozenset()) -> str
     sweep = _seed_sweep(data) + _recordings_again(data) + _stated(data, kept)
     if not changed:
         return "\n\n".join([head, *whys, *sweep])
-    lines = ["", "| claim | chapter | numpy sampler | counter sampler |", "|---|---|---|---|"]
+    lines = [
+        "",
+        "| claim | chapter | numpy sampler | counter sampler | the row today (numpy; counter) |",
+        "|---|---|---|---|---|",
+    ]
     lines += [
-        f"| `{r['claim']}` | {_doc(r['chapter'])} | {_cell(r['before'])} | {_cell(r['after'])} |"
+        f"| `{r['claim']}` | {_doc(r['chapter'])} | {_cell(r['before'])} | {_cell(r['after'])} | "
+        f"{today(r, data['profile'], kept)} |"
         for r in changed
     ]
     return "\n\n".join([head + "\n" + "\n".join(lines), *whys, *sweep])
@@ -686,6 +691,22 @@ def _trained(row: dict) -> str:
     """
     p = row.get("trained")
     return f" (numpy: {p['numpy']}; counter: {p['counter']})" if p else ""
+
+
+def today(row: dict, profile: str = "quick", kept: frozenset[str] = frozenset()) -> str:
+    """The categories the claim row in force gives a flip-list row's two values, the numpy generators' build's and
+    the counter sampler's ("numpy; counter"): the list keeps the categories its rows gave when it was made, and a
+    row whose outcome changed at issue 54's switch was rewritten for the counter build. A claim of ``kept`` reads
+    the numpy value under either sampler (:func:`side`); "not reached" where the build stopped before the check."""
+    c = claims.CLAIMS[row["claim"]]
+    cells = []
+    for sampler in SIDES:
+        observed = row[side(sampler, c.id, kept)]
+        if observed["category"] is None or observed["observed"] is None:
+            cells.append("not reached")
+        else:
+            cells.append(claims.judged(c, float(observed["observed"]), profile)["category"])
+    return "; ".join(cells)
 
 
 def _cell(side: dict) -> str:

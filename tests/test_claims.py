@@ -710,7 +710,8 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
         and "1 changes category and 0 were not reached" in page
     )
     assert "{doc}`noisy_recall`" in page
-    assert f"| `{real.id}` | {{doc}}`noisy_recall` | holds (1) | FAIL (-1) |" in page
+    now = f"{claims.judged(real, 1.0)['category']}; {claims.judged(real, -1.0)['category']}"
+    assert f"| `{real.id}` | {{doc}}`noisy_recall` | holds (1) | FAIL (-1) | {now} |" in page
     path.write_text(json.dumps({**data, "not_reached": {"book/noisy_recall": "its run stops early"}}))
     assert "Not reached in {doc}`noisy_recall`: its run stops early" in claim_pages.flip_list(path)
     path.write_text(json.dumps({**data, "rows": [{**rows["x.a"]}]}))
@@ -731,6 +732,14 @@ def test_the_committed_flip_list_names_registered_rows_and_renders():
     data, page = json.loads(claim_pages.FLIP_LIST.read_text()), claim_pages.flip_list()
     assert f"{len(data['rows'])} rows, of which" in page and data["before"]["sampler"] == "numpy"
     assert all(f"`{r['claim']}`" in page for r in data["rows"] if r["changed"])
+    # beside the categories the rows gave when the list was made, the ones the rows in force give the same values:
+    # a row rewritten at issue 54's switch to assert the counter build's outcome no longer fails that build
+    switched = {r["claim"]: r for r in data["rows"] if r["changed"]}["khop.k4_anystart_solved"]
+    assert switched["after"]["category"] == claims.FAIL
+    assert claim_pages.today(switched) == f"{claims.FAIL}; {claims.HOLDS}"
+    assert claim_pages.today({**switched, "after": {"category": None, "observed": None}}) == (
+        f"{claims.FAIL}; not reached"
+    )
 
 
 def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force():
