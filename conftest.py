@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from companion.book_ext import is_chapter
+from companion.book_ext import is_chapter, start_kernel
 
 
 def _is_notebook(path) -> bool:
@@ -45,3 +45,8 @@ class MarkdownNotebook(IPyNbFile):
             return list(super().collect())
         finally:
             plugin.nbformat.read = original
+
+    def setup(self):
+        """nbval's setup, its kernel started again once where it dies before running a cell
+        (:func:`companion.book_ext.start_kernel`)."""
+        start_kernel(super().setup)

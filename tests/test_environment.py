@@ -449,3 +449,37 @@ def test_every_benchmark_result_is_named_after_its_device(results_file):
         device = json.loads(f.read_text())["device"]
         names = {results_file.path(device, s, p).name for s, p in kinds.values()}
         assert f.name in names, (f.name, device)
+
+
+def test_a_chapters_kernel_that_dies_at_start_up_is_started_once_more():
+    """conftest's chapters start their kernel through book_ext.start_kernel: a kernel that dies (or stays silent)
+    before it runs a cell is started again, once by default; a second death, or any other error, fails the
+    chapter."""
+    from companion import book_ext
+
+    def starter(errors):
+        calls = []
+
+        def start():
+            calls.append(1)
+            if len(calls) <= len(errors):
+                raise errors[len(calls) - 1]
+            return "kernel"
+
+        return start, calls
+
+    died = RuntimeError("Kernel died before replying to kernel_info")
+    start, calls = starter([died])
+    with pytest.warns(UserWarning, match=r"try 1 of 2\): starting the kernel again"):
+        assert book_ext.start_kernel(start) == "kernel"
+    assert len(calls) == 2
+    start, calls = starter([died, RuntimeError("Kernel didn't respond in 60 seconds")])
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="didn't respond"):
+        book_ext.start_kernel(start)
+    assert len(calls) == 2
+    start, calls = starter([RuntimeError("a cell failed")])
+    with pytest.raises(RuntimeError, match="a cell failed"):
+        book_ext.start_kernel(start)
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="tries=0: allowed 1 or more"):
+        book_ext.start_kernel(start, tries=0)
