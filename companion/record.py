@@ -837,8 +837,8 @@ def unread_again(data: dict, sampler: str = "counter") -> list[dict]:
     recording of that study by a named exception (:func:`reads_under`), so the switch leaves those rows as they are.
 
     >>> import json
-    >>> from companion import claim_pages
-    >>> rows = unread_again(json.loads(claim_pages.FLIP_LIST.read_text()))
+    >>> from companion import claim_flips
+    >>> rows = unread_again(json.loads(claim_flips.FLIP_LIST.read_text()))
     >>> {r["chapter"] for r in rows}
     {'book/khop_stall'}
     """

@@ -704,7 +704,7 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
     }  # fmt: skip
     path = tmp_path / "flip_list.json"
     path.write_text(json.dumps(data))
-    page = claim_pages.flip_list(path)
+    page = claim_flips.flip_list(path)
     assert (
         "2 rows, of which 2 take another value" in page
         and "1 changes category and 0 were not reached" in page
@@ -713,10 +713,10 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
     now = f"{claims.judged(real, 1.0)['category']}; {claims.judged(real, -1.0)['category']}"
     assert f"| `{real.id}` | {{doc}}`noisy_recall` | holds (1) | FAIL (-1) | {now} |" in page
     path.write_text(json.dumps({**data, "not_reached": {"book/noisy_recall": "its run stops early"}}))
-    assert "Not reached in {doc}`noisy_recall`: its run stops early" in claim_pages.flip_list(path)
+    assert "Not reached in {doc}`noisy_recall`: its run stops early" in claim_flips.flip_list(path)
     path.write_text(json.dumps({**data, "rows": [{**rows["x.a"]}]}))
     with pytest.raises(KeyError, match="x.a"):
-        claim_pages.flip_list(path)
+        claim_flips.flip_list(path)
     # the script writes what flips gives
     monkeypatch.setattr(flip_script, "OUT", tmp_path / "out.json")
     monkeypatch.setattr(claims, "CLAIMS", reg)
@@ -729,15 +729,15 @@ def test_flips_compare_two_builds_row_by_row(tmp_path, monkeypatch, flip_script)
 
 
 def test_the_committed_flip_list_names_registered_rows_and_renders():
-    data, page = json.loads(claim_pages.FLIP_LIST.read_text()), claim_pages.flip_list()
+    data, page = json.loads(claim_flips.FLIP_LIST.read_text()), claim_flips.flip_list()
     assert f"{len(data['rows'])} rows, of which" in page and data["before"]["sampler"] == "numpy"
     assert all(f"`{r['claim']}`" in page for r in data["rows"] if r["changed"])
     # beside the categories the rows gave when the list was made, the ones the rows in force give the same values:
     # a row rewritten at issue 54's switch to assert the counter build's outcome no longer fails that build
     switched = {r["claim"]: r for r in data["rows"] if r["changed"]}["khop.k4_anystart_solved"]
     assert switched["after"]["category"] == claims.FAIL
-    assert claim_pages.today(switched) == f"{claims.FAIL}; {claims.HOLDS}"
-    assert claim_pages.today({**switched, "after": {"category": None, "observed": None}}) == (
+    assert claim_flips.today(switched) == f"{claims.FAIL}; {claims.HOLDS}"
+    assert claim_flips.today({**switched, "after": {"category": None, "observed": None}}) == (
         f"{claims.FAIL}; not reached"
     )
 
@@ -755,8 +755,8 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
             stale += (
                 [(rec.path.name, cid, value)] if claims.states_otherwise(claims.CLAIMS[cid], value) else []
             )
-    side = claim_pages.SIDES[config.sampler()]
-    data = json.loads(claim_pages.FLIP_LIST.read_text())
+    side = claim_flips.SIDES[config.sampler()]
+    data = json.loads(claim_flips.FLIP_LIST.read_text())
     live = [r for r in data["rows"] if r["claim"] not in recorded_ids]
     stale += [
         ("flip list", r["claim"], r[side]["observed"])
@@ -764,13 +764,13 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
         if claims.states_otherwise(claims.CLAIMS[r["claim"]], r[side]["observed"])
     ]
     assert not stale
-    rows = claim_pages.by_claim(data)
+    rows = claim_flips.by_claim(data)
     named = sum(statements.stated_outcome(claims.CLAIMS[cid].statement) is not None for cid in rows)
     # the stall chapter's rows are read from the numpy generators' recordings under either sampler
     kept = frozenset(r["claim"] for r in record.unread_again(data))
     # the category the row gives the build's value now (the flip list keeps the categories the rows gave before
     # issue 54's switch, when a row that changed outcome still asserted the numpy generators' one)
-    observed = {cid: r[claim_pages.side(config.sampler(), cid, kept)]["observed"] for cid, r in rows.items()}
+    observed = {cid: r[claim_flips.side(config.sampler(), cid, kept)]["observed"] for cid, r in rows.items()}
     other = [
         cid
         for cid, v in observed.items()
@@ -780,7 +780,7 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
     assert not other and named >= 50
     assert sum(statements.stated_value(c.statement) is not None for c in claims.CLAIMS.values()) >= 25
     stale_under = {
-        k: {r["claim"] for r in claim_pages.stated_rows(data, k) if "counter" in r["stale"]}
+        k: {r["claim"] for r in claim_flips.stated_rows(data, k) if "counter" in r["stale"]}
         for k in (frozenset(), kept)
     }
     assert stale_under[frozenset()] - stale_under[kept] == {
@@ -790,11 +790,11 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
     assert not stale_under[
         kept
     ]  # every statement gives the value of the build in force (the counter sampler's)
-    with_value = claim_pages.stated_rows(data)
+    with_value = claim_flips.stated_rows(data)
     assert {"khop.k4_onestart_move_walkers", "khop.k4_lr_solved"} <= {r["claim"] for r in with_value}
     # written for the counter sampler since the switch (holds: 2 of 7), the numpy generators' 4 of 7 kept after it
     assert [r["stale"] for r in with_value if r["claim"] == "khop.k4_onestart_move_walkers"] == [["numpy"]]
-    assert "Under the counter sampler, 0 of them give another value." in claim_pages.flip_list(kept=kept)
+    assert "Under the counter sampler, 0 of them give another value." in claim_flips.flip_list(kept=kept)
 
 
 def test_a_statement_that_names_seeds_names_those_of_the_build_in_force():
@@ -848,7 +848,7 @@ def test_recordings_made_again_under_the_counter_sampler_join_the_flip_list(
     new = dict(old.data, sampler=2, claims={**old.data["claims"], cid: 0.15})
     (folder / name).write_text(json.dumps(new))
     out = tmp_path / "flip_list.json"
-    committed = json.loads(claim_pages.FLIP_LIST.read_text())
+    committed = json.loads(claim_flips.FLIP_LIST.read_text())
     committed.pop("rounding")  # the committed rounding control has this recording too: not this test's
     out.write_text(json.dumps(committed))
     data = flip_script.add_recordings(folder, out)
@@ -857,7 +857,7 @@ def test_recordings_made_again_under_the_counter_sampler_join_the_flip_list(
     assert rows[cid]["changed"] and rows[cid]["after"] == {"category": claims.REFUTED, "observed": 0.15}
     assert rows[cid]["before"]["category"] == claims.FAIL and rows[cid]["recording"] == name
     assert sum(r["changed"] for r in rows.values()) == 1 and sum(r["moved"] for r in rows.values()) == 1
-    page = claim_pages.flip_list(out)
+    page = claim_flips.flip_list(out)
     assert "Of the 10 rows they check, 1 changes category:" in page
     assert (
         f"| `{cid}` | {{doc}}`induction_random` | `{name}` | FAIL (0.2577) | our prediction, refuted (0.15) |"
@@ -873,7 +873,7 @@ def test_recordings_made_again_under_the_counter_sampler_join_the_flip_list(
     data = flip_script.add_recordings(folder, out)
     row = next(r for r in data["recordings"]["rows"] if r["claim"] == cid)
     assert row["trained"] == {"numpy": "alone, 2 threads", "counter": "packs of 4, 2 threads"}
-    page = claim_pages.flip_list(out)
+    page = claim_flips.flip_list(out)
     assert (
         f"`{name}` (numpy: alone, 2 threads; counter: packs of 4, 2 threads) | FAIL (0.2577) | our prediction"
         in page
@@ -902,7 +902,7 @@ def test_a_chapter_compared_again_replaces_its_rows_in_the_flip_list(tmp_path, f
     import shutil
 
     out = tmp_path / "flip_list.json"
-    shutil.copy(claim_pages.FLIP_LIST, out)
+    shutil.copy(claim_flips.FLIP_LIST, out)
     committed = json.loads(out.read_text())
     chapter = "book/synthetic_ioi"
     old = [r for r in committed["rows"] if r["chapter"] == chapter]
@@ -918,7 +918,7 @@ def test_a_chapter_compared_again_replaces_its_rows_in_the_flip_list(tmp_path, f
     first = lambda d: next(i for i, r in enumerate(d["rows"]) if r["chapter"] == chapter)  # noqa: E731
     assert first(data) == first(committed) and len(data["rows"]) == len(committed["rows"])
     assert data["again"][chapter]["why"] == "its quick batch became 64"
-    page = claim_pages.flip_list(out)
+    page = claim_flips.flip_list(out)
     assert "{doc}`synthetic_ioi`, after its quick batch became 64" in page
     assert "come from numpy, new build against counter, new build." in page
     # a chapter whose old builds did not reach some rows: the new builds' reason replaces theirs
@@ -987,7 +987,7 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
     }  # fmt: skip
     path = tmp_path / "flip_list.json"
     path.write_text(json.dumps(data))
-    page = claim_pages.flip_list(path)
+    page = claim_flips.flip_list(path)
     assert (
         "1 lie within 10% of their bar under one of the two samplers at seed 0 or change category between them (0)"
         in page
@@ -996,16 +996,16 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
     assert "| `x.a` | {doc}`x` | holds (1.05); FAIL (0.9) | holds (1.2); holds (1.3) |" in page
     assert "`x.b`" not in page.split("Seed sweep")[1] and "more rows near their bar" not in page
     # one chapter's rows (a chapter shows its own): the same cells, a row the sweep ran and did not list too
-    table = claim_pages.sweep_table(["x.b", "x.a"], path)
+    table = claim_flips.sweep_table(["x.b", "x.a"], path)
     assert table.splitlines()[2:] == [
         "| `x.b` | {doc}`x` | holds (3); holds (2) | holds (3); not reached |",
         "| `x.a` | {doc}`x` | holds (1.05); FAIL (0.9) | holds (1.2); holds (1.3) |",
     ]
     with pytest.raises(ValueError, match=r"\['x.c'\] were not swept"):
-        claim_pages.sweep_table(["x.c"], path)
+        claim_flips.sweep_table(["x.c"], path)
     flip_b = {**rows["x.b"], "changed": True, "after": {"category": claims.FAIL, "observed": 0.5}}
     path.write_text(json.dumps({**data, "rows": [rows["x.a"], flip_b]}))
-    page = claim_pages.flip_list(path)
+    page = claim_flips.flip_list(path)
     assert (
         "or change category between them (1)" in page
         and "| `x.b` | {doc}`x` | holds (3); holds (2) |" in page
@@ -1014,7 +1014,7 @@ def test_the_seed_sweep_gives_the_rows_near_their_bar_under_more_seeds(tmp_path,
     del data["rows"][0]["sweep"]
     path.write_text(json.dumps(data))
     assert "1 more row near their bar belongs to chapters the sweep did not run ({doc}`y`)" in (
-        claim_pages.flip_list(path)
+        claim_flips.flip_list(path)
     )
 
 
@@ -1036,7 +1036,7 @@ def test_the_rounding_alone_joins_the_flip_list(tmp_path, flip_script):
     again = dict(counter, sampler=old.data.get("sampler", 1), claims={**old.claims, cid: 0.1})
     (folder / name).write_text(json.dumps(again))
     out = tmp_path / "flip_list.json"
-    shutil.copy(claim_pages.FLIP_LIST, out)
+    shutil.copy(claim_flips.FLIP_LIST, out)
     flip_script.add_recordings(recorded / "counter", out, recorded)
     data = flip_script.add_rounding(folder, out, recorded)
     rows = {r["claim"]: r for r in data["rounding"]["rows"]}
@@ -1044,7 +1044,7 @@ def test_the_rounding_alone_joins_the_flip_list(tmp_path, flip_script):
     assert rows[cid]["after"] == {"category": claims.REFUTED, "observed": 0.1}
     assert data["rounding"]["made"][0]["trained"] == {"numpy": "alone, 2 threads", "again": "alone, 1 thread"}
     assert "recordings" in json.loads(out.read_text())  # the counter rows kept
-    page = claim_pages.flip_list(out)
+    page = claim_flips.flip_list(out)
     assert "refuted (0.15); numpy generators, same rounding: our prediction, refuted (0.1) |" in page
     assert "Of the 10 rows they check, 1 changes category with the rounding alone:" in page
     assert (
@@ -1081,10 +1081,10 @@ def test_runs_short_of_their_last_stage_are_named(tmp_path, flip_script):
     folder.mkdir()
     (folder / name).write_text(json.dumps(dict(old.data, sampler=2, curves=dict(curves, stage=stage))))
     out = tmp_path / "flip_list.json"
-    shutil.copy(claim_pages.FLIP_LIST, out)
+    shutil.copy(claim_flips.FLIP_LIST, out)
     data = flip_script.add_recordings(folder, out)
     (made,) = data["recordings"]["made"]
     assert made["short_of_last_stage"] == {"numpy": [], "counter": ["seed 0", "seed 0, every 250"]}
-    page = claim_pages.flip_list(out)
+    page = claim_flips.flip_list(out)
     assert f"`{name}` (numpy: 0, counter: 2 of its runs; counter: 'seed 0', 'seed 0, every 250')" in page
     assert f"Their {len(old.claims)} rows ({len(old.claims)} in the same category under both)" in page
