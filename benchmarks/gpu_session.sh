@@ -22,8 +22,8 @@
 # data/recorded/counter/ before a recording that reads it (a recording stores what it read, "reads"). Every quick
 # one is made (on two CPU threads; the two recall d256 ones on 2026-12-05, 46 and 50 min of training); the full
 # files still missing (a GPU's) are listed by
-# python -c "from companion import record; print(*(r.path.name for r in record.waiting_under('counter')))"
-# (the stall chapter's studies are kept as made, not waiting: record.kept_under, khop_stall.study_sampler).
+# python -c "from companion import record_reads; print(*(r.path.name for r in record_reads.waiting_under('counter')))"
+# (the stall chapter's studies are kept as made, not waiting: record_reads.kept_under, khop_stall.study_sampler).
 # Issue 56, the book executed at full (a lease of its own; not yet run on a GPU): here, python benchmarks/gpu_wheels.py
 # --dest .whl and cp -rL ../shared/data .data (both ignored by git), then with carry [".whl", ".data"]:
 # COMPANION_COMMIT=<commit sent> DEADLINE=560 ENGINE=0 BENCH=0 SAMPLERS=0 CUDA_TESTS=0 COMPARE=0 ALL=0 BOOK=1 \

@@ -125,7 +125,7 @@ def flip_list(path: Path = FLIP_LIST, kept: frozenset[str] = frozenset()) -> str
     values; "not reached" where a build's run stopped before a row's check; which chapters were compared again
     with new builds after their runs changed (``scripts/flip_list.py --again``). ``kept``: the claims whose
     chapter a build under the counter sampler reads from the numpy generators' recordings (a named exception,
-    :func:`companion.record.unread_again`): their statements are not stale under it (:func:`stated_rows`).
+    :func:`companion.record_reads.unread_again`): their statements are not stale under it (:func:`stated_rows`).
 
     Raises:
         KeyError: the file names a claim that is not registered.
@@ -176,7 +176,7 @@ SIDES = {"numpy": "before", "counter": "after"}
 def side(sampler: str, claim: str, kept: frozenset[str] = frozenset()) -> str:
     """The flip-list side (a value of :data:`SIDES`) that gives ``claim``'s row in a build under ``sampler``: its
     sampler's, or the numpy generators' for a claim of ``kept`` (its chapter reads the numpy recordings under
-    either sampler by a named exception, :func:`companion.record.unread_again`).
+    either sampler by a named exception, :func:`companion.record_reads.unread_again`).
 
     >>> side("counter", "x.a"), side("counter", "x.a", frozenset({"x.a"})), side("numpy", "x.a")
     ('after', 'before', 'before')

@@ -7,7 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from companion import cache, claim_flips, claim_pages, claims, config, record, report, statements
+from companion import (
+    cache,
+    claim_flips,
+    claim_pages,
+    claims,
+    config,
+    record,
+    record_reads,
+    report,
+    statements,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -749,7 +759,9 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
     switch, the statements the counter sampler contradicts (the flip list page lists them) fail here until
     rewritten."""
     recorded_ids, stale = set(), []
-    for rec in record.in_force():  # the recordings whose claims the build checks (a named exception included)
+    for (
+        rec
+    ) in record_reads.in_force():  # the recordings whose claims the build checks (a named exception included)
         for cid, value in rec.claims.items():
             recorded_ids.add(cid)
             stale += (
@@ -767,7 +779,7 @@ def test_a_statement_that_gives_its_value_gives_the_value_of_the_build_in_force(
     rows = claim_flips.by_claim(data)
     named = sum(statements.stated_outcome(claims.CLAIMS[cid].statement) is not None for cid in rows)
     # the stall chapter's rows are read from the numpy generators' recordings under either sampler
-    kept = frozenset(r["claim"] for r in record.unread_again(data))
+    kept = frozenset(r["claim"] for r in record_reads.unread_again(data))
     # the category the row gives the build's value now (the flip list keeps the categories the rows gave before
     # issue 54's switch, when a row that changed outcome still asserted the numpy generators' one)
     observed = {cid: r[claim_flips.side(config.sampler(), cid, kept)]["observed"] for cid, r in rows.items()}
@@ -803,7 +815,7 @@ def test_a_statement_that_names_seeds_names_those_of_the_build_in_force():
     statements whose seeds the counter sampler's runs change fail here until rewritten."""
     from companion.experiments import khop_studies
 
-    recs = {cid: r for r in record.in_force() for cid in r.claims}
+    recs = {cid: r for r in record_reads.in_force() for cid in r.claims}
     named = [c for c in claims.CLAIMS.values() if c.seeds]
     assert len(named) >= 6
     stale = []

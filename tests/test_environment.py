@@ -139,10 +139,12 @@ def test_the_house_style_is_a_file_and_importing_plotting_changes_nothing():
 # configurations, training and runs (khop), its probes (khop_probes) and recorded studies (khop_studies), the language-model pipeline.
 SHARED_MODULES = {
     "companion.claims",
-    "companion.claim_pages",  # the claim rows' views: the status pages, a chapter's own rows in the seed sweep
+    "companion.claim_flips",  # issue 54's flip list: the status page, a chapter's own rows in the seed sweep
+    "companion.claim_pages",  # the claim rows' views: the status pages
     "companion.config",
     "companion.plotting",
     "companion.record",
+    "companion.record_pages",  # a chapter's recorded runs beside its live one, the recorded claims' tables
     "companion.recorded",  # the recorded files: how a recording was trained (same_rounding, run_rounding)
     "companion.report",
     "companion.experiments.catalog",

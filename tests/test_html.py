@@ -243,12 +243,12 @@ def test_the_book_links_its_sources_and_publishes_its_data():
     recordings = [(status.parent / unquote(h)).resolve() for h in hrefs]
     flip = next(p for p in recordings if p.name == "flip_list.json")  # issue 54's flip list, beside them
     assert flip.read_bytes() == (ROOT / "data" / "flip_list.json").read_bytes()
-    from companion import record
+    from companion import record, record_reads
 
     # every recording the book lists (those it has run and those in force, the counter sampler's made again: two
     # files of one name where both are listed), each published as committed
-    listed = {r.path for r in record.runs() + record.in_force()}
+    listed = {r.path for r in record.runs() + record_reads.in_force()}
     published = [p for p in recordings if p.name != "flip_list.json"]
     assert sorted(p.name for p in published) == sorted(p.name for p in listed)
     assert sorted(p.read_bytes() for p in published) == sorted(p.read_bytes() for p in listed)
-    assert {r.path for r in record.in_force()} <= listed and all(p.is_file() for p in listed)
+    assert {r.path for r in record_reads.in_force()} <= listed and all(p.is_file() for p in listed)

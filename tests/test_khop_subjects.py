@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from companion import config, record
+from companion import config, record, record_pages, record_reads
 from companion.experiments import khop, khop_curves, khop_stall
 
 PROBE = record.RECORDED_DIR / "khop_probe-quick-depth=4-eval_every=100-k=4-steps=8000.json"
@@ -135,27 +135,33 @@ def test_the_stall_chapter_reads_the_study_as_made_where_the_rule_finds_no_subje
 
 
 def test_a_build_under_the_counter_sampler_reads_the_stall_studies_as_made():
-    """What a build under each sampler reads (record.in_force): the stall studies' recordings drawn by the numpy
+    """What a build under each sampler reads (record_reads.in_force): the stall studies' recordings drawn by the numpy
     generators under both, a study read by another chapter under its own sampler; the stall recordings not made
-    again are kept under counter (record.kept_under), not waiting, and the listing says so."""
+    again are kept under counter (record_reads.kept_under), not waiting, and the listing says so."""
     stall = {n for n in record.EXPERIMENTS if record.experiment(n).chapter == "book/khop_stall"}
     for sampler in config.SAMPLERS:
-        read = {r.experiment: r.drawn_by for r in record.in_force(sampler) if r.experiment.startswith("khop")}
+        read = {
+            r.experiment: r.drawn_by
+            for r in record_reads.in_force(sampler)
+            if r.experiment.startswith("khop")
+        }
         assert {read[n] for n in stall} == {"numpy"}
         assert (
             read["khop_seeds"] == sampler
         )  # read by book/khop_four_hops (and, pinned, by the stall chapter)
-    kept = {r.experiment for r, _ in record.kept_under("counter")}
-    assert kept == stall and not record.kept_under("numpy")
-    assert not kept & {r.experiment for r in record.waiting_under("counter")}
-    assert {r.experiment for r in record.waiting_under("counter")} <= {r.experiment for r in record.runs()}
-    onset = next(r for r, _ in record.kept_under("counter") if r.experiment == "khop_onset")
-    assert record.read_under(onset) == {"counter": khop_stall.study_sampler("counter")[1]}
-    cell = next(line for line in record.listing().splitlines() if onset.path.name in line)
+    kept = {r.experiment for r, _ in record_reads.kept_under("counter")}
+    assert kept == stall and not record_reads.kept_under("numpy")
+    assert not kept & {r.experiment for r in record_reads.waiting_under("counter")}
+    assert {r.experiment for r in record_reads.waiting_under("counter")} <= {
+        r.experiment for r in record.runs()
+    }
+    onset = next(r for r, _ in record_reads.kept_under("counter") if r.experiment == "khop_onset")
+    assert record_reads.read_under(onset) == {"counter": khop_stall.study_sampler("counter")[1]}
+    cell = next(line for line in record_pages.listing().splitlines() if onset.path.name in line)
     assert "read under counter as well: the study as made under the numpy sampler" in cell
     assert "not yet recorded" not in cell
     with config.using_sampler("counter"):
-        lines = record.listing(download_from="../data/recorded").splitlines()
+        lines = record_pages.listing(download_from="../data/recorded").splitlines()
     assert any("<../data/recorded/counter/khop_probe-" in line for line in lines)
     assert any("<../data/recorded/khop_probe-" in line for line in lines)  # the stall chapter's, kept
 
@@ -163,13 +169,13 @@ def test_a_build_under_the_counter_sampler_reads_the_stall_studies_as_made():
 def test_a_recording_read_by_a_named_exception_must_be_committed(monkeypatch):
     """A build whose chapter reads another sampler's recording of a study, with none committed under that
     sampler, is refused, naming the file and the command."""
-    committed = record.committed_paths
+    committed = record_reads.committed_paths
     monkeypatch.setattr(
-        record,
+        record_reads,
         "committed_paths",
         lambda s=None: [p for p in committed(s) if s == "counter" or not p.name.startswith("khop_probe-")],
     )
     with pytest.raises(
         ValueError, match=r"khop_probe-quick.*reads the numpy sampler's recording under counter"
     ):
-        record.in_force("counter")
+        record_reads.in_force("counter")

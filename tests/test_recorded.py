@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from companion import claims, config, record, report
+from companion import claims, config, record, record_pages, report
 from companion.data import batch_digest
 from companion.experiments import catalog, scale_study
 
@@ -194,11 +194,11 @@ def test_record_roundtrip_tiny(name, tmp_path, monkeypatch):
     assert path.name == record.file_name(name, "quick", tiny) and record.stale(rec) == ""
     assert set(rec.claims) == set(record.experiment(name).claims) and rec.train_seconds > 0
     assert rec.wall_seconds > 0  # the whole call: the runs and the summary
-    table = record.listing([rec, record.load(_fake(tmp_path))])
+    table = record_pages.listing([rec, record.load(_fake(tmp_path))])
     assert "minutes (whole call" in table and f"| {report.format_value(rec.wall_seconds / 60, 3)} |" in table
     assert "| nan |" in table  # the older file has no whole-call time
     assert "python -m companion record " + name in rec.command and "--set d=8" in rec.command
-    assert "| `" in record.show(name, rec.summary, "live", [rec])
+    assert "| `" in record_pages.show(name, rec.summary, "live", [rec])
     if name == "synthetic_ioi":  # its curves give back the runs the chapter's summary reads (float32 metrics)
         import numpy as np
 
@@ -262,7 +262,7 @@ def test_a_field_added_after_recording_is_current_only_at_its_default(tmp_path):
 def test_full_only_rows_set_larger_runs_against_the_paper_bar():
     from companion.experiments import catalog
 
-    rows = record.full_only_rows(["architectures"])
+    rows = record_pages.full_only_rows(["architectures"])
     larger = record.latest("architectures", "quick", catalog.ARCH_LARGER)
     mine = {r[0]: r for r in rows if "seq_len=64" in r[2]}
     # the chapter's three full-scale-only rows
@@ -277,22 +277,22 @@ def test_full_only_rows_set_larger_runs_against_the_paper_bar():
         r[0].strip("`") in claims.CLAIMS and claims.CLAIMS[r[0].strip("`")].scale == "full" for r in rows
     )
     with pytest.raises(ValueError, match="unknown experiment 'nope'"):
-        record.full_only_rows(["nope"])
+        record_pages.full_only_rows(["nope"])
 
 
 def test_paper_rows_judge_every_claim_of_the_paper_configuration_runs():
     """One row per recorded claim of each full-profile paper-configuration run, judged as ``check`` judges it."""
     recs = [r for r in record.runs() if r.paper_config]
-    rows = record.paper_rows(recs)
-    assert len(rows) == sum(len(r.claims) for r in recs) and len(rows[0]) == len(record.PAPER_HEADER)
+    rows = record_pages.paper_rows(recs)
+    assert len(rows) == sum(len(r.claims) for r in recs) and len(rows[0]) == len(record_pages.PAPER_HEADER)
     for row, (r, (cid, value)) in zip(rows, ((rec, kv) for rec in recs for kv in rec.claims.items())):
         claim = claims.CLAIMS[cid]
         assert row[0] == f"`{cid}`" and row[3] == value and r.experiment in row[2]
         assert row[5] == ("yes" if claim.criterion("full").holds(value, claim.infinite_ok) else "no")
         assert row[6] == (claim.finding or "")
-    assert record.paper_rows([record.load(p) for p in []]) == []
+    assert record_pages.paper_rows([record.load(p) for p in []]) == []
     quick = [r for r in record.runs() if not r.paper_config][:3]
-    assert record.paper_rows(quick) == []  # other runs are shown, never held to the paper
+    assert record_pages.paper_rows(quick) == []  # other runs are shown, never held to the paper
 
 
 def test_ioi_stability_reads_best_and_late_losses():
