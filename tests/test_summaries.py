@@ -43,6 +43,20 @@ def test_finetune_and_triggers_summaries():
     )
     s = summaries.finetune_summary(run)
     assert s["pre_ratio"] == pytest.approx(s["pre_n"] / s["pre_c"])
+    # the late mean's window: the last fifth of fine-tuning's evaluated steps (4 steps: from 3.2, the step 4 alone)
+    steps, p_drop = run.series("clean_p_correct", rho=0.0)
+    assert run.late_start("clean_p_correct", rho=0.0) == pytest.approx(0.8 * steps.max())
+    assert s["p_correct_drop"] == pytest.approx(p_drop[steps >= 0.8 * steps.max()].mean()) == p_drop[-1]
+    from companion.figures import noisy_recall as figures
+
+    fig = figures.recovery_figure(run, 0.75)
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "p(correct), F2 dropped",
+        "late mean's window",
+        "bar",
+    ]
+    assert ax.get_xlabel() == "fine-tuning step"
     five = noisy_recall.run(
         RecallExperiment.quick(**TINY, triggers=(1, 39)), device="cpu", progress=False, use_cache=False
     )

@@ -25,7 +25,11 @@ ARCHS = {
     "none, none": (("none", "none"), "W_V^1"),
 }
 FIVE_TRIGGERS = (1, 39, 43, 53, 58)  # Appendix B.4: the characters ' ', 'a', 'e', 'o', 't'
-FINETUNE_STEPS = {"quick": dict(pretrain_steps=600, steps=400), "full": dict(pretrain_steps=2000, steps=2000)}
+# App. B.1's schedule. Quick fine-tuning runs 800 steps (400 until 2026-12-05): p(correct) with F2 dropped recovers
+# only once the model escapes the noise collapse, as late as step 150 in seed 0, and at 400 steps its late mean still
+# read the end of that rise (0.736 on one machine, 0.819 on another); by 800 the curve is flat over the last fifth at
+# seeds 0-2 (the history of finetune.drop_f2_correct in data/claims.toml).
+FINETUNE_STEPS = {"quick": dict(pretrain_steps=600, steps=800), "full": dict(pretrain_steps=2000, steps=2000)}
 
 
 def recall(profile: str | None = None) -> RecallExperiment:

@@ -222,9 +222,14 @@ class RecallRun:
         return m["eval_step"][keep] - start, values
 
     def late_mean(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
-        """Mean of a metric over the evaluations in the last ``frac`` of a phase's steps."""
+        """Mean of a metric over the evaluations in the last ``frac`` of a phase's steps (:meth:`late_start` on)."""
         steps, values = self.series(key, rho, phase)
-        return float(values[steps >= (1 - frac) * steps.max()].mean())
+        return float(values[steps >= self.late_start(key, rho, phase, frac)].mean())
+
+    def late_start(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
+        """Where the last ``frac`` of a phase's evaluated steps begins (since the phase started): the window of
+        :meth:`late_mean`."""
+        return (1 - frac) * float(self.series(key, rho, phase)[0].max())
 
     def first_step_above(self, key: str, threshold: float, rho: float | None = None, phase: int = 1) -> float:
         """First evaluated step (since the phase started) where the metric exceeds ``threshold``; inf if never."""

@@ -76,3 +76,20 @@ def attention_figure(models: dict, task, seed: int = 123, n: int = 64):
         att = probes.recall_attention(model, tokens, task.triggers, task.noise_token)
         attention_bars(ax, att["attn"][i], kinds, ylabel=label)
     return fig
+
+
+def recovery_figure(run, bar: float, key: str = "clean_p_correct", rho: float = 0.0):
+    """A fine-tuning run's p(correct) on clean sequences with F2 dropped (``rho`` = 0) along fine-tuning, the window
+    of its late mean shaded (:meth:`~companion.experiments.noisy_recall.RecallRun.late_start`) and the claim's
+    ``bar`` dashed."""
+    steps, values = run.series(key, rho=rho)
+    fig, ax = plt.subplots(figsize=(5, 3.2), constrained_layout=True)
+    ax.plot(steps, values, label="p(correct), F2 dropped")
+    ax.axvspan(
+        run.late_start(key, rho=rho), steps.max(), color="gray", alpha=0.15, label="late mean's window"
+    )
+    ax.axhline(bar, color="gray", ls="--", lw=1, label="bar")
+    ax.set_xlabel("fine-tuning step")
+    ax.set_ylabel("mean probability of the correct token")
+    ax.legend()
+    return fig
