@@ -16,6 +16,7 @@ from companion.experiments.khop_studies import VARIANT_SEEDS, seed_phrase
 from companion.report import count_noun, count_word
 
 SEEDS_N = len(VARIANT_SEEDS)
+SIGN_LEVEL = 0.05  # a sign test's split below this p counts as more than chance in the text (the usual level)
 
 
 def _most(n: int) -> bool:
@@ -49,7 +50,7 @@ def anystart_texts(anys) -> dict[str, str]:
             "anystart_note": "Seeing each hidden permutation alone is not what the stages 1, 2, 4 lacked.",
             "anystart_solved_note": "none of those seven learns four hops either",
         }
-    if p < 0.05:
+    if p < SIGN_LEVEL:
         verdict = f"Examples from every table help: {count_word(solved)} of the seeds learn four hops"
     else:
         verdict = (
