@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from companion.experiments import allocation, noisy_recall, summaries
-from companion.experiments.noisy_recall import RecallExperiment
+from companion.experiments.noisy_recall import RecallExperiment, RecallRun
 from companion.theory import assoc_study, attention_study, noise_logit, one_step_study
 
 TINY = dict(
@@ -251,3 +251,26 @@ def test_key_structure_reads_the_orientation_of_written_matrices(tiny_run):
         and ours["qk2_noise"] < -5
         and abs(ours["qk2_match_printed"]) < ours["qk2_match"]
     )
+
+
+def test_the_late_drift_tells_a_settled_curve_from_a_slope():
+    """book/finetune's check of our code (summaries.LATE_SETTLED): the later half of the late window against the
+    earlier half. Seed 0's curve at 400 fine-tuning steps on the machine of 2026-12-05 (0.65 to 0.787 over steps
+    325-400) drifts 0.094 and fails; a flat window passes; an odd window leaves its middle evaluation out."""
+
+    class Curve:
+        late_mean, late_start, late_drift = RecallRun.late_mean, RecallRun.late_start, RecallRun.late_drift
+
+        def __init__(self, steps, values):
+            self.steps, self.values = np.asarray(steps, float), np.asarray(values, float)
+
+        def series(self, key, rho=None, phase=1):
+            return self.steps, self.values
+
+    rising = Curve([0, 100, 200, 300, 325, 350, 375, 400], [0.8, 0.07, 0.6, 0.7, 0.65, 0.729, 0.78, 0.787])
+    assert rising.late_start("x") == 320
+    assert rising.late_drift("x") == pytest.approx((0.78 + 0.787) / 2 - (0.65 + 0.729) / 2)
+    assert not summaries.LATE_SETTLED.holds(rising.late_drift("x"))
+    odd = Curve([0, 80, 90, 100], [0.0, 0.5, 9.0, 0.6])  # window from 80: 0.5, (9.0 left out), 0.6
+    assert odd.late_drift("x") == pytest.approx(0.1)
+    assert summaries.LATE_SETTLED.holds(Curve([0, 100], [0.1, 0.8]).late_drift("x"))  # one evaluation: 0

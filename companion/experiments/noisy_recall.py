@@ -226,6 +226,16 @@ class RecallRun:
         steps, values = self.series(key, rho, phase)
         return float(values[steps >= self.late_start(key, rho, phase, frac)].mean())
 
+    def late_drift(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
+        """How far a metric still moves across the window of :meth:`late_mean`: the mean of the window's later half
+        of evaluations less that of its earlier half (the middle one left out when their number is odd; 0 for a
+        window of one). Near 0 where the curve has settled; a late mean read on a slope measures when the run got
+        there, which moves with the seed and the machine's rounding (book/finetune)."""
+        steps, values = self.series(key, rho, phase)
+        window = values[steps >= self.late_start(key, rho, phase, frac)]
+        half = len(window) // 2
+        return float(window[-half:].mean() - window[:half].mean()) if half else 0.0
+
     def late_start(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
         """Where the last ``frac`` of a phase's evaluated steps begins (since the phase started): the window of
         :meth:`late_mean`."""

@@ -18,6 +18,7 @@ import torch
 
 from companion import config, probes
 from companion.config import check_int
+from companion.criterion import Criterion
 from companion.experiments.noisy_recall import RecallRun
 from companion.report import Summary, markdown_table, strict_max, strict_min
 
@@ -95,6 +96,12 @@ def recall_curves(run: RecallRun) -> dict[str, np.ndarray]:
     }
 
 
+# A late mean is read where its curve has settled: across the window, the later half's mean within 0.05 of the earlier
+# half's (:meth:`RecallRun.late_drift`). book/finetune's check of our code; at 400 fine-tuning steps seed 0 drifted
+# 0.094 on one machine, and at 800 steps seeds 0-2 drift less than 0.01.
+LATE_SETTLED = Criterion(above=-0.05, below=0.05)
+
+
 def finetune_summary(run: RecallRun) -> Summary:
     """Appendix B.1, Figs. 4 (right) and 8 (right): pre-train on alpha = 0, then fine-tune."""
     pre_c = float(run.series("attn_per_pos_correct", phase=0)[1][-1])
@@ -120,6 +127,10 @@ def finetune_summary(run: RecallRun) -> Summary:
             "p_correct_drop": (
                 run.late_mean("clean_p_correct", rho=0.0),
                 "late p(correct), F2 dropped, clean data",
+            ),
+            "p_correct_drop_drift": (
+                run.late_drift("clean_p_correct", rho=0.0),
+                "how far p(correct), F2 dropped, still moves across the late window (later half less earlier)",
             ),
         }
     )
