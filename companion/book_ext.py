@@ -128,7 +128,6 @@ def start_kernel(start, tries: int = 2):
             if attempt == tries or not str(err).startswith(KERNEL_NOT_STARTED):
                 raise
             warnings.warn(f"{err} (try {attempt} of {tries}): starting the kernel again", stacklevel=2)
-    return None
 
 
 def chapter_code(text: str) -> str:

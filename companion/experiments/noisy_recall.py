@@ -222,17 +222,15 @@ class RecallRun:
         return m["eval_step"][keep] - start, values
 
     def late_mean(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
-        """Mean of a metric over the evaluations in the last ``frac`` of a phase's steps (:meth:`late_start` on)."""
-        steps, values = self.series(key, rho, phase)
-        return float(values[steps >= self.late_start(key, rho, phase, frac)].mean())
+        """Mean of a metric over the evaluations in the last ``frac`` of a phase's steps (:meth:`late_window`)."""
+        return float(self.late_window(key, rho, phase, frac).mean())
 
     def late_drift(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
         """How far a metric still moves across the window of :meth:`late_mean`: the mean of the window's later half
         of evaluations less that of its earlier half (the middle one left out when their number is odd; 0 for a
         window of one). Near 0 where the curve has settled; a late mean read on a slope measures when the run got
         there, which moves with the seed and the machine's rounding (book/finetune)."""
-        steps, values = self.series(key, rho, phase)
-        window = values[steps >= self.late_start(key, rho, phase, frac)]
+        window = self.late_window(key, rho, phase, frac)
         half = len(window) // 2
         return float(window[-half:].mean() - window[:half].mean()) if half else 0.0
 
@@ -240,6 +238,14 @@ class RecallRun:
         """Where the last ``frac`` of a phase's evaluated steps begins (since the phase started): the window of
         :meth:`late_mean`."""
         return (1 - frac) * float(self.series(key, rho, phase)[0].max())
+
+    def late_window(
+        self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2
+    ) -> np.ndarray:
+        """A metric's values at the evaluations from :meth:`late_start` on: what :meth:`late_mean` averages and
+        :meth:`late_drift` compares."""
+        steps, values = self.series(key, rho, phase)
+        return values[steps >= self.late_start(key, rho, phase, frac)]
 
     def first_step_above(self, key: str, threshold: float, rho: float | None = None, phase: int = 1) -> float:
         """First evaluated step (since the phase started) where the metric exceeds ``threshold``; inf if never."""

@@ -481,9 +481,9 @@ def ioi_curves(runs: dict[str, RecallRun]) -> dict:
 class CurveRun:
     """A recorded run read back from :func:`ioi_curves`: the part of a run that :func:`ioi_table`,
     :func:`ioi_summary` and :func:`companion.figures.synthetic_ioi.depth_panels` read (``series`` of the recorded clean
-    metrics, ``late_mean`` (and its window, ``late_start``) by the same rule as a live run, ``diverged_at``)."""
+    metrics, ``late_mean`` (and its window, ``late_start``, ``late_window``) by the same rule as a live run, ``diverged_at``)."""
 
-    late_mean, late_start = RecallRun.late_mean, RecallRun.late_start
+    late_mean, late_start, late_window = RecallRun.late_mean, RecallRun.late_start, RecallRun.late_window
 
     def __init__(self, curves: dict, name: str):
         if name not in curves["step"]:

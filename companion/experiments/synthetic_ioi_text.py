@@ -57,8 +57,11 @@ class Larger:
 
     @classmethod
     def of(cls, runs: dict[tuple[str, int], summaries.RecallRun]) -> Larger:
-        """Raises:
-        ValueError: ``runs`` lacks a depth the claims name (SGD L = 3, 5, 7; Adam L = 3, 4, 5)."""
+        """What the account reads of ``runs``.
+
+        Raises:
+            ValueError: ``runs`` lacks a depth the claims name (SGD L = 3, 5, 7; Adam L = 3, 4, 5).
+        """
         need = [("sgd", L) for L in SGD_DEPTHS] + [("adam", L) for L in (*ADAM_DEPTHS, DEEP)]
         missing = [k for k in need if k not in runs]
         if missing:
