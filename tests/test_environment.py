@@ -152,6 +152,7 @@ SHARED_MODULES = {
     "companion.experiments.khop",
     "companion.experiments.khop_probes",
     "companion.experiments.khop_studies",
+    "companion.experiments.late_verdicts",  # the trained-model chapters' check that a late mean's verdict is not timing
     "companion.experiments.noisy_recall",
     "companion.experiments.summaries",
     "companion.figures.khop",

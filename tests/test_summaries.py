@@ -260,7 +260,7 @@ def test_the_late_drift_tells_a_settled_curve_from_a_slope():
 
     class Curve:
         late_mean, late_start, late_drift = RecallRun.late_mean, RecallRun.late_start, RecallRun.late_drift
-        late_window = RecallRun.late_window
+        late_window, late_at = RecallRun.late_window, None
 
         def __init__(self, steps, values):
             self.steps, self.values = np.asarray(steps, float), np.asarray(values, float)

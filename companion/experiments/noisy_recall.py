@@ -193,6 +193,9 @@ class RecallRun:
     device: str = "cpu"
     pretrained_state: dict | None = field(default=None, repr=False)
     diverged_at: int | None = None  # step at which the loss became non-finite (training stopped there)
+    late_at: int | None = (
+        None  # a view at one evaluation of the late window (:meth:`at_late`); None: all of it
+    )
 
     def model(self, pretrained: bool = False) -> Transformer:
         """The final model (or the end of pre-training), on the CPU, in eval mode."""
@@ -243,9 +246,29 @@ class RecallRun:
         self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2
     ) -> np.ndarray:
         """A metric's values at the evaluations from :meth:`late_start` on: what :meth:`late_mean` averages and
-        :meth:`late_drift` compares."""
+        :meth:`late_drift` compares (in a view of :meth:`at_late`, its one evaluation there)."""
         steps, values = self.series(key, rho, phase)
-        return values[steps >= self.late_start(key, rho, phase, frac)]
+        window = values[steps >= self.late_start(key, rho, phase, frac)]
+        return window if self.late_at is None else window[self.late_at : self.late_at + 1]
+
+    def late_count(self, phase: int = 1, frac: float = 0.2) -> int:
+        """How many evaluations the late window of a phase holds (in the whole run, whatever the view)."""
+        steps = self.series("eval_step", phase=phase)[0]
+        return int((steps >= self.late_start("eval_step", phase=phase, frac=frac)).sum())
+
+    def at_late(self, i: int, phase: int = 1) -> RecallRun:
+        """The run read at the ``i``-th evaluation of its late window alone: every ``late_*`` statistic of the
+        view sees that evaluation only, the rest of the run is the same (shared, not copied). For the check that
+        a verdict read on a late mean does not depend on which evaluation the run stopped at
+        (:func:`companion.experiments.late_verdicts.require_late_verdicts`).
+
+        Raises:
+            ValueError: ``i`` outside 0 .. late_count() - 1.
+        """
+        n = self.late_count(phase)
+        if not (isinstance(i, (int, np.integer)) and 0 <= i < n):
+            raise ValueError(f"i={i!r}: allowed an integer in 0 .. {n - 1} (the late window's evaluations)")
+        return dataclasses.replace(self, late_at=int(i))
 
     def first_step_above(self, key: str, threshold: float, rho: float | None = None, phase: int = 1) -> float:
         """First evaluated step (since the phase started) where the metric exceeds ``threshold``; inf if never."""

@@ -484,6 +484,7 @@ class CurveRun:
     metrics, ``late_mean`` (and its window, ``late_start``, ``late_window``) by the same rule as a live run, ``diverged_at``)."""
 
     late_mean, late_start, late_window = RecallRun.late_mean, RecallRun.late_start, RecallRun.late_window
+    late_at = None  # the whole late window (no view of one evaluation)
 
     def __init__(self, curves: dict, name: str):
         if name not in curves["step"]:

@@ -1,0 +1,122 @@
+"""Whether a verdict read on a late mean is a matter of timing: a check of our own code.
+
+A trained-model chapter reads most of its rows on late means, the mean of a metric over the evaluations in the last
+fifth of training (:meth:`companion.experiments.noisy_recall.RecallRun.late_mean`). Such a verdict is a measurement of
+the trained model only if it does not depend on where in that window the run happened to stop: if some evaluation of
+the window alone gives the row another category, a run a little shorter or longer, another seed or another machine's
+rounding can turn the row over (book/finetune met it: at 400 fine-tuning steps its row read a curve still rising).
+:func:`require_late_verdicts` judges each row again with each run read at each evaluation of its window alone, the
+other runs as they are, and stops the chapter where an asserted row changes category. It reads the spread about the row's own bar, so an oscillation far from the bar passes
+and a curve that crosses it fails, however small its drift.
+
+The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here
+(``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
+chapters' Check cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from companion import claims
+from companion.experiments.noisy_recall import RecallRun
+from companion.report import Summary, markdown_table
+
+# book/noisy_recall's rows read on late means (recall_summary)
+NOISY_RECALL = {
+    "recall.full_noise": "p_noise_full",
+    "recall.drop_f2_correct": "p_correct_drop",
+    "recall.drop_f2_gain": "drop_gain",
+    "recall.attn_avoids_noise": "attn_ratio",
+    "recall.prev_token_head": "prev_over_uniform",
+    "recall.prev_token_sharp": "prev",
+}
+# book/finetune's (finetune_summary)
+FINETUNE = {
+    "finetune.noise_fraction": "noise_late",
+    "finetune.attn_avoids_noise": "ft_ratio",
+    "finetune.drop_f2_correct": "p_correct_drop",
+}
+# book/architectures' (architectures_summary)
+ARCHITECTURES = {
+    "arch.mm_drop_f2": "mm_drop2_acc",
+    "arch.mm_drop_f1": "mm_drop1_noise",
+    "arch.ml_drop_f2": "ml_drop2_gain",
+    "arch.ml_drop_f1": "ml_drop1_best",
+    "arch.ml_drop_f1_quick": "ml_drop1_raise",
+    "arch.lm_drop_f2": "lm_drop2_gain",
+    "arch.lm_drop_f1": "lm_drop1_noise",
+    "arch.nn_small_rho": "nn_small",
+    "arch.nn_best_rho": "nn_gain",
+}
+# book/synthetic_ioi's first Check cell (ioi_summary)
+SYNTHETIC_IOI = {
+    "ioi.sgd_drop_last": "sgd_gain",
+    "ioi.adam_rho": "adam_gain",
+    "ioi.adam_deep_fails": "adam_deep",
+    "ioi.counting": "sgd_counting",
+}
+
+HEADER = ["row", "late mean", "lowest, highest in one view", "category", "views giving another"]
+
+
+def views(runs: RecallRun | dict[Any, RecallRun]) -> list:
+    """``runs`` with one run read at one evaluation of its late window alone (:meth:`RecallRun.at_late`), the others
+    as they are: one view per evaluation of each run's window. A run that diverged has none (its late statistics
+    are not read: NaN, :mod:`companion.experiments.summaries`)."""
+    if isinstance(runs, RecallRun):
+        return [runs.at_late(i) for i in range(runs.late_count())]
+    return [
+        {**runs, k: r.at_late(i)}
+        for k, r in runs.items()
+        if r.diverged_at is None
+        for i in range(r.late_count())
+    ]
+
+
+def require_late_verdicts(
+    make: Callable[[Any], Summary],
+    runs: RecallRun | dict[Any, RecallRun],
+    rows: dict[str, str],
+    profile: str,
+    registry: dict[str, claims.Claim] | None = None,
+) -> str:
+    """Each row of ``rows`` ({claim id: entry of the summary}) judged on ``make(runs)``, the chapter's summary of late
+    means, and on ``make`` of every view of :func:`views` (one run read at one evaluation of its late window alone,
+    :meth:`~companion.experiments.noisy_recall.RecallRun.at_late`), by its check in ``profile``
+    (:func:`companion.claims.judged`). Returns the rows as a Markdown table (late mean; the lowest and highest value
+    in one view; category; how many views give another category).
+
+    Raises:
+        ValueError: before any judging, a row id not in the registry or an entry the summary lacks.
+        AssertionError: a row asserted in ``profile`` that some view puts in another category (every such row
+            named): its verdict depends on when a run stopped.
+    """
+    registry = claims.CLAIMS if registry is None else registry
+    unknown = sorted(set(rows) - set(registry))
+    if unknown:
+        raise ValueError(f"require_late_verdicts: {unknown} are not rows of the registry (data/claims.toml)")
+    whole = make(runs)
+    missing = sorted(set(rows.values()) - set(whole))
+    if missing:
+        raise ValueError(
+            f"require_late_verdicts: {missing} are not entries of the summary (entries: {sorted(whole)})"
+        )
+    at_each = [make(view) for view in views(runs)]
+    n = len(at_each)
+    table, changed = [], []
+    for cid, entry in rows.items():
+        claim = registry[cid]
+        category = claims.judged(claim, whole[entry], profile)["category"]
+        values = np.array([s[entry] for s in at_each], dtype=float)
+        others = sum(claims.judged(claim, v, profile)["category"] != category for v in values)
+        spread = "nan" if np.isnan(values).all() else f"{np.nanmin(values):.4g}, {np.nanmax(values):.4g}"
+        table.append([f"`{cid}`", whole[entry], spread, category, f"{others} of {n}"])
+        if others and claim.asserted(profile):
+            changed.append(f"{cid} ({category} on the late mean; another in {others} of {n} views)")
+    if changed:
+        raise AssertionError("verdicts that depend on when the run stopped: " + "; ".join(changed))
+    return markdown_table(HEADER, table)

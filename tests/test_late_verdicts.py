@@ -1,0 +1,131 @@
+"""A verdict read on a late mean must not depend on where the run stopped (companion.experiments.late_verdicts)."""
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from companion import claims
+from companion.criterion import Criterion
+from companion.experiments import late_verdicts, noisy_recall, summaries
+from companion.experiments.noisy_recall import RecallExperiment
+from companion.report import Summary, format_value
+
+ROOT = Path(__file__).resolve().parents[1]
+# 20 steps evaluated every 2: the late window (from step 16) holds the evaluations at 16, 18 and 20
+TINY = dict(d=8, seq_len=8, batch=8, steps=20, eval_every=2, dense_until=1, n_test=8, rhos=(0.0, 1.0))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COMPANION_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        return noisy_recall.run(RecallExperiment.quick(**TINY), device="cpu", progress=False, use_cache=False)
+
+
+def test_a_view_at_one_evaluation_reads_that_evaluation_alone(run):
+    steps, values = run.series("clean_p_correct", rho=0.0)
+    window = values[steps >= 16]
+    assert run.late_count() == len(window) == 3
+    assert run.late_mean("clean_p_correct", rho=0.0) == pytest.approx(window.mean())
+    for i in range(3):
+        view = run.at_late(i)
+        assert view.late_mean("clean_p_correct", rho=0.0) == pytest.approx(window[i])
+        assert view.late_drift("clean_p_correct", rho=0.0) == 0.0 and view.late_count() == 3
+        assert view.metrics is run.metrics and view.series("clean_loss", rho=1.0)[1].shape == (len(steps),)
+    for bad in (-1, 3, 1.0, "0"):
+        with pytest.raises(ValueError, match=re.escape(f"i={bad!r}: allowed an integer in 0 .. 2")):
+            run.at_late(bad)
+
+
+def _registry(bar):
+    """Two rows of ours on entries "a" and "b" of a summary: "a" above ``bar`` (asserted), "b" of the full scale."""
+    return {
+        "x.a": claims.Claim("x.a", "book/x", "ours", "a", "", {"quick": Criterion(above=bar)}, origin="ours"),
+        "x.b": claims.Claim(
+            "x.b", "book/x", "ours", "b", "", {"full": Criterion(above=bar)}, scale="full", origin="ours"
+        ),
+    }
+
+
+def _late(run):
+    p = run.late_mean("clean_p_correct", rho=0.0)
+    return Summary({"a": (p, "late p(correct), F2 dropped"), "b": (p, "the same")})
+
+
+def test_a_row_whose_bar_lies_inside_its_window_fails_and_one_outside_passes(run):
+    window = run.at_late(0).late_window("clean_p_correct", rho=0.0)
+    values = [run.at_late(i).late_window("clean_p_correct", rho=0.0)[0] for i in range(3)]
+    assert window[0] == values[0]
+    lo, hi = min(values), max(values)
+    table = late_verdicts.require_late_verdicts(
+        _late, run, {"x.a": "a", "x.b": "b"}, "quick", _registry(lo - 0.01)
+    )
+    assert f"| `x.a` | {format_value(np.mean(values), 4)} | {lo:.4g}, {hi:.4g} |" in table
+    assert table.splitlines()[2].endswith("| 0 of 3 |")
+    if hi > lo:  # a bar between the lowest and the highest evaluation turns some evaluation over
+        bar = (lo + hi) / 2
+        with pytest.raises(
+            AssertionError, match=r"x\.a \(.* on the late mean; another in [12] of 3 views\)$"
+        ):
+            late_verdicts.require_late_verdicts(_late, run, {"x.a": "a"}, "quick", _registry(bar))
+        # a row of another scale is shown, never asserted: the same spread does not stop the chapter
+        table = late_verdicts.require_late_verdicts(_late, run, {"x.b": "b"}, "quick", _registry(bar))
+        assert re.search(r"\| [12] of 3 \|$", table)
+
+
+def test_bad_rows_and_windows_are_named_before_any_judging(run):
+    reg = _registry(0.5)
+    with pytest.raises(ValueError, match=r"\['x\.c'\] are not rows of the registry"):
+        late_verdicts.require_late_verdicts(_late, run, {"x.c": "a"}, "quick", reg)
+    with pytest.raises(ValueError, match=r"\['c'\] are not entries of the summary \(entries: \['a', 'b'\]\)"):
+        late_verdicts.require_late_verdicts(_late, run, {"x.a": "c"}, "quick", reg)
+
+
+def test_a_view_is_one_run_at_one_evaluation_the_others_whole(run):
+    longer = noisy_recall.run(
+        RecallExperiment.quick(**{**TINY, "steps": 40}), device="cpu", progress=False, use_cache=False
+    )
+    assert longer.late_count() == 5  # steps 32 to 40
+    seen = [
+        (v["short"].late_at, v["long"].late_at) for v in late_verdicts.views({"short": run, "long": longer})
+    ]
+    assert seen == [(0, None), (1, None), (2, None), (None, 0), (None, 1), (None, 2), (None, 3), (None, 4)]
+    diverged = replace(longer, diverged_at=7)
+    assert [v["long"] is diverged for v in late_verdicts.views({"short": run, "long": diverged})] == [
+        True
+    ] * 3
+    assert [v.late_at for v in late_verdicts.views(run)] == [0, 1, 2]
+
+
+CHAPTERS = {
+    "book/noisy_recall": late_verdicts.NOISY_RECALL,
+    "book/finetune": late_verdicts.FINETUNE,
+    "book/architectures": late_verdicts.ARCHITECTURES,
+    "book/synthetic_ioi": late_verdicts.SYNTHETIC_IOI,
+}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_rows_named_are_checks_of_the_chapter_on_those_entries(chapter):
+    """Each row named is one the chapter checks on that entry of its summary, and the chapter requires them."""
+    text = (ROOT / f"{chapter}.md").read_text()
+    checked = set(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
+    assert set(CHAPTERS[chapter].items()) <= checked
+    assert {claims.CLAIMS[cid].chapter for cid in CHAPTERS[chapter]} == {chapter}
+    name = next(k for k, v in vars(late_verdicts).items() if v is CHAPTERS[chapter])
+    assert re.search(rf"require_late_verdicts\(.*late_verdicts\.{name}, PROFILE\)", text)
+
+
+def test_the_noisy_recall_rows_left_out_do_not_read_the_late_window(run):
+    """book/noisy_recall checks entries of recall_summary that are not named: none of them moves in a view at one
+    evaluation of the late window, while some named one does (a late mean that moved with no row naming it fails)."""
+    text = (ROOT / "book/noisy_recall.md").read_text()
+    left_out = {e for _, e in re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text)}
+    left_out -= set(late_verdicts.NOISY_RECALL.values())
+    whole = summaries.recall_summary(run)
+    views = [summaries.recall_summary(run.at_late(i)) for i in range(run.late_count())]
+    assert left_out and all(np.array_equal(v[e], whole[e], equal_nan=True) for v in views for e in left_out)
+    assert any(v[e] != whole[e] for v in views for e in late_verdicts.NOISY_RECALL.values())
