@@ -16,6 +16,7 @@ from companion.experiments import (
     induction_random_seeds,
     three_steps,
     three_steps_mechanism,
+    three_steps_tables,
 )
 from companion.models import ModelConfig, Transformer
 from companion.train import TrainConfig, train
@@ -395,10 +396,10 @@ def test_three_step_tables():
         },
     }
     assert (
-        three_steps.scale_table(res).splitlines()[0]
+        three_steps_tables.scale_table(res).splitlines()[0]
         == "| scale | " + " | ".join(m.replace("W_V^2", "W_OV^2") for m in three_steps.MIXES) + " |"
     )
-    table = three_steps.block_table(res)
+    table = three_steps_tables.block_table(res)
     assert len(table.splitlines()) == 2 + 7 and "| W_QK^2 | E | 0.1 | 0.1 | **0.1** |" in table
     runs = {
         "a": three_steps.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare"),
@@ -406,11 +407,11 @@ def test_three_step_tables():
     }
     step2 = {"matrix": "W_QK^2", "qk2_rank": [1, 3, 1, 1, 1], "qk2_winner": [1, 0, 2, 3, 4]}
     rows = {"rows": [{"matrix": "init"}, step2]}
-    text = three_steps.qk2_rank_table({"a": rows, "b": rows}, runs)
+    text = three_steps_tables.qk2_rank_table({"a": rows, "b": rows}, runs)
     assert "| ' ' |" in text and "3 ('\\n' wins)" in text
     runs["b"] = three_steps.ThreeStepExperiment.quick()
     with pytest.raises(ValueError, match="do not share their triggers"):
-        three_steps.qk2_rank_table({"a": rows, "b": rows}, runs)
+        three_steps_tables.qk2_rank_table({"a": rows, "b": rows}, runs)
 
 
 # --- what step 2 writes ---
