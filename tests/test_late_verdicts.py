@@ -129,3 +129,43 @@ def test_the_noisy_recall_rows_left_out_do_not_read_the_late_window(run):
     views = [summaries.recall_summary(run.at_late(i)) for i in range(run.late_count())]
     assert left_out and all(np.array_equal(v[e], whole[e], equal_nan=True) for v in views for e in left_out)
     assert any(v[e] != whole[e] for v in views for e in late_verdicts.NOISY_RECALL.values())
+
+
+def test_same_verdicts_judges_given_values_and_names_bad_rows():
+    reg = _registry(0.5)
+    table = late_verdicts.require_same_verdicts({"x.a": (0.7, [0.6, 0.9])}, "quick", reg)
+    assert table.splitlines()[2] == "| `x.a` | 0.7 | 0.6, 0.9 | holds at this scale only | 0 of 2 |"
+    with pytest.raises(
+        AssertionError, match=r"x\.a \(holds at this scale only on the late mean; another in 1 of 3 views\)"
+    ):
+        late_verdicts.require_same_verdicts({"x.a": (0.7, [0.6, 0.4, 0.9])}, "quick", reg)
+    with pytest.raises(ValueError, match=r"\['x\.a'\] have no view"):
+        late_verdicts.require_same_verdicts({"x.a": (0.7, [])}, "quick", reg)
+    with pytest.raises(ValueError, match=r"\['x\.c'\] are not rows of the registry"):
+        late_verdicts.require_same_verdicts({"x.c": (0.7, [0.7])}, "quick", reg)
+
+
+def test_the_recorded_fig3_seeds_are_judged_at_each_evaluation_of_their_late_window():
+    """scale_study.late_excess: the seeds' p(correct | F2 dropped) at one evaluation of the late window, through
+    scale_study.excess; its mean over the window is not the late means' excess, but each is judged the same way."""
+    from types import SimpleNamespace
+
+    from companion.experiments import scale_study
+    from companion.experiments.noisy_recall import late_mask
+
+    by_choice = {name: scale_study.seed_runs(name) for name in scale_study.CHOICES}
+    at = scale_study.late_excess(by_choice)
+    for name, runs in by_choice.items():
+        steps = next(iter(runs.values())).curves["step"]
+        window = late_mask(steps)
+        assert len(at[name]) == window.sum() >= 5
+        last = [r.curves["p_correct_drop"][-1] for r in runs.values()]
+        assert at[name][-1] == pytest.approx(scale_study.excess(last))
+    fake = {
+        "x": {
+            0: SimpleNamespace(curves={"step": [0, 10], "p_correct_drop": [0.1, 0.2]}),
+            1: SimpleNamespace(curves={"step": [0, 20], "p_correct_drop": [0.1, 0.2]}),
+        }
+    }
+    with pytest.raises(ValueError, match="x choices: the seeds' curves are evaluated at different steps"):
+        scale_study.late_excess(fake)

@@ -16,7 +16,7 @@ chapters' Check cells.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,6 +77,19 @@ def views(runs: RecallRun | dict[Any, RecallRun]) -> list:
     ]
 
 
+def _check_rows(ids, registry: dict[str, claims.Claim] | None, caller: str) -> dict[str, claims.Claim]:
+    """The registry (by default data/claims.toml's), once every id of ``ids`` is a row of it.
+
+    Raises:
+        ValueError: the ids that are not.
+    """
+    registry = claims.CLAIMS if registry is None else registry
+    unknown = sorted(set(ids) - set(registry))
+    if unknown:
+        raise ValueError(f"{caller}: {unknown} are not rows of the registry (data/claims.toml)")
+    return registry
+
+
 def require_late_verdicts(
     make: Callable[[Any], Summary],
     runs: RecallRun | dict[Any, RecallRun],
@@ -87,18 +100,14 @@ def require_late_verdicts(
     """Each row of ``rows`` ({claim id: entry of the summary}) judged on ``make(runs)``, the chapter's summary of late
     means, and on ``make`` of every view of :func:`views` (one run read at one evaluation of its late window alone,
     :meth:`~companion.experiments.noisy_recall.RecallRun.at_late`), by its check in ``profile``
-    (:func:`companion.claims.judged`). Returns the rows as a Markdown table (late mean; the lowest and highest value
-    in one view; category; how many views give another category).
+    (:func:`companion.claims.judged`), as :func:`require_same_verdicts` judges them; returns its table.
 
     Raises:
         ValueError: before any judging, a row id not in the registry or an entry the summary lacks.
         AssertionError: a row asserted in ``profile`` that some view puts in another category (every such row
             named): its verdict depends on when a run stopped.
     """
-    registry = claims.CLAIMS if registry is None else registry
-    unknown = sorted(set(rows) - set(registry))
-    if unknown:
-        raise ValueError(f"require_late_verdicts: {unknown} are not rows of the registry (data/claims.toml)")
+    _check_rows(rows, registry, "require_late_verdicts")
     whole = make(runs)
     missing = sorted(set(rows.values()) - set(whole))
     if missing:
@@ -106,17 +115,38 @@ def require_late_verdicts(
             f"require_late_verdicts: {missing} are not entries of the summary (entries: {sorted(whole)})"
         )
     at_each = [make(view) for view in views(runs)]
-    n = len(at_each)
+    values = {cid: (whole[entry], [s[entry] for s in at_each]) for cid, entry in rows.items()}
+    return require_same_verdicts(values, profile, registry)
+
+
+def require_same_verdicts(
+    values: dict[str, tuple[float, Sequence[float]]],
+    profile: str,
+    registry: dict[str, claims.Claim] | None = None,
+) -> str:
+    """Each row of ``values`` ({claim id: (its value on the late means, its values in the views)}) judged on each by
+    its check in ``profile`` (:func:`companion.claims.judged`). Returns the rows as a Markdown table (late mean; the
+    lowest and highest value in one view; category; how many views give another category).
+
+    Raises:
+        ValueError: a row id not in the registry, or a row with no view.
+        AssertionError: a row asserted in ``profile`` that some view puts in another category (every such row
+            named): its verdict depends on when a run stopped.
+    """
+    registry = _check_rows(values, registry, "require_same_verdicts")
+    empty = sorted(cid for cid, (_, at_each) in values.items() if len(at_each) == 0)
+    if empty:
+        raise ValueError(f"require_same_verdicts: {empty} have no view (allowed: one or more values each)")
     table, changed = [], []
-    for cid, entry in rows.items():
+    for cid, (late, at_each) in values.items():
         claim = registry[cid]
-        category = claims.judged(claim, whole[entry], profile)["category"]
-        values = np.array([s[entry] for s in at_each], dtype=float)
-        others = sum(claims.judged(claim, v, profile)["category"] != category for v in values)
-        spread = "nan" if np.isnan(values).all() else f"{np.nanmin(values):.4g}, {np.nanmax(values):.4g}"
-        table.append([f"`{cid}`", whole[entry], spread, category, f"{others} of {n}"])
+        category = claims.judged(claim, late, profile)["category"]
+        seen = np.asarray(at_each, dtype=float)
+        others = sum(claims.judged(claim, v, profile)["category"] != category for v in seen)
+        spread = "nan" if np.isnan(seen).all() else f"{np.nanmin(seen):.4g}, {np.nanmax(seen):.4g}"
+        table.append([f"`{cid}`", late, spread, category, f"{others} of {len(seen)}"])
         if others and claim.asserted(profile):
-            changed.append(f"{cid} ({category} on the late mean; another in {others} of {n} views)")
+            changed.append(f"{cid} ({category} on the late mean; another in {others} of {len(seen)} views)")
     if changed:
         raise AssertionError("verdicts that depend on when the run stopped: " + "; ".join(changed))
     return markdown_table(HEADER, table)

@@ -182,6 +182,24 @@ class RecallExperiment(config.Profiled):
         return cache.key(self, MODULES)
 
 
+LATE_FRACTION = 0.2  # "late": the evaluations in the last fifth of a phase's steps
+
+
+def late_mask(steps, frac: float = LATE_FRACTION) -> np.ndarray:
+    """Which of a phase's evaluated steps (counted from its start) fall in its late window: those from ``1 - frac``
+    of the last one on. The window of :meth:`RecallRun.late_mean`, for a live run or a recorded curve.
+
+    >>> late_mask([0, 100, 200, 300, 400, 500]).tolist()
+    [False, False, False, False, True, True]
+    >>> late_mask([0, 25, 50, 75, 100]).tolist()
+    [False, False, False, False, True]
+    >>> late_mask([0, 320, 400]).tolist()
+    [False, True, True]
+    """
+    steps = np.asarray(steps, dtype=float)
+    return steps >= (1 - frac) * steps.max()
+
+
 @dataclass
 class RecallRun:
     """A finished run: its configuration, metric log and final model."""
@@ -224,11 +242,15 @@ class RecallRun:
         start = self.exp.pretrain_steps if (phase == 1 and self.exp.schedule == "finetune") else 0
         return m["eval_step"][keep] - start, values
 
-    def late_mean(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
+    def late_mean(
+        self, key: str, rho: float | None = None, phase: int = 1, frac: float = LATE_FRACTION
+    ) -> float:
         """Mean of a metric over the evaluations in the last ``frac`` of a phase's steps (:meth:`late_window`)."""
         return float(self.late_window(key, rho, phase, frac).mean())
 
-    def late_drift(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
+    def late_drift(
+        self, key: str, rho: float | None = None, phase: int = 1, frac: float = LATE_FRACTION
+    ) -> float:
         """How far a metric still moves across the window of :meth:`late_mean`: the mean of the window's later half
         of evaluations less that of its earlier half (the middle one left out when their number is odd; 0 for a
         window of one). Near 0 where the curve has settled; a late mean read on a slope measures when the run got
@@ -237,24 +259,25 @@ class RecallRun:
         half = len(window) // 2
         return float(window[-half:].mean() - window[:half].mean()) if half else 0.0
 
-    def late_start(self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2) -> float:
+    def late_start(
+        self, key: str, rho: float | None = None, phase: int = 1, frac: float = LATE_FRACTION
+    ) -> float:
         """Where the last ``frac`` of a phase's evaluated steps begins (since the phase started): the window of
         :meth:`late_mean`."""
         return (1 - frac) * float(self.series(key, rho, phase)[0].max())
 
     def late_window(
-        self, key: str, rho: float | None = None, phase: int = 1, frac: float = 0.2
+        self, key: str, rho: float | None = None, phase: int = 1, frac: float = LATE_FRACTION
     ) -> np.ndarray:
         """A metric's values at the evaluations from :meth:`late_start` on: what :meth:`late_mean` averages and
         :meth:`late_drift` compares (in a view of :meth:`at_late`, its one evaluation there)."""
         steps, values = self.series(key, rho, phase)
-        window = values[steps >= self.late_start(key, rho, phase, frac)]
+        window = values[late_mask(steps, frac)]
         return window if self.late_at is None else window[self.late_at : self.late_at + 1]
 
-    def late_count(self, phase: int = 1, frac: float = 0.2) -> int:
+    def late_count(self, phase: int = 1, frac: float = LATE_FRACTION) -> int:
         """How many evaluations the late window of a phase holds (in the whole run, whatever the view)."""
-        steps = self.series("eval_step", phase=phase)[0]
-        return int((steps >= self.late_start("eval_step", phase=phase, frac=frac)).sum())
+        return int(late_mask(self.series("eval_step", phase=phase)[0], frac).sum())
 
     def at_late(self, i: int, phase: int = 1) -> RecallRun:
         """The run read at the ``i``-th evaluation of its late window alone: every ``late_*`` statistic of the
