@@ -127,6 +127,20 @@ def count_noun(n: int, noun: str, capital: bool = False) -> str:
     return f"{count_word(n, capital)} {noun}{'' if n == 1 else 's'}"
 
 
+def and_list(items: Sequence[str]) -> str:
+    """Items as a sentence lists them: "a", "a and b", "a, b and c".
+
+    >>> and_list(["a"]), and_list(["a", "b"]), and_list(["a", "b", "c"])
+    ('a', 'a and b', 'a, b and c')
+
+    Raises:
+        ValueError: no item.
+    """
+    if not items:
+        raise ValueError("and_list: no items (allowed: one or more)")
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence], digits: int = 4) -> str:
     """A Markdown (MyST) table; numbers formatted to ``digits`` significant digits."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -169,3 +169,34 @@ def test_the_recorded_fig3_seeds_are_judged_at_each_evaluation_of_their_late_win
     }
     with pytest.raises(ValueError, match="x choices: the seeds' curves are evaluated at different steps"):
         scale_study.late_excess(fake)
+
+
+def test_the_larger_recording_rows_are_the_chapters_and_its_runs_have_views():
+    """book/synthetic_ioi reads the larger recording's rows on late means of its curves: the rows named are the
+    chapter's checks of those entries, and a recorded run has views as a live one does."""
+    from companion import record
+    from companion.experiments import catalog
+
+    text = (ROOT / "book/synthetic_ioi.md").read_text()
+    for cid, entry in late_verdicts.SYNTHETIC_IOI_LARGER.items():
+        assert f'claims.check("{cid}", larger["big_{entry}"])' in text
+    for cid, entry in late_verdicts.SYNTHETIC_IOI_STABILITY.items():
+        assert f'claims.check("{cid}", stability["{entry}"])' in text
+    assert "late_verdicts.SYNTHETIC_IOI_LARGER)" in text and "late_verdicts.SYNTHETIC_IOI_STABILITY)" in text
+    big = record.latest("synthetic_ioi", "quick", catalog.IOI_LARGER)
+    runs = summaries.ioi_recorded(big.curves)
+    run = next(r for r in runs.values() if r.diverged_at is None)
+    steps, values = run.series("clean_loss", rho=1.0)
+    window = values[steps >= 0.8 * steps.max()]
+    assert run.late_count() == len(window) >= 2
+    assert [run.at_late(i).late_mean("clean_loss", rho=1.0) for i in range(len(window))] == pytest.approx(
+        window
+    )
+    assert run.late_at is None and run.at_late(0).curves is run.curves
+    views = late_verdicts.views(runs)
+    assert len(views) == sum(r.late_count() for r in runs.values() if r.diverged_at is None)
+    table, changed = late_verdicts.same_verdicts(
+        late_verdicts.late_values(summaries.ioi_summary, runs, late_verdicts.SYNTHETIC_IOI_LARGER), "quick"
+    )
+    assert set(changed) <= set(late_verdicts.SYNTHETIC_IOI_LARGER) and len(table.splitlines()) == 6
+    assert all(0 < k <= n == len(views) for k, n in changed.values())

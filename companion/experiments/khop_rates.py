@@ -150,8 +150,7 @@ def rate_table(runs: dict[str, dict], level: float = RATE_LEVEL) -> tuple[list[s
 
 
 def _k(ks) -> str:
-    items = [f"$k = {k}$" for k in ks]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return report.and_list([f"$k = {k}$" for k in ks])
 
 
 def reach_text(runs: dict[str, dict], data: str, level: float = RATE_LEVEL) -> str:

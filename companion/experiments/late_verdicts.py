@@ -11,7 +11,9 @@ and a curve that crosses it fails, however small its drift.
 
 The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here
 (``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
-chapters' Check cells.
+chapters' Check cells. A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
+``SYNTHETIC_IOI_STABILITY``) :func:`same_verdicts` reports which ones a view turns over, without stopping the
+chapter, and :func:`changed_text` says it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from companion import claims
-from companion.experiments.noisy_recall import RecallRun
-from companion.report import Summary, markdown_table
+from companion.report import Summary, and_list, markdown_table
 
 # book/noisy_recall's rows read on late means (recall_summary)
 NOISY_RECALL = {
@@ -60,14 +61,25 @@ SYNTHETIC_IOI = {
     "ioi.counting": "sgd_counting",
 }
 
+# book/synthetic_ioi's recorded runs at the larger size (catalog.IOI_LARGER): the rows read on ioi_summary's late
+# means, and the one read on ioi_stability's
+SYNTHETIC_IOI_LARGER = {
+    "ioi.larger_sgd_drop_last": "sgd_improved_n",
+    "ioi.larger_adam_rho": "adam_gain",
+    "ioi.larger_adam_deep_fails": "adam_deep",
+    "ioi.larger_counting": "sgd_counts_n",
+}
+SYNTHETIC_IOI_STABILITY = {"ioi.larger_adam_shallow_unstable": "adam3_rise"}
+
 HEADER = ["row", "late mean", "lowest, highest in one view", "category", "views giving another"]
 
 
-def views(runs: RecallRun | dict[Any, RecallRun]) -> list:
-    """``runs`` with one run read at one evaluation of its late window alone (:meth:`RecallRun.at_late`), the others
-    as they are: one view per evaluation of each run's window. A run that diverged has none (its late statistics
-    are not read: NaN, :mod:`companion.experiments.summaries`)."""
-    if isinstance(runs, RecallRun):
+def views(runs) -> list:
+    """``runs`` (one run, or a dict of runs) with one run read at one evaluation of its late window alone
+    (``at_late``: :meth:`RecallRun.at_late`, or a recorded run's), the others as they are: one view per evaluation
+    of each run's window. A run that diverged has none (its late statistics are not read: NaN,
+    :mod:`companion.experiments.summaries`)."""
+    if not isinstance(runs, dict):
         return [runs.at_late(i) for i in range(runs.late_count())]
     return [
         {**runs, k: r.at_late(i)}
@@ -90,54 +102,45 @@ def _check_rows(ids, registry: dict[str, claims.Claim] | None, caller: str) -> d
     return registry
 
 
-def require_late_verdicts(
+def late_values(
     make: Callable[[Any], Summary],
-    runs: RecallRun | dict[Any, RecallRun],
+    runs,
     rows: dict[str, str],
-    profile: str,
     registry: dict[str, claims.Claim] | None = None,
-) -> str:
-    """Each row of ``rows`` ({claim id: entry of the summary}) judged on ``make(runs)``, the chapter's summary of late
-    means, and on ``make`` of every view of :func:`views` (one run read at one evaluation of its late window alone,
-    :meth:`~companion.experiments.noisy_recall.RecallRun.at_late`), by its check in ``profile``
-    (:func:`companion.claims.judged`), as :func:`require_same_verdicts` judges them; returns its table.
+) -> dict[str, tuple[float, list[float]]]:
+    """{claim id: (its entry of ``make(runs)``, the chapter's summary of late means; the same entry of ``make`` of
+    every view of :func:`views`)} for each row of ``rows`` ({claim id: entry of the summary}).
 
     Raises:
-        ValueError: before any judging, a row id not in the registry or an entry the summary lacks.
-        AssertionError: a row asserted in ``profile`` that some view puts in another category (every such row
-            named): its verdict depends on when a run stopped.
+        ValueError: before any view is made, a row id not in the registry or an entry the summary lacks.
     """
-    _check_rows(rows, registry, "require_late_verdicts")
+    _check_rows(rows, registry, "late_values")
     whole = make(runs)
     missing = sorted(set(rows.values()) - set(whole))
     if missing:
-        raise ValueError(
-            f"require_late_verdicts: {missing} are not entries of the summary (entries: {sorted(whole)})"
-        )
+        raise ValueError(f"late_values: {missing} are not entries of the summary (entries: {sorted(whole)})")
     at_each = [make(view) for view in views(runs)]
-    values = {cid: (whole[entry], [s[entry] for s in at_each]) for cid, entry in rows.items()}
-    return require_same_verdicts(values, profile, registry)
+    return {cid: (whole[entry], [s[entry] for s in at_each]) for cid, entry in rows.items()}
 
 
-def require_same_verdicts(
+def same_verdicts(
     values: dict[str, tuple[float, Sequence[float]]],
     profile: str,
     registry: dict[str, claims.Claim] | None = None,
-) -> str:
+) -> tuple[str, dict[str, tuple[int, int]]]:
     """Each row of ``values`` ({claim id: (its value on the late means, its values in the views)}) judged on each by
     its check in ``profile`` (:func:`companion.claims.judged`). Returns the rows as a Markdown table (late mean; the
-    lowest and highest value in one view; category; how many views give another category).
+    lowest and highest value in one view; category; how many views give another category) and, for each row that
+    some view puts in another category, (how many views do, how many there are).
 
     Raises:
         ValueError: a row id not in the registry, or a row with no view.
-        AssertionError: a row asserted in ``profile`` that some view puts in another category (every such row
-            named): its verdict depends on when a run stopped.
     """
-    registry = _check_rows(values, registry, "require_same_verdicts")
+    registry = _check_rows(values, registry, "same_verdicts")
     empty = sorted(cid for cid, (_, at_each) in values.items() if len(at_each) == 0)
     if empty:
-        raise ValueError(f"require_same_verdicts: {empty} have no view (allowed: one or more values each)")
-    table, changed = [], []
+        raise ValueError(f"same_verdicts: {empty} have no view (allowed: one or more values each)")
+    table, changed = [], {}
     for cid, (late, at_each) in values.items():
         claim = registry[cid]
         category = claims.judged(claim, late, profile)["category"]
@@ -145,8 +148,70 @@ def require_same_verdicts(
         others = sum(claims.judged(claim, v, profile)["category"] != category for v in seen)
         spread = "nan" if np.isnan(seen).all() else f"{np.nanmin(seen):.4g}, {np.nanmax(seen):.4g}"
         table.append([f"`{cid}`", late, spread, category, f"{others} of {len(seen)}"])
-        if others and claim.asserted(profile):
-            changed.append(f"{cid} ({category} on the late mean; another in {others} of {len(seen)} views)")
-    if changed:
-        raise AssertionError("verdicts that depend on when the run stopped: " + "; ".join(changed))
-    return markdown_table(HEADER, table)
+        if others:
+            changed[cid] = (int(others), len(seen))
+    return markdown_table(HEADER, table), changed
+
+
+def require_same_verdicts(
+    values: dict[str, tuple[float, Sequence[float]]],
+    profile: str,
+    registry: dict[str, claims.Claim] | None = None,
+) -> str:
+    """:func:`same_verdicts`' table, once no row asserted in ``profile`` takes another category in some view.
+
+    Raises:
+        ValueError: as :func:`same_verdicts`.
+        AssertionError: the rows asserted in ``profile`` that some view puts in another category (every one named):
+            their verdicts depend on when a run stopped.
+    """
+    registry = _check_rows(values, registry, "require_same_verdicts")
+    table, changed = same_verdicts(values, profile, registry)
+    failed = [
+        f"{cid} ({claims.judged(registry[cid], values[cid][0], profile)['category']} on the late mean; another in "
+        f"{k} of {n} views)"
+        for cid, (k, n) in changed.items()
+        if registry[cid].asserted(profile)
+    ]
+    if failed:
+        raise AssertionError("verdicts that depend on when the run stopped: " + "; ".join(failed))
+    return table
+
+
+def require_late_verdicts(
+    make: Callable[[Any], Summary],
+    runs,
+    rows: dict[str, str],
+    profile: str,
+    registry: dict[str, claims.Claim] | None = None,
+) -> str:
+    """The rows of ``rows`` ({claim id: entry of the summary}) judged on ``make(runs)``, the chapter's summary of late
+    means, and in every view of :func:`views` (:func:`late_values`), as :func:`require_same_verdicts` judges them;
+    returns its table.
+
+    Raises:
+        ValueError: before any view is made, a row id not in the registry or an entry the summary lacks.
+        AssertionError: a row asserted in ``profile`` that some view puts in another category (every such row
+            named): its verdict depends on when a run stopped.
+    """
+    return require_same_verdicts(late_values(make, runs, rows, registry), profile, registry)
+
+
+def changed_text(changed: dict[str, tuple[int, int]]) -> str:
+    """A sentence on :func:`same_verdicts`' second value: which rows some view puts in another category, and in how
+    many views.
+
+    >>> changed_text({})
+    'At one evaluation alone, every row keeps its category.'
+    >>> changed_text({"x.a": (2, 15), "x.b": (3, 15)})
+    'At one evaluation alone, `x.a` takes another category in 2 of 15 views and `x.b` in 3 of 15: their verdicts depend on when the runs stopped.'
+    >>> changed_text({"x.a": (1, 5)})
+    'At one evaluation alone, `x.a` takes another category in 1 of 5 views: its verdict depends on when the runs stopped.'
+    """
+    if not changed:
+        return "At one evaluation alone, every row keeps its category."
+    (first, (k, n)), *rest = changed.items()
+    parts = [f"`{first}` takes another category in {k} of {n} views"]
+    parts += [f"`{cid}` in {k} of {n}" for cid, (k, n) in rest]
+    whose = "their verdicts depend" if rest else "its verdict depends"
+    return f"At one evaluation alone, {and_list(parts)}: {whose} on when the runs stopped."

@@ -13,6 +13,7 @@ configuration and the source of the modules it uses, so re-running a chapter is 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -291,7 +292,9 @@ class RecallRun:
         n = self.late_count(phase)
         if not (isinstance(i, (int, np.integer)) and 0 <= i < n):
             raise ValueError(f"i={i!r}: allowed an integer in 0 .. {n - 1} (the late window's evaluations)")
-        return dataclasses.replace(self, late_at=int(i))
+        view = copy.copy(self)
+        view.late_at = int(i)
+        return view
 
     def first_step_above(self, key: str, threshold: float, rho: float | None = None, phase: int = 1) -> float:
         """First evaluated step (since the phase started) where the metric exceeds ``threshold``; inf if never."""

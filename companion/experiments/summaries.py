@@ -19,7 +19,7 @@ import torch
 from companion import config, probes
 from companion.config import check_int
 from companion.criterion import Criterion
-from companion.experiments.noisy_recall import RecallRun
+from companion.experiments.noisy_recall import LATE_FRACTION, RecallRun, late_mask
 from companion.report import Summary, markdown_table, strict_max, strict_min
 
 NOISY_EARLY_STEPS = 10  # "the first few steps" of Figs. 3 and 8
@@ -481,9 +481,11 @@ def ioi_curves(runs: dict[str, RecallRun]) -> dict:
 class CurveRun:
     """A recorded run read back from :func:`ioi_curves`: the part of a run that :func:`ioi_table`,
     :func:`ioi_summary` and :func:`companion.figures.synthetic_ioi.depth_panels` read (``series`` of the recorded clean
-    metrics, ``late_mean`` (and its window, ``late_start``, ``late_window``) by the same rule as a live run, ``diverged_at``)."""
+    metrics, ``late_mean`` (and its window, ``late_start``, ``late_window``) by the same rule as a live run, ``diverged_at``;
+    ``at_late``, a view at one evaluation of the late window, as a live run's)."""
 
     late_mean, late_start, late_window = RecallRun.late_mean, RecallRun.late_start, RecallRun.late_window
+    at_late = RecallRun.at_late
     late_at = None  # the whole late window (no view of one evaluation)
 
     def __init__(self, curves: dict, name: str):
@@ -491,6 +493,10 @@ class CurveRun:
             raise ValueError(f"no recorded run {name!r}: allowed {sorted(curves['step'])}")
         self.curves, self.name = curves, name
         self.diverged_at = curves["diverged_at"][name]
+
+    def late_count(self, phase: int = 1, frac: float = LATE_FRACTION) -> int:
+        """How many evaluations the late window holds (:meth:`RecallRun.late_count`)."""
+        return int(late_mask(self.curves["step"][self.name], frac).sum())
 
     def series(self, key: str, rho: float | None = None, phase: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """(evaluated steps, values) of clean metric ``key`` at ``rho``, as recorded."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from companion import claims
 from companion.experiments import summaries
-from companion.report import count_noun, count_word
+from companion.report import and_list, count_noun, count_word
 
 LOST = 1.0  # nats of late clean loss above the lowest: a run that "loses what it learned" (the bar of
 # ioi.larger_adam_shallow_unstable)
@@ -30,8 +30,7 @@ def _lost(stab, opt: str, L: int) -> bool:
 
 def _depths(Ls) -> str:
     """'$L = 3$', '$L = 3$ and $L = 5$', '$L = 3$, $L = 5$ and $L = 7$'."""
-    named = [f"$L = {L}$" for L in Ls]
-    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    return and_list([f"$L = {L}$" for L in Ls])
 
 
 def _curve(stab, opt: str, L: int) -> str:
