@@ -200,3 +200,39 @@ def test_the_larger_recording_rows_are_the_chapters_and_its_runs_have_views():
     )
     assert set(changed) <= set(late_verdicts.SYNTHETIC_IOI_LARGER) and len(table.splitlines()) == 6
     assert all(0 < k <= n == len(views) for k, n in changed.values())
+
+
+def test_alpha_rows_read_each_run_and_each_recording_at_one_evaluation(run):
+    """book/noisy_recall's rows over noise levels: views of this build's run, then of each recording's curves
+    (late_verdicts.curve_views), the others as they are."""
+    from companion import record
+    from companion.experiments.noisy_recall import late_mask
+
+    rec = record.latest("recall", "quick", {"alpha": 0.2})
+    at = late_verdicts.curve_views(rec, ["p_noise_full", "p_correct_drop"])
+    window = late_mask(rec.curves["step"])
+    assert len(at) == window.sum() >= 2
+    assert [v["p_correct_drop"] for v in at] == pytest.approx(
+        np.asarray(rec.curves["p_correct_drop"])[window]
+    )
+    assert np.mean([v["p_noise_full"] for v in at]) == pytest.approx(rec.summary["p_noise_full"], abs=1e-6)
+    with pytest.raises(ValueError, match=r"keeps no curve \['p_loss'\]"):
+        late_verdicts.curve_views(rec, ["p_loss"])
+    rows = {"recall.alpha_noise": "alpha_noise_gap_max", "recall.alpha_drop_f2": "alpha_drop_min"}
+    values = late_verdicts.alpha_values(run, {0.2: rec}, rows)
+    live = summaries.recall_summary(run)
+    whole = summaries.alpha_summary(live, run.exp.alpha, {0.2: rec.summary})
+    last = summaries.alpha_summary(live, run.exp.alpha, {0.2: at[-1]})
+    for cid, entry in rows.items():
+        late, seen = values[cid]
+        assert late == whole[entry] and len(seen) == run.late_count() + len(at)
+        assert seen[-1] == pytest.approx(last[entry])
+    with pytest.raises(ValueError, match=r"\['alpha80_drop'\] are not entries of alpha_summary"):
+        late_verdicts.alpha_values(run, {0.2: rec}, {"recall.alpha08_full": "alpha80_drop"})
+
+
+def test_the_alpha_rows_named_are_the_chapters_checks_of_those_entries():
+    text = (ROOT / "book/noisy_recall.md").read_text()
+    for cid, entry in late_verdicts.NOISY_RECALL_ALPHA.items():
+        assert f'claims.check("{cid}", other["{entry}"])' in text
+    assert "late_verdicts.alpha_values(run, alpha_runs, late_verdicts.NOISY_RECALL_ALPHA)" in text

@@ -6,8 +6,9 @@ the trained model only if it does not depend on where in that window the run hap
 the window alone gives the row another category, a run a little shorter or longer, another seed or another machine's
 rounding can turn the row over (book/finetune met it: at 400 fine-tuning steps its row read a curve still rising).
 :func:`require_late_verdicts` judges each row again with each run read at each evaluation of its window alone, the
-other runs as they are, and stops the chapter where an asserted row changes category. It reads the spread about the row's own bar, so an oscillation far from the bar passes
-and a curve that crosses it fails, however small its drift.
+other runs as they are, and stops the chapter where an asserted row changes category. It reads the spread about the
+row's own bar, so an oscillation far from the bar passes and a curve that crosses it fails, however small its
+drift.
 
 The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here
 (``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
@@ -24,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from companion import claims
+from companion.experiments import summaries
+from companion.experiments.noisy_recall import RecallRun, late_mask
 from companion.report import Summary, and_list, markdown_table
 
 # book/noisy_recall's rows read on late means (recall_summary)
@@ -71,6 +74,14 @@ SYNTHETIC_IOI_LARGER = {
 }
 SYNTHETIC_IOI_STABILITY = {"ioi.larger_adam_shallow_unstable": "adam3_rise"}
 
+# book/noisy_recall's rows over noise levels: this build's run and the recordings at summaries.OTHER_ALPHAS
+# (summaries.alpha_summary)
+NOISY_RECALL_ALPHA = {
+    "recall.alpha_noise": "alpha_noise_gap_max",
+    "recall.alpha_drop_f2": "alpha_drop_min",
+    "recall.alpha08_full": "alpha80_drop",
+}
+
 HEADER = ["row", "late mean", "lowest, highest in one view", "category", "views giving another"]
 
 
@@ -87,6 +98,52 @@ def views(runs) -> list:
         if r.diverged_at is None
         for i in range(r.late_count())
     ]
+
+
+def curve_views(rec, entries: Sequence[str]) -> list[dict[str, float]]:
+    """A recorded run's curves (:func:`companion.experiments.summaries.recall_curves`) at each evaluation of their
+    late window (:func:`companion.experiments.noisy_recall.late_mask`): one {entry: value} per evaluation, for the
+    summary ``entries`` that are curves of the same name ("p_correct_drop", "p_noise_full", ...).
+
+    Raises:
+        ValueError: an entry the recording keeps no curve of.
+    """
+    curves = rec.curves
+    missing = sorted(set(entries) - set(curves))
+    if missing:
+        raise ValueError(f"curve_views: {rec.path.name} keeps no curve {missing} (curves: {sorted(curves)})")
+    window = late_mask(curves["step"])
+    columns = {e: np.asarray(curves[e], dtype=float)[window] for e in entries}
+    return [{e: float(v[i]) for e, v in columns.items()} for i in range(int(window.sum()))]
+
+
+def alpha_values(
+    run: RecallRun, recorded: dict, rows: dict[str, str], registry: dict[str, claims.Claim] | None = None
+) -> dict[str, tuple[float, list[float]]]:
+    """:func:`late_values` of the rows over noise levels (:func:`companion.experiments.summaries.alpha_summary`):
+    this build's ``run`` and the recordings ``recorded`` ({alpha: recorded run}), with this build's run read at each
+    evaluation of its late window, then each recording at each of its own, the others as they are.
+
+    Raises:
+        ValueError: a row id not in the registry, an entry alpha_summary does not give, a curve a recording lacks.
+    """
+    _check_rows(rows, registry, "alpha_values")
+    entries = ("p_noise_full", "p_correct_drop")
+    recs = {a: r.summary for a, r in recorded.items()}
+
+    def make(live, recs):
+        return summaries.alpha_summary(live, run.exp.alpha, recs)
+
+    live = summaries.recall_summary(run)
+    whole = make(live, recs)
+    missing = sorted(set(rows.values()) - set(whole))
+    if missing:
+        raise ValueError(
+            f"alpha_values: {missing} are not entries of alpha_summary (entries: {sorted(whole)})"
+        )
+    at_each = [make(summaries.recall_summary(view), recs) for view in views(run)]
+    at_each += [make(live, {**recs, a: v}) for a, r in recorded.items() for v in curve_views(r, entries)]
+    return {cid: (whole[entry], [s[entry] for s in at_each]) for cid, entry in rows.items()}
 
 
 def _check_rows(ids, registry: dict[str, claims.Claim] | None, caller: str) -> dict[str, claims.Claim]:

@@ -481,8 +481,8 @@ def ioi_curves(runs: dict[str, RecallRun]) -> dict:
 class CurveRun:
     """A recorded run read back from :func:`ioi_curves`: the part of a run that :func:`ioi_table`,
     :func:`ioi_summary` and :func:`companion.figures.synthetic_ioi.depth_panels` read (``series`` of the recorded clean
-    metrics, ``late_mean`` (and its window, ``late_start``, ``late_window``) by the same rule as a live run, ``diverged_at``;
-    ``at_late``, a view at one evaluation of the late window, as a live run's)."""
+    metrics, ``late_mean`` (and its window, ``late_start``, ``late_window``) by the same rule as a live run,
+    ``diverged_at``; ``at_late``, a view at one evaluation of the late window, as a live run's)."""
 
     late_mean, late_start, late_window = RecallRun.late_mean, RecallRun.late_start, RecallRun.late_window
     at_late = RecallRun.at_late
