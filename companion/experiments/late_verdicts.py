@@ -26,7 +26,7 @@ import numpy as np
 
 from companion import claims
 from companion.experiments import summaries
-from companion.experiments.noisy_recall import RecallRun, late_mask
+from companion.experiments.noisy_recall import RecallRun, late_curve
 from companion.report import Summary, and_list, markdown_table
 
 # book/noisy_recall's rows read on late means (recall_summary)
@@ -102,7 +102,7 @@ def views(runs) -> list:
 
 def curve_views(rec, entries: Sequence[str]) -> list[dict[str, float]]:
     """A recorded run's curves (:func:`companion.experiments.summaries.recall_curves`) at each evaluation of their
-    late window (:func:`companion.experiments.noisy_recall.late_mask`): one {entry: value} per evaluation, for the
+    late window (:func:`companion.experiments.noisy_recall.late_curve`): one {entry: value} per evaluation, for the
     summary ``entries`` that are curves of the same name ("p_correct_drop", "p_noise_full", ...).
 
     Raises:
@@ -112,9 +112,8 @@ def curve_views(rec, entries: Sequence[str]) -> list[dict[str, float]]:
     missing = sorted(set(entries) - set(curves))
     if missing:
         raise ValueError(f"curve_views: {rec.path.name} keeps no curve {missing} (curves: {sorted(curves)})")
-    window = late_mask(curves["step"])
-    columns = {e: np.asarray(curves[e], dtype=float)[window] for e in entries}
-    return [{e: float(v[i]) for e, v in columns.items()} for i in range(int(window.sum()))]
+    columns = {e: late_curve(curves, e) for e in entries}
+    return [dict(zip(columns, at)) for at in zip(*(v.tolist() for v in columns.values()))]
 
 
 def alpha_values(

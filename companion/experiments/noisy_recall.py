@@ -198,7 +198,22 @@ def late_mask(steps, frac: float = LATE_FRACTION) -> np.ndarray:
     [False, True, True]
     """
     steps = np.asarray(steps, dtype=float)
-    return steps >= (1 - frac) * steps.max()
+    return steps >= late_from(steps, frac)
+
+
+def late_from(steps, frac: float = LATE_FRACTION) -> float:
+    """Where the late window of a phase's evaluated steps begins: ``1 - frac`` of the last one.
+
+    >>> late_from([0, 100, 400])
+    320.0
+    """
+    return (1 - frac) * float(np.max(steps))
+
+
+def late_curve(curves: dict, key: str, frac: float = LATE_FRACTION) -> np.ndarray:
+    """A recorded curve's values in its late window (``curves``: a recording's, as
+    :func:`companion.experiments.summaries.recall_curves` writes them, with ``step``)."""
+    return np.asarray(curves[key], dtype=float)[late_mask(curves["step"], frac)]
 
 
 @dataclass
@@ -212,9 +227,7 @@ class RecallRun:
     device: str = "cpu"
     pretrained_state: dict | None = field(default=None, repr=False)
     diverged_at: int | None = None  # step at which the loss became non-finite (training stopped there)
-    late_at: int | None = (
-        None  # a view at one evaluation of the late window (:meth:`at_late`); None: all of it
-    )
+    late_at: int | None = None  # a view at one late evaluation (:meth:`at_late`); None: the whole window
 
     def model(self, pretrained: bool = False) -> Transformer:
         """The final model (or the end of pre-training), on the CPU, in eval mode."""
@@ -265,7 +278,7 @@ class RecallRun:
     ) -> float:
         """Where the last ``frac`` of a phase's evaluated steps begins (since the phase started): the window of
         :meth:`late_mean`."""
-        return (1 - frac) * float(self.series(key, rho, phase)[0].max())
+        return late_from(self.series(key, rho, phase)[0], frac)
 
     def late_window(
         self, key: str, rho: float | None = None, phase: int = 1, frac: float = LATE_FRACTION

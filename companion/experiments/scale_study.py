@@ -20,7 +20,7 @@ import numpy as np
 
 from companion import config, recorded
 from companion.experiments import catalog
-from companion.experiments.noisy_recall import RecallExperiment, late_mask
+from companion.experiments.noisy_recall import RecallExperiment, late_curve
 from companion.report import Summary
 
 # Rungs of the ladder: overrides of the quick profile (rung 0 is the quick profile itself). The last two took
@@ -307,7 +307,7 @@ def excess(values, reference: float = REFERENCE) -> float:
 
 def late_excess(by_choice: dict[str, dict[int, recorded.Recorded]]) -> dict[str, np.ndarray]:
     """Per choice, :func:`excess` of its seeds' p(correct | F2 dropped) at each evaluation of the recorded curves'
-    late window (:func:`companion.experiments.noisy_recall.late_mask`, the window of the late means that
+    late window (:func:`companion.experiments.noisy_recall.late_curve`, the window of the late means that
     :func:`choice_summary` reads), the seeds taken at the same evaluation: what the verdict on the late means would
     have been had the runs stopped there (:func:`companion.experiments.late_verdicts.require_same_verdicts`).
 
@@ -319,10 +319,7 @@ def late_excess(by_choice: dict[str, dict[int, recorded.Recorded]]) -> dict[str,
         steps = {tuple(r.curves["step"]) for r in runs.values()}
         if len(steps) > 1:
             raise ValueError(f"{name} choices: the seeds' curves are evaluated at different steps")
-        windows = [
-            np.asarray(r.curves["p_correct_drop"], dtype=float)[late_mask(r.curves["step"])]
-            for r in runs.values()
-        ]
+        windows = [late_curve(r.curves, "p_correct_drop") for r in runs.values()]
         out[name] = np.array([excess(list(at)) for at in np.array(windows).T])
     return out
 
