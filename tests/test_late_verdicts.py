@@ -236,3 +236,48 @@ def test_the_alpha_rows_named_are_the_chapters_checks_of_those_entries():
     for cid, entry in late_verdicts.NOISY_RECALL_ALPHA.items():
         assert f'claims.check("{cid}", other["{entry}"])' in text
     assert "late_verdicts.alpha_values(run, alpha_runs, late_verdicts.NOISY_RECALL_ALPHA)" in text
+
+
+def test_recorded_values_read_a_recordings_curves_at_each_evaluation_and_agree_with_its_late_means():
+    """book/paper_scale: the paper-configuration recordings' rows at each evaluation of their late windows, from their
+    curves (late_verdicts.recorded_values); each entry computed on the curves' late means gives the recorded value."""
+    import copy
+    import dataclasses
+
+    from companion import record
+    from companion.experiments.noisy_recall import late_mask
+
+    rec = record.latest("recall", "full")
+    values, left_out = late_verdicts.recorded_values(rec, late_verdicts.NOISY_RECALL)
+    assert left_out == ["recall.prev_token_head", "recall.prev_token_sharp"]
+    window = late_mask(rec.curves["step"])
+    drop = np.asarray(rec.curves["p_correct_drop"])[window]
+    full = np.asarray(rec.curves["p_correct_full"])[window]
+    late, seen = values["recall.drop_f2_gain"]
+    assert late == rec.claims["recall.drop_f2_gain"] and seen == pytest.approx(drop - full)
+    assert values["recall.attn_avoids_noise"][0] == rec.claims["recall.attn_avoids_noise"]
+    ft = record.latest("finetune", "full")
+    ft_values, ft_left = late_verdicts.recorded_values(ft, late_verdicts.FINETUNE)
+    assert ft_left == [] and all(ft_values[cid][0] == v for cid, v in ft.claims.items() if cid in ft_values)
+    assert ft_values["finetune.noise_fraction"][1] == pytest.approx(
+        np.asarray(ft.curves["noisy_p_noise"])[late_mask(ft.curves["step"])]
+    )
+    table, changed = late_verdicts.same_verdicts(values | ft_values, "full")
+    assert set(changed) <= set(values) | set(ft_values) and len(table.splitlines()) == 2 + 7
+    # a summary the curves do not give is named, as are rows and entries the recording lacks
+    other = dataclasses.replace(rec, data=copy.deepcopy(rec.data))
+    other.data["summary"]["drop_gain"] += 0.01
+    with pytest.raises(ValueError, match="drop_gain is .* its curves' late means give"):
+        late_verdicts.recorded_values(other, {"recall.drop_f2_gain": "drop_gain"})
+    with pytest.raises(ValueError, match=r"\['ft_c'\] are not entries of recall-full.json's summary"):
+        late_verdicts.recorded_values(rec, {"recall.drop_f2_gain": "ft_c"})
+    with pytest.raises(ValueError, match=r"\['x.nope'\] are not rows of the registry"):
+        late_verdicts.recorded_values(rec, {"x.nope": "drop_gain"})
+
+
+def test_the_paper_scale_chapter_reads_the_recordings_rows_at_each_evaluation():
+    text = (ROOT / "book/paper_scale.md").read_text()
+    assert (
+        'late_verdicts.recorded_values(record.latest("recall", "full"), late_verdicts.NOISY_RECALL)' in text
+    )
+    assert "late_verdicts.recorded_values(gpu_ft, late_verdicts.FINETUNE)" in text

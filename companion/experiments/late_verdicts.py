@@ -13,8 +13,9 @@ drift.
 The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here
 (``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
 chapters' Check cells. A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
-``SYNTHETIC_IOI_STABILITY``) :func:`same_verdicts` reports which ones a view turns over, without stopping the
-chapter, and :func:`changed_text` says it.
+``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with
+:func:`recorded_values`) :func:`same_verdicts` reports which ones a view turns over, without stopping the chapter, and
+:func:`changed_text` says it.
 """
 
 from __future__ import annotations
@@ -82,6 +83,27 @@ NOISY_RECALL_ALPHA = {
     "recall.alpha08_full": "alpha80_drop",
 }
 
+# The entries of recall_summary and finetune_summary that a recorded run's curves (summaries.recall_curves) give at
+# each evaluation: {entry: its value from one evaluation's curve values}. The rest read the model or curves a recording
+# does not keep (attn1_prev, the pre-training phase).
+CURVE_ENTRIES: dict[str, Callable[[dict[str, float]], float]] = {
+    "p_noise_full": lambda v: v["p_noise_full"],
+    "p_correct_full": lambda v: v["p_correct_full"],
+    "p_correct_drop": lambda v: v["p_correct_drop"],
+    "drop_gain": lambda v: v["p_correct_drop"] - v["p_correct_full"],
+    "attn_ratio": lambda v: summaries.attention_ratio(v["attn_to_correct"], v["attn_to_noise"]),
+    "ft_ratio": lambda v: summaries.attention_ratio(v["attn_to_correct"], v["attn_to_noise"]),
+    "noise_late": lambda v: v["noisy_p_noise"],
+}
+RECORDED_CURVES = (
+    "p_noise_full",
+    "p_correct_full",
+    "p_correct_drop",
+    "attn_to_correct",
+    "attn_to_noise",
+    "noisy_p_noise",
+)
+
 HEADER = ["row", "late mean", "lowest, highest in one view", "category", "views giving another"]
 
 
@@ -114,6 +136,40 @@ def curve_views(rec, entries: Sequence[str]) -> list[dict[str, float]]:
         raise ValueError(f"curve_views: {rec.path.name} keeps no curve {missing} (curves: {sorted(curves)})")
     columns = {e: late_curve(curves, e) for e in entries}
     return [dict(zip(columns, at)) for at in zip(*(v.tolist() for v in columns.values()))]
+
+
+def recorded_values(
+    rec, rows: dict[str, str], registry: dict[str, claims.Claim] | None = None
+) -> tuple[dict[str, tuple[float, list[float]]], list[str]]:
+    """The rows of ``rows`` ({claim id: entry of the recording's summary}) that a recorded run's curves give
+    (:data:`CURVE_ENTRIES`): {claim id: (the recorded late mean, its value at each evaluation of the late window
+    alone, :func:`curve_views`)}, and the ids of the others (they read what the recording does not keep).
+
+    Each entry is first computed again on the late means of the curves; it must give the recorded value, or the
+    recording was made by another rule than the one its views are read by.
+
+    Raises:
+        ValueError: a row id not in the registry, an entry the recording's summary lacks, a curve it lacks, or a
+            late mean of the curves that is not the recorded value (the entry named).
+    """
+    _check_rows(rows, registry, "recorded_values")
+    summary = rec.summary
+    missing = sorted(set(rows.values()) - set(summary))
+    if missing:
+        raise ValueError(f"recorded_values: {missing} are not entries of {rec.path.name}'s summary")
+    kept = {cid: e for cid, e in rows.items() if e in CURVE_ENTRIES}
+    at_each = curve_views(rec, RECORDED_CURVES) if kept else []
+    means = {c: float(np.mean([v[c] for v in at_each])) for c in RECORDED_CURVES} if kept else {}
+    out = {}
+    for cid, entry in kept.items():
+        again = CURVE_ENTRIES[entry](means)
+        if not np.isclose(again, summary[entry], rtol=1e-9, atol=1e-12):
+            raise ValueError(
+                f"recorded_values: {rec.path.name}'s {entry} is {summary[entry]!r}, its curves' late means give "
+                f"{again!r}: the recording was made by another rule"
+            )
+        out[cid] = (float(summary[entry]), [CURVE_ENTRIES[entry](v) for v in at_each])
+    return out, [cid for cid in rows if cid not in kept]
 
 
 def alpha_values(

@@ -25,6 +25,16 @@ from companion.report import Summary, markdown_table, strict_max, strict_min
 NOISY_EARLY_STEPS = 10  # "the first few steps" of Figs. 3 and 8
 
 
+def attention_ratio(att_c: float, att_n: float) -> float:
+    """The attention mass on [q, ybar] positions over that on [q, tau] positions, the latter floored at 1e-6 (a head
+    that puts no mass on the noise gives a large finite ratio, not a division by zero).
+
+    >>> attention_ratio(0.5, 0.25), round(attention_ratio(0.9, 0.0))
+    (2.0, 900000)
+    """
+    return att_c / max(att_n, 1e-6)
+
+
 def recall_summary(run: RecallRun) -> Summary:
     """Section 3, Figs. 3, 4, 7, 8: the core run's late probabilities, orderings and probes."""
     noise_step = run.first_step_above("noisy_p_noise", 0.5)
@@ -60,7 +70,7 @@ def recall_summary(run: RecallRun) -> Summary:
             "margin_step": (run.first_step_above("margin_F2", 0.0), "first step with a positive F2 margin"),
             "att_c": (att_c, "late attention mass from T on [q, ybar] positions"),
             "att_n": (att_n, "late attention mass from T on [q, tau] positions"),
-            "attn_ratio": (att_c / max(att_n, 1e-6), "att_c / att_n"),
+            "attn_ratio": (attention_ratio(att_c, att_n), "att_c / att_n"),
             "prev": (prev, "late first-layer attention mass on the previous token"),
             "prev_over_uniform": (
                 prev / uniform_previous_mass(run.exp.seq_len),
@@ -118,7 +128,7 @@ def finetune_summary(run: RecallRun) -> Summary:
             "pre_c_over_uniform": (pre_c * run.exp.seq_len, "pre_c in units of the uniform 1 / T"),
             "ft_c": (ft_c, "late attention mass on [q, ybar] after fine-tuning"),
             "ft_n": (ft_n, "late attention mass on [q, tau] after fine-tuning"),
-            "ft_ratio": (ft_c / max(ft_n, 1e-6), "ft_c / ft_n"),
+            "ft_ratio": (attention_ratio(ft_c, ft_n), "ft_c / ft_n"),
             "spike": (
                 float(run.series("noisy_p_noise")[1][:NOISY_EARLY_STEPS].max()),
                 f"max p(noise) on noisy data over the first {NOISY_EARLY_STEPS} fine-tuning steps",
