@@ -1173,24 +1173,73 @@ def test_a_step_with_its_gradient_given_is_the_step_that_computes_it():
         assert results[0][0] == results[1][0] and torch.equal(results[0][1], results[1][1])
 
 
-def test_the_line_search_loss_that_reuses_the_first_layer_is_the_population_loss():
-    """Step 1 and step 2 change a second-layer matrix: their line search runs the first layer once and reuses its
-    streams; the loss it gives is the population loss, bitwise, at every size tried (and W_QK^1's falls back to
-    the whole model)."""
+def test_the_line_searchs_losses_are_the_population_losses_up_to_rounding():
+    """_line_losses (each layer linear in its W_QK and W_V; the second layer at the final position only) gives the
+    population loss at every size within a relative 1e-5 (LINE_TIE, where near-ties are compared again, is ten times
+    that), and _line_search picks the size the whole model does, for each matrix it takes; others are refused."""
     exp = three_steps.ThreeStepExperiment.quick(
         d=230, seq_len=16, batch=256, chunk=128, line_batch=256, n_test=16
     )
     model, _, population = three_steps.after_first_step(exp)
     line = population[:2]
-    for name in induction.STEP_ORDER:
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for n in induction.STEP_ORDER:  # every memory non-zero, so that each part of the forward counts
+            model.matrix(n).add_(0.05 * torch.randn(model.matrix(n).shape, generator=gen))
+    for name in ("W_QK^1", "W_V^1", "W_QK^2", "W_V^2"):
         W = model.matrix(name)
         W0 = W.detach().clone()
-        loss = three_steps._line_loss(model, name, line)
+        direction = torch.randn(W.shape, generator=gen)
+        direction /= direction.norm()
+        fast = three_steps._line_losses(model, name, line, W0, direction, exp.etas)
+        exact = []
         with torch.no_grad():
-            for e in (0.5, 8.0):
-                W.copy_(W0 + e * torch.randn(W.shape, generator=torch.Generator().manual_seed(1)))
-                assert torch.equal(loss(), three_steps._population_loss(model, line)), (name, e)
+            for e in exp.etas:
+                W.copy_(W0 - e * direction)
+                exact.append(three_steps._population_loss(model, line).item())
             W.copy_(W0)
+        assert fast == pytest.approx(exact, rel=1e-5), name
+        assert len(set(np.round(exact, 3))) > 3, name  # the sizes do change the loss
+        with (
+            torch.no_grad()
+        ):  # near-ties (W_QK^2's two smallest sizes here) ranked as the whole model ranks them
+            chosen = three_steps._line_search(model, name, line, W0, direction, exp.etas)
+            W.copy_(W0)
+        assert chosen == exp.etas[int(np.argmin(exact))], name
+    assert 1e-5 < three_steps.LINE_TIE
+    with pytest.raises(ValueError, match="'W_O\\^1' needs two attention-only layers"):
+        three_steps._line_losses(model, "W_O^1", line, W0, direction, exp.etas)
+
+
+def test_near_ties_of_the_line_search_are_ranked_on_the_whole_model(monkeypatch):
+    """_line_search takes the sizes _line_losses ranks within LINE_TIE of its lowest to the whole model, and only
+    those; one size alone is taken as it is."""
+    exp = three_steps.ThreeStepExperiment.quick(
+        d=230, seq_len=16, batch=256, chunk=128, line_batch=128, n_test=16
+    )
+    model, _, population = three_steps.after_first_step(exp)
+    line, name = population[:1], "W_QK^2"
+    W0 = model.matrix(name).detach().clone()
+    direction = torch.ones_like(W0) / W0.numel() ** 0.5
+    etas = (1.0, 2.0, 4.0, 8.0)
+    whole = []
+    with torch.no_grad():
+        for e in etas:
+            model.matrix(name).copy_(W0 - e * direction)
+            whole.append(three_steps._population_loss(model, line).item())
+    calls = []
+    real = three_steps._population_loss
+    monkeypatch.setattr(three_steps, "_population_loss", lambda m, b: calls.append(1) or real(m, b))
+    for tied in ((1, 2), (0, 3), (2,)):
+        fake = [5.0] * len(etas)
+        for i in tied:
+            fake[i] = 1.0 + 1e-6 * i
+        monkeypatch.setattr(three_steps, "_line_losses", lambda *a, fake=fake: fake)
+        calls.clear()
+        with torch.no_grad():
+            eta = three_steps._line_search(model, name, line, W0, direction, etas)
+        assert len(calls) == (len(tied) if len(tied) > 1 else 0)
+        assert eta == etas[min(tied, key=lambda i: whole[i])]
 
 
 def test_the_line_searched_steps_are_the_steps_taken_one_after_another(tmp_path, monkeypatch):

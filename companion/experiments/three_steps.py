@@ -221,34 +221,113 @@ def _population_loss(model: Transformer, batches) -> torch.Tensor:
     return sum(batch_loss(model, b, device, reduction="sum") for b in batches) / count
 
 
-@torch.no_grad()
-def _line_loss(model: Transformer, name: str, line):
-    """:func:`_population_loss` on ``line`` as a function of matrix ``name`` alone: where every loss position
-    is a final one and ``name`` lies above the first layer, the streams entering its layer are computed once
-    and the layers below are not run again (the same operations on the same inputs as
-    :func:`companion.train.batch_loss`'s, so the same losses, bitwise); otherwise the whole model each call."""
-    layer = int(name.rsplit("^", 1)[1]) - 1
-    if layer == 0 or any(b.loss_mask[:, :-1].any() for b in line):
-        return lambda: _population_loss(model, line)
-    count = _loss_positions(line)
-    device, streams = model.W_E.device, []
-    for b in line:  # batch_loss's selection of the rows with a loss position, then the layers below
-        tokens = torch.as_tensor(b.inputs, device=device)
-        targets = torch.as_tensor(b.targets, device=device)
-        rows = torch.as_tensor(b.loss_mask[:, -1], device=device)
-        if not rows.all():
-            tokens, targets = tokens[rows], targets[rows]
-        x = model.embed(tokens)
-        for l in range(layer):
-            x = model.feed_forward(l, model.attend(l, x))
-        streams.append((x, targets[:, -1]))
-    return lambda: (
-        sum(
-            F.cross_entropy(model.forward_from(layer, x, last_only=True), y, reduction="sum")
-            for x, y in streams
-        )
-        / count
+# line-search losses this close (relative) to the lowest are compared again on the whole model (_line_search)
+LINE_TIE = 1e-4
+
+
+def _fast_line(model: Transformer, name: str, line) -> bool:
+    """Whether :func:`_line_losses` applies: the chapter's model (two attention-only layers with square W_QK and
+    W_V), one of their W_QK and W_V, and a loss on final positions only."""
+    plain = all(
+        not layer.factorised and not layer.value_out and layer.ff.kind == "none" for layer in model.layers
     )
+    return (
+        len(model.layers) == 2
+        and plain
+        and name in ("W_QK^1", "W_V^1", "W_QK^2", "W_V^2")
+        and not any(b.loss_mask[:, :-1].any() for b in line)
+    )
+
+
+def _line_search(
+    model: Transformer, name: str, line, W0: torch.Tensor, direction: torch.Tensor, etas
+) -> float:
+    """The size among ``etas`` (two or more) whose step W0 - e ``direction`` on ``name`` gives the lowest loss on
+    ``line`` (the first of equal ones), as :func:`_population_loss` ranks them. Where :func:`_line_losses` applies it
+    ranks the sizes, and the sizes within a relative :data:`LINE_TIE` of its lowest loss, if more than one, are
+    compared again on the whole model; elsewhere every size runs the whole model. Leaves ``name`` at the last size
+    tried."""
+    W = model.matrix(name)
+
+    def exact(e: float) -> float:
+        W.copy_(W0 - e * direction)
+        return _population_loss(model, line).item()
+
+    candidates = list(range(len(etas)))
+    if _fast_line(model, name, line):
+        fast = np.asarray(_line_losses(model, name, line, W0, direction, etas))
+        if np.isfinite(fast).any():
+            best = np.nanmin(np.where(np.isfinite(fast), fast, np.nan))
+            candidates = np.flatnonzero(fast <= best + LINE_TIE * abs(best)).tolist()
+    if len(candidates) == 1:
+        return etas[candidates[0]]
+    return etas[candidates[int(np.argmin([exact(etas[i]) for i in candidates]))]]
+
+
+@torch.no_grad()
+def _line_losses(
+    model: Transformer, name: str, line, W0: torch.Tensor, direction: torch.Tensor, etas
+) -> list[float]:
+    """The loss on ``line`` (:func:`_population_loss`) with matrix ``name`` set to W0 - e ``direction``, for each e
+    of ``etas``, the other matrices as they are.
+
+    A layer's scores are linear in its W_QK and its values in its W_V, so the changed layer's part is computed once
+    at W0 and once along ``direction``, then combined at each size; below the changed layer the streams are computed
+    once; the second layer is read at the final position only, its values as (attention @ stream) @ W_V^T. The same
+    function as the model's forward in another order of operations, equal up to float rounding (tests/test_induction.py
+    holds it to a relative 1e-5), so it serves only to rank the sizes: :func:`gradient_step` compares near-ties
+    again on the whole model. Only for :func:`_fast_line`'s model and loss.
+
+    Raises:
+        ValueError: a model or loss outside :func:`_fast_line`, or a matrix other than the layers' W_QK and W_V.
+    """
+    if not _fast_line(model, name, line):
+        raise ValueError(
+            f"_line_losses: {name!r} needs two attention-only layers, a matrix among W_QK^1, W_V^1, W_QK^2, W_V^2 "
+            "and a loss on final positions only"
+        )
+    kind, layer = name.rsplit("^", 1)
+    on_first, first, second = layer == "1", *model.layers
+    device, scale = model.W_E.device, model.scale
+    totals = np.zeros(len(etas))
+
+    def part(of, fixed, changes: bool):  # (value at W0, along the direction), or (value, None) if it stays
+        return (of(W0), of(direction)) if changes else (of(fixed), None)
+
+    def at(pair, e: float):
+        return pair[0] if pair[1] is None else pair[0] - e * pair[1]
+
+    def final_scores(M, x1, q):  # the second layer's at the final position, (B, T)
+        return torch.einsum("bd,btd->bt", q @ M, x1) * scale
+
+    for b in line:
+        rows = torch.as_tensor(b.loss_mask[:, -1], device=device)
+        x = model.embed(torch.as_tensor(b.inputs, device=device)[rows])  # (B, T, d)
+        targets = torch.as_tensor(b.targets, device=device)[rows][:, -1]
+        T = x.shape[1]
+        future = ~torch.ones(T, T, dtype=torch.bool, device=device).tril()
+        # the first layer: scores (B, T, T) before the mask, values (B, T, d)
+        S1 = part(lambda M: (x @ M) @ x.transpose(1, 2) * scale, first.qk(), on_first and kind == "W_QK")
+        V1 = part(lambda M: x @ M.T, first.v(), on_first and kind == "W_V")
+
+        def stream(e: float):  # x^1, (B, T, d), and its final position
+            x1 = x + torch.softmax(at(S1, e).masked_fill(future, float("-inf")), dim=-1) @ at(V1, e)
+            return x1, x1[:, -1]
+
+        if not on_first:  # the second layer's scores (B, T) and mixed values (B, d) at the final position
+            x1, q = stream(0.0)
+            S2 = part(lambda M: final_scores(M, x1, q), second.qk(), kind == "W_QK")
+            if kind == "W_V":
+                mixed = torch.einsum("bt,btd->bd", torch.softmax(S2[0], dim=-1), x1)
+                out = (mixed @ W0.T, mixed @ direction.T)
+        for i, e in enumerate(etas):
+            if on_first:
+                x1, q = stream(e)
+                S2 = (final_scores(second.qk(), x1, q), None)
+            if on_first or kind == "W_QK":
+                out = (torch.einsum("bt,btd->bd", torch.softmax(at(S2, e), dim=-1), x1) @ second.v().T, None)
+            totals[i] += F.cross_entropy(model.unembed(q + at(out, e)), targets, reduction="sum").item()
+    return (totals / _loss_positions(line)).tolist()
 
 
 def three_steps(
@@ -313,12 +392,7 @@ def gradient_step(
     W = model.matrix(name)
     direction, W0 = grad / norm, W.detach().clone()
     with torch.no_grad():
-        losses = []
-        line_loss = _line_loss(model, name, line) if len(etas) > 1 else None
-        for e in etas if len(etas) > 1 else ():
-            W.copy_(W0 - e * direction)
-            losses.append(line_loss().item())
-        eta = etas[int(np.argmin(losses))] if losses else etas[0]
+        eta = _line_search(model, name, line, W0, direction, etas) if len(etas) > 1 else etas[0]
         W.copy_(W0 - eta * direction)
     return norm, eta
 
