@@ -281,3 +281,32 @@ def test_the_paper_scale_chapter_reads_the_recordings_rows_at_each_evaluation():
         'late_verdicts.recorded_values(record.latest("recall", "full"), late_verdicts.NOISY_RECALL)' in text
     )
     assert "late_verdicts.recorded_values(gpu_ft, late_verdicts.FINETUNE)" in text
+
+
+def test_a_view_of_pretraining_reads_its_window_and_leaves_fine_tuning_whole():
+    """book/finetune's rows on the end of pre-training (FINETUNE_PRETRAIN) read its last evaluation; a view of
+    phase 0 reads pre-training's late window at one evaluation, fine-tuning's windows whole, and the chapter
+    requires those rows with phase=0."""
+    text = (ROOT / "book/finetune.md").read_text()
+    for cid, entry in late_verdicts.FINETUNE_PRETRAIN.items():
+        assert f'claims.check("{cid}", summary["{entry}"])' in text
+    assert re.search(r"FINETUNE_PRETRAIN, PROFILE, phase=0\)", text)
+    exp = RecallExperiment.quick(**{**TINY, "schedule": "finetune", "pretrain_steps": 10})
+    ft = noisy_recall.run(exp, device="cpu", progress=False, use_cache=False)
+    steps, correct = ft.series("attn_per_pos_correct", phase=0)
+    noise = ft.series("attn_per_pos_noise", phase=0)[1]
+    window = steps >= 8  # the last fifth of 10 pre-training steps, evaluated every 2
+    whole = summaries.finetune_summary(ft)
+    assert whole["pre_ratio"] == noise[-1] / correct[-1]
+    views = late_verdicts.views(ft, phase=0)
+    assert len(views) == ft.late_count(phase=0) == window.sum() == 2
+    for view, c, n in zip(views, correct[window], noise[window]):
+        s = summaries.finetune_summary(view)
+        assert s["pre_ratio"] == pytest.approx(n / c) and s["noise_late"] == whole["noise_late"]
+    values = late_verdicts.late_values(
+        summaries.finetune_summary, ft, late_verdicts.FINETUNE_PRETRAIN, phase=0
+    )
+    assert values["finetune.pretrain_even"] == (
+        whole["pre_ratio"],
+        pytest.approx(list(noise[window] / correct[window])),
+    )

@@ -12,7 +12,8 @@ drift.
 
 The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here
 (``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
-chapters' Check cells. A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
+chapters' Check cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training) is
+judged the same way, at each evaluation of that phase's late window (``phase=0``). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
 ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with
 :func:`recorded_values`) :func:`same_verdicts` reports which ones a view turns over, without stopping the chapter, and
 :func:`changed_text` says it.
@@ -44,6 +45,12 @@ FINETUNE = {
     "finetune.noise_fraction": "noise_late",
     "finetune.attn_avoids_noise": "ft_ratio",
     "finetune.drop_f2_correct": "p_correct_drop",
+}
+# book/finetune's rows read at the end of pre-training (finetune_summary): its last evaluation, so they are judged
+# again at each evaluation of pre-training's late window (phase 0)
+FINETUNE_PRETRAIN = {
+    "finetune.pretrain_attends_all": "pre_n_over_uniform",
+    "finetune.pretrain_even": "pre_ratio",
 }
 # book/architectures' (architectures_summary)
 ARCHITECTURES = {
@@ -104,21 +111,21 @@ RECORDED_CURVES = (
     "noisy_p_noise",
 )
 
-HEADER = ["row", "late mean", "lowest, highest in one view", "category", "views giving another"]
+HEADER = ["row", "value read", "lowest, highest in one view", "category", "views giving another"]
 
 
-def views(runs) -> list:
-    """``runs`` (one run, or a dict of runs) with one run read at one evaluation of its late window alone
-    (``at_late``: :meth:`RecallRun.at_late`, or a recorded run's), the others as they are: one view per evaluation
-    of each run's window. A run that diverged has none (its late statistics are not read: NaN,
+def views(runs, phase: int = 1) -> list:
+    """``runs`` (one run, or a dict of runs) with one run read at one evaluation of the late window of ``phase``
+    alone (``at_late``: :meth:`RecallRun.at_late`, or a recorded run's), the others as they are: one view per
+    evaluation of each run's window. A run that diverged has none (its late statistics are not read: NaN,
     :mod:`companion.experiments.summaries`)."""
     if not isinstance(runs, dict):
-        return [runs.at_late(i) for i in range(runs.late_count())]
+        return [runs.at_late(i, phase) for i in range(runs.late_count(phase))]
     return [
-        {**runs, k: r.at_late(i)}
+        {**runs, k: r.at_late(i, phase)}
         for k, r in runs.items()
         if r.diverged_at is None
-        for i in range(r.late_count())
+        for i in range(r.late_count(phase))
     ]
 
 
@@ -219,9 +226,11 @@ def late_values(
     runs,
     rows: dict[str, str],
     registry: dict[str, claims.Claim] | None = None,
+    *,
+    phase: int = 1,
 ) -> dict[str, tuple[float, list[float]]]:
     """{claim id: (its entry of ``make(runs)``, the chapter's summary of late means; the same entry of ``make`` of
-    every view of :func:`views`)} for each row of ``rows`` ({claim id: entry of the summary}).
+    every view of :func:`views` of ``phase``)} for each row of ``rows`` ({claim id: entry of the summary}).
 
     Raises:
         ValueError: before any view is made, a row id not in the registry or an entry the summary lacks.
@@ -231,7 +240,7 @@ def late_values(
     missing = sorted(set(rows.values()) - set(whole))
     if missing:
         raise ValueError(f"late_values: {missing} are not entries of the summary (entries: {sorted(whole)})")
-    at_each = [make(view) for view in views(runs)]
+    at_each = [make(view) for view in views(runs, phase)]
     return {cid: (whole[entry], [s[entry] for s in at_each]) for cid, entry in rows.items()}
 
 
@@ -241,8 +250,8 @@ def same_verdicts(
     registry: dict[str, claims.Claim] | None = None,
 ) -> tuple[str, dict[str, tuple[int, int]]]:
     """Each row of ``values`` ({claim id: (its value on the late means, its values in the views)}) judged on each by
-    its check in ``profile`` (:func:`companion.claims.judged`). Returns the rows as a Markdown table (late mean; the
-    lowest and highest value in one view; category; how many views give another category) and, for each row that
+    its check in ``profile`` (:func:`companion.claims.judged`). Returns the rows as a Markdown table (the value the
+    row reads, a late mean or, for FINETUNE_PRETRAIN, a last evaluation; the lowest and highest value in one view; category; how many views give another category) and, for each row that
     some view puts in another category, (how many views do, how many there are).
 
     Raises:
@@ -296,17 +305,19 @@ def require_late_verdicts(
     rows: dict[str, str],
     profile: str,
     registry: dict[str, claims.Claim] | None = None,
+    *,
+    phase: int = 1,
 ) -> str:
     """The rows of ``rows`` ({claim id: entry of the summary}) judged on ``make(runs)``, the chapter's summary of late
-    means, and in every view of :func:`views` (:func:`late_values`), as :func:`require_same_verdicts` judges them;
-    returns its table.
+    means, and in every view of :func:`views` of ``phase`` (:func:`late_values`), as :func:`require_same_verdicts`
+    judges them; returns its table.
 
     Raises:
         ValueError: before any view is made, a row id not in the registry or an entry the summary lacks.
         AssertionError: a row asserted in ``profile`` that some view puts in another category (every such row
             named): its verdict depends on when a run stopped.
     """
-    return require_same_verdicts(late_values(make, runs, rows, registry), profile, registry)
+    return require_same_verdicts(late_values(make, runs, rows, registry, phase=phase), profile, registry)
 
 
 def changed_text(changed: dict[str, tuple[int, int]]) -> str:

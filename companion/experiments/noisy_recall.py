@@ -228,6 +228,7 @@ class RecallRun:
     pretrained_state: dict | None = field(default=None, repr=False)
     diverged_at: int | None = None  # step at which the loss became non-finite (training stopped there)
     late_at: int | None = None  # a view at one late evaluation (:meth:`at_late`); None: the whole window
+    late_phase: int = 1  # the phase whose late window the view reads at one evaluation
 
     def model(self, pretrained: bool = False) -> Transformer:
         """The final model (or the end of pre-training), on the CPU, in eval mode."""
@@ -287,17 +288,19 @@ class RecallRun:
         :meth:`late_drift` compares (in a view of :meth:`at_late`, its one evaluation there)."""
         steps, values = self.series(key, rho, phase)
         window = values[late_mask(steps, frac)]
-        return window if self.late_at is None else window[self.late_at : self.late_at + 1]
+        if self.late_at is None or phase != self.late_phase:
+            return window
+        return window[self.late_at : self.late_at + 1]
 
     def late_count(self, phase: int = 1, frac: float = LATE_FRACTION) -> int:
         """How many evaluations the late window of a phase holds (in the whole run, whatever the view)."""
         return int(late_mask(self.series("eval_step", phase=phase)[0], frac).sum())
 
     def at_late(self, i: int, phase: int = 1) -> RecallRun:
-        """The run read at the ``i``-th evaluation of its late window alone: every ``late_*`` statistic of the
-        view sees that evaluation only, the rest of the run is the same (shared, not copied). For the check that
-        a verdict read on a late mean does not depend on which evaluation the run stopped at
-        (:func:`companion.experiments.late_verdicts.require_late_verdicts`).
+        """The run read at the ``i``-th evaluation of the late window of ``phase`` alone: every ``late_*`` statistic
+        of that phase sees that evaluation only, the rest of the run is the same (shared, not copied; the other
+        phase's windows whole). For the check that a verdict read on a late mean does not depend on which evaluation
+        the run stopped at (:func:`companion.experiments.late_verdicts.require_late_verdicts`).
 
         Raises:
             ValueError: ``i`` outside 0 .. late_count() - 1.
@@ -306,7 +309,7 @@ class RecallRun:
         if not (isinstance(i, (int, np.integer)) and 0 <= i < n):
             raise ValueError(f"i={i!r}: allowed an integer in 0 .. {n - 1} (the late window's evaluations)")
         view = copy.copy(self)
-        view.late_at = int(i)
+        view.late_at, view.late_phase = int(i), phase
         return view
 
     def first_step_above(self, key: str, threshold: float, rho: float | None = None, phase: int = 1) -> float:

@@ -114,8 +114,9 @@ LATE_SETTLED = Criterion(above=-0.05, below=0.05)
 
 def finetune_summary(run: RecallRun) -> Summary:
     """Appendix B.1, Figs. 4 (right) and 8 (right): pre-train on alpha = 0, then fine-tune."""
-    pre_c = float(run.series("attn_per_pos_correct", phase=0)[1][-1])
-    pre_n = float(run.series("attn_per_pos_noise", phase=0)[1][-1])
+    # at the end of pre-training: its last evaluation (in a view of pre-training's late window, the view's)
+    pre_c = float(run.late_window("attn_per_pos_correct", phase=0)[-1])
+    pre_n = float(run.late_window("attn_per_pos_noise", phase=0)[-1])
     ft_c, ft_n = run.late_mean("attn_to_correct"), run.late_mean("attn_to_noise")
     return Summary(
         {
@@ -496,7 +497,7 @@ class CurveRun:
 
     late_mean, late_start, late_window = RecallRun.late_mean, RecallRun.late_start, RecallRun.late_window
     at_late = RecallRun.at_late
-    late_at = None  # the whole late window (no view of one evaluation)
+    late_at, late_phase = None, 1  # the whole late window (no view of one evaluation)
 
     def __init__(self, curves: dict, name: str):
         if name not in curves["step"]:
