@@ -68,7 +68,7 @@ def test_a_row_whose_bar_lies_inside_its_window_fails_and_one_outside_passes(run
     if hi > lo:  # a bar between the lowest and the highest evaluation turns some evaluation over
         bar = (lo + hi) / 2
         with pytest.raises(
-            AssertionError, match=r"x\.a \(.* on the late mean; another in [12] of 3 views\)$"
+            AssertionError, match=r"x\.a \(.* on the value read; another in [12] of 3 views\)$"
         ):
             late_verdicts.require_late_verdicts(_late, run, {"x.a": "a"}, "quick", _registry(bar))
         # a row of another scale is shown, never asserted: the same spread does not stop the chapter
@@ -136,7 +136,7 @@ def test_same_verdicts_judges_given_values_and_names_bad_rows():
     table = late_verdicts.require_same_verdicts({"x.a": (0.7, [0.6, 0.9])}, "quick", reg)
     assert table.splitlines()[2] == "| `x.a` | 0.7 | 0.6, 0.9 | holds at this scale only | 0 of 2 |"
     with pytest.raises(
-        AssertionError, match=r"x\.a \(holds at this scale only on the late mean; another in 1 of 3 views\)"
+        AssertionError, match=r"x\.a \(holds at this scale only on the value read; another in 1 of 3 views\)"
     ):
         late_verdicts.require_same_verdicts({"x.a": (0.7, [0.6, 0.4, 0.9])}, "quick", reg)
     with pytest.raises(ValueError, match=r"\['x\.a'\] have no view"):
@@ -310,3 +310,52 @@ def test_a_view_of_pretraining_reads_its_window_and_leaves_fine_tuning_whole():
         whole["pre_ratio"],
         pytest.approx(list(noise[window] / correct[window])),
     )
+
+
+def test_stopped_views_cut_one_run_at_each_late_evaluation_the_others_as_they_ended():
+    """late_verdicts.stopped_views: a run (a dict of per-evaluation values) cut after each evaluation of its late
+    window, as if it had stopped there; stopped_values judges the rows of a summary made on each view."""
+    steps = np.arange(0, 101, 10)  # late window: steps 80, 90, 100
+    a = {"step": steps, "acc": np.linspace(0, 1, 11), "N": 8}
+    b = {"step": np.arange(0, 51, 10), "acc": np.linspace(1, 0, 6), "N": 8}  # late window: step 40, 50
+    seen = late_verdicts.stopped_views({"a": a, "b": b}, ("step", "acc"))
+    assert [(v["a"]["step"][-1], v["b"]["step"][-1]) for v in seen] == [
+        (80, 50),
+        (90, 50),
+        (100, 50),
+        (100, 40),
+        (100, 50),
+    ]
+    assert seen[0]["b"] is b and seen[0]["a"]["N"] == 8 and len(seen[0]["a"]["acc"]) == 9
+
+    def make(runs):
+        return Summary(
+            {"final_a": (float(runs["a"]["acc"][-1]), ""), "best_b": (float(max(runs["b"]["acc"])), "")}
+        )
+
+    reg = _registry(0.85)  # x.a asserted above 0.85 at quick
+    rows = {"x.a": "final_a", "x.b": "best_b"}
+    values = late_verdicts.stopped_values(make, {"a": a, "b": b}, rows, ("step", "acc"), reg)
+    assert values["x.a"] == (1.0, pytest.approx([0.8, 0.9, 1.0, 1.0, 1.0]))
+    assert values["x.b"] == (1.0, [1.0] * 5)  # b's best is its first evaluation, in every view
+    table, changed = late_verdicts.same_verdicts(values, "quick", reg)
+    assert changed == {"x.a": (1, 5)}  # had a stopped at step 80: 0.8, under the bar
+    with pytest.raises(AssertionError, match=r"x\.a .*another in 1 of 5 views"):
+        late_verdicts.require_same_verdicts(values, "quick", reg)
+    with pytest.raises(ValueError, match="keys \\['acc'\\] must include 'step'"):
+        late_verdicts.stopped_views({"a": a}, ("acc",))
+    with pytest.raises(ValueError, match="run 'a' has \\['acc'\\] of another length than its 11 evaluations"):
+        late_verdicts.stopped_views({"a": {**a, "acc": a["acc"][:5]}}, ("step", "acc"))
+    with pytest.raises(ValueError, match="stopped_values: \\['nope'\\] are not entries of the summary"):
+        late_verdicts.stopped_values(make, {"a": a, "b": b}, {"x.a": "nope"}, ("step", "acc"), reg)
+
+
+def test_the_khop_rows_named_are_the_chapters_checks_and_required_on_stopped_runs():
+    from companion.experiments import khop
+
+    text = (ROOT / "book/khop.md").read_text()
+    for cid, entry in late_verdicts.KHOP.items():
+        assert f'claims.check("{cid}", summary["{entry}"])' in text
+        assert claims.CLAIMS[cid].chapter == "book/khop"
+    assert "late_verdicts.stopped_values(khop.summary, runs, late_verdicts.KHOP, khop.EVALUATED)" in text
+    assert set(khop.EVALUATED) == set(khop.curves({"r": {k: [] for k in khop.EVALUATED}}))

@@ -695,10 +695,13 @@ def summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     return report.Summary(out)
 
 
+EVALUATED = ("step", "acc", "stage", "loss")  # what a run holds one entry of per evaluation
+
+
 def curves(runs: dict[str, dict]) -> dict:
     """What a recorded file keeps of each run: the evaluation steps, the accuracy at every hop count, the
-    curriculum stage and the training loss."""
-    return {key: {name: r[key] for name, r in runs.items()} for key in ("step", "acc", "stage", "loss")}
+    curriculum stage and the training loss (:data:`EVALUATED`)."""
+    return {key: {name: r[key] for name, r in runs.items()} for key in EVALUATED}
 
 
 LEARNED_HEADER = ["run", "data", "layers", "learned at (steps), hops 1..k", "final accuracy, hops 1..k"]

@@ -173,6 +173,8 @@ WORDS: dict[str, str] = {
     r"budget": "training steps of every run (the censoring point)",
     r"minutes": "training time in minutes",
     r"at": "the first step at which it reaches the level (a stage: the step it starts)",
+    r"at(\d\d)": "the first step at which it reaches 0.{0}",
+    r"stopped": "stopped after one evaluation of the last fifth of its training (late_verdicts.stopped_values)",
     r"hk": "the k-hop accuracy",
     r"hopk": "hop k learned",
     r"hop": "hop",

@@ -13,7 +13,9 @@ drift.
 The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here
 (``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
 chapters' Check cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training) is
-judged the same way, at each evaluation of that phase's late window (``phase=0``). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
+judged the same way, at each evaluation of that phase's late window (``phase=0``); rows read on runs as they ended
+(``KHOP``: final accuracies, the best reached, the first step at a level) with each run cut after each evaluation of
+its late window, as if it had stopped there (:func:`stopped_values`). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
 ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with
 :func:`recorded_values`) :func:`same_verdicts` reports which ones a view turns over, without stopping the chapter, and
 :func:`changed_text` says it.
@@ -28,7 +30,7 @@ import numpy as np
 
 from companion import claims
 from companion.experiments import summaries
-from companion.experiments.noisy_recall import RecallRun, late_curve
+from companion.experiments.noisy_recall import LATE_FRACTION, RecallRun, late_curve, late_mask
 from companion.report import Summary, and_list, markdown_table
 
 # book/noisy_recall's rows read on late means (recall_summary)
@@ -51,6 +53,16 @@ FINETUNE = {
 FINETUNE_PRETRAIN = {
     "finetune.pretrain_attends_all": "pre_n_over_uniform",
     "finetune.pretrain_even": "pre_ratio",
+}
+# book/khop's Check cell (khop.summary): final accuracies, the best ones reached and the steps a level is first
+# reached, read on runs as they ended; judged again as if each run had stopped at each evaluation of its late window
+# (stopped_values)
+KHOP = {
+    "khop.direct_fails": "direct_best",
+    "khop.mixture_solves": "mixture_min",
+    "khop.curriculum_solves": "curriculum_final",
+    "khop.hop_by_hop": "hop_gap",
+    "khop.one_layer_fails": "depth_gap",
 }
 # book/architectures' (architectures_summary)
 ARCHITECTURES = {
@@ -127,6 +139,49 @@ def views(runs, phase: int = 1) -> list:
         if r.diverged_at is None
         for i in range(r.late_count(phase))
     ]
+
+
+def stopped_views(runs: dict[str, dict], keys: Sequence[str], frac: float = LATE_FRACTION) -> list[dict]:
+    """``runs`` ({name: a run as a dict whose ``keys`` hold one value per evaluation, ``"step"`` among them}) with
+    one run cut after one evaluation of its late window (the last ``frac`` of its evaluated steps,
+    :func:`companion.experiments.noisy_recall.late_mask`), as if it had stopped there, the others whole: one view
+    per evaluation of each run's window, the last of each being the run as it ended.
+
+    Raises:
+        ValueError: ``keys`` without ``"step"``, or a run whose value under some key does not hold one entry per
+            evaluation (the run and key named).
+    """
+    if "step" not in keys:
+        raise ValueError(f"stopped_views: keys {list(keys)} must include 'step'")
+    out = []
+    for name, r in runs.items():
+        n = len(r["step"])
+        bad = [k for k in keys if len(r[k]) != n]
+        if bad:
+            raise ValueError(
+                f"stopped_views: run {name!r} has {bad} of another length than its {n} evaluations"
+            )
+        for i in np.flatnonzero(late_mask(np.asarray(r["step"]), frac)):
+            out.append({**runs, name: {**r, **{k: np.asarray(r[k])[: i + 1] for k in keys}}})
+    return out
+
+
+def stopped_values(
+    make: Callable[[dict], Summary],
+    runs: dict[str, dict],
+    rows: dict[str, str],
+    keys: Sequence[str],
+    registry: dict[str, claims.Claim] | None = None,
+) -> dict[str, tuple[float, list[float]]]:
+    """:func:`late_values` for rows read on runs as they ended (a final accuracy, the best one reached, the first
+    step at a level): {claim id: (its entry of ``make(runs)``; the same entry in every view of
+    :func:`stopped_views`)}.
+
+    Raises:
+        ValueError: before any view is made, a row id not in the registry or an entry the summary lacks; a run as
+            :func:`stopped_views` refuses it.
+    """
+    return _entry_values(make, runs, stopped_views(runs, keys), rows, registry, "stopped_values")
 
 
 def curve_views(rec, entries: Sequence[str]) -> list[dict[str, float]]:
@@ -235,12 +290,18 @@ def late_values(
     Raises:
         ValueError: before any view is made, a row id not in the registry or an entry the summary lacks.
     """
-    _check_rows(rows, registry, "late_values")
+    return _entry_values(make, runs, views(runs, phase), rows, registry, "late_values")
+
+
+def _entry_values(make, runs, seen: list, rows: dict[str, str], registry, caller: str) -> dict:
+    """{claim id: (its entry of ``make(runs)``, the same entry of ``make`` of each view of ``seen``)}, once the rows
+    are rows of the registry and entries of the summary."""
+    _check_rows(rows, registry, caller)
     whole = make(runs)
     missing = sorted(set(rows.values()) - set(whole))
     if missing:
-        raise ValueError(f"late_values: {missing} are not entries of the summary (entries: {sorted(whole)})")
-    at_each = [make(view) for view in views(runs, phase)]
+        raise ValueError(f"{caller}: {missing} are not entries of the summary (entries: {sorted(whole)})")
+    at_each = [make(view) for view in seen]
     return {cid: (whole[entry], [s[entry] for s in at_each]) for cid, entry in rows.items()}
 
 
@@ -289,7 +350,7 @@ def require_same_verdicts(
     registry = _check_rows(values, registry, "require_same_verdicts")
     table, changed = same_verdicts(values, profile, registry)
     failed = [
-        f"{cid} ({claims.judged(registry[cid], values[cid][0], profile)['category']} on the late mean; another in "
+        f"{cid} ({claims.judged(registry[cid], values[cid][0], profile)['category']} on the value read; another in "
         f"{k} of {n} views)"
         for cid, (k, n) in changed.items()
         if registry[cid].asserted(profile)
