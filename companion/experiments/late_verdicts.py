@@ -15,10 +15,10 @@ The rows each chapter reads on late means, {claim id: entry of the chapter's sum
 chapters' Check cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training) is
 judged the same way, at each evaluation of that phase's late window (``phase=0``); rows read on runs as they ended
 (``KHOP``: final accuracies, the best reached, the first step at a level) with each run cut after each evaluation of
-its late window, as if it had stopped there (:func:`stopped_values`). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
-``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with
-:func:`recorded_values`) :func:`same_verdicts` reports which ones a view turns over, without stopping the chapter, and
-:func:`changed_text` says it.
+its late window, as if it had stopped there (:func:`stopped_values`). A recording is what it was: for the rows read
+on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of
+book/paper_scale, read with :func:`recorded_values`) :func:`same_verdicts` reports which ones a view turns over,
+without stopping the chapter, and :func:`changed_text` says it.
 """
 
 from __future__ import annotations
@@ -110,10 +110,10 @@ CURVE_ENTRIES: dict[str, Callable[[dict[str, float]], float]] = {
     "p_correct_full": lambda v: v["p_correct_full"],
     "p_correct_drop": lambda v: v["p_correct_drop"],
     "drop_gain": lambda v: v["p_correct_drop"] - v["p_correct_full"],
-    "attn_ratio": lambda v: summaries.attention_ratio(v["attn_to_correct"], v["attn_to_noise"]),
-    "ft_ratio": lambda v: summaries.attention_ratio(v["attn_to_correct"], v["attn_to_noise"]),
     "noise_late": lambda v: v["noisy_p_noise"],
+    "attn_ratio": lambda v: summaries.attention_ratio(v["attn_to_correct"], v["attn_to_noise"]),
 }
+CURVE_ENTRIES["ft_ratio"] = CURVE_ENTRIES["attn_ratio"]  # finetune_summary's name for the same ratio
 RECORDED_CURVES = (
     "p_noise_full",
     "p_correct_full",
