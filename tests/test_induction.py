@@ -1305,3 +1305,19 @@ def test_the_order_studys_sentences_follow_its_recording(sampler):
     assert most == 0 or report.count_noun(most, "seed") in clause
     with pytest.raises(ValueError, match="label='theirs'"):
         induction_head_text.order_verdict_text(order, "theirs")
+
+
+def test_a_run_stopped_after_an_evaluation_keeps_the_evaluations_up_to_it_and_no_weights():
+    exp = induction.InductionExperiment.quick(steps=4, eval_every=2, batch=4, n_test=8)
+    a = induction.run(exp, progress=False, use_cache=False)
+    assert list(a.steps) == [0, 2, 4]
+    cut = a.stopped_after(1)
+    assert list(cut.steps) == [0, 2] and cut.state == {} and a.state
+    assert all(np.array_equal(cut.metrics[k], a.metrics[k][:2]) for k in a.metrics)
+    assert cut.final("acc") == a.metrics["acc"][1] and cut.exp is exp
+    assert cut.model(trained=False) is not None
+    with pytest.raises(ValueError, match="holds no weights"):
+        cut.model()
+    for i in (-1, 3):
+        with pytest.raises(ValueError, match=rf"i={i} is out of range \(allowed: 0 to 2"):
+            a.stopped_after(i)

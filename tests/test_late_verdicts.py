@@ -359,3 +359,70 @@ def test_the_khop_rows_named_are_the_chapters_checks_and_required_on_stopped_run
         assert claims.CLAIMS[cid].chapter == "book/khop"
     assert "late_verdicts.stopped_values(khop.summary, runs, late_verdicts.KHOP, khop.EVALUATED)" in text
     assert set(khop.EVALUATED) == set(khop.curves({"r": {k: [] for k in khop.EVALUATED}}))
+
+
+@pytest.fixture(scope="module")
+def induction_res(tmp_path_factory):
+    """book/induction_head's study on tiny runs: 20 steps evaluated every 2 (late window: steps 16, 18, 20), the
+    staged runs released at step 4."""
+    from companion.experiments import induction, induction_head
+
+    tiny = dict(steps=20, eval_every=2, batch=4, n_test=8, unfreeze_at=4)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COMPANION_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        runs = {
+            n: induction.run(replace(e, **tiny), device="cpu", progress=False, use_cache=False)
+            for n, e in induction_head.study_members("quick").items()
+        }
+    return induction_head.study_from_runs(runs)
+
+
+def test_induction_head_views_cut_its_runs_and_remake_the_chapters_summary(induction_res):
+    """The chapter's runs by name (study_runs undoes study_from_runs); summary_of_runs remakes the summary on runs of
+    those names; each view cuts one run after one late evaluation. The rows left out of INDUCTION_HEAD (the memories
+    written in, the staged runs at their release step) keep their values in every view, while a named one moves."""
+    from companion.experiments import induction_head
+
+    res = induction_res
+    runs = induction_head.study_runs(res)
+    assert list(runs) == list(induction_head.study_members("quick"))
+    make = induction_head.summary_of_runs(res)
+    with np.errstate(
+        invalid="ignore"
+    ):  # at 20 steps no probe reaches 0.9: differences of first steps inf - inf
+        whole = induction_head.summary(res)
+        again = make(runs)
+        seen = late_verdicts.stopped_views(runs)
+        at_each = [make(v) for v in seen]
+
+    def same(a, b):
+        return np.array_equal(a, b, equal_nan=True)
+
+    assert list(again) == list(whole) and all(same(again[e], whole[e]) for e in whole)
+    assert len(seen) == 3 * len(runs)
+    assert [v["joint"].steps[-1] for v in seen[:3]] == [16, 18, 20] and seen[0]["seed 1"] is runs["seed 1"]
+    text = (ROOT / "book/induction_head.md").read_text()
+    checked = dict(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
+    left_out = {e for cid, e in checked.items() if cid not in late_verdicts.INDUCTION_HEAD}
+    assert left_out and all(same(s[e], whole[e]) for s in at_each for e in left_out)
+    assert any(not same(s[e], whole[e]) for s in at_each for e in late_verdicts.INDUCTION_HEAD.values())
+
+
+def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_stopped_runs():
+    """Each row of INDUCTION_HEAD is one book/induction_head checks on that entry, the chapter requires them on its
+    stopped runs, and at the quick size the release step of its staged runs lies before their late window."""
+    from companion.experiments import induction_head
+
+    text = (ROOT / "book/induction_head.md").read_text()
+    for cid, entry in late_verdicts.INDUCTION_HEAD.items():
+        assert f'claims.check("{cid}", summary["{entry}"])' in text
+        assert claims.CLAIMS[cid].chapter == "book/induction_head"
+    call = (
+        "late_verdicts.stopped_values(induction_head.summary_of_runs(res), induction_head.study_runs(res),\n"
+        "                                       late_verdicts.INDUCTION_HEAD)"
+    )
+    assert call in text and "late_verdicts.require_same_verdicts(stopped, PROFILE)" in text
+    for e in induction_head.study_members("quick").values():
+        if e.frozen_first:
+            steps = np.arange(0, e.steps + 1, e.eval_every)
+            assert e.unfreeze_at < steps[noisy_recall.late_mask(steps)][0]

@@ -501,8 +501,31 @@ class InductionRun:
     def final(self, key: str) -> float:
         return float(self.metrics[key][-1])
 
+    @property
+    def steps(self) -> np.ndarray:
+        """The evaluated steps."""
+        return self.metrics["step"]
+
+    def stopped_after(self, i: int) -> InductionRun:
+        """The run as if it had stopped after its evaluation ``i`` (counted from 0): every measurement cut there.
+        It holds no weights (``state`` is empty: the kept ones are the end's), so :meth:`model` refuses it.
+
+        Raises:
+            ValueError: ``i`` outside 0 .. the last evaluation.
+        """
+        n = len(self.steps)
+        if not 0 <= i < n:
+            raise ValueError(
+                f"stopped_after: i={i} is out of range (allowed: 0 to {n - 1}, the run's evaluations)"
+            )
+        return dataclasses.replace(self, metrics={k: v[: i + 1] for k, v in self.metrics.items()}, state={})
+
     def model(self, trained: bool = True) -> Transformer:
         """The run's model (on the CPU): as trained, or at its initialisation (the same seed)."""
+        if trained and not self.state:
+            raise ValueError(
+                "model: this run holds no weights (a run cut by stopped_after); trained=False gives its start"
+            )
         m = Transformer(self.exp.model_config(), seed=self.exp.seed)
         if trained:
             m.load_state_dict(self.state)

@@ -4,6 +4,8 @@ chapter checks. The runs, probes and memories are :mod:`companion.experiments.in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from companion import report
@@ -41,6 +43,16 @@ def study_from_runs(runs: dict) -> dict:
     """:func:`study`'s result from the runs of :func:`study_members` (trained here, or by a recording): a seed
     that is not among them is the joint schedule's run."""
     joint = runs["joint"]
+    return {
+        **_grouped(runs),
+        "constructed": constructed_run(joint.exp),
+        "constructed_key_left": constructed_run(joint.exp, convention="key left"),
+    }
+
+
+def _grouped(runs: dict) -> dict:
+    """:func:`study_from_runs`' runs by role: the schedules, the seeds, the layer counts and the final W_F."""
+    joint = runs["joint"]
     named = {k: r for k, r in runs.items() if k.startswith("seed ")}
     by_seed = {joint.exp.seed: joint, **{int(k.split()[1]): r for k, r in named.items()}}
     return {
@@ -48,9 +60,25 @@ def study_from_runs(runs: dict) -> dict:
         "seeds": dict(sorted(by_seed.items())),
         "layers": {int(k.split()[0]): r for k, r in runs.items() if k.split()[-1] in ("layer", "layers")},
         "ff": runs["final W_F"],
-        "constructed": constructed_run(joint.exp),
-        "constructed_key_left": constructed_run(joint.exp, convention="key left"),
     }
+
+
+def study_runs(res: dict) -> dict[str, InductionRun]:
+    """The runs of :func:`study`'s result ``res`` by :func:`study_members`' names (:func:`study_from_runs` undone)."""
+    joint = res["schedules"]["joint"]
+    return {
+        **res["schedules"],
+        **{f"seed {s}": r for s, r in res["seeds"].items() if r is not joint},
+        **{f"{L} layer{'s' * (L > 1)}": r for L, r in res["layers"].items()},
+        "final W_F": res["ff"],
+    }
+
+
+def summary_of_runs(res: dict) -> Callable[[dict], report.Summary]:
+    """``runs`` (by :func:`study_runs`' names) -> :func:`summary` of :func:`study`'s result ``res`` with its runs
+    replaced by those, the memories written in kept (they are no run's): the chapter's summary of each view of
+    :func:`companion.experiments.late_verdicts.stopped_views`."""
+    return lambda runs: summary({**res, **_grouped(runs)})
 
 
 def study(profile: str | None = None, progress: bool = True) -> dict:

@@ -14,11 +14,11 @@ The rows each chapter reads on late means, {claim id: entry of the chapter's sum
 (``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
 chapters' Check cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training) is
 judged the same way, at each evaluation of that phase's late window (``phase=0``); rows read on runs as they ended
-(``KHOP``: final accuracies, the best reached, the first step at a level) with each run cut after each evaluation of
-its late window, as if it had stopped there (:func:`stopped_values`). A recording is what it was: for the rows read
-on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of
-book/paper_scale, read with :func:`recorded_values`) :func:`same_verdicts` reports which ones a view turns over,
-without stopping the chapter, and :func:`changed_text` says it.
+(``KHOP``, ``INDUCTION_HEAD``: final accuracies, the best reached, the first step at a level) with each run cut after
+each evaluation of its late window, as if it had stopped there (:func:`stopped_values`). A recording is what it
+was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration
+recordings of book/paper_scale, read with :func:`recorded_values`) :func:`same_verdicts` reports which ones a view
+turns over, without stopping the chapter, and :func:`changed_text` says it.
 """
 
 from __future__ import annotations
@@ -63,6 +63,22 @@ KHOP = {
     "khop.curriculum_solves": "curriculum_final",
     "khop.hop_by_hop": "hop_gap",
     "khop.one_layer_fails": "depth_gap",
+}
+# book/induction_head's Check cell (induction_head.summary): accuracies, probes and divergences at the end, steps at
+# which 0.9 is first reached, read on runs as they ended (stopped_values on induction_head.study_runs). Its rows at
+# the release step of the staged runs (ih.ov_must_come_first, ov_alone_*, qk2_easier_first) read an evaluation before
+# the late window, which no cut reaches
+INDUCTION_HEAD = {
+    "ih.two_layer_acc": "acc_two_layers",
+    "ih.one_layer_acc": "acc_one_layer",
+    "ih.layer_gap": "layer_gap",
+    "ih.joint_faster": "joint_lead",
+    "ih.ff_kl_falls": "ff_kl_ratio",
+    "ih.order_ov_before_qk2": "order_ov_qk2_min",
+    "ih.order_qk2_probe_first": "order_ov_qk2_max",
+    "ih.order_qk2_before_qk1": "order_qk2_qk1_min",
+    "ih.early_positions_first": "early_gap",
+    "ih.qk2_first_faster": "qk2_first_t90_gap",
 }
 # book/architectures' (architectures_summary)
 ARCHITECTURES = {
@@ -141,36 +157,46 @@ def views(runs, phase: int = 1) -> list:
     ]
 
 
-def stopped_views(runs: dict[str, dict], keys: Sequence[str], frac: float = LATE_FRACTION) -> list[dict]:
-    """``runs`` ({name: a run as a dict whose ``keys`` hold one value per evaluation, ``"step"`` among them}) with
-    one run cut after one evaluation of its late window (the last ``frac`` of its evaluated steps,
+def stopped_views(runs: dict, keys: Sequence[str] = (), frac: float = LATE_FRACTION) -> list[dict]:
+    """``runs`` with one run cut after one evaluation of its late window (the last ``frac`` of its evaluated steps,
     :func:`companion.experiments.noisy_recall.late_mask`), as if it had stopped there, the others whole: one view
-    per evaluation of each run's window, the last of each being the run as it ended.
+    per evaluation of each run's window, the last of each being the run as it ended. A run is a dict whose ``keys``
+    hold one value per evaluation, ``"step"`` among them, or an object with its evaluated ``steps`` and
+    ``stopped_after(i)``, the run cut after its evaluation ``i``
+    (:meth:`companion.experiments.induction.InductionRun.stopped_after`).
 
     Raises:
-        ValueError: ``keys`` without ``"step"``, or a run whose value under some key does not hold one entry per
-            evaluation (the run and key named).
+        ValueError: a dict run while ``keys`` lack ``"step"``, or one whose value under some key does not hold one
+            entry per evaluation (the run and key named).
     """
-    if "step" not in keys:
-        raise ValueError(f"stopped_views: keys {list(keys)} must include 'step'")
     out = []
     for name, r in runs.items():
-        n = len(r["step"])
-        bad = [k for k in keys if len(r[k]) != n]
-        if bad:
-            raise ValueError(
-                f"stopped_views: run {name!r} has {bad} of another length than its {n} evaluations"
+        if isinstance(r, dict):
+            if "step" not in keys:
+                raise ValueError(f"stopped_views: keys {list(keys)} must include 'step'")
+            steps = np.asarray(r["step"])
+            bad = [k for k in keys if len(r[k]) != len(steps)]
+            if bad:
+                raise ValueError(
+                    f"stopped_views: run {name!r} has {bad} of another length than its {len(steps)} evaluations"
+                )
+        else:
+            steps = np.asarray(r.steps)
+        for i in np.flatnonzero(late_mask(steps, frac)):
+            cut = (
+                {**r, **{k: np.asarray(r[k])[: i + 1] for k in keys}}
+                if isinstance(r, dict)
+                else r.stopped_after(i)
             )
-        for i in np.flatnonzero(late_mask(np.asarray(r["step"]), frac)):
-            out.append({**runs, name: {**r, **{k: np.asarray(r[k])[: i + 1] for k in keys}}})
+            out.append({**runs, name: cut})
     return out
 
 
 def stopped_values(
     make: Callable[[dict], Summary],
-    runs: dict[str, dict],
+    runs: dict,
     rows: dict[str, str],
-    keys: Sequence[str],
+    keys: Sequence[str] = (),
     registry: dict[str, claims.Claim] | None = None,
 ) -> dict[str, tuple[float, list[float]]]:
     """:func:`late_values` for rows read on runs as they ended (a final accuracy, the best one reached, the first
@@ -310,10 +336,11 @@ def same_verdicts(
     profile: str,
     registry: dict[str, claims.Claim] | None = None,
 ) -> tuple[str, dict[str, tuple[int, int]]]:
-    """Each row of ``values`` ({claim id: (its value on the late means, its values in the views)}) judged on each by
-    its check in ``profile`` (:func:`companion.claims.judged`). Returns the rows as a Markdown table (the value the
-    row reads, a late mean or, for FINETUNE_PRETRAIN, a last evaluation; the lowest and highest value in one view; category; how many views give another category) and, for each row that
-    some view puts in another category, (how many views do, how many there are).
+    """Each row of ``values`` ({claim id: (the value it reads, its values in the views)}) judged on each by its check
+    in ``profile`` (:func:`companion.claims.judged`). Returns the rows as a Markdown table (the value the row reads: a
+    late mean, a phase's last evaluation or a run as it ended; the lowest and highest value in one view; category; how
+    many views give another category) and, for each row that some view puts in another category, (how many views do,
+    how many there are).
 
     Raises:
         ValueError: a row id not in the registry, or a row with no view.
