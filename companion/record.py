@@ -145,7 +145,9 @@ def _registry() -> dict[str, Recordable]:
         fact_capacity,
         induction_head,
         induction_random_seeds,
+        khop,
         khop_recordings,
+        late_verdicts,
         scan_snap_text,
         summaries,
     )
@@ -154,15 +156,42 @@ def _registry() -> dict[str, Recordable]:
     def only(fn):
         return lambda runs: fn(next(iter(runs.values())))
 
-    def architectures(runs):
+    def architectures_make(runs):
         best = summaries.truncation_searches({"MLP, MLP": runs["MLP, MLP"]})["MLP, MLP"][0]
-        return summaries.architectures_summary(runs, best_mm=best)
+        return lambda r: summaries.architectures_summary(r, best_mm=best)
+
+    def architectures(runs):
+        return architectures_make(runs)(runs)
 
     def ioi_members(profile):
         return {f"{opt} L={L}": exp for (opt, L), exp in catalog.ioi(profile).items()}
 
+    def ioi_runs(runs):
+        return {summaries.ioi_key(k): r for k, r in runs.items()}
+
     def ioi(runs):
-        return summaries.ioi_summary({summaries.ioi_key(k): r for k, r in runs.items()})
+        return summaries.ioi_summary(ioi_runs(runs))
+
+    def late(make, rows, **kw):  # the views of a chapter's rows read on late means
+        return lambda run: late_verdicts.late_values(make, run, rows, **kw)
+
+    def finetune_views(run):
+        return late(summaries.finetune_summary, late_verdicts.FINETUNE)(run) | late(
+            summaries.finetune_summary, late_verdicts.FINETUNE_PRETRAIN, phase=0
+        )(run)
+
+    def induction_views(runs):
+        make = induction_head.summary_of_runs(induction_head.study_from_runs(runs))
+        return late_verdicts.stopped_values(make, runs, late_verdicts.INDUCTION_HEAD)
+
+    khop_recordables = khop_recordings.recordables()
+    # here, not in khop_recordings: late_verdicts reads the claims registry, which no cached k-hop run is keyed on
+    khop_recordables["khop"] = dataclasses.replace(
+        khop_recordables["khop"],
+        views=lambda runs: late_verdicts.stopped_values(
+            khop.summary, runs, late_verdicts.KHOP, khop.EVALUATED
+        ),
+    )
 
     table = recorded_claims()
     return {
@@ -174,6 +203,7 @@ def _registry() -> dict[str, Recordable]:
                 lambda p: {"recall": catalog.recall(p)},
                 only(summaries.recall_summary),
                 only(summaries.recall_curves),
+                only(late(summaries.recall_summary, late_verdicts.NOISY_RECALL)),
             ),
             Recordable(
                 "finetune",
@@ -181,6 +211,7 @@ def _registry() -> dict[str, Recordable]:
                 lambda p: {"finetune": catalog.finetune(p)},
                 only(summaries.finetune_summary),
                 only(summaries.recall_curves),
+                only(finetune_views),
             ),
             Recordable(
                 "triggers",
@@ -188,13 +219,27 @@ def _registry() -> dict[str, Recordable]:
                 catalog.triggers,
                 lambda runs: summaries.triggers_summary(runs["one trigger"], runs["five triggers"]),
             ),
-            Recordable("architectures", "book/architectures", catalog.architectures, architectures),
-            Recordable("synthetic_ioi", "book/synthetic_ioi", ioi_members, ioi, summaries.ioi_curves),
+            Recordable(
+                "architectures",
+                "book/architectures",
+                catalog.architectures,
+                architectures,
+                views=lambda runs: late(architectures_make(runs), late_verdicts.ARCHITECTURES)(runs),
+            ),
+            Recordable(
+                "synthetic_ioi",
+                "book/synthetic_ioi",
+                ioi_members,
+                ioi,
+                summaries.ioi_curves,
+                views=lambda runs: late(summaries.ioi_summary, late_verdicts.SYNTHETIC_IOI)(ioi_runs(runs)),
+            ),
             Recordable(
                 "induction_head",
                 "book/induction_head",
                 induction_head.study_members,
                 lambda runs: induction_head.summary(induction_head.study_from_runs(runs)),
+                views=induction_views,
             ),
             Recordable(
                 "scan_snap_text",
@@ -259,7 +304,7 @@ def _registry() -> dict[str, Recordable]:
                 run=fact_capacity.scaling,
                 summary_var="scaling",
             ),
-            *khop_recordings.recordables().values(),
+            *khop_recordables.values(),
             Recordable(
                 "induction_order",
                 "book/induction_head",
@@ -436,13 +481,16 @@ def record(
             else:  # cached: re-recording is cheap
                 runs = {k: rec.runner(exp)(exp, device=device) for k, exp in members.items()}
             summary = rec.summary(runs)
-    wall = time.perf_counter() - start
     missing = sorted(set(checked.values()) - set(summary))
     if missing:
         raise ValueError(
             f"{RECORDED_CLAIMS_FILE.name} stores {missing} of {name!r} but its summary has no such entries "
             f"(it has {sorted(summary)}); nothing written, the runs are cached"
         )
+    with config.precision(precision):
+        views = rec.views(runs)
+    wall = time.perf_counter() - start
+    _check_views(name, views, {cid: summary[key] for cid, key in checked.items()})
     result = {
         "format": FORMAT,
         "experiment": name,
@@ -454,6 +502,8 @@ def record(
         "meaning": summary.meaning,
         "claims": jsonable({cid: summary[key] for cid, key in checked.items()}),
         "curves": jsonable(rec.curves(runs)),
+        # the rows read on late means or on runs as they ended, at each evaluation of the late window (late_verdicts)
+        "views": jsonable({cid: list(at_each) for cid, (_, at_each) in views.items()}),
         "version": __version__,
         "commit": at_commit,
         "package": package,
@@ -480,6 +530,31 @@ def record(
     path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides, precision)
     atomic_write_text(path, json.dumps(result, indent=1) + "\n")
     return path
+
+
+def _check_views(name: str, views: dict, values: dict) -> None:
+    """Refuse views (:attr:`Recordable.views`: {claim id: (value, values in the views)}) of a row the recording
+    does not store, or whose value is not the stored one: they would judge another number than the recording's.
+
+    >>> _check_views("x", {"a.b": (0.5, [0.4, 0.6])}, {"a.b": 0.5})
+    >>> _check_views("x", {"a.b": (0.5, [0.4])}, {"a.b": 0.7})
+    Traceback (most recent call last):
+    ...
+    ValueError: 'x': the views of ['a.b'] are made on other values than its summary's ([0.5] against [0.7]); nothing written, the runs are cached
+    """
+    import numpy as np
+
+    bad = sorted(
+        cid
+        for cid, (value, _) in views.items()
+        if cid not in values or not np.isclose(value, values[cid], rtol=1e-9, atol=1e-12, equal_nan=True)
+    )
+    if bad:
+        raise ValueError(
+            f"{name!r}: the views of {bad} are made on other values than its summary's "
+            f"({[views[c][0] for c in bad]} against {[values.get(c) for c in bad]}); nothing written, the runs are "
+            "cached"
+        )
 
 
 def _reads(read: list[Recorded]) -> list[dict]:

@@ -56,7 +56,9 @@ class Recordable:
     ``members(profile)`` gives the chapter's configurations by name (one for the core run, several for a
     chapter that compares runs); ``--set`` overrides apply to each, as ``member_overrides(name, overrides)``
     adapts them (default: unchanged; a member that runs a multiple of the others' steps keeps the multiple).
-    ``summary`` and ``curves`` take the finished runs by the same names. ``claims`` (claim id -> summary entry) are
+    ``summary``, ``curves`` and ``views`` take the finished runs by the same names; ``views`` gives the chapter's
+    rows read on late means or on runs as they ended, each judged again at each evaluation of the late window
+    (:mod:`companion.experiments.late_verdicts`), so that a recording can be checked for timing as its chapter is. ``claims`` (claim id -> summary entry) are
     what a recording stores, as the registry declares them (``data/recorded_claims.toml``): the lines of the
     chapter's Check cell that check an entry of its variable ``summary_var`` (a chapter that shows two recorded
     experiments names their summaries differently); a test, not the package, reads the chapter and compares.
@@ -67,6 +69,9 @@ class Recordable:
     members: Callable  # profile -> {name: validated configuration}
     summary: Callable  # {name: run} -> report.Summary (the chapter's own call)
     curves: Callable = lambda runs: {}  # {name: run} -> {curve: list} along training
+    # {name: run} -> {claim id: (its value, its value in each view)}: late_verdicts.late_values or stopped_values of
+    # the chapter's rows (stored as "views": {claim id: values in the views})
+    views: Callable = lambda runs: {}
     # (configuration, device=) -> run; default (None): the ``run`` of the module that defines the configuration's
     # class (:meth:`runner`)
     run: Callable | None = None
@@ -209,6 +214,12 @@ class Recorded:
     def precision(self) -> str:
         """How its float32 matrix products were computed (files written before the field: fp32)."""
         return self.data.get("precision", "fp32")
+
+    @property
+    def views(self) -> dict[str, list[float]]:
+        """{claim id: the row's value in each view of its late window} (:attr:`Recordable.views`; files written
+        before the field, or of an experiment without views: empty)."""
+        return self.data.get("views", {})
 
     @property
     def drawn_by(self) -> str | None:
@@ -405,6 +416,8 @@ def load(path: Path | str) -> Recorded:
         raise ValueError(f"{path}: recorded format {data.get('format')!r}, this package reads {FORMAT}")
     for key in ("summary", "claims"):
         data[key] = {k: _number(v) for k, v in data[key].items()}
+    if "views" in data:
+        data["views"] = {k: [_number(x) for x in v] for k, v in data["views"].items()}
     # a claim registered for the experiment after the file was recorded is read off the recorded summary, as the
     # recording would have stored it (claim id -> the summary entry that measures it, data/recorded_claims.toml)
     for cid, entry in recorded_claims().get(data.get("experiment"), {}).items():

@@ -557,6 +557,7 @@ def test_a_recording_says_its_precision_torch_and_device_facts(tmp_path, monkeyp
             {k: (float(next(iter(runs.values()))["tf32"] == "tf32"), "") for k in checked.values()}
         ),
         curves=lambda runs: {},
+        views=lambda runs: {},
     )
     monkeypatch.setattr(record, "_registry", lambda: {**real, "recall": quick})
     for precision in ("fp32", "tf32"):

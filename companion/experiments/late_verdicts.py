@@ -18,7 +18,9 @@ judged the same way, at each evaluation of that phase's late window (``phase=0``
 each evaluation of its late window, as if it had stopped there (:func:`stopped_values`). A recording is what it
 was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration
 recordings of book/paper_scale, read with :func:`recorded_values`) :func:`same_verdicts` reports which ones a view
-turns over, without stopping the chapter, and :func:`changed_text` says it.
+turns over, without stopping the chapter, and :func:`changed_text` says it. A recording keeps the views of its
+chapter's rows, made when it is recorded (:attr:`companion.recorded.Recordable.views`, these dicts' rows), so that
+:func:`recorded_values` reads them as they were, where an older recording gives only what its curves give.
 """
 
 from __future__ import annotations
@@ -229,12 +231,15 @@ def curve_views(rec, entries: Sequence[str]) -> list[dict[str, float]]:
 def recorded_values(
     rec, rows: dict[str, str], registry: dict[str, claims.Claim] | None = None
 ) -> tuple[dict[str, tuple[float, list[float]]], list[str]]:
-    """The rows of ``rows`` ({claim id: entry of the recording's summary}) that a recorded run's curves give
-    (:data:`CURVE_ENTRIES`): {claim id: (the recorded late mean, its value at each evaluation of the late window
-    alone, :func:`curve_views`)}, and the ids of the others (they read what the recording does not keep).
+    """The rows of ``rows`` ({claim id: entry of the recording's summary}) that a recording can judge again at
+    each evaluation of its late window: {claim id: (the recorded value, its value in each view)}, and the ids of
+    the others (they read what the recording does not keep). A recording keeps the views of its chapter's rows
+    (``views``, :attr:`companion.recorded.Recordable.views`: made when it was recorded, on the same values);
+    one made before it kept them gives the rows its curves give (:data:`CURVE_ENTRIES`, each run read at each
+    evaluation of the window alone, :func:`curve_views`).
 
-    Each entry is first computed again on the late means of the curves; it must give the recorded value, or the
-    recording was made by another rule than the one its views are read by.
+    Each entry read on the curves is first computed again on the late means of the curves; it must give the
+    recorded value, or the recording was made by another rule than the one its views are read by.
 
     Raises:
         ValueError: a row id not in the registry, an entry the recording's summary lacks, a curve it lacks, or a
@@ -245,10 +250,13 @@ def recorded_values(
     missing = sorted(set(rows.values()) - set(summary))
     if missing:
         raise ValueError(f"recorded_values: {missing} are not entries of {rec.path.name}'s summary")
-    kept = {cid: e for cid, e in rows.items() if e in CURVE_ENTRIES}
+    stored = rec.views
+    kept = {cid: e for cid, e in rows.items() if cid not in stored and e in CURVE_ENTRIES}
     at_each = curve_views(rec, RECORDED_CURVES) if kept else []
     means = {c: float(np.mean([v[c] for v in at_each])) for c in RECORDED_CURVES} if kept else {}
-    out = {}
+    out = {
+        cid: (float(summary[e]), [float(v) for v in stored[cid]]) for cid, e in rows.items() if cid in stored
+    }
     for cid, entry in kept.items():
         again = CURVE_ENTRIES[entry](means)
         if not np.isclose(again, summary[entry], rtol=1e-9, atol=1e-12):
@@ -257,7 +265,7 @@ def recorded_values(
                 f"{again!r}: the recording was made by another rule"
             )
         out[cid] = (float(summary[entry]), [CURVE_ENTRIES[entry](v) for v in at_each])
-    return out, [cid for cid in rows if cid not in kept]
+    return {cid: out[cid] for cid in rows if cid in out}, [cid for cid in rows if cid not in out]
 
 
 def alpha_values(
@@ -408,21 +416,52 @@ def require_late_verdicts(
     return require_same_verdicts(late_values(make, runs, rows, registry, phase=phase), profile, registry)
 
 
-def changed_text(changed: dict[str, tuple[int, int]]) -> str:
+def unviewed_text(not_viewed: dict[str, tuple[Sequence[str], Sequence[str]]]) -> str:
+    """A sentence on the rows of recordings that :func:`recorded_values` could not judge at each evaluation
+    ({recording's file name: (those rows, all the rows asked of it)}).
+
+    >>> unviewed_text({"a-full.json": (["x.a", "x.b"], ["x.a", "x.b", "x.c"]), "b-full.json": ([], ["y.a"])})
+    'Not judged at each evaluation: `x.a` and `x.b` of a-full.json; their recordings keep neither the views of these rows nor the curves they read.'
+    >>> unviewed_text({"a-full.json": (["x.a"], ["x.a"]), "b-full.json": (["y.a", "y.b"], ["y.a", "y.b"])})
+    'Not judged at each evaluation: the rows of a-full.json and b-full.json; their recordings keep neither the views of these rows nor the curves they read.'
+    >>> unviewed_text({"a-full.json": ([], ["x.a"])})
+    'Every row of these recordings is judged at each evaluation of its late window.'
+    """
+    whole = [name for name, (left, rows) in not_viewed.items() if left and list(left) == list(rows)]
+    parts = [f"the rows of {and_list(whole)}"] if whole else []
+    parts += [
+        f"{and_list([f'`{c}`' for c in left])} of {name}"
+        for name, (left, _) in not_viewed.items()
+        if left and name not in whole
+    ]
+    if not parts:
+        return "Every row of these recordings is judged at each evaluation of its late window."
+    return (
+        f"Not judged at each evaluation: {'; '.join(parts)}; their recordings keep neither the views of these rows "
+        "nor the curves they read."
+    )
+
+
+LATE_LEAD = "At one evaluation alone"  # views of late means (views, late_values)
+STOPPED_LEAD = "With one run stopped at one evaluation of its late window"  # views of runs as they ended
+
+
+def changed_text(changed: dict[str, tuple[int, int]], lead: str = LATE_LEAD) -> str:
     """A sentence on :func:`same_verdicts`' second value: which rows some view puts in another category, and in how
-    many views.
+    many views, after ``lead``, what a view is (:data:`LATE_LEAD`, or :data:`STOPPED_LEAD` for
+    :func:`stopped_values`).
 
     >>> changed_text({})
     'At one evaluation alone, every row keeps its category.'
     >>> changed_text({"x.a": (2, 15), "x.b": (3, 15)})
     'At one evaluation alone, `x.a` takes another category in 2 of 15 views and `x.b` in 3 of 15: their verdicts depend on when the runs stopped.'
-    >>> changed_text({"x.a": (1, 5)})
-    'At one evaluation alone, `x.a` takes another category in 1 of 5 views: its verdict depends on when the runs stopped.'
+    >>> changed_text({"x.a": (1, 5)}, STOPPED_LEAD)
+    'With one run stopped at one evaluation of its late window, `x.a` takes another category in 1 of 5 views: its verdict depends on when the runs stopped.'
     """
     if not changed:
-        return "At one evaluation alone, every row keeps its category."
+        return f"{lead}, every row keeps its category."
     (first, (k, n)), *rest = changed.items()
     parts = [f"`{first}` takes another category in {k} of {n} views"]
     parts += [f"`{cid}` in {k} of {n}" for cid, (k, n) in rest]
     whose = "their verdicts depend" if rest else "its verdict depends"
-    return f"At one evaluation alone, {and_list(parts)}: {whose} on when the runs stopped."
+    return f"{lead}, {and_list(parts)}: {whose} on when the runs stopped."
