@@ -487,10 +487,16 @@ def record(
             f"{RECORDED_CLAIMS_FILE.name} stores {missing} of {name!r} but its summary has no such entries "
             f"(it has {sorted(summary)}); nothing written, the runs are cached"
         )
-    with config.precision(precision):
-        views = rec.views(runs)
+    # the timing views of the chapter's rows: a failure is stored and said, never the loss of the runs' recording
+    try:
+        with config.precision(precision):
+            views = rec.views(runs)
+        _check_views(name, views, {cid: summary[key] for cid, key in checked.items()})
+        views_error = ""
+    except Exception as e:  # any: the recording is written without views, and says why
+        views, views_error = {}, f"{type(e).__name__}: {e}"
+        print(f"record {name}: no views of its rows ({views_error})", file=sys.stderr)
     wall = time.perf_counter() - start
-    _check_views(name, views, {cid: summary[key] for cid, key in checked.items()})
     result = {
         "format": FORMAT,
         "experiment": name,
@@ -504,6 +510,7 @@ def record(
         "curves": jsonable(rec.curves(runs)),
         # the rows read on late means or on runs as they ended, at each evaluation of the late window (late_verdicts)
         "views": jsonable({cid: list(at_each) for cid, (_, at_each) in views.items()}),
+        "views_error": views_error,  # why there are none, where making them failed ("": they did not)
         "version": __version__,
         "commit": at_commit,
         "package": package,

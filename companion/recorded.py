@@ -222,6 +222,12 @@ class Recorded:
         return self.data.get("views", {})
 
     @property
+    def views_error(self) -> str:
+        """Why a recording has no views of its rows where making them failed ("" where they did not, and for files
+        written before the field)."""
+        return self.data.get("views_error", "")
+
+    @property
     def drawn_by(self) -> str | None:
         """The sampler that drew its training batches (:func:`companion.config.sampler_of_version` of its
         ``sampler``; files written before the field: the numpy generators), None for runs that draw none from a

@@ -277,10 +277,11 @@ def test_recorded_values_read_a_recordings_curves_at_each_evaluation_and_agree_w
 
 def test_the_paper_scale_chapter_reads_the_recordings_rows_at_each_evaluation():
     text = (ROOT / "book/paper_scale.md").read_text()
-    assert '"recall": (record.latest("recall", "full"), late_verdicts.NOISY_RECALL)' in text
-    assert '"finetune": (gpu_ft, late_verdicts.FINETUNE)' in text
-    assert '"architectures": (record.latest("architectures", "full"), late_verdicts.ARCHITECTURES)' in text
-    assert "late_verdicts.recorded_values(rec, rows) for name, (rec, rows) in paper_recs.items()" in text
+    assert (
+        "paper_recs = {r.experiment: r for r in paper_runs if r.experiment in late_verdicts.RECORDED_ROWS}"
+        in text
+    )
+    assert "late_verdicts.recorded_values(rec, late_verdicts.RECORDED_ROWS[name])" in text
 
 
 def test_a_view_of_pretraining_reads_its_window_and_leaves_fine_tuning_whole():
@@ -428,14 +429,6 @@ def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_s
             assert e.unfreeze_at < steps[noisy_recall.late_mask(steps)][0]
 
 
-RECORDED_VIEWS = {
-    "recall": late_verdicts.NOISY_RECALL,
-    "finetune": {**late_verdicts.FINETUNE, **late_verdicts.FINETUNE_PRETRAIN},
-    "architectures": late_verdicts.ARCHITECTURES,
-    "synthetic_ioi": late_verdicts.SYNTHETIC_IOI,
-    "induction_head": late_verdicts.INDUCTION_HEAD,
-    "khop": late_verdicts.KHOP,
-}
 RECALL_TINY = {"d": 8, "seq_len": 12, "batch": 4, "steps": 5, "n_test": 8, "eval_every": 1, "dense_until": 0}
 RECORDED_TINY = {
     "recall": RECALL_TINY,
@@ -447,14 +440,15 @@ RECORDED_TINY = {
 }
 
 
-@pytest.mark.parametrize("name", RECORDED_VIEWS)
+@pytest.mark.parametrize("name", late_verdicts.RECORDED_ROWS)
 def test_a_recording_keeps_the_views_of_its_chapters_rows_and_they_are_read_back(name, tmp_path, monkeypatch):
-    """A recording of a family whose chapter judges rows at each evaluation of the late window keeps those views,
-    made on the values it stores (record._check_views); recorded_values reads them back before any curve."""
+    """A recording of a family whose chapter judges rows at each evaluation of the late window keeps the views of
+    those rows (RECORDED_ROWS), made on the values it stores (record._check_views); recorded_values reads them back
+    before any curve. Every recordable with views is one of RECORDED_ROWS."""
     from companion import record
 
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
-    rows = RECORDED_VIEWS[name]
+    rows = late_verdicts.RECORDED_ROWS[name]
     with np.errstate(invalid="ignore"):  # tiny runs: first steps never reached, inf - inf
         rec = record.load(record.record(name, "quick", RECORDED_TINY[name], device="cpu", out_dir=tmp_path))
     assert list(rec.views) == list(rows) and all(len(v) > 0 for v in rec.views.values())
@@ -463,3 +457,12 @@ def test_a_recording_keeps_the_views_of_its_chapters_rows_and_they_are_read_back
     assert left_out == [] and list(values) == list(rows)
     for cid, (value, at_each) in values.items():
         np.testing.assert_array_equal([value, *at_each], [rec.claims[cid], *rec.views[cid]])
+
+
+def test_only_the_recorded_rows_experiments_make_views():
+    """The recordables outside RECORDED_ROWS keep no views (the default, which reads no run)."""
+    from companion import record
+
+    others = [n for n in record._registry() if n not in late_verdicts.RECORDED_ROWS]
+    assert others and all(record.experiment(n).views({}) == {} for n in others)
+    assert set(late_verdicts.RECORDED_ROWS) <= set(record._registry())

@@ -1009,3 +1009,40 @@ def test_the_recordings_not_yet_under_the_counter_sampler_are_those_without_a_na
     assert all(swapped[n] == "counter (version 2); also recorded under: numpy" for n in drawing & counter)
     with pytest.raises(ValueError, match="unknown sampler 'torch'"):
         record.not_yet_under("torch")
+
+
+def test_a_recording_whose_views_fail_is_written_without_them_and_says_why(tmp_path, monkeypatch, capsys):
+    """Making the timing views of a chapter's rows comes after the runs: a failure there, or views made on other
+    values than the file stores (record._check_views), must not lose the recording of runs that may have taken a
+    GPU's hours. The file is written with no views and the reason; recorded_values then reads its curves."""
+    import dataclasses
+
+    from companion.experiments import late_verdicts
+
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    tiny = {"d": 8, "seq_len": 12, "batch": 4, "steps": 5, "n_test": 8, "eval_every": 1, "dense_until": 0}
+    real = record._registry()
+
+    def broken(runs):
+        raise RuntimeError("no view today")
+
+    for views, why in (
+        (broken, "RuntimeError: no view today"),
+        (
+            lambda runs: {"recall.full_noise": (-1.0, [0.5])},
+            "the views of ['recall.full_noise'] are made on other",
+        ),
+    ):
+        monkeypatch.setattr(
+            record,
+            "_registry",
+            lambda v=views: {**real, "recall": dataclasses.replace(real["recall"], views=v)},
+        )
+        rec = record.load(record.record("recall", "quick", tiny, device="cpu", out_dir=tmp_path))
+        assert rec.views == {} and why in rec.views_error and why in capsys.readouterr().err
+        values, left = late_verdicts.recorded_values(rec, {"recall.full_noise": "p_noise_full"})
+        assert left == [] and len(values["recall.full_noise"][1]) > 0  # from its curves
+    monkeypatch.setattr(record, "_registry", lambda: real)
+    assert (
+        record.load(record.record("recall", "quick", tiny, device="cpu", out_dir=tmp_path)).views_error == ""
+    )

@@ -123,6 +123,17 @@ NOISY_RECALL_ALPHA = {
 # The entries of recall_summary and finetune_summary that a recorded run's curves (summaries.recall_curves) give at
 # each evaluation: {entry: its value from one evaluation's curve values}. The rest read the model or curves a recording
 # does not keep (attn1_prev, the pre-training phase).
+# the rows whose views a recording of each experiment keeps (companion.recorded.Recordable.views, made by record's
+# registry) and book/paper_scale asks of the paper-configuration recordings (recorded_values)
+RECORDED_ROWS = {
+    "recall": NOISY_RECALL,
+    "finetune": {**FINETUNE, **FINETUNE_PRETRAIN},
+    "architectures": ARCHITECTURES,
+    "synthetic_ioi": SYNTHETIC_IOI,
+    "induction_head": INDUCTION_HEAD,
+    "khop": KHOP,
+}
+
 CURVE_ENTRIES: dict[str, Callable[[dict[str, float]], float]] = {
     "p_noise_full": lambda v: v["p_noise_full"],
     "p_correct_full": lambda v: v["p_correct_full"],
