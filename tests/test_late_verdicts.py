@@ -411,7 +411,7 @@ def test_induction_head_views_cut_its_runs_and_remake_the_chapters_summary(induc
 
 def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_stopped_runs():
     """Each row of INDUCTION_HEAD is one book/induction_head checks on that entry, the chapter requires them on its
-    stopped runs, and at the quick size the release step of its staged runs lies before their late window."""
+    stopped runs, and at either size the release step of its staged runs lies before their late window."""
     from companion.experiments import induction_head
 
     text = (ROOT / "book/induction_head.md").read_text()
@@ -423,7 +423,10 @@ def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_s
         "                                       late_verdicts.INDUCTION_HEAD)"
     )
     assert call in text and "late_verdicts.require_same_verdicts(stopped, PROFILE)" in text
-    for e in induction_head.study_members("quick").values():
+    for e in [
+        *induction_head.study_members("quick").values(),
+        *induction_head.study_members("full").values(),
+    ]:
         if e.frozen_first:
             steps = np.arange(0, e.steps + 1, e.eval_every)
             assert e.unfreeze_at < steps[noisy_recall.late_mask(steps)][0]
