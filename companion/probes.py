@@ -195,3 +195,21 @@ def matching_logits(model, layer: int = 2) -> np.ndarray:
     keys = model.W_E @ model.layers[layer - 2].v().T  # (V, d): rows W_V W_E(i)
     queries = model.W_E @ model.layers[layer - 1].W_QK  # (V, d): rows W_E(j)^T W_QK
     return (keys @ queries.T).cpu().numpy()  # [i, j]
+
+
+def trigger_contrast(M: np.ndarray, triggers) -> tuple[float, list[bool]]:
+    """Appendix B.4 (Fig. 9) on matching logits ``M`` (:func:`matching_logits`): the smallest trigger entry (q, q)
+    over the largest entry off the triggers' diagonal, and per trigger whether (q, q) is the largest of its row and
+    of its column.
+
+    >>> M = np.array([[5.0, 1.0, 0.0], [2.0, 0.5, 0.0], [0.0, 0.0, 4.0]])
+    >>> trigger_contrast(M, [0, 2])
+    (2.0, [True, True])
+    >>> trigger_contrast(M, [0, 1])
+    (0.125, [True, False])
+    """
+    trig = list(triggers)
+    off = np.ones_like(M, dtype=bool)
+    off[trig, trig] = False
+    argmax_ok = [bool(M[q].argmax() == q and M[:, q].argmax() == q) for q in trig]
+    return float(M[trig, trig].min() / M[off].max()), argmax_ok

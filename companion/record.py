@@ -163,6 +163,9 @@ def _registry() -> dict[str, Recordable]:
     def architectures(runs):
         return architectures_make(runs)(runs)
 
+    def triggers(runs):
+        return summaries.triggers_summary(runs["one trigger"], runs["five triggers"])
+
     def ioi_members(profile):
         return {f"{opt} L={L}": exp for (opt, L), exp in catalog.ioi(profile).items()}
 
@@ -217,7 +220,8 @@ def _registry() -> dict[str, Recordable]:
                 "triggers",
                 "book/triggers",
                 catalog.triggers,
-                lambda runs: summaries.triggers_summary(runs["one trigger"], runs["five triggers"]),
+                triggers,
+                views=late(triggers, late_verdicts.TRIGGERS),
             ),
             Recordable(
                 "architectures",

@@ -105,6 +105,7 @@ CHAPTERS = {
     "book/finetune": late_verdicts.FINETUNE,
     "book/architectures": late_verdicts.ARCHITECTURES,
     "book/synthetic_ioi": late_verdicts.SYNTHETIC_IOI,
+    "book/triggers": late_verdicts.TRIGGERS,
 }
 
 
@@ -436,6 +437,7 @@ RECALL_TINY = {"d": 8, "seq_len": 12, "batch": 4, "steps": 5, "n_test": 8, "eval
 RECORDED_TINY = {
     "recall": RECALL_TINY,
     "finetune": {**RECALL_TINY, "pretrain_steps": 5},
+    "triggers": RECALL_TINY,
     "architectures": RECALL_TINY,
     "synthetic_ioi": RECALL_TINY,
     "induction_head": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8, "unfreeze_at": 4},
@@ -469,3 +471,17 @@ def test_only_the_recorded_rows_experiments_make_views():
     others = [n for n in record._registry() if n not in late_verdicts.RECORDED_ROWS]
     assert others and all(record.experiment(n).views({}) == {} for n in others)
     assert set(late_verdicts.RECORDED_ROWS) <= set(record._registry())
+
+
+def test_the_evaluations_measure_the_trigger_contrast_as_the_final_weights_give_it(run):
+    """triggers_summary reads the trigger contrast at the last evaluation (after the last update): it is what
+    matching_summary computes on the final weights, so book/triggers' values are those of the trained model, and a
+    view at an earlier evaluation reads that evaluation's."""
+    steps, ratio = run.series("match_ratio")
+    _, final = summaries.matching_summary(run)
+    assert steps[-1] == run.exp.steps and ratio[-1] == final["ratio"]
+    assert run.series("match_argmax_ok")[1][-1] == sum(final["argmax_ok"])
+    s = summaries.triggers_summary(run, run)
+    assert s["ratio_one"] == final["ratio"] and s["argmax_frac"] == np.mean(final["argmax_ok"])
+    window = ratio[noisy_recall.late_mask(steps)]
+    assert [summaries.triggers_summary(v, run)["ratio_one"] for v in late_verdicts.views(run)] == list(window)

@@ -12,8 +12,9 @@ drift.
 
 The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here
 (``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
-chapters' Check cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training) is
-judged the same way, at each evaluation of that phase's late window (``phase=0``); rows read on runs as they ended
+chapters' Check cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training;
+``TRIGGERS``: the trained models' matching logits) is judged the same way, at each evaluation of that phase's late
+window (``phase=0`` for pre-training); rows read on runs as they ended
 (``KHOP``, ``INDUCTION_HEAD``: final accuracies, the best reached, the first step at a level) with each run cut after
 each evaluation of its late window, as if it had stopped there (:func:`stopped_values`). A recording is what it
 was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration
@@ -82,6 +83,9 @@ INDUCTION_HEAD = {
     "ih.early_positions_first": "early_gap",
     "ih.qk2_first_faster": "qk2_first_t90_gap",
 }
+# book/triggers' Check cell (triggers_summary): the trigger contrast of the trained models, read at their last
+# evaluation (after the last update); judged at each evaluation of the late window alone (views, as FINETUNE_PRETRAIN)
+TRIGGERS = {"triggers.one": "ratio_one", "triggers.five": "ratio_five", "triggers.argmax": "argmax_frac"}
 # book/architectures' (architectures_summary)
 ARCHITECTURES = {
     "arch.mm_drop_f2": "mm_drop2_acc",
@@ -128,6 +132,7 @@ NOISY_RECALL_ALPHA = {
 RECORDED_ROWS = {
     "recall": NOISY_RECALL,
     "finetune": {**FINETUNE, **FINETUNE_PRETRAIN},
+    "triggers": TRIGGERS,
     "architectures": ARCHITECTURES,
     "synthetic_ioi": SYNTHETIC_IOI,
     "induction_head": INDUCTION_HEAD,

@@ -406,6 +406,11 @@ class Evaluator:
         if exp.ff[-1] != "none":
             row[f"margin_F{L}"] = probes.ff_margin(model, L, self.q, tau)
         _, row["attn1_prev"] = probes.previous_token_attention(model, self.noisy_tokens[:64])
+        if (
+            L >= 2
+        ):  # Fig. 9's matching logits of the first two layers: the trigger contrast at each evaluation
+            ratio, ok = probes.trigger_contrast(probes.matching_logits(model, layer=2), self.triggers)
+            row["match_ratio"], row["match_argmax_ok"] = ratio, float(sum(ok))
         return row
 
 
