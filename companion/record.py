@@ -163,9 +163,6 @@ def _registry() -> dict[str, Recordable]:
     def architectures(runs):
         return architectures_make(runs)(runs)
 
-    def triggers(runs):
-        return summaries.triggers_summary(runs["one trigger"], runs["five triggers"])
-
     def ioi_members(profile):
         return {f"{opt} L={L}": exp for (opt, L), exp in catalog.ioi(profile).items()}
 
@@ -220,8 +217,8 @@ def _registry() -> dict[str, Recordable]:
                 "triggers",
                 "book/triggers",
                 catalog.triggers,
-                triggers,
-                views=late(triggers, late_verdicts.TRIGGERS),
+                summaries.triggers_of,
+                views=late(summaries.triggers_of, late_verdicts.TRIGGERS),
             ),
             Recordable(
                 "architectures",

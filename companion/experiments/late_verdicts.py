@@ -83,7 +83,7 @@ INDUCTION_HEAD = {
     "ih.early_positions_first": "early_gap",
     "ih.qk2_first_faster": "qk2_first_t90_gap",
 }
-# book/triggers' Check cell (triggers_summary): the trigger contrast of the trained models, read at their last
+# book/triggers' Check cell (triggers_of): the trigger contrast of the trained models, read at their last
 # evaluation (after the last update); judged at each evaluation of the late window alone (views, as FINETUNE_PRETRAIN)
 TRIGGERS = {"triggers.one": "ratio_one", "triggers.five": "ratio_five", "triggers.argmax": "argmax_frac"}
 # book/architectures' (architectures_summary)

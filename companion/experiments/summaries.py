@@ -299,6 +299,12 @@ def triggers_summary(one: RecallRun, five: RecallRun) -> Summary:
     )
 
 
+def triggers_of(runs: dict[str, RecallRun]) -> Summary:
+    """:func:`triggers_summary` of book/triggers' runs by name ("one trigger", "five triggers":
+    :func:`companion.experiments.catalog.triggers`): the chapter's summary, its recordings' and its views'."""
+    return triggers_summary(runs["one trigger"], runs["five triggers"])
+
+
 ARCH_VARIANTS = {"full model": "clean_full", "drop F1": "clean_dropF1", "drop F2": "clean_dropF2"}
 ARCH_METRICS = {
     "accuracy": "pred_correct",
