@@ -61,6 +61,35 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, extra: Iterable = (
     return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
+LATE_FRACTION = 0.2  # "late": the evaluations in the last fifth of a phase's steps
+
+
+def late_mask(steps, frac: float = LATE_FRACTION) -> np.ndarray:
+    """Which of a phase's evaluated steps (counted from its start) fall in its late window: those from ``1 - frac``
+    of the last one on. The window of
+    :meth:`companion.experiments.noisy_recall.RecallRun.late_mean`, for a live run or a recorded curve, and the
+    evaluations whose weights an induction run keeps (:class:`companion.experiments.induction.InductionRun`).
+
+    >>> late_mask([0, 100, 200, 300, 400, 500]).tolist()
+    [False, False, False, False, True, True]
+    >>> late_mask([0, 25, 50, 75, 100]).tolist()
+    [False, False, False, False, True]
+    >>> late_mask([0, 320, 400]).tolist()
+    [False, True, True]
+    """
+    steps = np.asarray(steps, dtype=float)
+    return steps >= late_from(steps, frac)
+
+
+def late_from(steps, frac: float = LATE_FRACTION) -> float:
+    """Where the late window of a phase's evaluated steps begins: ``1 - frac`` of the last one.
+
+    >>> late_from([0, 100, 400])
+    320.0
+    """
+    return (1 - frac) * float(np.max(steps))
+
+
 def eval_schedule(steps: int, every: int, dense_until: int = 0) -> set[int]:
     """The steps (before their update) at which a run of ``steps`` steps evaluates: every step below
     ``dense_until``, then every ``every`` steps (:func:`train` evaluates once more after the last update).

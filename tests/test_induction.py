@@ -639,6 +639,85 @@ def _tiny_random_run():
     return induction.run(exp, progress=False, use_cache=False)
 
 
+def test_a_run_keeps_the_weights_of_its_late_window_and_a_cut_there_holds_them():
+    """The weights kept at an evaluation of the late window are those of the same run stopped there (bitwise: the
+    batches are keyed by step), a cut there holds them, a cut before the window none, and the measurements are
+    those of a run that keeps nothing."""
+    exp = dataclasses.replace(
+        induction.random_trigger_experiment("quick"), steps=10, eval_every=1, batch=4, n_test=16
+    )
+    r = induction.run(exp, progress=False, use_cache=False)
+    assert r.steps.tolist() == list(range(11)) and sorted(r.late_states) == [8, 9]  # from 0.8 x 10; 10: state
+    shorter = induction.run(dataclasses.replace(exp, steps=8), progress=False, use_cache=False)
+    assert all(torch.equal(shorter.state[k], v) for k, v in r.late_states[8].items())
+    assert not all(torch.equal(r.late_states[9][k], v) for k, v in r.state.items())
+    assert all(np.array_equal(shorter.metrics[k], v[:9]) for k, v in r.metrics.items())
+    cut = r.stopped_after(8)
+    assert cut.state is r.late_states[8] and cut.late_states == {} and cut.steps[-1] == 8
+    assert r.stopped_after(10).state is r.state
+    torch.testing.assert_close(cut.model().W_E, shorter.model().W_E, rtol=0, atol=0)
+    with pytest.raises(
+        ValueError, match=r"holds no weights \(a run cut by stopped_after before its late window\)"
+    ):
+        r.stopped_after(7).model()
+
+
+def test_the_rows_on_the_trained_model_are_measured_again_on_a_cut_run():
+    """trained_summary gives the entries of random_summary that the rows on the trained model read, bitwise, with
+    only the edits they need; on a run cut in its late window it reads the weights kept there, as late_pushes does;
+    head_or_bigram_values leaves out the entries of the edits not measured; a bad edit is refused."""
+    from companion.experiments import late_verdicts
+
+    exp = dataclasses.replace(
+        induction.random_trigger_experiment("quick"), steps=5, eval_every=1, batch=4, n_test=16
+    )
+    rnd = induction.run(exp, progress=False, use_cache=False)
+    ffr = induction.run(
+        dataclasses.replace(
+            induction_random.ff_experiment("quick"), steps=2, eval_every=1, batch=4, n_test=16
+        ),
+        progress=False,
+        use_cache=False,
+    )
+    n = 40
+    edits = induction_random.discount_edits(rnd, n)
+    res = {
+        "ff": ffr,
+        "random": rnd,
+        "discount_edits": edits,
+        "head_or_bigram": edits["trained"],
+        "pair_gradient": induction_random.pair_gradient(rnd, n),
+        "pair_scores": induction_random.pair_score_models(rnd, ffr),
+    }
+    whole = induction_random.random_summary(res)
+    rows = induction_random.trained_summary({"random": rnd}, n)
+    assert set(late_verdicts.INDUCTION_RANDOM.values()) <= set(rows) <= set(whole)
+    assert all(np.array_equal(rows[e], whole[e], equal_nan=True) for e in rows)
+    at_4 = induction_random.trained_summary({"random": rnd.stopped_after(4)}, n)
+    again = induction_random.trained_summary(
+        {"random": dataclasses.replace(rnd, state=rnd.late_states[4])}, n
+    )
+    assert all(np.array_equal(at_4[e], again[e], equal_nan=True) for e in rows)
+    assert any(not np.array_equal(at_4[e], rows[e], equal_nan=True) for e in rows)
+    pushes = induction_random.late_pushes(rnd)
+    assert list(pushes) == [4, 5] and pushes[5] == induction_random.pair_gradient(rnd)
+    table = induction_random.late_push_rows(pushes)
+    assert [r[0] for r in table] == [4, 5] and len(table[0]) == len(induction_random.LATE_PUSH_HEADER)
+    assert table[1][5] == pytest.approx(pushes[5]["likely"]["balance"] - pushes[5]["other"]["balance"])
+    lp = induction_random.late_push_summary(pushes)
+    assert lp["late_push_n"] == 2 and lp["late_push_from"] == 4
+    assert lp["late_push_gap_min"] == min(r[5] for r in table)
+    part = induction_random.head_or_bigram_values(
+        {k: edits[k] for k in induction_random.ROW_EDITS},
+        res["pair_gradient"],
+        res["pair_scores"][induction_random.PAIR_MODELS[0]],
+    )
+    assert "ratio_both_removed" in part and "ratio_QK1_removed" not in part
+    assert "discount_doubled_growth" in part and "discount_pairwise_share" not in part
+    with pytest.raises(ValueError, match=r"unknown edit 'halved': allowed values are 'trained'"):
+        induction_random.discount_edits(rnd, n, keys=("trained", "halved"))
+
+
 def test_key_measures_match_a_position_by_position_count():
     r = _tiny_random_run()
     model, b = r.model(), r.exp.task().sample(np.random.default_rng(1), 3)

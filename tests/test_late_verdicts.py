@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from companion import claims
+from companion import claims, train
 from companion.criterion import Criterion
 from companion.experiments import late_verdicts, noisy_recall, summaries
 from companion.experiments.noisy_recall import RecallExperiment
@@ -152,7 +152,7 @@ def test_the_recorded_fig3_seeds_are_judged_at_each_evaluation_of_their_late_win
     from types import SimpleNamespace
 
     from companion.experiments import scale_study
-    from companion.experiments.noisy_recall import late_mask
+    from companion.train import late_mask
 
     by_choice = {name: scale_study.seed_runs(name) for name in scale_study.CHOICES}
     at = scale_study.late_excess(by_choice)
@@ -207,7 +207,7 @@ def test_alpha_rows_read_each_run_and_each_recording_at_one_evaluation(run):
     """book/noisy_recall's rows over noise levels: views of this build's run, then of each recording's curves
     (late_verdicts.curve_views), the others as they are."""
     from companion import record
-    from companion.experiments.noisy_recall import late_mask
+    from companion.train import late_mask
 
     rec = record.latest("recall", "quick", {"alpha": 0.2})
     at = late_verdicts.curve_views(rec, ["p_noise_full", "p_correct_drop"])
@@ -246,7 +246,7 @@ def test_recorded_values_read_a_recordings_curves_at_each_evaluation_and_agree_w
     import dataclasses
 
     from companion import record
-    from companion.experiments.noisy_recall import late_mask
+    from companion.train import late_mask
 
     rec = record.latest("recall", "full")
     values, left_out = late_verdicts.recorded_values(rec, late_verdicts.NOISY_RECALL)
@@ -410,6 +410,21 @@ def test_induction_head_views_cut_its_runs_and_remake_the_chapters_summary(induc
     assert any(not same(s[e], whole[e]) for s in at_each for e in late_verdicts.INDUCTION_HEAD.values())
 
 
+def test_the_induction_random_rows_named_are_the_chapters_checks_on_the_trained_model_and_required():
+    """Each row of INDUCTION_RANDOM is one book/induction_random checks on that entry of its summary (the
+    single-seed rows: every other row reads the seed recording), and the chapter requires them on the run's weights at
+    each evaluation of its late window."""
+    text = (ROOT / "book/induction_random.md").read_text()
+    checked = dict(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
+    assert checked == late_verdicts.INDUCTION_RANDOM
+    assert {claims.CLAIMS[cid].chapter for cid in checked} == {"book/induction_random"}
+    call = (
+        'late_verdicts.stopped_values(induction_random.trained_summary, {"random": res["random"]},\n'
+        "                                       late_verdicts.INDUCTION_RANDOM)"
+    )
+    assert call in text and "late_verdicts.require_same_verdicts(stopped, PROFILE)" in text
+
+
 def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_stopped_runs():
     """Each row of INDUCTION_HEAD is one book/induction_head checks on that entry, the chapter requires them on its
     stopped runs, and at either size the release step of its staged runs lies before their late window."""
@@ -430,7 +445,7 @@ def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_s
     ]:
         if e.frozen_first:
             steps = np.arange(0, e.steps + 1, e.eval_every)
-            assert e.unfreeze_at < steps[noisy_recall.late_mask(steps)][0]
+            assert e.unfreeze_at < steps[train.late_mask(steps)][0]
 
 
 RECALL_TINY = {"d": 8, "seq_len": 12, "batch": 4, "steps": 5, "n_test": 8, "eval_every": 1, "dense_until": 0}
@@ -483,5 +498,5 @@ def test_the_evaluations_measure_the_trigger_contrast_as_the_final_weights_give_
     assert run.series("match_argmax_ok")[1][-1] == sum(final["argmax_ok"])
     s = summaries.triggers_summary(run, run)
     assert s["ratio_one"] == final["ratio"] and s["argmax_frac"] == np.mean(final["argmax_ok"])
-    window = ratio[noisy_recall.late_mask(steps)]
+    window = ratio[train.late_mask(steps)]
     assert [summaries.triggers_summary(v, run)["ratio_one"] for v in late_verdicts.views(run)] == list(window)

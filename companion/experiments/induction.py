@@ -64,7 +64,7 @@ from companion.config import check_choice, check_float, check_int
 from companion.data.recall import LOSS_POSITIONS, TRIGGER_DRAWS, RecallTask
 from companion.data.streams import TrainingStream
 from companion.models import ModelConfig, Transformer
-from companion.train import OPTIMIZERS, TrainConfig, train
+from companion.train import OPTIMIZERS, TrainConfig, late_mask, train
 
 THREE = ("W_QK^1", "W_QK^2", "W_V^2")  # the three memories of the induction head
 # The value maps: one learned matrix W_V per layer (ours), or W_O W_V as the public code writes them
@@ -483,13 +483,16 @@ def random_test_masks(
 
 @dataclass
 class InductionRun:
-    """A finished run: its configuration and the measurements along training (one entry per evaluation)."""
+    """A finished run: its configuration, the measurements along training (one entry per evaluation), its weights at
+    the end (``state``) and at the evaluations of its late window before the end (``late_states``, {step: state}:
+    :func:`companion.train.late_mask` of the evaluations planned, so that a run cut there still has a model)."""
 
     exp: InductionExperiment
     metrics: dict[str, np.ndarray]
     seconds: float = 0.0
     device: str = "cpu"
     state: dict = field(default_factory=dict, repr=False)
+    late_states: dict = field(default_factory=dict, repr=False)
 
     def at(self, key: str, step: int) -> float:
         """The metric at the last evaluation at or before ``step``."""
@@ -507,8 +510,9 @@ class InductionRun:
         return self.metrics["step"]
 
     def stopped_after(self, i: int) -> InductionRun:
-        """The run as if it had stopped after its evaluation ``i`` (counted from 0): every measurement cut there.
-        It holds no weights (``state`` is empty: the kept ones are the end's), so :meth:`model` refuses it.
+        """The run as if it had stopped after its evaluation ``i`` (counted from 0): every measurement cut there, and
+        the weights of that evaluation where the run kept them (its late window, ``late_states``); elsewhere it
+        holds none (``state`` is empty), so :meth:`model` refuses it.
 
         Raises:
             ValueError: ``i`` outside 0 .. the last evaluation.
@@ -518,13 +522,17 @@ class InductionRun:
             raise ValueError(
                 f"stopped_after: i={i} is out of range (allowed: 0 to {n - 1}, the run's evaluations)"
             )
-        return dataclasses.replace(self, metrics={k: v[: i + 1] for k, v in self.metrics.items()}, state={})
+        state = self.state if i == n - 1 else self.late_states.get(int(self.steps[i]), {})
+        return dataclasses.replace(
+            self, metrics={k: v[: i + 1] for k, v in self.metrics.items()}, state=state, late_states={}
+        )
 
     def model(self, trained: bool = True) -> Transformer:
         """The run's model (on the CPU): as trained, or at its initialisation (the same seed)."""
         if trained and not self.state:
             raise ValueError(
-                "model: this run holds no weights (a run cut by stopped_after); trained=False gives its start"
+                "model: this run holds no weights (a run cut by stopped_after before its late window); "
+                "trained=False gives its start"
             )
         m = Transformer(self.exp.model_config(), seed=self.exp.seed)
         if trained:
@@ -558,7 +566,9 @@ def run(
     blob = cache.load_or_compute(
         "induction", exp, lambda: _train(exp, device, progress), MODULES, fmt="torch", use_cache=use_cache
     )
-    return InductionRun(exp, blob["metrics"], blob["seconds"], blob["device"], blob["state"])
+    return InductionRun(
+        exp, blob["metrics"], blob["seconds"], blob["device"], blob["state"], blob["late_states"]
+    )
 
 
 def _train(exp: InductionExperiment, device, progress: bool) -> dict:
@@ -570,7 +580,19 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
     for name in trained:
         model.matrix(name).requires_grad_(name not in exp.frozen_first)
     unfreeze = {exp.unfreeze_at: [model.matrix(n) for n in exp.frozen_first]} if exp.frozen_first else {}
-    evaluate = Evaluator(exp, model, device)
+    evaluator = Evaluator(exp, model, device)
+    eval_at = range(0, exp.steps, exp.eval_every)
+    keep = late_mask(
+        [*eval_at, exp.steps]
+    )  # the late window of the evaluations planned (the last: ``state``)
+    keep_at = {s for s, k in zip(eval_at, keep) if k}
+    late_states = {}
+
+    def evaluate(step: int) -> dict:
+        if step in keep_at:  # a copy: the optimiser updates the weights in place
+            late_states[step] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        return evaluator(step)
+
     start = time.perf_counter()
     logs = train(
         model,
@@ -578,7 +600,7 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
         exp.train_config(),
         TrainingStream(exp.seed, "train-data", device=device),
         evaluate=evaluate,
-        eval_at=range(0, exp.steps, exp.eval_every),
+        eval_at=eval_at,
         progress=progress,
         desc=f"induction d={exp.d} {'+'.join(exp.frozen_first) or 'joint'}",
         unfreeze=unfreeze,
@@ -591,6 +613,7 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
         "seconds": seconds,
         "device": config.device_name(device),
         "state": {k: v.cpu() for k, v in model.state_dict().items()},
+        "late_states": late_states,
     }
 
 

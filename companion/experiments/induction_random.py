@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from companion import config, report
-from companion.config import check_int
+from companion.config import check_choice, check_int
 from companion.experiments.induction import (
     BIGRAM_TOP,
     DISCOUNT_EDITS,
@@ -29,6 +29,7 @@ from companion.experiments.induction import (
     successor_ranks,
 )
 from companion.models import Transformer
+from companion.train import late_mask
 
 COLUMNS = ("acc", "top1", "head_acc", "bigram_top1", "attention")  # head_or_bigram's measures per position
 
@@ -322,13 +323,23 @@ def pair_score_rows(models: dict[str, dict]) -> list[list]:
     ]
 
 
-def discount_edits(r: InductionRun, n_seq: int = 2048, chunk: int = 256) -> dict[str, dict]:
-    """:func:`head_or_bigram` of a random-trigger run for each of :data:`companion.experiments.induction.DISCOUNT_EDITS` (``"trained"``: no
-    edit), on the same ``n_seq`` sequences, so that every edit is measured at the same positions."""
+def discount_edits(
+    r: InductionRun, n_seq: int = 2048, chunk: int = 256, keys: tuple[str, ...] = tuple(DISCOUNT_EDITS)
+) -> dict[str, dict]:
+    """:func:`head_or_bigram` of a random-trigger run for each of :data:`companion.experiments.induction.DISCOUNT_EDITS` named in
+    ``keys`` (``"trained"``: no edit; all of them by default), on the same ``n_seq`` sequences, so that every edit is
+    measured at the same positions.
+
+    Raises:
+        ValueError: a key that is not an edit of ``DISCOUNT_EDITS``, before any work.
+    """
+    for k in keys:
+        check_choice("edit", k, tuple(DISCOUNT_EDITS))
     model, task = r.model(), r.exp.task()
     return {
         k: head_or_bigram(r, n_seq, chunk, edit=discount_edit(model, task, strengths, how) or None)
         for k, (_, strengths, how) in DISCOUNT_EDITS.items()
+        if k in keys
     }
 
 
@@ -446,13 +457,67 @@ def pair_gradient_rows(pg: dict) -> list[list]:
     ]
 
 
+def late_pushes(r: InductionRun) -> dict[int, dict]:
+    """:func:`pair_gradient` of the run's weights at each evaluation of its late window (:func:`companion.train.late_mask`:
+    the run cut there by :meth:`companion.experiments.induction.InductionRun.stopped_after`, which keeps those
+    weights), by step; the last is the run as it ended."""
+    return {int(r.steps[i]): pair_gradient(r.stopped_after(i)) for i in np.flatnonzero(late_mask(r.steps))}
+
+
+LATE_PUSH_HEADER = (
+    "step",
+    "likely keys: triggers' push",
+    "other positions' push",
+    "share undone",
+    "other keys: share undone",
+    "likely minus other",
+)
+
+
+def late_push_rows(pushes: dict[int, dict]) -> list[list]:
+    """Rows for :data:`LATE_PUSH_HEADER` from :func:`late_pushes`."""
+    return [
+        [
+            step,
+            pg["likely"]["trigger"],
+            pg["likely"]["non-trigger"],
+            pg["likely"]["balance"],
+            pg["other"]["balance"],
+            pg["likely"]["balance"] - pg["other"]["balance"],
+        ]
+        for step, pg in pushes.items()
+    ]
+
+
+def late_push_summary(pushes: dict[int, dict]) -> report.Summary:
+    """What :func:`late_pushes` says of the balance gap (``push_balance_gap`` of :func:`random_summary`) over the late
+    window: its range, how many evaluations it spans, and the range of the triggers' push on the likely keys."""
+    gap = [pg["likely"]["balance"] - pg["other"]["balance"] for pg in pushes.values()]
+    trig = [pg["likely"]["trigger"] for pg in pushes.values()]
+    return report.Summary(
+        {
+            "late_push_n": (len(pushes), "evaluations in the late window of the random-trigger run"),
+            "late_push_from": (min(pushes), "the first of them (step)"),
+            "late_push_gap_min": (min(gap), "the balance gap at one of them: lowest"),
+            "late_push_gap_max": (max(gap), "highest"),
+            "late_push_trigger_min": (
+                min(trig),
+                "the triggers' push on the likely keys: lowest (most negative)",
+            ),
+            "late_push_trigger_max": (max(trig), "highest"),
+        }
+    )
+
+
 def head_or_bigram_values(edits: dict, pg: dict, scores: dict) -> dict[str, float]:
     """The head-or-bigram claim's numbers of one random-trigger model from :func:`discount_edits` (``"trained"``: its
     :func:`head_or_bigram`), :func:`pair_gradient` and :func:`companion.experiments.induction.pair_scores` (of the trained model), named as
     :data:`RANDOM_MEASURES`. R, the ratio of ``top1_in`` to ``top1_off``, is read for every edit on the same
     positions; ``discount_removed_share`` is (R trained - R both removed) / (R trained - 1), the share of R's
     excess over 1 (no preference) that goes with both discounts, ``discount_doubled_growth`` (R both doubled -
-    R trained) / (R trained - 1), ``discount_pairwise_share`` the share that goes with both removed pair by pair."""
+    R trained) / (R trained - 1), ``discount_pairwise_share`` the share that goes with both removed pair by pair.
+    ``edits`` may hold only some edits besides ``"trained"`` (:data:`ROW_EDITS`): the entries of the others are left
+    out."""
     hb = edits["trained"]
     ratio = {k: top1_ratio(e) for k, e in edits.items()}
     excess = ratio["trained"] - 1 or float("nan")  # no preference to explain: the shares are undefined
@@ -465,11 +530,21 @@ def head_or_bigram_values(edits: dict, pg: dict, scores: dict) -> dict[str, floa
         "pair_QK2": scores["W_QK^2"]["likely_minus_other"],
         "pair_discount_weaker": max(v["likely_minus_other"] for v in scores.values()),
         "balance_gap": pg["likely"]["balance"] - pg["other"]["balance"],
-        **{f"ratio_{k}": ratio[k] for k in DISCOUNT_EDITS if k != "trained"},
-        "discount_removed_share": (ratio["trained"] - ratio["both_removed"]) / excess,
-        "discount_doubled_growth": (ratio["both_doubled"] - ratio["trained"]) / excess,
-        "discount_pairwise_share": (ratio["trained"] - ratio["both_pairwise"]) / excess,
+        **{f"ratio_{k}": ratio[k] for k in DISCOUNT_EDITS if k != "trained" and k in ratio},
+        **{
+            share: sign * (ratio["trained"] - ratio[k]) / excess
+            for share, (k, sign) in EDIT_SHARES.items()
+            if k in ratio
+        },
     }
+
+
+# the shares of the ratio's excess over 1 that an edit takes away (sign 1) or adds (sign -1): share -> (edit, sign)
+EDIT_SHARES = {
+    "discount_removed_share": ("both_removed", 1),
+    "discount_doubled_growth": ("both_doubled", -1),
+    "discount_pairwise_share": ("both_pairwise", 1),
+}
 
 
 RANDOM_MEASURES = {  # head_or_bigram_values and random_training_values: name -> (column header, meaning)
@@ -594,6 +669,11 @@ def random_summary(res: dict) -> report.Summary:
     hob = head_or_bigram_values(res["discount_edits"], pg, ps[PAIR_MODELS[0]])
     return report.Summary(
         {
+            **_trained_entries(hob, pg),
+            "head_or_bigram_discount_pairwise_share": (
+                hob["discount_pairwise_share"],
+                RANDOM_MEASURES["discount_pairwise_share"][1],
+            ),
             "acc_ff": (
                 ffr.final("acc"),
                 "memories + final linear W_F, fixed triggers: in-context accuracy at the end",
@@ -615,10 +695,6 @@ def random_summary(res: dict) -> report.Summary:
                 BIGRAM_TOP,
                 "the bigram's 'top predictions': the trigger's likeliest successors counted",
             ),
-            "head_or_bigram_acc_off": (
-                hb["acc_off"],
-                f"accuracy where o is not among the trigger's {BIGRAM_TOP} likeliest successors",
-            ),
             "head_or_bigram_acc_in": (
                 hb["acc_in"],
                 f"accuracy where o is the trigger's 2nd to {BIGRAM_TOP}th likeliest successor",
@@ -628,7 +704,6 @@ def random_summary(res: dict) -> report.Summary:
                 "share predicting the trigger's likeliest successor, o not in the top",
             ),
             "head_or_bigram_top1_in": (hb["top1_in"], f"the same, o the 2nd to {BIGRAM_TOP}th likeliest"),
-            "head_or_bigram_top1_ratio": (hob["top1_ratio"], "o in the top over o not in the top"),
             "head_or_bigram_attention_in": (
                 hb["attention_in"],
                 "second layer's attention on the keys after earlier q, o in the top",
@@ -680,10 +755,6 @@ def random_summary(res: dict) -> report.Summary:
                 if k != "attention"
                 for side in ("in", "off")
             },
-            "head_or_bigram_prev_attention_gap": (
-                hob["prev_attention_gap"],
-                "first layer's attention of the keys holding o on q: in minus off, within strata",
-            ),
             "head_or_bigram_key_score_gap": (
                 hob["key_score_gap"],
                 "second layer's mean logit of the keys holding o: in minus off, within strata",
@@ -703,10 +774,6 @@ def random_summary(res: dict) -> report.Summary:
                 for m, name in zip(("random", "init", "fixed"), PAIR_MODELS)
                 for layer in ("W_QK^1", "W_QK^2")
             },
-            "pair_discount_weaker": (
-                hob["pair_discount_weaker"],
-                "random triggers: the weaker (larger) of the two layers' likely-minus-other",
-            ),
             **{
                 f"push_{k}_{p.replace('-', '')}": (
                     pg[k][p],
@@ -716,25 +783,62 @@ def random_summary(res: dict) -> report.Summary:
                 for p in (*QUERY_PARTS, "net")
             },
             **{
-                f"push_{k}_balance": (
-                    pg[k]["balance"],
-                    f"share of the triggers' push on {k} keys that the other positions undo",
-                )
-                for k in KEY_KINDS
-            },
-            "push_balance_gap": (hob["balance_gap"], "likely keys' balance minus other keys'"),
-            **{
                 f"head_or_bigram_ratio_{k}": (hob[f"ratio_{k}"], RANDOM_MEASURES[f"ratio_{k}"][1])
                 for k in DISCOUNT_EDITS
                 if k != "trained"
             },
-            **{
-                f"head_or_bigram_{k}": (hob[k], RANDOM_MEASURES[k][1])
-                for k in ("discount_removed_share", "discount_doubled_growth", "discount_pairwise_share")
-            },
             "seconds": (res["random"].seconds, "training time of the random-trigger run (s)"),
         }
     )
+
+
+# the edits that the Check's rows on the trained model read (trained_summary)
+ROW_EDITS = ("trained", "both_removed", "both_doubled")
+
+
+def _trained_entries(hob: dict, pg: dict) -> dict[str, tuple[float, str]]:
+    """The entries of :func:`random_summary` that the Check's rows on the trained random-trigger model read
+    (``late_verdicts.INDUCTION_RANDOM``), from :func:`head_or_bigram_values` (``hob``), and the two balances of
+    :func:`pair_gradient` (``pg``) whose difference one of them reads."""
+    return {
+        "head_or_bigram_acc_off": (
+            hob["acc_off"],
+            f"accuracy where o is not among the trigger's {BIGRAM_TOP} likeliest successors",
+        ),
+        "head_or_bigram_top1_ratio": (hob["top1_ratio"], "o in the top over o not in the top"),
+        "head_or_bigram_prev_attention_gap": (
+            hob["prev_attention_gap"],
+            "first layer's attention of the keys holding o on q: in minus off, within strata",
+        ),
+        "pair_discount_weaker": (
+            hob["pair_discount_weaker"],
+            "random triggers: the weaker (larger) of the two layers' likely-minus-other",
+        ),
+        **{
+            f"push_{k}_balance": (
+                pg[k]["balance"],
+                f"share of the triggers' push on {k} keys that the other positions undo",
+            )
+            for k in KEY_KINDS
+        },
+        "push_balance_gap": (hob["balance_gap"], "likely keys' balance minus other keys'"),
+        **{
+            f"head_or_bigram_{k}": (hob[k], RANDOM_MEASURES[k][1])
+            for k in ("discount_removed_share", "discount_doubled_growth")
+        },
+    }
+
+
+def trained_summary(runs: dict[str, InductionRun], n_seq: int = 2048) -> report.Summary:
+    """The entries of :func:`random_summary` that the Check's rows on the trained random-trigger model read, of
+    ``runs["random"]`` (a run or one cut by ``stopped_after`` in its late window, with the weights of that
+    evaluation), measured as the chapter measures them (the same ``n_seq`` sequences; only the edits of
+    :data:`ROW_EDITS`): what ``late_verdicts.stopped_values`` judges the rows on."""
+    r = runs["random"]
+    pg = pair_gradient(r, n_seq)
+    edits = discount_edits(r, n_seq, keys=ROW_EDITS)
+    hob = head_or_bigram_values(edits, pg, pair_scores(r.model(), r.exp.task()))
+    return report.Summary(_trained_entries(hob, pg))
 
 
 def balance_text(summary: report.Summary, near: float = 0.1) -> str:

@@ -16,7 +16,8 @@ chapters' Check cells. A row read at the last evaluation of a phase (``FINETUNE_
 ``TRIGGERS``: the trained models' matching logits) is judged the same way, at each evaluation of that phase's late
 window (``phase=0`` for pre-training); rows read on runs as they ended
 (``KHOP``, ``INDUCTION_HEAD``: final accuracies, the best reached, the first step at a level) with each run cut after
-each evaluation of its late window, as if it had stopped there (:func:`stopped_values`). A recording is what it
+each evaluation of its late window, as if it had stopped there (:func:`stopped_values`); so are the rows read on a
+trained model's weights where the run keeps the weights of that window (``INDUCTION_RANDOM``). A recording is what it
 was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration
 recordings of book/paper_scale, read with :func:`recorded_values`) :func:`same_verdicts` reports which ones a view
 turns over, without stopping the chapter, and :func:`changed_text` says it. A recording keeps the views of its
@@ -33,8 +34,9 @@ import numpy as np
 
 from companion import claims
 from companion.experiments import summaries
-from companion.experiments.noisy_recall import LATE_FRACTION, RecallRun, late_curve, late_mask
+from companion.experiments.noisy_recall import RecallRun, late_curve
 from companion.report import Summary, and_list, markdown_table
+from companion.train import LATE_FRACTION, late_mask
 
 # book/noisy_recall's rows read on late means (recall_summary)
 NOISY_RECALL = {
@@ -82,6 +84,18 @@ INDUCTION_HEAD = {
     "ih.order_qk2_before_qk1": "order_qk2_qk1_min",
     "ih.early_positions_first": "early_gap",
     "ih.qk2_first_faster": "qk2_first_t90_gap",
+}
+# book/induction_random's Check cell (induction_random.random_summary): the rows read on the trained random-trigger
+# model (head or bigram, the pair scores, the pair gradient, the discount edits); judged again on its weights at each
+# evaluation of its late window (stopped_values of induction_random.trained_summary: the run keeps those weights)
+INDUCTION_RANDOM = {
+    "ih.random_head_preferred": "head_or_bigram_acc_off",
+    "ih.random_bigram_when_top": "head_or_bigram_top1_ratio",
+    "ih.random_first_layer_discount": "head_or_bigram_prev_attention_gap",
+    "ih.random_pair_discount": "pair_discount_weaker",
+    "ih.random_ambiguity": "push_balance_gap",
+    "ih.random_discount_causes": "head_or_bigram_discount_removed_share",
+    "ih.random_discount_doubled": "head_or_bigram_discount_doubled_growth",
 }
 # book/triggers' Check cell (triggers_of): the trigger contrast of the trained models, read at their last
 # evaluation (after the last update); judged at each evaluation of the late window alone (views, as FINETUNE_PRETRAIN)
@@ -177,7 +191,7 @@ def views(runs, phase: int = 1) -> list:
 
 def stopped_views(runs: dict, keys: Sequence[str] = (), frac: float = LATE_FRACTION) -> list[dict]:
     """``runs`` with one run cut after one evaluation of its late window (the last ``frac`` of its evaluated steps,
-    :func:`companion.experiments.noisy_recall.late_mask`), as if it had stopped there, the others whole: one view
+    :func:`companion.train.late_mask`), as if it had stopped there, the others whole: one view
     per evaluation of each run's window, the last of each being the run as it ended. A run is a dict whose ``keys``
     hold one value per evaluation, ``"step"`` among them, or an object with its evaluated ``steps`` and
     ``stopped_after(i)``, the run cut after its evaluation ``i``

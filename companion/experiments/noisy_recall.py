@@ -27,7 +27,7 @@ from companion.data.ioi import IOITask
 from companion.data.recall import LOSS_POSITIONS, NOISE_KINDS, RecallTask
 from companion.data.streams import TrainingStream
 from companion.models import ModelConfig, Transformer
-from companion.train import TrainConfig, eval_schedule, train
+from companion.train import LATE_FRACTION, TrainConfig, eval_schedule, late_from, late_mask, train
 
 SCHEDULES = ("noisy", "finetune")
 TASK_KINDS = ("recall", "ioi")  # Section 3 / Appendix J
@@ -181,33 +181,6 @@ class RecallExperiment(config.Profiled):
     def key(self) -> str:
         """Cache key: the configuration and the source of the modules that train and measure it."""
         return cache.key(self, MODULES)
-
-
-LATE_FRACTION = 0.2  # "late": the evaluations in the last fifth of a phase's steps
-
-
-def late_mask(steps, frac: float = LATE_FRACTION) -> np.ndarray:
-    """Which of a phase's evaluated steps (counted from its start) fall in its late window: those from ``1 - frac``
-    of the last one on. The window of :meth:`RecallRun.late_mean`, for a live run or a recorded curve.
-
-    >>> late_mask([0, 100, 200, 300, 400, 500]).tolist()
-    [False, False, False, False, True, True]
-    >>> late_mask([0, 25, 50, 75, 100]).tolist()
-    [False, False, False, False, True]
-    >>> late_mask([0, 320, 400]).tolist()
-    [False, True, True]
-    """
-    steps = np.asarray(steps, dtype=float)
-    return steps >= late_from(steps, frac)
-
-
-def late_from(steps, frac: float = LATE_FRACTION) -> float:
-    """Where the late window of a phase's evaluated steps begins: ``1 - frac`` of the last one.
-
-    >>> late_from([0, 100, 400])
-    320.0
-    """
-    return (1 - frac) * float(np.max(steps))
 
 
 def late_curve(curves: dict, key: str, frac: float = LATE_FRACTION) -> np.ndarray:

@@ -19,8 +19,9 @@ import torch
 from companion import config, probes
 from companion.config import check_int
 from companion.criterion import Criterion
-from companion.experiments.noisy_recall import LATE_FRACTION, RecallRun, late_mask
+from companion.experiments.noisy_recall import RecallRun
 from companion.report import Summary, markdown_table, strict_max, strict_min
+from companion.train import LATE_FRACTION, late_mask
 
 NOISY_EARLY_STEPS = 10  # "the first few steps" of Figs. 3 and 8
 
