@@ -321,6 +321,9 @@ def _registry() -> dict[str, Recordable]:
                 induction_random_seeds.random_seeds_summary,
                 induction_random_seeds.random_seed_curves,
                 summary_var="random_seeds",
+                views=lambda runs: late_verdicts.stopped_values(
+                    induction_random_seeds.stopped_summary(runs), runs, late_verdicts.INDUCTION_RANDOM_SEEDS
+                ),
             ),
         ]
     }

@@ -999,6 +999,33 @@ def test_random_curves_along_training_count_the_test_positions():
     )
 
 
+def test_the_seed_studys_views_measure_only_the_cut_run(monkeypatch):
+    """stopped_summary(runs)(view) is random_seeds_summary(view), bitwise, for the whole runs and for a view with one
+    run cut in its late window, measuring each whole run once and then only the cut run of each view."""
+    from functools import partial
+
+    calls = []
+    measure = partial(induction_random_seeds.seed_measures, n_seq=256)
+    monkeypatch.setattr(
+        induction_random_seeds, "seed_measures", lambda r: calls.append(r.steps[-1]) or measure(r)
+    )
+    exp = dataclasses.replace(
+        induction.random_trigger_experiment("quick"), steps=5, eval_every=1, batch=4, n_test=16
+    )
+    runs = {
+        f"seed {s}": induction.run(dataclasses.replace(exp, seed=s), progress=False, use_cache=False)
+        for s in (0, 1)
+    }
+    make = induction_random_seeds.stopped_summary(runs)
+    assert calls == [5, 5]
+    view = {**runs, "seed 1": runs["seed 1"].stopped_after(4)}
+    for v in (runs, view):
+        a, b = make(v), induction_random_seeds.random_seeds_summary(v)
+        assert list(a) == list(b) and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+    assert calls == [5, 5, 5, 5, 4, 5, 4]  # the whole runs; one view: the cut run, then both runs again (b)
+    assert make(view)["random_seeds_balance_gap_s1"] != make(runs)["random_seeds_balance_gap_s1"]
+
+
 def test_random_seed_study_summarises_each_seed_and_the_extremes():
     runs = {"seed 0": _tiny_random_run()}
     exp1 = dataclasses.replace(runs["seed 0"].exp, seed=1)

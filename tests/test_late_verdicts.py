@@ -2,6 +2,7 @@
 
 import re
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -457,6 +458,7 @@ RECORDED_TINY = {
     "synthetic_ioi": RECALL_TINY,
     "induction_head": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8, "unfreeze_at": 4},
     "khop": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
+    "induction_random_seeds": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
 }
 
 
@@ -466,8 +468,13 @@ def test_a_recording_keeps_the_views_of_its_chapters_rows_and_they_are_read_back
     those rows (RECORDED_ROWS), made on the values it stores (record._check_views); recorded_values reads them back
     before any curve. Every recordable with views is one of RECORDED_ROWS."""
     from companion import record
+    from companion.experiments import induction_random_seeds
 
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    # the seed study measures each seed on 2048 sequences per edit: 64 here
+    monkeypatch.setattr(
+        induction_random_seeds, "seed_measures", partial(induction_random_seeds.seed_measures, n_seq=64)
+    )
     rows = late_verdicts.RECORDED_ROWS[name]
     with np.errstate(invalid="ignore"):  # tiny runs: first steps never reached, inf - inf
         rec = record.load(record.record(name, "quick", RECORDED_TINY[name], device="cpu", out_dir=tmp_path))

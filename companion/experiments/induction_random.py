@@ -6,6 +6,8 @@ induction_random_seeds``), and the numbers the chapter checks. The runs and the 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -224,9 +226,17 @@ def matched_gap(hb: dict, measure: str) -> float:
 
 def top1_ratio(hb: dict, matched: bool = False) -> float:
     """The head-or-bigram claim's ratio R: the share predicting q's likeliest successor with o its 2nd to :data:`companion.experiments.induction.BIGRAM_TOP`-th
-    likeliest over the same share with o off the top (within strata when ``matched``)."""
+    likeliest over the same share with o off the top (within strata when ``matched``); inf where no position off
+    the top predicts the likeliest successor and some in the top do, NaN where none does (a model barely trained).
+
+    >>> top1_ratio({"top1_in": 0.3, "top1_off": 0.1}), top1_ratio({"top1_in": 0.3, "top1_off": 0.0})
+    (2.9999999999999996, inf)
+    """
     end = "_matched" if matched else ""
-    return hb[f"top1_in{end}"] / hb[f"top1_off{end}"]
+    top_in, off = hb[f"top1_in{end}"], hb[f"top1_off{end}"]
+    if off == 0:
+        return math.inf if top_in > 0 else math.nan
+    return top_in / off
 
 
 def head_or_bigram_mechanism_rows(hb: dict) -> list[list]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -61,15 +62,33 @@ def random_seeds_summary(runs: dict[str, InductionRun]) -> report.Summary:
     discount edits' shares (:func:`discount_edits`) and how many seeds the first layer's edit lowers the ratio
     more in; and the share the edit takes away along training (:func:`random_along_training`'s
     ``random_training_removed_share*``, as ``random_seeds_<window>_removed_share_<mean|min>``)."""
-    per = {
-        r.exp.seed: {
-            **head_or_bigram_values(
-                discount_edits(r), pair_gradient(r), pair_scores(r.model(), r.exp.task())
-            ),
-            **random_training_values(r),
-        }
-        for r in runs.values()
+    return _summary(runs, {name: seed_measures(r) for name, r in runs.items()})
+
+
+def seed_measures(r: InductionRun, n_seq: int = 2048) -> dict[str, float]:
+    """One run's measures in :func:`random_seeds_summary`: :func:`head_or_bigram_values` of every discount edit
+    (on ``n_seq`` sequences, the chapter's) and :func:`random_training_values`."""
+    return {
+        **head_or_bigram_values(
+            discount_edits(r, n_seq), pair_gradient(r, n_seq), pair_scores(r.model(), r.exp.task())
+        ),
+        **random_training_values(r),
     }
+
+
+def stopped_summary(runs: dict[str, InductionRun]) -> Callable[[dict], report.Summary]:
+    """``view`` -> :func:`random_seeds_summary` of a view of ``runs`` (one run cut in its late window by
+    ``stopped_after``, which keeps those weights; the others as they are): each whole run is measured once, here, and
+    only the cut run in each view (``late_verdicts.stopped_values`` of the recording's rows)."""
+    whole = {name: seed_measures(r) for name, r in runs.items()}
+    return lambda view: _summary(
+        view, {name: whole[name] if r is runs.get(name) else seed_measures(r) for name, r in view.items()}
+    )
+
+
+def _summary(runs: dict[str, InductionRun], measured: dict[str, dict[str, float]]) -> report.Summary:
+    """:func:`random_seeds_summary` of ``runs`` given each run's :func:`seed_measures` (by the runs' names)."""
+    per = {r.exp.seed: measured[name] for name, r in runs.items()}
     out = {
         f"random_seeds_{m}_s{s}": (v[m], f"seed {s}: {RANDOM_MEASURES[m][1]}")
         for s, v in per.items()

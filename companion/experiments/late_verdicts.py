@@ -97,6 +97,19 @@ INDUCTION_RANDOM = {
     "ih.random_discount_causes": "head_or_bigram_discount_removed_share",
     "ih.random_discount_doubled": "head_or_bigram_discount_doubled_growth",
 }
+# book/induction_random's rows on the seed recording (induction_random_seeds.random_seeds_summary) that read the
+# trained models: judged with one seed's run cut at each evaluation of its late window (stopped_values of
+# induction_random_seeds.stopped_summary), kept by the recording. Its rows on the early window of training read
+# fractions of the steps a run ended at, which a cut moves: not the question asked here
+INDUCTION_RANDOM_SEEDS = {
+    "ih.random_seeds_head_preferred": "random_seeds_acc_off_min",
+    "ih.random_seeds_bigram_when_top": "random_seeds_top1_ratio_min",
+    "ih.random_seeds_first_layer_discount": "random_seeds_prev_attention_gap_max",
+    "ih.random_seeds_pair_discount": "random_seeds_pair_discount_max",
+    "ih.random_seeds_ambiguity": "random_seeds_balance_gap_min",
+    "ih.random_seeds_discount_causes": "random_seeds_discount_removed_share_min",
+    "ih.random_seeds_discount_doubled": "random_seeds_discount_doubled_growth_min",
+}
 # book/triggers' Check cell (triggers_of): the trigger contrast of the trained models, read at their last
 # evaluation (after the last update); judged at each evaluation of the late window alone (views, as FINETUNE_PRETRAIN)
 TRIGGERS = {"triggers.one": "ratio_one", "triggers.five": "ratio_five", "triggers.argmax": "argmax_frac"}
@@ -151,6 +164,7 @@ RECORDED_ROWS = {
     "synthetic_ioi": SYNTHETIC_IOI,
     "induction_head": INDUCTION_HEAD,
     "khop": KHOP,
+    "induction_random_seeds": INDUCTION_RANDOM_SEEDS,
 }
 
 CURVE_ENTRIES: dict[str, Callable[[dict[str, float]], float]] = {
