@@ -707,6 +707,8 @@ def test_the_rows_on_the_trained_model_are_measured_again_on_a_cut_run():
     lp = induction_random.late_push_summary(pushes)
     assert lp["late_push_n"] == 2 and lp["late_push_from"] == 4
     assert lp["late_push_gap_min"] == min(r[5] for r in table)
+    assert lp["late_push_gap_positive"] == sum(r[5] > 0 for r in table)
+    assert lp["late_push_other_max"] == max(r[4] for r in table)
     part = induction_random.head_or_bigram_values(
         {k: edits[k] for k in induction_random.ROW_EDITS},
         res["pair_gradient"],

@@ -501,20 +501,28 @@ def late_push_rows(pushes: dict[int, dict]) -> list[list]:
 
 def late_push_summary(pushes: dict[int, dict]) -> report.Summary:
     """What :func:`late_pushes` says of the balance gap (``push_balance_gap`` of :func:`random_summary`) over the late
-    window: its range, how many evaluations it spans, and the range of the triggers' push on the likely keys."""
+    window: its range, at how many of the evaluations it is above 0, how many there are, the range of the triggers'
+    push on the likely keys and that of the share undone on the other keys."""
     gap = [pg["likely"]["balance"] - pg["other"]["balance"] for pg in pushes.values()]
     trig = [pg["likely"]["trigger"] for pg in pushes.values()]
+    other = [pg["other"]["balance"] for pg in pushes.values()]
     return report.Summary(
         {
             "late_push_n": (len(pushes), "evaluations in the late window of the random-trigger run"),
             "late_push_from": (min(pushes), "the first of them (step)"),
             "late_push_gap_min": (min(gap), "the balance gap at one of them: lowest"),
             "late_push_gap_max": (max(gap), "highest"),
+            "late_push_gap_positive": (
+                sum(g > 0 for g in gap),
+                "evaluations at which the other positions undo more of the push on the likely keys than on the others",
+            ),
             "late_push_trigger_min": (
                 min(trig),
                 "the triggers' push on the likely keys: lowest (most negative)",
             ),
             "late_push_trigger_max": (max(trig), "highest"),
+            "late_push_other_min": (min(other), "the share undone on the other keys: lowest"),
+            "late_push_other_max": (max(other), "highest"),
         }
     )
 
