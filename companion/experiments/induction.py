@@ -582,10 +582,8 @@ def _train(exp: InductionExperiment, device, progress: bool) -> dict:
     unfreeze = {exp.unfreeze_at: [model.matrix(n) for n in exp.frozen_first]} if exp.frozen_first else {}
     evaluator = Evaluator(exp, model, device)
     eval_at = range(0, exp.steps, exp.eval_every)
-    keep = late_mask(
-        [*eval_at, exp.steps]
-    )  # the late window of the evaluations planned (the last: ``state``)
-    keep_at = {s for s, k in zip(eval_at, keep) if k}
+    # the weights kept: at the evaluations planned in the late window, the last one (``state``) apart
+    keep_at = {s for s, k in zip(eval_at, late_mask([*eval_at, exp.steps])) if k}
     late_states = {}
 
     def evaluate(step: int) -> dict:
