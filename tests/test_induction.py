@@ -1,6 +1,7 @@
 """The talk, the bigram task with triggers (companion.experiments.induction)."""
 
 import dataclasses
+from functools import partial
 
 import numpy as np
 import pytest
@@ -699,11 +700,26 @@ def test_the_rows_on_the_trained_model_are_measured_again_on_a_cut_run():
     )
     assert all(np.array_equal(at_4[e], again[e], equal_nan=True) for e in rows)
     assert any(not np.array_equal(at_4[e], rows[e], equal_nan=True) for e in rows)
-    pushes = induction_random.late_pushes(rnd)
-    assert list(pushes) == [4, 5] and pushes[5] == induction_random.pair_gradient(rnd)
+    assert set(rows) == set(induction_random.TRAINED_ENTRIES)
+    stopped = late_verdicts.stopped_entries(
+        partial(induction_random.trained_summary, n_seq=n),
+        {"random": rnd},
+        induction_random.TRAINED_ENTRIES,
+        whole=whole,
+    )
+    pushes = induction_random.late_pushes(rnd, stopped)
+    pg4 = induction_random.pair_gradient(rnd.stopped_after(4), n)
+    assert list(pushes) == [4, 5] and pushes[4]["push_likely_trigger"] == pg4["likely"]["trigger"]
+    assert pushes[4]["push_likely_nontrigger"] == pg4["likely"]["non-trigger"]
+    assert pushes[4]["push_other_balance"] == pg4["other"]["balance"]
+    assert pushes[5] == {e: whole[e] for e in induction_random.PUSH_ENTRIES}  # the run as it ended
+    with pytest.raises(ValueError, match=r"late_pushes: entries \['push_balance_gap'\] were not measured"):
+        induction_random.late_pushes(rnd, {e: v for e, v in stopped.items() if e != "push_balance_gap"})
+    with pytest.raises(ValueError, match=r"late_pushes: views per entry .*late window has 2 evaluations"):
+        induction_random.late_pushes(rnd, {e: (v, w[:1]) for e, (v, w) in stopped.items()})
     table = induction_random.late_push_rows(pushes)
     assert [r[0] for r in table] == [4, 5] and len(table[0]) == len(induction_random.LATE_PUSH_HEADER)
-    assert table[1][5] == pytest.approx(pushes[5]["likely"]["balance"] - pushes[5]["other"]["balance"])
+    assert table[1][5] == pytest.approx(pushes[5]["push_likely_balance"] - pushes[5]["push_other_balance"])
     lp = induction_random.late_push_summary(pushes)
     assert lp["late_push_n"] == 2 and lp["late_push_from"] == 4
     assert lp["late_push_gap_min"] == min(r[5] for r in table)

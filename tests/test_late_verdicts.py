@@ -353,6 +353,41 @@ def test_stopped_views_cut_one_run_at_each_late_evaluation_the_others_as_they_en
         late_verdicts.stopped_values(make, {"a": a, "b": b}, {"x.a": "nope"}, ("step", "acc"), reg)
 
 
+def test_stopped_entries_make_each_view_once_for_rows_and_other_entries():
+    """stopped_entries measures each view once, whatever entries are read of it; row_values picks the rows, equal to
+    stopped_values'; a summary of the whole runs passed as ``whole`` is read instead of made again."""
+    steps = np.arange(0, 101, 10)
+    a = {"step": steps, "acc": np.linspace(0, 1, 11)}
+    made = []
+
+    def make(runs):
+        made.append(runs)
+        acc = float(runs["a"]["acc"][-1])
+        return Summary({"final": (acc, ""), "twice": (2 * acc, ""), "other": (-acc, "")})
+
+    reg = _registry(0.85)
+    entries = late_verdicts.stopped_entries(make, {"a": a}, ("final", "twice"), ("step", "acc"))
+    assert len(made) == 4  # the whole run and its three views
+    assert entries["twice"] == (2.0, pytest.approx([1.6, 1.8, 2.0])) and set(entries) == {"final", "twice"}
+    rows = {"x.a": "final"}
+    assert late_verdicts.row_values(entries, rows, reg) == late_verdicts.stopped_values(
+        make, {"a": a}, rows, ("step", "acc"), reg
+    )
+    made.clear()
+    given = Summary({"final": (0.5, ""), "twice": (7.0, "")})
+    entries = late_verdicts.stopped_entries(make, {"a": a}, ("final", "twice"), ("step", "acc"), whole=given)
+    assert len(made) == 3 and entries["final"] == (0.5, pytest.approx([0.8, 0.9, 1.0]))
+    assert (
+        late_verdicts.stopped_values(make, {"a": a}, rows, ("step", "acc"), reg, whole=given)["x.a"][0] == 0.5
+    )
+    with pytest.raises(ValueError, match=r"stopped_entries: \['nope'\] are not entries of the summary"):
+        late_verdicts.stopped_entries(make, {"a": a}, ("nope",), ("step", "acc"), whole=given)
+    with pytest.raises(ValueError, match=r"row_values: entries \['other'\] were not measured"):
+        late_verdicts.row_values(entries, {"x.a": "other"}, reg)
+    with pytest.raises(ValueError, match=r"row_values: \['x.zz'\] are not rows of the registry"):
+        late_verdicts.row_values(entries, {"x.zz": "final"}, reg)
+
+
 def test_the_khop_rows_named_are_the_chapters_checks_and_required_on_stopped_runs():
     from companion.experiments import khop
 
@@ -415,15 +450,19 @@ def test_the_induction_random_rows_named_are_the_chapters_checks_on_the_trained_
     """Each row of INDUCTION_RANDOM is one book/induction_random checks on that entry of its summary (the
     single-seed rows: every other row reads the seed recording), and the chapter requires them on the run's weights at
     each evaluation of its late window."""
+    from companion.experiments import induction_random
+
     text = (ROOT / "book/induction_random.md").read_text()
     checked = dict(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
     assert checked == late_verdicts.INDUCTION_RANDOM
     assert {claims.CLAIMS[cid].chapter for cid in checked} == {"book/induction_random"}
     call = (
-        'late_verdicts.stopped_values(induction_random.trained_summary, {"random": res["random"]},\n'
-        "                                       late_verdicts.INDUCTION_RANDOM)"
+        'late_verdicts.stopped_entries(induction_random.trained_summary, {"random": res["random"]},\n'
+        "                                           induction_random.TRAINED_ENTRIES, whole=summary)\n"
+        "stopped = late_verdicts.row_values(stopped_at, late_verdicts.INDUCTION_RANDOM)"
     )
     assert call in text and "late_verdicts.require_same_verdicts(stopped, PROFILE)" in text
+    assert set(late_verdicts.INDUCTION_RANDOM.values()) <= set(induction_random.TRAINED_ENTRIES)
 
 
 def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_stopped_runs():

@@ -467,11 +467,38 @@ def pair_gradient_rows(pg: dict) -> list[list]:
     ]
 
 
-def late_pushes(r: InductionRun) -> dict[int, dict]:
-    """:func:`pair_gradient` of the run's weights at each evaluation of its late window (:func:`companion.train.late_mask`:
-    the run cut there by :meth:`companion.experiments.induction.InductionRun.stopped_after`, which keeps those
-    weights), by step; the last is the run as it ended."""
-    return {int(r.steps[i]): pair_gradient(r.stopped_after(i)) for i in np.flatnonzero(late_mask(r.steps))}
+# the entries of trained_summary (and random_summary) that split the balance gap of ih.random_ambiguity
+PUSH_ENTRIES = (
+    "push_likely_trigger",
+    "push_likely_nontrigger",
+    "push_likely_balance",
+    "push_other_balance",
+    "push_balance_gap",
+)
+
+
+def late_pushes(
+    r: InductionRun, stopped: dict[str, tuple[float, list[float]]]
+) -> dict[int, dict[str, float]]:
+    """The parts of the balance gap (:data:`PUSH_ENTRIES`) of the run's weights at each evaluation of its late window
+    (:func:`companion.train.late_mask`), by step, the last being the run as it ended: read from ``stopped``, the
+    entries of :func:`trained_summary` in each view of the run alone cut there
+    (``late_verdicts.stopped_entries``, which measures each view once for these and the rows).
+
+    Raises:
+        ValueError: an entry of :data:`PUSH_ENTRIES` that ``stopped`` lacks, or one whose views are not one per
+            evaluation of the window.
+    """
+    steps = np.asarray(r.steps)[late_mask(r.steps)]
+    missing = [e for e in PUSH_ENTRIES if e not in stopped]
+    if missing:
+        raise ValueError(f"late_pushes: entries {missing} were not measured (measured: {sorted(stopped)})")
+    bad = {e: len(stopped[e][1]) for e in PUSH_ENTRIES if len(stopped[e][1]) != len(steps)}
+    if bad:
+        raise ValueError(
+            f"late_pushes: views per entry {bad}; the run's late window has {len(steps)} evaluations"
+        )
+    return {int(step): {e: stopped[e][1][i] for e in PUSH_ENTRIES} for i, step in enumerate(steps)}
 
 
 LATE_PUSH_HEADER = (
@@ -484,28 +511,18 @@ LATE_PUSH_HEADER = (
 )
 
 
-def late_push_rows(pushes: dict[int, dict]) -> list[list]:
+def late_push_rows(pushes: dict[int, dict[str, float]]) -> list[list]:
     """Rows for :data:`LATE_PUSH_HEADER` from :func:`late_pushes`."""
-    return [
-        [
-            step,
-            pg["likely"]["trigger"],
-            pg["likely"]["non-trigger"],
-            pg["likely"]["balance"],
-            pg["other"]["balance"],
-            pg["likely"]["balance"] - pg["other"]["balance"],
-        ]
-        for step, pg in pushes.items()
-    ]
+    return [[step, *(p[e] for e in PUSH_ENTRIES)] for step, p in pushes.items()]
 
 
-def late_push_summary(pushes: dict[int, dict]) -> report.Summary:
+def late_push_summary(pushes: dict[int, dict[str, float]]) -> report.Summary:
     """What :func:`late_pushes` says of the balance gap (``push_balance_gap`` of :func:`random_summary`) over the late
     window: its range, at how many of the evaluations it is above 0, how many there are, the range of the triggers'
     push on the likely keys and that of the share undone on the other keys."""
-    gap = [pg["likely"]["balance"] - pg["other"]["balance"] for pg in pushes.values()]
-    trig = [pg["likely"]["trigger"] for pg in pushes.values()]
-    other = [pg["other"]["balance"] for pg in pushes.values()]
+    gap = [p["push_balance_gap"] for p in pushes.values()]
+    trig = [p["push_likely_trigger"] for p in pushes.values()]
+    other = [p["push_other_balance"] for p in pushes.values()]
     return report.Summary(
         {
             "late_push_n": (len(pushes), "evaluations in the late window of the random-trigger run"),
@@ -792,14 +809,7 @@ def random_summary(res: dict) -> report.Summary:
                 for m, name in zip(("random", "init", "fixed"), PAIR_MODELS)
                 for layer in ("W_QK^1", "W_QK^2")
             },
-            **{
-                f"push_{k}_{p.replace('-', '')}": (
-                    pg[k][p],
-                    f"d(loss per sequence)/d(shift of the logits of {k} keys), {p} positions",
-                )
-                for k in KEY_KINDS
-                for p in (*QUERY_PARTS, "net")
-            },
+            **{_push_name(k, p): _push_entry(pg, k, p) for k in KEY_KINDS for p in (*QUERY_PARTS, "net")},
             **{
                 f"head_or_bigram_ratio_{k}": (hob[f"ratio_{k}"], RANDOM_MEASURES[f"ratio_{k}"][1])
                 for k in DISCOUNT_EDITS
@@ -810,14 +820,24 @@ def random_summary(res: dict) -> report.Summary:
     )
 
 
+def _push_name(kind: str, part: str) -> str:
+    """The summary entry of :func:`pair_gradient`'s push of ``part`` positions on ``kind`` keys."""
+    return f"push_{kind}_{part.replace('-', '')}"
+
+
+def _push_entry(pg: dict, kind: str, part: str) -> tuple[float, str]:
+    """The summary entry (value, meaning) of :func:`pair_gradient`'s push of ``part`` positions on ``kind`` keys."""
+    return pg[kind][part], f"d(loss per sequence)/d(shift of the logits of {kind} keys), {part} positions"
+
+
 # the edits that the Check's rows on the trained model read (trained_summary)
 ROW_EDITS = ("trained", "both_removed", "both_doubled")
 
 
 def _trained_entries(hob: dict, pg: dict) -> dict[str, tuple[float, str]]:
     """The entries of :func:`random_summary` that the Check's rows on the trained random-trigger model read
-    (``late_verdicts.INDUCTION_RANDOM``), from :func:`head_or_bigram_values` (``hob``), and the two balances of
-    :func:`pair_gradient` (``pg``) whose difference one of them reads."""
+    (``late_verdicts.INDUCTION_RANDOM``), from :func:`head_or_bigram_values` (``hob``), and the parts of
+    :func:`pair_gradient` (``pg``) that split the balance gap one of them reads (:data:`PUSH_ENTRIES`)."""
     return {
         "head_or_bigram_acc_off": (
             hob["acc_off"],
@@ -832,6 +852,7 @@ def _trained_entries(hob: dict, pg: dict) -> dict[str, tuple[float, str]]:
             hob["pair_discount_weaker"],
             "random triggers: the weaker (larger) of the two layers' likely-minus-other",
         ),
+        **{_push_name("likely", p): _push_entry(pg, "likely", p) for p in QUERY_PARTS},
         **{
             f"push_{k}_balance": (
                 pg[k]["balance"],
@@ -847,11 +868,24 @@ def _trained_entries(hob: dict, pg: dict) -> dict[str, tuple[float, str]]:
     }
 
 
+# the entries of trained_summary: the rows' (late_verdicts.INDUCTION_RANDOM) and the parts of the balance gap
+TRAINED_ENTRIES = (
+    "head_or_bigram_acc_off",
+    "head_or_bigram_top1_ratio",
+    "head_or_bigram_prev_attention_gap",
+    "pair_discount_weaker",
+    *PUSH_ENTRIES,
+    "head_or_bigram_discount_removed_share",
+    "head_or_bigram_discount_doubled_growth",
+)
+
+
 def trained_summary(runs: dict[str, InductionRun], n_seq: int = 2048) -> report.Summary:
-    """The entries of :func:`random_summary` that the Check's rows on the trained random-trigger model read, of
-    ``runs["random"]`` (a run or one cut by ``stopped_after`` in its late window, with the weights of that
-    evaluation), measured as the chapter measures them (the same ``n_seq`` sequences; only the edits of
-    :data:`ROW_EDITS`): what ``late_verdicts.stopped_values`` judges the rows on."""
+    """The entries of :func:`random_summary` that the Check's rows on the trained random-trigger model read, and the
+    parts of the balance gap (:data:`TRAINED_ENTRIES`), of ``runs["random"]`` (a run or one cut by ``stopped_after``
+    in its late window, with the weights of that evaluation), measured as the chapter measures them (the same
+    ``n_seq`` sequences; only the edits of :data:`ROW_EDITS`): what ``late_verdicts.stopped_entries`` judges the rows
+    on and :func:`late_pushes` reads."""
     r = runs["random"]
     pg = pair_gradient(r, n_seq)
     edits = discount_edits(r, n_seq, keys=ROW_EDITS)

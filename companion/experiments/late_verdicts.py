@@ -10,19 +10,20 @@ other runs as they are, and stops the chapter where an asserted row changes cate
 row's own bar, so an oscillation far from the bar passes and a curve that crosses it fails, however small its
 drift.
 
-The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here
-(``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the
-chapters' Check cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training;
-``TRIGGERS``: the trained models' matching logits) is judged the same way, at each evaluation of that phase's late
-window (``phase=0`` for pre-training); rows read on runs as they ended
-(``KHOP``, ``INDUCTION_HEAD``: final accuracies, the best reached, the first step at a level) with each run cut after
-each evaluation of its late window, as if it had stopped there (:func:`stopped_values`); so are the rows read on a
-trained model's weights where the run keeps the weights of that window (``INDUCTION_RANDOM``). A recording is what it
-was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration
-recordings of book/paper_scale, read with :func:`recorded_values`) :func:`same_verdicts` reports which ones a view
-turns over, without stopping the chapter, and :func:`changed_text` says it. A recording keeps the views of its
-chapter's rows, made when it is recorded (:attr:`companion.recorded.Recordable.views`, these dicts' rows), so that
-:func:`recorded_values` reads them as they were, where an older recording gives only what its curves give.
+The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here (``NOISY_RECALL``,
+``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the chapters' Check
+cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training; ``TRIGGERS``: the
+trained models' matching logits) is judged the same way, at each evaluation of that phase's late window (``phase=0`` for
+pre-training); rows read on runs as they ended (``KHOP``, ``INDUCTION_HEAD``: final accuracies, the best reached, the
+first step at a level) with each run cut after each evaluation of its late window, as if it had stopped there
+(:func:`stopped_values`); so are the rows read on a trained model's weights where the run keeps the weights of that
+window (``INDUCTION_RANDOM``, with :func:`stopped_entries`, which measures each view once for the rows and the numbers
+that explain them). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
+``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with :func:`recorded_values`)
+:func:`same_verdicts` reports which ones a view turns over, without stopping the chapter, and :func:`changed_text` says
+it. A recording keeps the views of its chapter's rows, made when it is recorded
+(:attr:`companion.recorded.Recordable.views`, these dicts' rows), so that :func:`recorded_values` reads them as they
+were, where an older recording gives only what its curves give.
 """
 
 from __future__ import annotations
@@ -238,22 +239,74 @@ def stopped_views(runs: dict, keys: Sequence[str] = (), frac: float = LATE_FRACT
     return out
 
 
+def stopped_entries(
+    make: Callable[[dict], Summary],
+    runs: dict,
+    entries: Sequence[str],
+    keys: Sequence[str] = (),
+    *,
+    whole: Summary | None = None,
+) -> dict[str, tuple[float, list[float]]]:
+    """{entry: (its value in ``whole``, the summary of ``runs`` as they ended where the caller has it, else in
+    ``make(runs)``; its value in ``make`` of each view of :func:`stopped_views`, in their order)} for each of
+    ``entries``: the summary of each view is made once, whatever the entries read of it (rows and the numbers that
+    explain them; :func:`row_values` picks the rows). ``whole`` must give the entries as ``make(runs)`` would.
+
+    Raises:
+        ValueError: before any view is made, an entry the summary lacks; a run as :func:`stopped_views` refuses it.
+    """
+    return _entries_at(make, runs, stopped_views(runs, keys), entries, "stopped_entries", whole)
+
+
+def row_values(
+    values: dict[str, tuple[float, list[float]]],
+    rows: dict[str, str],
+    registry: dict[str, claims.Claim] | None = None,
+) -> dict[str, tuple[float, list[float]]]:
+    """{claim id: the values of its entry} for each row of ``rows`` ({claim id: entry}), from ``values`` ({entry:
+    (value read, values in the views)}: :func:`stopped_entries`), as :func:`same_verdicts` takes them.
+
+    >>> reg = {"x.a": None, "x.b": None}
+    >>> row_values({"a": (1.0, [0.5, 1.0]), "b": (2.0, [2.0, 2.0])}, {"x.a": "a"}, reg)
+    {'x.a': (1.0, [0.5, 1.0])}
+    >>> row_values({"a": (1.0, [1.0])}, {"x.b": "b"}, reg)
+    Traceback (most recent call last):
+    ...
+    ValueError: row_values: entries ['b'] were not measured (measured: ['a'])
+
+    Raises:
+        ValueError: a row id not in the registry, or an entry ``values`` lacks.
+    """
+    _check_rows(rows, registry, "row_values")
+    missing = sorted(set(rows.values()) - set(values))
+    if missing:
+        raise ValueError(f"row_values: entries {missing} were not measured (measured: {sorted(values)})")
+    return {cid: values[entry] for cid, entry in rows.items()}
+
+
 def stopped_values(
     make: Callable[[dict], Summary],
     runs: dict,
     rows: dict[str, str],
     keys: Sequence[str] = (),
     registry: dict[str, claims.Claim] | None = None,
+    *,
+    whole: Summary | None = None,
 ) -> dict[str, tuple[float, list[float]]]:
     """:func:`late_values` for rows read on runs as they ended (a final accuracy, the best one reached, the first
-    step at a level): {claim id: (its entry of ``make(runs)``; the same entry in every view of
-    :func:`stopped_views`)}.
+    step at a level): {claim id: (its entry of ``whole``, the summary of ``runs`` where the caller has it, else of
+    ``make(runs)``; the same entry in every view of :func:`stopped_views`)}.
 
     Raises:
         ValueError: before any view is made, a row id not in the registry or an entry the summary lacks; a run as
             :func:`stopped_views` refuses it.
     """
-    return _entry_values(make, runs, stopped_views(runs, keys), rows, registry, "stopped_values")
+    _check_rows(rows, registry, "stopped_values")
+    return row_values(
+        _entries_at(make, runs, stopped_views(runs, keys), rows.values(), "stopped_values", whole),
+        rows,
+        registry,
+    )
 
 
 def curve_views(rec, entries: Sequence[str]) -> list[dict[str, float]]:
@@ -375,12 +428,19 @@ def _entry_values(make, runs, seen: list, rows: dict[str, str], registry, caller
     """{claim id: (its entry of ``make(runs)``, the same entry of ``make`` of each view of ``seen``)}, once the rows
     are rows of the registry and entries of the summary."""
     _check_rows(rows, registry, caller)
-    whole = make(runs)
-    missing = sorted(set(rows.values()) - set(whole))
+    values = _entries_at(make, runs, seen, rows.values(), caller)
+    return {cid: values[entry] for cid, entry in rows.items()}
+
+
+def _entries_at(make, runs, seen: list, entries, caller: str, whole: Summary | None = None) -> dict:
+    """{entry: (its value in ``whole``, by default ``make(runs)``; its value in ``make`` of each view of ``seen``)},
+    once the summary has every entry."""
+    whole = make(runs) if whole is None else whole
+    missing = sorted(set(entries) - set(whole))
     if missing:
         raise ValueError(f"{caller}: {missing} are not entries of the summary (entries: {sorted(whole)})")
     at_each = [make(view) for view in seen]
-    return {cid: (whole[entry], [s[entry] for s in at_each]) for cid, entry in rows.items()}
+    return {e: (whole[e], [s[e] for s in at_each]) for e in entries}
 
 
 def same_verdicts(
