@@ -153,14 +153,14 @@ def test_full_induction_configurations_run(which):
 def test_full_random_trigger_configuration_runs():
     """The same with random triggers; the run is then read by head_or_bigram on 512 sequences (two chunks), and
     by pair_gradient and the discount edits on 256 sequences."""
-    from companion.experiments import induction, induction_random
+    from companion.experiments import induction, induction_random, induction_random_push
 
     r = _induction_run_small(_induction_full("random triggers"))
     hb = induction_random.head_or_bigram(r, n_seq=4 * SMOKE_PROBE_SEQUENCES)
     assert sum(b["n"] for b in hb["bins"]) == hb["positions"] > 10000
     assert all(np.isfinite(hb[f"{k}_in_matched"]) for k in induction_random.MECHANISM)
-    pg = induction_random.pair_gradient(r, n_seq=256)
-    assert all(np.isfinite(pg[k]["net"]) for k in induction_random.KEY_KINDS)
+    pg = induction_random_push.pair_gradient(r, n_seq=256)
+    assert all(np.isfinite(pg[k]["net"]) for k in induction_random_push.KEY_KINDS)
     edits = induction_random.discount_edits(r, n_seq=256)
     assert set(edits) == set(induction.DISCOUNT_EDITS) and all(
         np.isfinite(e["acc_in"]) for e in edits.values()

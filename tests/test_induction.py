@@ -14,6 +14,7 @@ from companion.experiments import (
     induction,
     induction_head_text,
     induction_random,
+    induction_random_push,
     induction_random_seeds,
     three_steps,
     three_steps_mechanism,
@@ -687,7 +688,7 @@ def test_the_rows_on_the_trained_model_are_measured_again_on_a_cut_run():
         "random": rnd,
         "discount_edits": edits,
         "head_or_bigram": edits["trained"],
-        "pair_gradient": induction_random.pair_gradient(rnd, n),
+        "pair_gradient": induction_random_push.pair_gradient(rnd, n),
         "pair_scores": induction_random.pair_score_models(rnd, ffr),
     }
     whole = induction_random.random_summary(res)
@@ -707,20 +708,20 @@ def test_the_rows_on_the_trained_model_are_measured_again_on_a_cut_run():
         induction_random.TRAINED_ENTRIES,
         whole=whole,
     )
-    pushes = induction_random.late_pushes(rnd, stopped)
-    pg4 = induction_random.pair_gradient(rnd.stopped_after(4), n)
+    pushes = induction_random_push.late_pushes(rnd, stopped)
+    pg4 = induction_random_push.pair_gradient(rnd.stopped_after(4), n)
     assert list(pushes) == [4, 5] and pushes[4]["push_likely_trigger"] == pg4["likely"]["trigger"]
     assert pushes[4]["push_likely_nontrigger"] == pg4["likely"]["non-trigger"]
     assert pushes[4]["push_other_balance"] == pg4["other"]["balance"]
-    assert pushes[5] == {e: whole[e] for e in induction_random.PUSH_ENTRIES}  # the run as it ended
+    assert pushes[5] == {e: whole[e] for e in induction_random_push.PUSH_ENTRIES}  # the run as it ended
     with pytest.raises(ValueError, match=r"late_pushes: entries \['push_balance_gap'\] were not measured"):
-        induction_random.late_pushes(rnd, {e: v for e, v in stopped.items() if e != "push_balance_gap"})
+        induction_random_push.late_pushes(rnd, {e: v for e, v in stopped.items() if e != "push_balance_gap"})
     with pytest.raises(ValueError, match=r"late_pushes: views per entry .*late window has 2 evaluations"):
-        induction_random.late_pushes(rnd, {e: (v, w[:1]) for e, (v, w) in stopped.items()})
-    table = induction_random.late_push_rows(pushes)
-    assert [r[0] for r in table] == [4, 5] and len(table[0]) == len(induction_random.LATE_PUSH_HEADER)
+        induction_random_push.late_pushes(rnd, {e: (v, w[:1]) for e, (v, w) in stopped.items()})
+    table = induction_random_push.late_push_rows(pushes)
+    assert [r[0] for r in table] == [4, 5] and len(table[0]) == len(induction_random_push.LATE_PUSH_HEADER)
     assert table[1][5] == pytest.approx(pushes[5]["push_likely_balance"] - pushes[5]["push_other_balance"])
-    lp = induction_random.late_push_summary(pushes)
+    lp = induction_random_push.late_push_summary(pushes)
     assert lp["late_push_n"] == 2 and lp["late_push_from"] == 4
     assert lp["late_push_gap_min"] == min(r[5] for r in table)
     assert lp["late_push_gap_positive"] == sum(r[5] > 0 for r in table)
@@ -744,7 +745,7 @@ def test_key_measures_match_a_position_by_position_count():
     T = x.shape[1]
     prev = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1]], 1)
     keys = (prev[:, None, :] == x[:, :, None]) & torch.ones(T, T, dtype=torch.bool).tril()
-    assert torch.equal(keys, induction_random._after_earlier(x))
+    assert torch.equal(keys, induction_random_push.after_earlier(x))
     y = torch.as_tensor(b.targets)
     m = induction_random._key_measures(model, x, rec, keys, y)
     W2, c, x1 = model.layers[1].qk(), model.scale, rec["u1"]
@@ -819,7 +820,7 @@ def test_pair_scores_read_the_token_token_logits():
 
 def test_pair_gradient_is_the_derivative_of_the_training_loss():
     r = _tiny_random_run()
-    pg = induction_random.pair_gradient(r, n_seq=6, chunk=4)
+    pg = induction_random_push.pair_gradient(r, n_seq=6, chunk=4)
     # the same sequences, the same masks: a central difference of the summed loss along each shift, in float64 (in
     # float32 the summed loss, some hundreds of nats, moves by a few ulps over the difference's step)
     model, task = r.model().double(), r.exp.task()
@@ -830,7 +831,7 @@ def test_pair_gradient_is_the_derivative_of_the_training_loss():
     def loss(kind: str, eps: float) -> float:
         total = 0.0
         for b in batches:
-            masks, _ = induction_random.pair_masks(likely, b)
+            masks, _ = induction_random_push.pair_masks(likely, b)
             x = torch.as_tensor(b.inputs)
             with torch.no_grad():
                 logits = model(x, score_bias=eps * masks[kind].double())
@@ -839,14 +840,16 @@ def test_pair_gradient_is_the_derivative_of_the_training_loss():
             )
         return total / 6
 
-    for kind in induction_random.KEY_KINDS:
+    for kind in induction_random_push.KEY_KINDS:
         fd = (loss(kind, 1e-2) - loss(kind, -1e-2)) / 2e-2
         assert pg[kind]["net"] == pytest.approx(fd, rel=0.05, abs=1e-4)
         assert pg[kind]["net"] == pytest.approx(pg[kind]["trigger"] + pg[kind]["non-trigger"])
     with pytest.raises(ValueError, match=r"pair_gradient needs two layers"):
-        induction_random.pair_gradient(induction.InductionRun(induction.layer_experiments("quick")[1], {}))
+        induction_random_push.pair_gradient(
+            induction.InductionRun(induction.layer_experiments("quick")[1], {})
+        )
     with pytest.raises(ValueError, match=r"chunk=0 is out of range"):
-        induction_random.pair_gradient(r, chunk=0)
+        induction_random_push.pair_gradient(r, chunk=0)
 
 
 def test_score_bias_shifts_the_attention_logits():
@@ -931,7 +934,7 @@ def test_discount_edit_moves_only_the_likely_pairs_token_token_logits():
             rec1["attn1"],
             torch.softmax(s1.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")), -1),
         )
-    keys, y = induction_random._after_earlier(x), torch.as_tensor(b.targets)
+    keys, y = induction_random_push.after_earlier(x), torch.as_tensor(b.targets)
     m0 = induction_random._key_measures(model, x, rec0, keys, y)
     m1 = induction_random._key_measures(model, x, rec0, keys, y, bias[1])
     has = keys.any(-1)
@@ -1053,7 +1056,7 @@ def test_random_seed_study_summarises_each_seed_and_the_extremes():
         {
             **induction_random.head_or_bigram_values(
                 induction_random.discount_edits(r),
-                induction_random.pair_gradient(r),
+                induction_random_push.pair_gradient(r),
                 induction.pair_scores(r.model(), r.exp.task()),
             ),
             **induction_random_seeds.random_training_values(r),

@@ -27,8 +27,8 @@ from companion.experiments.induction_random import (
     TRAINING_MEASURES,
     discount_edits,
     head_or_bigram_values,
-    pair_gradient,
 )
+from companion.experiments.induction_random_push import pair_gradient
 
 # --- head or bigram over seeds (recorded: ``python -m companion record induction_random_seeds``) ---
 
