@@ -22,7 +22,7 @@ import results_file
 import torch
 
 from companion import config, record
-from companion.experiments import allocation, fact_capacity, khop, khop_studies
+from companion.experiments import allocation, fact_capacity, khop, khop_members, khop_studies
 
 NOT_PACKED: dict[str, str] = {}
 
@@ -99,7 +99,7 @@ def allocation_times(steps: int, device) -> dict:
 def khop_times(steps: int, device) -> dict:
     """Seconds for the quick chapter's and seed study's runs of one shape (``steps`` steps each, evaluated once):
     each alone, then as one pack (:func:`companion.experiments.khop._train_pack`)."""
-    members = {**khop.members("quick"), **khop_studies.seed_members("quick")}
+    members = {**khop_members.members("quick"), **khop_studies.seed_members("quick")}
     runs = [dataclasses.replace(e, steps=steps, eval_every=steps) for e in members.values()]
     key = khop.pack_key(runs[0])
     runs = [e for e in runs if khop.pack_key(e) == key]

@@ -31,8 +31,8 @@ import results_file
 from companion import config, record
 from companion.config import check_int
 from companion.experiments import khop, khop_curves, khop_stall_paths
-from companion.experiments.khop import EXPLORED_EVERY
 from companion.experiments.khop_four_hops import interval_name
+from companion.experiments.khop_members import EXPLORED_EVERY
 from companion.experiments.khop_stall import subject, subject_members, subject_pairs
 from companion.report import markdown_table
 

@@ -145,7 +145,7 @@ def _registry() -> dict[str, Recordable]:
         fact_capacity,
         induction_head,
         induction_random_seeds,
-        khop,
+        khop_members,
         khop_recordings,
         late_verdicts,
         scan_snap_text,
@@ -189,7 +189,7 @@ def _registry() -> dict[str, Recordable]:
     khop_recordables["khop"] = dataclasses.replace(
         khop_recordables["khop"],
         views=lambda runs: late_verdicts.stopped_values(
-            khop.summary, runs, late_verdicts.KHOP, khop.EVALUATED
+            khop_members.summary, runs, late_verdicts.KHOP, khop_members.EVALUATED
         ),
     )
 

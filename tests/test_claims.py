@@ -477,7 +477,12 @@ def test_no_cached_computation_is_keyed_on_the_claims_registry_or_a_figure():
         for m, mods in keyed.items()
     }
     assert {m: b for m, b in bad.items() if b} == {}
-    assert "companion.criterion" in keyed["companion.experiments.khop"]  # through report
+    assert "companion.criterion" in keyed["companion.experiments.khop_onset"]  # through report
+    # the base k-hop runs are keyed on their training alone: the chapter's members and summary stay out
+    assert "companion.experiments.khop_members" in keyed["companion.experiments.khop_onset"]
+    assert not {"companion.experiments.khop_members", "companion.report"} & set(
+        keyed["companion.experiments.khop"]
+    )
 
 
 def test_load_or_compute_computes_once_and_keys_on_settings(tmp_path):

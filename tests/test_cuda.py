@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from companion import record
-from companion.experiments import fact_capacity, induction, khop
+from companion.experiments import fact_capacity, induction, khop, khop_members
 
 pytestmark = [
     pytest.mark.gpu,
@@ -96,7 +96,7 @@ def test_a_full_grid_pack_trains_on_cuda_as_on_the_cpu():
 def test_a_full_khop_pack_trains_on_cuda_as_on_the_cpu():
     """The full chapter's runs of one shape as one pack (khop.run_many's grouping), 3 steps on each device in
     float64 (test sets of 64): the same evaluations and stages, the same weights to 1e-9, nothing on the wrong device."""
-    members = khop.members("full")
+    members = khop_members.members("full")
     exps = [dataclasses.replace(few_steps(e, 3), n_test=64) for e in members.values()]
     exps = [e for e in exps if khop.pack_key(e) == khop.pack_key(exps[0])]
     assert len(exps) >= 2

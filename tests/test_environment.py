@@ -150,6 +150,7 @@ SHARED_MODULES = {
     "companion.experiments.catalog",
     "companion.experiments.induction",
     "companion.experiments.khop",
+    "companion.experiments.khop_members",  # the k-hop chapters' shared member names (EXPLORED) and sizes
     "companion.experiments.khop_probes",
     "companion.experiments.khop_studies",
     "companion.experiments.late_verdicts",  # the trained-model chapters' check that a late mean's verdict is not timing

@@ -215,9 +215,9 @@ def test_full_khop_configurations_run():
     (SMOKE_PROBE_SEQUENCES sequences of 129 tokens each, not the full profile's 2048)."""
     from dataclasses import replace
 
-    from companion.experiments import khop
+    from companion.experiments import khop, khop_members
 
-    members = khop.members("full")
+    members = khop_members.members("full")
     assert {e.k for e in members.values()} == {8} and members["mixture"].layers == 4
     small = replace(members["curriculum"], steps=2, eval_every=2, n_test=SMOKE_PROBE_SEQUENCES)
     r = khop.run(small, progress=False, use_cache=False)

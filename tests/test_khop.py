@@ -14,6 +14,7 @@ from companion.experiments import (
     khop_curves,
     khop_four_hops,
     khop_four_hops_text,
+    khop_members,
     khop_onset,
     khop_probes,
     khop_stall,
@@ -136,11 +137,11 @@ def test_training_hops_follow_the_data_kind():
 
 @pytest.mark.parametrize("profile, k", [("quick", 2), ("full", 8)])
 def test_members_share_task_model_and_budget(profile, k):
-    m = khop.members(profile)
+    m = khop_members.members(profile)
     assert list(m) == ["direct", "mixture", "curriculum", "cumulative", "mixture, 1 layer"]
     assert {e.k for e in m.values()} == {k} and len({(e.N, e.d, e.batch, e.seed) for e in m.values()}) == 1
     assert len({e.steps for name, e in m.items() if name != "mixture, 1 layer"}) == 1
-    assert m["mixture, 1 layer"].steps == khop.SHALLOW_STEPS * m["mixture"].steps
+    assert m["mixture, 1 layer"].steps == khop_members.SHALLOW_STEPS * m["mixture"].steps
     assert m["mixture"].layers == int(np.log2(k)) + 1 and m["mixture, 1 layer"].layers == 1
     assert all(e.profile == profile for e in m.values())
 
@@ -159,7 +160,7 @@ def test_summary_reads_the_runs():
         "cumulative": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]]),
         "mixture, 1 layer": _fake([[0.1, 0.1], [0.9, 0.25], [0.9, 0.2]]),
     }
-    s = khop.summary(runs)
+    s = khop_members.summary(runs)
     assert s["k"] == 2 and s["N"] == 8 and s["chance"] == 0.125 and s["steps"] == 20
     assert s["direct_best"] == 0.15 and s["shallow_best"] == 0.25 and s["shallow_half"] == 0.25
     assert s["depth_gap"] == pytest.approx(0.72) and s["shallow_steps"] == 20
@@ -168,10 +169,10 @@ def test_summary_reads_the_runs():
     assert s["mix_hop1_at"] == 10 and s["mix_hopk_at"] == 20 and s["hop_gap"] == 10
     assert s["curriculum_hopk_at"] == 20
     assert (s["mixture_learned"], s["curriculum_learned"], s["cumulative_learned"]) == (2, 1, 2)
-    rows = khop.learned_rows(runs, khop.members("quick"))
+    rows = khop_members.learned_rows(runs, khop_members.members("quick"))
     assert rows[1] == ["mixture", "mixture", 2, "10, 20", "1.00, 0.97"]
     assert rows[0][3] == "-, -"
-    c = khop.curves(runs)
+    c = khop_members.curves(runs)
     assert set(c) == {"step", "acc", "stage", "loss"} and set(c["acc"]) == set(runs)
 
 
@@ -179,7 +180,7 @@ def test_summary_reads_the_runs():
 def test_the_recorded_studies_read_back_as_they_were_summarised(settings, depth):
     rec = khop_studies.recorded(settings)
     runs, members = khop_studies.recorded_runs(rec)
-    assert set(runs) == set(khop.members("quick")) and {e.k for e in members.values()} == {
+    assert set(runs) == set(khop_members.members("quick")) and {e.k for e in members.values()} == {
         khop_studies.RECORDED_K
     }
     assert {name: e.layers for name, e in members.items()} == {
@@ -208,7 +209,7 @@ def test_recorded_overrides_keep_the_single_layer_budget_multiple():
     m = record.build("khop", "quick", {"steps": 800, "eval_every": 100, "k": 4})
     assert {name: (e.steps, e.eval_every, e.k) for name, e in m.items()} == {
         **{name: (800, 100, 4) for name in ("direct", "mixture", "curriculum", "cumulative")},
-        "mixture, 1 layer": (khop.SHALLOW_STEPS * 800, khop.SHALLOW_STEPS * 100, 4),
+        "mixture, 1 layer": (khop_members.SHALLOW_STEPS * 800, khop_members.SHALLOW_STEPS * 100, 4),
     }
     deep = record.build("khop", "quick", {"k": 4, "depth": 4})
     assert {name: e.layers for name, e in deep.items()} == {
@@ -223,7 +224,7 @@ def test_the_seed_study_keeps_its_explored_interval_and_reads_back():
     m = record.build("khop_seeds", "quick", khop_studies.SEED_SETTINGS)
     assert {name: (e.seed, e.eval_every, e.layers, e.data) for name, e in m.items()} == {
         **{f"seed {s}": (s, 100, 4, "cumulative") for s in khop_studies.SEEDS},
-        khop.EXPLORED: (0, khop.EXPLORED_EVERY, 4, "cumulative"),
+        khop_members.EXPLORED: (0, khop_members.EXPLORED_EVERY, 4, "cumulative"),
     }
     rec = khop_studies.recorded(khop_studies.SEED_SETTINGS, experiment="khop_seeds")
     s = khop_studies.recorded_summary(rec, prefix="", minutes_key="seeds_minutes")
@@ -239,7 +240,7 @@ def _seed_study(solved_stages):
     stalled["stage"] = np.array([1, 2, 2])
     solved = _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98]])
     solved["stage"] = np.array(solved_stages)
-    return {"seed 0": stalled, "seed 1": solved, "seed 2": solved, khop.EXPLORED: solved}
+    return {"seed 0": stalled, "seed 1": solved, "seed 2": solved, khop_members.EXPLORED: solved}
 
 
 def test_seeds_summary_counts_the_solved_seeds():
@@ -318,7 +319,7 @@ def test_linear_probe_reads_a_linear_code_and_not_noise():
 
 
 def test_probe_summary_names_each_layer_and_hop():
-    runs = {"seed 0": _probe_run(), khop.EXPLORED: _probe_run(steps=60)}
+    runs = {"seed 0": _probe_run(), khop_members.EXPLORED: _probe_run(steps=60)}
     s = khop_probes.probe_summary(runs)
     res = khop_probes.hop_probe(runs["seed 0"]["exp"], runs["seed 0"]["state"])
     assert res["probe"].shape == res["entry"].shape == (3, 3) and res["attention"].shape == (2, 3)
@@ -368,7 +369,7 @@ def test_probe_summary_names_each_layer_and_hop():
     m = khop_stall.probe_members("quick")
     assert list(m) == list(khop_probes.PROBED) and [e.eval_every for e in m.values()] == [
         50,
-        khop.EXPLORED_EVERY,
+        khop_members.EXPLORED_EVERY,
     ]
 
 
@@ -536,7 +537,7 @@ def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
         one = khop.KHopExperiment(N=4, k=1, depth=1, d=16, heads=2)
         khop_probes.table_interference(one, one.model().state_dict())
     s, res = (
-        khop_probes.probe_summary({"seed 0": r, khop.EXPLORED: r}),
+        khop_probes.probe_summary({"seed 0": r, khop_members.EXPLORED: r}),
         khop_probes.table_interference(exp, r["state"]),
     )
     assert s["p100_tk_all_answer"] == res["answer"][-1] and s["p100_tk_b1_prev"] == res["prev"][1]
@@ -550,7 +551,7 @@ def test_table_interference_shows_the_last_table_to_one_block_at_a_time():
         "every block but block 2",
         "every block (the model as it is)",
     ]
-    assert len(rows) == 12 and rows[6][0] == khop.EXPLORED
+    assert len(rows) == 12 and rows[6][0] == khop_members.EXPLORED
     assert rows[1][2:] == [s["p100_tk_b1_prev"], s["p100_tk_b1_answer"]] and len(rows[0]) == 4
     assert khop_stall.interference_header(3)[2:] == ["answers v_2", "answers v_3"]
 
@@ -632,7 +633,7 @@ def test_table_k_hidden_from_the_start_changes_nothing_before_the_last_stage(stu
         batch=16,
         advance_at=0.3,
     )
-    seeds = {**{khop_studies.seed_name(s): s for s in khop_studies.SEEDS}, khop.EXPLORED: 0}
+    seeds = {**{khop_studies.seed_name(s): s for s in khop_studies.SEEDS}, khop_members.EXPLORED: 0}
     plain = {
         name: khop.run(khop.KHopExperiment(**kw, seed=s), progress=False, use_cache=False)
         for name, s in seeds.items()
@@ -704,7 +705,9 @@ def test_the_hidden_study_is_the_seed_study_with_table_k_hidden(study, blocks):
 
 def test_the_long_study_is_seed_0s_two_runs_with_blocks_1_and_2_blind():
     long = khop_stall.hidden_members("quick", khop_stall.HIDDEN12_LONG)
-    assert list(long) == ["seed 0", khop.EXPLORED] and all(e.hide_k_from == (1, 2) for e in long.values())
+    assert list(long) == ["seed 0", khop_members.EXPLORED] and all(
+        e.hide_k_from == (1, 2) for e in long.values()
+    )
     runs = _seed_study([1, 1, 2])
     s = khop_stall.hidden_summary({n: runs[n] for n in long}, study=khop_stall.HIDDEN12_LONG)
     assert (
@@ -770,7 +773,7 @@ def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
     )
     runs = {
         name: khop_stall_paths.stage_entry_run(khop.KHopExperiment(**kw, seed=s), progress=False)
-        for name, s in (("seed 0", 0), (khop.EXPLORED, 1))
+        for name, s in (("seed 0", 0), (khop_members.EXPLORED, 1))
     }
     for r in runs.values():
         assert r["exp"].steps == khop_curves.last_stage_at(r["full"]) > 0 and r["step"][-1] == r["exp"].steps
@@ -778,7 +781,7 @@ def test_stage_entry_run_stops_where_the_run_moves_to_its_last_stage():
     s = khop_stall_paths.stage_entry_summary(runs)
     assert s["nprobe_prefix_gap"] == 0 and s["n100_at"] == runs["seed 0"]["exp"].steps
     assert s["nprobe_tk_b1_gap"] == abs(s["n100_tk_b1_prev"] - s["n250_tk_b1_prev"])
-    assert list(khop_stall_paths.stage_entry_members("quick")) == ["seed 0", khop.EXPLORED]
+    assert list(khop_stall_paths.stage_entry_members("quick")) == ["seed 0", khop_members.EXPLORED]
     with pytest.raises(ValueError, match="its last stage starts at step"):
         khop_stall_paths.stage_entry_run(khop.KHopExperiment(**{**kw, "data": "mixture"}), progress=False)
 
@@ -824,19 +827,21 @@ def test_reseed_study_members_and_summary():
     members = khop_stall_paths.reseed_members("quick")
     assert list(members) == [
         khop_stall_paths.reseed_name(n, r)
-        for n in ("seed 0", khop.EXPLORED)
+        for n in ("seed 0", khop_members.EXPLORED)
         for r in khop_stall_paths.RESEED_STREAMS
     ]
     assert {e.last_stage_data for e in members.values()} == set(khop_stall_paths.RESEED_STREAMS)
     plain = khop_studies.seed_members("quick")
     for name, e in members.items():
-        base = name.split(khop.RESEED_SUFFIX)[0]
+        base = name.split(khop_members.RESEED_SUFFIX)[0]
         assert dataclasses.replace(e, last_stage_data=0) == plain[base]
     from companion import record
 
     built = record.build("khop_reseed", "quick", {"k": 4, "steps": 80, "eval_every": 20})
-    assert {e.eval_every for n, e in built.items() if n.startswith(khop.EXPLORED)} == {khop.EXPLORED_EVERY}
-    assert {e.eval_every for n, e in built.items() if not n.startswith(khop.EXPLORED)} == {20}
+    assert {e.eval_every for n, e in built.items() if n.startswith(khop_members.EXPLORED)} == {
+        khop_members.EXPLORED_EVERY
+    }
+    assert {e.eval_every for n, e in built.items() if not n.startswith(khop_members.EXPLORED)} == {20}
 
     kw = dict(
         N=4,
@@ -850,7 +855,7 @@ def test_reseed_study_members_and_summary():
         batch=16,
         advance_at=0.3,
     )
-    every = {"seed 0": 5, khop.EXPLORED: 10}
+    every = {"seed 0": 5, khop_members.EXPLORED: 10}
     runs = {
         khop_stall_paths.reseed_name(n, r): khop_probes.probe_run(
             khop.KHopExperiment(**{**kw, "eval_every": e}, last_stage_data=r), progress=False
@@ -879,19 +884,22 @@ def test_reseed_study_members_and_summary():
     assert (
         len(rows) == 4
         and len(rows[0]) == len(khop_stall_paths.reseed_header(2))
-        and rows[1][:2] == [1, khop.EXPLORED]
+        and rows[1][:2] == [1, khop_members.EXPLORED]
     )
     own = {
         n: khop.run(khop.KHopExperiment(**{**kw, "eval_every": e}), progress=False) for n, e in every.items()
     }
     vs = khop_stall_paths.reseed_vs_plain(runs, own)
-    assert vs["reseed_gap"] == 0 and vs["rs250_own_hk_at"] == khop_curves.learned_at(own[khop.EXPLORED])[-1]
+    assert (
+        vs["reseed_gap"] == 0
+        and vs["rs250_own_hk_at"] == khop_curves.learned_at(own[khop_members.EXPLORED])[-1]
+    )
     assert s["rs100_d2_stagek_at"] == khop_curves.last_stage_at(own["seed 0"]) > 0
     with pytest.raises(ValueError, match="not among the runs with their own data"):
         khop_stall_paths.reseed_vs_plain(runs, {"seed 0": own["seed 0"]})
     with pytest.raises(ValueError, match="has no run with last-stage data \\[2\\]"):
         khop_stall_paths.reseed_summary(
-            {k: v for k, v in runs.items() if k != khop_stall_paths.reseed_name(khop.EXPLORED, 2)}
+            {k: v for k, v in runs.items() if k != khop_stall_paths.reseed_name(khop_members.EXPLORED, 2)}
         )
     with pytest.raises(ValueError, match="unknown run with last-stage data 'seed 0'"):
         khop_stall_paths.reseed_summary({"seed 0": runs[khop_stall_paths.reseed_name("seed 0", 1)]})
@@ -902,13 +910,15 @@ def test_reseed_panels_one_panel_per_run_of_seed_0():
     step, stage = np.arange(0, 50, 10), np.array([1, 1, 2, 2, 2])
     acc = np.linspace(0, 1, 10).reshape(5, 2)
     curves = {
-        key: {khop_stall_paths.reseed_name(n, r): v for n in ("seed 0", khop.EXPLORED) for r in (1, 2)}
+        key: {
+            khop_stall_paths.reseed_name(n, r): v for n in ("seed 0", khop_members.EXPLORED) for r in (1, 2)
+        }
         for key, v in (("step", step), ("acc", acc), ("stage", stage))
     }
     plain = {key: {"seed 0": v} for key, v in (("step", step), ("acc", acc), ("stage", stage))}
     fig = khop_stall_figures.reseed_panels(curves, plain, 0.25, upto=30)
     axes = fig.axes
-    assert [ax.get_title() for ax in axes] == ["seed 0", khop.EXPLORED]
+    assert [ax.get_title() for ax in axes] == ["seed 0", khop_members.EXPLORED]
     # streams, own data, move, chance
     assert len(axes[0].lines) == 2 + 1 + 2 and len(axes[1].lines) == 2 + 1 + 1
     assert axes[1].lines[2].get_xdata()[0] == 10  # the move, read off the streams' curves
@@ -938,7 +948,7 @@ def test_reseed_paths_count_the_runs_whose_block_1_breaks():
 
 def test_reseed_long_study_and_its_runs_by_path():
     assert list(khop_stall_paths.reseed_long_members("quick")) == list(khop_stall_paths.RESEED_LONG)
-    assert khop_stall_paths.RESEED_LONG[-1] == khop_stall_paths.reseed_name(khop.EXPLORED, 1)
+    assert khop_stall_paths.RESEED_LONG[-1] == khop_stall_paths.reseed_name(khop_members.EXPLORED, 1)
     short = _reseed_short_summary({"rs100": [0.13, 0.13, 0.89, 0.27], "rs250": [0.89, 0.97, 1.0, 0.98]})
     best = {"rs100_d1": 0.2, "rs100_d2": 0.15, "rs100_d3": 0.99, "rs100_d4": 0.3, "rs250_d1": 0.95}
     long = {f"rl_{t}_best_hk": v for t, v in best.items()}
@@ -972,7 +982,7 @@ def test_reseed_long_study_and_its_runs_by_path():
     assert [r[:2] for r in rows] == [[1, "seed 0"], [2, "seed 0"]] and rows[0][3] == ls["rl_rs100_d1_best_hk"]
     with pytest.raises(ValueError, match="unknown run of the longer study"):
         khop_stall_paths.reseed_long_summary(
-            {khop_stall_paths.reseed_name(khop.EXPLORED, 2): runs[khop_stall_paths.RESEED_LONG[0]]}
+            {khop_stall_paths.reseed_name(khop_members.EXPLORED, 2): runs[khop_stall_paths.RESEED_LONG[0]]}
         )
 
 
@@ -1368,12 +1378,12 @@ def test_delay_study_members_summary_and_the_repeat():
 
     own = khop.run(khop.KHopExperiment(**kw), progress=False)
     same = {key: runs[names[-1]][key][::2] for key in ("step", "acc", "stage")}  # evaluated every 10 steps
-    vs = khop_stall_paths.delay_vs_plain(runs, {khop_stall_paths.DELAYED: own, khop.EXPLORED: same})
+    vs = khop_stall_paths.delay_vs_plain(runs, {khop_stall_paths.DELAYED: own, khop_members.EXPLORED: same})
     assert vs["delay_gap"] == 0 and vs["delay_repeat_gap"] == 0 and vs["delay_repeat_n"] == len(same["step"])
     assert vs["delay_repeat_first"] == math.inf
     assert vs["delay_moves_rs100"] == ", ".join(f"{m:.0f}" for m in khop_stall_paths.stage_moves(own))
     vs = khop_stall_paths.delay_vs_plain(
-        runs, {khop_stall_paths.DELAYED: own, khop.EXPLORED: own}
+        runs, {khop_stall_paths.DELAYED: own, khop_members.EXPLORED: own}
     )  # not the same run
     a, b = runs[names[-1]], own
     differ = [
@@ -1384,9 +1394,11 @@ def test_delay_study_members_summary_and_the_repeat():
     assert vs["delay_repeat_gap"] > 0 and vs["delay_repeat_first"] == differ[0]
     assert khop_stall_paths.stage_moves(own) == [khop_curves.last_stage_at(own)]  # k = 2: one move
     longer = khop.run(dataclasses.replace(khop.KHopExperiment(**kw), steps=60), progress=False)
-    c = khop_stall_paths.repeat_curves(runs, {khop_stall_paths.DELAYED: own, khop.EXPLORED: longer})
-    assert list(c["acc"]) == [khop_stall_paths.DELAYED, names[-1], khop.EXPLORED]
-    assert c["step"][khop.EXPLORED][-1] == 40 and np.array_equal(c["acc"][khop.EXPLORED], longer["acc"][:9])
+    c = khop_stall_paths.repeat_curves(runs, {khop_stall_paths.DELAYED: own, khop_members.EXPLORED: longer})
+    assert list(c["acc"]) == [khop_stall_paths.DELAYED, names[-1], khop_members.EXPLORED]
+    assert c["step"][khop_members.EXPLORED][-1] == 40 and np.array_equal(
+        c["acc"][khop_members.EXPLORED], longer["acc"][:9]
+    )
     with pytest.raises(ValueError, match="missing: allowed the delay study's runs"):
         khop_stall_paths.repeat_curves(runs, {khop_stall_paths.DELAYED: own})
     with pytest.raises(ValueError, match="not among the runs with their own data"):
@@ -1394,7 +1406,7 @@ def test_delay_study_members_summary_and_the_repeat():
     with pytest.raises(ValueError, match="is missing: allowed runs of delay_members that include it"):
         khop_stall_paths.delay_vs_plain(
             {n: r for n, r in runs.items() if n != names[-1]},
-            {khop_stall_paths.DELAYED: own, khop.EXPLORED: own},
+            {khop_stall_paths.DELAYED: own, khop_members.EXPLORED: own},
         )
 
 
@@ -1426,7 +1438,7 @@ def test_delay_by_move_counts_the_same_streams_of_every_state():
     assert [s[f"dmove{d}_learned_n"] for d in keys] == [0, 3, 0, 3]
     rows = khop_stall_paths.delay_move_rows(s)
     assert [r[0] for r in rows] == [f"seed 0, last stage {d} steps later" for d in (0, 100, 400)] + [
-        khop.EXPLORED
+        khop_members.EXPLORED
     ]
     assert rows[2][1:] == [3200, "2 of 4", "0 of 4"]
     assert len(rows[0]) == len(khop_stall_paths.DELAY_MOVE_HEADER)
@@ -1465,7 +1477,7 @@ def test_kept_states_are_the_states_of_shorter_runs_and_the_onset_summary(monkey
     every = khop_studies.seed_members("quick") | khop_stall_paths.reseed_members("quick")
     assert all(members[n] == every[n] for n in members)
     monkeypatch.setattr(khop_onset, "ONSET_AFTER", (0, 3, 10))
-    runs = {"seed 0": {**r, "exp": exp}, khop.EXPLORED: {**r, "exp": exp}}
+    runs = {"seed 0": {**r, "exp": exp}, khop_members.EXPLORED: {**r, "exp": exp}}
     s = khop_onset.onset_summary(runs)
     for a in (0, 3, 10):
         res = khop_probes.table_interference(exp, r["kept"][a])
@@ -1520,16 +1532,20 @@ def test_the_interval_study_keeps_each_members_interval():
         for every, seeds in khop_four_hops.INTERVAL_SEEDS.items()
         for s in seeds
     }
-    assert khop.member_overrides("seed 3, every 250", {"steps": 10, "eval_every": 100}) == {"steps": 10}
-    assert khop.member_overrides("seed 3", {"steps": 10, "eval_every": 100}) == {
+    assert khop_members.member_overrides("seed 3, every 250", {"steps": 10, "eval_every": 100}) == {
+        "steps": 10
+    }
+    assert khop_members.member_overrides("seed 3", {"steps": 10, "eval_every": 100}) == {
         "steps": 10,
         "eval_every": 100,
     }
     assert (
-        khop_four_hops.interval_name(0, khop.EXPLORED_EVERY) == khop.EXPLORED
+        khop_four_hops.interval_name(0, khop_members.EXPLORED_EVERY) == khop_members.EXPLORED
     )  # the seed study's run joins the pool
     # every seed of the pool is run at both intervals, once
-    pooled = set(m) | {khop_four_hops.interval_name(s, 100) for s in khop_studies.SEEDS} | {khop.EXPLORED}
+    pooled = (
+        set(m) | {khop_four_hops.interval_name(s, 100) for s in khop_studies.SEEDS} | {khop_members.EXPLORED}
+    )
     assert len(pooled) == len(m) + len(khop_studies.SEEDS) + 1
     assert pooled == {khop_four_hops.interval_name(s, e) for s in range(7) for e in khop_four_hops.INTERVALS}
 
@@ -1542,14 +1558,14 @@ def test_interval_summary_pools_and_counts_the_seeds():
     earlier = {
         "seed 0": stalled,
         "seed 1": _fake([[0.1, 0.1], [0.95, 0.1], [0.99, 0.98], [1, 1]], stage=[1, 2, 2, 2]),
-        khop.EXPLORED: _fake([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], stage=[1, 2, 2, 2]),
+        khop_members.EXPLORED: _fake([[0.1, 0.1], [0.9, 0.1], [0.99, 0.99], [1, 1]], stage=[1, 2, 2, 2]),
     }
     runs = {"seed 1, every 250": solved, "seed 3, every 100": early, "seed 3, every 250": solved}
     pool = khop_four_hops.interval_pool(runs, earlier)
     assert {name: int(r["step"][-1]) for name, r in pool.items()} == {
         "seed 0, every 100": 20,
         "seed 1, every 100": 20,
-        khop.EXPLORED: 20,
+        khop_members.EXPLORED: 20,
         **{n: 20 for n in runs},
     }
     s = khop_four_hops.interval_summary(runs, earlier)
@@ -1738,7 +1754,7 @@ def test_the_variant_studies_are_the_interval_seeds_with_one_setting_changed():
         4,
         8,
     )
-    assert khop_studies.variant_members("full")["seed 0"].d == 2 * khop.SIZES["full"]["d"]
+    assert khop_studies.variant_members("full")["seed 0"].d == 2 * khop_members.SIZES["full"]["d"]
     assert khop_studies.variant_members("full", variant=khop_four_hops.LR)["seed 0"].lr == pytest.approx(1e-3)
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from companion import recorded
 from companion.experiments import (
-    khop,
     khop_four_hops,
+    khop_members,
     khop_onset,
     khop_probes,
     khop_stall,
@@ -176,7 +176,7 @@ def test_the_longer_interval_studies_hold_the_runs_their_rule_follows_up(every, 
     held = {
         seed
         for seed, _ in map(
-            khop.interval_of, _rec(experiment, khop_studies.INTERVAL_LONG_SETTINGS).curves["step"]
+            khop_members.interval_of, _rec(experiment, khop_studies.INTERVAL_LONG_SETTINGS).curves["step"]
         )
     }
     assert chosen and (set(chosen) <= held if every == 100 else set(chosen) == held)

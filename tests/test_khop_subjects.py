@@ -9,7 +9,7 @@ import json
 import pytest
 
 from companion import config, record, record_pages, record_reads
-from companion.experiments import khop, khop_curves, khop_stall
+from companion.experiments import khop, khop_curves, khop_members, khop_stall
 
 PROBE = record.RECORDED_DIR / "khop_probe-quick-depth=4-eval_every=100-k=4-steps=8000.json"
 
@@ -28,7 +28,7 @@ def test_members_are_the_recorded_probe_study_runs_with_other_seeds():
         return json.loads(json.dumps(dataclasses.asdict(e)))
 
     assert stored(m[0, 100]) == stored(khop.KHopExperiment(**probe["seed 0"]))
-    assert stored(m[0, 250]) == stored(khop.KHopExperiment(**probe[khop.EXPLORED]))
+    assert stored(m[0, 250]) == stored(khop.KHopExperiment(**probe[khop_members.EXPLORED]))
     assert m[1, 250].seed == 1 and m[1, 250].eval_every == 250 and m[1, 100].depth == 4
     assert khop_stall.subject_members(1, 3)[0, 100].steps == 3
     with pytest.raises(ValueError, match="seeds"):

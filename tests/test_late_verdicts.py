@@ -389,14 +389,19 @@ def test_stopped_entries_make_each_view_once_for_rows_and_other_entries():
 
 
 def test_the_khop_rows_named_are_the_chapters_checks_and_required_on_stopped_runs():
-    from companion.experiments import khop
+    from companion.experiments import khop_members
 
     text = (ROOT / "book/khop.md").read_text()
     for cid, entry in late_verdicts.KHOP.items():
         assert f'claims.check("{cid}", summary["{entry}"])' in text
         assert claims.CLAIMS[cid].chapter == "book/khop"
-    assert "late_verdicts.stopped_values(khop.summary, runs, late_verdicts.KHOP, khop.EVALUATED)" in text
-    assert set(khop.EVALUATED) == set(khop.curves({"r": {k: [] for k in khop.EVALUATED}}))
+    assert (
+        "late_verdicts.stopped_values(khop_members.summary, runs, late_verdicts.KHOP, khop_members.EVALUATED)"
+        in text
+    )
+    assert set(khop_members.EVALUATED) == set(
+        khop_members.curves({"r": {k: [] for k in khop_members.EVALUATED}})
+    )
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """What a k-hop run's curves say: when each hop count was learned, when a curriculum run moved to its last
 stage (k hops), how it ended there, and whether it got there at all.
 
-Each reader takes a run as the training returns it and a recording keeps it (:func:`companion.experiments.khop.curves`):
+Each reader takes a run as the training returns it and a recording keeps it (:func:`companion.experiments.khop_members.curves`):
 ``"step"`` (the evaluation steps), ``"acc"`` ((evaluations, k) test accuracy at each hop count) and ``"stage"``
 (the curriculum stage at each evaluation: 0 for a mixture, k for a direct run). They compute nothing else, so the
 chapters, the studies' readers and the scripts over the recordings (``scripts/flip_list.py``,

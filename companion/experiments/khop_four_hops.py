@@ -10,15 +10,9 @@ import math
 import numpy as np
 
 from companion import config, report
-from companion.experiments.khop import (
-    EXPLORED,
-    EXPLORED_EVERY,
-    SIZES,
-    KHopExperiment,
-    interval_of,
-    run_sizes,
-)
+from companion.experiments.khop import KHopExperiment
 from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at
+from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, SIZES, interval_of, run_sizes
 from companion.experiments.khop_probes import PROBE_SETTINGS
 from companion.experiments.khop_stall import study_sampler
 from companion.experiments.khop_studies import (
@@ -46,7 +40,7 @@ def seeds_summary(runs: dict[str, dict], level: float = 0.9, solved: float = 0.9
     how many of the seeds at the study's evaluation interval end with every hop count above ``solved`` (lowest
     final accuracy), the earliest step at which one learns the k-th hop (first evaluation at ``level``) and the
     fewest steps one spends on its last stage before that, and the same numbers of seed 0 advancing every
-    :data:`companion.experiments.khop.EXPLORED_EVERY` steps."""
+    :data:`companion.experiments.khop_members.EXPLORED_EVERY` steps."""
     seeds = [seed_name(s) for s in SEEDS]
     low = np.array([np.asarray(runs[n]["acc"])[-1].min() for n in seeds])
     hopk = np.array([learned_at(runs[n], level)[-1] for n in seeds])
@@ -98,7 +92,7 @@ INTERVAL_SEEDS = {100: (3, 4, 5, 6), EXPLORED_EVERY: (1, 2, 3, 4, 5, 6)}
 
 
 def interval_name(seed: int, every: int) -> str:
-    """A member of :func:`interval_members`: ``"seed 3, every 100"``; seed 0 every 250 is :data:`companion.experiments.khop.EXPLORED`."""
+    """A member of :func:`interval_members`: ``"seed 3, every 100"``; seed 0 every 250 is :data:`companion.experiments.khop_members.EXPLORED`."""
     return f"seed {seed}, every {every}"
 
 

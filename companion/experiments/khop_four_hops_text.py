@@ -11,9 +11,9 @@ import math
 import numpy as np
 
 from companion import claims, config, report
-from companion.experiments.khop import EXPLORED, EXPLORED_EVERY, interval_of
 from companion.experiments.khop_curves import learned_at
 from companion.experiments.khop_four_hops import LR, by_interval, interval_ends, second_half_gain, solved_run
+from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, interval_of
 from companion.experiments.khop_studies import WIDE, seed_list, seed_name, seed_phrase
 from companion.statements import seeds_entry
 

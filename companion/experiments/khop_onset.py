@@ -10,7 +10,8 @@ import math
 
 from companion import cache, report
 from companion.config import check_choice, check_float
-from companion.experiments.khop import EXPLORED, EXPLORED_EVERY, KHopExperiment, run_sizes, train_run
+from companion.experiments.khop import KHopExperiment, train_run
+from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, run_sizes
 from companion.experiments.khop_probes import interference_values, table_interference
 from companion.experiments.khop_stall import run_outcome
 from companion.experiments.khop_stall_paths import (

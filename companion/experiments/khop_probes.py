@@ -15,13 +15,9 @@ import torch.nn.functional as F
 from companion import config, report
 from companion.config import check_choice, check_int
 from companion.data.khop import HopBatch, KHopTask
-from companion.experiments.khop import (
-    EXPLORED,
-    EXPLORED_EVERY,
-    KHopExperiment,
-    run,
-)
+from companion.experiments.khop import KHopExperiment, run
 from companion.experiments.khop_curves import learned_at
+from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY
 from companion.experiments.khop_studies import (
     SEED_SETTINGS,
 )

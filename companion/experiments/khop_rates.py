@@ -14,11 +14,9 @@ import math
 import numpy as np
 
 from companion import config, report
-from companion.experiments.khop import (
-    SIZES,
-    KHopExperiment,
-)
+from companion.experiments.khop import KHopExperiment
 from companion.experiments.khop_curves import learned_at
+from companion.experiments.khop_members import SIZES
 
 RATE_DATA = ("direct", "mixture", "curriculum")  # the slide's three kinds of training data
 

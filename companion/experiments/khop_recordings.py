@@ -10,6 +10,7 @@ from functools import partial
 from companion.experiments import (
     khop,
     khop_four_hops,
+    khop_members,
     khop_onset,
     khop_probes,
     khop_rates,
@@ -24,7 +25,7 @@ from companion.recorded import Recordable
 def recordables() -> dict[str, Recordable]:
     """{name: recordable} of every k-hop recording."""
 
-    def stall(name, members, summary, var, run=khop_probes.probe_run, curves=khop.curves):
+    def stall(name, members, summary, var, run=khop_probes.probe_run, curves=khop_members.curves):
         """A recorded study of the chapter on the stalled k-hop run (``book/khop_stall``)."""
         return Recordable(
             name,
@@ -34,7 +35,7 @@ def recordables() -> dict[str, Recordable]:
             curves,
             run=run,
             summary_var=var,
-            member_overrides=khop.member_overrides,
+            member_overrides=khop_members.member_overrides,
             reads_under=khop_stall.study_sampler,
         )
 
@@ -42,18 +43,18 @@ def recordables() -> dict[str, Recordable]:
         name, chapter, members, summary, var="summary", khop_overrides=True, run_all=khop.run_many, **kw
     ):
         """A recorded study whose runs train together, packed as replicas (``run_all``, :func:`khop.run_many`);
-        its ``--set`` overrides reach each member as :func:`khop.member_overrides` adapts them (unchanged:
+        its ``--set`` overrides reach each member as :func:`khop_members.member_overrides` adapts them (unchanged:
         ``khop_overrides`` false)."""
         if khop_overrides:
-            kw["member_overrides"] = khop.member_overrides
+            kw["member_overrides"] = khop_members.member_overrides
         return Recordable(
-            name, chapter, members, summary, khop.curves, run_all=run_all, summary_var=var, **kw
+            name, chapter, members, summary, khop_members.curves, run_all=run_all, summary_var=var, **kw
         )
 
     return {
         r.name: r
         for r in [
-            packed("khop", "book/khop", khop.members, khop.summary),
+            packed("khop", "book/khop", khop_members.members, khop_members.summary),
             packed(
                 "khop_rates", "book/khop", khop_rates.rate_members, khop_rates.rate_summary, "rates", False
             ),
@@ -111,10 +112,10 @@ def recordables() -> dict[str, Recordable]:
                     "book/khop_starts",
                     partial(khop_starts.move_members, variant=v),
                     partial(khop_starts.move_summary, prefix=prefix),
-                    khop.curves,
+                    khop_members.curves,
                     run=khop_probes.probe_run,
                     summary_var=var,
-                    member_overrides=khop.member_overrides,
+                    member_overrides=khop_members.member_overrides,
                 )
                 for v, prefix, var in (
                     (khop_studies.ANYSTART, "mv", "moves"),

@@ -14,16 +14,7 @@ import numpy as np
 from companion import report
 from companion.config import check_choice, check_int
 from companion.config import sampler as sampler_in_force
-from companion.experiments.khop import (
-    ESCAPE_STEPS,
-    EXPLORED,
-    EXPLORED_EVERY,
-    KHopExperiment,
-    continue_training,
-    interval_of,
-    run,
-    run_sizes,
-)
+from companion.experiments.khop import ESCAPE_STEPS, KHopExperiment, continue_training, run
 from companion.experiments.khop_curves import (
     OUTCOMES,
     last_stage_at,
@@ -31,6 +22,7 @@ from companion.experiments.khop_curves import (
     learned_at,
     short_of_last_stage,
 )
+from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, interval_of, run_sizes
 from companion.experiments.khop_probes import (
     PROBE,
     PROBE_SETTINGS,
@@ -255,7 +247,7 @@ SEED_PROBE = ProbeStudy({n: f"s{n.split()[-1]}" for n in SEED_PROBED}, "sprobe")
 
 def probe_members(profile: str | None = None, study: ProbeStudy = PROBE) -> dict[str, KHopExperiment]:
     """The runs of ``study`` (of :func:`companion.experiments.khop_studies.seed_members`); by default :data:`companion.experiments.khop_probes.PROBED`, the two runs of seed 0 advancing
-    every 100 steps and every :data:`companion.experiments.khop.EXPLORED_EVERY`."""
+    every 100 steps and every :data:`companion.experiments.khop_members.EXPLORED_EVERY`."""
     return {k: v for k, v in seed_members(profile).items() if k in study.tags}
 
 
@@ -364,7 +356,7 @@ def escape_run(exp: KHopExperiment, progress: bool = True, device=None) -> dict:
 
 
 def escape_curves(runs: dict[str, dict]) -> dict:
-    """What a recorded file keeps of the continuations: their :func:`companion.experiments.khop.curves` by continuation name."""
+    """What a recorded file keeps of the continuations: their :func:`companion.experiments.khop_members.curves` by continuation name."""
     cont = runs["seed 0"]["continued"]
     return {key: {name: c[key] for name, c in cont.items()} for key in ("step", "acc", "stage")}
 
@@ -486,7 +478,7 @@ HIDDEN12_LONG = HiddenStudy((1, 2), "hid12l", names=("seed 0", EXPLORED))
 
 def hidden_members(profile: str | None = None, study: HiddenStudy = HIDDEN) -> dict[str, KHopExperiment]:
     """The runs ``study.names`` of :func:`companion.experiments.khop_studies.seed_members` (by default ``"seed 0"``, ..., and seed 0 advancing every
-    :data:`companion.experiments.khop.EXPLORED_EVERY` steps), each with table k hidden from the keys of the blocks ``study.blocks`` (by default
+    :data:`companion.experiments.khop_members.EXPLORED_EVERY` steps), each with table k hidden from the keys of the blocks ``study.blocks`` (by default
     :data:`HIDDEN_FROM`) from the first step, in training and when measured (``hide_k_from``). Table k is
     padding before the last stage, so each run is its seed study run until then."""
     return {

@@ -13,16 +13,9 @@ import numpy as np
 
 from companion import report
 from companion.config import check_choice, check_float
-from companion.experiments.khop import (
-    EXPLORED,
-    EXPLORED_EVERY,
-    RESEED_SUFFIX,
-    KHopExperiment,
-    curves,
-    run,
-    run_sizes,
-)
+from companion.experiments.khop import KHopExperiment, run
 from companion.experiments.khop_curves import last_stage_at, learned_at
+from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, RESEED_SUFFIX, curves, run_sizes
 from companion.experiments.khop_probes import (
     ProbeStudy,
     interference_values,
@@ -48,7 +41,7 @@ ENTRY_PROBE = ProbeStudy({"seed 0": "n100", EXPLORED: f"n{EXPLORED_EVERY}"}, "np
 
 
 def stage_entry_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """Seed 0's two runs (advancing every 100 and every :data:`companion.experiments.khop.EXPLORED_EVERY` steps, the probe study's), which
+    """Seed 0's two runs (advancing every 100 and every :data:`companion.experiments.khop_members.EXPLORED_EVERY` steps, the probe study's), which
     :func:`stage_entry_run` trains to the step at which each moves to its last stage."""
     return probe_members(profile, ENTRY_PROBE)
 
@@ -115,7 +108,7 @@ def reseed_name(name: str, stream: int) -> str:
 
 
 def reseed_members(profile: str | None = None) -> dict[str, KHopExperiment]:
-    """Seed 0's two runs (:data:`companion.experiments.khop_probes.PROBED`: advancing every 100 and every :data:`companion.experiments.khop.EXPLORED_EVERY` steps), each with
+    """Seed 0's two runs (:data:`companion.experiments.khop_probes.PROBED`: advancing every 100 and every :data:`companion.experiments.khop_members.EXPLORED_EVERY` steps), each with
     the batches of its last stage drawn from each of :data:`RESEED_STREAMS` (``last_stage_data``): each run is
     its seed study run up to the move to k hops, and for a given stream the two runs then see the same batches
     in the same order. Does the state at the move decide which of them stalls, or the data after it?"""
@@ -309,7 +302,7 @@ def reseed_paths(summary, level: float = 0.5) -> report.Summary:
 
 def reseed_vs_plain(runs: dict[str, dict], plain: dict[str, dict], level: float = 0.9) -> report.Summary:
     """The runs of :func:`reseed_members` against seed 0's two runs with their own data throughout (``plain``,
-    by the names ``"seed 0"`` and :data:`companion.experiments.khop.EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
+    by the names ``"seed 0"`` and :data:`companion.experiments.khop_members.EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
     stages over the common evaluations before the plain run's last stage (``reseed_gap``: zero when other data
     on the last stage changes nothing before it), and the first step at which each plain run reaches ``level``
     at k hops (``<tag>_own_hk_at``, tags :data:`RESEED_TAGS`; inf: never).
@@ -400,7 +393,7 @@ DELAY_GRID = {100: (0, 1, 2, 3, 4), 200: (0,), 400: (1, 2, 3, 4)}
 DELAY_REPEATS = (
     200,
     0,
-)  # (delay, stream) of :data:`DELAY_GRID` moving where :data:`companion.experiments.khop.EXPLORED` moves
+)  # (delay, stream) of :data:`DELAY_GRID` moving where :data:`companion.experiments.khop_members.EXPLORED` moves
 
 
 def delay_name(delay: int, stream: int) -> str:
@@ -472,8 +465,8 @@ def delay_summary(runs: dict[str, dict], level: float = 0.9, path: float = 0.5) 
 
 
 def split_streams(curves: dict) -> tuple[dict, dict]:
-    """:func:`companion.experiments.khop.curves` of runs with and without other last-stage data (as :func:`reseed_name` names them), as two
-    :func:`companion.experiments.khop.curves`: the runs with it, and those with their own (for :func:`companion.figures.khop_stall.reseed_panels`)."""
+    """:func:`companion.experiments.khop_members.curves` of runs with and without other last-stage data (as :func:`reseed_name` names them), as two
+    :func:`companion.experiments.khop_members.curves`: the runs with it, and those with their own (for :func:`companion.figures.khop_stall.reseed_panels`)."""
     other = {n for n in curves["acc"] if RESEED_SUFFIX in n}
     return tuple(
         {key: {n: v for n, v in runs.items() if (n in other) == want} for key, runs in curves.items()}
@@ -483,10 +476,10 @@ def split_streams(curves: dict) -> tuple[dict, dict]:
 
 def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summary:
     """The runs of :func:`delay_members` against seed 0's runs with their own data throughout (``plain``, by the
-    names :data:`DELAYED` and :data:`companion.experiments.khop.EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
+    names :data:`DELAYED` and :data:`companion.experiments.khop_members.EXPLORED`): the largest difference of their accuracies at 1..k-1 hops or
     stages over the common evaluations before :data:`DELAYED` moves to its last stage (``delay_gap``: zero when
     the delay changes nothing before the bar); the run :data:`DELAY_REPEATS`, which moves to the last stage where
-    :data:`companion.experiments.khop.EXPLORED` does, against that run at every hop count and stage over the steps at which both are
+    :data:`companion.experiments.khop_members.EXPLORED` does, against that run at every hop count and stage over the steps at which both are
     evaluated, to the shorter one's end (``delay_repeat_gap``: zero if they were one run; ``delay_repeat_n``, the
     common evaluations; ``delay_repeat_first``, the first of them at which they differ, inf: none); and where each
     plain run moves to each stage (``delay_moves_<tag>``, :func:`stage_moves`, tags :data:`RESEED_TAGS`).
@@ -537,8 +530,8 @@ def delay_vs_plain(runs: dict[str, dict], plain: dict[str, dict]) -> report.Summ
 
 
 def repeat_curves(runs: dict[str, dict], plain: dict[str, dict]) -> dict:
-    """:func:`companion.experiments.khop.curves` of :data:`DELAYED`, the run :data:`DELAY_REPEATS` of :func:`delay_members` (``runs``) and
-    :data:`companion.experiments.khop.EXPLORED` (``plain``: by those names), each to the last step of the delayed run (for
+    """:func:`companion.experiments.khop_members.curves` of :data:`DELAYED`, the run :data:`DELAY_REPEATS` of :func:`delay_members` (``runs``) and
+    :data:`companion.experiments.khop_members.EXPLORED` (``plain``: by those names), each to the last step of the delayed run (for
     :func:`companion.figures.khop.hop_panels`).
 
     Raises:
@@ -573,7 +566,7 @@ def stage_moves(r: dict) -> list[float]:
 def delay_by_move(delays, reseeds, streams=RESEED_STREAMS, level: float = 0.5) -> report.Summary:
     """:data:`DELAYED` on the same last-stage streams (``streams``) by the delay of its move to the last stage:
     delay 0 from :func:`reseed_summary` (``reseeds``), the others from :func:`delay_summary` (``delays``; the
-    delays whose runs cover ``streams``), and as a reference :data:`companion.experiments.khop.EXPLORED` on the same streams
+    delays whose runs cover ``streams``), and as a reference :data:`companion.experiments.khop_members.EXPLORED` on the same streams
     (``reseeds``; key ``e<EXPLORED_EVERY>``: another run, which moves where delay 200 would); per delay (or
     reference) ``<d>``: the step of the move (``dmove<d>_at``), the streams on which the run takes the stall's path
     (``dmove<d>_breaks_n``, :func:`reseed_paths`' test at ``level``) and on which it learns the k-th hop

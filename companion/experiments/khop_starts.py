@@ -11,12 +11,7 @@ import numpy as np
 
 from companion import cache, config, report
 from companion.config import check_int
-from companion.experiments.khop import (
-    KHopExperiment,
-    as_tensors,
-    hop_accuracy,
-    train_run,
-)
+from companion.experiments.khop import KHopExperiment, as_tensors, hop_accuracy, train_run
 from companion.experiments.khop_curves import last_stage_at
 from companion.experiments.khop_probes import (
     PROBE,

@@ -14,15 +14,9 @@ import numpy as np
 
 from companion import config, report
 from companion import recorded as recorded_files  # the recorded files (this module's `recorded` reads one)
-from companion.experiments.khop import (
-    EXPLORED,
-    EXPLORED_EVERY,
-    SIZES,
-    KHopExperiment,
-    hop_levels,
-    interval_of,
-)
+from companion.experiments.khop import KHopExperiment, hop_levels
 from companion.experiments.khop_curves import last_stage_at, learned_cells
+from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, SIZES, interval_of
 
 # --- recorded runs at a larger k (``python -m companion record khop --profile quick --set k=4 ...``) ---
 

@@ -60,7 +60,7 @@ FINETUNE_PRETRAIN = {
     "finetune.pretrain_attends_all": "pre_n_over_uniform",
     "finetune.pretrain_even": "pre_ratio",
 }
-# book/khop's Check cell (khop.summary): final accuracies, the best ones reached and the steps a level is first
+# book/khop's Check cell (khop_members.summary): final accuracies, the best ones reached and the steps a level is first
 # reached, read on runs as they ended; judged again as if each run had stopped at each evaluation of its late window
 # (stopped_values)
 KHOP = {

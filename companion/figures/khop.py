@@ -16,7 +16,7 @@ def hop_panels(curves: dict, chance: float):
     """The talk, K1-K3: one panel per run, the test accuracy at each hop count along training (colour = hop
     count, one legend above the panels, so that it covers no curve); the curriculum's stage as a grey step line
     on a right-hand axis where it changes; the run's name inside its panel, wrapped. ``curves``: the
-    :func:`companion.experiments.khop.curves` of the runs."""
+    :func:`companion.experiments.khop_members.curves` of the runs."""
     names = list(curves["acc"])
     ncol = min(3, len(names))
     nrow = -(-len(names) // ncol)

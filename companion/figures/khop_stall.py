@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from companion import plotting
-from companion.experiments import khop, khop_curves, khop_onset, khop_probes, khop_stall_paths
+from companion.experiments import khop_curves, khop_members, khop_onset, khop_probes, khop_stall_paths
 
 
 def hop_probe_panels(summary, study=None):
@@ -57,11 +57,11 @@ def reseed_panels(curves: dict, plain: dict, chance: float, upto: int | None = N
     on the run's own (``plain``, the same run without other data, where it is there: black, dashed), up to step
     ``upto`` (default: the last of ``curves``); the step it moves to its last stage (the same on every stream) as
     a grey vertical line. Also for :func:`companion.experiments.khop_stall_paths.delay_members`, one panel per delay.
-    ``curves``, ``plain``: :func:`companion.experiments.khop.curves` of the runs, the plain ones by their own
+    ``curves``, ``plain``: :func:`companion.experiments.khop_members.curves` of the runs, the plain ones by their own
     names."""
     by_base: dict[str, list] = {}
     for name in curves["acc"]:
-        base, stream = name.rsplit(khop.RESEED_SUFFIX, 1)
+        base, stream = name.rsplit(khop_members.RESEED_SUFFIX, 1)
         by_base.setdefault(base, []).append((int(stream), name))
     fig, axes = plt.subplots(
         1,
