@@ -330,6 +330,8 @@ def test_stopped_views_cut_one_run_at_each_late_evaluation_the_others_as_they_en
         (100, 50),
     ]
     assert seen[0]["b"] is b and seen[0]["a"]["N"] == 8 and len(seen[0]["a"]["acc"]) == 9
+    cuts = [("a", 80), ("a", 90), ("a", 100), ("b", 40), ("b", 50)]  # stopped_cuts names the views, in order
+    assert late_verdicts.stopped_cuts({"a": a, "b": b}, ("step", "acc")) == cuts
 
     def make(runs):
         return Summary(
@@ -351,6 +353,90 @@ def test_stopped_views_cut_one_run_at_each_late_evaluation_the_others_as_they_en
         late_verdicts.stopped_views({"a": {**a, "acc": a["acc"][:5]}}, ("step", "acc"))
     with pytest.raises(ValueError, match="stopped_values: \\['nope'\\] are not entries of the summary"):
         late_verdicts.stopped_values(make, {"a": a, "b": b}, {"x.a": "nope"}, ("step", "acc"), reg)
+
+
+def test_stopped_studies_judge_each_studys_rows_and_turned_text_says_which_runs_turn_a_row():
+    """stopped_studies judges several studies' rows, each on its own runs, and gives each row the views' cuts;
+    turned_text names the runs and steps that give a row another category."""
+    steps = np.arange(0, 101, 10)  # late window: steps 80, 90, 100
+    a = {"step": steps, "acc": np.linspace(0, 1, 11)}
+    b = {"step": np.arange(0, 51, 10), "acc": np.linspace(1, 0, 6)}  # late window: steps 40, 50
+    keys = ("step", "acc")
+
+    def final(runs):
+        return Summary({"final": (float(min(r["acc"][-1] for r in runs.values())), "")})
+
+    studies = {"one": {"x.a": "final"}, "two": {"x.b": "final"}}
+    over = {"one": (final, {"a": a}), "two": (final, {"b": {**b, "acc": np.ones(6)}})}
+    reg = _registry(0.85)
+    values, cuts = late_verdicts.stopped_studies(over.get, studies, keys, reg)
+    assert values["x.a"] == (1.0, pytest.approx([0.8, 0.9, 1.0]))  # study one: a alone
+    assert cuts["x.a"] == [("a", 80), ("a", 90), ("a", 100)] and cuts["x.b"] == [("b", 40), ("b", 50)]
+    assert late_verdicts.same_verdicts(values, "quick", reg)[1] == {
+        "x.a": (1, 3)
+    }  # study two: b alone, 1.0 throughout
+    assert late_verdicts.turned_text(values, cuts, "quick", reg) == (
+        'Turned by: `x.a` by "a" stopped at step 80.'
+    )
+    values["x.a"] = (1.0, [0.5, 0.6, 1.0])
+    assert late_verdicts.turned_text(values, cuts, "quick", reg) == (
+        'Turned by: `x.a` by "a" stopped at 2 of its 3 late evaluations (steps 80 to 90).'
+    )
+    assert late_verdicts.turned_text({"x.a": (1.0, [1.0] * 3)}, cuts, "quick", reg) == ""
+    with pytest.raises(ValueError, match=r"turned_text: \['x.a'\] have not one cut per view"):
+        late_verdicts.turned_text({"x.a": (1.0, [1.0] * 2)}, cuts, "quick", reg)
+    with pytest.raises(ValueError, match=r"stopped_studies: \['x.a'\] are rows of two studies"):
+        late_verdicts.stopped_studies(over.get, {"one": {"x.a": "final"}, "two": {"x.a": "final"}}, keys, reg)
+    with pytest.raises(ValueError, match=r"stopped_studies: \['x.zz'\] are not rows of the registry"):
+        late_verdicts.stopped_studies(over.get, {"one": {"x.zz": "final"}}, keys, reg)
+
+
+def test_the_khop_four_hops_rows_are_the_chapters_checks_read_as_the_chapter_reads_them():
+    """Each study's rows are the chapter's checks on that study's summary; stopped_over's runs and summary give the
+    chapter's values (the pools and base runs rebuilt as the summaries read them), and the chapter reports the
+    views of every run each summary reads."""
+    from companion.experiments import khop_four_hops, khop_members, khop_studies
+
+    text = (ROOT / "book/khop_four_hops.md").read_text()
+    assert set(late_verdicts.KHOP_FOUR_HOPS) == set(khop_four_hops.STUDIES)
+    values, cuts = late_verdicts.stopped_studies(
+        khop_four_hops.stopped_over, late_verdicts.KHOP_FOUR_HOPS, khop_members.EVALUATED
+    )
+    for study, rows in late_verdicts.KHOP_FOUR_HOPS.items():
+        prefix = "deep_" if study == "deep" else ""
+        experiment, settings = khop_four_hops.STUDIES[study]
+        rec = khop_studies.recorded(settings, experiment=experiment)
+        chapter = khop_studies.recorded_summary(rec, prefix=prefix)
+        _, runs = khop_four_hops.stopped_over(study)
+        for cid, entry in rows.items():
+            assert re.search(rf'claims\.check\("{re.escape(cid)}", \w+\["{prefix}{entry}"\]\)', text), cid
+            assert claims.CLAIMS[cid].chapter == "book/khop_four_hops"
+            assert values[cid][0] == pytest.approx(chapter[f"{prefix}{entry}"], nan_ok=True), cid
+            assert {name for name, _ in cuts[cid]} == set(runs)
+    assert set(khop_four_hops.stopped_over("interval")[1]) > set(
+        khop_studies.recorded_runs(
+            khop_studies.recorded(khop_studies.INTERVAL_SETTINGS, experiment="khop_interval")
+        )[0]
+    )  # pooled runs cut too
+    assert any(n.startswith(khop_four_hops.BASE_PREFIX) for n in khop_four_hops.stopped_over("wide")[1])
+    assert "late_verdicts.stopped_studies(khop_four_hops.stopped_over, late_verdicts.KHOP_FOUR_HOPS," in text
+    with pytest.raises(ValueError, match="unknown study 'nope': allowed values are 'deep'"):
+        khop_four_hops.stopped_over("nope")
+
+
+def test_a_variant_summary_takes_runs_cut_before_its_budget_and_refuses_one_past_it():
+    from companion.experiments import khop_four_hops
+
+    make, runs = khop_four_hops.stopped_over("lrs")
+    name = next(n for n in runs if not n.startswith(khop_four_hops.BASE_PREFIX))
+    cut = {**runs, name: {**runs[name], **{k: runs[name][k][:-1] for k in ("step", "acc", "stage", "loss")}}}
+    assert make(cut)["lr_n"] == make(runs)["lr_n"]
+    own = {n: r for n, r in cut.items() if not n.startswith(khop_four_hops.BASE_PREFIX)}
+    base = {int(n.rsplit(" ", 1)[1]): r for n, r in runs.items() if n.startswith(khop_four_hops.BASE_PREFIX)}
+    with pytest.raises(ValueError, match="budgets .*allowed lr and base runs of the same number of steps"):
+        khop_four_hops.variant_summary(own, base=base, variant=khop_four_hops.LR)
+    with pytest.raises(ValueError, match="allowed runs of at most budget=100 steps"):
+        khop_four_hops.variant_summary(own, base=base, variant=khop_four_hops.LR, budget=100)
 
 
 def test_stopped_entries_make_each_view_once_for_rows_and_other_entries():

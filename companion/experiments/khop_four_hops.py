@@ -1,22 +1,30 @@
 """The chapter ``book/khop_four_hops``: the talk's k-hop curriculum at k = 4 over seeds, evaluation intervals,
 width, learning rates and the stages 1, 2, 4 (settings and predictions of ours), with the numbers the
-chapter checks. Task, model, training, runs and the shared readers (the talk's own chapter, ``book/khop``,
-reads only those) are :mod:`companion.experiments.khop`'s."""
+chapter checks, and each recorded study's runs and summary as its rows are judged on stopped runs
+(:func:`stopped_over`). Task, model, training, runs and the shared readers (the talk's own chapter, ``book/khop``,
+reads only those) are :mod:`companion.experiments.khop`'s and :mod:`companion.experiments.khop_members`'."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from companion import config, report
+from companion.config import check_choice
 from companion.experiments.khop import KHopExperiment
 from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at
 from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, SIZES, interval_of, run_sizes
+from companion.experiments.khop_members import summary as khop_summary
 from companion.experiments.khop_probes import PROBE_SETTINGS
 from companion.experiments.khop_stall import study_sampler
 from companion.experiments.khop_studies import (
+    DOUBLING,
+    INTERVAL_LONG_SETTINGS,
     INTERVAL_SETTINGS,
+    RECORDED_DEEPER,
     SEED_SETTINGS,
     SEEDS,
     WIDE,
@@ -468,6 +476,7 @@ def variant_summary(
     level: float = 0.9,
     solved: float = 0.95,
     variant: SeedVariant = WIDE,
+    budget: int | None = None,
 ) -> report.Summary:
     """The numbers of :func:`companion.experiments.khop_studies.variant_members`' runs, named ``<tag>_*``, against the same seeds at the profile's
     settings or ``over``'s (``base``: {seed: run}, default :meth:`SeedVariant.base_runs` at the variant's budget):
@@ -475,19 +484,25 @@ def variant_summary(
     (``<tag>_<base>_*``), over the seeds of both how many are solved in one only (``<tag>_gained_*``,
     ``<tag>_lost_*``, ``<tag>_gap_n``), and the variant's unsolved runs (:func:`_unsolved`). "Solved" counts the hop
     counts each population trains on (:meth:`SeedVariant.trained`); a variant of the stages adds what its runs do at
-    the hop counts they never train on and where they part from the base runs (:func:`_split`).
+    the hop counts they never train on and where they part from the base runs (:func:`_split`). ``budget``: the
+    steps both populations were trained for, where a run may be cut before it (a view of
+    :func:`companion.experiments.late_verdicts.stopped_views`); by default every run ends at the same step.
 
     Raises:
-        ValueError: the base runs were trained for another budget.
+        ValueError: the base runs were trained for another budget; with ``budget``, a run that ends after it.
     """
     p = f"{variant.tag}_"
     runs_by = seeded(runs)
     base = variant.base_runs(variant.steps) if base is None else base
     steps = {int(r["step"][-1]) for r in [*runs_by.values(), *base.values()]}
-    if len(steps) != 1:
+    if budget is None and len(steps) != 1:
         raise ValueError(
             f"budgets {sorted(steps)}: allowed {variant.tag} and {variant.base} runs of the same "
             "number of steps"
+        )
+    if budget is not None and max(steps) > budget:
+        raise ValueError(
+            f"a run ends at step {max(steps)}: allowed runs of at most budget={budget} steps, cut or whole"
         )
     k = np.asarray(next(iter(runs.values()))["acc"]).shape[1]
     hops = variant.trained(k)
@@ -662,3 +677,60 @@ def _split(
             "solved runs: highest final accuracy at a hop count never trained on",
         ),
     }
+
+
+# --- when the runs stopped: the chapter's rows on each recorded study, with every run the study reads cut in turn ---
+
+# the recorded studies whose rows the chapter checks, by the name of their summary in the chapter: (experiment,
+# settings) of the recording the build reads (companion.experiments.late_verdicts.KHOP_FOUR_HOPS names their rows)
+STUDIES = {
+    "deep": ("khop", RECORDED_DEEPER),
+    "seeds": ("khop_seeds", SEED_SETTINGS),
+    "interval": ("khop_interval", INTERVAL_SETTINGS),
+    "ilong": ("khop_interval_long", INTERVAL_LONG_SETTINGS),
+    "il250": ("khop_interval_long250", INTERVAL_LONG_SETTINGS),
+    "wide": ("khop_wide", WIDE.settings()),
+    "lrs": ("khop_lr", LR.settings()),
+    "dbl": ("khop_doubling", DOUBLING.settings()),
+}
+
+
+BASE_PREFIX = "base, "  # a variant's base run among the runs of stopped_over: "base, seed 3"
+
+
+def stopped_over(study: str) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
+    """(summary, runs) of a recorded study of :data:`STUDIES`: every run its summary reads, by name, and the summary
+    (unprefixed) as a function of those runs alone, so that a view that cuts one of them
+    (:func:`companion.experiments.late_verdicts.stopped_studies`) cuts it wherever the summary reads it. The interval
+    study's runs are :func:`interval_pool`'s (its own and the seed study's, cut at its budget); a longer interval
+    study's, its own, the runs it follows up fixed by the interval study (:func:`followed_up`); a variant's
+    (:func:`variant_summary`), its own and its base runs (named ``BASE_PREFIX + seed_name(seed)``), at its budget.
+
+    Raises:
+        ValueError: a study not in :data:`STUDIES`; its recording missing (the command that records it named).
+    """
+    check_choice("study", study, tuple(STUDIES))
+    experiment, settings = STUDIES[study]
+    runs = recorded_runs(recorded(settings, experiment=experiment))[0]
+    if study == "deep":
+        return khop_summary, runs
+    if study == "seeds":
+        return seeds_summary, runs
+    if study == "interval":
+        return partial(interval_summary, earlier={}), interval_pool(runs)
+    if study in ("ilong", "il250"):
+        every = interval_of(next(iter(runs)))[1]
+        prefix = "ilong_" if study == "ilong" else "il250_"
+        return partial(interval_long_summary, prefix=prefix, followed=followed_up(every)), runs
+    variant = {"wide": WIDE, "lrs": LR, "dbl": DOUBLING}[study]
+    steps = int(next(iter(runs.values()))["step"][-1])
+    base = {f"{BASE_PREFIX}{seed_name(s)}": r for s, r in variant.base_runs(steps).items()}
+
+    def summary(both: dict[str, dict]) -> report.Summary:
+        own = {name: r for name, r in both.items() if not name.startswith(BASE_PREFIX)}
+        of_base = {
+            int(name.removeprefix(f"{BASE_PREFIX}seed ")): r for name, r in both.items() if name not in own
+        }
+        return variant_summary(own, base=of_base, variant=variant, budget=steps)
+
+    return summary, runs | base

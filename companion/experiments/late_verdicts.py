@@ -20,15 +20,17 @@ first step at a level) with each run cut after each evaluation of its late windo
 window (``INDUCTION_RANDOM``, with :func:`stopped_entries`, which measures each view once for the rows and the numbers
 that explain them). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
 ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with :func:`recorded_values`)
-:func:`same_verdicts` reports which ones a view turns over, without stopping the chapter, and :func:`changed_text` says
-it. A recording keeps the views of its chapter's rows, made when it is recorded
-(:attr:`companion.recorded.Recordable.views`, these dicts' rows), so that :func:`recorded_values` reads them as they
-were, where an older recording gives only what its curves give.
+and for the rows read on recorded runs as they ended (``KHOP_FOUR_HOPS``: each run a study's summary reads cut in turn,
+:func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without stopping the chapter,
+:func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them. A recording keeps the views
+of its chapter's rows, made when it is recorded (:attr:`companion.recorded.Recordable.views`, these dicts' rows), so
+that :func:`recorded_values` reads them as they were, where an older recording gives only what its curves give.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -69,6 +71,46 @@ KHOP = {
     "khop.curriculum_solves": "curriculum_final",
     "khop.hop_by_hop": "hop_gap",
     "khop.one_layer_fails": "depth_gap",
+}
+# book/khop_four_hops's Check cell: our rows on the recorded k = 4 studies, by study
+# (companion.experiments.khop_four_hops.STUDIES), {claim id: entry of the study's summary, unprefixed}: read on runs as
+# they ended (solved at the end, counts of such runs); reported with each run, the study's own or one its summary
+# pools with, cut at each evaluation of its late window (stopped_studies), never required: a recording is what it was
+KHOP_FOUR_HOPS = {
+    "deep": {"khop.k4_deep_direct_fails": "direct_best", "khop.k4_deep_cumulative_min": "cumulative_min"},
+    "seeds": {"khop.k4_seeds_cumulative_solved": "seeds_solved", "khop.k4_every250_solves": "seeds_alt_min"},
+    "interval": {
+        "khop.k4_interval_solved100": "int_solved100",
+        "khop.k4_interval_solved250": "int_solved250",
+        "khop.k4_interval_slower_solves_more": "int_gap_n",
+        "khop.k4_interval_none_lost": "int_only_fast_n",
+        "khop.k4_interval_stalls_last": "int_unsolved_early_n",
+    },
+    "ilong": {
+        "khop.k4_interval_long_some_learn": "ilong_solved_n",
+        "khop.k4_interval_long_flat_stay": "ilong_flat_solved_n",
+    },
+    "il250": {
+        "khop.k4_interval_long250_rising_learns": "il250_solved_n",
+        "khop.k4_interval_long250_flat_stays": "il250_flat_solved_n",
+    },
+    "wide": {
+        "khop.k4_wide_solved": "wide_solved",
+        "khop.k4_wide_gains": "wide_gap_n",
+        "khop.k4_wide_none_lost": "wide_lost_n",
+        "khop.k4_wide_stalls_last": "wide_unsolved_early_n",
+    },
+    "lrs": {
+        "khop.k4_lr_solved": "lr_solved",
+        "khop.k4_lr_gains": "lr_gap_n",
+        "khop.k4_lr_none_lost": "lr_lost_n",
+        "khop.k4_lr_stalls_last": "lr_unsolved_early_n",
+    },
+    "dbl": {
+        "khop.k4_doubling_solved": "doubling_solved",
+        "khop.k4_doubling_gains": "doubling_gap_n",
+        "khop.k4_doubling_lost": "doubling_lost_n",
+    },
 }
 # book/induction_head's Check cell (induction_head.summary): accuracies, probes and divergences at the end, steps at
 # which 0.9 is first reached, read on runs as they ended (stopped_values on induction_head.study_runs). Its rows at
@@ -210,13 +252,26 @@ def stopped_views(runs: dict, keys: Sequence[str] = (), frac: float = LATE_FRACT
     per evaluation of each run's window, the last of each being the run as it ended. A run is a dict whose ``keys``
     hold one value per evaluation, ``"step"`` among them, or an object with its evaluated ``steps`` and
     ``stopped_after(i)``, the run cut after its evaluation ``i``
-    (:meth:`companion.experiments.induction.InductionRun.stopped_after`).
+    (:meth:`companion.experiments.induction.InductionRun.stopped_after`). :func:`stopped_cuts` names the views.
 
     Raises:
         ValueError: a dict run while ``keys`` lack ``"step"``, or one whose value under some key does not hold one
             entry per evaluation (the run and key named).
     """
-    out = []
+    return [{**runs, name: cut} for name, _, cut in _cuts(runs, keys, frac)]
+
+
+def stopped_cuts(runs: dict, keys: Sequence[str] = (), frac: float = LATE_FRACTION) -> list[tuple[str, int]]:
+    """(the run cut, the step it stopped at) of each view of :func:`stopped_views`, in its order.
+
+    Raises:
+        ValueError: as :func:`stopped_views`.
+    """
+    return [(name, step) for name, step, _ in _cuts(runs, keys, frac)]
+
+
+def _cuts(runs: dict, keys: Sequence[str], frac: float):
+    """(name, step, the run cut after that evaluation) for each evaluation of each run's late window."""
     for name, r in runs.items():
         if isinstance(r, dict):
             if "step" not in keys:
@@ -235,8 +290,7 @@ def stopped_views(runs: dict, keys: Sequence[str] = (), frac: float = LATE_FRACT
                 if isinstance(r, dict)
                 else r.stopped_after(i)
             )
-            out.append({**runs, name: cut})
-    return out
+            yield name, int(steps[i]), cut
 
 
 def stopped_entries(
@@ -307,6 +361,74 @@ def stopped_values(
         rows,
         registry,
     )
+
+
+def stopped_studies(
+    over: Callable[[str], tuple[Callable[[dict], Summary], dict]],
+    studies: dict[str, dict[str, str]],
+    keys: Sequence[str] = (),
+    registry: dict[str, claims.Claim] | None = None,
+) -> tuple[dict[str, tuple[float, list[float]]], dict[str, list[tuple[str, int]]]]:
+    """:func:`stopped_values` of several studies' rows (``studies``: {study: {claim id: entry}}), each study's summary
+    and runs given by ``over(study)`` ((make, runs): every run the summary reads, so that each is cut in turn).
+    Returns the values ({claim id: (value read, its value in each view)}) and, for each row, the views' cuts
+    (:func:`stopped_cuts`: (run, step) in the same order), for :func:`turned_text`.
+
+    Raises:
+        ValueError: before any view is made, a row id not in the registry or a claim id in two studies; as
+            :func:`stopped_values`.
+    """
+    ids = [cid for rows in studies.values() for cid in rows]
+    twice = sorted({cid for cid in ids if ids.count(cid) > 1})
+    if twice:
+        raise ValueError(f"stopped_studies: {twice} are rows of two studies: allowed each row in one study")
+    _check_rows(ids, registry, "stopped_studies")
+    values, cuts = {}, {}
+    for study, rows in studies.items():
+        make, runs = over(study)
+        values |= stopped_values(make, runs, rows, keys, registry)
+        seen = stopped_cuts(runs, keys)
+        cuts |= {cid: seen for cid in rows}
+    return values, cuts
+
+
+def turned_text(
+    values: dict[str, tuple[float, Sequence[float]]],
+    cuts: dict[str, Sequence[tuple[str, int]]],
+    profile: str,
+    registry: dict[str, claims.Claim] | None = None,
+) -> str:
+    """Which cuts turn each row over that some view puts in another category (``values`` as :func:`stopped_studies`
+    gives them, ``cuts`` its cuts): the runs and the steps at which, stopped there, they give the row another
+    category than the value read, and how many late evaluations each run has; empty when no view turns a row.
+
+    Raises:
+        ValueError: a row id not in the registry, or a row whose cuts and views differ in number.
+    """
+    registry = _check_rows(values, registry, "turned_text")
+    bad = sorted(cid for cid, (_, at_each) in values.items() if len(cuts.get(cid, ())) != len(at_each))
+    if bad:
+        raise ValueError(f"turned_text: {bad} have not one cut per view")
+    parts = []
+    for cid, (value, at_each) in values.items():
+        judge = partial(claims.judged, registry[cid], profile=profile)
+        category = judge(value)["category"]
+        by_run: dict[str, list[int]] = {}
+        for (run, step), v in zip(cuts[cid], at_each):
+            by_run.setdefault(run, [])
+            if judge(v)["category"] != category:
+                by_run[run].append(step)
+        turned = [
+            f'"{run}" stopped at {len(steps)} of its {sum(r == run for r, _ in cuts[cid])} late evaluations '
+            f"(steps {min(steps)} to {max(steps)})"
+            if len(steps) > 1
+            else f'"{run}" stopped at step {steps[0]}'
+            for run, steps in by_run.items()
+            if steps
+        ]
+        if turned:
+            parts.append(f"`{cid}` by {and_list(turned)}")
+    return f"Turned by: {'; '.join(parts)}." if parts else ""
 
 
 def curve_views(rec, entries: Sequence[str]) -> list[dict[str, float]]:
