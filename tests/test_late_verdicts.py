@@ -391,37 +391,52 @@ def test_stopped_studies_judge_each_studys_rows_and_turned_text_says_which_runs_
         late_verdicts.stopped_studies(over.get, {"one": {"x.zz": "final"}}, keys, reg)
 
 
-def test_the_khop_four_hops_rows_are_the_chapters_checks_read_as_the_chapter_reads_them():
+K4_STUDIES = {  # chapter: (its rows in late_verdicts, the module of its STUDIES and stopped_over)
+    "book/khop_four_hops": ("KHOP_FOUR_HOPS", "khop_four_hops"),
+    "book/khop_starts": ("KHOP_STARTS", "khop_starts_text"),
+}
+
+
+@pytest.mark.parametrize("chapter", K4_STUDIES)
+def test_the_k4_rows_are_the_chapters_checks_read_as_the_chapter_reads_them(chapter):
     """Each study's rows are the chapter's checks on that study's summary; stopped_over's runs and summary give the
-    chapter's values (the pools and base runs rebuilt as the summaries read them), and the chapter reports the
-    views of every run each summary reads."""
+    chapter's values (the pools and base runs rebuilt as the summaries read them), each of those runs is cut in some
+    view, and the chapter reports the views."""
+    import importlib
+
     from companion.experiments import khop_four_hops, khop_members, khop_studies
 
-    text = (ROOT / "book/khop_four_hops.md").read_text()
-    assert set(late_verdicts.KHOP_FOUR_HOPS) == set(khop_four_hops.STUDIES)
-    values, cuts = late_verdicts.stopped_studies(
-        khop_four_hops.stopped_over, late_verdicts.KHOP_FOUR_HOPS, khop_members.EVALUATED
-    )
-    for study, rows in late_verdicts.KHOP_FOUR_HOPS.items():
+    rows_name, module_name = K4_STUDIES[chapter]
+    module = importlib.import_module(f"companion.experiments.{module_name}")
+    studies = getattr(late_verdicts, rows_name)
+    text = (ROOT / f"{chapter}.md").read_text()
+    assert set(studies) == set(module.STUDIES)
+    values, cuts = late_verdicts.stopped_studies(module.stopped_over, studies, khop_members.EVALUATED)
+    for study, rows in studies.items():
         prefix = "deep_" if study == "deep" else ""
-        experiment, settings = khop_four_hops.STUDIES[study]
-        rec = khop_studies.recorded(settings, experiment=experiment)
-        chapter = khop_studies.recorded_summary(rec, prefix=prefix)
-        _, runs = khop_four_hops.stopped_over(study)
+        rec = khop_four_hops.study_recorded(module.STUDIES[study])
+        summary = khop_studies.recorded_summary(rec, prefix=prefix)
+        _, runs = module.stopped_over(study)
         for cid, entry in rows.items():
             assert re.search(rf'claims\.check\("{re.escape(cid)}", \w+\["{prefix}{entry}"\]\)', text), cid
-            assert claims.CLAIMS[cid].chapter == "book/khop_four_hops"
-            assert values[cid][0] == pytest.approx(chapter[f"{prefix}{entry}"], nan_ok=True), cid
+            assert claims.CLAIMS[cid].chapter == chapter
+            assert values[cid][0] == pytest.approx(summary[f"{prefix}{entry}"], nan_ok=True), cid
             assert {name for name, _ in cuts[cid]} == set(runs)
+    assert f"late_verdicts.stopped_studies({module_name}.stopped_over, late_verdicts.{rows_name}," in text
+    with pytest.raises(ValueError, match="unknown study 'nope': allowed values are"):
+        module.stopped_over("nope")
+
+
+def test_the_stopped_runs_of_a_pooled_study_include_the_runs_it_pools_with():
+    from companion.experiments import khop_four_hops, khop_studies
+
+    own = khop_studies.recorded_runs(khop_four_hops.study_recorded(khop_four_hops.STUDIES["interval"]))[0]
     assert set(khop_four_hops.stopped_over("interval")[1]) > set(
-        khop_studies.recorded_runs(
-            khop_studies.recorded(khop_studies.INTERVAL_SETTINGS, experiment="khop_interval")
-        )[0]
-    )  # pooled runs cut too
-    assert any(n.startswith(khop_four_hops.BASE_PREFIX) for n in khop_four_hops.stopped_over("wide")[1])
-    assert "late_verdicts.stopped_studies(khop_four_hops.stopped_over, late_verdicts.KHOP_FOUR_HOPS," in text
-    with pytest.raises(ValueError, match="unknown study 'nope': allowed values are 'deep'"):
-        khop_four_hops.stopped_over("nope")
+        own
+    )  # the seed study's runs, cut at its budget
+    _, runs = khop_four_hops.stopped_over("wide")
+    base = [n for n in runs if n.startswith(khop_four_hops.BASE_PREFIX)]
+    assert base and len(base) == len(runs) - len(base)  # one base run per seed
 
 
 def test_a_variant_summary_takes_runs_cut_before_its_budget_and_refuses_one_past_it():

@@ -682,20 +682,33 @@ def _split(
 # --- when the runs stopped: the chapter's rows on each recorded study, with every run the study reads cut in turn ---
 
 # the recorded studies whose rows the chapter checks, by the name of their summary in the chapter: (experiment,
-# settings) of the recording the build reads (companion.experiments.late_verdicts.KHOP_FOUR_HOPS names their rows)
+# settings) of the recording the build reads, or the variant (its recording khop_<tag>)
+# (companion.experiments.late_verdicts.KHOP_FOUR_HOPS names their rows)
 STUDIES = {
     "deep": ("khop", RECORDED_DEEPER),
     "seeds": ("khop_seeds", SEED_SETTINGS),
     "interval": ("khop_interval", INTERVAL_SETTINGS),
     "ilong": ("khop_interval_long", INTERVAL_LONG_SETTINGS),
     "il250": ("khop_interval_long250", INTERVAL_LONG_SETTINGS),
-    "wide": ("khop_wide", WIDE.settings()),
-    "lrs": ("khop_lr", LR.settings()),
-    "dbl": ("khop_doubling", DOUBLING.settings()),
+    "wide": WIDE,
+    "lrs": LR,
+    "dbl": DOUBLING,
 }
 
 
-BASE_PREFIX = "base, "  # a variant's base run among the runs of stopped_over: "base, seed 3"
+BASE_PREFIX = "base, "  # a variant's base run among the runs of variant_over: "base, seed 3"
+
+
+def study_recorded(study: tuple[str, dict] | SeedVariant):
+    """The recording the build reads of a study as :data:`STUDIES` names it: (experiment, settings), or a variant.
+
+    Raises:
+        ValueError: none is recorded (the message gives the command that records it).
+    """
+    if isinstance(study, SeedVariant):
+        return recorded(study.settings(), experiment=f"khop_{study.tag}")
+    experiment, settings = study
+    return recorded(settings, experiment=experiment)
 
 
 def stopped_over(study: str) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
@@ -703,26 +716,35 @@ def stopped_over(study: str) -> tuple[Callable[[dict], report.Summary], dict[str
     (unprefixed) as a function of those runs alone, so that a view that cuts one of them
     (:func:`companion.experiments.late_verdicts.stopped_studies`) cuts it wherever the summary reads it. The interval
     study's runs are :func:`interval_pool`'s (its own and the seed study's, cut at its budget); a longer interval
-    study's, its own, the runs it follows up fixed by the interval study (:func:`followed_up`); a variant's
-    (:func:`variant_summary`), its own and its base runs (named ``BASE_PREFIX + seed_name(seed)``), at its budget.
+    study's, its own, the runs it follows up fixed by the interval study (:func:`followed_up`); a variant's,
+    :func:`variant_over`'s.
 
     Raises:
         ValueError: a study not in :data:`STUDIES`; its recording missing (the command that records it named).
     """
     check_choice("study", study, tuple(STUDIES))
-    experiment, settings = STUDIES[study]
-    runs = recorded_runs(recorded(settings, experiment=experiment))[0]
+    if isinstance(STUDIES[study], SeedVariant):
+        return variant_over(STUDIES[study])
+    runs = recorded_runs(study_recorded(STUDIES[study]))[0]
     if study == "deep":
         return khop_summary, runs
     if study == "seeds":
         return seeds_summary, runs
     if study == "interval":
         return partial(interval_summary, earlier={}), interval_pool(runs)
-    if study in ("ilong", "il250"):
-        every = interval_of(next(iter(runs)))[1]
-        prefix = "ilong_" if study == "ilong" else "il250_"
-        return partial(interval_long_summary, prefix=prefix, followed=followed_up(every)), runs
-    variant = {"wide": WIDE, "lrs": LR, "dbl": DOUBLING}[study]
+    every = interval_of(next(iter(runs)))[1]
+    prefix = "ilong_" if study == "ilong" else "il250_"
+    return partial(interval_long_summary, prefix=prefix, followed=followed_up(every)), runs
+
+
+def variant_over(variant: SeedVariant) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
+    """:func:`stopped_over` of a variant's recording: its own runs and its base runs (:meth:`SeedVariant.base_runs`
+    at its budget, named ``BASE_PREFIX + seed_name(seed)``), and :func:`variant_summary` of them.
+
+    Raises:
+        ValueError: the variant's recording, or its base runs, missing.
+    """
+    runs = recorded_runs(study_recorded(variant))[0]
     steps = int(next(iter(runs.values()))["step"][-1])
     base = {f"{BASE_PREFIX}{seed_name(s)}": r for s, r in variant.base_runs(steps).items()}
 

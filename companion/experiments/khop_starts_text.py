@@ -4,18 +4,24 @@ other way round; under the counter-based samplers two seeds learn four hops from
 table 1 survives four tables in part, and the crossings split the predictions). Each function returns
 {glue name: Markdown} for :func:`companion.report.glue_markdown`, its verdicts read from the claim rows
 (:func:`companion.claims.prediction_outcome`). Apart from :mod:`companion.experiments.khop_starts` so that the
-modules whose runs are cached on their imports do not import the claims registry.
+modules whose runs are cached on their imports do not import the claims registry; for the same reason the recorded
+variants whose rows the chapter judges on stopped runs (:data:`STUDIES`, :func:`stopped_over`) are read here, through
+:mod:`companion.experiments.khop_four_hops`' variant summaries.
 """
 
 from __future__ import annotations
 
 from companion import claims, statements
-from companion.experiments.khop_four_hops import sign_test
+from companion.config import check_choice
+from companion.experiments.khop_four_hops import sign_test, variant_over
 from companion.experiments.khop_four_hops_text import outcomes, predictions_text
-from companion.experiments.khop_studies import VARIANT_SEEDS, seed_phrase
+from companion.experiments.khop_studies import ANYSTART, LONGSTART, ONESTART, VARIANT_SEEDS, seed_phrase
 from companion.report import count_noun, count_word
 
 SEEDS_N = len(VARIANT_SEEDS)
+# the recorded variants whose rows the chapter judges on stopped runs, by the name of their summary in the chapter
+# (companion.experiments.late_verdicts.KHOP_STARTS names their rows)
+STUDIES = {"anys": ANYSTART, "ones": ONESTART, "longs": LONGSTART}
 SIGN_LEVEL = 0.05  # a sign test's split below this p counts as more than chance in the text (the usual level)
 
 
@@ -271,3 +277,14 @@ def crossing_texts(moves, dmoves, omoves, lmoves, medians: dict, solved: dict[st
         "omv_note": f"{hypothesis} {walk} {value} Why the examples' starts move the state this way was not probed. {budget}",
         "omv_outcome": overview,
     }
+
+
+def stopped_over(study: str):
+    """:func:`companion.experiments.khop_four_hops.variant_over` of a study of :data:`STUDIES`: (summary, runs) for
+    :func:`companion.experiments.late_verdicts.stopped_studies`.
+
+    Raises:
+        ValueError: a study not in :data:`STUDIES`; its recording, or its base runs', missing.
+    """
+    check_choice("study", study, tuple(STUDIES))
+    return variant_over(STUDIES[study])

@@ -112,6 +112,23 @@ KHOP_FOUR_HOPS = {
         "khop.k4_doubling_lost": "doubling_lost_n",
     },
 }
+# book/khop_starts's rows on its recorded variants' runs as they ended, by study
+# (companion.experiments.khop_starts_text.STUDIES), judged as KHOP_FOUR_HOPS's; its rows on probes of a run's weights
+# and on the move to the last stage read one step of each run, which a cut does not move
+KHOP_STARTS = {
+    "anys": {
+        "khop.k4_anystart_solved": "anystart_solved_n",
+        "khop.k4_anystart_early": "anystart_unsolved_early_n",
+    },
+    "ones": {
+        "khop.k4_onestart_solved": "onestart_solved_n",
+        "khop.k4_onestart_early": "onestart_unsolved_early_n",
+    },
+    "longs": {
+        "khop.k4_longstart_solved": "longstart_solved_n",
+        "khop.k4_longstart_early": "longstart_unsolved_early_n",
+    },
+}
 # book/induction_head's Check cell (induction_head.summary): accuracies, probes and divergences at the end, steps at
 # which 0.9 is first reached, read on runs as they ended (stopped_values on induction_head.study_runs). Its rows at
 # the release step of the staged runs (ih.ov_must_come_first, ov_alone_*, qk2_easier_first) read an evaluation before
