@@ -17,7 +17,6 @@ from companion.config import check_choice
 from companion.experiments.khop import KHopExperiment
 from companion.experiments.khop_curves import last_stage_at, last_stage_wait, learned_at
 from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, SIZES, interval_of, run_sizes
-from companion.experiments.khop_members import summary as khop_summary
 from companion.experiments.khop_probes import PROBE_SETTINGS
 from companion.experiments.khop_stall import study_sampler
 from companion.experiments.khop_studies import (
@@ -38,6 +37,7 @@ from companion.experiments.khop_studies import (
     seed_list,
     seed_name,
     seeded,
+    study_summary,
     truncated,
 )
 from companion.recorded import same_rounding
@@ -713,11 +713,11 @@ def study_recorded(study: tuple[str, dict] | SeedVariant):
 
 def stopped_over(study: str) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
     """(summary, runs) of a recorded study of :data:`STUDIES`: every run its summary reads, by name, and the summary
-    (unprefixed) as a function of those runs alone, so that a view that cuts one of them
-    (:func:`companion.experiments.late_verdicts.stopped_studies`) cuts it wherever the summary reads it. The interval
-    study's runs are :func:`interval_pool`'s (its own and the seed study's, cut at its budget); a longer interval
-    study's, its own, the runs it follows up fixed by the interval study (:func:`followed_up`); a variant's,
-    :func:`variant_over`'s.
+    its recording declares (:func:`companion.experiments.khop_studies.study_summary`, unprefixed) as a function of
+    those runs alone, so that a view that cuts one of them (:func:`companion.experiments.late_verdicts.stopped_studies`)
+    cuts it wherever the summary reads it. The interval study's runs are :func:`interval_pool`'s (its own and the seed
+    study's, cut at its budget); a longer interval study's, its own, the runs it follows up fixed by the interval study
+    (:func:`followed_up`); a variant's, :func:`variant_over`'s.
 
     Raises:
         ValueError: a study not in :data:`STUDIES`; its recording missing (the command that records it named).
@@ -725,34 +725,30 @@ def stopped_over(study: str) -> tuple[Callable[[dict], report.Summary], dict[str
     check_choice("study", study, tuple(STUDIES))
     if isinstance(STUDIES[study], SeedVariant):
         return variant_over(STUDIES[study])
-    runs = recorded_runs(study_recorded(STUDIES[study]))[0]
-    if study == "deep":
-        return khop_summary, runs
-    if study == "seeds":
-        return seeds_summary, runs
+    rec = study_recorded(STUDIES[study])
+    runs, summary = recorded_runs(rec)[0], study_summary(rec)
     if study == "interval":
-        return partial(interval_summary, earlier={}), interval_pool(runs)
-    every = interval_of(next(iter(runs)))[1]
-    prefix = "ilong_" if study == "ilong" else "il250_"
-    return partial(interval_long_summary, prefix=prefix, followed=followed_up(every)), runs
+        return partial(summary, earlier={}), interval_pool(runs)
+    if study in ("ilong", "il250"):
+        return partial(summary, followed=followed_up(interval_of(next(iter(runs)))[1])), runs
+    return summary, runs
 
 
 def variant_over(variant: SeedVariant) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
     """:func:`stopped_over` of a variant's recording: its own runs and its base runs (:meth:`SeedVariant.base_runs`
-    at its budget, named ``BASE_PREFIX + seed_name(seed)``), and :func:`variant_summary` of them.
+    at its budget, named ``BASE_PREFIX + seed_name(seed)``), and its summary (:func:`variant_summary`) of them.
 
     Raises:
         ValueError: the variant's recording, or its base runs, missing.
     """
-    runs = recorded_runs(study_recorded(variant))[0]
+    rec = study_recorded(variant)
+    runs, summary = recorded_runs(rec)[0], study_summary(rec)
     steps = int(next(iter(runs.values()))["step"][-1])
     base = {f"{BASE_PREFIX}{seed_name(s)}": r for s, r in variant.base_runs(steps).items()}
 
-    def summary(both: dict[str, dict]) -> report.Summary:
+    def of_both(both: dict[str, dict]) -> report.Summary:
         own = {name: r for name, r in both.items() if not name.startswith(BASE_PREFIX)}
-        of_base = {
-            int(name.removeprefix(f"{BASE_PREFIX}seed ")): r for name, r in both.items() if name not in own
-        }
-        return variant_summary(own, base=of_base, variant=variant, budget=steps)
+        of_base = seeded({name.removeprefix(BASE_PREFIX): r for name, r in both.items() if name not in own})
+        return summary(own, base=of_base, budget=steps)
 
-    return summary, runs | base
+    return of_both, runs | base

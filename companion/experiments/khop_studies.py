@@ -66,14 +66,19 @@ def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
     return runs, members
 
 
-def recorded_summary(rec, prefix: str = "rec_", minutes_key: str = "minutes") -> report.Summary:
-    """The chapter's summary of a recorded study (:func:`summary`, or :func:`companion.experiments.khop_four_hops.seeds_summary`), recomputed from
-    its curves, its names prefixed (to glue beside the live ones), with its training time (``prefix +
-    minutes_key``)."""
-    runs, _ = recorded_runs(rec)
-    from companion.experiments.khop_recordings import recordables
+def study_summary(rec):
+    """The summary a recorded study's recordable declares (:func:`companion.experiments.khop_members.summary`,
+    :func:`companion.experiments.khop_four_hops.seeds_summary`, ...): a function of its runs."""
+    from companion.experiments.khop_recordings import recordables  # declared apart, read back here
 
-    return rec.as_summary(minutes_key, recordables()[rec.experiment].summary(runs), prefix)
+    return recordables()[rec.experiment].summary
+
+
+def recorded_summary(rec, prefix: str = "rec_", minutes_key: str = "minutes") -> report.Summary:
+    """The chapter's summary of a recorded study (:func:`study_summary`), recomputed from its curves, its names
+    prefixed (to glue beside the live ones), with its training time (``prefix + minutes_key``)."""
+    runs, _ = recorded_runs(rec)
+    return rec.as_summary(minutes_key, study_summary(rec)(runs), prefix)
 
 
 # --- several seeds of the cumulative curriculum at k = 4 with one more layer (recorded: ``record khop_seeds``) ---
