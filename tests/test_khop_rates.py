@@ -56,6 +56,23 @@ def test_summary_takes_the_slower_seed_and_counts_the_censored():
     assert math.isnan(s["rate_curriculum_growth"]) and s["rate_curriculum_k2_n"] == 0
 
 
+def test_a_run_cut_short_is_censored_at_its_own_last_step():
+    """A run stopped early (late_verdicts' views cut one run) keeps the budget of the others and, never reaching
+    the level, bounds the factor by its own last step, not by the budget it did not train."""
+    runs = {kr.rate_name(k, "mixture", s): _run(k, 100 * k * (s + 1)) for k in (2, 4) for s in (0, 1)}
+    runs |= {n.replace("mixture", d): r for n, r in runs.items() for d in ("direct", "curriculum")}
+    slow = kr.rate_name(4, "direct", 1)
+    runs[slow] = {key: v[:8] if key != "N" else v for key, v in _run(4, None).items()}  # steps 0..700
+    s = kr.rate_summary(runs)
+    assert s["rate_budget"] == 1000 and s["rate_direct_k4_n"] == 1 and s["rate_direct_growth"] == math.inf
+    assert s["rate_direct_growth_low"] == 700 / 400 and s["rate_mixture_growth_low"] == 800 / 400
+    at = kr.steps_to_level(runs, censored=True)
+    assert list(at[(4, "direct")]) == [400.0, 700.0] and list(kr.steps_to_level(runs)[(4, "direct")]) == [
+        400,
+        math.inf,
+    ]
+
+
 def test_rate_lines_marks_the_censored_runs_at_the_budget():
     import matplotlib
 

@@ -60,13 +60,17 @@ def rate_members(profile: str | None = None) -> dict[str, KHopExperiment]:
     }
 
 
-def steps_to_level(runs: dict[str, dict], level: float = RATE_LEVEL) -> dict[tuple[int, str], np.ndarray]:
+def steps_to_level(
+    runs: dict[str, dict], level: float = RATE_LEVEL, censored: bool = False
+) -> dict[tuple[int, str], np.ndarray]:
     """{(k, data): the steps at which each seed's test accuracy at k hops first reaches ``level``} (inf: never,
-    within the run's budget), from runs named as :func:`rate_name` names them."""
+    within the run's budget; with ``censored``, the run's last evaluated step instead, a lower bound), from runs
+    named as :func:`rate_name` names them."""
     out: dict[tuple[int, str], list[float]] = {}
     for name, r in runs.items():
         k, data, _ = _parse(name)
-        out.setdefault((k, data), []).append(float(learned_at(r, level)[-1]))
+        at = float(learned_at(r, level)[-1])
+        out.setdefault((k, data), []).append(float(r["step"][-1]) if censored and math.isinf(at) else at)
     return {key: np.asarray(v) for key, v in out.items()}
 
 
@@ -82,20 +86,20 @@ def _parse(name: str) -> tuple[int, str, int]:
     return int(k[2:]), data, int(seed[5:])
 
 
-def growth(slow: dict[int, float], budget: float) -> tuple[float, float]:
-    """From {k: steps} (inf: censored at ``budget``), the factor from the smallest k to the largest: (the factor,
-    inf when the largest k is censored; a lower bound, the censored step counted at the budget). Both are NaN
-    when the smallest k is censored: there is nothing to grow from.
+def growth(slow: dict[int, float], floor: dict[int, float]) -> tuple[float, float]:
+    """From {k: steps} (inf: censored) and {k: the same steps, a censored run counted at its last step}, the factor
+    from the smallest k to the largest: (the factor, inf when the largest k is censored; a lower bound, from
+    ``floor`` at the largest k). Both are NaN when the smallest k is censored: there is nothing to grow from.
 
-    >>> growth({2: 500.0, 4: 1500.0}, 6000)
+    >>> growth({2: 500.0, 4: 1500.0}, {2: 500.0, 4: 1500.0})
     (3.0, 3.0)
-    >>> growth({2: 500.0, 4: math.inf}, 6000)
+    >>> growth({2: 500.0, 4: math.inf}, {2: 500.0, 4: 6000.0})
     (inf, 12.0)
     """
     lo, hi = slow[min(slow)], slow[max(slow)]
     if not math.isfinite(lo):
         return math.nan, math.nan
-    return hi / lo, min(hi, budget) / lo
+    return hi / lo, floor[max(floor)] / lo
 
 
 def rate_summary(runs: dict[str, dict], level: float = RATE_LEVEL) -> report.Summary:
@@ -103,11 +107,12 @@ def rate_summary(runs: dict[str, dict], level: float = RATE_LEVEL) -> report.Sum
     seed reached ``level`` at k hops (the slower seed; inf: one never did within the budget) and how many seeds
     did; the factor from the smallest k to the largest (:func:`growth`), with its lower bound."""
     at = steps_to_level(runs, level)
+    floor = steps_to_level(runs, level, censored=True)
     ks = sorted({k for k, _ in at})
-    budget = float(next(iter(runs.values()))["step"][-1])
+    budget = max(float(r["step"][-1]) for r in runs.values())  # every run's, unless one is cut short
     out = {
         "rate_level": (level, "test accuracy at k hops that counts as solved"),
-        "rate_budget": (int(budget), "training steps of every run (the censoring point)"),
+        "rate_budget": (int(budget), "training steps of every run (the censoring point; the longest run's)"),
         "rate_seeds": (len(next(iter(at.values()))), "seeds per kind of data and k"),
         "rate_k_min": (ks[0], "smallest k"),
         "rate_k_max": (ks[-1], "largest k"),
@@ -123,11 +128,11 @@ def rate_summary(runs: dict[str, dict], level: float = RATE_LEVEL) -> report.Sum
                 int(np.isfinite(at[(k, data)]).sum()),
                 f"{data}, k = {k}: seeds that reached the level within the budget",
             )
-        factor, low = growth(slow, budget)
+        factor, low = growth(slow, {k: float(floor[(k, data)].max()) for k in ks})
         out[f"rate_{data}_growth"] = (factor, f"{data}: steps at the largest k over those at the smallest")
         out[f"rate_{data}_growth_low"] = (
             low,
-            f"{data}: the same factor, a censored run counted at the budget",
+            f"{data}: the same factor, a censored run counted at its last step (the budget)",
         )
     return report.Summary(out)
 
@@ -137,7 +142,7 @@ def rate_table(runs: dict[str, dict], level: float = RATE_LEVEL) -> tuple[list[s
     seed's steps (``> budget`` for a run that never reached it)."""
     at = steps_to_level(runs, level)
     ks = sorted({k for k, _ in at})
-    budget = int(next(iter(runs.values()))["step"][-1])
+    budget = max(int(r["step"][-1]) for r in runs.values())
 
     def cell(v: np.ndarray) -> str:
         return ", ".join(f"{s:.0f}" if math.isfinite(s) else f"> {budget}" for s in v)
