@@ -391,6 +391,43 @@ def test_stopped_studies_judge_each_studys_rows_and_turned_text_says_which_runs_
         late_verdicts.stopped_studies(over.get, {"one": {"x.zz": "final"}}, keys, reg)
 
 
+def test_judged_views_gives_the_table_and_one_sentence_of_what_the_views_turn():
+    """judged_views is same_verdicts' table with changed_text after its lead and, given the cuts, turned_text; with
+    require it stops where an asserted row turns, and it refuses what same_verdicts and turned_text refuse."""
+    reg = _registry(0.85)
+    values = {"x.a": (1.0, [0.8, 0.9, 1.0]), "x.b": (1.0, [0.5, 1.0])}
+    cuts = {"x.a": [("a", 80), ("a", 90), ("a", 100)], "x.b": [("b", 40), ("b", 50)]}
+    table, changed = late_verdicts.same_verdicts(values, "quick", reg)
+    lead = late_verdicts.STOPPED_LEAD
+    assert late_verdicts.judged_views(values, "quick", lead, registry=reg) == (
+        table,
+        late_verdicts.changed_text(changed, lead),
+    )
+    assert late_verdicts.judged_views(values, "quick", lead, cuts, registry=reg) == (
+        table,
+        f"{late_verdicts.changed_text(changed, lead)} {late_verdicts.turned_text(values, cuts, 'quick', reg)}",
+    )
+    assert late_verdicts.judged_views(values, "quick", lead, cuts, registry=reg)[1].endswith(
+        'their verdicts depend on when the runs stopped. Turned by: `x.a` by "a" stopped at step 80; `x.b` by "b" '
+        "stopped at step 40."
+    )
+    kept = {"x.a": (1.0, [0.9, 1.0])}
+    assert late_verdicts.judged_views(kept, "quick", cuts={"x.a": cuts["x.a"][1:]}, registry=reg)[1] == (
+        "At one evaluation alone, every row keeps its category."
+    )
+    with pytest.raises(
+        AssertionError, match=r"x\.a \(holds at this scale only on the value read; another in 1 of 3"
+    ):
+        late_verdicts.judged_views(values, "quick", lead, require=True, registry=reg)
+    late_verdicts.judged_views({"x.b": values["x.b"]}, "quick", require=True, registry=reg)  # x.b: full only
+    with pytest.raises(ValueError, match=r"judged_views: \['x.a'\] have not one cut per view"):
+        late_verdicts.judged_views(values, "quick", lead, {**cuts, "x.a": cuts["x.a"][:2]}, registry=reg)
+    with pytest.raises(ValueError, match=r"judged_views: \['x.a'\] have no view"):
+        late_verdicts.judged_views({"x.a": (1.0, [])}, "quick", registry=reg)
+    with pytest.raises(ValueError, match=r"judged_views: \['x.zz'\] are not rows of the registry"):
+        late_verdicts.judged_views({"x.zz": (1.0, [1.0])}, "quick", registry=reg)
+
+
 K4_STUDIES = {  # chapter: (its rows in late_verdicts, the module of its STUDIES and stopped_over)
     "book/khop_four_hops": ("KHOP_FOUR_HOPS", "khop_four_hops"),
     "book/khop_starts": ("KHOP_STARTS", "khop_starts_text"),
@@ -500,6 +537,12 @@ def test_the_khop_rows_named_are_the_chapters_checks_and_required_on_stopped_run
         "late_verdicts.stopped_values(khop_members.summary, runs, late_verdicts.KHOP, khop_members.EVALUATED)"
         in text
     )
+    assert REQUIRED_STOPPED in text
+    for cid, entry in late_verdicts.KHOP_RATES.items():  # the rates study's rows, reported on its recording
+        assert f'claims.check("{cid}", rates["{entry}"])' in text
+        assert claims.CLAIMS[cid].chapter == "book/khop"
+    assert set(re.findall(r'claims\.check\("(khop\.rate_\w+)"', text)) == set(late_verdicts.KHOP_RATES)
+    assert '{"rates": late_verdicts.KHOP_RATES}, khop_members.EVALUATED)' in text
     assert set(khop_members.EVALUATED) == set(
         khop_members.curves({"r": {k: [] for k in khop_members.EVALUATED}})
     )
@@ -552,6 +595,10 @@ def test_induction_head_views_cut_its_runs_and_remake_the_chapters_summary(induc
     assert any(not same(s[e], whole[e]) for s in at_each for e in late_verdicts.INDUCTION_HEAD.values())
 
 
+# how a chapter requires its rows on stopped runs (and shows their table)
+REQUIRED_STOPPED = "late_verdicts.judged_views(stopped, PROFILE, late_verdicts.STOPPED_LEAD, require=True)"
+
+
 def test_the_induction_random_rows_named_are_the_chapters_checks_on_the_trained_model_and_required():
     """Each row of INDUCTION_RANDOM is one book/induction_random checks on that entry of its summary (the
     single-seed rows: every other row reads the seed recording), and the chapter requires them on the run's weights at
@@ -567,7 +614,7 @@ def test_the_induction_random_rows_named_are_the_chapters_checks_on_the_trained_
         "                                           induction_random.TRAINED_ENTRIES, whole=summary)\n"
         "stopped = late_verdicts.row_values(stopped_at, late_verdicts.INDUCTION_RANDOM)"
     )
-    assert call in text and "late_verdicts.require_same_verdicts(stopped, PROFILE)" in text
+    assert call in text and REQUIRED_STOPPED in text
     assert set(late_verdicts.INDUCTION_RANDOM.values()) <= set(induction_random.TRAINED_ENTRIES)
 
 
@@ -584,7 +631,7 @@ def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_s
         "late_verdicts.stopped_values(induction_head.summary_of_runs(res), induction_head.study_runs(res),\n"
         "                                       late_verdicts.INDUCTION_HEAD)"
     )
-    assert call in text and "late_verdicts.require_same_verdicts(stopped, PROFILE)" in text
+    assert call in text and REQUIRED_STOPPED in text
     for e in [
         *induction_head.study_members("quick").values(),
         *induction_head.study_members("full").values(),

@@ -175,7 +175,6 @@ WORDS: dict[str, str] = {
     r"at": "the first step at which it reaches the level (a stage: the step it starts)",
     r"at(\d\d)": "the first step at which it reaches 0.{0}",
     r"stopped": "stopped after one evaluation of the last fifth of its training (late_verdicts.stopped_values)",
-    r"turned": "the runs that, stopped there, give a row another category (late_verdicts.turned_text)",
     r"starts": "the studies of where the training examples start (anystart, onestart, longstart)",
     r"hk": "the k-hop accuracy",
     r"hopk": "hop k learned",

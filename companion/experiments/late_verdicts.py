@@ -20,9 +20,10 @@ first step at a level) with each run cut after each evaluation of its late windo
 window (``INDUCTION_RANDOM``, with :func:`stopped_entries`, which measures each view once for the rows and the numbers
 that explain them). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
 ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with :func:`recorded_values`)
-and for the rows read on recorded runs as they ended (``KHOP_FOUR_HOPS``: each run a study's summary reads cut in turn,
-:func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without stopping the chapter,
-:func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them. A recording keeps the views
+and for the rows read on recorded runs as they ended (``KHOP_RATES``, ``KHOP_FOUR_HOPS``: each run a study's summary
+reads cut in turn, :func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without
+stopping the chapter, :func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them
+(:func:`judged_views` gives a chapter the table and that sentence, each row judged once in each view). A recording keeps the views
 of its chapter's rows, made when it is recorded (:attr:`companion.recorded.Recordable.views`, these dicts' rows), so
 that :func:`recorded_values` reads them as they were, where an older recording gives only what its curves give.
 """
@@ -71,6 +72,15 @@ KHOP = {
     "khop.curriculum_solves": "curriculum_final",
     "khop.hop_by_hop": "hop_gap",
     "khop.one_layer_fails": "depth_gap",
+}
+# book/khop's rows on its recorded rates study (khop_rates.rate_summary): the steps by which runs first reach a level,
+# factors between them and counts of runs that reach it, read on the recorded runs as they ended; reported with each
+# run cut at each evaluation of its late window (stopped_studies), never required: a recording is what it was
+KHOP_RATES = {
+    "khop.rate_direct_exp": "rate_direct_growth_low",
+    "khop.rate_direct_k2_none": "rate_direct_k2_n",
+    "khop.rate_mixture_linear": "rate_mixture_growth",
+    "khop.rate_curriculum_linear": "rate_curriculum_growth",
 }
 # book/khop_four_hops's Check cell: our rows on the recorded k = 4 studies, by study
 # (companion.experiments.khop_four_hops.STUDIES), {claim id: entry of the study's summary, unprefixed}: read on runs as
@@ -245,6 +255,8 @@ RECORDED_CURVES = (
     "noisy_p_noise",
 )
 
+LATE_LEAD = "At one evaluation alone"  # views of late means (views, late_values)
+STOPPED_LEAD = "With one run stopped at one evaluation of its late window"  # views of runs as they ended
 HEADER = ["row", "value read", "lowest, highest in one view", "category", "views giving another"]
 
 
@@ -423,17 +435,38 @@ def turned_text(
         ValueError: a row id not in the registry, or a row whose cuts and views differ in number.
     """
     registry = _check_rows(values, registry, "turned_text")
+    _check_cuts(values, cuts, "turned_text")
+    return _turned(_categories(values, profile, registry), cuts)
+
+
+def _check_cuts(values: dict, cuts: dict, caller: str) -> None:
     bad = sorted(cid for cid, (_, at_each) in values.items() if len(cuts.get(cid, ())) != len(at_each))
     if bad:
-        raise ValueError(f"turned_text: {bad} have not one cut per view")
-    parts = []
+        raise ValueError(f"{caller}: {bad} have not one cut per view")
+
+
+def _categories(
+    values: dict, profile: str, registry: dict[str, claims.Claim]
+) -> dict[str, tuple[str, list[str]]]:
+    """{claim id: (the category of the value read, the category in each view)}, each judged once."""
+    out = {}
     for cid, (value, at_each) in values.items():
         judge = partial(claims.judged, registry[cid], profile=profile)
-        category = judge(value)["category"]
+        out[cid] = (
+            judge(value)["category"],
+            [judge(v)["category"] for v in np.asarray(at_each, dtype=float)],
+        )
+    return out
+
+
+def _turned(categories: dict[str, tuple[str, list[str]]], cuts: dict[str, Sequence[tuple[str, int]]]) -> str:
+    """:func:`turned_text` on rows already judged (:func:`_categories`)."""
+    parts = []
+    for cid, (category, at_each) in categories.items():
         by_run: dict[str, list[int]] = {}
-        for (run, step), v in zip(cuts[cid], at_each):
+        for (run, step), other in zip(cuts[cid], at_each):
             by_run.setdefault(run, [])
-            if judge(v)["category"] != category:
+            if other != category:
                 by_run[run].append(step)
         turned = [
             f'"{run}" stopped at {len(steps)} of its {sum(r == run for r, _ in cuts[cid])} late evaluations '
@@ -597,16 +630,26 @@ def same_verdicts(
         ValueError: a row id not in the registry, or a row with no view.
     """
     registry = _check_rows(values, registry, "same_verdicts")
+    _check_views(values, "same_verdicts")
+    return _table(values, _categories(values, profile, registry))
+
+
+def _check_views(values: dict, caller: str) -> None:
     empty = sorted(cid for cid, (_, at_each) in values.items() if len(at_each) == 0)
     if empty:
-        raise ValueError(f"same_verdicts: {empty} have no view (allowed: one or more values each)")
+        raise ValueError(f"{caller}: {empty} have no view (allowed: one or more values each)")
+
+
+def _table(
+    values: dict, categories: dict[str, tuple[str, list[str]]]
+) -> tuple[str, dict[str, tuple[int, int]]]:
+    """:func:`same_verdicts` on rows already judged (:func:`_categories`)."""
     table, changed = [], {}
     for cid, (late, at_each) in values.items():
-        claim = registry[cid]
-        category = claims.judged(claim, late, profile)["category"]
-        seen = np.asarray(at_each, dtype=float)
-        others = sum(claims.judged(claim, v, profile)["category"] != category for v in seen)
-        spread = "nan" if np.isnan(seen).all() else f"{np.nanmin(seen):.4g}, {np.nanmax(seen):.4g}"
+        category, seen = categories[cid]
+        others = sum(c != category for c in seen)
+        at = np.asarray(at_each, dtype=float)
+        spread = "nan" if np.isnan(at).all() else f"{np.nanmin(at):.4g}, {np.nanmax(at):.4g}"
         table.append([f"`{cid}`", late, spread, category, f"{others} of {len(seen)}"])
         if others:
             changed[cid] = (int(others), len(seen))
@@ -626,7 +669,10 @@ def require_same_verdicts(
             their verdicts depend on when a run stopped.
     """
     registry = _check_rows(values, registry, "require_same_verdicts")
-    table, changed = same_verdicts(values, profile, registry)
+    return judged_views(values, profile, require=True, registry=registry)[0]
+
+
+def _require(values: dict, changed: dict[str, tuple[int, int]], profile: str, registry) -> None:
     failed = [
         f"{cid} ({claims.judged(registry[cid], values[cid][0], profile)['category']} on the value read; another in "
         f"{k} of {n} views)"
@@ -635,7 +681,37 @@ def require_same_verdicts(
     ]
     if failed:
         raise AssertionError("verdicts that depend on when the run stopped: " + "; ".join(failed))
-    return table
+
+
+def judged_views(
+    values: dict[str, tuple[float, Sequence[float]]],
+    profile: str,
+    lead: str = LATE_LEAD,
+    cuts: dict[str, Sequence[tuple[str, int]]] | None = None,
+    *,
+    require: bool = False,
+    registry: dict[str, claims.Claim] | None = None,
+) -> tuple[str, str]:
+    """What a chapter shows of its rows' views, each row judged once in each: :func:`same_verdicts`' table and a
+    sentence, :func:`changed_text` after ``lead`` (:data:`LATE_LEAD`, or :data:`STOPPED_LEAD` for runs cut),
+    followed where the views' ``cuts`` are given (:func:`stopped_studies`) by :func:`turned_text`. With ``require``,
+    first as :func:`require_same_verdicts`.
+
+    Raises:
+        ValueError: as :func:`same_verdicts`; a row whose cuts and views differ in number.
+        AssertionError: with ``require``, as :func:`require_same_verdicts`.
+    """
+    registry = _check_rows(values, registry, "judged_views")
+    _check_views(values, "judged_views")
+    if cuts is not None:
+        _check_cuts(values, cuts, "judged_views")
+    categories = _categories(values, profile, registry)
+    table, changed = _table(values, categories)
+    if require:
+        _require(values, changed, profile, registry)
+    text = changed_text(changed, lead)
+    turned = "" if cuts is None else _turned(categories, cuts)
+    return table, f"{text} {turned}" if turned else text
 
 
 def require_late_verdicts(
@@ -683,10 +759,6 @@ def unviewed_text(not_viewed: dict[str, tuple[Sequence[str], Sequence[str]]]) ->
         f"Not judged at each evaluation: {'; '.join(parts)}; their recordings keep neither the views of these rows "
         "nor the curves they read."
     )
-
-
-LATE_LEAD = "At one evaluation alone"  # views of late means (views, late_values)
-STOPPED_LEAD = "With one run stopped at one evaluation of its late window"  # views of runs as they ended
 
 
 def changed_text(changed: dict[str, tuple[int, int]], lead: str = LATE_LEAD) -> str:
