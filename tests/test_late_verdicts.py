@@ -464,6 +464,58 @@ def test_the_k4_rows_are_the_chapters_checks_read_as_the_chapter_reads_them(chap
         module.stopped_over("nope")
 
 
+def test_the_stall_rows_read_on_curves_are_the_chapters_checks_and_a_turned_row_says_so():
+    """Each study's rows in KHOP_STALL are book/khop_stall's checks on that entry; stopped_over's summary of the curves
+    alone gives the value the recording stored (with its probes); every run is cut in some view; a row that some
+    view turns has a history that says so (the chapter says the scorecard does)."""
+    from functools import partial
+
+    from companion.experiments import khop_members, khop_stall, khop_stall_paths, khop_studies
+
+    sampler, _ = khop_stall.study_sampler()
+    text = (ROOT / "book/khop_stall.md").read_text()
+    assert set(late_verdicts.KHOP_STALL) == set(khop_stall_paths.STOPPED)
+    over = partial(khop_stall_paths.stopped_over, sampler=sampler)
+    values, cuts = late_verdicts.stopped_studies(over, late_verdicts.KHOP_STALL, khop_members.EVALUATED)
+    for study, rows in late_verdicts.KHOP_STALL.items():
+        experiment, settings, _ = khop_stall_paths.STOPPED[study]
+        stored = khop_studies.recorded(settings, experiment=experiment, sampler=sampler).as_summary()
+        _, runs = over(study)
+        for cid, entry in rows.items():
+            assert re.search(rf'claims\.check\("{re.escape(cid)}", \w+\["{entry}"\], note=kept\)', text), cid
+            assert values[cid][0] == stored[entry], cid
+            assert {name for name, _ in cuts[cid]} == set(runs)
+    changed = late_verdicts.same_verdicts(values, "quick")[1]
+    assert all("late_verdicts.stopped_studies" in (claims.CLAIMS[cid].history or "") for cid in changed), (
+        changed
+    )
+    assert "late_verdicts.KHOP_STALL, khop_members.EVALUATED)" in text
+    with pytest.raises(ValueError, match="unknown study 'nope': allowed values are"):
+        khop_stall_paths.stopped_over("nope")
+
+
+def test_the_curve_counts_of_the_stall_studies_are_their_summaries_counts():
+    """reseed_learned, reseed_long_learned and delay_learned give the counts reseed_summary, reseed_long_summary
+    and delay_summary store (read back from their recordings), and refuse a run of another study or a study with a
+    stream missing."""
+    from companion.experiments import khop_stall, khop_stall_paths, khop_studies
+
+    sampler, _ = khop_stall.study_sampler()
+    for study in ("reseed", "reseed_long", "delay"):
+        make, runs = khop_stall_paths.stopped_over(study, sampler)
+        experiment, settings, _ = khop_stall_paths.STOPPED[study]
+        stored = khop_studies.recorded(settings, experiment=experiment, sampler=sampler).as_summary()
+        counts = make(runs)
+        assert counts and all(counts[e] == stored[e] for e in counts), study
+        if study == "reseed":
+            with pytest.raises(ValueError, match="has no run with last-stage data \\[4\\]"):
+                make({n: r for n, r in runs.items() if not n.endswith("data 4") or "every" in n})
+    with pytest.raises(ValueError, match="run of the longer study"):
+        khop_stall_paths.reseed_long_learned({"seed 1": {}})
+    with pytest.raises(ValueError, match="run moved to its last stage later"):
+        khop_stall_paths.delay_learned({"seed 1": {}})
+
+
 def test_the_stopped_runs_of_a_pooled_study_include_the_runs_it_pools_with():
     from companion.experiments import khop_four_hops, khop_studies
 

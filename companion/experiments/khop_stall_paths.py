@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from companion.experiments.khop import KHopExperiment, run
 from companion.experiments.khop_curves import last_stage_at, learned_at
 from companion.experiments.khop_members import EXPLORED, EXPLORED_EVERY, RESEED_SUFFIX, curves, run_sizes
 from companion.experiments.khop_probes import (
+    PROBE_SETTINGS,
     ProbeStudy,
     interference_values,
     member_of,
@@ -24,12 +27,19 @@ from companion.experiments.khop_probes import (
     table_interference,
 )
 from companion.experiments.khop_stall import (
+    HIDDEN,
+    HIDDEN12,
+    HIDDEN12_LONG,
     gap_before_last_stage,
+    hidden_summary,
     probe_members,
     run_outcome,
 )
 from companion.experiments.khop_studies import (
+    SEED_SETTINGS,
     prefix_gap,
+    recorded,
+    recorded_runs,
     seed_members,
     truncated,
 )
@@ -148,29 +158,11 @@ def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     Raises:
         ValueError: a run that is not one of :func:`reseed_members`, or a stream missing for one of the runs.
     """
-    learned, out = {}, {}
+    learned = _reseed_learned(runs, level)
+    out = reseed_learned(runs, level).entries()
     for name, r in runs.items():
         base, stream = _reseed_parts(name)
-        learned[base, stream] = _reseed_values(out, name, r, f"{RESEED_TAGS[base]}_d{stream}", level)
-    streams = sorted({s for _, s in learned})
-    for base, tag in RESEED_TAGS.items():
-        missing = [s for s in streams if (base, s) not in learned]
-        if missing:
-            raise ValueError(
-                f"{base!r} has no run with last-stage data {missing}: allowed a study with every run "
-                f"on every stream ({streams})"
-            )
-        out[f"{tag}_learned_n"] = (
-            sum(learned[base, s] for s in streams),
-            f"{base}: streams of last-stage data on which it learns the k-th hop",
-        )
-    a, b = RESEED_TAGS
-    out["reseed_split_n"] = (
-        sum(learned[a, s] != learned[b, s] for s in streams),
-        "streams of last-stage data on which one of seed 0's two runs learns the k-th hop and "
-        "the other does not",
-    )
-    out["reseed_n"] = (len(streams), "streams of last-stage data per run")
+        _reseed_values(out, name, r, f"{RESEED_TAGS[base]}_d{stream}", level)
     b1 = {key: out[f"{RESEED_TAGS[key[0]]}_d{key[1]}_tk_b1_prev"][0] for key in learned}
     stalled, learnt = [b1[key] for key in b1 if not learned[key]], [b1[key] for key in b1 if learned[key]]
     out["reseed_stalled_b1_max"] = (
@@ -187,11 +179,57 @@ def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     return report.Summary(out)
 
 
-def _reseed_values(out: dict, name: str, r: dict, tag: str, level: float) -> bool:
-    """:func:`reseed_summary`'s entries of one run (``<tag>_*``); whether it learns the k-th hop."""
+def _reseed_values(out: dict, name: str, r: dict, tag: str, level: float) -> None:
+    """:func:`reseed_summary`'s entries of one run (``<tag>_*``)."""
     out |= run_outcome(r, tag, name, level)
     interference_values(out, name, tag, table_interference(member_of(name, r), r["state"]))
-    return bool(np.isfinite(out[f"{tag}_hk_at"][0]))
+
+
+def learns(r: dict, level: float = 0.9) -> bool:
+    """Whether a run's k-hop accuracy reaches ``level`` at some evaluation
+    (:func:`companion.experiments.khop_curves.learned_at`)."""
+    return bool(np.isfinite(learned_at(r, level)[-1]))
+
+
+def _reseed_learned(runs: dict[str, dict], level: float) -> dict[tuple[str, int], bool]:
+    """{(run of seed 0, stream): whether it learns the k-th hop}, once every run has every stream."""
+    learned = {_reseed_parts(name): learns(r, level) for name, r in runs.items()}
+    streams = sorted({s for _, s in learned})
+    for base in RESEED_TAGS:
+        missing = [s for s in streams if (base, s) not in learned]
+        if missing:
+            raise ValueError(
+                f"{base!r} has no run with last-stage data {missing}: allowed a study with every run "
+                f"on every stream ({streams})"
+            )
+    return learned
+
+
+def reseed_learned(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`reseed_summary`'s counts, read on the runs' curves alone: per run of seed 0, the streams on which it
+    learns the k-th hop (``<tag>_learned_n``); ``reseed_split_n``, the streams on which one of the two learns it
+    and the other not.
+
+    Raises:
+        ValueError: as :func:`reseed_summary`.
+    """
+    learned = _reseed_learned(runs, level)
+    streams = sorted({s for _, s in learned})
+    out = {
+        f"{tag}_learned_n": (
+            sum(learned[base, s] for s in streams),
+            f"{base}: streams of last-stage data on which it learns the k-th hop",
+        )
+        for base, tag in RESEED_TAGS.items()
+    }
+    a, b = RESEED_TAGS
+    out["reseed_split_n"] = (
+        sum(learned[a, s] != learned[b, s] for s in streams),
+        "streams of last-stage data on which one of seed 0's two runs learns the k-th hop and "
+        "the other does not",
+    )
+    out["reseed_n"] = (len(streams), "streams of last-stage data per run")
+    return report.Summary(out)
 
 
 RESEED_LONG = (*(reseed_name("seed 0", r) for r in RESEED_STREAMS), reseed_name(EXPLORED, 1))
@@ -210,14 +248,31 @@ def reseed_long_summary(runs: dict[str, dict], level: float = 0.9) -> report.Sum
     Raises:
         ValueError: a run that is not one of :data:`RESEED_LONG`.
     """
-    out, learned = {}, 0
+    out = reseed_long_learned(runs, level).entries()
     for name, r in runs.items():
-        check_choice("run of the longer study", name, RESEED_LONG)
         base, stream = _reseed_parts(name)
-        learned += _reseed_values(out, name, r, f"rl_{RESEED_TAGS[base]}_d{stream}", level)
-    out["rl_learned_n"] = (learned, f"runs of the longer study that learn the k-th hop (accuracy {level})")
+        _reseed_values(out, name, r, f"rl_{RESEED_TAGS[base]}_d{stream}", level)
     out |= run_sizes(next(iter(runs.values())), prefix="rl_")
     return report.Summary(out)
+
+
+def reseed_long_learned(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`reseed_long_summary`'s count, read on the runs' curves alone: ``rl_learned_n``, the runs that learn
+    the k-th hop.
+
+    Raises:
+        ValueError: a run that is not one of :data:`RESEED_LONG`.
+    """
+    for name in runs:
+        check_choice("run of the longer study", name, RESEED_LONG)
+    return report.Summary(
+        {
+            "rl_learned_n": (
+                sum(learns(r, level) for r in runs.values()),
+                f"runs of the longer study that learn the k-th hop (accuracy {level})",
+            )
+        }
+    )
 
 
 def reseed_by_path(long, short, level: float = 0.5) -> report.Summary:
@@ -438,20 +493,21 @@ def delay_summary(runs: dict[str, dict], level: float = 0.9, path: float = 0.5) 
         ValueError: ``path`` outside (0, 1], or a run that is not one of :func:`delay_members`.
     """
     check_float("path", path, 0.0, 1.0, low_open=True)
+    counts = delay_learned(runs, level)
     out, by_delay, escapes = {}, {}, 0
     for name, r in runs.items():
         d, stream = _delay_parts(name)
         tag = f"dl{d}_d{stream}"
-        learned = _reseed_values(out, name, r, tag, level)
+        _reseed_values(out, name, r, tag, level)
         breaks = block1_breaks(report.Summary(out), tag, path)
         escapes += breaks and out[f"{tag}_best_hk"][0] >= path
-        by_delay.setdefault(d, []).append((learned, breaks))
+        by_delay.setdefault(d, []).append(breaks)
     for d, res in sorted(by_delay.items()):
         who = f"{DELAYED}, last stage {d} steps later"
         out[f"dl{d}_n"] = (len(res), f"{who}: runs (streams of last-stage data, its own included)")
-        out[f"dl{d}_learned_n"] = (sum(a for a, _ in res), f"{who}: runs that learn the k-th hop ({level})")
+        out[f"dl{d}_learned_n"] = counts.entries()[f"dl{d}_learned_n"]
         out[f"dl{d}_breaks_n"] = (
-            sum(b for _, b in res),
+            sum(res),
             f"{who}: runs on the stall's path (block 1, shown table k "
             f"alone, leaves fewer than {path} of the k-hop answers at "
             "v_(k-1))",
@@ -462,6 +518,28 @@ def delay_summary(runs: dict[str, dict], level: float = 0.9, path: float = 0.5) 
     )
     out |= run_sizes(next(iter(runs.values())), prefix="delay_")
     return report.Summary(out)
+
+
+def delay_learned(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
+    """:func:`delay_summary`'s counts, read on the runs' curves alone: per delay, the runs that learn the k-th hop
+    (``dl<delay>_learned_n``).
+
+    Raises:
+        ValueError: a run that is not one of :func:`delay_members`.
+    """
+    by_delay: dict[int, int] = {}
+    for name, r in runs.items():
+        d, _ = _delay_parts(name)
+        by_delay[d] = by_delay.get(d, 0) + learns(r, level)
+    return report.Summary(
+        {
+            f"dl{d}_learned_n": (
+                n,
+                f"{DELAYED}, last stage {d} steps later: runs that learn the k-th hop ({level})",
+            )
+            for d, n in sorted(by_delay.items())
+        }
+    )
 
 
 def split_streams(curves: dict) -> tuple[dict, dict]:
@@ -643,3 +721,33 @@ def delay_move_rows(summary) -> list[list]:
         ]
         for d in delays
     ]
+
+
+# --- the rows read on recorded runs' curves alone, for a check of their timing ---
+
+# study: (its recording, its settings, the summary of its curves alone that gives the chapter's rows on them)
+STOPPED = {
+    "hidden": ("khop_hidden", PROBE_SETTINGS, partial(hidden_summary, study=HIDDEN)),
+    "hidden12": ("khop_hidden12", PROBE_SETTINGS, partial(hidden_summary, study=HIDDEN12)),
+    "hidden12_long": ("khop_hidden12_long", SEED_SETTINGS, partial(hidden_summary, study=HIDDEN12_LONG)),
+    "reseed": ("khop_reseed", PROBE_SETTINGS, reseed_learned),
+    "reseed_long": ("khop_reseed_long", SEED_SETTINGS, reseed_long_learned),
+    "delay": ("khop_delay", PROBE_SETTINGS, delay_learned),
+}
+
+
+def stopped_over(
+    study: str, sampler: str | None = None
+) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
+    """(summary, runs) of a study of :data:`STOPPED` as recorded under ``sampler`` (default: the build's): its
+    runs' curves and the part of its summary read on them alone (the best k-hop accuracy of a run, whether it
+    learns the k-th hop, counts of such runs), for
+    :func:`companion.experiments.late_verdicts.stopped_studies`; the rest of each summary reads probes of the
+    weights at a run's end, which a cut curve does not remake.
+
+    Raises:
+        ValueError: a study not in :data:`STOPPED`; its recording missing (the command that records it named).
+    """
+    check_choice("study", study, tuple(STOPPED))
+    experiment, settings, summary = STOPPED[study]
+    return summary, recorded_runs(recorded(settings, experiment=experiment, sampler=sampler))[0]

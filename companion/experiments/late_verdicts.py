@@ -20,7 +20,7 @@ first step at a level) with each run cut after each evaluation of its late windo
 window (``INDUCTION_RANDOM``, with :func:`stopped_entries`, which measures each view once for the rows and the numbers
 that explain them). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
 ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with :func:`recorded_values`)
-and for the rows read on recorded runs as they ended (``KHOP_RATES``, ``KHOP_FOUR_HOPS``: each run a study's summary
+and for the rows read on recorded runs as they ended (``KHOP_RATES``, ``KHOP_FOUR_HOPS``, ``KHOP_STALL``: each run a study's summary
 reads cut in turn, :func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without
 stopping the chapter, :func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them
 (:func:`judged_views` gives a chapter the table and that sentence, each row judged once in each view). A recording keeps the views
@@ -81,6 +81,35 @@ KHOP_RATES = {
     "khop.rate_direct_k2_none": "rate_direct_k2_n",
     "khop.rate_mixture_linear": "rate_mixture_growth",
     "khop.rate_curriculum_linear": "rate_curriculum_growth",
+}
+# book/khop_stall's rows read on its recorded runs' curves alone, by study (khop_stall_paths.STOPPED: the best k-hop
+# accuracy of a run, counts of runs that learn the k-th hop), {claim id: entry of the study's summary}; reported with
+# each run of the study cut at each evaluation of its late window (stopped_studies), never required. Its other rows
+# read probes of the weights at a run's end, which cuts of the curves cannot remake.
+KHOP_STALL = {
+    "hidden": {
+        "khop.k4_hidden_seed0_learns": "hid_s0_best_hk",
+        "khop.k4_hidden_seed1_learns": "hid_s1_best_hk",
+        "khop.k4_hidden_seed2_learns": "hid_s2_best_hk",
+        "khop.k4_hidden_every250_learns": "hid_e250_best_hk",
+    },
+    "hidden12": {
+        "khop.k4_hidden12_seed0_stalls": "hid12_s0_best_hk",
+        "khop.k4_hidden12_seed1_learns": "hid12_s1_best_hk",
+        "khop.k4_hidden12_seed2_learns": "hid12_s2_best_hk",
+        "khop.k4_hidden12_every250_learns": "hid12_e250_best_hk",
+    },
+    "hidden12_long": {
+        "khop.k4_hidden12_long_seed0_stalls": "hid12l_s0_best_hk",
+        "khop.k4_hidden12_long_every250_stalls": "hid12l_e250_best_hk",
+    },
+    "reseed": {
+        "khop.k4_reseed_seed0_learns_somewhere": "rs100_learned_n",
+        "khop.k4_reseed_every250_learns_mostly": "rs250_learned_n",
+        "khop.k4_reseed_not_the_state": "reseed_split_n",
+    },
+    "reseed_long": {"khop.k4_reseed_long_learned": "rl_learned_n"},
+    "delay": {"khop.k4_delay400_learns": "dl400_learned_n"},
 }
 # book/khop_four_hops's Check cell: our rows on the recorded k = 4 studies, by study
 # (companion.experiments.khop_four_hops.STUDIES), {claim id: entry of the study's summary, unprefixed}: read on runs as
