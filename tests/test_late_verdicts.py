@@ -370,6 +370,9 @@ def test_stopped_studies_judge_each_studys_rows_and_turned_text_says_which_runs_
     over = {"one": (final, {"a": a}), "two": (final, {"b": {**b, "acc": np.ones(6)}})}
     reg = _registry(0.85)
     values, cuts = late_verdicts.stopped_studies(over.get, studies, keys, reg)
+    assert late_verdicts.judged_studies(over.get, studies, keys, "quick", reg) == late_verdicts.judged_views(
+        values, "quick", late_verdicts.STOPPED_LEAD, cuts, registry=reg
+    )
     assert values["x.a"] == (1.0, pytest.approx([0.8, 0.9, 1.0]))  # study one: a alone
     assert cuts["x.a"] == [("a", 80), ("a", 90), ("a", 100)] and cuts["x.b"] == [("b", 40), ("b", 50)]
     assert late_verdicts.same_verdicts(values, "quick", reg)[1] == {
@@ -441,7 +444,7 @@ def test_the_k4_rows_are_the_chapters_checks_read_as_the_chapter_reads_them(chap
     view, and the chapter reports the views."""
     import importlib
 
-    from companion.experiments import khop_four_hops, khop_members, khop_studies
+    from companion.experiments import khop_members, khop_studies
 
     rows_name, module_name = K4_STUDIES[chapter]
     module = importlib.import_module(f"companion.experiments.{module_name}")
@@ -451,7 +454,7 @@ def test_the_k4_rows_are_the_chapters_checks_read_as_the_chapter_reads_them(chap
     values, cuts = late_verdicts.stopped_studies(module.stopped_over, studies, khop_members.EVALUATED)
     for study, rows in studies.items():
         prefix = "deep_" if study == "deep" else ""
-        rec = khop_four_hops.study_recorded(module.STUDIES[study])
+        rec = khop_studies.study_recorded(module.STUDIES[study])
         summary = khop_studies.recorded_summary(rec, prefix=prefix)
         _, runs = module.stopped_over(study)
         for cid, entry in rows.items():
@@ -459,7 +462,7 @@ def test_the_k4_rows_are_the_chapters_checks_read_as_the_chapter_reads_them(chap
             assert claims.CLAIMS[cid].chapter == chapter
             assert values[cid][0] == pytest.approx(summary[f"{prefix}{entry}"], nan_ok=True), cid
             assert {name for name, _ in cuts[cid]} == set(runs)
-    assert f"late_verdicts.stopped_studies({module_name}.stopped_over, late_verdicts.{rows_name}," in text
+    assert f"late_verdicts.judged_studies({module_name}.stopped_over, late_verdicts.{rows_name}," in text
     with pytest.raises(ValueError, match="unknown study 'nope': allowed values are"):
         module.stopped_over("nope")
 
@@ -478,8 +481,7 @@ def test_the_stall_rows_read_on_curves_are_the_chapters_checks_and_a_turned_row_
     over = partial(khop_stall_paths.stopped_over, sampler=sampler)
     values, cuts = late_verdicts.stopped_studies(over, late_verdicts.KHOP_STALL, khop_members.EVALUATED)
     for study, rows in late_verdicts.KHOP_STALL.items():
-        experiment, settings, _ = khop_stall_paths.STOPPED[study]
-        stored = khop_studies.recorded(settings, experiment=experiment, sampler=sampler).as_summary()
+        stored = khop_studies.study_recorded(khop_stall_paths.STOPPED[study][0], sampler).as_summary()
         _, runs = over(study)
         for cid, entry in rows.items():
             assert re.search(rf'claims\.check\("{re.escape(cid)}", \w+\["{entry}"\], note=kept\)', text), cid
@@ -489,7 +491,7 @@ def test_the_stall_rows_read_on_curves_are_the_chapters_checks_and_a_turned_row_
     assert all("late_verdicts.stopped_studies" in (claims.CLAIMS[cid].history or "") for cid in changed), (
         changed
     )
-    assert "late_verdicts.KHOP_STALL, khop_members.EVALUATED)" in text
+    assert "late_verdicts.KHOP_STALL, khop_members.EVALUATED," in text
     with pytest.raises(ValueError, match="unknown study 'nope': allowed values are"):
         khop_stall_paths.stopped_over("nope")
 
@@ -503,8 +505,7 @@ def test_the_curve_counts_of_the_stall_studies_are_their_summaries_counts():
     sampler, _ = khop_stall.study_sampler()
     for study in ("reseed", "reseed_long", "delay"):
         make, runs = khop_stall_paths.stopped_over(study, sampler)
-        experiment, settings, _ = khop_stall_paths.STOPPED[study]
-        stored = khop_studies.recorded(settings, experiment=experiment, sampler=sampler).as_summary()
+        stored = khop_studies.study_recorded(khop_stall_paths.STOPPED[study][0], sampler).as_summary()
         counts = make(runs)
         assert counts and all(counts[e] == stored[e] for e in counts), study
         if study == "reseed":
@@ -519,7 +520,7 @@ def test_the_curve_counts_of_the_stall_studies_are_their_summaries_counts():
 def test_the_stopped_runs_of_a_pooled_study_include_the_runs_it_pools_with():
     from companion.experiments import khop_four_hops, khop_studies
 
-    own = khop_studies.recorded_runs(khop_four_hops.study_recorded(khop_four_hops.STUDIES["interval"]))[0]
+    own = khop_studies.recorded_runs(khop_studies.study_recorded(khop_four_hops.STUDIES["interval"]))[0]
     assert set(khop_four_hops.stopped_over("interval")[1]) > set(
         own
     )  # the seed study's runs, cut at its budget
@@ -594,7 +595,7 @@ def test_the_khop_rows_named_are_the_chapters_checks_and_required_on_stopped_run
         assert f'claims.check("{cid}", rates["{entry}"])' in text
         assert claims.CLAIMS[cid].chapter == "book/khop"
     assert set(re.findall(r'claims\.check\("(khop\.rate_\w+)"', text)) == set(late_verdicts.KHOP_RATES)
-    assert '{"rates": late_verdicts.KHOP_RATES}, khop_members.EVALUATED)' in text
+    assert '{"rates": late_verdicts.KHOP_RATES}, khop_members.EVALUATED,' in text
     assert set(khop_members.EVALUATED) == set(
         khop_members.curves({"r": {k: [] for k in khop_members.EVALUATED}})
     )

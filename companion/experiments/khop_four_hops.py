@@ -37,6 +37,7 @@ from companion.experiments.khop_studies import (
     seed_list,
     seed_name,
     seeded,
+    study_recorded,
     study_summary,
     truncated,
 )
@@ -697,18 +698,6 @@ STUDIES = {
 
 
 BASE_PREFIX = "base, "  # a variant's base run among the runs of variant_over: "base, seed 3"
-
-
-def study_recorded(study: tuple[str, dict] | SeedVariant):
-    """The recording the build reads of a study as :data:`STUDIES` names it: (experiment, settings), or a variant.
-
-    Raises:
-        ValueError: none is recorded (the message gives the command that records it).
-    """
-    if isinstance(study, SeedVariant):
-        return recorded(study.settings(), experiment=f"khop_{study.tag}")
-    experiment, settings = study
-    return recorded(settings, experiment=experiment)
 
 
 def stopped_over(study: str) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:

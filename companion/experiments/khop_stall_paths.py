@@ -38,9 +38,9 @@ from companion.experiments.khop_stall import (
 from companion.experiments.khop_studies import (
     SEED_SETTINGS,
     prefix_gap,
-    recorded,
     recorded_runs,
     seed_members,
+    study_recorded,
     truncated,
 )
 
@@ -159,7 +159,7 @@ def reseed_summary(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
         ValueError: a run that is not one of :func:`reseed_members`, or a stream missing for one of the runs.
     """
     learned = _reseed_learned(runs, level)
-    out = reseed_learned(runs, level).entries()
+    out = _reseed_counts(learned).entries()
     for name, r in runs.items():
         base, stream = _reseed_parts(name)
         _reseed_values(out, name, r, f"{RESEED_TAGS[base]}_d{stream}", level)
@@ -213,7 +213,11 @@ def reseed_learned(runs: dict[str, dict], level: float = 0.9) -> report.Summary:
     Raises:
         ValueError: as :func:`reseed_summary`.
     """
-    learned = _reseed_learned(runs, level)
+    return _reseed_counts(_reseed_learned(runs, level))
+
+
+def _reseed_counts(learned: dict[tuple[str, int], bool]) -> report.Summary:
+    """:func:`reseed_learned` of the runs' outcomes (:func:`_reseed_learned`)."""
     streams = sorted({s for _, s in learned})
     out = {
         f"{tag}_learned_n": (
@@ -725,14 +729,15 @@ def delay_move_rows(summary) -> list[list]:
 
 # --- the rows read on recorded runs' curves alone, for a check of their timing ---
 
-# study: (its recording, its settings, the summary of its curves alone that gives the chapter's rows on them)
+# study: ((experiment, settings) of its recording, the summary of its curves alone that gives the chapter's rows on
+# them)
 STOPPED = {
-    "hidden": ("khop_hidden", PROBE_SETTINGS, partial(hidden_summary, study=HIDDEN)),
-    "hidden12": ("khop_hidden12", PROBE_SETTINGS, partial(hidden_summary, study=HIDDEN12)),
-    "hidden12_long": ("khop_hidden12_long", SEED_SETTINGS, partial(hidden_summary, study=HIDDEN12_LONG)),
-    "reseed": ("khop_reseed", PROBE_SETTINGS, reseed_learned),
-    "reseed_long": ("khop_reseed_long", SEED_SETTINGS, reseed_long_learned),
-    "delay": ("khop_delay", PROBE_SETTINGS, delay_learned),
+    "hidden": (("khop_hidden", PROBE_SETTINGS), partial(hidden_summary, study=HIDDEN)),
+    "hidden12": (("khop_hidden12", PROBE_SETTINGS), partial(hidden_summary, study=HIDDEN12)),
+    "hidden12_long": (("khop_hidden12_long", SEED_SETTINGS), partial(hidden_summary, study=HIDDEN12_LONG)),
+    "reseed": (("khop_reseed", PROBE_SETTINGS), reseed_learned),
+    "reseed_long": (("khop_reseed_long", SEED_SETTINGS), reseed_long_learned),
+    "delay": (("khop_delay", PROBE_SETTINGS), delay_learned),
 }
 
 
@@ -749,5 +754,5 @@ def stopped_over(
         ValueError: a study not in :data:`STOPPED`; its recording missing (the command that records it named).
     """
     check_choice("study", study, tuple(STOPPED))
-    experiment, settings, summary = STOPPED[study]
-    return summary, recorded_runs(recorded(settings, experiment=experiment, sampler=sampler))[0]
+    recording, summary = STOPPED[study]
+    return summary, recorded_runs(study_recorded(recording, sampler))[0]

@@ -42,6 +42,19 @@ def recorded(settings: dict | None = None, experiment: str = "khop", sampler: st
     return recorded_files.latest(experiment, "quick", settings, sampler=sampler)
 
 
+def study_recorded(study: tuple[str, dict] | SeedVariant, sampler: str | None = None):
+    """The recording a build under ``sampler`` (default: the sampler in force) reads of a study named by
+    (experiment, settings), or of a variant (its recording ``khop_<tag>``): :func:`recorded`.
+
+    Raises:
+        ValueError: none is recorded (the message gives the command that records it).
+    """
+    if isinstance(study, SeedVariant):
+        return recorded(study.settings(), experiment=f"khop_{study.tag}", sampler=sampler)
+    experiment, settings = study
+    return recorded(settings, experiment=experiment, sampler=sampler)
+
+
 def recorded_runs(rec) -> tuple[dict[str, dict], dict[str, KHopExperiment]]:
     """A recorded study's runs (as :func:`run` returns them, curves only) and their configurations."""
     from companion.experiments.khop_recordings import recordables  # declared apart, read back here

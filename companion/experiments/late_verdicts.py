@@ -23,7 +23,8 @@ that explain them). A recording is what it was: for the rows read on its curves 
 and for the rows read on recorded runs as they ended (``KHOP_RATES``, ``KHOP_FOUR_HOPS``, ``KHOP_STALL``: each run a study's summary
 reads cut in turn, :func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without
 stopping the chapter, :func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them
-(:func:`judged_views` gives a chapter the table and that sentence, each row judged once in each view). A recording keeps the views
+(:func:`judged_views` gives a chapter the table and that sentence, each row judged once in each view;
+:func:`judged_studies`, of recorded studies). A recording keeps the views
 of its chapter's rows, made when it is recorded (:attr:`companion.recorded.Recordable.views`, these dicts' rows), so
 that :func:`recorded_values` reads them as they were, where an older recording gives only what its curves give.
 """
@@ -741,6 +742,24 @@ def judged_views(
     text = changed_text(changed, lead)
     turned = "" if cuts is None else _turned(categories, cuts)
     return table, f"{text} {turned}" if turned else text
+
+
+def judged_studies(
+    over: Callable[[str], tuple[Callable[[dict], Summary], dict]],
+    studies: dict[str, dict[str, str]],
+    keys: Sequence[str],
+    profile: str,
+    registry: dict[str, claims.Claim] | None = None,
+) -> tuple[str, str]:
+    """What a chapter shows of recorded studies' rows read on runs as they ended: :func:`judged_views` of
+    :func:`stopped_studies` (each run a study's summary reads cut in turn at each evaluation of its late window), after
+    :data:`STOPPED_LEAD` and with the runs that turn a row named. Reported, never required: a recording is what it was.
+
+    Raises:
+        ValueError: as :func:`stopped_studies`.
+    """
+    values, cuts = stopped_studies(over, studies, keys, registry)
+    return judged_views(values, profile, STOPPED_LEAD, cuts, registry=registry)
 
 
 def require_late_verdicts(
