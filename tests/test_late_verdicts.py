@@ -351,6 +351,11 @@ def test_stopped_views_cut_one_run_at_each_late_evaluation_the_others_as_they_en
         late_verdicts.stopped_views({"a": a}, ("acc",))
     with pytest.raises(ValueError, match="run 'a' has \\['acc'\\] of another length than its 11 evaluations"):
         late_verdicts.stopped_views({"a": {**a, "acc": a["acc"][:5]}}, ("step", "acc"))
+    with pytest.raises(ValueError, match="run 'a' has no 'step'"):
+        late_verdicts.stopped_views({"a": {"acc": a["acc"]}}, ("step", "acc"))
+    # a key the run does not hold is not cut (a continuation's curves keep no loss); those it holds are
+    held = late_verdicts.stopped_views({"a": a}, ("step", "acc", "loss"))
+    assert [len(v["a"]["acc"]) for v in held] == [9, 10, 11] and all("loss" not in v["a"] for v in held)
     with pytest.raises(ValueError, match="stopped_values: \\['nope'\\] are not entries of the summary"):
         late_verdicts.stopped_values(make, {"a": a, "b": b}, {"x.a": "nope"}, ("step", "acc"), reg)
 
@@ -477,11 +482,27 @@ def test_the_stall_rows_read_on_curves_are_the_chapters_checks_and_a_turned_row_
 
     sampler, _ = khop_stall.study_sampler()
     text = (ROOT / "book/khop_stall.md").read_text()
-    assert set(late_verdicts.KHOP_STALL) == set(khop_stall_paths.STOPPED)
+    assert set(late_verdicts.KHOP_STALL) == set(khop_stall_paths.STOPPED) | set(khop_stall_paths.APART)
     over = partial(khop_stall_paths.stopped_over, sampler=sampler)
     values, cuts = late_verdicts.stopped_studies(over, late_verdicts.KHOP_STALL, khop_members.EVALUATED)
+
+    def recorded(study):
+        return khop_studies.study_recorded(study, sampler)
+
+    # the chapter's waits: the hiding study's runs against the seed study's, both as recorded
+    waits = khop_stall.hidden_vs_plain(
+        *(
+            khop_studies.recorded_runs(recorded(khop_stall_paths.WAITS_RECORDINGS[k]))[0]
+            for k in ("hidden", "plain")
+        )
+    )
     for study, rows in late_verdicts.KHOP_STALL.items():
-        stored = khop_studies.study_recorded(khop_stall_paths.STOPPED[study][0], sampler).as_summary()
+        if study == "hidden_waits":
+            stored = waits
+        elif study == "escape":
+            stored = recorded(khop_stall_paths.ESCAPE_RECORDING).as_summary()
+        else:
+            stored = recorded(khop_stall_paths.STOPPED[study][0]).as_summary()
         _, runs = over(study)
         for cid, entry in rows.items():
             assert re.search(rf'claims\.check\("{re.escape(cid)}", \w+\["{entry}"\], note=kept\)', text), cid
@@ -494,6 +515,23 @@ def test_the_stall_rows_read_on_curves_are_the_chapters_checks_and_a_turned_row_
     assert "late_verdicts.KHOP_STALL, khop_members.EVALUATED," in text
     with pytest.raises(ValueError, match="unknown study 'nope': allowed values are"):
         khop_stall_paths.stopped_over("nope")
+    # every continuation is cut, and the waits' pool holds the plain runs of the hiding study's names only
+    assert set(over("escape")[1]) == set(khop_stall.CONTINUATIONS)
+    plain = {n for n in over("hidden_waits")[1] if n.startswith(khop_stall_paths.PLAIN_PREFIX)}
+    assert plain == {khop_stall_paths.PLAIN_PREFIX + n for n in khop_stall.HIDDEN.names}
+
+
+def test_the_continuations_read_apart_refuse_a_recording_without_one(monkeypatch):
+    """continuations_over names the continuations a recording lacks."""
+    from types import SimpleNamespace
+
+    from companion.experiments import khop_stall, khop_stall_paths
+
+    names = list(khop_stall.CONTINUATIONS)[1:]
+    curves = {key: {n: [0] for n in names} for key in ("step", "acc", "stage")}
+    monkeypatch.setattr(khop_stall_paths, "study_recorded", lambda *a, **k: SimpleNamespace(curves=curves))
+    with pytest.raises(ValueError, match="the escape recording has no continuation \\['cumulative'\\]"):
+        khop_stall_paths.continuations_over()
 
 
 def test_the_curve_counts_of_the_stall_studies_are_their_summaries_counts():

@@ -27,11 +27,14 @@ from companion.experiments.khop_probes import (
     table_interference,
 )
 from companion.experiments.khop_stall import (
+    CONTINUATIONS,
     HIDDEN,
     HIDDEN12,
     HIDDEN12_LONG,
+    escape_summary,
     gap_before_last_stage,
     hidden_summary,
+    hidden_vs_plain,
     probe_members,
     run_outcome,
 )
@@ -741,18 +744,74 @@ STOPPED = {
 }
 
 
+# the recordings of the studies read apart (:func:`continuations_over`, :func:`waits_over`)
+ESCAPE_RECORDING = ("khop_escape", PROBE_SETTINGS)
+WAITS_RECORDINGS = {"hidden": ("khop_hidden", PROBE_SETTINGS), "plain": ("khop_seeds", SEED_SETTINGS)}
+PLAIN_PREFIX = "plain, "  # a plain run among the runs of waits_over: "plain, seed 1"
+
+
+def continuations_over(
+    sampler: str | None = None,
+) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
+    """(summary, runs) of the stalled run's continuations as recorded (``khop_escape``, under ``sampler``): each
+    continuation's curves by its name (the recording keeps them so, not as runs of a study) and
+    :func:`companion.experiments.khop_stall.escape_summary` of them, which reads curves alone.
+
+    Raises:
+        ValueError: the recording missing, or one without a continuation of
+            :data:`companion.experiments.khop_stall.CONTINUATIONS`.
+    """
+    c = study_recorded(ESCAPE_RECORDING, sampler).curves
+    missing = sorted(set(CONTINUATIONS) - set(c["step"]))
+    if missing:
+        raise ValueError(
+            f"the escape recording has no continuation {missing}: allowed {sorted(CONTINUATIONS)}"
+        )
+    runs = {
+        name: {key: np.asarray(c[key][name]) for key in ("step", "acc", "stage")} for name in CONTINUATIONS
+    }
+    return (lambda cont: escape_summary({"seed 0": {"continued": cont}})), runs
+
+
+def waits_over(sampler: str | None = None) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
+    """(summary, runs) of the hiding study's waits set against the seed study's runs
+    (:func:`companion.experiments.khop_stall.hidden_vs_plain`, as the chapter reads them, under ``sampler``): the
+    hiding study's runs and the same runs without the hiding (named ``PLAIN_PREFIX + name``), every run the
+    comparison reads.
+
+    Raises:
+        ValueError: a recording missing.
+    """
+    hidden = recorded_runs(study_recorded(WAITS_RECORDINGS["hidden"], sampler))[0]
+    plain = recorded_runs(study_recorded(WAITS_RECORDINGS["plain"], sampler))[0]
+
+    def of_both(both: dict[str, dict]) -> report.Summary:
+        own = {name: r for name, r in both.items() if not name.startswith(PLAIN_PREFIX)}
+        return hidden_vs_plain(
+            own, {n.removeprefix(PLAIN_PREFIX): r for n, r in both.items() if n not in own}
+        )
+
+    return of_both, hidden | {f"{PLAIN_PREFIX}{name}": plain[name] for name in HIDDEN.names}
+
+
+# studies read otherwise than as one recording's runs: the continuations (flat by name) and the waits (a pool)
+APART = {"escape": continuations_over, "hidden_waits": waits_over}
+
+
 def stopped_over(
     study: str, sampler: str | None = None
 ) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
-    """(summary, runs) of a study of :data:`STOPPED` as recorded under ``sampler`` (default: the build's): its
-    runs' curves and the part of its summary read on them alone (the best k-hop accuracy of a run, whether it
-    learns the k-th hop, counts of such runs), for
-    :func:`companion.experiments.late_verdicts.stopped_studies`; the rest of each summary reads probes of the
-    weights at a run's end, which a cut curve does not remake.
+    """(summary, runs) of a study of :data:`STOPPED` or :data:`APART` as recorded under ``sampler`` (default: the
+    build's): its runs' curves and the part of its summary read on them alone (the best k-hop accuracy of a run,
+    whether it learns the k-th hop, counts of such runs; the continuations' accuracies; the hiding study's waits
+    against the runs without it), for :func:`companion.experiments.late_verdicts.stopped_studies`; the rest of
+    each summary reads probes of the weights at a run's end, which a cut curve does not remake.
 
     Raises:
-        ValueError: a study not in :data:`STOPPED`; its recording missing (the command that records it named).
+        ValueError: a study in neither; its recording missing (the command that records it named).
     """
-    check_choice("study", study, tuple(STOPPED))
+    check_choice("study", study, (*STOPPED, *APART))
+    if study in APART:
+        return APART[study](sampler)
     recording, summary = STOPPED[study]
     return summary, recorded_runs(study_recorded(recording, sampler))[0]

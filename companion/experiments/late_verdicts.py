@@ -83,10 +83,11 @@ KHOP_RATES = {
     "khop.rate_mixture_linear": "rate_mixture_growth",
     "khop.rate_curriculum_linear": "rate_curriculum_growth",
 }
-# book/khop_stall's rows read on its recorded runs' curves alone, by study (khop_stall_paths.STOPPED: the best k-hop
-# accuracy of a run, counts of runs that learn the k-th hop), {claim id: entry of the study's summary}; reported with
-# each run of the study cut at each evaluation of its late window (stopped_studies), never required. Its other rows
-# read probes of the weights at a run's end, which cuts of the curves cannot remake.
+# book/khop_stall's rows read on its recorded runs' curves alone, by study (khop_stall_paths.STOPPED and APART: the best
+# k-hop accuracy of a run, counts of runs that learn the k-th hop, the continuations' accuracies, the hiding study's
+# waits against the runs without it), {claim id: entry of the study's summary}; reported with each run of the study
+# cut at each evaluation of its late window (stopped_studies), never required. Its other rows read probes of the
+# weights at a run's end, which cuts of the curves cannot remake.
 KHOP_STALL = {
     "hidden": {
         "khop.k4_hidden_seed0_learns": "hid_s0_best_hk",
@@ -111,6 +112,23 @@ KHOP_STALL = {
     },
     "reseed_long": {"khop.k4_reseed_long_learned": "rl_learned_n"},
     "delay": {"khop.k4_delay400_learns": "dl400_learned_n"},
+    "escape": {
+        "khop.k4_stall_persists_cumulative": "esc_cum_best_hk",
+        "khop.k4_stall_persists_lr3": "esc_cum_lr3_best_hk",
+        "khop.k4_stall_persists_direct": "esc_direct_best_hk",
+        "khop.k4_stall_direct_forgets": "esc_direct_final_below",
+        "khop.k4_stall_persists_reinit2": "esc_re2_best_hk",
+        "khop.k4_stall_persists_reinit_last": "esc_relast_best_hk",
+        "khop.k4_stall_last_block_spare": "esc_relast_start_below",
+        "khop.k4_stall_persists_extra_block": "esc_extra_best_hk",
+        "khop.k4_stall_persists_hidden": "esc_hide1_best_hk",
+        "khop.k4_stall_persists_direct_long": "esc_direct_long_best_hk",
+        "khop.k4_stall_hidden_direct_escapes": "esc_hide1_direct_long_best_hk",
+    },
+    "hidden_waits": {
+        "khop.k4_hidden_seed1_faster": "hid_s1_wait_change",
+        "khop.k4_hidden_seed2_slower": "hid_s2_wait_change",
+    },
 }
 # book/khop_four_hops's Check cell: our rows on the recorded k = 4 studies, by study
 # (companion.experiments.khop_four_hops.STUDIES), {claim id: entry of the study's summary, unprefixed}: read on runs as
@@ -308,14 +326,14 @@ def views(runs, phase: int = 1) -> list:
 def stopped_views(runs: dict, keys: Sequence[str] = (), frac: float = LATE_FRACTION) -> list[dict]:
     """``runs`` with one run cut after one evaluation of its late window (the last ``frac`` of its evaluated steps,
     :func:`companion.train.late_mask`), as if it had stopped there, the others whole: one view
-    per evaluation of each run's window, the last of each being the run as it ended. A run is a dict whose ``keys``
-    hold one value per evaluation, ``"step"`` among them, or an object with its evaluated ``steps`` and
-    ``stopped_after(i)``, the run cut after its evaluation ``i``
+    per evaluation of each run's window, the last of each being the run as it ended. A run is a dict that holds
+    ``"step"`` and some of ``keys`` (what a run holds one value of per evaluation; those it holds are cut), or an
+    object with its evaluated ``steps`` and ``stopped_after(i)``, the run cut after its evaluation ``i``
     (:meth:`companion.experiments.induction.InductionRun.stopped_after`). :func:`stopped_cuts` names the views.
 
     Raises:
-        ValueError: a dict run while ``keys`` lack ``"step"``, or one whose value under some key does not hold one
-            entry per evaluation (the run and key named).
+        ValueError: a dict run while ``keys`` lack ``"step"``, one without ``"step"``, or one whose value under some
+            key does not hold one entry per evaluation (the run and key named).
     """
     return [{**runs, name: cut} for name, _, cut in _cuts(runs, keys, frac)]
 
@@ -335,8 +353,13 @@ def _cuts(runs: dict, keys: Sequence[str], frac: float):
         if isinstance(r, dict):
             if "step" not in keys:
                 raise ValueError(f"stopped_views: keys {list(keys)} must include 'step'")
+            if "step" not in r:
+                raise ValueError(
+                    f"stopped_views: run {name!r} has no 'step': allowed a run with its evaluated steps"
+                )
+            held = [k for k in keys if k in r]  # a continuation's curves keep no loss
             steps = np.asarray(r["step"])
-            bad = [k for k in keys if len(r[k]) != len(steps)]
+            bad = [k for k in held if len(r[k]) != len(steps)]
             if bad:
                 raise ValueError(
                     f"stopped_views: run {name!r} has {bad} of another length than its {len(steps)} evaluations"
@@ -345,7 +368,7 @@ def _cuts(runs: dict, keys: Sequence[str], frac: float):
             steps = np.asarray(r.steps)
         for i in np.flatnonzero(late_mask(steps, frac)):
             cut = (
-                {**r, **{k: np.asarray(r[k])[: i + 1] for k in keys}}
+                {**r, **{k: np.asarray(r[k])[: i + 1] for k in held}}
                 if isinstance(r, dict)
                 else r.stopped_after(i)
             )
