@@ -534,6 +534,37 @@ def test_the_continuations_read_apart_refuse_a_recording_without_one(monkeypatch
         khop_stall_paths.continuations_over()
 
 
+@pytest.mark.parametrize("sampler", ["numpy", "counter"])
+def test_the_fact_capacity_rows_are_the_chapters_checks_read_on_its_recorded_grid(sampler, monkeypatch):
+    """FACT_CAPACITY's rows are book/fact_capacity's checks on those entries; grid_stopped's summary of the whole
+    curves is the recorded one (each run's best is its curve's largest accuracy), every run is cut in some view, the
+    chapter reports them with judged_study (judged_studies of the one study), and a run never evaluated is refused."""
+    from types import SimpleNamespace
+
+    from companion import recorded as recorded_files
+    from companion.experiments import fact_capacity
+
+    text = (ROOT / "book/fact_capacity.md").read_text()
+    for cid, entry in late_verdicts.FACT_CAPACITY.items():
+        assert re.search(rf'claims\.check\("{re.escape(cid)}", summary\["{entry}"\]\)', text), cid
+        assert claims.CLAIMS[cid].chapter == "book/fact_capacity"
+    assert "late_verdicts.judged_study(*fact_capacity.grid_stopped(rec), late_verdicts.FACT_CAPACITY," in text
+    rec = recorded_files.latest("fact_capacity", "quick", sampler=sampler)
+    make, runs = fact_capacity.grid_stopped(rec)
+    assert make(runs).entries() == {k: v for k, v in rec.as_summary().entries().items() if k != "minutes"}
+    values, cuts = late_verdicts.stopped_studies(
+        lambda _: (make, runs), {"grid": late_verdicts.FACT_CAPACITY}, ("step", "acc")
+    )
+    assert all({name for name, _ in cuts[cid]} == set(runs) for cid in late_verdicts.FACT_CAPACITY)
+    assert late_verdicts.judged_study(make, runs, late_verdicts.FACT_CAPACITY, ("step", "acc"), "quick") == (
+        late_verdicts.judged_views(values, "quick", late_verdicts.STOPPED_LEAD, cuts)
+    )
+    first = next(iter(rec.curves["best"]))
+    bare = {**rec.curves, "acc": {**rec.curves["acc"], first: []}}
+    with pytest.raises(ValueError, match=rf"runs \['{re.escape(first)}'\] of .* have no evaluation"):
+        fact_capacity.grid_stopped(SimpleNamespace(curves=bare, path=rec.path))
+
+
 def test_the_curve_counts_of_the_stall_studies_are_their_summaries_counts():
     """reseed_learned, reseed_long_learned and delay_learned give the counts reseed_summary, reseed_long_summary
     and delay_summary store (read back from their recordings), and refuse a run of another study or a study with a

@@ -23,6 +23,7 @@ rule).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -387,6 +388,31 @@ def recorded_grid(rec) -> tuple[list, list, np.ndarray]:
     best = rec.curves["best"]
     members = {name: _parse(name) for name in best}
     return accuracy_table({k: {"best": v} for k, v in best.items()}, members)
+
+
+def grid_stopped(rec) -> tuple[Callable[[dict], report.Summary], dict[str, dict]]:
+    """(summary, runs) of a recorded grid, for :func:`companion.experiments.late_verdicts.judged_study`: each run's
+    evaluated steps and accuracies, and :func:`grid_summary` of the best accuracy over them (what the recording
+    stores as the run's best: training stops once an evaluation passes ``stop_at``), each run's divergence as
+    recorded (the file writes infinities as text).
+
+    Raises:
+        ValueError: a run without an evaluation.
+    """
+    c = rec.curves
+    empty = sorted(n for n in c["best"] if not len(c["acc"][n]))
+    if empty:
+        raise ValueError(
+            f"runs {empty} of {rec.path.name} have no evaluation: allowed runs evaluated at least once"
+        )
+    runs = {n: {"step": np.asarray(c["step"][n]), "acc": np.asarray(c["acc"][n])} for n in c["best"]}
+
+    def make(cut: dict[str, dict]) -> report.Summary:
+        return grid_summary(
+            {n: {"best": float(r["acc"].max()), "diverged": float(c["diverged"][n])} for n, r in cut.items()}
+        )
+
+    return make, runs
 
 
 ROWS_HEADER = ["H", "m", "H d_h", "attention params", "MLP params", "best accuracy", "stopped at step"]

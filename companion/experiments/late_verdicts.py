@@ -20,11 +20,11 @@ first step at a level) with each run cut after each evaluation of its late windo
 window (``INDUCTION_RANDOM``, with :func:`stopped_entries`, which measures each view once for the rows and the numbers
 that explain them). A recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``,
 ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read with :func:`recorded_values`)
-and for the rows read on recorded runs as they ended (``KHOP_RATES``, ``KHOP_FOUR_HOPS``, ``KHOP_STALL``: each run a study's summary
-reads cut in turn, :func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without
+and for the rows read on recorded runs as they ended (``KHOP_RATES``, ``KHOP_FOUR_HOPS``, ``KHOP_STALL``, ``FACT_CAPACITY``: each run a
+study's summary reads cut in turn, :func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without
 stopping the chapter, :func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them
 (:func:`judged_views` gives a chapter the table and that sentence, each row judged once in each view;
-:func:`judged_studies`, of recorded studies). A recording keeps the views
+:func:`judged_studies`, of recorded studies; :func:`judged_study`, of one). A recording keeps the views
 of its chapter's rows, made when it is recorded (:attr:`companion.recorded.Recordable.views`, these dicts' rows), so
 that :func:`recorded_values` reads them as they were, where an older recording gives only what its curves give.
 """
@@ -129,6 +129,15 @@ KHOP_STALL = {
         "khop.k4_hidden_seed1_faster": "hid_s1_wait_change",
         "khop.k4_hidden_seed2_slower": "hid_s2_wait_change",
     },
+}
+# book/fact_capacity's rows on its recorded grid, {claim id: entry of fact_capacity.grid_summary}: each run's best
+# accuracy over its evaluations (training stops once it passes stop_at); reported with each run cut at each
+# evaluation of its late window (fact_capacity.grid_stopped, judged_study), never required. The sweeps' rows are not:
+# a trial cut shorter could change which sizes the search tries next, which no recording can redo.
+FACT_CAPACITY = {
+    "fc.many_heads_any_mlp": "big_heads_min",
+    "fc.one_head_fails": "small_heads_max",
+    "fc.mlp_trades": "mid_mlp_gain",
 }
 # book/khop_four_hops's Check cell: our rows on the recorded k = 4 studies, by study
 # (companion.experiments.khop_four_hops.STUDIES), {claim id: entry of the study's summary, unprefixed}: read on runs as
@@ -783,6 +792,23 @@ def judged_studies(
     """
     values, cuts = stopped_studies(over, studies, keys, registry)
     return judged_views(values, profile, STOPPED_LEAD, cuts, registry=registry)
+
+
+def judged_study(
+    make: Callable[[dict], Summary],
+    runs: dict,
+    rows: dict[str, str],
+    keys: Sequence[str],
+    profile: str,
+    registry: dict[str, claims.Claim] | None = None,
+) -> tuple[str, str]:
+    """:func:`judged_studies` of one recorded study: its summary ``make`` of its ``runs`` (every run the summary
+    reads) and its ``rows`` ({claim id: entry}).
+
+    Raises:
+        ValueError: as :func:`stopped_studies`.
+    """
+    return judged_studies(lambda _: (make, runs), {"study": rows}, keys, profile, registry)
 
 
 def require_late_verdicts(
