@@ -144,6 +144,7 @@ def _registry() -> dict[str, Recordable]:
         catalog,
         fact_capacity,
         induction_head,
+        induction_layers,
         induction_random_seeds,
         khop_members,
         khop_recordings,
@@ -180,9 +181,19 @@ def _registry() -> dict[str, Recordable]:
             summaries.finetune_summary, late_verdicts.FINETUNE_PRETRAIN, phase=0
         )(run)
 
-    def induction_views(runs):
-        make = induction_head.summary_of_runs(induction_head.study_from_runs(runs))
-        return late_verdicts.stopped_values(make, runs, late_verdicts.INDUCTION_HEAD)
+    def induction(module, rows):  # an induction chapter's study, its rows judged on stopped runs
+        def views(runs):
+            make = module.summary_of_runs(module.study_from_runs(runs))
+            return late_verdicts.stopped_values(make, runs, rows)
+
+        name = module.__name__.rsplit(".", 1)[-1]
+        return Recordable(
+            name,
+            f"book/{name}",
+            module.study_members,
+            lambda runs: module.summary(module.study_from_runs(runs)),
+            views=views,
+        )
 
     khop_recordables = khop_recordings.recordables()
     # here, not in khop_recordings: late_verdicts reads the claims registry, which no cached k-hop run is keyed on
@@ -235,13 +246,8 @@ def _registry() -> dict[str, Recordable]:
                 summaries.ioi_curves,
                 views=lambda runs: late(summaries.ioi_summary, late_verdicts.SYNTHETIC_IOI)(ioi_runs(runs)),
             ),
-            Recordable(
-                "induction_head",
-                "book/induction_head",
-                induction_head.study_members,
-                lambda runs: induction_head.summary(induction_head.study_from_runs(runs)),
-                views=induction_views,
-            ),
+            induction(induction_head, late_verdicts.INDUCTION_HEAD),
+            induction(induction_layers, late_verdicts.INDUCTION_LAYERS),
             Recordable(
                 "scan_snap_text",
                 "book/scan_snap_text",
@@ -338,6 +344,7 @@ SOURCE_EXPERIMENTS = (
     "synthetic_ioi",
     "allocation",
     "induction_head",
+    "induction_layers",
     "fact_capacity",
     "fact_scaling",
     "khop",

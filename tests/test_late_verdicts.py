@@ -670,20 +670,29 @@ def test_the_khop_rows_named_are_the_chapters_checks_and_required_on_stopped_run
     )
 
 
-@pytest.fixture(scope="module")
-def induction_res(tmp_path_factory):
-    """book/induction_head's study on tiny runs: 20 steps evaluated every 2 (late window: steps 16, 18, 20), the
-    staged runs released at step 4."""
-    from companion.experiments import induction, induction_head
+def _tiny_study(module, tmp_path_factory, **tiny):
+    """An induction chapter's study (``module``: induction_head or induction_layers) on tiny runs, ``tiny`` overriding
+    each run's settings, trained afresh in a cache of its own."""
+    from companion.experiments import induction
 
-    tiny = dict(steps=20, eval_every=2, batch=4, n_test=8, unfreeze_at=4)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("COMPANION_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         runs = {
             n: induction.run(replace(e, **tiny), device="cpu", progress=False, use_cache=False)
-            for n, e in induction_head.study_members("quick").items()
+            for n, e in module.study_members("quick").items()
         }
-    return induction_head.study_from_runs(runs)
+    return module.study_from_runs(runs)
+
+
+@pytest.fixture(scope="module")
+def induction_res(tmp_path_factory):
+    """book/induction_head's study on tiny runs: 20 steps evaluated every 2 (late window: steps 16, 18, 20), the
+    staged runs released at step 4."""
+    from companion.experiments import induction_head
+
+    return _tiny_study(
+        induction_head, tmp_path_factory, steps=20, eval_every=2, batch=4, n_test=8, unfreeze_at=4
+    )
 
 
 def test_induction_head_views_cut_its_runs_and_remake_the_chapters_summary(induction_res):
@@ -740,20 +749,31 @@ def test_the_induction_random_rows_named_are_the_chapters_checks_on_the_trained_
     assert set(late_verdicts.INDUCTION_RANDOM.values()) <= set(induction_random.TRAINED_ENTRIES)
 
 
-def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_stopped_runs():
-    """Each row of INDUCTION_HEAD is one book/induction_head checks on that entry, the chapter requires them on its
-    stopped runs, and at either size the release step of its staged runs lies before their late window."""
-    from companion.experiments import induction_head
-
-    text = (ROOT / "book/induction_head.md").read_text()
-    for cid, entry in late_verdicts.INDUCTION_HEAD.items():
+@pytest.mark.parametrize(
+    "chapter, rows_name", [("induction_head", "INDUCTION_HEAD"), ("induction_layers", "INDUCTION_LAYERS")]
+)
+def test_the_induction_rows_named_are_the_chapters_checks_and_required_on_stopped_runs(chapter, rows_name):
+    """Each row the chapter's entry of late_verdicts names is one the chapter checks on that entry, and the chapter
+    requires them on its stopped runs; the two chapters share no row."""
+    rows = getattr(late_verdicts, rows_name)
+    text = (ROOT / f"book/{chapter}.md").read_text()
+    for cid, entry in rows.items():
         assert f'claims.check("{cid}", summary["{entry}"])' in text
-        assert claims.CLAIMS[cid].chapter == "book/induction_head"
+        assert claims.CLAIMS[cid].chapter == f"book/{chapter}"
+    pad = " " * len("stopped = late_verdicts.stopped_values(")
     call = (
-        "late_verdicts.stopped_values(induction_head.summary_of_runs(res), induction_head.study_runs(res),\n"
-        "                                       late_verdicts.INDUCTION_HEAD)"
+        f"late_verdicts.stopped_values({chapter}.summary_of_runs(res), {chapter}.study_runs(res),\n"
+        f"{pad}late_verdicts.{rows_name})"
     )
     assert call in text and REQUIRED_STOPPED in text
+    assert not set(late_verdicts.INDUCTION_LAYERS) & set(late_verdicts.INDUCTION_HEAD)
+
+
+def test_the_release_step_of_the_staged_runs_lies_before_their_late_window():
+    """At either size, the release step of book/induction_head's staged runs lies before their late window (its rows
+    at the release step are left out of INDUCTION_HEAD: no cut reaches them)."""
+    from companion.experiments import induction_head
+
     for e in [
         *induction_head.study_members("quick").values(),
         *induction_head.study_members("full").values(),
@@ -761,6 +781,31 @@ def test_the_induction_head_rows_named_are_the_chapters_checks_and_required_on_s
         if e.frozen_first:
             steps = np.arange(0, e.steps + 1, e.eval_every)
             assert e.unfreeze_at < steps[train.late_mask(steps)][0]
+
+
+@pytest.fixture(scope="module")
+def layers_res(tmp_path_factory):
+    """book/induction_layers's study on tiny runs: 20 steps evaluated every 2 (late window: steps 16, 18, 20)."""
+    from companion.experiments import induction_layers
+
+    return _tiny_study(induction_layers, tmp_path_factory, steps=20, eval_every=2, batch=4, n_test=8)
+
+
+def test_induction_layers_views_cut_its_runs_and_remake_the_chapters_summary(layers_res):
+    """The chapter's runs by name (study_runs undoes study_from_runs); summary_of_runs remakes the summary on runs of
+    those names; each view cuts one run after one late evaluation, and a named row moves."""
+    from companion.experiments import induction_layers
+
+    res = layers_res
+    runs = induction_layers.study_runs(res)
+    assert list(runs) == list(induction_layers.study_members("quick")) == ["1 layer", "2 layers", "final W_F"]
+    make = induction_layers.summary_of_runs(res)
+    whole, again = induction_layers.summary(res), make(runs)
+    assert list(again) == list(whole) and all(again[e] == whole[e] for e in whole)
+    seen = late_verdicts.stopped_views(runs)
+    assert len(seen) == 3 * len(runs) and [v["2 layers"].steps[-1] for v in seen[3:6]] == [16, 18, 20]
+    at_each = [make(v) for v in seen]
+    assert any(s[e] != whole[e] for s in at_each for e in late_verdicts.INDUCTION_LAYERS.values())
 
 
 RECALL_TINY = {"d": 8, "seq_len": 12, "batch": 4, "steps": 5, "n_test": 8, "eval_every": 1, "dense_until": 0}
@@ -771,6 +816,7 @@ RECORDED_TINY = {
     "architectures": RECALL_TINY,
     "synthetic_ioi": RECALL_TINY,
     "induction_head": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8, "unfreeze_at": 4},
+    "induction_layers": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
     "khop": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
     "induction_random_seeds": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
 }

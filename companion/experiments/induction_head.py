@@ -1,6 +1,7 @@
 """The chapter ``book/induction_head``: every run of the birth of an induction head with fixed triggers (freeze
-schedules, seeds, one and two layers, the final feed-forward layer, the memories written in) and the numbers the
-chapter checks. The runs, probes and memories are :mod:`companion.experiments.induction`'s."""
+schedules, seeds, the memories written in) and the numbers the chapter checks. The runs, probes and memories are
+:mod:`companion.experiments.induction`'s; the one- and two-layer models and the final feed-forward layer are
+:mod:`companion.experiments.induction_layers`'."""
 
 from __future__ import annotations
 
@@ -16,11 +17,8 @@ from companion.experiments.induction import (
     THREE,
     InductionExperiment,
     InductionRun,
-    bigram_zero_share,
     constructed_run,
     curves,
-    ff_experiment,
-    layer_experiments,
     run,
     schedules,
     seeds,
@@ -28,14 +26,11 @@ from companion.experiments.induction import (
 
 
 def study_members(profile: str | None = None) -> dict[str, InductionExperiment]:
-    """Every run :func:`study` trains, by name: the freeze schedules (by their names), the seeds other than the
-    joint schedule's (``"seed 1"``, ...), the one- and two-layer models (``"1 layer"``, ``"2 layers"``) and the
-    final-W_F model (``"final W_F"``)."""
+    """Every run :func:`study` trains, by name: the freeze schedules (by their names) and the seeds other than the
+    joint schedule's (``"seed 1"``, ...)."""
     sched = schedules(profile)
     out = dict(sched)
     out.update({f"seed {s}": e for s, e in seeds(profile).items() if e != sched["joint"]})
-    out.update({f"{L} layer{'s' * (L > 1)}": e for L, e in layer_experiments(profile).items()})
-    out["final W_F"] = ff_experiment(profile)
     return out
 
 
@@ -51,27 +46,17 @@ def study_from_runs(runs: dict) -> dict:
 
 
 def _grouped(runs: dict) -> dict:
-    """:func:`study_from_runs`' runs by role: the schedules, the seeds, the layer counts and the final W_F."""
+    """:func:`study_from_runs`' runs by role: the schedules and the seeds."""
     joint = runs["joint"]
     named = {k: r for k, r in runs.items() if k.startswith("seed ")}
     by_seed = {joint.exp.seed: joint, **{int(k.split()[1]): r for k, r in named.items()}}
-    return {
-        "schedules": {n: runs[n] for n in SCHEDULES},
-        "seeds": dict(sorted(by_seed.items())),
-        "layers": {int(k.split()[0]): r for k, r in runs.items() if k.split()[-1] in ("layer", "layers")},
-        "ff": runs["final W_F"],
-    }
+    return {"schedules": {n: runs[n] for n in SCHEDULES}, "seeds": dict(sorted(by_seed.items()))}
 
 
 def study_runs(res: dict) -> dict[str, InductionRun]:
     """The runs of :func:`study`'s result ``res`` by :func:`study_members`' names (:func:`study_from_runs` undone)."""
     joint = res["schedules"]["joint"]
-    return {
-        **res["schedules"],
-        **{f"seed {s}": r for s, r in res["seeds"].items() if r is not joint},
-        **{f"{L} layer{'s' * (L > 1)}": r for L, r in res["layers"].items()},
-        "final W_F": res["ff"],
-    }
+    return {**res["schedules"], **{f"seed {s}": r for s, r in res["seeds"].items() if r is not joint}}
 
 
 def summary_of_runs(res: dict) -> Callable[[dict], report.Summary]:
@@ -82,9 +67,10 @@ def summary_of_runs(res: dict) -> Callable[[dict], report.Summary]:
 
 
 def study(profile: str | None = None, progress: bool = True) -> dict:
-    """Every run of ``book/induction_head``: the freeze schedules, the seed runs, the one- and two-layer
-    models, the final-W_F model with fixed triggers, and the slide's memories written in. The random-trigger
-    runs are :func:`companion.experiments.induction_random.random_study`'s."""
+    """Every run of ``book/induction_head``: the freeze schedules, the seed runs and the slide's memories written
+    in. The one- and two-layer models and the final-W_F model are
+    :func:`companion.experiments.induction_layers.study`'s, the random-trigger runs
+    :func:`companion.experiments.induction_random.random_study`'s."""
     return study_from_runs({n: run(e, progress=progress) for n, e in study_members(profile).items()})
 
 
@@ -95,53 +81,15 @@ def learning_order(runs: dict) -> dict[str, np.ndarray]:
     }
 
 
-def ff_curves(r: InductionRun) -> dict[str, np.ndarray]:
-    """Eq. (10) along a run with a last feed-forward layer: without and with the residual."""
-    L = len(r.exp.ff)
-    return {
-        "W_U F(w_E(k)) (Eq. (10))": r.metrics[f"ff{L}_kl"],
-        "W_U (w_E(k) + F(w_E(k)))": r.metrics[f"ff{L}_kl_residual"],
-    }
-
-
 def summary(res: dict) -> report.Summary:
     """The claim values of :func:`study` (see ``data/claims.toml``, ids ``ih.*`` of ``book/induction_head``)."""
-    sched, layers = res["schedules"], res["layers"]
+    sched = res["schedules"]
     joint = sched["joint"]
     s = joint.exp.unfreeze_at
     t = learning_order(res["seeds"])
-    one, two, ffr = layers[1], layers[2], res["ff"]
     n_seeds = len(res["seeds"])
     return report.Summary(
         {
-            "acc_two_layers": (two.final("acc"), "two layers: in-context accuracy at the end"),
-            "acc_one_layer": (one.final("acc"), "one layer: in-context accuracy at the end"),
-            "layer_gap": (two.final("acc") - one.final("acc"), "two layers minus one layer"),
-            "one_ff1_kl_end": (
-                one.final("ff1_kl"),
-                "one layer (MLP): KL(pi_b || W_U F_1(w_E(k))) at the end (nats)",
-            ),
-            "mlp_ff1_kl_end": (two.final("ff1_kl"), "two layers (MLPs): the same for F_1"),
-            "mlp_ff2_kl_start": (two.metrics["ff2_kl"][0], "two layers (MLPs): the same for F_2 at step 0"),
-            "mlp_ff2_kl_end": (two.final("ff2_kl"), "the same for F_2 at the end"),
-            "acc_ff": (
-                ffr.final("acc"),
-                "memories + final linear W_F, loss on all tokens: in-context accuracy at the end",
-            ),
-            "ff_kl_start": (
-                ffr.metrics["ff2_kl"][0],
-                "the same run: KL(pi_b || W_U W_F w_E(k)) at step 0 (nats)",
-            ),
-            "ff_kl_end": (ffr.final("ff2_kl"), "the same at the end"),
-            "ff_kl_ratio": (ffr.final("ff2_kl") / ffr.metrics["ff2_kl"][0], "end over start"),
-            "ff_kl_residual_end": (
-                ffr.final("ff2_kl_residual"),
-                "the same at the end, with the residual w_E(k)",
-            ),
-            "bigram_zero_share": (
-                bigram_zero_share(joint.exp.task()),
-                "share of zero entries of pi_b (non-trigger rows)",
-            ),
             "acc_constructed": (
                 res["constructed"]["acc"],
                 "the slide's memories written in: in-context accuracy",
@@ -246,12 +194,7 @@ def summary(res: dict) -> report.Summary:
             "seconds": (
                 sum(
                     r.seconds
-                    for r in [
-                        *sched.values(),
-                        *layers.values(),
-                        ffr,
-                        *(r for s_, r in res["seeds"].items() if r is not joint),
-                    ]
+                    for r in [*sched.values(), *(r for s_, r in res["seeds"].items() if r is not joint)]
                 ),
                 "training time of all runs (s)",
             ),

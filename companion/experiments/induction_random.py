@@ -520,7 +520,7 @@ TRAINING_MEASURES = (
 
 def random_study(profile: str | None = None, progress: bool = True) -> dict:
     """Every run of ``book/induction_random``: the final-W_F models with random and with fixed triggers
-    (the latter shared with :func:`companion.experiments.induction_head.study`, cached), and what the random-trigger model does at repeated
+    (the latter shared with :func:`companion.experiments.induction_layers.study`, cached), and what the random-trigger model does at repeated
     triggers: head or bigram, the pair gradient, the pair scores and the discount edits."""
     ffr = run(ff_experiment(profile), progress=progress)
     rnd = run(random_trigger_experiment(profile), progress=progress)

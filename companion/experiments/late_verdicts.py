@@ -14,7 +14,7 @@ The rows each chapter reads on late means, {claim id: entry of the chapter's sum
 ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the chapters' Check
 cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training; ``TRIGGERS``: the
 trained models' matching logits) is judged the same way, at each evaluation of that phase's late window (``phase=0`` for
-pre-training); rows read on runs as they ended (``KHOP``, ``INDUCTION_HEAD``: final accuracies, the best reached, the
+pre-training); rows read on runs as they ended (``KHOP``, ``INDUCTION_HEAD``, ``INDUCTION_LAYERS``: final accuracies, the best reached, the
 first step at a level) with each run cut after each evaluation of its late window, as if it had stopped there
 (:func:`stopped_values`); so are the rows read on a trained model's weights where the run keeps the weights of that
 window (``INDUCTION_RANDOM``, with :func:`stopped_entries`, which measures each view once for the rows and the numbers
@@ -196,16 +196,20 @@ KHOP_STARTS = {
         "khop.k4_longstart_early": "longstart_unsolved_early_n",
     },
 }
-# book/induction_head's Check cell (induction_head.summary): accuracies, probes and divergences at the end, steps at
-# which 0.9 is first reached, read on runs as they ended (stopped_values on induction_head.study_runs). Its rows at
-# the release step of the staged runs (ih.ov_must_come_first, ov_alone_*, qk2_easier_first) read an evaluation before
-# the late window, which no cut reaches
-INDUCTION_HEAD = {
+# book/induction_layers's Check cell (induction_layers.summary): accuracies and divergences at the end, read on runs
+# as they ended (stopped_values on induction_layers.study_runs)
+INDUCTION_LAYERS = {
     "ih.two_layer_acc": "acc_two_layers",
     "ih.one_layer_acc": "acc_one_layer",
     "ih.layer_gap": "layer_gap",
-    "ih.joint_faster": "joint_lead",
     "ih.ff_kl_falls": "ff_kl_ratio",
+}
+# book/induction_head's Check cell (induction_head.summary): probes at the end, steps at which 0.9 is first reached,
+# read on runs as they ended (stopped_values on induction_head.study_runs). Its rows at the release step of the staged
+# runs (ih.ov_must_come_first, ov_alone_*, qk2_easier_first) read an evaluation before the late window, which no cut
+# reaches
+INDUCTION_HEAD = {
+    "ih.joint_faster": "joint_lead",
     "ih.order_ov_before_qk2": "order_ov_qk2_min",
     "ih.order_qk2_probe_first": "order_ov_qk2_max",
     "ih.order_qk2_before_qk1": "order_qk2_qk1_min",
@@ -290,6 +294,7 @@ RECORDED_ROWS = {
     "architectures": ARCHITECTURES,
     "synthetic_ioi": SYNTHETIC_IOI,
     "induction_head": INDUCTION_HEAD,
+    "induction_layers": INDUCTION_LAYERS,
     "khop": KHOP,
     "induction_random_seeds": INDUCTION_RANDOM_SEEDS,
 }
