@@ -244,7 +244,10 @@ def _registry() -> dict[str, Recordable]:
                 ioi_members,
                 ioi,
                 summaries.ioi_curves,
-                views=lambda runs: late(summaries.ioi_summary, late_verdicts.SYNTHETIC_IOI)(ioi_runs(runs)),
+                views=lambda runs: late(summaries.ioi_summary, late_verdicts.RECORDED_ROWS["synthetic_ioi"])(
+                    ioi_runs(runs)
+                ),
+                also=("book/synthetic_ioi_sgd",),
             ),
             induction(induction_head, late_verdicts.INDUCTION_HEAD),
             induction(induction_layers, late_verdicts.INDUCTION_LAYERS),

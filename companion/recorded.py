@@ -87,6 +87,9 @@ class Recordable:
     # stand-in is shown, never held to the paper's values
     stand_in: Callable = lambda members: ""
     claims: dict = dataclasses.field(default_factory=dict)  # claim id -> the summary entry that measures it
+    also: tuple[
+        str, ...
+    ] = ()  # docnames of the other chapters that check its claims (a chapter split by section)
     # False where its runs draw no training batch from the sampler in force (companion.config.sampler): data drawn
     # once by the numpy generators, or a full batch; its recordings store no sampler version and are the same
     # under either sampler (tests/test_recorded.py compares each recordable's first batch under both)
@@ -599,9 +602,10 @@ def latest(
 
 
 def side_by_side(live, recs: list[Recorded], keys, live_label: str = "this build") -> str:
-    """A Markdown table of summary entries ``keys``: the live run's value beside each recorded run's."""
+    """A Markdown table of summary entries ``keys`` that the live summary has (a recordable may serve two chapters,
+    each with its part of the entries): the live run's value beside each recorded run's."""
     from companion.report import markdown_table
 
     header = ["entry", live_label] + [r.short_label() for r in recs]
-    rows = [[f"`{k}`", live[k], *(r.summary.get(k, float("nan")) for r in recs)] for k in keys]
+    rows = [[f"`{k}`", live[k], *(r.summary.get(k, float("nan")) for r in recs)] for k in keys if k in live]
     return markdown_table(header, rows)

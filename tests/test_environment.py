@@ -158,6 +158,7 @@ SHARED_MODULES = {
     "companion.experiments.summaries",
     "companion.figures.khop",
     "companion.figures.noisy_recall",
+    "companion.figures.synthetic_ioi",  # Appendix J's two chapters (Figs. 19 and 20) draw the same panels
     "companion.llm.laser",
     "companion.llm.standin",
     "companion.llm.studies",
@@ -199,6 +200,7 @@ def test_an_analysis_module_serves_one_chapter():
     family = {
         "khop": {"khop", "khop_four_hops", "khop_starts", "khop_stall"},
         "noisy_recall": {"noisy_recall", "finetune"},
+        "synthetic_ioi": {"synthetic_ioi", "synthetic_ioi_sgd"},
     }
     assert {m: chs for m, chs in figures.items() if chs != {m}} == family
 

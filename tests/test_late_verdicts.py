@@ -106,6 +106,7 @@ CHAPTERS = {
     "book/finetune": late_verdicts.FINETUNE,
     "book/architectures": late_verdicts.ARCHITECTURES,
     "book/synthetic_ioi": late_verdicts.SYNTHETIC_IOI,
+    "book/synthetic_ioi_sgd": late_verdicts.SYNTHETIC_IOI_SGD,
     "book/triggers": late_verdicts.TRIGGERS,
 }
 

@@ -65,10 +65,26 @@ ARCH_LARGER = {"batch": 256, "eval_every": 50, "n_test": 512, "seq_len": 64, "st
 IOI_LARGER = {"batch": 128, "d": 256, "eval_every": 100, "steps": 2000}
 
 
-def ioi(profile: str | None = None) -> dict[tuple[str, int], RecallExperiment]:
-    """Appendix J, Figs. 19-20: synthetic IOI with L layers, SGD and Adam."""
+def ioi(
+    profile: str | None = None, optimizers: tuple[str, ...] = ("sgd", "adam")
+) -> dict[tuple[str, int], RecallExperiment]:
+    """Appendix J, Figs. 19-20: synthetic IOI with L layers, with the ``optimizers`` given (SGD: Fig. 19,
+    book/synthetic_ioi_sgd; Adam: Fig. 20, book/synthetic_ioi).
+
+    Raises:
+        ValueError: an optimiser other than "sgd" and "adam", or none.
+    """
+    if not optimizers:
+        raise ValueError("optimizers=() names none: allowed a tuple of 'sgd' and 'adam'")
+    for opt in optimizers:
+        config.check_choice("optimizer", opt, ("sgd", "adam"))
     depths = IOI_LAYERS[config.get_profile(profile)]
-    return {(opt, L): ioi_experiment(L, opt, profile) for opt in ("sgd", "adam") for L in depths[opt]}
+    return {
+        (opt, L): ioi_experiment(L, opt, profile)
+        for opt in ("sgd", "adam")
+        if opt in optimizers
+        for L in depths[opt]
+    }
 
 
 def experiments(profile: str | None = None) -> dict[str, RecallExperiment]:

@@ -11,7 +11,7 @@ row's own bar, so an oscillation far from the bar passes and a curve that crosse
 drift.
 
 The rows each chapter reads on late means, {claim id: entry of the chapter's summary}, are named here (``NOISY_RECALL``,
-``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``); tests/test_late_verdicts.py holds them to the chapters' Check
+``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``, ``SYNTHETIC_IOI_SGD``); tests/test_late_verdicts.py holds them to the chapters' Check
 cells. A row read at the last evaluation of a phase (``FINETUNE_PRETRAIN``: the end of pre-training; ``TRIGGERS``: the
 trained models' matching logits) is judged the same way, at each evaluation of that phase's late window (``phase=0`` for
 pre-training); rows read on runs as they ended (``KHOP``, ``INDUCTION_HEAD``, ``INDUCTION_LAYERS``: final accuracies, the best reached, the
@@ -256,11 +256,14 @@ ARCHITECTURES = {
     "arch.nn_small_rho": "nn_small",
     "arch.nn_best_rho": "nn_gain",
 }
-# book/synthetic_ioi's first Check cell (ioi_summary)
+# book/synthetic_ioi's first Check cell (ioi_adam_summary: Fig. 20)
 SYNTHETIC_IOI = {
-    "ioi.sgd_drop_last": "sgd_gain",
     "ioi.adam_rho": "adam_gain",
     "ioi.adam_deep_fails": "adam_deep",
+}
+# book/synthetic_ioi_sgd's Check cell (ioi_sgd_summary: Fig. 19)
+SYNTHETIC_IOI_SGD = {
+    "ioi.sgd_drop_last": "sgd_gain",
     "ioi.counting": "sgd_counting",
 }
 
@@ -292,7 +295,7 @@ RECORDED_ROWS = {
     "finetune": {**FINETUNE, **FINETUNE_PRETRAIN},
     "triggers": TRIGGERS,
     "architectures": ARCHITECTURES,
-    "synthetic_ioi": SYNTHETIC_IOI,
+    "synthetic_ioi": {**SYNTHETIC_IOI_SGD, **SYNTHETIC_IOI},  # one recordable, both figures (ioi_summary)
     "induction_head": INDUCTION_HEAD,
     "induction_layers": INDUCTION_LAYERS,
     "khop": KHOP,

@@ -566,61 +566,113 @@ IOI_GAIN_BAR, IOI_COUNT_BAR = (
 
 
 def ioi_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: int = 3) -> Summary:
-    """Appendix J, Figs. 19-20. A diverged run makes the gains NaN (they fail), and the Adam
-    "fails to converge" gap infinite (it holds). ``sgd_improved_n`` and ``sgd_counts_n`` count the SGD depths that
+    """Appendix J, Figs. 19-20: :func:`ioi_sgd_summary` and :func:`ioi_adam_summary` of the runs of each optimiser,
+    and over all runs the number diverged and the range of the counting gap. A diverged run makes the gains NaN (they
+    fail), and the Adam "fails to converge" gap infinite (it holds)."""
+    t = ioi_table(runs)
+    entries = {**_ioi_sgd(t, runs), **_ioi_adam(t, runs, deep, shallow), **_ioi_all(t, runs)}
+    return Summary({k: entries[k] for k in IOI_ORDER})
+
+
+# ioi_summary's entries, in the order it has always given them (recorded files store them so)
+IOI_ORDER = (
+    "sgd_gain",
+    "adam_gain",
+    "adam_deep",
+    "n_diverged",
+    "min_counting",
+    "max_counting",
+    "sgd_counting",
+    "sgd_gain_finished",
+    "sgd_counting_finished",
+    "sgd_improved_n",
+    "sgd_counts_n",
+    "sgd_n",
+)
+
+
+def ioi_sgd_summary(runs: dict[tuple[str, int], RecallRun]) -> Summary:
+    """Fig. 19 (book/synthetic_ioi_sgd): :func:`ioi_summary`'s SGD entries, and the number diverged and the range of
+    the counting gap over the SGD runs of ``runs``. ``sgd_improved_n`` and ``sgd_counts_n`` count the SGD depths that
     meet the claims' bars (:data:`IOI_GAIN_BAR`, :data:`IOI_COUNT_BAR`), a diverged depth meeting neither: a number
     even where every depth diverged, where the smallest over the depths that finished has none to take."""
-    t = ioi_table(runs)
-    sgd_gains = {k: s["acc drop"] - s["acc full"] for k, s in t.items() if k[0] == "sgd"}  # {(opt, L): gain}
-    sgd_counts = {k: s["p(correct) drop"] - s["p(distractor) drop"] for k, s in t.items() if k[0] == "sgd"}
-    sgd = list(sgd_gains.values())
+    sgd = {k: r for k, r in runs.items() if k[0] == "sgd"}
+    t = ioi_table(sgd)
+    return Summary({**_ioi_sgd(t, sgd), **_ioi_all(t, sgd)})
+
+
+def ioi_adam_summary(runs: dict[tuple[str, int], RecallRun], deep: int = 5, shallow: int = 3) -> Summary:
+    """Fig. 20 (book/synthetic_ioi): :func:`ioi_summary`'s Adam entries, and the number diverged and the range of the
+    counting gap over the Adam runs of ``runs``."""
+    adam = {k: r for k, r in runs.items() if k[0] == "adam"}
+    t = ioi_table(adam)
+    return Summary({**_ioi_adam(t, adam, deep, shallow), **_ioi_all(t, adam)})
+
+
+def _ioi_all(t: dict, runs: dict) -> dict:
+    """Over ``runs`` (of :func:`ioi_table` ``t``): runs diverged, the smallest and largest counting gap."""
+    counting = [s["p(correct) drop"] - s["p(distractor) drop"] for s in t.values()]
+    return {
+        "n_diverged": (sum(r.diverged_at is not None for r in runs.values()), "runs that diverged"),
+        "min_counting": (strict_min(counting), "smallest p(correct) - p(distractor), last MLP dropped"),
+        "max_counting": (strict_max(counting), "largest p(correct) - p(distractor), last MLP dropped"),
+    }
+
+
+def _ioi_adam(t: dict, runs: dict, deep: int, shallow: int) -> dict:
+    """The Adam entries: the smallest gain from rho = 0.01 at L = 3, 4, and the late loss gap of ``deep`` over
+    ``shallow`` (inf if ``deep`` diverged)."""
     adam = [t["adam", L]["acc rho=0.01"] - t["adam", L]["acc full"] for L in (3, 4)]
     if runs["adam", deep].diverged_at is not None:
         deep_gap = float("inf")
     else:
         deep_gap = t["adam", deep]["loss full"] - t["adam", shallow]["loss full"]
-    counting = [s["p(correct) drop"] - s["p(distractor) drop"] for s in t.values()]
+    return {
+        "adam_gain": (strict_min(adam), "Adam: smallest accuracy gain from rho = 0.01, L = 3, 4"),
+        "adam_deep": (
+            deep_gap,
+            f"Adam: late loss of L = {deep} minus L = {shallow} (inf if L = {deep} diverged)",
+        ),
+    }
+
+
+def _ioi_sgd(t: dict, runs: dict) -> dict:
+    """The SGD entries: gains from dropping the last MLP and counting gaps, smallest over the depths (and over those
+    that finished), and the depths meeting the bars."""
+    sgd_gains = {k: s["acc drop"] - s["acc full"] for k, s in t.items() if k[0] == "sgd"}  # {(opt, L): gain}
+    sgd_counts = {k: s["p(correct) drop"] - s["p(distractor) drop"] for k, s in t.items() if k[0] == "sgd"}
+    sgd = list(sgd_gains.values())
     sgd_counting = list(sgd_counts.values())
     sgd_fin = [v for k, v in sgd_gains.items() if runs[k].diverged_at is None]
     sgd_counting_fin = [v for k, v in sgd_counts.items() if runs[k].diverged_at is None]
-    return Summary(
-        {
-            "sgd_gain": (strict_min(sgd), "SGD: smallest accuracy gain from dropping the last MLP over L"),
-            "adam_gain": (strict_min(adam), "Adam: smallest accuracy gain from rho = 0.01, L = 3, 4"),
-            "adam_deep": (
-                deep_gap,
-                f"Adam: late loss of L = {deep} minus L = {shallow} (inf if L = {deep} diverged)",
-            ),
-            "n_diverged": (sum(r.diverged_at is not None for r in runs.values()), "runs that diverged"),
-            "min_counting": (strict_min(counting), "smallest p(correct) - p(distractor), last MLP dropped"),
-            "max_counting": (strict_max(counting), "largest p(correct) - p(distractor), last MLP dropped"),
-            "sgd_counting": (
-                strict_min(sgd_counting),
-                "SGD: smallest p(correct) - p(distractor), last MLP dropped",
-            ),
-            "sgd_gain_finished": (
-                min(sgd_fin, default=float("nan")),
-                "SGD: smallest accuracy gain from dropping the last MLP over the depths that did not "
-                "diverge (nan: none finished)",
-            ),
-            "sgd_counting_finished": (
-                min(sgd_counting_fin, default=float("nan")),
-                "SGD: smallest p(correct) - p(distractor), last MLP dropped, over the depths that "
-                "did not diverge (nan: none finished)",
-            ),
-            "sgd_improved_n": (
-                sum(bool(v > IOI_GAIN_BAR) for v in sgd),
-                f"SGD: depths whose accuracy gain from dropping the last MLP exceeds {IOI_GAIN_BAR} (a diverged "
-                "depth does not)",
-            ),
-            "sgd_counts_n": (
-                sum(bool(v > IOI_COUNT_BAR) for v in sgd_counting),
-                f"SGD: depths whose p(correct) - p(distractor), last MLP dropped, exceeds {IOI_COUNT_BAR} (a "
-                "diverged depth does not)",
-            ),
-            "sgd_n": (len(sgd), "SGD: depths run"),
-        }
-    )
+    return {
+        "sgd_gain": (strict_min(sgd), "SGD: smallest accuracy gain from dropping the last MLP over L"),
+        "sgd_counting": (
+            strict_min(sgd_counting),
+            "SGD: smallest p(correct) - p(distractor), last MLP dropped",
+        ),
+        "sgd_gain_finished": (
+            min(sgd_fin, default=float("nan")),
+            "SGD: smallest accuracy gain from dropping the last MLP over the depths that did not "
+            "diverge (nan: none finished)",
+        ),
+        "sgd_counting_finished": (
+            min(sgd_counting_fin, default=float("nan")),
+            "SGD: smallest p(correct) - p(distractor), last MLP dropped, over the depths that "
+            "did not diverge (nan: none finished)",
+        ),
+        "sgd_improved_n": (
+            sum(bool(v > IOI_GAIN_BAR) for v in sgd),
+            f"SGD: depths whose accuracy gain from dropping the last MLP exceeds {IOI_GAIN_BAR} (a diverged "
+            "depth does not)",
+        ),
+        "sgd_counts_n": (
+            sum(bool(v > IOI_COUNT_BAR) for v in sgd_counting),
+            f"SGD: depths whose p(correct) - p(distractor), last MLP dropped, exceeds {IOI_COUNT_BAR} (a "
+            "diverged depth does not)",
+        ),
+        "sgd_n": (len(sgd), "SGD: depths run"),
+    }
 
 
 def ioi_stability(runs: dict[tuple[str, int], RecallRun]) -> Summary:
