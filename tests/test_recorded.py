@@ -39,6 +39,28 @@ def test_a_recordable_stores_what_its_chapter_checks(name):
     assert set(record.recorded_claims()) == set(record.EXPERIMENTS)
 
 
+def test_a_chapter_shows_the_recorded_entries_its_summary_has():
+    """side_by_side (record_pages.show) leaves out the entries a chapter's live summary lacks: one recordable, two
+    chapters (Appendix J's figures), each showing its part."""
+    from companion.report import Summary
+
+    rec = record.latest("synthetic_ioi", "quick", catalog.IOI_LARGER)
+    table = record.side_by_side(Summary({"sgd_gain": 0.5}), [rec], ["sgd_gain", "adam_gain"])
+    assert "`sgd_gain`" in table and "`adam_gain`" not in table
+
+
+def test_the_ioi_experiments_by_optimiser_refuse_an_unknown_one():
+    """catalog.ioi gives the runs of the optimisers named (each chapter's), and names a bad one."""
+    assert {opt for opt, _ in catalog.ioi("quick", ("sgd",))} == {"sgd"}
+    assert set(catalog.ioi("quick")) == set(catalog.ioi("quick", ("sgd",))) | set(
+        catalog.ioi("quick", ("adam",))
+    )
+    with pytest.raises(ValueError, match="unknown optimizer 'sg': allowed values are 'sgd', 'adam'"):
+        catalog.ioi("quick", ("sg",))
+    with pytest.raises(ValueError, match="optimizers=\\(\\) names none"):
+        catalog.ioi("quick", ())
+
+
 @pytest.mark.parametrize(
     "rec",
     RECORDED + AGAIN + ROUNDING,

@@ -85,6 +85,19 @@ def test_ioi_summary_counts_divergence():
     assert (everything["sgd_improved_n"], everything["sgd_counts_n"], everything["sgd_n"]) == (0, 0, 2)
     assert math.isnan(everything["sgd_gain_finished"])  # no depth finished: the minimum has nothing to take
     assert "| sgd | 5 | yes |" in summaries.ioi_markdown({("sgd", 5): diverged})
+    # each chapter's part (Fig. 19: SGD, Fig. 20: Adam) gives ioi_summary's entries on its own runs, and the counts
+    # over the runs (diverged, the counting gap's range) over its optimiser's runs alone
+    mixed = {**runs, ("adam", 5): diverged, ("sgd", 5): diverged}
+    whole, sgd, adam = (
+        f(mixed) for f in (summaries.ioi_summary, summaries.ioi_sgd_summary, summaries.ioi_adam_summary)
+    )
+    assert list(whole) == list(summaries.IOI_ORDER)
+    for part, opt in ((sgd, "sgd"), (adam, "adam")):
+        own = [k for k in part if k not in ("n_diverged", "min_counting", "max_counting")]
+        assert own and all(k.startswith(opt) for k in own)
+        assert all(part[k] == whole[k] or (math.isnan(part[k]) and math.isnan(whole[k])) for k in own)
+        assert part["n_diverged"] == 1
+    assert set(sgd) | set(adam) == set(whole)
 
 
 def test_architectures_summary(tiny_run):
