@@ -148,6 +148,7 @@ def _registry() -> dict[str, Recordable]:
         induction_random_seeds,
         khop_members,
         khop_recordings,
+        late_rows,
         late_verdicts,
         scan_snap_text,
         summaries,
@@ -177,8 +178,8 @@ def _registry() -> dict[str, Recordable]:
         return lambda run: late_verdicts.late_values(make, run, rows, **kw)
 
     def finetune_views(run):
-        return late(summaries.finetune_summary, late_verdicts.FINETUNE)(run) | late(
-            summaries.finetune_summary, late_verdicts.FINETUNE_PRETRAIN, phase=0
+        return late(summaries.finetune_summary, late_rows.FINETUNE)(run) | late(
+            summaries.finetune_summary, late_rows.FINETUNE_PRETRAIN, phase=0
         )(run)
 
     def induction(module, rows):  # an induction chapter's study, its rows judged on stopped runs
@@ -200,7 +201,7 @@ def _registry() -> dict[str, Recordable]:
     khop_recordables["khop"] = dataclasses.replace(
         khop_recordables["khop"],
         views=lambda runs: late_verdicts.stopped_values(
-            khop_members.summary, runs, late_verdicts.KHOP, khop_members.EVALUATED
+            khop_members.summary, runs, late_rows.KHOP, khop_members.EVALUATED
         ),
     )
 
@@ -214,7 +215,7 @@ def _registry() -> dict[str, Recordable]:
                 lambda p: {"recall": catalog.recall(p)},
                 only(summaries.recall_summary),
                 only(summaries.recall_curves),
-                only(late(summaries.recall_summary, late_verdicts.NOISY_RECALL)),
+                only(late(summaries.recall_summary, late_rows.NOISY_RECALL)),
             ),
             Recordable(
                 "finetune",
@@ -229,14 +230,14 @@ def _registry() -> dict[str, Recordable]:
                 "book/triggers",
                 catalog.triggers,
                 summaries.triggers_of,
-                views=late(summaries.triggers_of, late_verdicts.TRIGGERS),
+                views=late(summaries.triggers_of, late_rows.TRIGGERS),
             ),
             Recordable(
                 "architectures",
                 "book/architectures",
                 catalog.architectures,
                 architectures,
-                views=lambda runs: late(architectures_make(runs), late_verdicts.ARCHITECTURES)(runs),
+                views=lambda runs: late(architectures_make(runs), late_rows.ARCHITECTURES)(runs),
             ),
             Recordable(
                 "synthetic_ioi",
@@ -244,13 +245,13 @@ def _registry() -> dict[str, Recordable]:
                 ioi_members,
                 ioi,
                 summaries.ioi_curves,
-                views=lambda runs: late(summaries.ioi_summary, late_verdicts.RECORDED_ROWS["synthetic_ioi"])(
+                views=lambda runs: late(summaries.ioi_summary, late_rows.RECORDED_ROWS["synthetic_ioi"])(
                     ioi_runs(runs)
                 ),
                 also=("book/synthetic_ioi_sgd",),
             ),
-            induction(induction_head, late_verdicts.INDUCTION_HEAD),
-            induction(induction_layers, late_verdicts.INDUCTION_LAYERS),
+            induction(induction_head, late_rows.INDUCTION_HEAD),
+            induction(induction_layers, late_rows.INDUCTION_LAYERS),
             Recordable(
                 "scan_snap_text",
                 "book/scan_snap_text",
@@ -331,7 +332,7 @@ def _registry() -> dict[str, Recordable]:
                 induction_random_seeds.random_seed_curves,
                 summary_var="random_seeds",
                 views=lambda runs: late_verdicts.stopped_values(
-                    induction_random_seeds.stopped_summary(runs), runs, late_verdicts.INDUCTION_RANDOM_SEEDS
+                    induction_random_seeds.stopped_summary(runs), runs, late_rows.INDUCTION_RANDOM_SEEDS
                 ),
             ),
         ]

@@ -153,6 +153,7 @@ SHARED_MODULES = {
     "companion.experiments.khop_members",  # the k-hop chapters' shared member names (EXPLORED) and sizes
     "companion.experiments.khop_probes",
     "companion.experiments.khop_studies",
+    "companion.experiments.late_rows",  # the rows late_verdicts judges again, one table per chapter
     "companion.experiments.late_verdicts",  # the trained-model chapters' check that a late mean's verdict is not timing
     "companion.experiments.noisy_recall",
     "companion.experiments.summaries",

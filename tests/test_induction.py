@@ -668,7 +668,7 @@ def test_the_rows_on_the_trained_model_are_measured_again_on_a_cut_run():
     """trained_summary gives the entries of random_summary that the rows on the trained model read, bitwise, with
     only the edits they need; on a run cut in its late window it reads the weights kept there, as late_pushes does;
     head_or_bigram_values leaves out the entries of the edits not measured; a bad edit is refused."""
-    from companion.experiments import late_verdicts
+    from companion.experiments import late_rows, late_verdicts
 
     exp = dataclasses.replace(
         induction.random_trigger_experiment("quick"), steps=5, eval_every=1, batch=4, n_test=16
@@ -693,7 +693,7 @@ def test_the_rows_on_the_trained_model_are_measured_again_on_a_cut_run():
     }
     whole = induction_random.random_summary(res)
     rows = induction_random.trained_summary({"random": rnd}, n)
-    assert set(late_verdicts.INDUCTION_RANDOM.values()) <= set(rows) <= set(whole)
+    assert set(late_rows.INDUCTION_RANDOM.values()) <= set(rows) <= set(whole)
     assert all(np.array_equal(rows[e], whole[e], equal_nan=True) for e in rows)
     at_4 = induction_random.trained_summary({"random": rnd.stopped_after(4)}, n)
     again = induction_random.trained_summary(

@@ -10,7 +10,7 @@ import pytest
 
 from companion import claims, train
 from companion.criterion import Criterion
-from companion.experiments import late_verdicts, noisy_recall, summaries
+from companion.experiments import late_rows, late_verdicts, noisy_recall, summaries
 from companion.experiments.noisy_recall import RecallExperiment
 from companion.report import Summary, format_value
 
@@ -102,12 +102,12 @@ def test_a_view_is_one_run_at_one_evaluation_the_others_whole(run):
 
 
 CHAPTERS = {
-    "book/noisy_recall": late_verdicts.NOISY_RECALL,
-    "book/finetune": late_verdicts.FINETUNE,
-    "book/architectures": late_verdicts.ARCHITECTURES,
-    "book/synthetic_ioi": late_verdicts.SYNTHETIC_IOI,
-    "book/synthetic_ioi_sgd": late_verdicts.SYNTHETIC_IOI_SGD,
-    "book/triggers": late_verdicts.TRIGGERS,
+    "book/noisy_recall": late_rows.NOISY_RECALL,
+    "book/finetune": late_rows.FINETUNE,
+    "book/architectures": late_rows.ARCHITECTURES,
+    "book/synthetic_ioi": late_rows.SYNTHETIC_IOI,
+    "book/synthetic_ioi_sgd": late_rows.SYNTHETIC_IOI_SGD,
+    "book/triggers": late_rows.TRIGGERS,
 }
 
 
@@ -118,8 +118,8 @@ def test_the_rows_named_are_checks_of_the_chapter_on_those_entries(chapter):
     checked = set(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
     assert set(CHAPTERS[chapter].items()) <= checked
     assert {claims.CLAIMS[cid].chapter for cid in CHAPTERS[chapter]} == {chapter}
-    name = next(k for k, v in vars(late_verdicts).items() if v is CHAPTERS[chapter])
-    assert re.search(rf"require_late_verdicts\(.*late_verdicts\.{name}, PROFILE\)", text)
+    name = next(k for k, v in vars(late_rows).items() if v is CHAPTERS[chapter])
+    assert re.search(rf"require_late_verdicts\(.*late_rows\.{name}, PROFILE\)", text)
 
 
 def test_the_noisy_recall_rows_left_out_do_not_read_the_late_window(run):
@@ -127,11 +127,11 @@ def test_the_noisy_recall_rows_left_out_do_not_read_the_late_window(run):
     evaluation of the late window, while some named one does (a late mean that moved with no row naming it fails)."""
     text = (ROOT / "book/noisy_recall.md").read_text()
     left_out = {e for _, e in re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text)}
-    left_out -= set(late_verdicts.NOISY_RECALL.values())
+    left_out -= set(late_rows.NOISY_RECALL.values())
     whole = summaries.recall_summary(run)
     views = [summaries.recall_summary(run.at_late(i)) for i in range(run.late_count())]
     assert left_out and all(np.array_equal(v[e], whole[e], equal_nan=True) for v in views for e in left_out)
-    assert any(v[e] != whole[e] for v in views for e in late_verdicts.NOISY_RECALL.values())
+    assert any(v[e] != whole[e] for v in views for e in late_rows.NOISY_RECALL.values())
 
 
 def test_same_verdicts_judges_given_values_and_names_bad_rows():
@@ -181,11 +181,11 @@ def test_the_larger_recording_rows_are_the_chapters_and_its_runs_have_views():
     from companion.experiments import catalog
 
     text = (ROOT / "book/synthetic_ioi.md").read_text()
-    for cid, entry in late_verdicts.SYNTHETIC_IOI_LARGER.items():
+    for cid, entry in late_rows.SYNTHETIC_IOI_LARGER.items():
         assert f'claims.check("{cid}", larger["big_{entry}"])' in text
-    for cid, entry in late_verdicts.SYNTHETIC_IOI_STABILITY.items():
+    for cid, entry in late_rows.SYNTHETIC_IOI_STABILITY.items():
         assert f'claims.check("{cid}", stability["{entry}"])' in text
-    assert "late_verdicts.SYNTHETIC_IOI_LARGER)" in text and "late_verdicts.SYNTHETIC_IOI_STABILITY)" in text
+    assert "late_rows.SYNTHETIC_IOI_LARGER)" in text and "late_rows.SYNTHETIC_IOI_STABILITY)" in text
     big = record.latest("synthetic_ioi", "quick", catalog.IOI_LARGER)
     runs = summaries.ioi_recorded(big.curves)
     run = next(r for r in runs.values() if r.diverged_at is None)
@@ -199,9 +199,9 @@ def test_the_larger_recording_rows_are_the_chapters_and_its_runs_have_views():
     views = late_verdicts.views(runs)
     assert len(views) == sum(r.late_count() for r in runs.values() if r.diverged_at is None)
     table, changed = late_verdicts.same_verdicts(
-        late_verdicts.late_values(summaries.ioi_summary, runs, late_verdicts.SYNTHETIC_IOI_LARGER), "quick"
+        late_verdicts.late_values(summaries.ioi_summary, runs, late_rows.SYNTHETIC_IOI_LARGER), "quick"
     )
-    assert set(changed) <= set(late_verdicts.SYNTHETIC_IOI_LARGER) and len(table.splitlines()) == 6
+    assert set(changed) <= set(late_rows.SYNTHETIC_IOI_LARGER) and len(table.splitlines()) == 6
     assert all(0 < k <= n == len(views) for k, n in changed.values())
 
 
@@ -236,9 +236,9 @@ def test_alpha_rows_read_each_run_and_each_recording_at_one_evaluation(run):
 
 def test_the_alpha_rows_named_are_the_chapters_checks_of_those_entries():
     text = (ROOT / "book/noisy_recall.md").read_text()
-    for cid, entry in late_verdicts.NOISY_RECALL_ALPHA.items():
+    for cid, entry in late_rows.NOISY_RECALL_ALPHA.items():
         assert f'claims.check("{cid}", other["{entry}"])' in text
-    assert "late_verdicts.alpha_values(run, alpha_runs, late_verdicts.NOISY_RECALL_ALPHA)" in text
+    assert "late_verdicts.alpha_values(run, alpha_runs, late_rows.NOISY_RECALL_ALPHA)" in text
 
 
 def test_recorded_values_read_a_recordings_curves_at_each_evaluation_and_agree_with_its_late_means():
@@ -251,7 +251,7 @@ def test_recorded_values_read_a_recordings_curves_at_each_evaluation_and_agree_w
     from companion.train import late_mask
 
     rec = record.latest("recall", "full")
-    values, left_out = late_verdicts.recorded_values(rec, late_verdicts.NOISY_RECALL)
+    values, left_out = late_verdicts.recorded_values(rec, late_rows.NOISY_RECALL)
     assert left_out == ["recall.prev_token_head", "recall.prev_token_sharp"]
     window = late_mask(rec.curves["step"])
     drop = np.asarray(rec.curves["p_correct_drop"])[window]
@@ -260,7 +260,7 @@ def test_recorded_values_read_a_recordings_curves_at_each_evaluation_and_agree_w
     assert late == rec.claims["recall.drop_f2_gain"] and seen == pytest.approx(drop - full)
     assert values["recall.attn_avoids_noise"][0] == rec.claims["recall.attn_avoids_noise"]
     ft = record.latest("finetune", "full")
-    ft_values, ft_left = late_verdicts.recorded_values(ft, late_verdicts.FINETUNE)
+    ft_values, ft_left = late_verdicts.recorded_values(ft, late_rows.FINETUNE)
     assert ft_left == [] and all(ft_values[cid][0] == v for cid, v in ft.claims.items() if cid in ft_values)
     assert ft_values["finetune.noise_fraction"][1] == pytest.approx(
         np.asarray(ft.curves["noisy_p_noise"])[late_mask(ft.curves["step"])]
@@ -281,10 +281,10 @@ def test_recorded_values_read_a_recordings_curves_at_each_evaluation_and_agree_w
 def test_the_paper_scale_chapter_reads_the_recordings_rows_at_each_evaluation():
     text = (ROOT / "book/paper_scale.md").read_text()
     assert (
-        "paper_recs = {r.experiment: r for r in paper_runs if r.experiment in late_verdicts.RECORDED_ROWS}"
+        "paper_recs = {r.experiment: r for r in paper_runs if r.experiment in late_rows.RECORDED_ROWS}"
         in text
     )
-    assert "late_verdicts.recorded_values(rec, late_verdicts.RECORDED_ROWS[name])" in text
+    assert "late_verdicts.recorded_values(rec, late_rows.RECORDED_ROWS[name])" in text
 
 
 def test_a_view_of_pretraining_reads_its_window_and_leaves_fine_tuning_whole():
@@ -292,7 +292,7 @@ def test_a_view_of_pretraining_reads_its_window_and_leaves_fine_tuning_whole():
     phase 0 reads pre-training's late window at one evaluation, fine-tuning's windows whole, and the chapter
     requires those rows with phase=0."""
     text = (ROOT / "book/finetune.md").read_text()
-    for cid, entry in late_verdicts.FINETUNE_PRETRAIN.items():
+    for cid, entry in late_rows.FINETUNE_PRETRAIN.items():
         assert f'claims.check("{cid}", summary["{entry}"])' in text
     assert re.search(r"FINETUNE_PRETRAIN, PROFILE, phase=0\)", text)
     exp = RecallExperiment.quick(**{**TINY, "schedule": "finetune", "pretrain_steps": 10})
@@ -307,9 +307,7 @@ def test_a_view_of_pretraining_reads_its_window_and_leaves_fine_tuning_whole():
     for view, c, n in zip(views, correct[window], noise[window]):
         s = summaries.finetune_summary(view)
         assert s["pre_ratio"] == pytest.approx(n / c) and s["noise_late"] == whole["noise_late"]
-    values = late_verdicts.late_values(
-        summaries.finetune_summary, ft, late_verdicts.FINETUNE_PRETRAIN, phase=0
-    )
+    values = late_verdicts.late_values(summaries.finetune_summary, ft, late_rows.FINETUNE_PRETRAIN, phase=0)
     assert values["finetune.pretrain_even"] == (
         whole["pre_ratio"],
         pytest.approx(list(noise[window] / correct[window])),
@@ -437,7 +435,7 @@ def test_judged_views_gives_the_table_and_one_sentence_of_what_the_views_turn():
         late_verdicts.judged_views({"x.zz": (1.0, [1.0])}, "quick", registry=reg)
 
 
-K4_STUDIES = {  # chapter: (its rows in late_verdicts, the module of its STUDIES and stopped_over)
+K4_STUDIES = {  # chapter: (its rows in late_rows, the module of its STUDIES and stopped_over)
     "book/khop_four_hops": ("KHOP_FOUR_HOPS", "khop_four_hops"),
     "book/khop_starts": ("KHOP_STARTS", "khop_starts_text"),
 }
@@ -454,7 +452,7 @@ def test_the_k4_rows_are_the_chapters_checks_read_as_the_chapter_reads_them(chap
 
     rows_name, module_name = K4_STUDIES[chapter]
     module = importlib.import_module(f"companion.experiments.{module_name}")
-    studies = getattr(late_verdicts, rows_name)
+    studies = getattr(late_rows, rows_name)
     text = (ROOT / f"{chapter}.md").read_text()
     assert set(studies) == set(module.STUDIES)
     values, cuts = late_verdicts.stopped_studies(module.stopped_over, studies, khop_members.EVALUATED)
@@ -468,7 +466,7 @@ def test_the_k4_rows_are_the_chapters_checks_read_as_the_chapter_reads_them(chap
             assert claims.CLAIMS[cid].chapter == chapter
             assert values[cid][0] == pytest.approx(summary[f"{prefix}{entry}"], nan_ok=True), cid
             assert {name for name, _ in cuts[cid]} == set(runs)
-    assert f"late_verdicts.judged_studies({module_name}.stopped_over, late_verdicts.{rows_name}," in text
+    assert f"late_verdicts.judged_studies({module_name}.stopped_over, late_rows.{rows_name}," in text
     with pytest.raises(ValueError, match="unknown study 'nope': allowed values are"):
         module.stopped_over("nope")
 
@@ -483,9 +481,9 @@ def test_the_stall_rows_read_on_curves_are_the_chapters_checks_and_a_turned_row_
 
     sampler, _ = khop_stall.study_sampler()
     text = (ROOT / "book/khop_stall.md").read_text()
-    assert set(late_verdicts.KHOP_STALL) == set(khop_stall_paths.STOPPED) | set(khop_stall_paths.APART)
+    assert set(late_rows.KHOP_STALL) == set(khop_stall_paths.STOPPED) | set(khop_stall_paths.APART)
     over = partial(khop_stall_paths.stopped_over, sampler=sampler)
-    values, cuts = late_verdicts.stopped_studies(over, late_verdicts.KHOP_STALL, khop_members.EVALUATED)
+    values, cuts = late_verdicts.stopped_studies(over, late_rows.KHOP_STALL, khop_members.EVALUATED)
 
     def recorded(study):
         return khop_studies.study_recorded(study, sampler)
@@ -497,7 +495,7 @@ def test_the_stall_rows_read_on_curves_are_the_chapters_checks_and_a_turned_row_
             for k in ("hidden", "plain")
         )
     )
-    for study, rows in late_verdicts.KHOP_STALL.items():
+    for study, rows in late_rows.KHOP_STALL.items():
         if study == "hidden_waits":
             stored = waits
         elif study == "escape":
@@ -513,7 +511,7 @@ def test_the_stall_rows_read_on_curves_are_the_chapters_checks_and_a_turned_row_
     assert all("late_verdicts.stopped_studies" in (claims.CLAIMS[cid].history or "") for cid in changed), (
         changed
     )
-    assert "late_verdicts.KHOP_STALL, khop_members.EVALUATED," in text
+    assert "late_rows.KHOP_STALL, khop_members.EVALUATED," in text
     with pytest.raises(ValueError, match="unknown study 'nope': allowed values are"):
         khop_stall_paths.stopped_over("nope")
     # every continuation is cut, and the waits' pool holds the plain runs of the hiding study's names only
@@ -546,18 +544,18 @@ def test_the_fact_capacity_rows_are_the_chapters_checks_read_on_its_recorded_gri
     from companion.experiments import fact_capacity
 
     text = (ROOT / "book/fact_capacity.md").read_text()
-    for cid, entry in late_verdicts.FACT_CAPACITY.items():
+    for cid, entry in late_rows.FACT_CAPACITY.items():
         assert re.search(rf'claims\.check\("{re.escape(cid)}", summary\["{entry}"\]\)', text), cid
         assert claims.CLAIMS[cid].chapter == "book/fact_capacity"
-    assert "late_verdicts.judged_study(*fact_capacity.grid_stopped(rec), late_verdicts.FACT_CAPACITY," in text
+    assert "late_verdicts.judged_study(*fact_capacity.grid_stopped(rec), late_rows.FACT_CAPACITY," in text
     rec = recorded_files.latest("fact_capacity", "quick", sampler=sampler)
     make, runs = fact_capacity.grid_stopped(rec)
     assert make(runs).entries() == {k: v for k, v in rec.as_summary().entries().items() if k != "minutes"}
     values, cuts = late_verdicts.stopped_studies(
-        lambda _: (make, runs), {"grid": late_verdicts.FACT_CAPACITY}, ("step", "acc")
+        lambda _: (make, runs), {"grid": late_rows.FACT_CAPACITY}, ("step", "acc")
     )
-    assert all({name for name, _ in cuts[cid]} == set(runs) for cid in late_verdicts.FACT_CAPACITY)
-    assert late_verdicts.judged_study(make, runs, late_verdicts.FACT_CAPACITY, ("step", "acc"), "quick") == (
+    assert all({name for name, _ in cuts[cid]} == set(runs) for cid in late_rows.FACT_CAPACITY)
+    assert late_verdicts.judged_study(make, runs, late_rows.FACT_CAPACITY, ("step", "acc"), "quick") == (
         late_verdicts.judged_views(values, "quick", late_verdicts.STOPPED_LEAD, cuts)
     )
     first = next(iter(rec.curves["best"]))
@@ -653,19 +651,19 @@ def test_the_khop_rows_named_are_the_chapters_checks_and_required_on_stopped_run
     from companion.experiments import khop_members
 
     text = (ROOT / "book/khop.md").read_text()
-    for cid, entry in late_verdicts.KHOP.items():
+    for cid, entry in late_rows.KHOP.items():
         assert f'claims.check("{cid}", summary["{entry}"])' in text
         assert claims.CLAIMS[cid].chapter == "book/khop"
     assert (
-        "late_verdicts.stopped_values(khop_members.summary, runs, late_verdicts.KHOP, khop_members.EVALUATED)"
+        "late_verdicts.stopped_values(khop_members.summary, runs, late_rows.KHOP, khop_members.EVALUATED)"
         in text
     )
     assert REQUIRED_STOPPED in text
-    for cid, entry in late_verdicts.KHOP_RATES.items():  # the rates study's rows, reported on its recording
+    for cid, entry in late_rows.KHOP_RATES.items():  # the rates study's rows, reported on its recording
         assert f'claims.check("{cid}", rates["{entry}"])' in text
         assert claims.CLAIMS[cid].chapter == "book/khop"
-    assert set(re.findall(r'claims\.check\("(khop\.rate_\w+)"', text)) == set(late_verdicts.KHOP_RATES)
-    assert '{"rates": late_verdicts.KHOP_RATES}, khop_members.EVALUATED,' in text
+    assert set(re.findall(r'claims\.check\("(khop\.rate_\w+)"', text)) == set(late_rows.KHOP_RATES)
+    assert '{"rates": late_rows.KHOP_RATES}, khop_members.EVALUATED,' in text
     assert set(khop_members.EVALUATED) == set(
         khop_members.curves({"r": {k: [] for k in khop_members.EVALUATED}})
     )
@@ -722,9 +720,9 @@ def test_induction_head_views_cut_its_runs_and_remake_the_chapters_summary(induc
     assert [v["joint"].steps[-1] for v in seen[:3]] == [16, 18, 20] and seen[0]["seed 1"] is runs["seed 1"]
     text = (ROOT / "book/induction_head.md").read_text()
     checked = dict(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
-    left_out = {e for cid, e in checked.items() if cid not in late_verdicts.INDUCTION_HEAD}
+    left_out = {e for cid, e in checked.items() if cid not in late_rows.INDUCTION_HEAD}
     assert left_out and all(same(s[e], whole[e]) for s in at_each for e in left_out)
-    assert any(not same(s[e], whole[e]) for s in at_each for e in late_verdicts.INDUCTION_HEAD.values())
+    assert any(not same(s[e], whole[e]) for s in at_each for e in late_rows.INDUCTION_HEAD.values())
 
 
 # how a chapter requires its rows on stopped runs (and shows their table)
@@ -739,24 +737,24 @@ def test_the_induction_random_rows_named_are_the_chapters_checks_on_the_trained_
 
     text = (ROOT / "book/induction_random.md").read_text()
     checked = dict(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
-    assert checked == late_verdicts.INDUCTION_RANDOM
+    assert checked == late_rows.INDUCTION_RANDOM
     assert {claims.CLAIMS[cid].chapter for cid in checked} == {"book/induction_random"}
     call = (
         'late_verdicts.stopped_entries(induction_random.trained_summary, {"random": res["random"]},\n'
         "                                           induction_random.TRAINED_ENTRIES, whole=summary)\n"
-        "stopped = late_verdicts.row_values(stopped_at, late_verdicts.INDUCTION_RANDOM)"
+        "stopped = late_verdicts.row_values(stopped_at, late_rows.INDUCTION_RANDOM)"
     )
     assert call in text and REQUIRED_STOPPED in text
-    assert set(late_verdicts.INDUCTION_RANDOM.values()) <= set(induction_random.TRAINED_ENTRIES)
+    assert set(late_rows.INDUCTION_RANDOM.values()) <= set(induction_random.TRAINED_ENTRIES)
 
 
 @pytest.mark.parametrize(
     "chapter, rows_name", [("induction_head", "INDUCTION_HEAD"), ("induction_layers", "INDUCTION_LAYERS")]
 )
 def test_the_induction_rows_named_are_the_chapters_checks_and_required_on_stopped_runs(chapter, rows_name):
-    """Each row the chapter's entry of late_verdicts names is one the chapter checks on that entry, and the chapter
+    """Each row the chapter's table of late_rows names is one the chapter checks on that entry, and the chapter
     requires them on its stopped runs; the two chapters share no row."""
-    rows = getattr(late_verdicts, rows_name)
+    rows = getattr(late_rows, rows_name)
     text = (ROOT / f"book/{chapter}.md").read_text()
     for cid, entry in rows.items():
         assert f'claims.check("{cid}", summary["{entry}"])' in text
@@ -764,10 +762,10 @@ def test_the_induction_rows_named_are_the_chapters_checks_and_required_on_stoppe
     pad = " " * len("stopped = late_verdicts.stopped_values(")
     call = (
         f"late_verdicts.stopped_values({chapter}.summary_of_runs(res), {chapter}.study_runs(res),\n"
-        f"{pad}late_verdicts.{rows_name})"
+        f"{pad}late_rows.{rows_name})"
     )
     assert call in text and REQUIRED_STOPPED in text
-    assert not set(late_verdicts.INDUCTION_LAYERS) & set(late_verdicts.INDUCTION_HEAD)
+    assert not set(late_rows.INDUCTION_LAYERS) & set(late_rows.INDUCTION_HEAD)
 
 
 def test_the_release_step_of_the_staged_runs_lies_before_their_late_window():
@@ -806,7 +804,7 @@ def test_induction_layers_views_cut_its_runs_and_remake_the_chapters_summary(lay
     seen = late_verdicts.stopped_views(runs)
     assert len(seen) == 3 * len(runs) and [v["2 layers"].steps[-1] for v in seen[3:6]] == [16, 18, 20]
     at_each = [make(v) for v in seen]
-    assert any(s[e] != whole[e] for s in at_each for e in late_verdicts.INDUCTION_LAYERS.values())
+    assert any(s[e] != whole[e] for s in at_each for e in late_rows.INDUCTION_LAYERS.values())
 
 
 RECALL_TINY = {"d": 8, "seq_len": 12, "batch": 4, "steps": 5, "n_test": 8, "eval_every": 1, "dense_until": 0}
@@ -823,7 +821,7 @@ RECORDED_TINY = {
 }
 
 
-@pytest.mark.parametrize("name", late_verdicts.RECORDED_ROWS)
+@pytest.mark.parametrize("name", late_rows.RECORDED_ROWS)
 def test_a_recording_keeps_the_views_of_its_chapters_rows_and_they_are_read_back(name, tmp_path, monkeypatch):
     """A recording of a family whose chapter judges rows at each evaluation of the late window keeps the views of
     those rows (RECORDED_ROWS), made on the values it stores (record._check_views); recorded_values reads them back
@@ -836,7 +834,7 @@ def test_a_recording_keeps_the_views_of_its_chapters_rows_and_they_are_read_back
     monkeypatch.setattr(
         induction_random_seeds, "seed_measures", partial(induction_random_seeds.seed_measures, n_seq=64)
     )
-    rows = late_verdicts.RECORDED_ROWS[name]
+    rows = late_rows.RECORDED_ROWS[name]
     with np.errstate(invalid="ignore"):  # tiny runs: first steps never reached, inf - inf
         rec = record.load(record.record(name, "quick", RECORDED_TINY[name], device="cpu", out_dir=tmp_path))
     assert list(rec.views) == list(rows) and all(len(v) > 0 for v in rec.views.values())
@@ -851,9 +849,9 @@ def test_only_the_recorded_rows_experiments_make_views():
     """The recordables outside RECORDED_ROWS keep no views (the default, which reads no run)."""
     from companion import record
 
-    others = [n for n in record._registry() if n not in late_verdicts.RECORDED_ROWS]
+    others = [n for n in record._registry() if n not in late_rows.RECORDED_ROWS]
     assert others and all(record.experiment(n).views({}) == {} for n in others)
-    assert set(late_verdicts.RECORDED_ROWS) <= set(record._registry())
+    assert set(late_rows.RECORDED_ROWS) <= set(record._registry())
 
 
 def test_the_evaluations_measure_the_trigger_contrast_as_the_final_weights_give_it(run):

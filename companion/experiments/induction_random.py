@@ -665,7 +665,7 @@ ROW_EDITS = ("trained", "both_removed", "both_doubled")
 
 def _trained_entries(hob: dict, pg: dict) -> dict[str, tuple[float, str]]:
     """The entries of :func:`random_summary` that the Check's rows on the trained random-trigger model read
-    (``late_verdicts.INDUCTION_RANDOM``), from :func:`head_or_bigram_values` (``hob``), and the parts of
+    (``late_rows.INDUCTION_RANDOM``), from :func:`head_or_bigram_values` (``hob``), and the parts of
     :func:`pair_gradient` (``pg``) that split the balance gap one of them reads (:data:`PUSH_ENTRIES`)."""
     return {
         "head_or_bigram_acc_off": (
@@ -697,7 +697,7 @@ def _trained_entries(hob: dict, pg: dict) -> dict[str, tuple[float, str]]:
     }
 
 
-# the entries of trained_summary: the rows' (late_verdicts.INDUCTION_RANDOM) and the parts of the balance gap
+# the entries of trained_summary: the rows' (late_rows.INDUCTION_RANDOM) and the parts of the balance gap
 TRAINED_ENTRIES = (
     "head_or_bigram_acc_off",
     "head_or_bigram_top1_ratio",

@@ -684,7 +684,7 @@ def _split(
 
 # the recorded studies whose rows the chapter checks, by the name of their summary in the chapter: (experiment,
 # settings) of the recording the build reads, or the variant (its recording khop_<tag>)
-# (companion.experiments.late_verdicts.KHOP_FOUR_HOPS names their rows)
+# (companion.experiments.late_rows.KHOP_FOUR_HOPS names their rows)
 STUDIES = {
     "deep": ("khop", RECORDED_DEEPER),
     "seeds": ("khop_seeds", SEED_SETTINGS),

@@ -20,7 +20,7 @@ from companion.report import count_noun, count_word
 
 SEEDS_N = len(VARIANT_SEEDS)
 # the recorded variants whose rows the chapter judges on stopped runs, by the name of their summary in the chapter
-# (companion.experiments.late_verdicts.KHOP_STARTS names their rows)
+# (companion.experiments.late_rows.KHOP_STARTS names their rows)
 STUDIES = {"anys": ANYSTART, "ones": ONESTART, "longs": LONGSTART}
 SIGN_LEVEL = 0.05  # a sign test's split below this p counts as more than chance in the text (the usual level)
 
