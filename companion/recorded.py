@@ -127,15 +127,24 @@ class Recordable:
 
 
 def normalise(overrides: dict, exp) -> dict:
-    """Overrides with the experiment's field types (a tuple field given one value becomes a 1-tuple)."""
+    """Overrides with the experiment's field types (a tuple field given one value becomes a 1-tuple, given a list
+    the tuple of its values).
+
+    >>> from companion.experiments.allocation import AllocationExperiment
+    >>> normalise({"budgets": 256, "lrs": [0.1, 0.3], "mlp_fracs": (0.5,), "d": 8}, AllocationExperiment())
+    {'budgets': (256,), 'lrs': (0.1, 0.3), 'mlp_fracs': (0.5,), 'd': 8}
+    """
     fields = {f.name for f in dataclasses.fields(exp)}
     unknown = set(overrides) - fields
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}: allowed {sorted(fields)}")
-    return {
-        k: (v,) if isinstance(getattr(exp, k), tuple) and not isinstance(v, tuple) else v
-        for k, v in overrides.items()
-    }
+
+    def typed(k, v):
+        if not isinstance(getattr(exp, k), tuple) or isinstance(v, tuple):
+            return v
+        return tuple(v) if isinstance(v, list) else (v,)
+
+    return {k: typed(k, v) for k, v in overrides.items()}
 
 
 def configure(members: dict, overrides: dict | None = None, member_overrides=lambda name, o: o) -> dict:
