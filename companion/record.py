@@ -297,6 +297,11 @@ def _registry() -> dict[str, Recordable]:
                 "book/allocation",
                 lambda p: {"allocation": catalog.allocation_experiment(p)},
                 only(allocation.summary),
+                views=only(
+                    lambda result: late_verdicts.view_values(
+                        allocation.summary, result, allocation.late_views(result), late_rows.ALLOCATION
+                    )
+                ),
             ),
             Recordable(
                 "fact_capacity",

@@ -122,6 +122,23 @@ def test_the_rows_named_are_checks_of_the_chapter_on_those_entries(chapter):
     assert re.search(rf"require_late_verdicts\(.*late_rows\.{name}, PROFILE\)", text)
 
 
+def test_the_allocation_rows_are_the_chapters_checks_and_required_at_each_step_of_the_mean():
+    """book/allocation's rows (late_rows.ALLOCATION) are its checks on those entries, judged on allocation.late_views
+    with require=True; view_values refuses a row outside the registry or an entry the summary lacks."""
+    text = (ROOT / "book/allocation.md").read_text()
+    checked = set(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
+    assert set(late_rows.ALLOCATION.items()) == checked
+    assert "late_verdicts.view_values(allocation.summary, result, views, late_rows.ALLOCATION)" in text
+    assert "late_verdicts.judged_views(late, PROFILE, allocation.LATE_LEAD, require=True)" in text
+    make = lambda r: Summary({"a": (r, "")})  # noqa: E731
+    reg = {"x.a": None}
+    assert late_verdicts.view_values(make, 1.0, [0.5, 2.0], {"x.a": "a"}, reg) == {"x.a": (1.0, [0.5, 2.0])}
+    with pytest.raises(ValueError, match=r"view_values: .*x\.b"):
+        late_verdicts.view_values(make, 1.0, [0.5], {"x.b": "a"}, reg)
+    with pytest.raises(ValueError, match=r"view_values: \['b'\] are not entries"):
+        late_verdicts.view_values(make, 1.0, [0.5], {"x.a": "b"}, reg)
+
+
 def test_the_noisy_recall_rows_left_out_do_not_read_the_late_window(run):
     """book/noisy_recall checks entries of recall_summary that are not named: none of them moves in a view at one
     evaluation of the late window, while some named one does (a late mean that moved with no row naming it fails)."""
@@ -818,6 +835,17 @@ RECORDED_TINY = {
     "induction_layers": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
     "khop": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
     "induction_random_seeds": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
+    "allocation": {
+        "d": 8,
+        "seq_len": 8,
+        "batch": 4,
+        "steps": 4,
+        "last": 2,
+        "budgets": [256],
+        "mlp_fracs": [0.3, 0.7],
+        "lrs": [0.1, 0.3],
+        "n_test": 8,
+    },
 }
 
 

@@ -123,6 +123,61 @@ def test_allocation_run_is_cached_and_picks_best(tmp_path, monkeypatch):
         assert r["train_loss"] == min(group) and np.isfinite(r["train_loss"])
     assert json.loads(next((tmp_path / "runs").glob("allocation-*.json")).read_text())["rows"] == rows
     assert allocation.run(exp, progress=False)["seconds"] == result["seconds"]  # loaded, not re-run
+    # the loss a row reads is the mean of the per-step losses its late views read one at a time
+    for r in rows:
+        assert (r["late_losses"] is None) == (r["train_loss"] is None)
+        if r["late_losses"] is not None:
+            assert len(r["late_losses"]) == exp.last and r["train_loss"] == pytest.approx(
+                np.mean(r["late_losses"])
+            )
+    assert len(allocation.late_views(result)) == exp.last * sum(r["train_loss"] is not None for r in rows)
+
+
+def _alloc_row(frac, lr, late):
+    loss = None if late is None else float(np.mean(late))
+    return {
+        "budget": 8,
+        "mlp_frac": frac,
+        "mlp_params": 1,
+        "attn_params": 1,
+        "lr": lr,
+        "train_loss": loss,
+        "late_losses": late,
+    }
+
+
+def test_allocation_late_views_read_one_step_alone_and_choose_the_best_lr_again():
+    """allocation.late_views: one view per step of each run that did not diverge, in the order of the rows; in each,
+    that run reads its loss at that step alone, its configuration's best learning rate is chosen again, and every
+    other row is as it was. The result is not changed."""
+    rows = [
+        _alloc_row(0.25, 0.1, [0.8, 1.2]),  # mean 1.0: worse than lr 0.3, better at its first step
+        _alloc_row(0.25, 0.3, [0.9, 0.9]),
+        _alloc_row(0.25, 9.0, None),  # diverged: no view, never the best
+        _alloc_row(0.75, 0.1, [0.5, 0.7]),
+    ]
+    for frac in (0.25, 0.75):
+        allocation._mark_best([r for r in rows if r["mlp_frac"] == frac])
+    result = {"rows": rows, "entropy": 0.1, "exp": {"lrs": [0.1, 0.3, 9.0]}}
+    before = json.dumps(result)
+    views = allocation.late_views(result)
+    assert json.dumps(result) == before
+    assert [[r["train_loss"] for r in v["rows"]] for v in views] == [
+        [0.8, 0.9, None, 0.6],
+        [1.2, 0.9, None, 0.6],
+        [1.0, 0.9, None, 0.6],
+        [1.0, 0.9, None, 0.6],
+        [1.0, 0.9, None, 0.5],
+        [1.0, 0.9, None, 0.7],
+    ]
+    assert [[r["best"] for r in v["rows"]] for v in views] == [[True, False, False, True]] + [
+        [False, True, False, True]
+    ] * 5
+    assert [r["best"] for r in rows] == [False, True, False, True]
+    with pytest.raises(ValueError, match="late_losses"):
+        allocation.late_views(
+            {**result, "rows": [{k: v for k, v in r.items() if k != "late_losses"} for r in rows]}
+        )
 
 
 def test_divergence_is_reported_not_raised():

@@ -188,16 +188,14 @@ def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
                     "attn_rank": cfg.attn_rank,
                     "lr": lr,
                     "train_loss": float(np.mean(out.losses[-exp.last :, r])) if ok else None,
+                    # the losses that mean reads, one per step (late_views reads each alone)
+                    "late_losses": out.losses[-exp.last :, r].tolist() if ok else None,
                     "test_loss": tests[r] if ok else None,
                 }
             )
     for budget in exp.budgets:
         for f in exp.mlp_fracs:
-            group = [r for r in rows if r["budget"] == budget and r["mlp_frac"] == f]
-            finite = [r for r in group if r["train_loss"] is not None]
-            best = min(finite, key=lambda r: r["train_loss"]) if finite else None  # None: every lr diverged
-            for r in group:
-                r["best"] = r is best
+            _mark_best([r for r in rows if r["budget"] == budget and r["mlp_frac"] == f])
     return {
         "rows": rows,
         "entropy": task.entropy(),
@@ -207,6 +205,48 @@ def _train_all(exp: AllocationExperiment, device, progress: bool) -> dict:
         # how the runs trained: the learning rates of each configuration as one pack
         "pack": {"replicas": len(exp.lrs), "packed": "the learning rates of one configuration"},
     }
+
+
+def _mark_best(group: list[dict]) -> None:
+    """Mark the row of the lowest training loss among one configuration's learning rates as its best (``best``);
+    none where every one diverged."""
+    finite = [r for r in group if r["train_loss"] is not None]
+    best = min(finite, key=lambda r: r["train_loss"]) if finite else None  # None: every lr diverged
+    for r in group:
+        r["best"] = r is best
+
+
+# what a view of late_views is, for late_verdicts.judged_views' sentence
+LATE_LEAD = "With one run read at one step of its mean alone"
+
+
+def late_views(result: dict) -> list[dict]:
+    """``result`` with one run's training loss read at one step of its last ``exp.last`` alone, in place of their
+    mean, its configuration's best learning rate chosen again, the other runs as they are: one view per step of each
+    run that did not diverge, in the order of the rows (the late-mean check of
+    :mod:`companion.experiments.late_verdicts`). A view shares the rows it does not change with ``result``.
+
+    Raises:
+        ValueError: a result without the per-step losses (recorded before they were kept).
+    """
+    if any("late_losses" not in r for r in result["rows"]):
+        raise ValueError(
+            "late_views: the result keeps no per-step losses (late_losses): allowed a run made since"
+        )
+    out = []
+    for i, row in enumerate(result["rows"]):
+        group = [
+            j
+            for j, r in enumerate(result["rows"])
+            if (r["budget"], r["mlp_frac"]) == (row["budget"], row["mlp_frac"])
+        ]
+        for loss in row["late_losses"] or []:
+            rows = list(result["rows"])
+            for j in group:  # the configuration's rows are copied, their best marked again
+                rows[j] = {**rows[j], "train_loss": loss} if j == i else dict(rows[j])
+            _mark_best([rows[j] for j in group])
+            out.append({**result, "rows": rows})
+    return out
 
 
 def best_rows(result: dict) -> list[dict]:

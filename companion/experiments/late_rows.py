@@ -250,6 +250,10 @@ NOISY_RECALL_ALPHA = {
     "recall.alpha08_full": "alpha80_drop",
 }
 
+# book/allocation's (allocation.summary): the best learning rate's training loss, a mean of its last steps; judged at
+# each of those steps alone (view_values of allocation.late_views)
+ALLOCATION = {"alloc.monotone": "worst_rho", "alloc.gap": "min_gap"}
+
 # the rows whose views a recording of each experiment keeps (companion.recorded.Recordable.views, made by record's
 # registry) and book/paper_scale asks of the paper-configuration recordings (recorded_values)
 RECORDED_ROWS = {
@@ -262,4 +266,5 @@ RECORDED_ROWS = {
     "induction_layers": INDUCTION_LAYERS,
     "khop": KHOP,
     "induction_random_seeds": INDUCTION_RANDOM_SEEDS,
+    "allocation": ALLOCATION,
 }

@@ -13,22 +13,24 @@ drift.
 The rows each chapter judges so are tables in :mod:`companion.experiments.late_rows`, {claim id: entry of the
 chapter's summary}; tests/test_late_verdicts.py holds them to the chapters' Check cells. Rows read on late means
 (``NOISY_RECALL``, ``FINETUNE``, ``ARCHITECTURES``, ``SYNTHETIC_IOI``, ``SYNTHETIC_IOI_SGD``) are judged at each
-evaluation of the late window alone (:func:`views`, :func:`late_values`); a row read at the last evaluation of a phase
-(``FINETUNE_PRETRAIN``: the end of pre-training; ``TRIGGERS``: the trained models' matching logits) the same way, at each
-evaluation of that phase's late window (``phase=0`` for pre-training); rows read on runs as they ended (``KHOP``,
-``INDUCTION_HEAD``, ``INDUCTION_LAYERS``: final accuracies, the best reached, the first step at a level) with each run
-cut after each evaluation of its late window, as if it had stopped there (:func:`stopped_values`); so are the rows read
-on a trained model's weights where the run keeps the weights of that window (``INDUCTION_RANDOM``, with
-:func:`stopped_entries`, which measures each view once for the rows and the numbers that explain them). A recording is
-what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the
-paper-configuration recordings of book/paper_scale, read with :func:`recorded_values`) and for the rows read on
-recorded runs as they ended (``KHOP_RATES``, ``KHOP_FOUR_HOPS``, ``KHOP_STALL``, ``FACT_CAPACITY``: each run a study's
-summary reads cut in turn, :func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without
-stopping the chapter, :func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them
-(:func:`judged_views` gives a chapter the table and that sentence, each row judged once in each view;
-:func:`judged_studies`, of recorded studies; :func:`judged_study`, of one). A recording keeps the views of its
-chapter's rows, made when it is recorded (:attr:`companion.recorded.Recordable.views`, ``late_rows.RECORDED_ROWS``), so
-that :func:`recorded_values` reads them as they were, where an older recording gives only what its curves give.
+evaluation of the late window alone (:func:`views`, :func:`late_values`); a row read at the last evaluation of a
+phase (``FINETUNE_PRETRAIN``: the end of pre-training; ``TRIGGERS``: the trained models' matching logits) the same
+way, at each evaluation of that phase's late window (``phase=0`` for pre-training); a row read on a mean of a run's
+last training losses (``ALLOCATION``) at each of those steps alone (:func:`view_values` of the views its module
+makes); rows read on runs as they ended (``KHOP``, ``INDUCTION_HEAD``, ``INDUCTION_LAYERS``: final accuracies, the
+best reached, the first step at a level) with each run cut after each evaluation of its late window, as if it had
+stopped there (:func:`stopped_values`); so are the rows read on a trained model's weights where the run keeps the
+weights of that window (``INDUCTION_RANDOM``, with :func:`stopped_entries`, which measures each view once for the
+rows and the numbers that explain them). A recording is what it was: for the rows read on its curves
+(``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read
+with :func:`recorded_values`) and for the rows read on recorded runs as they ended (``KHOP_RATES``,
+``KHOP_FOUR_HOPS``, ``KHOP_STALL``, ``FACT_CAPACITY``: each run a study's summary reads cut in turn,
+:func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without stopping the chapter,
+:func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them (:func:`judged_views`
+gives a chapter the table and that sentence, each row judged once in each view; :func:`judged_studies`, of recorded
+studies; :func:`judged_study`, of one). A recording keeps the views of its chapter's rows, made when it is recorded
+(:attr:`companion.recorded.Recordable.views`, ``late_rows.RECORDED_ROWS``), so that :func:`recorded_values` reads
+them as they were, where an older recording gives only what its curves give.
 """
 
 from __future__ import annotations
@@ -409,12 +411,26 @@ def late_values(
     Raises:
         ValueError: before any view is made, a row id not in the registry or an entry the summary lacks.
     """
-    return _entry_values(make, runs, views(runs, phase), rows, registry, "late_values")
+    return view_values(make, runs, views(runs, phase), rows, registry, caller="late_values")
 
 
-def _entry_values(make, runs, seen: list, rows: dict[str, str], registry, caller: str) -> dict:
-    """{claim id: (its entry of ``make(runs)``, the same entry of ``make`` of each view of ``seen``)}, once the rows
-    are rows of the registry and entries of the summary."""
+def view_values(
+    make: Callable[[Any], Summary],
+    runs,
+    seen: Sequence,
+    rows: dict[str, str],
+    registry: dict[str, claims.Claim] | None = None,
+    *,
+    caller: str = "view_values",
+) -> dict[str, tuple[float, list[float]]]:
+    """:func:`late_values` of views the chapter makes (``seen``: ``runs`` with one run read at one step of its late
+    window alone, the others as they are, where a run is not a :class:`RecallRun`:
+    :func:`companion.experiments.allocation.late_views`): {claim id: (its entry of ``make(runs)``, the same entry of
+    ``make`` of each view)}, as :func:`same_verdicts` takes them.
+
+    Raises:
+        ValueError: before any view is read, a row id not in the registry or an entry the summary lacks.
+    """
     _check_rows(rows, registry, caller)
     values = _entries_at(make, runs, seen, rows.values(), caller)
     return {cid: values[entry] for cid, entry in rows.items()}
