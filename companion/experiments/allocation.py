@@ -231,7 +231,8 @@ def late_views(result: dict) -> list[dict]:
     """
     if any("late_losses" not in r for r in result["rows"]):
         raise ValueError(
-            "late_views: the result keeps no per-step losses (late_losses): allowed a run made since"
+            "late_views: the result keeps no per-step losses ('late_losses'): allowed a result of allocation.run "
+            "made since it keeps them (8dcf93a)"
         )
     out = []
     for i, row in enumerate(result["rows"]):
