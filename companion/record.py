@@ -165,6 +165,9 @@ def _registry() -> dict[str, Recordable]:
     def architectures(runs):
         return architectures_make(runs)(runs)
 
+    def text_summary(runs):  # the Scan and Snap text study's, of its runs by member
+        return scan_snap_text.summary(scan_snap_text.study_from_runs(runs))
+
     def ioi_members(profile):
         return {f"{opt} L={L}": exp for (opt, L), exp in catalog.ioi(profile).items()}
 
@@ -256,9 +259,12 @@ def _registry() -> dict[str, Recordable]:
                 "scan_snap_text",
                 "book/scan_snap_text",
                 scan_snap_text.study_members,
-                lambda runs: scan_snap_text.summary(scan_snap_text.study_from_runs(runs)),
+                text_summary,
                 scan_snap_text.curves,
                 stand_in=scan_snap_text.stand_in,
+                views=lambda runs: late_verdicts.stopped_values(
+                    text_summary, runs, late_rows.SCAN_SNAP_TEXT, scan_snap_text.EVALUATED
+                ),
                 draws=False,
             ),
             Recordable(

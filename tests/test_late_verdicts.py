@@ -785,6 +785,20 @@ def test_the_induction_rows_named_are_the_chapters_checks_and_required_on_stoppe
     assert not set(late_rows.INDUCTION_LAYERS) & set(late_rows.INDUCTION_HEAD)
 
 
+def test_the_scan_snap_text_rows_are_the_chapters_checks_and_required_on_stopped_runs():
+    """book/scan_snap_text's rows (late_rows.SCAN_SNAP_TEXT) are every check of the chapter, on those entries, and the
+    chapter requires them on its runs cut at each evaluation of their late window."""
+    text = (ROOT / "book/scan_snap_text.md").read_text()
+    checked = set(re.findall(r'claims\.check\("([\w.]+)", summary\["(\w+)"\]', text))
+    assert set(late_rows.SCAN_SNAP_TEXT.items()) == checked
+    pad = " " * len("stopped = late_verdicts.stopped_values(")
+    call = (
+        "late_verdicts.stopped_values(st.summary_of_runs(res), st.study_runs(res), late_rows.SCAN_SNAP_TEXT,\n"
+        f"{pad}st.EVALUATED)"
+    )
+    assert call in text and REQUIRED_STOPPED in text
+
+
 def test_the_release_step_of_the_staged_runs_lies_before_their_late_window():
     """At either size, the release step of book/induction_head's staged runs lies before their late window (its rows
     at the release step are left out of INDUCTION_HEAD: no cut reaches them)."""
@@ -835,6 +849,7 @@ RECORDED_TINY = {
     "induction_layers": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
     "khop": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
     "induction_random_seeds": {"steps": 10, "eval_every": 2, "batch": 4, "n_test": 8},
+    "scan_snap_text": {"vocab_size": 100, "d": 8, "d_hid": 8, "steps": 10, "eval_every": 2, "n_eval": 4},
     "allocation": {
         "d": 8,
         "seq_len": 8,

@@ -74,6 +74,32 @@ def test_study_members_name_every_run_and_come_back_as_the_study():
     assert res["split"] == "valid" and {k: r["exp"] for k, r in res["fig7"].items()} == exps["fig7"]
     assert {k: r["exp"] for k, r in res["fig10"].items()} == exps["fig10"]
     assert "stand-in" in st.stand_in(members) and st.stand_in(st.study_members("full", "train")) == ""
+    again = st.study_runs(res)
+    assert list(again) == list(members) and all(again[k] is runs[k] for k in runs)
+
+
+def test_the_summary_of_runs_cut_at_their_last_evaluation_is_the_summary(tmp_path, monkeypatch):
+    """summary_of_runs reads the study's runs (study_runs) as summary reads the study; each run holds one value of
+    each EVALUATED key per evaluation, so late_verdicts cuts them all, and a cut run moves the rows it reads."""
+    from companion.experiments import late_rows, late_verdicts
+
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
+    tiny = dict(vocab_size=100, d=8, d_hid=8, steps=10, eval_every=2, n_eval=4)
+    members = {
+        k: e.__class__(**{**e.__dict__, **tiny}) for k, e in st.study_members("quick", "valid").items()
+    }
+    runs = {k: st.run(e, progress=False) for k, e in members.items()}
+    res = st.study_from_runs(runs)
+    whole, again = st.summary(res), st.summary_of_runs(res)(st.study_runs(res))
+    same = [
+        again[e] == whole[e] or (np.isnan(again[e]) and np.isnan(whole[e])) for e in whole if e != "split"
+    ]
+    assert list(again) == list(whole) and all(same) and again["split"] == whole["split"] == "valid"
+    assert all(len(r[k]) == len(r["step"]) for r in runs.values() for k in st.EVALUATED)
+    seen = late_verdicts.stopped_views(runs, st.EVALUATED)
+    assert len(seen) == 2 * len(runs)  # evaluations at steps 8 and 10 form the late window of 0, 2, ..., 10
+    at_each = [st.summary_of_runs(res)(v) for v in seen]
+    assert any(s[e] != whole[e] for s in at_each for e in late_rows.SCAN_SNAP_TEXT.values())
 
 
 @pytest.mark.skipif(

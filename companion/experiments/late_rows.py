@@ -254,6 +254,17 @@ NOISY_RECALL_ALPHA = {
 # each of those steps alone (view_values of allocation.late_views)
 ALLOCATION = {"alloc.monotone": "worst_rho", "alloc.gap": "min_gap"}
 
+# book/scan_snap_text's Check cell (scan_snap_text.summary): attention entropies at a run's end, the attention's
+# movement over the last quarter of training, the rank correlation of the rate and the final entropy; read on runs as
+# they ended, judged with each run cut at each evaluation of its late window (stopped_values on
+# scan_snap_text.study_runs)
+SCAN_SNAP_TEXT = {
+    "text.sparser_1layer": "sparser_1",
+    "text.sparser_3layer": "sparser_3",
+    "text.freezes": "moved_late_1",
+    "text.fig10_rate": "fig10_spearman",
+}
+
 # the rows whose views a recording of each experiment keeps (companion.recorded.Recordable.views, made by record's
 # registry) and book/paper_scale asks of the paper-configuration recordings (recorded_values)
 RECORDED_ROWS = {
@@ -267,4 +278,5 @@ RECORDED_ROWS = {
     "khop": KHOP,
     "induction_random_seeds": INDUCTION_RANDOM_SEEDS,
     "allocation": ALLOCATION,
+    "scan_snap_text": SCAN_SNAP_TEXT,
 }

@@ -18,19 +18,19 @@ phase (``FINETUNE_PRETRAIN``: the end of pre-training; ``TRIGGERS``: the trained
 way, at each evaluation of that phase's late window (``phase=0`` for pre-training); a row read on a mean of a run's
 last training losses (``ALLOCATION``) at each of those steps alone (:func:`view_values` of the views its module
 makes); rows read on runs as they ended (``KHOP``, ``INDUCTION_HEAD``, ``INDUCTION_LAYERS``: final accuracies, the
-best reached, the first step at a level) with each run cut after each evaluation of its late window, as if it had
-stopped there (:func:`stopped_values`); so are the rows read on a trained model's weights where the run keeps the
-weights of that window (``INDUCTION_RANDOM``, with :func:`stopped_entries`, which measures each view once for the
-rows and the numbers that explain them). A recording is what it was: for the rows read on its curves
-(``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``; the paper-configuration recordings of book/paper_scale, read
-with :func:`recorded_values`) and for the rows read on recorded runs as they ended (``KHOP_RATES``,
-``KHOP_FOUR_HOPS``, ``KHOP_STALL``, ``FACT_CAPACITY``: each run a study's summary reads cut in turn,
-:func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns over, without stopping the chapter,
-:func:`changed_text` says it and :func:`turned_text` which runs, stopped where, turn them (:func:`judged_views`
-gives a chapter the table and that sentence, each row judged once in each view; :func:`judged_studies`, of recorded
-studies; :func:`judged_study`, of one). A recording keeps the views of its chapter's rows, made when it is recorded
-(:attr:`companion.recorded.Recordable.views`, ``late_rows.RECORDED_ROWS``), so that :func:`recorded_values` reads
-them as they were, where an older recording gives only what its curves give.
+best reached, the first step at a level; ``SCAN_SNAP_TEXT``: entropies at the end, the last quarter's movement) with
+each run cut after each evaluation of its late window, as if it had stopped there (:func:`stopped_values`); so are
+the rows read on a trained model's weights where the run keeps the weights of that window (``INDUCTION_RANDOM``,
+with :func:`stopped_entries`, which measures each view once for the rows and the numbers that explain them). A
+recording is what it was: for the rows read on its curves (``SYNTHETIC_IOI_LARGER``, ``SYNTHETIC_IOI_STABILITY``;
+the paper-configuration recordings of book/paper_scale, read with :func:`recorded_values`) and for the rows read on
+recorded runs as they ended (``KHOP_RATES``, ``KHOP_FOUR_HOPS``, ``KHOP_STALL``, ``FACT_CAPACITY``: each run a
+study's summary reads cut in turn, :func:`stopped_studies`) :func:`same_verdicts` reports which ones a view turns
+over, without stopping the chapter, :func:`changed_text` says it and :func:`turned_text` which runs, stopped where,
+turn them (:func:`judged_views` gives a chapter the table and that sentence, each row judged once in each view;
+:func:`judged_studies`, of recorded studies; :func:`judged_study`, of one). A recording keeps the views of its
+chapter's rows, made when it is recorded (:attr:`companion.recorded.Recordable.views`, ``late_rows.RECORDED_ROWS``),
+so that :func:`recorded_values` reads them as they were, where an older recording gives only what its curves give.
 """
 
 from __future__ import annotations

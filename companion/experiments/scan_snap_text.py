@@ -159,6 +159,10 @@ def attention_entropy(attn: torch.Tensor) -> float:
     return float(-(attn * torch.log(attn.clamp_min(1e-30))).sum(-1).mean())
 
 
+# what a run holds one value of per evaluation (late_verdicts.stopped_values cuts these)
+EVALUATED = ("step", "loss", "entropy", "moved", "maps")
+
+
 def _train(exp: TextExperiment, progress: bool, device=None) -> dict:
     device = config.get_device(device)
     data = corpus(exp.split, exp.vocab_size)
@@ -177,7 +181,7 @@ def _train(exp: TextExperiment, progress: bool, device=None) -> dict:
     rest = [p for n, p in model.named_parameters() if ".linear" not in n]
     opt = torch.optim.SGD([{"params": rest, "lr": exp.lr}, {"params": ffn, "lr": exp.lr_ffn or exp.lr}])
     n_windows = (train.shape[1] - 1) // exp.bptt
-    out = {k: [] for k in ("step", "loss", "entropy", "moved", "maps")}
+    out = {k: [] for k in EVALUATED}
     prev = None
 
     def evaluate(step):
@@ -287,6 +291,26 @@ def study_from_runs(runs: dict[str, dict], why: str = "") -> dict:
         "fig7": fig7,
         "fig10": fig10,
     }
+
+
+def study_runs(res: dict) -> dict[str, dict]:
+    """The runs of a study's result by their :func:`study_members` names, as :func:`study_from_runs` takes them
+    (its inverse).
+
+    >>> res = {"why": "", "fig7": {"1 layer": {"splits": ["wikitext2_valid"]}}, "fig10": {(2.5, 0): {}}}
+    >>> list(study_runs(res))
+    ['fig7: 1 layer', 'fig10: lr=2.5, seed 0']
+    """
+    return {
+        **{f"fig7: {k}": r for k, r in res["fig7"].items()},
+        **{f"fig10: lr={lr:g}, seed {s}": r for (lr, s), r in res["fig10"].items()},
+    }
+
+
+def summary_of_runs(res: dict):
+    """The chapter's summary as a function of the runs (:func:`study_runs`' names), for
+    :func:`companion.experiments.late_verdicts.stopped_values`: each run cut at an evaluation of its late window."""
+    return lambda runs: summary(study_from_runs(runs, res["why"]))
 
 
 def stand_in(members: dict[str, TextExperiment]) -> str:
