@@ -165,9 +165,6 @@ def _registry() -> dict[str, Recordable]:
     def architectures(runs):
         return architectures_make(runs)(runs)
 
-    def text_summary(runs):  # the Scan and Snap text study's, of its runs by member
-        return scan_snap_text.summary(scan_snap_text.study_from_runs(runs))
-
     def ioi_members(profile):
         return {f"{opt} L={L}": exp for (opt, L), exp in catalog.ioi(profile).items()}
 
@@ -185,10 +182,14 @@ def _registry() -> dict[str, Recordable]:
             summaries.finetune_summary, late_rows.FINETUNE_PRETRAIN, phase=0
         )(run)
 
-    def induction(module, rows):  # an induction chapter's study, its rows judged on stopped runs
+    def studied(module, rows, keys=(), **fields):
+        """A chapter's study (its module's study_members, study_from_runs, summary and summary_of_runs), its rows
+        judged on runs cut at each evaluation of their late window (``keys``: what a dict run holds per
+        evaluation)."""
+
         def views(runs):
             make = module.summary_of_runs(module.study_from_runs(runs))
-            return late_verdicts.stopped_values(make, runs, rows)
+            return late_verdicts.stopped_values(make, runs, rows, keys)
 
         name = module.__name__.rsplit(".", 1)[-1]
         return Recordable(
@@ -197,6 +198,7 @@ def _registry() -> dict[str, Recordable]:
             module.study_members,
             lambda runs: module.summary(module.study_from_runs(runs)),
             views=views,
+            **fields,
         )
 
     khop_recordables = khop_recordings.recordables()
@@ -253,18 +255,14 @@ def _registry() -> dict[str, Recordable]:
                 ),
                 also=("book/synthetic_ioi_sgd",),
             ),
-            induction(induction_head, late_rows.INDUCTION_HEAD),
-            induction(induction_layers, late_rows.INDUCTION_LAYERS),
-            Recordable(
-                "scan_snap_text",
-                "book/scan_snap_text",
-                scan_snap_text.study_members,
-                text_summary,
-                scan_snap_text.curves,
+            studied(induction_head, late_rows.INDUCTION_HEAD),
+            studied(induction_layers, late_rows.INDUCTION_LAYERS),
+            studied(
+                scan_snap_text,
+                late_rows.SCAN_SNAP_TEXT,
+                scan_snap_text.EVALUATED,
+                curves=scan_snap_text.curves,
                 stand_in=scan_snap_text.stand_in,
-                views=lambda runs: late_verdicts.stopped_values(
-                    text_summary, runs, late_rows.SCAN_SNAP_TEXT, scan_snap_text.EVALUATED
-                ),
                 draws=False,
             ),
             Recordable(

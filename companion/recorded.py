@@ -87,9 +87,8 @@ class Recordable:
     # stand-in is shown, never held to the paper's values
     stand_in: Callable = lambda members: ""
     claims: dict = dataclasses.field(default_factory=dict)  # claim id -> the summary entry that measures it
-    also: tuple[
-        str, ...
-    ] = ()  # docnames of the other chapters that check its claims (a chapter split by section)
+    # docnames of the other chapters that check its claims (a chapter split by section)
+    also: tuple[str, ...] = ()
     # False where its runs draw no training batch from the sampler in force (companion.config.sampler): data drawn
     # once by the numpy generators, or a full batch; its recordings store no sampler version and are the same
     # under either sampler (tests/test_recorded.py compares each recordable's first batch under both)
