@@ -157,9 +157,11 @@ SHARED_MODULES = {
     "companion.experiments.late_verdicts",  # the trained-model chapters' check that a late mean's verdict is not timing
     "companion.experiments.noisy_recall",
     "companion.experiments.summaries",
+    "companion.experiments.three_steps",  # the two three-step chapters' steps, runs and table of a run's steps
     "companion.figures.khop",
     "companion.figures.noisy_recall",
     "companion.figures.synthetic_ioi",  # Appendix J's two chapters (Figs. 19 and 20) draw the same panels
+    "companion.figures.three_steps",  # the two three-step chapters draw their runs' steps alike
     "companion.llm.laser",
     "companion.llm.standin",
     "companion.llm.studies",
@@ -202,6 +204,7 @@ def test_an_analysis_module_serves_one_chapter():
         "khop": {"khop", "khop_four_hops", "khop_starts", "khop_stall"},
         "noisy_recall": {"noisy_recall", "finetune"},
         "synthetic_ioi": {"synthetic_ioi", "synthetic_ioi_sgd"},
+        "three_steps": {"three_steps", "three_steps_data"},
     }
     assert {m: chs for m, chs in figures.items() if chs != {m}} == family
 

@@ -17,6 +17,7 @@ from companion.experiments import (
     induction_random_push,
     induction_random_seeds,
     three_steps,
+    three_steps_data,
     three_steps_mechanism,
     three_steps_tables,
 )
@@ -409,11 +410,49 @@ def test_three_step_tables():
     }
     step2 = {"matrix": "W_QK^2", "qk2_rank": [1, 3, 1, 1, 1], "qk2_winner": [1, 0, 2, 3, 4]}
     rows = {"rows": [{"matrix": "init"}, step2]}
-    text = three_steps_tables.qk2_rank_table({"a": rows, "b": rows}, runs)
+    text = three_steps_data.qk2_rank_table({"a": rows, "b": rows}, runs)
     assert "| ' ' |" in text and "3 ('\\n' wins)" in text
     runs["b"] = three_steps.ThreeStepExperiment.quick()
     with pytest.raises(ValueError, match="do not share their triggers"):
-        three_steps_tables.qk2_rank_table({"a": rows, "b": rows}, runs)
+        three_steps_data.qk2_rank_table({"a": rows, "b": rows}, runs)
+
+
+def test_the_two_three_step_chapters_split_the_runs_and_read_their_own():
+    """book/three_steps and book/three_steps_data: each run belongs to one chapter, each summary reads its
+    chapter's runs by name (a hand-made result per run, whose values say where they come from) and refuses a
+    dict without them."""
+    runs = three_steps.three_step_runs("quick")
+    assert sorted(three_steps.SLIDE_RUNS + three_steps.DATA_RUNS) == sorted(runs)
+    assert len(set(three_steps.SLIDE_RUNS + three_steps.DATA_RUNS)) == len(runs)
+    assert set(three_steps_data.GAUSSIAN_RUNS) <= set(runs)
+
+    def run(i: int) -> dict:  # step k of run i holds i + k / 10 in every probe and as its size
+        rows = [
+            {"matrix": m, "eta": i + k / 10, **{p: i + k / 10 for p in three_steps.STEP_PROBE.values()}}
+            for k, m in enumerate(("init", *induction.STEP_ORDER))
+        ]
+        rows[-1]["qk1_winner"] = [0, 1, 2]  # every row t recalls its key t - 1
+        return {"rows": rows, "seconds": 1.0}
+
+    results = {n: run(i) for i, n in enumerate(three_steps.DATA_RUNS)}
+    summary = three_steps_data.data_summary(results)
+    assert (summary["text_ov"], summary["text_qk2"], summary["text_qk1"]) == (0.1, 0.2, 0.3)
+    assert (summary["text_ortho_qk2"], summary["text_ortho_qk1"], summary["text_ortho_step2_size"]) == (
+        1.2,
+        1.3,
+        1.2,
+    )
+    assert summary["iid_qk2"] == 2.2
+    assert (summary["text_ortho_qk1_big"], summary["text_ortho_step2_size_big"]) == (3.3, 3.2)
+    assert summary["text_ortho_row1_recalled"] == 1.0 and summary["seconds"] == 4.0
+    results[three_steps.DATA_RUNS[1]]["rows"][-1]["qk1_winner"] = [1, 1, 2]  # row 1 picks itself
+    assert three_steps_data.data_summary(results)["text_ortho_row1_recalled"] == 0.0
+    with pytest.raises(
+        ValueError, match=r"data_summary needs the results of the runs .*missing \['slide order, Gaussian"
+    ):
+        three_steps_data.data_summary({})
+    with pytest.raises(ValueError, match=r"three_step_summary needs .*missing \['slide order, orthonormal'"):
+        three_steps_tables.three_step_summary(results)
 
 
 # --- what step 2 writes ---
@@ -481,8 +520,8 @@ def test_step2_outer_is_the_population_gradient():
         three_steps.ThreeStepExperiment.quick(embeddings="gaussian", data="shakespeare_iid", **small)
     )
     kept = []
-    Q, K = three_steps_mechanism.step2_outer(model, population, keep=kept)
-    assert set(Q) == set(K) == set(three_steps_mechanism.STREAM_PARTS) and len(kept) == len(population)
+    Q, K = three_steps_data.step2_outer(model, population, keep=kept)
+    assert set(Q) == set(K) == set(three_steps_data.STREAM_PARTS) and len(kept) == len(population)
     G = sum(Q[a].T @ K[b] for a in Q for b in K) / len(Q["token"])
     auto = -three_steps.population_gradient(model, "W_QK^2", population)
     assert auto.norm() > 0 and (G - auto).norm() / auto.norm() < 1e-5
@@ -491,12 +530,12 @@ def test_step2_outer_is_the_population_gradient():
     # the token means: every sequence's weights sum to zero, so their count-weighted mean is zero too; with
     # the rows' own token vectors, the whole row is K's token part summed per trigger
     query = (Q["token"][:, None, :] == model.W_E[list(task.triggers)][None]).all(-1)
-    tw = three_steps_mechanism.step2_token_weights(model, population, query)
+    tw = three_steps_data.step2_token_weights(model, population, query)
     assert tw["m"].shape == tw["counts"].shape == (3, model.W_U.shape[0])
     assert int(tw["counts"].sum()) == n_loss * 16 and abs(float((tw["m"] * tw["counts"]).sum())) < 1e-3
     assert -1 <= tw["cos_min"] <= tw["cos"] <= 1 and tw["pi"].sum().item() == pytest.approx(1.0, abs=1e-4)
     assert tw["counts"][1].sum() >= 2 * n_loss  # the query's token: at the query and at an earlier occurrence
-    again = three_steps_mechanism.step2_token_weights(
+    again = three_steps_data.step2_token_weights(
         model, population, query, gains=kept
     )  # what step2_outer kept: the same
     assert (
@@ -504,11 +543,11 @@ def test_step2_outer_is_the_population_gradient():
         and tw["cos"] == again["cos"]
     )
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
-        three_steps_mechanism.step2_token_weights(model, population, query[:, :1])
+        three_steps_data.step2_token_weights(model, population, query[:, :1])
     with torch.no_grad():
         model.matrix("W_QK^2").add_(1e-3)
     with pytest.raises(ValueError, match="needs W_QK\\^2 = 0"):
-        three_steps_mechanism.step2_outer(model, population)
+        three_steps_data.step2_outer(model, population)
 
 
 def test_step2_outer_bad_input():
@@ -518,12 +557,12 @@ def test_step2_outer_bad_input():
     model, task, population, _ = three_steps.step_setup(exp)
     dense = dataclasses.replace(task, loss_on="all")
     with pytest.raises(ValueError, match="the last position only"):
-        three_steps_mechanism.step2_outer(model, [dense.sample(np.random.default_rng(0), 8)])
+        three_steps_data.step2_outer(model, [dense.sample(np.random.default_rng(0), 8)])
     one = Transformer(ModelConfig(vocab_size=task.vocab_size, d=64, max_len=16, ff=("none",)))
     with pytest.raises(ValueError, match="two attention-only layers"):
-        three_steps_mechanism.step2_outer(one, population)
+        three_steps_data.step2_outer(one, population)
     with pytest.raises(ValueError, match="the slide's order"):
-        three_steps_mechanism.step2_probe_parts(
+        three_steps_data.step2_probe_parts(
             three_steps.ThreeStepExperiment.quick(order=induction.STEP_ORDER[::-1])
         )
 
@@ -534,23 +573,23 @@ def test_the_mechanism_computations_are_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path))
     small = dict(d=64, embeddings="gaussian", seq_len=16, batch=256, chunk=256, line_batch=256, n_test=16)
     exp = three_steps.ThreeStepExperiment.quick(etas=(1.0,), **small)
-    first = three_steps_mechanism.step2_probe_parts(exp)
+    first = three_steps_data.step2_probe_parts(exp)
 
     def recomputed(*args):
         raise AssertionError("recomputed")
 
-    monkeypatch.setattr(three_steps_mechanism, "_step2_probe_parts", recomputed)
-    assert three_steps_mechanism.step2_probe_parts(exp)["probe"] == first["probe"]
+    monkeypatch.setattr(three_steps_data, "_step2_probe_parts", recomputed)
+    assert three_steps_data.step2_probe_parts(exp)["probe"] == first["probe"]
     with pytest.raises(AssertionError, match="recomputed"):
-        three_steps_mechanism.step2_probe_parts(exp, use_cache=False)
+        three_steps_data.step2_probe_parts(exp, use_cache=False)
     with pytest.raises(AssertionError, match="recomputed"):  # another configuration is not the cached one
-        three_steps_mechanism.step2_probe_parts(dataclasses.replace(exp, seed=1))
+        three_steps_data.step2_probe_parts(dataclasses.replace(exp, seed=1))
 
 
 def test_step2_probe_parts_add_up_to_the_runs_probe():
     small = dict(seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
     ortho = three_steps.ThreeStepExperiment.quick(d=230, data="shakespeare", **small)
-    parts = three_steps_mechanism.step2_probe_parts(ortho, use_cache=False)
+    parts = three_steps_data.step2_probe_parts(ortho, use_cache=False)
     assert (
         parts["probe"]
         == three_steps.three_steps(ortho, progress=False, use_cache=False)["rows"][2]["probe_QK2_all"]
@@ -560,14 +599,14 @@ def test_step2_probe_parts_add_up_to_the_runs_probe():
     assert first > 0 and parts["key"]["token"]["spread"] < 1e-4 * first
     assert parts["key"]["position"]["spread"] < 1e-4 * first
     assert parts["key"]["first layer"]["probe"] == parts["probe"]
-    gauss = three_steps_mechanism.step2_probe_parts(
+    gauss = three_steps_data.step2_probe_parts(
         three_steps.ThreeStepExperiment.quick(d=64, embeddings="gaussian", **small), use_cache=False
     )
     assert gauss["key"]["token"]["spread"] > 0 and set(gauss["without key"]) == set(
-        three_steps_mechanism.STREAM_PARTS
+        three_steps_data.STREAM_PARTS
     )
-    results = dict(zip(three_steps_mechanism.GAUSSIAN_RUNS, (gauss, parts, gauss)))
-    s = three_steps_mechanism.step2_probe_summary(results)
+    results = dict(zip(three_steps_data.GAUSSIAN_RUNS, (gauss, parts, gauss)))
+    s = three_steps_data.step2_probe_summary(results)
     assert s["step2_parts_token_iid"] == pytest.approx(
         gauss["key"]["token"]["spread"] / gauss["key"]["first layer"]["spread"]
     )
@@ -575,24 +614,24 @@ def test_step2_probe_parts_add_up_to_the_runs_probe():
     assert (
         s["step2_parts_coherence_ratio"] == pytest.approx(1.0) and 0 < s["step2_parts_shared_iid"] <= 1 + 1e-6
     )
-    table = three_steps_mechanism.step2_probe_table(results)
-    assert len(table.splitlines()) == 2 + 1 + 2 * len(three_steps_mechanism.STREAM_PARTS)
+    table = three_steps_data.step2_probe_table(results)
+    assert len(table.splitlines()) == 2 + 1 + 2 * len(three_steps_data.STREAM_PARTS)
     with pytest.raises(ValueError, match="missing"):
-        three_steps_mechanism.step2_probe_summary({three_steps_mechanism.GAUSSIAN_RUNS[0]: gauss})
+        three_steps_data.step2_probe_summary({three_steps_data.GAUSSIAN_RUNS[0]: gauss})
 
 
 def test_key_coherence_tells_a_random_walk_from_a_shared_vector():
     g = torch.Generator().manual_seed(0)
     query = torch.zeros(4000, 5, dtype=torch.bool)
     query[torch.arange(4000), torch.arange(4000) % 5] = True
-    walk = three_steps_mechanism.key_coherence(torch.randn(4000, 32, generator=g), query)
+    walk = three_steps_data.key_coherence(torch.randn(4000, 32, generator=g), query)
     assert 0.7 < walk["coherence"] < 1.3 and walk["shared"] < 0.5  # independent, mean zero
     common = torch.randn(32, generator=g)
-    alike = three_steps_mechanism.key_coherence(common + 0.1 * torch.randn(4000, 32, generator=g), query)
+    alike = three_steps_data.key_coherence(common + 0.1 * torch.randn(4000, 32, generator=g), query)
     assert alike["coherence"] > 700 and alike["shared"] > 0.99  # 800 sequences per trigger, all alike
     assert walk["sequences"] == alike["sequences"] == 800
     with pytest.raises(ValueError, match="exactly one trigger per sequence"):
-        three_steps_mechanism.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))
+        three_steps_data.key_coherence(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.bool))
 
 
 def test_head_and_bigram_paths_add_up_to_the_logits():
@@ -1185,7 +1224,7 @@ def test_random_along_training_averages_each_window_then_the_seeds():
 def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     small = dict(d=230, seq_len=32, batch=1024, chunk=512, line_batch=512, n_test=64, etas=(1.0, 4.0))
     exp = three_steps.ThreeStepExperiment.quick(data="shakespeare", **small)
-    paths = three_steps_mechanism.step3_row_paths(exp, row=1, factors=(1.0, 2.0), use_cache=False)
+    paths = three_steps_data.step3_row_paths(exp, row=1, factors=(1.0, 2.0), use_cache=False)
     model, task, population, line = three_steps.step_setup(exp)  # the same model, by hand
     three_steps.gradient_step(model, "W_V^2", population, line, exp.etas)
     assert three_steps.gradient_step(model, "W_QK^2", population, line, exp.etas)[1] == paths["step2_size"]
@@ -1199,13 +1238,13 @@ def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
     assert (1 in missed) == (total < 0)  # row 1's probe: exactly the sign of the entry
     assert 0 < paths["trigger_share"] < 1 and len(paths["key"]) == len(paths["value"]) == 2
     assert 0 < paths["ov_remapped"] < 1  # step 1 stores remapped tokens too, more weakly than the tokens
-    s = three_steps_mechanism.step3_row_summary(paths)
+    s = three_steps_data.step3_row_summary(paths)
     assert (
         s["step3_row_total"] == pytest.approx(total)
         and s["step3_row_value_over_key"] == -paths["value"][0] / paths["key"][0]
     )
     with pytest.raises(ValueError, match="factors 1 and 2"):
-        three_steps_mechanism.step3_row_summary({**paths, "factors": [1.0, 3.0]})
+        three_steps_data.step3_row_summary({**paths, "factors": [1.0, 3.0]})
 
 
 @pytest.mark.parametrize(
@@ -1221,7 +1260,7 @@ def test_step3_row_paths_add_up_to_the_gradient_and_decide_the_probe_row():
 def test_step3_row_paths_bad_input(overrides, kwargs, match):
     exp = three_steps.ThreeStepExperiment.quick(**{"data": "shakespeare", **overrides})
     with pytest.raises(ValueError, match=match):
-        three_steps_mechanism.step3_row_paths(exp, **kwargs)
+        three_steps_data.step3_row_paths(exp, **kwargs)
 
 
 def test_public_value_maps_train_W_O2_against_frozen_random_value_matrices():

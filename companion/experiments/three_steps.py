@@ -1,7 +1,10 @@
-"""The chapter ``book/three_steps``: the "three gradient steps" (slide "Gradient steps for the bigram task",
-Birth Thm., informal), one gradient step per memory on the population loss from zero, their probes and runs
-(the chapter's tables and the numbers it asserts: :mod:`companion.experiments.three_steps_tables`). Why the steps write what they write (the step-2 gradient's parts, the step-3 row paths) is
-:mod:`companion.experiments.three_steps_mechanism`. The model, the memories by construction and the probes are
+"""The two three-step chapters' computation: the "three gradient steps" (slide "Gradient steps for the bigram
+task", Birth Thm., informal), one gradient step per memory on the population loss from zero, their probes, their
+runs (:func:`three_step_runs`: ``book/three_steps``'s :data:`SLIDE_RUNS`, ``book/three_steps_data``'s
+:data:`DATA_RUNS`) and the table of a run's steps both chapters show (:func:`three_step_table`). Each chapter's
+numbers and analysis are its own module's: :mod:`companion.experiments.three_steps_tables` and
+:mod:`companion.experiments.three_steps_mechanism` (``book/three_steps``), :mod:`companion.experiments.three_steps_data`
+(``book/three_steps_data``). The model, the memories by construction and the probes are
 :mod:`companion.experiments.induction`'s."""
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from companion import cache, config
+from companion import cache, config, report
 from companion.config import check_choice, check_float, check_int
 from companion.data.recall import LOSS_POSITIONS, RecallTask
 from companion.experiments.induction import (
@@ -715,12 +718,13 @@ POPULATION_FACTOR = 4  # the population-size control of the orthonormal Shakespe
 
 
 def three_step_runs(profile: str | None = None) -> dict[str, ThreeStepExperiment]:
-    """The chapter's runs: the slide's order in the idealised setting, the reverse order, the chapter's random
-    embeddings with uniform and with Shakespeare data, and two controls that separate the Shakespeare data from
-    the embeddings: orthonormal embeddings with Shakespeare data, and random embeddings with Shakespeare's
-    character frequencies drawn independently (in these two, step 2 is line-searched: the W_QK^2 probe after
-    it does not depend on its size, since the step starts from zero); and the orthonormal Shakespeare run
-    again with :data:`POPULATION_FACTOR` times the population."""
+    """The runs of the two three-step chapters. ``book/three_steps`` (:data:`SLIDE_RUNS`): the slide's order in
+    the idealised setting, the reverse order, the chapter's random embeddings with uniform data.
+    ``book/three_steps_data`` (:data:`DATA_RUNS`): the random embeddings with Shakespeare data, and two controls
+    that separate the Shakespeare data from the embeddings: orthonormal embeddings with Shakespeare data, and
+    random embeddings with Shakespeare's character frequencies drawn independently (in these two, step 2 is
+    line-searched: the W_QK^2 probe after it does not depend on its size, since the step starts from zero); and
+    the orthonormal Shakespeare run again with :data:`POPULATION_FACTOR` times the population."""
     sweep = dict(second_step_sizes=SECOND_SIZES)
     big = POPULATION_FACTOR * ThreeStepExperiment.for_profile(profile).batch
     return {
@@ -738,3 +742,57 @@ def three_step_runs(profile: str | None = None) -> dict[str, ThreeStepExperiment
             profile, data="shakespeare", batch=big
         ),
     }
+
+
+SLIDE_RUNS = ("slide order, orthonormal", "reverse order, orthonormal", "slide order, Gaussian")
+"""The runs of ``book/three_steps`` (names of :func:`three_step_runs`)."""
+
+DATA_RUNS = (
+    "slide order, Gaussian, Shakespeare",
+    "slide order, orthonormal, Shakespeare",
+    "slide order, Gaussian, Shakespeare i.i.d.",
+    f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population",
+)
+"""The runs of ``book/three_steps_data`` (names of :func:`three_step_runs`)."""
+
+
+def check_runs(results: dict, names: tuple[str, ...], caller: str) -> None:
+    """Raise ValueError, naming ``caller``, unless ``results`` (keyed by run name) holds every run of ``names``."""
+    missing = [n for n in names if n not in results]
+    if missing:
+        raise ValueError(f"{caller} needs the results of the runs {list(names)}; missing {missing}")
+
+
+def cached(kind: str, exp: ThreeStepExperiment, args: dict, compute, modules, use_cache: bool = True):
+    """``compute()`` for ``exp`` and ``args`` (the call's other arguments), cached under ``kind`` with the source
+    of ``modules`` in its key: the population computations of both chapters' analysis modules."""
+    settings = {"exp": asdict(exp), **args}
+    return cache.load_or_compute(kind, settings, compute, modules, fmt="torch", use_cache=use_cache)
+
+
+def three_step_table(results: dict[str, dict]) -> str:
+    """Markdown: per run and step, the matrix stepped, its step size, the loss, the accuracy and the probes."""
+    rows = []
+    for run_name, res in results.items():
+        for r in res["rows"]:
+            rows.append(
+                [
+                    run_name if r["step"] == 0 else "",
+                    r["step"],
+                    r["matrix"],
+                    report.format_value(r["eta"]),
+                    *(report.format_value(r[k], 3) for k in ("loss", "acc", *STEP_PROBE.values())),
+                ]
+            )
+    head = [
+        "run",
+        "step",
+        "matrix stepped",
+        "step size",
+        "population loss",
+        "in-context acc",
+        "W_OV^2 probe",
+        "W_QK^2 probe",
+        "W_QK^1 probe",
+    ]
+    return report.markdown_table(head, rows)

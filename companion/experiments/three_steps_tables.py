@@ -9,48 +9,18 @@ from companion import report
 from companion.experiments.three_steps import (
     MIXES,
     OWN_BLOCK,
-    POPULATION_FACTOR,
+    SLIDE_RUNS,
     STEP_PROBE,
-    ThreeStepExperiment,
-    qk1_misses,
+    check_runs,
 )
 
 
-def three_step_table(results: dict[str, dict]) -> str:
-    """Markdown: per run and step, the matrix stepped, its step size, the loss, the accuracy and the probes."""
-    rows = []
-    for run_name, res in results.items():
-        for r in res["rows"]:
-            rows.append(
-                [
-                    run_name if r["step"] == 0 else "",
-                    r["step"],
-                    r["matrix"],
-                    report.format_value(r["eta"]),
-                    *(report.format_value(r[k], 3) for k in ("loss", "acc", *STEP_PROBE.values())),
-                ]
-            )
-    head = [
-        "run",
-        "step",
-        "matrix stepped",
-        "step size",
-        "population loss",
-        "in-context acc",
-        "W_OV^2 probe",
-        "W_QK^2 probe",
-        "W_QK^1 probe",
-    ]
-    return report.markdown_table(head, rows)
-
-
 def three_step_summary(results: dict[str, dict]) -> report.Summary:
-    """The claim values of the three-step section (ids ``ih.three_steps_*``)."""
+    """The values ``book/three_steps`` asserts, read from its runs (:data:`~companion.experiments.three_steps.
+    SLIDE_RUNS`, keyed by name)."""
+    check_runs(results, SLIDE_RUNS, "three_step_summary")
     main, rev = results["slide order, orthonormal"], results["reverse order, orthonormal"]["rows"]
-    gauss, text = (
-        results["slide order, Gaussian"]["rows"],
-        results["slide order, Gaussian, Shakespeare"]["rows"],
-    )
+    gauss = results["slide order, Gaussian"]["rows"]
     rows = main["rows"]
     after = {r["matrix"]: r for r in rows[1:]}
     sizes = [s["second_size"] for s in main["sweep"]]
@@ -92,45 +62,11 @@ def three_step_summary(results: dict[str, dict]) -> report.Summary:
             "gauss_ov": (gauss[1]["probe_OV2"], "Gaussian embeddings: W_OV^2 probe after step 1"),
             "gauss_qk2": (gauss[2]["probe_QK2_all"], "Gaussian embeddings: W_QK^2 probe after step 2"),
             "gauss_qk1": (gauss[3]["probe_QK1"], "Gaussian embeddings: W_QK^1 probe after step 3"),
-            "text_ov": (text[1]["probe_OV2"], "Gaussian, Shakespeare bigram: W_OV^2 probe after step 1"),
-            "text_qk2": (text[2]["probe_QK2_all"], "the same: W_QK^2 probe after step 2"),
-            "text_qk1": (text[3]["probe_QK1"], "the same: W_QK^1 probe after step 3"),
             **_scale_summary(main),
-            "text_ortho_qk2": (
-                results["slide order, orthonormal, Shakespeare"]["rows"][2]["probe_QK2_all"],
-                "orthonormal embeddings, Shakespeare bigram: W_QK^2 probe after step 2",
+            "seconds": (
+                sum(results[n]["seconds"] for n in SLIDE_RUNS),
+                f"time of the {len(SLIDE_RUNS)} runs (s)",
             ),
-            "iid_qk2": (
-                results["slide order, Gaussian, Shakespeare i.i.d."]["rows"][2]["probe_QK2_all"],
-                "Gaussian, Shakespeare's frequencies drawn independently: W_QK^2 probe after step 2",
-            ),
-            "text_ortho_qk1": (
-                results["slide order, orthonormal, Shakespeare"]["rows"][3]["probe_QK1"],
-                "orthonormal embeddings, Shakespeare bigram: W_QK^1 probe after step 3",
-            ),
-            "population_factor": (POPULATION_FACTOR, "the population-size control's factor"),
-            "text_ortho_qk1_big": (
-                results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"]["rows"][3][
-                    "probe_QK1"
-                ],
-                f"the same with {POPULATION_FACTOR}x the population: W_QK^1 probe after step 3",
-            ),
-            "text_ortho_step2_size": (
-                results["slide order, orthonormal, Shakespeare"]["rows"][2]["eta"],
-                "orthonormal embeddings, Shakespeare bigram: step 2's size (line-searched)",
-            ),
-            "text_ortho_step2_size_big": (
-                results[f"slide order, orthonormal, Shakespeare, {POPULATION_FACTOR}x population"]["rows"][2][
-                    "eta"
-                ],
-                f"the same with {POPULATION_FACTOR}x the population",
-            ),
-            "text_ortho_row1_recalled": (
-                float(1 not in dict(qk1_misses(results["slide order, orthonormal, Shakespeare"]))),
-                "orthonormal embeddings, Shakespeare bigram: 1 if the W_QK^1 probe recalls row 1 "
-                "after step 3",
-            ),
-            "seconds": (sum(r["seconds"] for r in results.values()), f"time of the {len(results)} runs (s)"),
         }
     )
 
@@ -203,22 +139,3 @@ def block_table(res: dict) -> str:
     return report.markdown_table(
         ["memory", "query / output side", "E (tokens)", "P (positions)", "R (remapped tokens)"], rows
     )
-
-
-def qk2_rank_table(results: dict[str, dict], runs: dict[str, ThreeStepExperiment]) -> str:
-    """Markdown: for each trigger of the named runs (which share their triggers), its frequency and, per run,
-    the rank of its own remapped key in its W_QK^2 probe row after step 2 (1: recalled) and the winning key."""
-    names = list(results)
-    stats = runs[names[0]].task().stats
-    triggers = runs[names[0]].task().triggers
-    if any(runs[n].task().triggers != triggers for n in names):
-        raise ValueError(f"the runs {names} do not share their triggers")
-    second = {n: next(r for r in results[n]["rows"] if r["matrix"] == "W_QK^2") for n in names}
-    rows = []
-    for i, q in enumerate(triggers):
-        cells = []
-        for n in names:
-            rank, win = second[n]["qk2_rank"][i], second[n]["qk2_winner"][i]
-            cells.append("1" if rank == 1 else f"{rank} ({stats.itos[win]!r} wins)")
-        rows.append([repr(stats.itos[q]), float(stats.unigram[q]), *cells])
-    return report.markdown_table(["trigger", "frequency", *names], rows, digits=2)

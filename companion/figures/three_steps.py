@@ -1,5 +1,5 @@
-"""The three-steps chapter's own figures (``book/three_steps``), beside the study they draw
-(:func:`companion.experiments.three_steps.three_steps`)."""
+"""The three-step chapters' figures (``book/three_steps``; ``book/three_steps_data`` draws its runs' steps with
+:func:`three_step_panels` too), beside the study they draw (:func:`companion.experiments.three_steps.three_steps`)."""
 
 from __future__ import annotations
 
