@@ -3,9 +3,9 @@
 # the timings that need the GPU to themselves (bench_engine.py's replica ratios, then bench_recall.py, whose
 # --full-run trains the full Fig. 3 run alone), then, sharing the GPU, the device tests beside the precision
 # comparison and the named recordings in parallel queues, then `record --all` (every experiment of the sources not
-# yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT, packed
-# into one archive. Each step can be turned off (ENGINE=0, BENCH=0, SAMPLERS=0, CUDA_TESTS=0, COMPARE=0, ALL=0); the
-# last, the book executed under nbval (BOOK=1), is off unless turned on.
+# yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT (the
+# benchmarks' under bench/), packed into one archive. Each step can be turned off (ENGINE=0, BENCH=0, SAMPLERS=0,
+# CUDA_TESTS=0, COMPARE=0, ALL=0); the last, the book executed under nbval (BOOK=1), is off unless turned on.
 # Resumable: a recording already committed under data/recorded is not made again.
 # The third-party data (../shared/data) does not travel by itself: copy it into .data/ (ignored by git) and name
 # .data in the call's carry; COMPANION_DATA_DIR points there.
@@ -16,6 +16,8 @@
 # then, on the same warm machine, ENGINE=0 COMPARE=0 CUDA_TESTS=0 ALL=0 QUEUES=<the public code's choices at seeds
 # 0-2, one queue each> (177 s). TEST_ARGS is split at spaces: a -k expression with spaces does not pass.
 # CPU rehearsal with tiny settings: DEV=cpu PROFILE=quick EXTRA="--set steps=4 --set eval_every=2" OUT=/tmp/o ...
+# (2026-12-07: DEADLINE=240 ENGINE_S=60 BENCH=0 SAMPLERS=0, and TEST_ARGS="-x" where pytest-timeout is missing, as in
+# the book's environment; the GPU image has it: every step ran, record --all recorded three quick experiments.)
 # Issue 54 item 4, quick recordings made again under the counter sampler (not yet tried on a GPU):
 # COMPANION_SAMPLER=counter PROFILE=quick ENGINE=0 BENCH=0 SAMPLERS=0 CUDA_TESTS=0 COMPARE=0 ALL=0 QUEUES="..."
 # with items NAME:key=value:... as the committed files' commands give them, each level committed into
@@ -37,6 +39,11 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MKL_NUM_THREADS=${OMP_NUM_THREADS:-
 [ -d .data ] && export COMPANION_DATA_DIR=${COMPANION_DATA_DIR:-$PWD/.data}
 PY=${PY:-python3}; DEV=${DEV:-cuda}; PROFILE=${PROFILE:-full}; EXTRA=${EXTRA:-}
 OUTD=${OUT:-/tmp/out}; mkdir -p "$OUTD" /tmp/logs; rm -f /tmp/logs/*.log
+# The benchmarks' files go to $OUTD/bench, those written by this call only: the top level of $OUTD holds the
+# recordings, which `record --all` (step 4) reads back as recordings (a benchmark file there stopped it at once, exit
+# 2, in a CPU rehearsal on 2026-12-07: "recorded format None").
+BENCHD="$OUTD/bench"; SINCE=$(mktemp); mkdir -p "$BENCHD"
+keep_bench() { find benchmarks/results -maxdepth 1 -name "$1" -newer "$SINCE" -exec cp {} "$BENCHD/" \; ; }
 nvidia-smi -L 2>/dev/null; $PY -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 echo "commit ${COMPANION_COMMIT:-unset} data ${COMPANION_DATA_DIR:-none}"
 # 1. Alone on the GPU: replicas against the same runs one after another (fact_capacity's quick grid, allocation,
@@ -45,23 +52,23 @@ ENGINE=${ENGINE:-1}
 if [ "$ENGINE" = 1 ]; then
   timeout ${ENGINE_S:-100} $PY benchmarks/bench_engine.py --device $DEV ${ENGINE_ARGS:-} > /tmp/logs/bench_engine.log 2>&1
   echo "bench_engine rc=$? at $(( $(date +%s) - T0 )) s"; grep replica_ratio /tmp/logs/bench_engine.log
-  cp benchmarks/results/*-engine.json "$OUTD/" 2>/dev/null
+  keep_bench "*-engine.json"
 fi
 # 2. Alone on the GPU: the core experiment's building blocks and the full Fig. 3 run (--full-run).
 BENCH=${BENCH:-1}
 if [ "$BENCH" = 1 ]; then
   timeout $(( $(left) - 240 )) $PY benchmarks/bench_recall.py --device $DEV --full-run > /tmp/logs/bench.log 2>&1
   echo "bench rc=$? at $(( $(date +%s) - T0 )) s"; tail -c 1500 /tmp/logs/bench.log | tr '\r' '\n' | tail -25
-  cp benchmarks/results/*.json "$OUTD/" 2>/dev/null
+  keep_bench "*.json"
 fi
 # 2b. Alone on the GPU: the counter-based samplers' data rate against the numpy generators' (issue 54; seconds).
 SAMPLERS=${SAMPLERS:-1}
 if [ "$SAMPLERS" = 1 ]; then
   timeout 90 $PY benchmarks/bench_samplers.py --device $DEV > /tmp/logs/bench_samplers.log 2>&1
   echo "bench_samplers rc=$? at $(( $(date +%s) - T0 )) s"; grep -E "^(recall|bigram)" /tmp/logs/bench_samplers.log
-  cp benchmarks/results/*-samplers.json "$OUTD/" 2>/dev/null
+  keep_bench "*-samplers.json"
 fi
-rm -f "$OUTD"/CPU_* "$OUTD"/llm_*
+rm -f "$BENCHD"/CPU_* "$BENCHD"/llm_*
 # 3. Sharing the GPU. The device checks (tests/test_cuda.py: one full-configuration step of every recordable, each
 # test bounded by pytest-timeout), beside the recordings, until the deadline: pytest writes why a test failed only
 # at its end, so a bound shorter than the recordings' loses the reasons (on 2026-11-27, 240 s lost leading_bpe's).
