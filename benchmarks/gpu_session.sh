@@ -6,7 +6,8 @@
 # yet recorded). Every step is bounded so that the call ends by $DEADLINE seconds; the files land in $OUT (the
 # benchmarks' under bench/), packed into one archive. Each step can be turned off (ENGINE=0, BENCH=0, SAMPLERS=0,
 # CUDA_TESTS=0, COMPARE=0, ALL=0); the last, the book executed under nbval (BOOK=1), is off unless turned on.
-# Resumable: a recording already committed under data/recorded is not made again.
+# Resumable: a recording already committed is not made again (data/recorded/, or the folder of the sampler in
+# force, data/recorded/counter/, where the archive's recordings are committed).
 # The third-party data (../shared/data) does not travel by itself: copy it into .data/ (ignored by git) and name
 # .data in the call's carry; COMPANION_DATA_DIR points there.
 # Used on 2026-11-26: COMPANION_COMMIT=<commit sent> DEADLINE=530 bash benchmarks/gpu_session.sh

@@ -100,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--threads", type=int, default=None, help="CPU threads for torch and numpy's BLAS (default: theirs)"
     )
-    p.add_argument("--out-dir", default=None, help="folder of the results file (default: data/recorded)")
+    p.add_argument(
+        "--out-dir",
+        default=None,
+        help="folder of the results file (default: data/recorded/ under the numpy sampler, "
+        "data/recorded/<sampler>/ under another)",
+    )
     p.add_argument(
         "--precision", default="fp32", help="float32 matrix products: fp32 (default) or tf32 (TF32 on CUDA)"
     )

@@ -62,6 +62,7 @@ from companion.recorded import (  # noqa: F401 (the files' names, read here by t
     reading,
     recorded_claims,
     runs,
+    sampler_dir,
     side_by_side,
 )
 
@@ -463,9 +464,10 @@ def record(
     out_dir: Path | str | None = None,
     precision: str = "fp32",
 ) -> Path:
-    """Run experiment ``name`` and write its recorded results file (atomically); return its path. ``precision``:
-    how float32 matrix products are computed (:data:`companion.config.PRECISIONS`); recorded in the file and its
-    name, and in the cache keys of its runs.
+    """Run experiment ``name`` and write its recorded results file (atomically) in ``out_dir``, by default the
+    folder of the sampler in force (:func:`sampler_dir`: ``data/recorded/counter/`` for the book's, where its builds
+    read it); return its path. ``precision``: how float32 matrix products are computed
+    (:data:`companion.config.PRECISIONS`); recorded in the file and its name, and in the cache keys of its runs.
 
     Raises:
         ValueError: before any run, when ``data/recorded_claims.toml`` lists no claim of the experiment, the
@@ -558,7 +560,7 @@ def record(
         # the recordings its members and summary read, and the sampler of each (Recorded.read_other_samplers)
         "reads": _reads(read),
     }
-    path = Path(out_dir or RECORDED_DIR) / file_name(name, profile, overrides, precision)
+    path = Path(out_dir or sampler_dir()) / file_name(name, profile, overrides, precision)
     atomic_write_text(path, json.dumps(result, indent=1) + "\n")
     return path
 
@@ -631,10 +633,11 @@ def record_all(
     studies named in ``include``, one after another, each in its own process, within ``deadline`` seconds; one
     row per recording (:data:`ALL_HEADER`; a sweep's row names its settings).
 
-    An experiment whose file is already recorded for the profile's configuration (in ``out_dir`` or
-    ``data/recorded``, not :func:`stale`, not :func:`incomplete` and drawn by the sampler in force) is skipped. A recording still running at the deadline is stopped
-    and writes nothing (a file is written whole at the end of a recording); one is not started with less than
-    :data:`START_MARGIN` seconds left. ``launch(name, command, seconds)`` -> the result's words runs one
+    An experiment whose file is already recorded for the profile's configuration (in ``out_dir``, ``data/recorded``
+    or the folder of the sampler in force, :func:`sampler_dir`; not :func:`stale`, not :func:`incomplete` and drawn
+    by the sampler in force) is skipped. A recording still running at the deadline is stopped and writes nothing
+    (a file is written whole at the end of a recording); one is not started with less than :data:`START_MARGIN`
+    seconds left. ``launch(name, command, seconds)`` -> the result's words runs one
     recording (default: a child process bounded by ``seconds``). ``progress``: each row on stderr as it ends.
 
     Raises:
@@ -651,7 +654,9 @@ def record_all(
     # every configuration valid before any work
     members = [len(build(n, profile, settings)) for n, settings in jobs]
     launch = launch or _launch
-    places = [Path(out_dir or RECORDED_DIR)] + ([RECORDED_DIR] if out_dir else [])
+    # out_dir, then the committed recordings a build under the sampler in force reads (data/recorded/ and the
+    # sampler's folder, committed_paths): a recording committed there is not made again
+    places = [Path(d) for d in dict.fromkeys([*([out_dir] if out_dir else []), RECORDED_DIR, sampler_dir()])]
     start, rows = time.monotonic(), []
     for (name, settings), n_runs in zip(jobs, members):
         label = " ".join([name, *(f"{k}={v}" for k, v in sorted(settings.items()))])

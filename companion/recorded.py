@@ -471,6 +471,18 @@ def reading():
         _READ.reset(token)
 
 
+def sampler_dir(sampler: str | None = None) -> Path:
+    """Where the recordings whose batches ``sampler`` (default: the one in force) draws are committed, and where a
+    recording made under it is written unless told otherwise: ``data/recorded/`` for the numpy generators, the
+    sampler's own folder for another (read there by :func:`committed_paths`).
+
+    >>> sampler_dir("numpy") == RECORDED_DIR, sampler_dir("counter") == RECORDED_DIR / "counter"
+    (True, True)
+    """
+    name = config.sampler(sampler)
+    return RECORDED_DIR if name == "numpy" else RECORDED_DIR / name
+
+
 def committed_paths(sampler: str | None = None) -> list[Path]:
     """The committed recordings a build reads, sorted by file name: those of ``data/recorded/``, each replaced by
     the file of the same name in the folder named after the sampler (default: the one in force,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from companion import claims, config, record, record_pages, report
+from companion import claims, config, record, record_pages, recorded, report
 from companion.data import batch_digest
 from companion.experiments import catalog, scale_study
 
@@ -459,7 +459,8 @@ def test_record_all_makes_the_sweeps_of_the_sources_with_their_settings(tmp_path
     command (the stand-in launcher records nothing); with the committed files, the sweep is already recorded."""
 
     def record_all(recorded_dir):
-        monkeypatch.setattr(record, "RECORDED_DIR", recorded_dir)
+        for module in (record, recorded):
+            monkeypatch.setattr(module, "RECORDED_DIR", recorded_dir)
         launched = []
         rows = record.record_all(
             "full",
@@ -616,9 +617,13 @@ def test_a_recordable_draws_from_the_sampler_exactly_where_it_says(migrations):
         assert not (r.experiment in free and r.other_sampler), r.path.name
 
 
-def test_record_all_makes_a_recording_of_the_other_sampler_again(tmp_path, monkeypatch):
+def test_record_all_makes_a_recording_of_the_other_sampler_again_unless_its_folder_has_one(
+    tmp_path, monkeypatch
+):
     """Under the counter sampler, the committed recall-quick.json (numpy batches) is kept as evidence but is not
-    "already recorded": ``record --all`` launches it again."""
+    "already recorded": ``record --all`` launches it again, unless data/recorded/counter/ holds its namesake (the
+    one a build under counter reads). Until 2026-12-07 that folder was not looked at, so every recording committed
+    there would have been made again; a recording made under counter without an out_dir is written there."""
     launched = []
 
     def launch(name, cmd, seconds):
@@ -626,8 +631,20 @@ def test_record_all_makes_a_recording_of_the_other_sampler_again(tmp_path, monke
         return "recorded"
 
     monkeypatch.setenv("COMPANION_SAMPLER", "counter")
+    assert record.sampler_dir() == record.RECORDED_DIR / "counter"
     assert record.load(record.RECORDED_DIR / "recall-quick.json").other_sampler
+    assert not record.load(record.RECORDED_DIR / "counter" / "recall-quick.json").other_sampler
     rows = record.record_all("quick", 600.0, (), "cpu", tmp_path, 1, launch=launch)
+    assert "recall" not in launched and rows[0][3] == "already recorded (recall-quick.json)"
+    # the same committed files without the counter folder: recall-quick.json is launched again
+    bare = tmp_path / "recorded"
+    bare.mkdir()
+    for f in record.RECORDED_DIR.glob("*.json"):
+        (bare / f.name).write_bytes(f.read_bytes())
+    for module in (record, recorded):
+        monkeypatch.setattr(module, "RECORDED_DIR", bare)
+    launched.clear()
+    rows = record.record_all("quick", 600.0, (), "cpu", tmp_path / "out", 1, launch=launch)
     assert launched[0] == "recall" and rows[0][3] == "recorded"
 
 
