@@ -656,7 +656,9 @@ def record_all(
     launch = launch or _launch
     # out_dir, then the committed recordings a build under the sampler in force reads (data/recorded/ and the
     # sampler's folder, committed_paths): a recording committed there is not made again
-    places = [Path(d) for d in dict.fromkeys([*([out_dir] if out_dir else []), RECORDED_DIR, sampler_dir()])]
+    places = list(
+        dict.fromkeys(Path(d) for d in [*([out_dir] if out_dir else []), RECORDED_DIR, sampler_dir()])
+    )
     start, rows = time.monotonic(), []
     for (name, settings), n_runs in zip(jobs, members):
         label = " ".join([name, *(f"{k}={v}" for k, v in sorted(settings.items()))])

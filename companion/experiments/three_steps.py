@@ -400,6 +400,14 @@ def gradient_step(
     return norm, eta
 
 
+def cached(kind: str, exp: ThreeStepExperiment, args: dict, compute, modules, use_cache: bool = True):
+    """``compute()`` for ``exp`` and ``args`` (the call's other arguments), cached under ``kind`` with the source
+    of ``modules`` in its key: the population computations of both chapters (the steps' states here, the
+    analysis modules' own)."""
+    settings = {"exp": asdict(exp), **args}
+    return cache.load_or_compute(kind, settings, compute, modules, fmt="torch", use_cache=use_cache)
+
+
 def line_searched_steps(exp: ThreeStepExperiment, n: int, device=None, use_cache: bool = True) -> list[dict]:
     """The first ``n`` steps of ``exp.order`` (1 to 3), each line-searched over ``exp.etas`` as in
     :func:`three_steps` (whatever ``exp.second_step_sizes``): per step, ``"state"`` (the three memories after it,
@@ -420,10 +428,7 @@ def line_searched_steps(exp: ThreeStepExperiment, n: int, device=None, use_cache
         state = {k: model.matrix(k).detach().cpu().clone() for k in STEP_ORDER}
         return before + [{"state": state, "grad_norm": norm, "eta": eta}]
 
-    settings = {"exp": asdict(exp), "steps": n}
-    return cache.load_or_compute(
-        "three_steps_states", settings, compute, MODULES, fmt="torch", use_cache=use_cache
-    )
+    return cached("three_steps_states", exp, {"steps": n}, compute, MODULES, use_cache)
 
 
 @torch.no_grad()
@@ -761,13 +766,6 @@ def check_runs(results: dict, names: tuple[str, ...], caller: str) -> None:
     missing = [n for n in names if n not in results]
     if missing:
         raise ValueError(f"{caller} needs the results of the runs {list(names)}; missing {missing}")
-
-
-def cached(kind: str, exp: ThreeStepExperiment, args: dict, compute, modules, use_cache: bool = True):
-    """``compute()`` for ``exp`` and ``args`` (the call's other arguments), cached under ``kind`` with the source
-    of ``modules`` in its key: the population computations of both chapters' analysis modules."""
-    settings = {"exp": asdict(exp), **args}
-    return cache.load_or_compute(kind, settings, compute, modules, fmt="torch", use_cache=use_cache)
 
 
 def three_step_table(results: dict[str, dict]) -> str:

@@ -322,11 +322,7 @@ GAUSSIAN_RUNS = (
 
 def step2_probe_summary(parts: dict[str, dict]) -> report.Summary:
     """The claim values of :func:`step2_probe_parts` over the chapter's :data:`GAUSSIAN_RUNS` (keyed by run name)."""
-    missing = set(GAUSSIAN_RUNS) - set(parts)
-    if missing:
-        raise ValueError(
-            f"step2_probe_summary needs a result for each of {GAUSSIAN_RUNS}; missing {sorted(missing)}"
-        )
+    check_runs(parts, GAUSSIAN_RUNS, "step2_probe_summary")
     uni, iid = parts[GAUSSIAN_RUNS[0]], parts[GAUSSIAN_RUNS[2]]
 
     def ratio(r: dict, side: str, part: str, over: str) -> float:
