@@ -210,12 +210,21 @@ def test_offline_error_names_model_and_remedy(tmp_path, monkeypatch):
     assert "HF_HUB_OFFLINE" in msg and "save_pretrained" in msg
 
 
-def test_local_directory_loads_like_a_hub_model(tmp_path, tok):
+def test_local_directory_loads_like_a_hub_model(tmp_path, tok, capfd):
+    from transformers.utils import logging as hf_logging
+
     m = tiny("gpt_neox")
     m.save_pretrained(tmp_path / "step0")
     tok.save_pretrained(tmp_path / "step0")
     name, rev = studies.checkpoint_source(str(tmp_path), "step0")
+    capfd.readouterr()
     loaded = hub.load(name, rev)
+    # a local folder loads without transformers' "Loading weights" bar (one per load in the built book before), and
+    # leaves the bars as they were
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
+    # printed without the machine's path (the built book showed the stand-in's temporary cache folder)
+    assert loaded.local and loaded.label == f"{tmp_path.name}/step0 (a local folder)"
     assert loaded.family == "gpt_neox" and loaded.tokenizer.encode(" the") == [262]
     assert hub.fingerprint(loaded.model) == hub.fingerprint(m)
     assert studies.checkpoint_source("EleutherAI/pythia-1b", "step0") == ("EleutherAI/pythia-1b", "step0")

@@ -21,8 +21,10 @@ ValueError: revision 'step1500' is not a Pythia checkpoint: allowed step0, step1
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,10 +86,27 @@ class Loaded:
     revision: str | None
     dtype: str
     device: str
+    local: bool = False  # ``name`` is a folder written by ``save_pretrained`` (the tests', the stand-in's)
 
     @property
     def family(self) -> str:
         return self.model.config.model_type
+
+    @property
+    def label(self) -> str:
+        """Where the weights came from, for a printed line: the hub name at its revision, or a local folder's last
+        two parts (the machine's own path left out: the stand-in's is a cache folder, a temporary one in CI's
+        build of the book).
+
+        >>> Loaded(None, None, "EleutherAI/pythia-1b", "step143000", "float32", "cpu").label
+        'EleutherAI/pythia-1b at step143000'
+        >>> Loaded(None, None, "/tmp/b/.cache/companion/llm/standin-gpt2-f7f3/step256", None, "float32", "cpu",
+        ...        local=True).label
+        'standin-gpt2-f7f3/step256 (a local folder)'
+        """
+        if self.local:
+            return f"{Path(*Path(self.name).parts[-2:])} (a local folder)"
+        return self.name + (f" at {self.revision}" if self.revision else "")
 
 
 def unavailable_message(name: str, revision: str | None, err: BaseException) -> str:
@@ -106,6 +125,38 @@ def unavailable_message(name: str, revision: str | None, err: BaseException) -> 
     )
 
 
+@contextlib.contextmanager
+def quiet_loading(quiet: bool = True) -> Iterator[None]:
+    """transformers' progress bars ("Loading weights", downloads) off inside the block when ``quiet``, and back to
+    what they were after it (on or off), whatever the block raises.
+
+    >>> from transformers.utils import logging as hf_logging
+    >>> with quiet_loading():
+    ...     hf_logging.is_progress_bar_enabled()
+    False
+    >>> hf_logging.is_progress_bar_enabled()
+    True
+    >>> hf_logging.disable_progress_bar()
+    >>> with quiet_loading(False):
+    ...     pass
+    >>> hf_logging.is_progress_bar_enabled()  # off before, so off after
+    False
+    >>> hf_logging.enable_progress_bar()
+    """
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if quiet:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+        else:
+            hf_logging.disable_progress_bar()
+
+
 def load(
     name: str,
     revision: str | None = None,
@@ -114,6 +165,10 @@ def load(
     tokenizer_name: str | None = None,
 ) -> Loaded:
     """Load a causal LM and its tokenizer with transformers' Auto classes.
+
+    A hub model shows transformers' progress bars (a download, or seconds to minutes of reading weights); a local
+    folder (the tests' models, the offline stand-in's checkpoints) loads in a blink and shows none, so the built
+    book carries no "Loading weights" bar per load.
 
     ``tokenizer_name`` overrides where the tokenizer comes from (default: the
     model's own, at ``revision`` for hub names; Pythia checkpoints share one
@@ -133,21 +188,25 @@ def load(
 
     device = config.get_device(device)
     local = Path(name).is_dir()
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            name, revision=None if local else revision, dtype=getattr(torch, dtype)
-        )
-    except (OSError, ValueError) as err:  # hub errors derive from OSError (offline, missing revision, 404)
-        raise ModelUnavailable(unavailable_message(name, revision, err)) from err
-    tok_source = tokenizer_name or name
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            tok_source, revision=None if (local or tokenizer_name or is_pythia(name)) else revision
-        )
-    except (OSError, ValueError) as err:
-        raise ModelUnavailable(unavailable_message(tok_source, None, err)) from err
+    with quiet_loading(local):
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                name, revision=None if local else revision, dtype=getattr(torch, dtype)
+            )
+        except (
+            OSError,
+            ValueError,
+        ) as err:  # hub errors derive from OSError (offline, missing revision, 404)
+            raise ModelUnavailable(unavailable_message(name, revision, err)) from err
+        tok_source = tokenizer_name or name
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(
+                tok_source, revision=None if (local or tokenizer_name or is_pythia(name)) else revision
+            )
+        except (OSError, ValueError) as err:
+            raise ModelUnavailable(unavailable_message(tok_source, None, err)) from err
     model.to(device).eval()
-    return Loaded(model, tokenizer, str(name), revision, dtype, config.device_name(device))
+    return Loaded(model, tokenizer, str(name), revision, dtype, config.device_name(device), local)
 
 
 def fingerprint(model, max_tensors: int = 4) -> str:

@@ -231,17 +231,14 @@ def study(
     features = leading_features(ids, top, T)
     out = {"revisions": list(revisions), "top": top, "K": K, "T": T, "n_tokens": len(ids), "by_revision": {}}
     out["ceilings"] = orientation_ceilings(features)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint otherwise
-    try:
+    with (
+        hub.quiet_loading()
+    ):  # one "Loading weights" bar per checkpoint otherwise, beside the checkpoints' bar
         for rev in tqdm(revisions, desc="checkpoints", disable=not progress):
             name, revision = studies.checkpoint_source(source, rev)
             loaded = hub.load(name, revision)
             out["by_revision"][rev] = compare(loaded.model, features, top, heads=heads)
             del loaded
-    finally:
-        hf_logging.enable_progress_bar()
     return out
 
 

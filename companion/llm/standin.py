@@ -30,6 +30,7 @@ from companion import cache, config, train
 from companion.config import check_choice, check_int
 from companion.data import sources
 from companion.data.tokenizer import gpt2_tokenizer
+from companion.llm import hub
 
 FAMILIES = ("gpt2", "gpt_neox")
 
@@ -104,9 +105,6 @@ def build(spec: StandIn = StandIn(), progress: bool = True) -> Path:
     if (out / "done.json").is_file():
         return out
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
 
     tok = gpt2_tokenizer()
     text = sources.fetch("wikitext2_valid").read_text(encoding="utf-8")
@@ -129,27 +127,28 @@ def build(spec: StandIn = StandIn(), progress: bool = True) -> Path:
         batch = torch.as_tensor(np.stack([ids[s : s + spec.ctx] for s in starts]))
         return model(input_ids=batch, labels=batch).loss
 
-    try:
-        model.train()
-        fitted = train.fit(
-            None, opt, spec.steps, loss_at, evaluate=save, eval_at=spec.checkpoints, nonfinite="continue",
-            progress=progress, desc=f"stand-in {spec.family}",
-        )  # fmt: skip
-        losses = fitted.losses.tolist()
-        (tmp / "done.json").write_text(
-            json.dumps(
-                {
-                    "spec": dataclasses.asdict(spec),
-                    "losses": losses,
-                    "seconds": fitted.seconds,
-                    "tokens": int(len(ids)),
-                }
+    with hub.quiet_loading():  # no transformers bar while the checkpoints are written
+        try:
+            model.train()
+            fitted = train.fit(
+                None, opt, spec.steps, loss_at, evaluate=save, eval_at=spec.checkpoints, nonfinite="continue",
+                progress=progress, desc=f"stand-in {spec.family}",
+            )  # fmt: skip
+            losses = fitted.losses.tolist()
+            (tmp / "done.json").write_text(
+                json.dumps(
+                    {
+                        "spec": dataclasses.asdict(spec),
+                        "losses": losses,
+                        "seconds": fitted.seconds,
+                        "tokens": int(len(ids)),
+                    }
+                )
             )
-        )
-        if not out.exists():
-            tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            if not out.exists():
+                tmp.rename(out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
