@@ -442,12 +442,16 @@ def scan_gains(c0: np.ndarray, c: np.ndarray, probs: np.ndarray, distinct: list)
     ([False], [False])
     >>> scan_gains(c0, np.array([[[0.1, 0.2, 0.7]]]), np.array([[0.2, 0.3, 0.5]]), [np.arange(3)])
     ([True], [True])
+    >>> with np.errstate(all="raise"):  # a token the class does not use (c0 = 0) is not divided
+    ...     scan_gains(c0 * [0, 1, 1], np.array([[[0.0, 0.2, 0.8]]]), np.array([[0.0, 0.4, 0.6]]), [np.arange(1, 3)])
+    ([True], [True])
     """
-    gain = c / c0
     top, ranks = [], []
     for r in range(len(c)):
         for n, d in enumerate(distinct):
-            by_p = gain[r, n, d][np.argsort(probs[n, d])]
+            # divided at the distinct tokens only, where c0 = P(l|n) > 0 (elsewhere c0 may be 0: 0/0 warned in the
+            # built book)
+            by_p = (c[r, n, d] / c0[r, n, d])[np.argsort(probs[n, d])]
             top.append(bool(np.all(by_p[-1] > by_p[:-1])))
             ranks.append(bool(np.all(np.diff(by_p) > 0)))
     return top, ranks
