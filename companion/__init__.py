@@ -9,4 +9,12 @@ paper's experiments as cached runs), :mod:`companion.figures` (each chapter's ow
 figures, imported by no computation).
 """
 
+import warnings as _warnings
+
 __version__ = "0.1.0"
+
+# The progress bars are tqdm.auto's: widgets where ipywidgets is installed, text bars elsewhere. In a Jupyter kernel
+# without ipywidgets (the book's environment) tqdm warns "IProgress not found" in the first cell that imports it, a
+# cell of the built book (book/status printed it with the path of the build's site-packages); the text bars it falls
+# back to are the ones wanted.
+_warnings.filterwarnings("ignore", message="IProgress not found")

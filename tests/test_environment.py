@@ -172,6 +172,22 @@ SHARED_MODULES = {
 SERVES_SEVERAL_TODAY: dict[str, set[str]] = {}
 
 
+def test_importing_the_package_silences_tqdms_ipywidgets_notice_and_nothing_else():
+    """In a kernel without ipywidgets, tqdm.auto's "IProgress not found" notice showed in a cell of the built book
+    (book/status); importing the package ignores that notice only: other tqdm warnings still show."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings; import companion; from tqdm import TqdmWarning; "
+        "warnings.warn('IProgress not found. Please update jupyter and ipywidgets.', TqdmWarning); "
+        "warnings.warn('another tqdm notice', TqdmWarning)"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert "IProgress" not in out.stderr and "another tqdm notice" in out.stderr
+
+
 def test_an_analysis_module_serves_one_chapter():
     """Issue 52: each chapter's analysis lives in its own module (read from the chapters' package calls,
     :func:`companion.book_ext.chapter_calls`), except :data:`SHARED_MODULES` and today's listed exceptions."""
