@@ -106,6 +106,21 @@ def test_chapter_has_figures_math_and_no_errors(docname):
     assert "\\(" not in re.sub(r"<script.*?</script>", "", dom, flags=re.S) or n_math > 0
 
 
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_no_page_shows_a_python_warning_a_loading_bar_or_the_build_folder(docname):
+    """What a reader should not see in a cell's output: a Python warning (a RuntimeWarning of numpy and tqdm's
+    ipywidgets notice were printed in two chapters), transformers' "Loading weights" bar (one per load of the
+    stand-in), or this build's folder (the stand-in's cache path was printed as the model's name)."""
+    text = re.sub(r"<[^>]+>", "", (HTML / f"{docname}.html").read_text(encoding="utf-8"))
+    shown = [
+        m.group(0)
+        for pattern in (r"\.py:\d+: \w*Warning", r"Loading weights", re.escape(f"{ROOT}/"))
+        for m in [re.search(pattern, text)]
+        if m
+    ]
+    assert not shown, f"{docname}: the page shows {shown}"
+
+
 def test_scorecard_lists_every_claim_with_a_result():
     from companion import claims
 
