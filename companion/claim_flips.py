@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from companion import claims, config, statements
@@ -247,6 +248,16 @@ def _value(stated: tuple[float, int, int | None]) -> str:
     return f"{value:.{decimals}f}" + (f" of {of}" if of else "")
 
 
+def _as_made(label: str) -> str:
+    """A recording's label as the flip list stored it, without the book's sampler of that day: the recordings were
+    made again ahead of the switch, when the book's was numpy, and the page is built under the counter sampler.
+
+    >>> _as_made("quick profile, 2026-12-03, commit b68cbf4, batches of the counter sampler (the book's: numpy)")
+    'quick profile, 2026-12-03, commit b68cbf4, batches of the counter sampler'
+    """
+    return re.sub(r" \(the book's: \w+\)$", "", label)
+
+
 def _recordings_again(data: dict) -> list[str]:
     """The flip list's recordings made again under the counter sampler (``scripts/flip_list.py
     --add-recordings``) as Markdown: which, how many rows they check, and each row whose category changes
@@ -266,7 +277,7 @@ def _recordings_again(data: dict) -> list[str]:
         if otherwise
         else ""
     )
-    files = ", ".join(f"`{m['file']}` ({m['label']})" for m in again["made"])
+    files = ", ".join(f"`{m['file']}` ({_as_made(m['label'])})" for m in again["made"])
     text = (
         "**Recordings made again.** A chapter that reads a recording gives the same value under either sampler "
         "until the recording is made again, so the builds above cannot flip its rows. These recordings were made "

@@ -747,6 +747,8 @@ def test_the_committed_flip_list_names_registered_rows_and_renders():
     data, page = json.loads(claim_flips.FLIP_LIST.read_text()), claim_flips.flip_list()
     assert f"{len(data['rows'])} rows, of which" in page and data["before"]["sampler"] == "numpy"
     assert all(f"`{r['claim']}`" in page for r in data["rows"] if r["changed"])
+    # the labels stored before the switch said "(the book's: numpy)", which book/status under counter contradicted
+    assert "the book's: numpy" in json.dumps(data["recordings"]["made"]) and "the book's:" not in page
     # beside the categories the rows gave when the list was made, the ones the rows in force give the same values:
     # a row rewritten at issue 54's switch to assert the counter build's outcome no longer fails that build
     switched = {r["claim"]: r for r in data["rows"] if r["changed"]}["khop.k4_anystart_solved"]
