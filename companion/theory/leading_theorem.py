@@ -254,7 +254,9 @@ def theorem_summary(res: dict) -> Summary:
                 f"steps Theorem 4.1 covers at L = {L_max}: eta^-1 min(5/(8 sqrt T), 1/(12 L))",
             ),
             "conditions_met": (
-                str(lt.max_steps(eta, T, L_max)["4.1 / D.9 conditions met"] and res["V"] >= 500),
+                "yes"
+                if lt.max_steps(eta, T, L_max)["4.1 / D.9 conditions met"] and res["V"] >= 500
+                else "no",
                 "the theorem's other conditions (|V| >= 500, T >= 60, L <= sqrt(T)/4) hold here",
             ),
             "step1_dev": (r0["step1"][0], "max |W_O - eta B-bar| after one step"),
