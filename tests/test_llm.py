@@ -224,7 +224,7 @@ def test_local_directory_loads_like_a_hub_model(tmp_path, tok, capfd):
     assert "Loading weights" not in capfd.readouterr().err
     assert hf_logging.is_progress_bar_enabled()
     # printed without the machine's path (the built book showed the stand-in's temporary cache folder)
-    assert loaded.local and loaded.label == f"{tmp_path.name}/step0 (a local folder)"
+    assert loaded.local and loaded.label == f"local folder {tmp_path.name}/step0"
     assert loaded.family == "gpt_neox" and loaded.tokenizer.encode(" the") == [262]
     assert hub.fingerprint(loaded.model) == hub.fingerprint(m)
     assert studies.checkpoint_source("EleutherAI/pythia-1b", "step0") == ("EleutherAI/pythia-1b", "step0")

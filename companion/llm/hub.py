@@ -94,18 +94,18 @@ class Loaded:
 
     @property
     def label(self) -> str:
-        """Where the weights came from, for a printed line: the hub name at its revision, or a local folder's last
-        two parts (the machine's own path left out: the stand-in's is a cache folder, a temporary one in CI's
-        build of the book).
+        """Where the weights came from, for a printed line: the hub name at its revision, or ``local folder`` and
+        the folder's last two parts (the machine's own path left out: the stand-in's is a cache folder, a
+        temporary one in CI's build of the book).
 
         >>> Loaded(None, None, "EleutherAI/pythia-1b", "step143000", "float32", "cpu").label
         'EleutherAI/pythia-1b at step143000'
         >>> Loaded(None, None, "/tmp/b/.cache/companion/llm/standin-gpt2-f7f3/step256", None, "float32", "cpu",
         ...        local=True).label
-        'standin-gpt2-f7f3/step256 (a local folder)'
+        'local folder standin-gpt2-f7f3/step256'
         """
         if self.local:
-            return f"{Path(*Path(self.name).parts[-2:])} (a local folder)"
+            return f"local folder {Path(*Path(self.name).parts[-2:])}"
         return self.name + (f" at {self.revision}" if self.revision else "")
 
 
