@@ -316,6 +316,19 @@ def test_each_chapter_opens_with_a_short_overview_that_states_the_result(prose_s
     assert too_long == {} and without == []
 
 
+def test_no_link_that_prints_a_title_is_read_as_a_possessive():
+    """A {doc} or {ref} link without its own text prints the page's or section's title: "{doc}`llm_gpt2_ioi`'s"
+    was built as "GPT-2 Small on IOI: "the" next to the answer (Section 4.1, Fig. 17)'s". Such a link says
+    what it is (``{ref}`the induction-head chapter <induction-head>`'s``)."""
+    root = Path(__file__).resolve().parents[1]
+    found = [
+        f"{path.relative_to(root)}: {m.group(0)}"
+        for path in sorted([*root.glob("*.md"), *(root / "book").glob("*.md")])
+        for m in re.finditer(r"\{(?:doc|ref)\}`[^`<]*`['’]s", path.read_text(encoding="utf-8"))
+    ]
+    assert not found, found
+
+
 def test_every_name_a_chapter_reads_from_the_package_exists():
     """A chapter that reads ``module.name`` of a module that no longer defines it (a move or a rename the
     chapter missed) fails here, on the CPU in a second, rather than in the chapter's run."""
