@@ -112,12 +112,8 @@ def test_no_page_shows_a_python_warning_a_loading_bar_or_the_build_folder(docnam
     ipywidgets notice were printed in two chapters), transformers' "Loading weights" bar (one per load of the
     stand-in), or this build's folder (the stand-in's cache path was printed as the model's name)."""
     text = re.sub(r"<[^>]+>", "", (HTML / f"{docname}.html").read_text(encoding="utf-8"))
-    shown = [
-        m.group(0)
-        for pattern in (r"\.py:\d+: \w*Warning", r"Loading weights", re.escape(f"{ROOT}/"))
-        for m in [re.search(pattern, text)]
-        if m
-    ]
+    found = (re.search(p, text) for p in (r"\.py:\d+: \w*Warning", r"Loading weights", re.escape(f"{ROOT}/")))
+    shown = [m.group(0) for m in found if m]
     assert not shown, f"{docname}: the page shows {shown}"
 
 

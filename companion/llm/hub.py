@@ -193,10 +193,8 @@ def load(
             model = AutoModelForCausalLM.from_pretrained(
                 name, revision=None if local else revision, dtype=getattr(torch, dtype)
             )
-        except (
-            OSError,
-            ValueError,
-        ) as err:  # hub errors derive from OSError (offline, missing revision, 404)
+        # hub errors derive from OSError (offline, missing revision, 404)
+        except (OSError, ValueError) as err:
             raise ModelUnavailable(unavailable_message(name, revision, err)) from err
         tok_source = tokenizer_name or name
         try:
