@@ -230,6 +230,26 @@ def test_local_directory_loads_like_a_hub_model(tmp_path, tok, capfd):
     assert studies.checkpoint_source("EleutherAI/pythia-1b", "step0") == ("EleutherAI/pythia-1b", "step0")
 
 
+def test_a_hub_model_reads_its_weights_without_a_bar_and_downloads_with_one(monkeypatch):
+    # the "Loading weights" bar stood in every chapter of a build with the real weights (the HTML test fails on it);
+    # a download keeps huggingface_hub's bars
+    import transformers
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as hf_logging
+
+    seen = []
+
+    def offline(*args, **kwargs):
+        seen.append((hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()))
+        raise OSError("offline")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", offline)
+    with pytest.raises(hub.ModelUnavailable):
+        hub.load("EleutherAI/pythia-14m", revision="step1000")
+    assert seen == [(False, False)]
+    assert hf_logging.is_progress_bar_enabled() and not are_progress_bars_disabled()
+
+
 def test_duplicated_checkpoints():
     a, b = tiny("gpt2", vocab=100), tiny("gpt2", vocab=100)
     fp = {"step1": hub.fingerprint(a), "step2": hub.fingerprint(b)}

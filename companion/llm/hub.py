@@ -127,34 +127,41 @@ def unavailable_message(name: str, revision: str | None, err: BaseException) -> 
 
 @contextlib.contextmanager
 def quiet_loading(quiet: bool = True) -> Iterator[None]:
-    """transformers' progress bars ("Loading weights", downloads) off inside the block when ``quiet``, and back to
-    what they were after it (on or off), whatever the block raises.
+    """transformers' own progress bars ("Loading weights": reading a checkpoint that is already on disk) off inside
+    the block when ``quiet``; huggingface_hub's download bars stay as they were (a download is minutes of real work,
+    shown as the book's other long runs are, and only the first time). Both back to what they were after the block,
+    whatever it raises.
 
+    >>> from huggingface_hub.utils import are_progress_bars_disabled
     >>> from transformers.utils import logging as hf_logging
     >>> with quiet_loading():
-    ...     hf_logging.is_progress_bar_enabled()
-    False
-    >>> hf_logging.is_progress_bar_enabled()
-    True
-    >>> hf_logging.disable_progress_bar()
+    ...     hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    (False, False)
+    >>> hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    (True, False)
+    >>> hf_logging.disable_progress_bar()  # transformers' switch turns the hub's off too
     >>> with quiet_loading(False):
     ...     pass
-    >>> hf_logging.is_progress_bar_enabled()  # off before, so off after
-    False
+    >>> hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()  # off before, so off after
+    (False, True)
     >>> hf_logging.enable_progress_bar()
     """
+    import huggingface_hub.utils as hub_utils
     from transformers.utils import logging as hf_logging
 
-    was = hf_logging.is_progress_bar_enabled()
+    was, hub_was = hf_logging.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled()
+
+    def restore_hub() -> None:  # transformers' switch sets the hub's as well
+        (hub_utils.enable_progress_bars if hub_was else hub_utils.disable_progress_bars)()
+
     if quiet:
         hf_logging.disable_progress_bar()
+        restore_hub()
     try:
         yield
     finally:
-        if was:
-            hf_logging.enable_progress_bar()
-        else:
-            hf_logging.disable_progress_bar()
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+        restore_hub()
 
 
 def load(
@@ -166,9 +173,9 @@ def load(
 ) -> Loaded:
     """Load a causal LM and its tokenizer with transformers' Auto classes.
 
-    A hub model shows transformers' progress bars (a download, or seconds to minutes of reading weights); a local
-    folder (the tests' models, the offline stand-in's checkpoints) loads in a blink and shows none, so the built
-    book carries no "Loading weights" bar per load.
+    A download shows huggingface_hub's progress bars (minutes, the first time); reading the weights from disk shows
+    none (:func:`quiet_loading`: transformers' "Loading weights" bar, one per load, would stand in every built
+    chapter that loads a model, a hub model's as a local folder's).
 
     ``tokenizer_name`` overrides where the tokenizer comes from (default: the
     model's own, at ``revision`` for hub names; Pythia checkpoints share one
@@ -188,7 +195,7 @@ def load(
 
     device = config.get_device(device)
     local = Path(name).is_dir()
-    with quiet_loading(local):
+    with quiet_loading():
         try:
             model = AutoModelForCausalLM.from_pretrained(
                 name, revision=None if local else revision, dtype=getattr(torch, dtype)

@@ -231,13 +231,11 @@ def study(
     features = leading_features(ids, top, T)
     out = {"revisions": list(revisions), "top": top, "K": K, "T": T, "n_tokens": len(ids), "by_revision": {}}
     out["ceilings"] = orientation_ceilings(features)
-    # one "Loading weights" bar per checkpoint otherwise, beside the checkpoints' bar
-    with hub.quiet_loading():
-        for rev in tqdm(revisions, desc="checkpoints", disable=not progress):
-            name, revision = studies.checkpoint_source(source, rev)
-            loaded = hub.load(name, revision)
-            out["by_revision"][rev] = compare(loaded.model, features, top, heads=heads)
-            del loaded
+    for rev in tqdm(revisions, desc="checkpoints", disable=not progress):
+        name, revision = studies.checkpoint_source(source, rev)
+        loaded = hub.load(name, revision)
+        out["by_revision"][rev] = compare(loaded.model, features, top, heads=heads)
+        del loaded
     return out
 
 
