@@ -348,9 +348,7 @@ class Recorded:
         out = Summary({prefix + k: (v, meaning.get(k, "")) for k, v in values.items()})
         minutes_key = prefix + minutes_key
         out[minutes_key] = self.data["train_seconds"] / 60
-        out.meaning[minutes_key] = (
-            f"training and evaluation time of the recorded run(s) ({self.data['device']})"
-        )
+        out.meaning[minutes_key] = f"training and evaluation time of the recording ({self.data['device']})"
         return out
 
     def settings(self) -> dict:

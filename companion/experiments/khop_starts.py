@@ -115,7 +115,7 @@ def start_summary(acc: np.ndarray, exp: KHopExperiment, prefix: str = "start_") 
     out |= {
         f"{prefix}h{h}_min": (
             float(np.nanmin(acc[h - 1])),
-            f"lowest accuracy over the start tables, {h} hop(s)",
+            f"lowest accuracy over the start tables, {report.count_noun(h, 'hop')}",
         )
         for h in trained
         if h < k
