@@ -57,15 +57,36 @@ def get_profile(profile: str | None = None) -> str:
 
 
 def get_device(device: str | None = None):
-    """Pick the torch device once: the argument, ``$COMPANION_DEVICE``, else cuda if present."""
+    """Pick the torch device once: the argument, ``$COMPANION_DEVICE``, else cuda if present.
+
+    >>> get_device("cpu")
+    device(type='cpu')
+    >>> get_device("gpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: device 'gpu' is not a torch device: allowed 'cpu', 'cuda' or 'cuda:N'
+
+    Raises:
+        ValueError: not a device name, or a CUDA device this machine does not have.
+    """
     import torch
 
     name = device or os.environ.get("COMPANION_DEVICE")
     if not name:
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(name)
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device {name!r} is not a torch device: allowed 'cpu', 'cuda' or 'cuda:N'"
+        ) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {name!r} requested but CUDA is not available; use 'cpu'")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        n = torch.cuda.device_count()
+        raise ValueError(
+            f"device {name!r}: this machine has {n} CUDA devices, allowed 'cuda:0' to 'cuda:{n - 1}'"
+        )
     return dev
 
 
