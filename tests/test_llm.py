@@ -230,6 +230,19 @@ def test_local_directory_loads_like_a_hub_model(tmp_path, tok, capfd):
     assert studies.checkpoint_source("EleutherAI/pythia-1b", "step0") == ("EleutherAI/pythia-1b", "step0")
 
 
+def test_a_local_folder_s_revision_is_its_subfolder(tmp_path, tok):
+    # the Pythia chapters load their final model at "step143000": from a local folder of checkpoints that loaded
+    # the folder itself (no model there, so the stand-in came in its place)
+    m = tiny("gpt_neox")
+    m.save_pretrained(tmp_path / "step0")
+    tok.save_pretrained(tmp_path / "step0")
+    loaded = hub.load(str(tmp_path), "step0")
+    assert loaded.name == str(tmp_path / "step0") and loaded.revision is None
+    assert hub.fingerprint(loaded.model) == hub.fingerprint(m)
+    with pytest.raises(hub.ModelUnavailable, match=r"has no 'step1' \(allowed: step0\)"):
+        hub.load(str(tmp_path), "step1")
+
+
 def test_a_hub_model_reads_its_weights_without_a_bar_and_downloads_with_one(monkeypatch):
     # the "Loading weights" bar stood in every chapter of a build with the real weights (the HTML test fails on it);
     # a download keeps huggingface_hub's bars

@@ -181,10 +181,13 @@ def load(
     model's own, at ``revision`` for hub names; Pythia checkpoints share one
     tokenizer, so the final one is used).
 
+    A local folder's revisions are its subfolders (``<name>/step143000``, as a folder of checkpoints is laid out):
+    ``revision`` loads that subfolder, never the folder itself in its place.
+
     Raises:
         ValueError: bad dtype or Pythia revision (before any download).
-        ModelUnavailable: the model or tokenizer cannot be loaded; the message
-            says which and how to make it available.
+        ModelUnavailable: the model or tokenizer cannot be loaded (a local folder without the revision's
+            subfolder included); the message says which and how to make it available.
     """
     check_choice("dtype", dtype, DTYPES)
     check_revision(name, revision)
@@ -195,6 +198,14 @@ def load(
 
     device = config.get_device(device)
     local = Path(name).is_dir()
+    if local and revision not in (None, "main"):
+        if not (Path(name) / revision).is_dir():
+            raise ModelUnavailable(
+                f"could not load {name!r} at revision {revision!r}: a local folder's revisions are its "
+                f"subfolders, and it has no {revision!r} (allowed: "
+                f"{', '.join(sorted(d.name for d in Path(name).iterdir() if d.is_dir())) or 'none'})"
+            )
+        name, revision = str(Path(name) / revision), None
     with quiet_loading():
         try:
             model = AutoModelForCausalLM.from_pretrained(
