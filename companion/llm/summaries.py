@@ -11,6 +11,7 @@ the chapter records them as not checked.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +30,11 @@ TOP_RANK = 10  # Fig. 14: "the" is "one of the top predictions" when its average
 
 def banner(model: str, real: bool, why: str, spec, stands_for: str, extra: str = "") -> str:
     """The MyST banner of an LLM chapter: real weights named, or a warning that names the stand-in and why."""
+    if real and Path(model).is_dir():  # a folder written by save_pretrained: named without the machine's path
+        return (
+            f"Real weights from the local folder **{Path(model).name}** (`save_pretrained`'s layout). The claims "
+            "about the paper's models are checked only where the chapter loads them by their Hub names."
+        )
     if real:
         return f"Real weights: **{model}** from the Hugging Face Hub (or its cache)."
     arch = "GPT-NeoX (Pythia-architecture)" if spec.family == "gpt_neox" else "GPT-2-architecture"
