@@ -241,6 +241,7 @@ def _record(args) -> int:
 
 def _llm(args) -> int:
     from companion.llm import hub, studies
+    from companion.llm.summaries import PYTHIA_REVISIONS
 
     def spec(task: str):
         given = (args.layer, args.matrix, args.rho)
@@ -257,30 +258,7 @@ def _llm(args) -> int:
         loaded = hub.load(args.model, dtype=args.dtype, device=args.device)
         metrics = studies.study_gpt2_ioi(loaded)
     elif args.study == "pythia":
-        revisions = args.revisions or [
-            f"step{s}"
-            for s in (
-                0,
-                1,
-                2,
-                4,
-                8,
-                16,
-                32,
-                64,
-                128,
-                256,
-                512,
-                1000,
-                2000,
-                4000,
-                8000,
-                14000,
-                32000,
-                64000,
-                143000,
-            )
-        ]
+        revisions = args.revisions or list(PYTHIA_REVISIONS)
         for r in revisions:
             hub.check_revision(args.model, r)  # every revision checked before the first download
         ioi, fact = spec("ioi"), spec("factual")
@@ -295,6 +273,7 @@ def _llm(args) -> int:
         metrics["final"] = studies.study_final(loaded, ioi, fact)
     else:
         s = spec("gsm8k")
+        studies.check_gsm8k(args.shots, args.n_problems)  # before the model loads
         settings.update(spec=s, shots=args.shots, n_problems=args.n_problems)
         loaded = hub.load(args.model, dtype=args.dtype, device=args.device)
         metrics = studies.study_gsm8k(loaded, shots=tuple(args.shots), spec=s, n_problems=args.n_problems)

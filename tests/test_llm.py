@@ -243,6 +243,32 @@ def test_a_local_folder_s_revision_is_its_subfolder(tmp_path, tok):
         hub.load(str(tmp_path), "step1")
 
 
+def test_the_llm_command_writes_its_results_and_checks_its_settings_before_loading(
+    tmp_path, tok, monkeypatch
+):
+    from companion.cli import main
+
+    m = tiny("gpt_neox", n_layer=2)
+    for step in ("step0", "step1"):
+        m.save_pretrained(tmp_path / "pythia" / step)
+        tok.save_pretrained(tmp_path / "pythia" / step)
+    out = tmp_path / "pythia.json"
+    laser_args = ["--layer", "1", "--matrix", "mlp_in", "--rho", "0.5", "--out", str(out)]
+    main(["llm", "pythia", "--model", str(tmp_path / "pythia"), "--revisions", "step0", "step1", *laser_args])
+    res = json.loads(out.read_text())
+    assert res["kind"] == "pythia" and res["settings"]["revisions"] == ["step0", "step1"]
+    assert res["metrics"]["checkpoints"]["duplicates"] == ["step1"] and "final" in res["metrics"]
+
+    def loads(*args, **kwargs):
+        raise AssertionError("a model loaded before the settings were checked")
+
+    monkeypatch.setattr(hub, "load", loads)
+    # a shot count the study cannot use stopped it only when its turn came; -1 problems ran all but the last
+    for bad, match in ((["--shots", "1", "3"], "shots k 3"), (["--n-problems", "-1"], r"n_problems=-1")):
+        with pytest.raises(ValueError, match=match):
+            main(["llm", "gsm8k", "--model", str(tmp_path / "pythia"), *laser_args, *bad])
+
+
 def test_a_hub_model_reads_its_weights_without_a_bar_and_downloads_with_one(monkeypatch):
     # the "Loading weights" bar stood in every chapter of a build with the real weights (the HTML test fails on it);
     # a download keeps huggingface_hub's bars

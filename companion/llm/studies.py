@@ -304,6 +304,29 @@ def study_final(loaded: hub.Loaded, ioi_spec, factual_spec, n_ioi: int = 100) ->
     }
 
 
+def check_gsm8k(shots, n_problems: int | None) -> None:
+    """The GSM8K study's settings, checked before a model is loaded or a generation runs (a shot count it cannot
+    use stopped the study only when its turn came, after the counts before it had generated on every problem).
+
+    >>> check_gsm8k((1, 3), None)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown shots k 3: allowed values are 0, 1, 2, 4, 8
+    >>> check_gsm8k((1,), -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_problems=-1 is out of range: allowed [1, inf)
+    """
+    from companion.llm import gsm8k
+
+    if not len(shots):
+        raise ValueError(f"shots: none given (allowed: one or more of {', '.join(map(str, gsm8k.SHOTS))})")
+    for k in shots:
+        config.check_choice("shots k", k, gsm8k.SHOTS)
+    if n_problems is not None:
+        check_int("n_problems", n_problems, 1)
+
+
 def study_gsm8k(
     loaded: hub.Loaded,
     shots=(1, 2, 4, 8),
@@ -314,11 +337,19 @@ def study_gsm8k(
     seed: int = 0,
     progress: bool = True,
 ) -> dict:
-    """Table 2: k-shot CoT accuracy on the GSM8K test set, full and with LASER ``spec``."""
+    """Table 2: k-shot CoT accuracy on the GSM8K test set (its first ``n_problems``; None: all), full and with
+    LASER ``spec``.
+
+    Raises:
+        ValueError: :func:`check_gsm8k`'s, or more problems than the test set holds.
+    """
     from companion.llm import gsm8k
 
+    check_gsm8k(shots, n_problems)
     test, bad_test = gsm8k.load("test")
     train, bad_train = gsm8k.load("train")
+    if n_problems is not None:
+        check_int("n_problems", n_problems, 1, len(test))
     problems = test if n_problems is None else test[:n_problems]
     out = {
         "n_problems": len(problems),
