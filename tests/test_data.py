@@ -43,6 +43,38 @@ def test_missing_and_corrupt_files_give_clear_messages(tmp_path, monkeypatch):
         load_char_stats(tmp_path / "absent.json")
 
 
+def test_a_missing_file_is_downloaded_checked_and_cached(tmp_path, monkeypatch):
+    """The path of a reader without the data folder, which no other test takes: each source this machine holds,
+    served from a file:// URL in place of its canonical one with the bytes that URL serves (the GPT-2 merges
+    without the header the loader adds), is downloaded into the cache, checked, and found there next time; a
+    download that differs is refused and nothing is kept."""
+    held = {n: sources.fetch(n, download=False).read_bytes() for n in sources.SOURCES if sources.available(n)}
+    assert {"tinyshakespeare", "gsm8k_test", "gpt2_merges"} <= set(held)
+    monkeypatch.setenv("COMPANION_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("COMPANION_CACHE_DIR", str(tmp_path / "cache"))
+    downloads = tmp_path / "cache" / "downloads"
+    for name, data in held.items():
+        src = sources.SOURCES[name]
+        upstream = tmp_path / "served" / src.relpath
+        upstream.parent.mkdir(parents=True, exist_ok=True)
+        upstream.write_bytes(data.removeprefix(src.prefix))
+        monkeypatch.setitem(sources.SOURCES, name, dataclasses.replace(src, url=upstream.as_uri()))
+        with pytest.raises(sources.DataFileError, match="downloading is disabled"):
+            sources.fetch(name, download=False)
+        path = sources.fetch(name)
+        assert path == downloads / src.relpath and path.read_bytes() == data
+        upstream.unlink()
+        assert sources.fetch(name) == path  # from the cache: the URL serves nothing now
+    src = sources.SOURCES["tinyshakespeare"]
+    (downloads / src.relpath).unlink()
+    wrong = tmp_path / "served" / "wrong.txt"
+    wrong.write_text("not shakespeare")
+    monkeypatch.setitem(sources.SOURCES, "tinyshakespeare", dataclasses.replace(src, url=wrong.as_uri()))
+    with pytest.raises(sources.DataFileError, match="does not match: sha256"):
+        sources.fetch("tinyshakespeare")
+    assert not (downloads / src.relpath).exists()
+
+
 def test_sequence_structure():
     task = RecallTask(seq_len=32, alpha=0.3)
     b = task.sample(np.random.default_rng(1), 200)
