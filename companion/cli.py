@@ -251,7 +251,12 @@ def _llm(args) -> int:
                 f"no Appendix C.2 LASER setting for {task} on {args.model!r}: "
                 f"give --layer, --matrix and --rho"
             )
-        return tuple(g if g is not None else d for g, d in zip(given, default or given))
+        layer, matrix, rho = (g if g is not None else d for g, d in zip(given, default or given))
+        # before the model loads (a download of gigabytes, or minutes of reading); the layer's top and the matrix
+        # names depend on the model, checked once it is loaded
+        config.check_int("layer", layer, 1)
+        config.check_float("rho", rho, 0.0, 1.0)
+        return layer, matrix, rho
 
     settings = {"study": args.study, "model": args.model, "dtype": args.dtype}
     if args.study == "gpt2-ioi":

@@ -264,7 +264,12 @@ def test_the_llm_command_writes_its_results_and_checks_its_settings_before_loadi
 
     monkeypatch.setattr(hub, "load", loads)
     # a shot count the study cannot use stopped it only when its turn came; -1 problems ran all but the last
-    for bad, match in ((["--shots", "1", "3"], "shots k 3"), (["--n-problems", "-1"], r"n_problems=-1")):
+    for bad, match in (
+        (["--shots", "1", "3"], "shots k 3"),
+        (["--n-problems", "-1"], r"n_problems=-1"),
+        (["--rho", "1.5"], r"rho=1.5"),
+        (["--layer", "0"], r"layer=0"),
+    ):
         with pytest.raises(ValueError, match=match):
             main(["llm", "gsm8k", "--model", str(tmp_path / "pythia"), *laser_args, *bad])
 
