@@ -273,8 +273,7 @@ def _llm(args) -> int:
                 args.model, revisions, ioi, fact, dtype=args.dtype, device=args.device
             )
         }
-        name, rev = studies.checkpoint_source(args.model, revisions[-1])
-        loaded = hub.load(name, rev, dtype=args.dtype, device=args.device)
+        loaded = hub.load(args.model, revisions[-1], dtype=args.dtype, device=args.device)
         metrics["final"] = studies.study_final(loaded, ioi, fact)
     else:
         s = spec("gsm8k")

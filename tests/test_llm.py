@@ -216,7 +216,7 @@ def test_local_directory_loads_like_a_hub_model(tmp_path, tok, capfd):
     m = tiny("gpt_neox")
     m.save_pretrained(tmp_path / "step0")
     tok.save_pretrained(tmp_path / "step0")
-    name, rev = studies.checkpoint_source(str(tmp_path), "step0")
+    name, rev = hub.checkpoint_source(str(tmp_path), "step0")
     capfd.readouterr()
     loaded = hub.load(name, rev)
     # a local folder loads without transformers' "Loading weights" bar (one per load in the built book before), and
@@ -227,7 +227,7 @@ def test_local_directory_loads_like_a_hub_model(tmp_path, tok, capfd):
     assert loaded.local and loaded.label == f"local folder {tmp_path.name}/step0"
     assert loaded.family == "gpt_neox" and loaded.tokenizer.encode(" the") == [262]
     assert hub.fingerprint(loaded.model) == hub.fingerprint(m)
-    assert studies.checkpoint_source("EleutherAI/pythia-1b", "step0") == ("EleutherAI/pythia-1b", "step0")
+    assert hub.checkpoint_source("EleutherAI/pythia-1b", "step0") == ("EleutherAI/pythia-1b", "step0")
 
 
 def test_a_local_folder_s_revision_is_its_subfolder(tmp_path, tok):

@@ -125,6 +125,15 @@ def unavailable_message(name: str, revision: str | None, err: BaseException) -> 
     )
 
 
+def checkpoint_source(source: str, revision: str | None) -> tuple[str, str | None]:
+    """(name, revision) to load: a local folder ``source/revision`` if it exists, else as given (a Hub name at
+    its revision, or a folder whose revision :func:`load` refuses)."""
+    if revision is None:
+        return source, None
+    local = Path(source) / revision
+    return (str(local), None) if local.is_dir() else (source, revision)
+
+
 @contextlib.contextmanager
 def quiet_loading(quiet: bool = True) -> Iterator[None]:
     """transformers' own progress bars ("Loading weights": reading a checkpoint that is already on disk) off inside
@@ -197,15 +206,14 @@ def load(
     from companion import config
 
     device = config.get_device(device)
+    name, revision = checkpoint_source(name, revision)
     local = Path(name).is_dir()
     if local and revision not in (None, "main"):
-        if not (Path(name) / revision).is_dir():
-            raise ModelUnavailable(
-                f"could not load {name!r} at revision {revision!r}: a local folder's revisions are its "
-                f"subfolders, and it has no {revision!r} (allowed: "
-                f"{', '.join(sorted(d.name for d in Path(name).iterdir() if d.is_dir())) or 'none'})"
-            )
-        name, revision = str(Path(name) / revision), None
+        raise ModelUnavailable(
+            f"could not load {name!r} at revision {revision!r}: a local folder's revisions are its "
+            f"subfolders, and it has no {revision!r} (allowed: "
+            f"{', '.join(sorted(d.name for d in Path(name).iterdir() if d.is_dir())) or 'none'})"
+        )
     with quiet_loading():
         try:
             model = AutoModelForCausalLM.from_pretrained(

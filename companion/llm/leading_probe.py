@@ -222,7 +222,7 @@ def study(
     checkpoint ``source``/``revision`` (local ``step{N}`` folders or Hub revisions)."""
     from tqdm.auto import tqdm
 
-    from companion.llm import hub, studies
+    from companion.llm import hub
 
     config.check_int("K", K, 2)
     config.check_int("T", T, 1)
@@ -232,8 +232,7 @@ def study(
     out = {"revisions": list(revisions), "top": top, "K": K, "T": T, "n_tokens": len(ids), "by_revision": {}}
     out["ceilings"] = orientation_ceilings(features)
     for rev in tqdm(revisions, desc="checkpoints", disable=not progress):
-        name, revision = studies.checkpoint_source(source, rev)
-        loaded = hub.load(name, revision)
+        loaded = hub.load(source, rev)  # a folder's rev: its subfolder
         out["by_revision"][rev] = compare(loaded.model, features, top, heads=heads)
         del loaded
     return out

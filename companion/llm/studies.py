@@ -142,12 +142,6 @@ def the_ranks(loaded: hub.Loaded, texts: list[str]) -> np.ndarray:
     return measure.rank_of(lp, the)
 
 
-def checkpoint_source(source: str, revision: str) -> tuple[str, str | None]:
-    """(name, revision) to load: a local folder ``source/revision`` if it exists, else the Hub."""
-    local = Path(source) / revision
-    return (str(local), None) if local.is_dir() else (source, revision)
-
-
 def versions() -> dict:
     import torch
 
@@ -250,8 +244,7 @@ def study_checkpoints(
 
     rows, fps, enc = {}, {}, None
     for rev in tqdm(revisions, desc="checkpoints", disable=not progress):
-        name, revision = checkpoint_source(source, rev)
-        loaded = hub.load(name, revision, dtype=dtype, device=device)
+        loaded = hub.load(source, rev, dtype=dtype, device=device)  # a folder's rev: its subfolder
         if enc is None:
             tok = loaded.tokenizer
             items = prompts.ioi_prompts(tok, n=n_ioi)
@@ -304,9 +297,10 @@ def study_final(loaded: hub.Loaded, ioi_spec, factual_spec, n_ioi: int = 100) ->
     }
 
 
-def check_gsm8k(shots, n_problems: int | None) -> None:
+def check_gsm8k(shots, n_problems: int | None, n_test: int | None = None) -> None:
     """The GSM8K study's settings, checked before a model is loaded or a generation runs (a shot count it cannot
-    use stopped the study only when its turn came, after the counts before it had generated on every problem).
+    use stopped the study only when its turn came, after the counts before it had generated on every problem);
+    ``n_test``, the test set's size where it is known, bounds ``n_problems``.
 
     >>> check_gsm8k((1, 3), None)
     Traceback (most recent call last):
@@ -324,7 +318,7 @@ def check_gsm8k(shots, n_problems: int | None) -> None:
     for k in shots:
         config.check_choice("shots k", k, gsm8k.SHOTS)
     if n_problems is not None:
-        check_int("n_problems", n_problems, 1)
+        check_int("n_problems", n_problems, 1, n_test)
 
 
 def study_gsm8k(
@@ -345,11 +339,9 @@ def study_gsm8k(
     """
     from companion.llm import gsm8k
 
-    check_gsm8k(shots, n_problems)
     test, bad_test = gsm8k.load("test")
     train, bad_train = gsm8k.load("train")
-    if n_problems is not None:
-        check_int("n_problems", n_problems, 1, len(test))
+    check_gsm8k(shots, n_problems, len(test))
     problems = test if n_problems is None else test[:n_problems]
     out = {
         "n_problems": len(problems),
@@ -395,8 +387,7 @@ def real_or_standin(
     spec = spec or standin.StandIn()
     folder = standin.build(spec, progress=False)
     rev = revision_of_standin or spec.revisions()[-1]
-    local, _ = checkpoint_source(str(folder), rev)
-    return hub.load(local, device=device), False, reason
+    return hub.load(str(folder), rev, device=device), False, reason
 
 
 METRICS = ("target_prob", "log_ratio_the")
