@@ -587,6 +587,14 @@ def in_book_run(c: Claim, run: dict) -> str:
     >>> reads = {"quick": ["khop-quick-depth=4.json"], "full": ["fig3-full.json"]}
     >>> in_book_run(c, {"profile": "full", "chapters": {c.chapter: ran | {"rows": {c.id: {"observed": 0}}, "reads": reads}}})
     'holds: 0 (cuda (H100), 2026-12-03; its chapter read 1 recording at quick)'
+
+    A chapter run on other training batches than this build's (``sampler``, as :func:`companion.config.sampler_label`
+    states it) is marked stale: its values are not what this build's chapter computes.
+
+    >>> other = ran | {"rows": {c.id: {"observed": 0}}, "sampler": "numpy (version 1)"}
+    >>> with config.using_sampler("counter"):
+    ...     in_book_run(c, {"profile": "full", "chapters": {c.chapter: other}})
+    'holds: 0 (cuda (H100), 2026-12-03) (stale: drawn by numpy (version 1), this build by counter (version 2))'
     """
     if not run:
         return ""
@@ -609,7 +617,13 @@ def in_book_run(c: Claim, run: dict) -> str:
         for p, files in entry.get("reads", {}).items()
         if p != profile
     )
-    return f"{seen['category']}: {shown} ({entry['device']}, {entry['date']}{other})"
+    here = config.sampler_label()
+    stale = (
+        f" (stale: drawn by {entry['sampler']}, this build by {here})"
+        if entry.get("sampler", here) != here
+        else ""
+    )
+    return f"{seen['category']}: {shown} ({entry['device']}, {entry['date']}{other}){stale}"
 
 
 # A statement's outcome clause names one of these (companion.statements reads it): the categories a build may give

@@ -126,7 +126,7 @@ def environment() -> dict[str, str]:
     return {
         "profile": get_profile(),
         "device": f"{device} ({device_name(device)})",
-        "sampler": f"{sampler()} (version {sampler_version()})",
+        "sampler": sampler_label(),
         "seed": str(book_seed()),
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -223,6 +223,15 @@ def sampler_version(name: str | None = None) -> int:
     2
     """
     return SAMPLER_VERSIONS[sampler(name)]
+
+
+def sampler_label(name: str | None = None) -> str:
+    """The sampler in force and its version, as a build's environment and a book run's chapters state it.
+
+    >>> sampler_label("counter")
+    'counter (version 2)'
+    """
+    return f"{sampler(name)} (version {sampler_version(name)})"
 
 
 def sampler_of_version(version: int) -> str:
