@@ -156,6 +156,9 @@ def run_chapter(
     except subprocess.TimeoutExpired:
         _stop(proc)
         tail, timed_out = "", True
+    except BaseException:  # Ctrl-C or SIGTERM: the chapter's session (its own process group) would outlive us
+        _stop(proc)
+        raise
     seconds = time.time() - start
     got = cells(log)
     if timed_out:
@@ -266,4 +269,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # SIGTERM ends the run as Ctrl-C does: the chapter running is stopped with its kernel, the record keeps the rest
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     sys.exit(main())

@@ -4,8 +4,14 @@ scorecard's column that reads the record (companion.claims.book_run)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -88,6 +94,51 @@ def test_a_book_run_records_each_chapter_its_cells_and_the_rows_it_checked(
     assert not book_run_script._to_run(row.chapter, run["chapters"], 9)
     assert book_run_script._to_run(row.chapter, run["chapters"], 9, again=True)
     assert "\x1b[" not in checks["first_failure"]  # the terminal's colour codes are left out
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "\tZ" not in next(
+            line for line in status.read_text().splitlines() if line.startswith("State:")
+        )
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_book_run_stopped_stops_the_chapter_s_kernel(tiny_book, tmp_path, sig):
+    """Ctrl-C (SIGINT) or SIGTERM to the runner stops the chapter it is running with its kernel, which run in a
+    session of their own (so that a bound can kill them together): they would otherwise go on computing, for up to
+    an hour at the full profile, after the run was stopped."""
+    root, _ = tiny_book
+    pid_file = tmp_path / "kernel.pid"
+    (root / "book" / "pid.md").write_text(
+        HEADER.format(title="Pid")
+        + _cell(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)")
+    )
+    cmd = [sys.executable, str(config.REPO_ROOT / "scripts" / "book_run.py"), "--root", str(root)]
+    cmd += ["--out", str(tmp_path / "full.json"), "--cache", str(tmp_path / "cache"), "book/pid"]
+    runner = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kernel = None
+    try:
+        for _ in range(600):  # the kernel starts within seconds; 60 s at most
+            if pid_file.is_file() and pid_file.read_text():
+                kernel = int(pid_file.read_text())
+                break
+            time.sleep(0.1)
+        assert kernel is not None and _alive(kernel)
+        runner.send_signal(sig)
+        assert runner.wait(timeout=30) != 0
+        deadline = time.time() + 10
+        while _alive(kernel) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not _alive(kernel)
+    finally:
+        runner.kill()
+        if kernel is not None and _alive(kernel):
+            os.kill(kernel, signal.SIGKILL)
 
 
 def test_a_book_run_refuses_bad_arguments_before_running_anything(book_run_script, tiny_book, tmp_path):
