@@ -555,7 +555,7 @@ def batches_cell(rec: Recorded, read_under: dict[str, str] | None = None) -> str
     again = made_again(rec)
     missing = [s for s in config.SAMPLERS if s not in (rec.drawn_by, *again, *read_under)]
     return (
-        f"{rec.drawn_by} (version {config.SAMPLER_VERSIONS[rec.drawn_by]})"
+        config.sampler_label(rec.drawn_by)
         + (f"; also recorded under: {', '.join(again)}" if again else "")
         + "".join(f"; read under {s} as well: {why}" for s, why in read_under.items())
         + (f"; not yet recorded under: {', '.join(missing)}" if missing else "")
